@@ -1,0 +1,182 @@
+"""The one error hierarchy of otel-llm.
+
+::
+
+    OtelLLMError
+    ├── ConfigurationError            invalid settings; names the key (also a ValueError)
+    ├── BackendUnavailable            admission or breaker backend unreachable (fails closed)
+    ├── AllSourcesExhausted           a call gave up; carries the reason per source
+    └── ProviderError                 one attempt against one source failed
+        ├── TransientError            worth retrying or failing over
+        │   ├── ProviderConnectionError   connect / read failure, connection reset
+        │   ├── ProviderTimeout           transport timeout
+        │   ├── ServerError               HTTP 5xx and 408
+        │   ├── MalformedStream           a chunk that is not valid JSON / SSE
+        │   ├── TruncatedStream           stream ended without a finish reason or [DONE]
+        │   └── WatchdogTimeout           no incremental chunk within the watchdog budget
+        ├── RateLimited               HTTP 429; ``retry_after_s`` from Retry-After
+        └── PermanentError            never retried on the same source
+            ├── BadRequest                400 / 422
+            ├── AuthenticationError       401 / 403
+            ├── NotFound                  404
+            ├── ContextLengthExceeded     the prompt does not fit the model
+            └── ContentFiltered           the provider refused the content
+
+Lower-layer errors (httpx, json, duckdb, redis) are translated at the boundary into the most
+specific class with ``raise ... from exc``. Messages never contain API keys or headers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class OtelLLMError(Exception):
+    """Base class of every error otel-llm raises."""
+
+
+class ConfigurationError(OtelLLMError, ValueError):
+    """A configuration value is invalid. The message names the key and the rule."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}")
+
+
+class BackendUnavailable(OtelLLMError):
+    """The admission or breaker backend cannot be reached; the call fails closed."""
+
+
+class ProviderError(OtelLLMError):
+    """One attempt against one source failed.
+
+    ``status_code`` is the HTTP status when there was one; ``code`` the provider's own error code
+    (``context_length_exceeded``, ``content_filter`` …); ``source`` the source's name.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        code: str | None = None,
+        source: str | None = None,
+    ) -> None:
+        self.message = message
+        self.status_code = status_code
+        self.code = code
+        self.source = source
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        details = [
+            f"{name}={value}"
+            for name, value in (("status", self.status_code), ("code", self.code), ("source", self.source))
+            if value is not None
+        ]
+        return f"{self.message} ({', '.join(details)})" if details else self.message
+
+    @property
+    def error_type(self) -> str:
+        """Value for the ``error.type`` span attribute."""
+        return type(self).__name__
+
+
+class TransientError(ProviderError):
+    """Worth a retry or a failover: the same request may succeed later or elsewhere."""
+
+
+class ProviderConnectionError(TransientError):
+    """The connection could not be made or broke (reset, refused, protocol error)."""
+
+
+class ProviderTimeout(TransientError):
+    """The transport timed out (connect, read or pool)."""
+
+
+class ServerError(TransientError):
+    """The provider answered 5xx or 408."""
+
+
+class MalformedStream(TransientError):
+    """A streamed event could not be parsed (invalid JSON, wrong content type)."""
+
+
+class TruncatedStream(TransientError):
+    """The stream ended without a finish reason or ``[DONE]``; the partial answer is discarded."""
+
+
+class WatchdogTimeout(TransientError):
+    """No incremental chunk arrived within the watchdog budget; the attempt was killed."""
+
+
+class RateLimited(ProviderError):
+    """HTTP 429. ``retry_after_s`` is the provider's ``Retry-After`` when it sent one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = 429,
+        code: str | None = None,
+        source: str | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, code=code, source=source)
+        self.retry_after_s = retry_after_s
+
+
+class PermanentError(ProviderError):
+    """Retrying the same request on the same source cannot help."""
+
+
+class BadRequest(PermanentError):
+    """HTTP 400 or 422."""
+
+
+class AuthenticationError(PermanentError):
+    """HTTP 401 or 403."""
+
+
+class NotFound(PermanentError):
+    """HTTP 404: unknown model or endpoint."""
+
+
+class ContextLengthExceeded(PermanentError):
+    """The request does not fit the model's context window."""
+
+
+class ContentFiltered(PermanentError):
+    """The provider refused the request or the answer on content grounds."""
+
+
+class AllSourcesExhausted(OtelLLMError):
+    """A call gave up. ``reasons`` maps each source tried to why it failed."""
+
+    def __init__(self, message: str, reasons: Mapping[str, str]) -> None:
+        self.reasons = dict(reasons)
+        detail = "; ".join(f"{name}: {why}" for name, why in self.reasons.items())
+        super().__init__(f"{message} ({detail})" if detail else message)
+
+
+__all__ = [
+    "AllSourcesExhausted",
+    "AuthenticationError",
+    "BackendUnavailable",
+    "BadRequest",
+    "ConfigurationError",
+    "ContentFiltered",
+    "ContextLengthExceeded",
+    "MalformedStream",
+    "NotFound",
+    "OtelLLMError",
+    "PermanentError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeout",
+    "RateLimited",
+    "ServerError",
+    "TransientError",
+    "TruncatedStream",
+    "WatchdogTimeout",
+]

@@ -1,0 +1,117 @@
+"""Every telemetry name otel-llm writes, in one place.
+
+OpenTelemetry GenAI semantic-convention names are used where the convention defines them.
+Everything it does not define lives in the ``otel_llm.`` namespace; the README has the table.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- OpenTelemetry GenAI semantic conventions -------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+ERROR_TYPE: Final = "error.type"
+
+OPERATION_CHAT: Final = "chat"
+OPERATION_EMBEDDINGS: Final = "embeddings"
+
+# --- otel_llm namespace: what a span is ---------------------------------------------------------
+SPAN_ROLE: Final = "otel_llm.span"
+"""``call`` (one logical request) or ``attempt`` (one HTTP request to one source)."""
+SPAN_ROLE_CALL: Final = "call"
+SPAN_ROLE_ATTEMPT: Final = "attempt"
+
+ATTEMPT_NUMBER: Final = "otel_llm.attempt.number"
+ATTEMPT_LEG: Final = "otel_llm.attempt.leg"
+"""``primary`` or ``hedge``."""
+ATTEMPT_OUTCOME: Final = "otel_llm.attempt.outcome"
+"""One of the ``OUTCOME_*`` values below."""
+ATTEMPT_SOURCE: Final = "otel_llm.attempt.source"
+
+LEG_PRIMARY: Final = "primary"
+LEG_HEDGE: Final = "hedge"
+
+OUTCOME_OK: Final = "ok"
+OUTCOME_ERROR: Final = "error"
+OUTCOME_WATCHDOG_KILLED: Final = "watchdog_killed"
+OUTCOME_HEDGE_CANCELLED: Final = "hedge_cancelled"
+OUTCOME_CANCELLED: Final = "cancelled"
+OUTCOMES_WITHOUT_FIGURES: Final = frozenset({OUTCOME_HEDGE_CANCELLED, OUTCOME_CANCELLED})
+"""A cancelled attempt carries no stall figures (SPEC M7)."""
+
+# --- otel_llm namespace: chunk events recorded by the instrumentation ------------------------
+CHUNK_EVENT: Final = "otel_llm.chunk"
+"""Span event at the arrival of an incremental chunk (timestamp = arrival)."""
+CHUNK_INDEX: Final = "otel_llm.chunk.index"
+"""Event attribute: 0-based index of the chunk among the attempt's incremental chunks."""
+CHUNK_GAP_NS: Final = "otel_llm.chunk.gap_ns"
+"""Event attribute: nanoseconds since the previous incremental chunk (absent on index 0)."""
+
+CHUNK_COUNT_RECORDED: Final = "otel_llm.chunks.total"
+"""Span attribute set by the instrumentation: incremental chunks the attempt received."""
+CHUNK_EVENTS_RECORDED: Final = "otel_llm.chunks.events"
+"""Span attribute: chunk events the instrumentation added (to detect dropped events)."""
+CHUNK_EVENTS_FLOOR_MS: Final = "otel_llm.chunks.events_floor_ms"
+"""Span attribute: every gap strictly longer than this has a chunk event."""
+
+STALL_THRESHOLD_MS: Final = "otel_llm.stall.threshold_ms"
+"""Span attribute: the stall threshold in force when the attempt was measured."""
+
+# --- otel_llm namespace: figures derived by the span processor -------------------------------
+TTFT_MS: Final = "otel_llm.ttft_ms"
+WALL_MS: Final = "otel_llm.wall_ms"
+STALL_MS: Final = "otel_llm.stall_ms"
+STALL_COUNT: Final = "otel_llm.stall_count"
+GENERATION_MS: Final = "otel_llm.generation_ms"
+MAX_INTER_CHUNK_MS: Final = "otel_llm.max_inter_chunk_ms"
+CHUNK_COUNT: Final = "otel_llm.chunk_count"
+METERING_STATUS: Final = "otel_llm.metering.status"
+"""``exact``, ``not_streamed``, or ``incomplete:<reason>`` when figures cannot be trusted."""
+
+METERING_EXACT: Final = "exact"
+METERING_NOT_STREAMED: Final = "not_streamed"
+METERING_INCOMPLETE_DROPPED: Final = "incomplete:events_dropped"
+METERING_INCOMPLETE_MISSING: Final = "incomplete:events_missing"
+METERING_INCOMPLETE_FLOOR: Final = "incomplete:threshold_below_event_floor"
+
+DERIVED_FIGURES: Final = (
+    TTFT_MS,
+    WALL_MS,
+    STALL_MS,
+    STALL_COUNT,
+    GENERATION_MS,
+    MAX_INTER_CHUNK_MS,
+    CHUNK_COUNT,
+)
+
+# --- otel_llm namespace: the call span -------------------------------------------------------
+CALL_ATTEMPTS: Final = "otel_llm.call.attempts"
+CALL_HEDGES: Final = "otel_llm.call.hedges"
+CALL_HEDGE_WON: Final = "otel_llm.call.hedge_won"
+CALL_WINNER_ATTEMPT: Final = "otel_llm.call.winner_attempt"
+"""The ``otel_llm.attempt.number`` whose figures the call span carries."""
+CALL_SOURCES_TRIED: Final = "otel_llm.call.sources_tried"
+CALL_HEDGE_WASTE_TOKENS: Final = "otel_llm.call.hedge_waste_tokens"
+
+# --- span names ------------------------------------------------------------------------------
+
+
+def span_name(operation: str, model: str | None) -> str:
+    """``{operation} {model}`` as the GenAI convention names spans."""
+    return f"{operation} {model}" if model else operation

@@ -1,0 +1,84 @@
+"""A source: one OpenAI-compatible endpoint (provider, deployment, model) a call can use."""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from otel_llm._defaults import DEFAULTS
+
+
+def _positive_finite(value: float | None, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{field} must be a finite number of seconds > 0, got {value!r}")
+    return value
+
+
+class Source(BaseModel):
+    """One endpoint. ``api_key`` is a secret: it never appears in reprs, spans or errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    """Unique name within a client, e.g. ``openai-1``."""
+    provider: str = Field(min_length=1)
+    """Provider name as the GenAI convention's ``gen_ai.provider.name`` (``openai`` …)."""
+    base_url: str = Field(min_length=1)
+    """Base URL up to and including the API version, e.g. ``https://api.openai.com/v1``."""
+    model: str = Field(min_length=1)
+    api_key: SecretStr | None = None
+    timeout_s: float = DEFAULTS.timeout_s
+    """Read timeout of one attempt; also the watchdog's inter-chunk budget when that is unset."""
+    connect_timeout_s: float = DEFAULTS.connect_timeout_s
+    ttft_timeout_s: float | None = None
+    """Watchdog: longest wait for the first incremental chunk."""
+    inter_token_timeout_s: float | None = None
+    """Watchdog: longest wait between incremental chunks (falls back to ``timeout_s``)."""
+    priority: int = 0
+    """Lower is tried first."""
+
+    @field_validator("timeout_s", "connect_timeout_s", "ttft_timeout_s", "inter_token_timeout_s")
+    @classmethod
+    def _check_seconds(cls, value: float | None, info: object) -> float | None:
+        return _positive_finite(value, getattr(info, "field_name", "value"))
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {value!r}")
+        return value.rstrip("/")
+
+    @property
+    def effective_inter_chunk_timeout_s(self) -> float:
+        """The watchdog's budget between chunks: ``inter_token_timeout_s`` or ``timeout_s``."""
+        return self.inter_token_timeout_s or self.timeout_s
+
+    @property
+    def chat_url(self) -> str:
+        """The chat completions endpoint."""
+        return f"{self.base_url}/chat/completions"
+
+    @property
+    def embeddings_url(self) -> str:
+        """The embeddings endpoint."""
+        return f"{self.base_url}/embeddings"
+
+    @property
+    def host(self) -> str:
+        """``server.address`` of the endpoint."""
+        return httpx.URL(self.base_url).host
+
+    @property
+    def port(self) -> int | None:
+        """``server.port`` of the endpoint when the URL names one."""
+        return httpx.URL(self.base_url).port
+
+    def secrets(self) -> tuple[str, ...]:
+        """Values to redact from any text that leaves the library."""
+        return (self.api_key.get_secret_value(),) if self.api_key else ()

@@ -1,0 +1,147 @@
+"""Attempt spans whose timestamps all come from one monotonic clock.
+
+The span start is anchored to ``time.time_ns()`` once; every chunk event and the span end are that
+anchor plus a ``time.monotonic_ns()`` offset. So differences between span timestamps are exactly
+the differences the client measured, and the span processor derives the same figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from time import monotonic_ns, time_ns
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
+from otel_llm.measure._chunks import ChunkClock
+from otel_llm.measure._events import event_attributes, plan_chunk_events
+from otel_llm.measure._stalls import StallFigures, meter
+
+logger = logging.getLogger("otel_llm")
+
+_EVENT_HEADROOM = 4
+"""Events kept free for others (an exception event) beside the chunk events."""
+
+
+def _event_budget(span: trace.Span) -> int:
+    """Chunk events this span can hold without the SDK dropping any."""
+    limits = getattr(span, "_limits", None)  # SDK spans expose their limits here; others don't
+    limit = getattr(limits, "max_events", None)
+    if isinstance(limit, int) and limit > 0:
+        return max(3, min(DEFAULTS.chunk_event_budget, limit - _EVENT_HEADROOM))
+    return DEFAULTS.chunk_event_budget
+
+
+class AttemptSpan:
+    """The span of one attempt and the chunk clock that meters it.
+
+    ``finish()`` ends the span exactly once, on every path, and returns the attempt's figures.
+    """
+
+    __slots__ = ("_anchor_ns", "_figures", "clock", "span", "streamed", "threshold_ms")
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        name: str,
+        *,
+        attributes: Mapping[str, AttributeValue],
+        threshold_ms: int,
+        streamed: bool,
+        context: Context | None = None,
+        signal: asyncio.Event | None = None,
+        consumer_aware: bool = False,
+    ) -> None:
+        self._anchor_ns = time_ns()
+        self.clock = ChunkClock(monotonic_ns(), signal, consumer_aware=consumer_aware)
+        self.streamed = streamed
+        self.threshold_ms = threshold_ms
+        self._figures: StallFigures | None = None
+        attrs: dict[str, AttributeValue] = {
+            sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
+            sc.GEN_AI_REQUEST_STREAM: streamed,
+            sc.STALL_THRESHOLD_MS: threshold_ms,
+        }
+        attrs.update(attributes)
+        self.span = tracer.start_span(
+            name,
+            context=context,
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=self._anchor_ns,
+        )
+
+    @property
+    def finished(self) -> bool:
+        """True once ``finish()`` has ended the span."""
+        return self._figures is not None
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        """Add response attributes before the span ends."""
+        if self._figures is None:
+            self.span.set_attributes(attributes)
+
+    def finish(
+        self,
+        outcome: str,
+        *,
+        error: BaseException | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> StallFigures:
+        """End the span with ``outcome`` and return the attempt's figures (idempotent)."""
+        if self._figures is not None:
+            return self._figures
+        end_ns = monotonic_ns()
+        gaps = self.clock.gaps_ns() if self.streamed else []
+        timeline = self.clock.timeline(end_ns, streamed=self.streamed, gaps_ns=gaps)
+        self._figures = figures = meter(timeline, self.threshold_ms)
+        span = self.span
+        try:
+            if attributes:
+                span.set_attributes(attributes)
+            span.set_attribute(sc.ATTEMPT_OUTCOME, outcome)
+            if self.streamed:
+                self._record_chunk_events(span, gaps)
+                if timeline.ttft_ns is not None:
+                    span.set_attribute(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, timeline.ttft_ns / 1e9)
+            if error is not None:
+                span.set_attribute(sc.ERROR_TYPE, getattr(error, "error_type", type(error).__name__))
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, str(error) or type(error).__name__))
+            elif outcome in sc.OUTCOMES_WITHOUT_FIGURES:
+                span.set_attribute(sc.ERROR_TYPE, outcome)
+        except Exception:  # telemetry must never break the call
+            logger.exception("otel-llm: could not record attempt span attributes")
+        finally:
+            span.end(end_time=self._anchor_ns + (end_ns - self.clock.start_ns))
+        return figures
+
+    def _record_chunk_events(self, span: trace.Span, gaps_ns: list[int]) -> None:
+        clock = self.clock
+        start = clock.start_ns
+        offsets = [arrival - start for arrival in clock.arrivals_ns]
+        plan = plan_chunk_events(
+            offsets,
+            gaps_ns,
+            floor_ms=min(DEFAULTS.chunk_event_floor_ms, self.threshold_ms),
+            budget=_event_budget(span),
+        )
+        span.set_attributes(
+            {
+                sc.CHUNK_COUNT_RECORDED: clock.count,
+                sc.CHUNK_EVENTS_RECORDED: len(plan.events),
+                sc.CHUNK_EVENTS_FLOOR_MS: plan.floor_ms,
+            }
+        )
+        anchor = self._anchor_ns
+        for event in plan.events:
+            span.add_event(
+                sc.CHUNK_EVENT, event_attributes(event), timestamp=anchor + event.offset_ns
+            )

@@ -1,0 +1,119 @@
+"""Pure stall metering (SPEC M2–M6, M9).
+
+Everything here is arithmetic on integer nanoseconds taken from one monotonic clock. Conversion
+to whole milliseconds happens in exactly one place, :func:`to_ms`, so the client, the span
+processor and SQL can never disagree by a rounding step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from otel_llm._errors import ConfigurationError
+
+NS_PER_MS = 1_000_000
+
+
+def to_ms(ns: int) -> int:
+    """Whole milliseconds of a non-negative nanosecond duration — the one rounding place."""
+    return int(ns) // NS_PER_MS
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """What metering needs to know about one attempt, in nanoseconds from its start.
+
+    ``gaps_ns`` must contain every gap strictly longer than ``complete_above_ms``; it may
+    contain shorter ones too (they never count as stalls at a threshold at or above that floor).
+    ``max_gap_ns`` is the longest gap of all, recorded or not.
+    """
+
+    wall_ns: int
+    streamed: bool
+    chunk_count: int = 0
+    ttft_ns: int | None = None
+    gaps_ns: Sequence[int] = ()
+    max_gap_ns: int | None = None
+    complete_above_ms: int = 0
+
+    @classmethod
+    def from_gaps(
+        cls, *, wall_ns: int, ttft_ns: int | None, gaps_ns: Sequence[int]
+    ) -> Timeline:
+        """A streamed attempt whose every gap is known (the client's own view)."""
+        count = 0 if ttft_ns is None else len(gaps_ns) + 1
+        return cls(
+            wall_ns=wall_ns,
+            streamed=True,
+            chunk_count=count,
+            ttft_ns=ttft_ns,
+            gaps_ns=gaps_ns,
+            max_gap_ns=max(gaps_ns) if gaps_ns else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StallFigures:
+    """Where the wall time of one attempt went. Stall figures always come as a pair.
+
+    ``stall_ms``/``stall_count`` are ``None`` when not observable (not streamed, or fewer than
+    two incremental chunks) and ``0`` when observed to be zero. ``generation_ms`` is the net
+    generation time: wall time minus stalls, still including time to first chunk and the tail.
+    """
+
+    wall_ms: int
+    generation_ms: int
+    stall_ms: int | None
+    stall_count: int | None
+    ttft_ms: int | None
+    max_inter_chunk_ms: int | None
+    chunk_count: int | None
+
+
+def stall_sum(gaps_ns: Sequence[int], threshold_ms: int) -> tuple[int, int]:
+    """Total nanoseconds and number of gaps strictly longer than ``threshold_ms`` (SPEC M2)."""
+    limit = threshold_ms * NS_PER_MS
+    total = 0
+    count = 0
+    for gap in gaps_ns:
+        if gap > limit:
+            total += gap
+            count += 1
+    return total, count
+
+
+def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:
+    """Derive the figures of one attempt at ``threshold_ms`` (SPEC M2–M6)."""
+    if threshold_ms < timeline.complete_above_ms:
+        raise ValueError(
+            f"threshold {threshold_ms} ms is below the floor {timeline.complete_above_ms} ms "
+            "above which every gap is known"
+        )
+    wall_ms = to_ms(timeline.wall_ns)
+    if not timeline.streamed:
+        return StallFigures(wall_ms, wall_ms, None, None, None, None, None)
+    ttft_ms = None if timeline.ttft_ns is None else to_ms(timeline.ttft_ns)
+    if timeline.chunk_count < 2:
+        return StallFigures(wall_ms, wall_ms, None, None, ttft_ms, None, timeline.chunk_count)
+    stall_ns, stall_count = stall_sum(timeline.gaps_ns, threshold_ms)
+    stall_ms = to_ms(stall_ns)
+    max_gap_ms = None if timeline.max_gap_ns is None else to_ms(timeline.max_gap_ns)
+    return StallFigures(
+        wall_ms=wall_ms,
+        generation_ms=max(0, wall_ms - stall_ms),
+        stall_ms=stall_ms,
+        stall_count=stall_count,
+        ttft_ms=ttft_ms,
+        max_inter_chunk_ms=max_gap_ms,
+        chunk_count=timeline.chunk_count,
+    )
+
+
+def validate_threshold_ms(value: object, key: str = "stall_threshold_ms") -> int:
+    """Return ``value`` if it is a positive integer, else raise a ConfigurationError (SPEC M5)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(key, f"must be a positive integer of milliseconds, got {value!r}")
+    if value <= 0:
+        raise ConfigurationError(key, f"must be a positive integer of milliseconds, got {value}")
+    return value
