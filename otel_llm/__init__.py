@@ -1,0 +1,74 @@
+"""otel-llm: where the time of every streamed LLM call goes, and a client that acts on it.
+
+Measure: chunk arrivals, stalls and net generation time on OpenTelemetry spans.
+Act: a resilient async client that hedges a late or stalled stream onto another source.
+Show: an embedded DuckDB store, a CLI and dashboards.
+"""
+
+from otel_llm._errors import (
+    AllSourcesExhausted,
+    AuthenticationError,
+    BackendUnavailable,
+    BadRequest,
+    ConfigurationError,
+    ContentFiltered,
+    ContextLengthExceeded,
+    MalformedStream,
+    NotFound,
+    OtelLLMError,
+    PermanentError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+    RateLimited,
+    ServerError,
+    TransientError,
+    TruncatedStream,
+    WatchdogTimeout,
+)
+from otel_llm._init import Telemetry, init
+from otel_llm._version import __version__
+from otel_llm.act._client import Client
+from otel_llm.act._completion import Completion, ToolCall, Usage
+from otel_llm.act._result import ChatResult
+from otel_llm.act._source import Source
+from otel_llm.act._stats import CallStats
+from otel_llm.measure._processor import DerivingSpanProcessor
+from otel_llm.measure._stalls import StallFigures
+from otel_llm.show._duckdb_exporter import DuckDBSpanExporter, ExportStats
+
+__all__ = [
+    "AllSourcesExhausted",
+    "AuthenticationError",
+    "BackendUnavailable",
+    "BadRequest",
+    "CallStats",
+    "ChatResult",
+    "Client",
+    "Completion",
+    "ConfigurationError",
+    "ContentFiltered",
+    "ContextLengthExceeded",
+    "DerivingSpanProcessor",
+    "DuckDBSpanExporter",
+    "ExportStats",
+    "MalformedStream",
+    "NotFound",
+    "OtelLLMError",
+    "PermanentError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeout",
+    "RateLimited",
+    "ServerError",
+    "Source",
+    "StallFigures",
+    "Telemetry",
+    "ToolCall",
+    "TransientError",
+    "TruncatedStream",
+    "Usage",
+    "WatchdogTimeout",
+    "__version__",
+    "init",
+]

@@ -71,7 +71,11 @@ class ProviderError(OtelLLMError):
     def __str__(self) -> str:
         details = [
             f"{name}={value}"
-            for name, value in (("status", self.status_code), ("code", self.code), ("source", self.source))
+            for name, value in (
+                ("status", self.status_code),
+                ("code", self.code),
+                ("source", self.source),
+            )
             if value is not None
         ]
         return f"{self.message} ({', '.join(details)})" if details else self.message

@@ -111,7 +111,9 @@ def provider_error(
     return e.ServerError(text, **kwargs)
 
 
-def stream_error(payload: Mapping[str, Any], *, source: str, secrets: Iterable[str]) -> e.ProviderError:
+def stream_error(
+    payload: Mapping[str, Any], *, source: str, secrets: Iterable[str]
+) -> e.ProviderError:
     """An error object sent inside an otherwise successful stream."""
     body = json.dumps({"error": payload.get("error")})
     status = payload.get("status_code")
@@ -130,6 +132,4 @@ def transport_error(exc: httpx.HTTPError, *, source: str, chunks: int) -> e.Tran
     name = type(exc).__name__
     if isinstance(exc, httpx.TimeoutException):
         return e.ProviderTimeout(f"{source} timed out ({name}) {where}", source=source)
-    return e.ProviderConnectionError(
-        f"{source} connection failed ({name}) {where}", source=source
-    )
+    return e.ProviderConnectionError(f"{source} connection failed ({name}) {where}", source=source)

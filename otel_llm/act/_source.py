@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import httpx
-
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from otel_llm._defaults import DEFAULTS

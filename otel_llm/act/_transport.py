@@ -192,5 +192,7 @@ async def embeddings(
             f"{source.name} answered embeddings with a body that is not JSON", source=source.name
         ) from exc
     if not isinstance(result, dict) or "data" not in result:
-        raise e.MalformedStream(f"{source.name} answered embeddings without data", source=source.name)
+        raise e.MalformedStream(
+            f"{source.name} answered embeddings without data", source=source.name
+        )
     return result

@@ -17,6 +17,7 @@ from typing import Any
 
 from otel_llm.measure._stalls import Timeline
 
+
 def delta_has_output(delta: object) -> bool:
     """True when one choice's ``delta`` carries content, reasoning or tool-call deltas."""
     if not isinstance(delta, Mapping):
@@ -65,15 +66,22 @@ class ChunkClock:
         if self._signal is not None:
             self._signal.set()
 
-    def mark_after_wait(self, wait_start_ns: int) -> None:
-        """Record an arrival the consumer started waiting for at ``wait_start_ns``.
+    def mark_at(self, arrival_ns: int) -> None:
+        """Record an arrival at a known ``time.monotonic_ns()`` value (replays and tests)."""
+        self._arrivals.append(arrival_ns)
+        if self._signal is not None:
+            self._signal.set()
+
+    def mark_after_wait(self, wait_start_ns: int, arrival_ns: int) -> None:
+        """Record an arrival at ``arrival_ns`` the consumer started waiting for at
+        ``wait_start_ns`` (both ``time.monotonic_ns()`` values).
 
         Only for clocks built with ``consumer_aware=True``.
         """
         if self._waits is None:
             raise RuntimeError("mark_after_wait() needs a ChunkClock(consumer_aware=True)")
         self._waits.append(wait_start_ns)
-        self.mark()
+        self.mark_at(arrival_ns)
 
     @property
     def count(self) -> int:

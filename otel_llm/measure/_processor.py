@@ -66,7 +66,11 @@ class _EnrichedSpan(ReadableSpan):
             end_time=original.end_time,
             instrumentation_scope=original.instrumentation_scope,
         )
-        self._dropped = (original.dropped_attributes, original.dropped_events, original.dropped_links)
+        self._dropped = (
+            original.dropped_attributes,
+            original.dropped_events,
+            original.dropped_links,
+        )
 
     @property
     def dropped_attributes(self) -> int:

@@ -58,9 +58,12 @@ class AttemptSpan:
         context: Context | None = None,
         signal: asyncio.Event | None = None,
         consumer_aware: bool = False,
+        start_ns: int | None = None,
     ) -> None:
+        """``start_ns`` (a ``time.monotonic_ns()`` value) defaults to now."""
         self._anchor_ns = time_ns()
-        self.clock = ChunkClock(monotonic_ns(), signal, consumer_aware=consumer_aware)
+        start = monotonic_ns() if start_ns is None else start_ns
+        self.clock = ChunkClock(start, signal, consumer_aware=consumer_aware)
         self.streamed = streamed
         self.threshold_ms = threshold_ms
         self._figures: StallFigures | None = None
@@ -94,11 +97,15 @@ class AttemptSpan:
         *,
         error: BaseException | None = None,
         attributes: Mapping[str, Any] | None = None,
+        end_ns: int | None = None,
     ) -> StallFigures:
-        """End the span with ``outcome`` and return the attempt's figures (idempotent)."""
+        """End the span with ``outcome`` and return the attempt's figures (idempotent).
+
+        ``end_ns`` (a ``time.monotonic_ns()`` value) defaults to now.
+        """
         if self._figures is not None:
             return self._figures
-        end_ns = monotonic_ns()
+        end_ns = monotonic_ns() if end_ns is None else end_ns
         gaps = self.clock.gaps_ns() if self.streamed else []
         timeline = self.clock.timeline(end_ns, streamed=self.streamed, gaps_ns=gaps)
         self._figures = figures = meter(timeline, self.threshold_ms)
@@ -110,9 +117,13 @@ class AttemptSpan:
             if self.streamed:
                 self._record_chunk_events(span, gaps)
                 if timeline.ttft_ns is not None:
-                    span.set_attribute(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, timeline.ttft_ns / 1e9)
+                    span.set_attribute(
+                        sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, timeline.ttft_ns / 1e9
+                    )
             if error is not None:
-                span.set_attribute(sc.ERROR_TYPE, getattr(error, "error_type", type(error).__name__))
+                span.set_attribute(
+                    sc.ERROR_TYPE, getattr(error, "error_type", type(error).__name__)
+                )
                 span.record_exception(error)
                 span.set_status(Status(StatusCode.ERROR, str(error) or type(error).__name__))
             elif outcome in sc.OUTCOMES_WITHOUT_FIGURES:

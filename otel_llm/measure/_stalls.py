@@ -38,9 +38,7 @@ class Timeline:
     complete_above_ms: int = 0
 
     @classmethod
-    def from_gaps(
-        cls, *, wall_ns: int, ttft_ns: int | None, gaps_ns: Sequence[int]
-    ) -> Timeline:
+    def from_gaps(cls, *, wall_ns: int, ttft_ns: int | None, gaps_ns: Sequence[int]) -> Timeline:
         """A streamed attempt whose every gap is known (the client's own view)."""
         count = 0 if ttft_ns is None else len(gaps_ns) + 1
         return cls(

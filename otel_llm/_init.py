@@ -1,0 +1,157 @@
+"""``otel_llm.init()``: one call that wires tracing, the deriving processor and the DuckDB store."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm._version import __version__
+from otel_llm.measure._processor import DerivingSpanProcessor
+from otel_llm.measure._stalls import validate_threshold_ms
+from otel_llm.show._duckdb_exporter import DuckDBSpanExporter
+
+logger = logging.getLogger("otel_llm")
+
+_OTLP_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+_MIN_EVENTS = DEFAULTS.chunk_event_budget + 8
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() == "true"
+
+
+def _otlp_processor() -> SpanProcessor | None:
+    """A batch processor with the OTLP exporter the standard variables describe, if any."""
+    if not any(os.environ.get(name) for name in _OTLP_ENDPOINT_VARS):
+        return None
+    protocol = os.environ.get(
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+    ).strip()
+    if protocol == "grpc":
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcExporter,
+            )
+        except ImportError:
+            logger.warning(
+                "otel-llm: OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter is not "
+                "installed (pip install opentelemetry-exporter-otlp-proto-grpc); using http"
+            )
+        else:
+            return BatchSpanProcessor(GrpcExporter())
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return BatchSpanProcessor(OTLPSpanExporter())
+
+
+@dataclass
+class Telemetry:
+    """What :func:`init` set up. ``shutdown()`` flushes and stops everything it started."""
+
+    tracer_provider: trace.TracerProvider
+    processor: DerivingSpanProcessor | None
+    exporter: DuckDBSpanExporter | None
+    db_path: Path | None
+    stall_threshold_ms: int
+    owns_provider: bool
+    enabled: bool = True
+    _shut: bool = field(default=False, repr=False)
+
+    @property
+    def tracer(self) -> trace.Tracer:
+        """The tracer otel-llm records its spans with."""
+        return self.tracer_provider.get_tracer("otel_llm", __version__)
+
+    def force_flush(self, timeout_s: float = DEFAULTS.shutdown_timeout_s) -> bool:
+        """Write every finished span now; False if that did not finish in ``timeout_s``."""
+        if self.processor is None:
+            return True
+        return self.processor.force_flush(int(timeout_s * 1000))
+
+    def shutdown(self) -> None:
+        """Flush and stop what :func:`init` started (idempotent)."""
+        if self._shut:
+            return
+        self._shut = True
+        if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
+            self.tracer_provider.shutdown()
+        elif self.processor is not None:
+            self.processor.force_flush()
+            self.processor.shutdown()
+
+
+def init(
+    *,
+    db_path: str | os.PathLike[str] | None = None,
+    service_name: str | None = None,
+    stall_threshold_ms: int = DEFAULTS.stall_threshold_ms,
+    duckdb: bool = True,
+    otlp: bool | None = None,
+    tracer_provider: TracerProvider | None = None,
+    set_global: bool = True,
+) -> Telemetry:
+    """Wire tracing for otel-llm and return a :class:`Telemetry` handle.
+
+    - ``db_path`` (or ``OTEL_LLM_DB``, default ``./otel-llm.duckdb``): the embedded DuckDB store.
+    - OTLP export is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._TRACES_ENDPOINT`` is set
+      (``otlp=True/False`` forces it on or off).
+    - ``OTEL_SDK_DISABLED=true`` turns everything off: calls still work, nothing is recorded.
+    - ``OTEL_SERVICE_NAME`` (or ``service_name``) names the service.
+    - If the application already installed an SDK ``TracerProvider`` (or passes one), otel-llm
+      adds its processor to it instead of replacing it; that provider's other processors see the
+      spans without the derived figures, and a warning says so when its event limit is too low.
+    """
+    threshold = validate_threshold_ms(stall_threshold_ms)
+    if _env_true("OTEL_SDK_DISABLED"):
+        return Telemetry(trace.NoOpTracerProvider(), None, None, None, threshold, False, False)
+
+    path = Path(db_path or os.environ.get(DEFAULTS.db_env_var) or DEFAULTS.db_path)
+    exporter = DuckDBSpanExporter(path) if duckdb else None
+    downstream: list[SpanProcessor] = []
+    if exporter is not None:
+        downstream.append(SimpleSpanProcessor(exporter))
+    want_otlp = otlp if otlp is not None else True
+    otlp_processor = _otlp_processor() if want_otlp else None
+    if otlp_processor is not None:
+        downstream.append(otlp_processor)
+    processor = DerivingSpanProcessor(downstream, default_threshold_ms=threshold)
+
+    provider = tracer_provider
+    if provider is None:
+        current = trace.get_tracer_provider()
+        provider = current if isinstance(current, TracerProvider) else None
+    owns = provider is None
+    if provider is None:
+        resource = Resource.create({"service.name": service_name} if service_name else {})
+        provider = TracerProvider(
+            resource=resource, span_limits=SpanLimits(max_events=max(128, _MIN_EVENTS))
+        )
+        if set_global:
+            trace.set_tracer_provider(provider)
+    else:
+        _warn_if_limits_bite(provider)
+    provider.add_span_processor(processor)
+    return Telemetry(
+        provider, processor, exporter, path if exporter else None, threshold, owns_provider=owns
+    )
+
+
+def _warn_if_limits_bite(provider: TracerProvider) -> None:
+    limits = getattr(provider, "_span_limits", None)
+    max_events = getattr(limits, "max_events", None)
+    if isinstance(max_events, int) and max_events < _MIN_EVENTS:
+        logger.warning(
+            "otel-llm: the application's TracerProvider keeps only %d events per span; long "
+            "streams with many gaps will record fewer chunk events and their stall figures may "
+            "be flagged incomplete (set OTEL_SPAN_EVENT_COUNT_LIMIT >= %d)",
+            max_events,
+            _MIN_EVENTS,
+        )

@@ -1,0 +1,127 @@
+"""One attempt: one HTTP request to one source, inside its own span."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.util.types import AttributeValue
+
+from otel_llm import _errors as e
+from otel_llm import _semconv as sc
+from otel_llm.act._completion import Completion, Usage
+from otel_llm.act._source import Source
+from otel_llm.act._transport import chat_completion
+from otel_llm.measure._spans import AttemptSpan
+from otel_llm.measure._stalls import StallFigures
+
+
+def usage_attributes(usage: Usage | None) -> dict[str, AttributeValue]:
+    """GenAI usage attributes for ``usage``."""
+    if usage is None:
+        return {}
+    pairs = (
+        (sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens),
+        (sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
+        (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens),
+    )
+    return {key: value for key, value in pairs if value is not None}
+
+
+def completion_attributes(completion: Completion) -> dict[str, AttributeValue]:
+    """Response attributes of a successful attempt (no content)."""
+    attrs: dict[str, AttributeValue] = usage_attributes(completion.usage)
+    if completion.response_model:
+        attrs[sc.GEN_AI_RESPONSE_MODEL] = completion.response_model
+    if completion.response_id:
+        attrs[sc.GEN_AI_RESPONSE_ID] = completion.response_id
+    if completion.finish_reason:
+        attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (completion.finish_reason,)
+    return attrs
+
+
+def source_attributes(source: Source, operation: str) -> dict[str, AttributeValue]:
+    """Request attributes that describe ``source``."""
+    attrs: dict[str, AttributeValue] = {
+        sc.GEN_AI_OPERATION_NAME: operation,
+        sc.GEN_AI_PROVIDER_NAME: source.provider,
+        sc.GEN_AI_REQUEST_MODEL: source.model,
+        sc.SERVER_ADDRESS: source.host,
+        sc.ATTEMPT_SOURCE: source.name,
+    }
+    if source.port is not None:
+        attrs[sc.SERVER_PORT] = source.port
+    return attrs
+
+
+class Attempt:
+    """A chat attempt at one source. Its span ends exactly once on every path.
+
+    ``cancel_outcome`` is what a cancellation is recorded as: the hedge orchestrator sets it to
+    ``hedge_cancelled`` before it cancels a losing leg.
+    """
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        source: Source,
+        *,
+        number: int,
+        stream: bool,
+        threshold_ms: int,
+        leg: str = sc.LEG_PRIMARY,
+        context: Context | None = None,
+        signal: asyncio.Event | None = None,
+        request_attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> None:
+        self.source = source
+        self.number = number
+        self.leg = leg
+        self.stream = stream
+        self.cancel_outcome = sc.OUTCOME_CANCELLED
+        self.figures: StallFigures | None = None
+        self.completion: Completion | None = None
+        self.error: BaseException | None = None
+        attrs = source_attributes(source, sc.OPERATION_CHAT)
+        attrs[sc.ATTEMPT_NUMBER] = number
+        attrs[sc.ATTEMPT_LEG] = leg
+        attrs.update(request_attributes or {})
+        self.span = AttemptSpan(
+            tracer,
+            sc.span_name(sc.OPERATION_CHAT, source.model),
+            attributes=attrs,
+            threshold_ms=threshold_ms,
+            streamed=stream,
+            context=context,
+            signal=signal,
+        )
+
+    @property
+    def chunks(self) -> int:
+        """Incremental chunks received so far."""
+        return self.span.clock.count
+
+    async def run(self, http: httpx.AsyncClient, payload: Mapping[str, Any]) -> Completion:
+        """Send the request and return the completion; the span records the outcome."""
+        try:
+            completion = await chat_completion(
+                http, self.source, payload, stream=self.stream, clock=self.span.clock
+            )
+        except asyncio.CancelledError:
+            self.figures = self.span.finish(self.cancel_outcome)
+            raise
+        except e.WatchdogTimeout as exc:
+            self.error = exc
+            self.figures = self.span.finish(sc.OUTCOME_WATCHDOG_KILLED, error=exc)
+            raise
+        except BaseException as exc:
+            self.error = exc
+            self.figures = self.span.finish(sc.OUTCOME_ERROR, error=exc)
+            raise
+        self.completion = completion
+        self.figures = self.span.finish(sc.OUTCOME_OK, attributes=completion_attributes(completion))
+        return completion

@@ -1,0 +1,77 @@
+"""The span of one call (one logical request), parent of its attempt spans."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from otel_llm import _semconv as sc
+from otel_llm.act._stats import CallStats
+
+
+class CallSpan:
+    """Context manager around a call: ends the span exactly once with the call's outcome."""
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        *,
+        operation: str,
+        model: str | None,
+        stream: bool,
+        attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> None:
+        attrs: dict[str, AttributeValue] = {
+            sc.SPAN_ROLE: sc.SPAN_ROLE_CALL,
+            sc.GEN_AI_OPERATION_NAME: operation,
+            sc.GEN_AI_REQUEST_STREAM: stream,
+        }
+        if model:
+            attrs[sc.GEN_AI_REQUEST_MODEL] = model
+        attrs.update(attributes or {})
+        self.span = tracer.start_span(
+            sc.span_name(operation, model), kind=SpanKind.CLIENT, attributes=attrs
+        )
+        self.context: Context = trace.set_span_in_context(self.span)
+
+    def __enter__(self) -> CallSpan:
+        return self
+
+    def record(
+        self, stats: CallStats, attributes: Mapping[str, AttributeValue], winner: int
+    ) -> None:
+        """Record the successful call: winner, counts and response attributes."""
+        self.span.set_attributes(attributes)
+        self.span.set_attributes(call_attributes(stats))
+        self.span.set_attribute(sc.CALL_WINNER_ATTEMPT, winner)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            self.span.set_attribute(sc.ERROR_TYPE, getattr(exc, "error_type", type(exc).__name__))
+            self.span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            if not isinstance(exc, Exception):
+                self.span.set_attribute(sc.ATTEMPT_OUTCOME, sc.OUTCOME_CANCELLED)
+        self.span.end()
+
+
+def call_attributes(stats: CallStats) -> dict[str, AttributeValue]:
+    """The call-level counters the call span carries."""
+    attrs: dict[str, AttributeValue] = {
+        sc.CALL_ATTEMPTS: stats.attempts,
+        sc.CALL_HEDGES: stats.hedges,
+        sc.CALL_HEDGE_WON: stats.hedge_won,
+        sc.CALL_SOURCES_TRIED: stats.sources_tried,
+    }
+    if stats.hedge_waste_tokens is not None:
+        attrs[sc.CALL_HEDGE_WASTE_TOKENS] = stats.hedge_waste_tokens
+    return attrs

@@ -1,0 +1,50 @@
+"""``CallStats``: where the time of one call went, taken from its winning attempt (SPEC R12)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from otel_llm.measure._stalls import StallFigures
+
+
+@dataclass(frozen=True, slots=True)
+class CallStats:
+    """Figures of one call. Fields are only ever added, never renamed.
+
+    The timing figures come from the winning attempt: ``generation_ms`` is net of stalls
+    (wall − stall, still including time to first chunk and the tail) and always comes with
+    ``stall_ms``/``stall_count``, which are ``None`` when not observable (not streamed, or fewer
+    than two incremental chunks). Chunks are not tokens.
+    """
+
+    ttft_ms: int | None = None
+    generation_ms: int | None = None
+    stall_ms: int | None = None
+    stall_count: int | None = None
+    max_inter_chunk_ms: int | None = None
+    wall_ms: int | None = None
+    chunk_count: int | None = None
+    stall_threshold_ms: int | None = None
+    attempts: int = 0
+    hedges: int = 0
+    hedge_won: bool = False
+    sources_tried: tuple[str, ...] = ()
+    retries: int = 0
+    backoff_ms: int = 0
+    hedge_waste_tokens: int | None = None
+    call_ms: int | None = None
+
+    @classmethod
+    def from_winner(cls, figures: StallFigures, threshold_ms: int, **call: object) -> CallStats:
+        """Stats whose timing figures are ``figures`` of the winning attempt."""
+        return cls(
+            ttft_ms=figures.ttft_ms,
+            generation_ms=figures.generation_ms,
+            stall_ms=figures.stall_ms,
+            stall_count=figures.stall_count,
+            max_inter_chunk_ms=figures.max_inter_chunk_ms,
+            wall_ms=figures.wall_ms,
+            chunk_count=figures.chunk_count,
+            stall_threshold_ms=threshold_ms,
+            **call,  # type: ignore[arg-type]
+        )

@@ -1,0 +1,290 @@
+"""The embedded default: spans written to a DuckDB file by one writer thread.
+
+``export()`` only queues the spans, so the application's event loop never waits on the disk.
+The writer thread opens the file, writes a batch and closes it again, so other processes (the
+CLI, Grafana, a second application) can open the file between batches. When the file is busy
+or cannot be written, spans stay queued and the write is retried; past ``max_pending`` spans the
+oldest are dropped and counted in a warning. At shutdown, spans that still could not be written
+are spilled to a JSON-lines file beside the database and loaded the next time a write succeeds.
+Nothing is lost silently, and nothing here ever raises into the application.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm.show._rows import batch_json, insert_sql, span_row
+from otel_llm.show._schema import migrate
+
+logger = logging.getLogger("otel_llm")
+
+_BATCH = 2000
+_WARN_EVERY_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExportStats:
+    """Counters of one exporter, for tests, the CLI and operators."""
+
+    written: int
+    pending: int
+    dropped: int
+    retries: int
+    spilled: int
+    last_error: str | None
+
+
+def connect(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open ``path`` writing the storage format Grafana's embedded DuckDB can read."""
+    if read_only:
+        return duckdb.connect(str(path), read_only=True)
+    return duckdb.connect(
+        str(path), config={"storage_compatibility_version": DEFAULTS.duckdb_storage_version}
+    )
+
+
+class DuckDBSpanExporter(SpanExporter):
+    """Writes finished spans to ``otel_traces`` in a DuckDB file (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_pending: int = DEFAULTS.export_max_pending_spans,
+        retry_s: float = DEFAULTS.export_lock_retry_s,
+    ) -> None:
+        self.path = Path(path)
+        self._max_pending = max_pending
+        self._retry_s = retry_s
+        self._queue: deque[ReadableSpan] = deque()
+        self._cond = threading.Condition()
+        self._busy = False
+        self._stopping = False
+        self._closed = False
+        self._written = self._dropped = self._retries = self._spilled = 0
+        self._last_error: str | None = None
+        self._last_warning = 0.0
+        self._unreported_drops = 0
+        self._thread: threading.Thread | None = None
+
+    # --- SpanExporter --------------------------------------------------------------------------
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Queue ``spans`` for the writer thread; never blocks on I/O."""
+        with self._cond:
+            if self._closed:
+                self._count_drop(len(spans), "the exporter is shut down")
+                return SpanExportResult.FAILURE
+            self._queue.extend(spans)
+            overflow = len(self._queue) - self._max_pending
+            for _ in range(max(0, overflow)):
+                self._queue.popleft()
+            if overflow > 0:
+                self._count_drop(overflow, f"more than {self._max_pending} spans waiting")
+            self._ensure_thread()
+            self._cond.notify_all()
+        return SpanExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Wait until every queued span is written; False on timeout."""
+        deadline = time.monotonic() + timeout_millis / 1000
+        with self._cond:
+            self._cond.notify_all()
+            while self._queue or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def shutdown(self) -> None:
+        """Write what can be written, spill the rest to disk, stop the writer thread."""
+        self.force_flush(int(DEFAULTS.shutdown_timeout_s * 1000))
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(DEFAULTS.shutdown_timeout_s)
+        with self._cond:
+            leftover = list(self._queue)
+            self._queue.clear()
+        if leftover:
+            self._spill(leftover)
+
+    @property
+    def stats(self) -> ExportStats:
+        """A snapshot of the counters."""
+        with self._cond:
+            return ExportStats(
+                written=self._written,
+                pending=len(self._queue),
+                dropped=self._dropped,
+                retries=self._retries,
+                spilled=self._spilled,
+                last_error=self._last_error,
+            )
+
+    # --- writer thread ------------------------------------------------------------------------
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="otel-llm-duckdb-writer", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._stopping and not self._queue:
+                    return
+                batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
+                self._busy = True
+            written = self._write_spans(batch)
+            with self._cond:
+                self._busy = False
+                if written:
+                    self._written += len(batch)
+                    self._last_error = None
+                else:
+                    self._queue.extendleft(reversed(batch))
+                    self._retries += 1
+                self._cond.notify_all()
+                if not written:
+                    if self._stopping:
+                        return
+                    self._cond.wait(self._retry_s)
+
+    def _rows(self, spans: Sequence[ReadableSpan]) -> list[dict[str, Any]]:
+        rows = []
+        for span in spans:
+            try:
+                rows.append(span_row(span))
+            except Exception:
+                logger.exception("otel-llm: span %r could not be converted; dropped", span.name)
+                with self._cond:
+                    self._count_drop(1, "a span could not be converted")
+        return rows
+
+    def _write_spans(self, spans: Sequence[ReadableSpan]) -> bool:
+        rows = self._rows(spans)
+        try:
+            self._write_rows(rows)
+        except (duckdb.Error, OSError) as exc:
+            self._note_failure(exc)
+            return False
+        return True
+
+    def _write_rows(self, rows: Sequence[dict[str, Any]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = connect(self.path)
+        try:
+            migrate(conn)
+            if rows:
+                conn.execute(insert_sql(), [batch_json(rows)])
+            self._load_spills(conn)
+        finally:
+            conn.close()
+
+    def _note_failure(self, exc: BaseException) -> None:
+        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        with self._cond:
+            self._last_error = message
+            pending = len(self._queue)
+        now = time.monotonic()
+        if now - self._last_warning >= _WARN_EVERY_S:
+            self._last_warning = now
+            logger.warning(
+                "otel-llm: cannot write spans to %s (%s); %d spans held, retrying every %.1f s",
+                self.path,
+                message,
+                pending,
+                self._retry_s,
+            )
+
+    def _count_drop(self, count: int, why: str) -> None:
+        """Count dropped spans and warn (at most every few seconds). Caller holds the lock."""
+        self._dropped += count
+        self._unreported_drops += count
+        now = time.monotonic()
+        if now - self._last_warning >= _WARN_EVERY_S or self._closed:
+            self._last_warning = now
+            logger.warning(
+                "otel-llm: dropped %d spans for %s (%s); %d dropped in total",
+                self._unreported_drops,
+                self.path,
+                why,
+                self._dropped,
+            )
+            self._unreported_drops = 0
+
+    # --- spill files ----------------------------------------------------------------------------
+
+    @property
+    def spill_dir(self) -> Path:
+        """Where spans that could not be written at shutdown wait for the next write."""
+        return self.path.with_name(self.path.name + ".spill")
+
+    def _spill(self, spans: Sequence[ReadableSpan]) -> None:
+        rows = self._rows(spans)
+        target = self.spill_dir / f"{os.getpid()}-{time.time_ns()}.jsonl"
+        try:
+            self.spill_dir.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(".tmp")
+            with tmp.open("w", encoding="utf-8") as handle:
+                for row in rows:
+                    handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+            tmp.replace(target)
+        except OSError as exc:
+            with self._cond:
+                self._count_drop(len(rows), f"spill to {target} failed: {exc}")
+            return
+        with self._cond:
+            self._spilled += len(rows)
+        logger.warning(
+            "otel-llm: %s was not writable (%s); %d spans saved to %s and will be loaded "
+            "at the next successful write",
+            self.path,
+            self._last_error,
+            len(rows),
+            target,
+        )
+
+    def _load_spills(self, conn: duckdb.DuckDBPyConnection) -> None:
+        directory = self.spill_dir
+        if not directory.is_dir():
+            return
+        for spill in sorted(directory.glob("*.jsonl")):
+            claimed = spill.with_suffix(f".loading-{os.getpid()}")
+            try:
+                spill.rename(claimed)
+            except OSError:
+                continue  # another process took it
+            rows = [json.loads(line) for line in claimed.read_text("utf-8").splitlines() if line]
+            try:
+                if rows:
+                    conn.execute(insert_sql(), [batch_json(rows)])
+            except duckdb.Error:
+                claimed.rename(spill)
+                raise
+            claimed.unlink()
+            logger.info("otel-llm: loaded %d spilled spans from %s", len(rows), spill)

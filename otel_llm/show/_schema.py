@@ -1,0 +1,337 @@
+"""DuckDB schema: the Collector ClickHouse exporter's ``otel_traces`` layout plus typed columns.
+
+The base columns keep the ClickHouse exporter's names and meaning (``Events.Timestamp`` …), so
+the dashboards' SQL ports to ClickHouse. The typed columns are all derived from span attributes
+and chunk events — :data:`TYPED_COLUMNS` is the single table that drives the DDL, the row
+builder and the backfill of older files. Migrations are idempotent: a file with an older schema
+gains what is missing, and running them twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import duckdb
+
+from otel_llm import _semconv as sc
+
+SCHEMA_VERSION: Final = 2
+"""1: the ClickHouse exporter's columns only. 2: typed otel-llm columns, views and macros."""
+
+TABLE: Final = "otel_traces"
+
+BASE_DDL: Final = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    "Timestamp" TIMESTAMP_NS NOT NULL,
+    "TraceId" VARCHAR NOT NULL,
+    "SpanId" VARCHAR NOT NULL,
+    "ParentSpanId" VARCHAR,
+    "TraceState" VARCHAR,
+    "SpanName" VARCHAR,
+    "SpanKind" VARCHAR,
+    "ServiceName" VARCHAR,
+    "ResourceAttributes" MAP(VARCHAR, VARCHAR),
+    "ScopeName" VARCHAR,
+    "ScopeVersion" VARCHAR,
+    "SpanAttributes" MAP(VARCHAR, VARCHAR),
+    "Duration" UBIGINT,
+    "StatusCode" VARCHAR,
+    "StatusMessage" VARCHAR,
+    "Events.Timestamp" TIMESTAMP_NS[],
+    "Events.Name" VARCHAR[],
+    "Events.Attributes" MAP(VARCHAR, VARCHAR)[],
+    "Links.TraceId" VARCHAR[],
+    "Links.SpanId" VARCHAR[],
+    "Links.TraceState" VARCHAR[],
+    "Links.Attributes" MAP(VARCHAR, VARCHAR)[]
+)
+"""
+
+BASE_COLUMNS: Final = (
+    ("Timestamp", "TIMESTAMP_NS"),
+    ("TraceId", "VARCHAR"),
+    ("SpanId", "VARCHAR"),
+    ("ParentSpanId", "VARCHAR"),
+    ("TraceState", "VARCHAR"),
+    ("SpanName", "VARCHAR"),
+    ("SpanKind", "VARCHAR"),
+    ("ServiceName", "VARCHAR"),
+    ("ResourceAttributes", "MAP(VARCHAR, VARCHAR)"),
+    ("ScopeName", "VARCHAR"),
+    ("ScopeVersion", "VARCHAR"),
+    ("SpanAttributes", "MAP(VARCHAR, VARCHAR)"),
+    ("Duration", "UBIGINT"),
+    ("StatusCode", "VARCHAR"),
+    ("StatusMessage", "VARCHAR"),
+    ("Events.Timestamp", "TIMESTAMP_NS[]"),
+    ("Events.Name", "VARCHAR[]"),
+    ("Events.Attributes", "MAP(VARCHAR, VARCHAR)[]"),
+    ("Links.TraceId", "VARCHAR[]"),
+    ("Links.SpanId", "VARCHAR[]"),
+    ("Links.TraceState", "VARCHAR[]"),
+    ("Links.Attributes", "MAP(VARCHAR, VARCHAR)[]"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TypedColumn:
+    """A typed column filled from one span attribute."""
+
+    name: str
+    sql_type: str
+    attribute: str
+
+
+TYPED_COLUMNS: Final = (
+    TypedColumn("LlmRole", "VARCHAR", sc.SPAN_ROLE),
+    TypedColumn("Operation", "VARCHAR", sc.GEN_AI_OPERATION_NAME),
+    TypedColumn("Provider", "VARCHAR", sc.GEN_AI_PROVIDER_NAME),
+    TypedColumn("RequestModel", "VARCHAR", sc.GEN_AI_REQUEST_MODEL),
+    TypedColumn("ResponseModel", "VARCHAR", sc.GEN_AI_RESPONSE_MODEL),
+    TypedColumn("Source", "VARCHAR", sc.ATTEMPT_SOURCE),
+    TypedColumn("Stream", "BOOLEAN", sc.GEN_AI_REQUEST_STREAM),
+    TypedColumn("Leg", "VARCHAR", sc.ATTEMPT_LEG),
+    TypedColumn("AttemptNumber", "INTEGER", sc.ATTEMPT_NUMBER),
+    TypedColumn("Outcome", "VARCHAR", sc.ATTEMPT_OUTCOME),
+    TypedColumn("ErrorType", "VARCHAR", sc.ERROR_TYPE),
+    TypedColumn("TtftMs", "BIGINT", sc.TTFT_MS),
+    TypedColumn("WallMs", "BIGINT", sc.WALL_MS),
+    TypedColumn("GenerationMs", "BIGINT", sc.GENERATION_MS),
+    TypedColumn("StallMs", "BIGINT", sc.STALL_MS),
+    TypedColumn("StallCount", "BIGINT", sc.STALL_COUNT),
+    TypedColumn("MaxInterChunkMs", "BIGINT", sc.MAX_INTER_CHUNK_MS),
+    TypedColumn("ChunkCount", "BIGINT", sc.CHUNK_COUNT),
+    TypedColumn("StallThresholdMs", "BIGINT", sc.STALL_THRESHOLD_MS),
+    TypedColumn("MeteringStatus", "VARCHAR", sc.METERING_STATUS),
+    TypedColumn("ChunkEventsFloorMs", "BIGINT", sc.CHUNK_EVENTS_FLOOR_MS),
+    TypedColumn("InputTokens", "BIGINT", sc.GEN_AI_USAGE_INPUT_TOKENS),
+    TypedColumn("OutputTokens", "BIGINT", sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+    TypedColumn("CallAttempts", "INTEGER", sc.CALL_ATTEMPTS),
+    TypedColumn("CallHedges", "INTEGER", sc.CALL_HEDGES),
+    TypedColumn("CallHedgeWon", "BOOLEAN", sc.CALL_HEDGE_WON),
+    TypedColumn("CallWinnerAttempt", "INTEGER", sc.CALL_WINNER_ATTEMPT),
+    TypedColumn("HedgeWasteTokens", "BIGINT", sc.CALL_HEDGE_WASTE_TOKENS),
+)
+
+CHUNK_COLUMNS: Final = (
+    ("ChunkIndex", sc.CHUNK_INDEX),
+    ("ChunkGapNs", sc.CHUNK_GAP_NS),
+)
+"""Typed arrays of the chunk events (one element per ``otel_llm.chunk`` event)."""
+CHUNK_OFFSET_COLUMN: Final = "ChunkOffsetNs"
+"""Arrival of each chunk event, in nanoseconds from the span start."""
+
+
+def _chunk_positions() -> str:
+    return (
+        f"""list_filter(range(1, len("Events.Name") + 1), """
+        f"""lambda i: "Events.Name"[i] = '{sc.CHUNK_EVENT}')"""
+    )
+
+
+def _chunk_backfill(column: str, attribute: str) -> str:
+    return (
+        f"""list_transform({_chunk_positions()}, """
+        f"""lambda i: TRY_CAST("Events.Attributes"[i]['{attribute}'] AS BIGINT))"""
+    )
+
+
+_OFFSET_BACKFILL: Final = (
+    f"""list_transform({_chunk_positions()}, lambda i: """
+    """epoch_ns("Events.Timestamp"[i]) - epoch_ns("Timestamp"))"""
+)
+
+VIEWS: Final = f"""
+CREATE OR REPLACE VIEW llm_attempts AS
+SELECT
+    "Timestamp" AS started_at,
+    "TraceId" AS trace_id,
+    "SpanId" AS span_id,
+    "ParentSpanId" AS call_span_id,
+    "ServiceName" AS service,
+    "SpanName" AS span_name,
+    "Operation" AS operation,
+    "Provider" AS provider,
+    "RequestModel" AS model,
+    "ResponseModel" AS response_model,
+    "Source" AS source,
+    "Stream" AS stream,
+    "Leg" AS leg,
+    "AttemptNumber" AS attempt,
+    "Outcome" AS outcome,
+    "ErrorType" AS error_type,
+    "StatusCode" AS status_code,
+    "TtftMs" AS ttft_ms,
+    "WallMs" AS wall_ms,
+    "GenerationMs" AS generation_ms,
+    "StallMs" AS stall_ms,
+    "StallCount" AS stall_count,
+    "MaxInterChunkMs" AS max_inter_chunk_ms,
+    "ChunkCount" AS chunk_count,
+    "StallThresholdMs" AS stall_threshold_ms,
+    "MeteringStatus" AS metering_status,
+    "InputTokens" AS input_tokens,
+    "OutputTokens" AS output_tokens,
+    "Duration" AS duration_ns
+FROM {TABLE}
+WHERE "LlmRole" = '{sc.SPAN_ROLE_ATTEMPT}';
+
+CREATE OR REPLACE VIEW llm_calls AS
+SELECT
+    "Timestamp" AS started_at,
+    "TraceId" AS trace_id,
+    "SpanId" AS span_id,
+    "ServiceName" AS service,
+    "SpanName" AS span_name,
+    "Operation" AS operation,
+    "Provider" AS provider,
+    "RequestModel" AS model,
+    "ResponseModel" AS response_model,
+    "Source" AS source,
+    "Stream" AS stream,
+    "StatusCode" AS status_code,
+    "ErrorType" AS error_type,
+    "CallAttempts" AS attempts,
+    "CallHedges" AS hedges,
+    "CallHedgeWon" AS hedge_won,
+    "CallWinnerAttempt" AS winner_attempt,
+    "HedgeWasteTokens" AS hedge_waste_tokens,
+    "TtftMs" AS ttft_ms,
+    "WallMs" AS wall_ms,
+    "GenerationMs" AS generation_ms,
+    "StallMs" AS stall_ms,
+    "StallCount" AS stall_count,
+    "MaxInterChunkMs" AS max_inter_chunk_ms,
+    "ChunkCount" AS chunk_count,
+    "StallThresholdMs" AS stall_threshold_ms,
+    "InputTokens" AS input_tokens,
+    "OutputTokens" AS output_tokens,
+    "Duration" AS duration_ns
+FROM {TABLE}
+WHERE "LlmRole" = '{sc.SPAN_ROLE_CALL}';
+
+CREATE OR REPLACE MACRO llm_attempts_at(threshold_ms) AS TABLE
+WITH a AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "Source" AS source,
+        "Outcome" AS outcome,
+        "Stream" AS stream,
+        "WallMs" AS wall_ms,
+        "TtftMs" AS ttft_ms,
+        "ChunkCount" AS chunk_count,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "StreamUsable" AS usable,
+        coalesce(
+            list_sum(list_filter("ChunkGapNs", lambda g: g > threshold_ms * 1000000)), 0
+        ) AS stall_ns,
+        len(list_filter("ChunkGapNs", lambda g: g > threshold_ms * 1000000)) AS stalls
+    FROM (
+        SELECT *,
+            coalesce("Stream", false)
+            AND coalesce("Outcome", '') NOT IN ('{sc.OUTCOME_HEDGE_CANCELLED}',
+                                                '{sc.OUTCOME_CANCELLED}')
+            AND "MeteringStatus" = '{sc.METERING_EXACT}'
+            AND "ChunkCount" >= 2
+            AND threshold_ms >= coalesce("ChunkEventsFloorMs", 0) AS "StreamUsable"
+        FROM {TABLE}
+        WHERE "LlmRole" = '{sc.SPAN_ROLE_ATTEMPT}'
+    )
+)
+SELECT
+    started_at, trace_id, span_id, call_span_id, provider, model, source, outcome, stream,
+    wall_ms, ttft_ms, chunk_count, max_inter_chunk_ms,
+    threshold_ms AS stall_threshold_ms,
+    CASE WHEN usable THEN stall_ns // 1000000 END AS stall_ms,
+    CASE WHEN usable THEN stalls END AS stall_count,
+    CASE WHEN usable THEN greatest(0, wall_ms - stall_ns // 1000000) ELSE wall_ms END
+        AS generation_ms
+FROM a;
+"""
+
+
+def _columns(conn: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = conn.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE table_name = ? AND schema_name = 'main'",
+        [TABLE],
+    ).fetchall()
+    return {row[0] for row in rows}
+
+
+def stored_version(conn: duckdb.DuckDBPyConnection) -> int:
+    """The schema version recorded in the file (0 when the file has no otel-llm schema)."""
+    exists = conn.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'otel_llm_schema'"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return 1 if TABLE in {r[0] for r in conn.execute("SHOW TABLES").fetchall()} else 0
+    row = conn.execute("SELECT max(version) FROM otel_llm_schema").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def migrate(conn: duckdb.DuckDBPyConnection) -> bool:
+    """Bring the file to :data:`SCHEMA_VERSION`; True when anything changed. Idempotent."""
+    version = stored_version(conn)
+    if version >= SCHEMA_VERSION:
+        return False
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.execute(BASE_DDL)
+        present = _columns(conn)
+        added: list[str] = []
+        for column in TYPED_COLUMNS:
+            if column.name not in present:
+                conn.execute(
+                    f'ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS "{column.name}" '
+                    f"{column.sql_type}"
+                )
+                added.append(column.name)
+        for name, _ in (*CHUNK_COLUMNS, (CHUNK_OFFSET_COLUMN, "")):
+            if name not in present:
+                conn.execute(f'ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS "{name}" BIGINT[]')
+                added.append(name)
+        _backfill(conn, added)
+        conn.execute(VIEWS)
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS otel_llm_schema (version INTEGER, applied_at TIMESTAMP)"
+        )
+        conn.execute("INSERT INTO otel_llm_schema VALUES (?, current_timestamp)", [SCHEMA_VERSION])
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return True
+
+
+def _backfill(conn: duckdb.DuckDBPyConnection, added: list[str]) -> None:
+    """Fill newly added typed columns of existing rows from their attributes and events."""
+    if not added:
+        return
+    assignments = [
+        f'"{c.name}" = TRY_CAST("SpanAttributes"[\'{c.attribute}\'] AS {c.sql_type})'
+        for c in TYPED_COLUMNS
+        if c.name in added
+    ]
+    assignments += [
+        f'"{name}" = {_chunk_backfill(name, attribute)}'
+        for name, attribute in CHUNK_COLUMNS
+        if name in added
+    ]
+    if CHUNK_OFFSET_COLUMN in added:
+        assignments.append(f'"{CHUNK_OFFSET_COLUMN}" = {_OFFSET_BACKFILL}')
+    conn.execute(f"UPDATE {TABLE} SET {', '.join(assignments)}")
+
+
+ALL_COLUMNS: Final = (
+    *(name for name, _ in BASE_COLUMNS),
+    *(c.name for c in TYPED_COLUMNS),
+    *(name for name, _ in CHUNK_COLUMNS),
+    CHUNK_OFFSET_COLUMN,
+)
+"""Every column the exporter writes, in insert order."""

@@ -1,0 +1,89 @@
+"""The incremental-chunk rule (SPEC §1) and the chunk clock (SPEC M1, M8)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from otel_llm.measure._chunks import ChunkClock, is_incremental
+
+
+def chunk(**delta: Any) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+@pytest.mark.parametrize(
+    ("payload", "incremental"),
+    [
+        pytest.param(chunk(content="hi"), True, id="content"),
+        pytest.param(chunk(reasoning_content="thinking"), True, id="reasoning_content"),
+        pytest.param(chunk(reasoning="thinking"), True, id="reasoning"),
+        pytest.param(
+            chunk(tool_calls=[{"index": 0, "function": {"arguments": "{"}}]), True, id="tool"
+        ),
+        pytest.param(chunk(role="assistant"), False, id="role-only"),
+        pytest.param(chunk(role="assistant", content=""), False, id="empty-content"),
+        pytest.param(chunk(), False, id="empty-delta"),
+        pytest.param(chunk(tool_calls=[]), False, id="empty-tool-calls"),
+        pytest.param({"choices": [], "usage": {"total_tokens": 3}}, False, id="usage-only"),
+        pytest.param(
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}, False, id="finish"
+        ),
+        pytest.param({"choices": None}, False, id="choices-null"),
+        pytest.param({}, False, id="no-choices"),
+        pytest.param(
+            {"choices": [{"index": 1, "delta": {"content": "x"}}]}, True, id="second-choice"
+        ),
+    ],
+)
+def test_incremental_chunk_rule(payload: dict[str, Any], incremental: bool) -> None:
+    """Only chunks carrying generated output are incremental chunks."""
+    assert is_incremental(payload) is incremental
+
+
+async def test_mark_records_and_sets_signal() -> None:
+    """mark() appends a monotonic timestamp and sets the signal."""
+    signal = asyncio.Event()
+    clock = ChunkClock(signal=signal)
+    clock.mark()
+    clock.mark()
+    assert signal.is_set()
+    assert clock.count == 2
+    assert clock.arrivals_ns[0] >= clock.start_ns
+    assert clock.arrivals_ns[1] >= clock.arrivals_ns[0]
+
+
+def test_gaps_are_arrival_differences() -> None:
+    """Without consumer awareness a gap is the difference of consecutive arrivals."""
+    clock = ChunkClock(start_ns=0)
+    for t in (100, 150, 1250):
+        clock.mark_at(t)
+    assert clock.gaps_ns() == [50, 1100]
+    timeline = clock.timeline(1300)
+    assert (timeline.ttft_ns, timeline.chunk_count, timeline.wall_ns) == (100, 3, 1300)
+
+
+def test_consumer_hold_is_not_a_gap() -> None:
+    """Time the consumer held the stream before asking for the next chunk is not silence (M8)."""
+    clock = ChunkClock(start_ns=0, consumer_aware=True)
+    clock.mark_after_wait(0, 10)
+    # the consumer held the stream until 5_010; the chunk was already buffered (5_011)
+    clock.mark_after_wait(5_010, 5_011)
+    # the consumer asked at 5_020; the provider was silent until 9_020
+    clock.mark_after_wait(5_020, 9_020)
+    assert clock.gaps_ns() == [1, 4_000]
+
+
+def test_mark_after_wait_needs_consumer_aware_clock() -> None:
+    """A plain clock refuses consumer-aware marks instead of mis-metering."""
+    with pytest.raises(RuntimeError, match="consumer_aware"):
+        ChunkClock().mark_after_wait(0, 1)
+
+
+def test_not_streamed_timeline_has_no_chunks() -> None:
+    """A non-streamed timeline carries only the wall time."""
+    clock = ChunkClock(start_ns=10)
+    timeline = clock.timeline(110, streamed=False)
+    assert (timeline.streamed, timeline.wall_ns, timeline.chunk_count) == (False, 100, 0)

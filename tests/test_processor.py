@@ -1,0 +1,210 @@
+"""The deriving span processor: figures from events, equal to the client's, winner onto the call."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+
+from otel_llm import _semconv as sc
+from otel_llm.measure._spans import AttemptSpan
+from otel_llm.measure._stalls import NS_PER_MS, StallFigures
+from tests.conftest import Spans
+
+MS = NS_PER_MS
+
+
+def run_attempt(
+    spans: Spans,
+    arrivals_ms: list[float],
+    end_ms: float,
+    *,
+    threshold_ms: int = 1000,
+    outcome: str = sc.OUTCOME_OK,
+    number: int = 1,
+    streamed: bool = True,
+    context: object | None = None,
+) -> StallFigures:
+    attempt = AttemptSpan(
+        spans.tracer,
+        "chat sim",
+        attributes={sc.ATTEMPT_NUMBER: number},
+        threshold_ms=threshold_ms,
+        streamed=streamed,
+        start_ns=0,
+        context=context,  # type: ignore[arg-type]
+    )
+    for t in arrivals_ms:
+        attempt.clock.mark_at(int(t * MS))
+    return attempt.finish(outcome, end_ns=int(end_ms * MS))
+
+
+def derived(span: ReadableSpan) -> StallFigures:
+    a = span.attributes or {}
+    return StallFigures(
+        wall_ms=a[sc.WALL_MS],  # type: ignore[arg-type]
+        generation_ms=a[sc.GENERATION_MS],  # type: ignore[arg-type]
+        stall_ms=a.get(sc.STALL_MS),  # type: ignore[arg-type]
+        stall_count=a.get(sc.STALL_COUNT),  # type: ignore[arg-type]
+        ttft_ms=a.get(sc.TTFT_MS),  # type: ignore[arg-type]
+        max_inter_chunk_ms=a.get(sc.MAX_INTER_CHUNK_MS),  # type: ignore[arg-type]
+        chunk_count=a.get(sc.CHUNK_COUNT),  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("threshold", [200, 1000, 5000])
+def test_processor_equals_client_figures(spans: Spans, threshold: int) -> None:
+    """The processor derives from the span exactly what the client computed."""
+    arrivals = [1630.4, 1650, 1670.9, 56_570, 56_590, 59_600.2, 59_610]
+    client = run_attempt(spans, arrivals, 59_615.7, threshold_ms=threshold)
+    (span,) = spans.attempts()
+    assert derived(span) == client
+    assert span.attributes[sc.METERING_STATUS] == sc.METERING_EXACT  # type: ignore[index]
+    assert span.attributes[sc.STALL_THRESHOLD_MS] == threshold  # type: ignore[index]
+
+
+def test_attempt_threshold_wins_over_processor_default(spans: Spans) -> None:
+    """The processor derives with the threshold recorded on the span, not its own default."""
+    run_attempt(spans, [0, 600, 1200], 1300, threshold_ms=500)
+    (span,) = spans.attempts()
+    assert span.attributes[sc.STALL_COUNT] == 2  # type: ignore[index]
+
+
+def test_processor_default_applies_without_span_threshold() -> None:
+    """A span that did not record its threshold is derived at the processor's default."""
+    pipeline = Spans(threshold_ms=300)
+    tracer = pipeline.tracer
+    span = tracer.start_span(
+        "chat x",
+        start_time=0,
+        attributes={
+            sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
+            sc.GEN_AI_REQUEST_STREAM: True,
+            sc.CHUNK_COUNT_RECORDED: 2,
+            sc.CHUNK_EVENTS_RECORDED: 2,
+            sc.CHUNK_EVENTS_FLOOR_MS: 100,
+        },
+    )
+    span.add_event(sc.CHUNK_EVENT, {sc.CHUNK_INDEX: 0}, timestamp=10 * MS)
+    span.add_event(
+        sc.CHUNK_EVENT, {sc.CHUNK_INDEX: 1, sc.CHUNK_GAP_NS: 400 * MS}, timestamp=410 * MS
+    )
+    span.end(end_time=420 * MS)
+    (out,) = pipeline.attempts()
+    assert out.attributes[sc.STALL_MS] == 400  # type: ignore[index]
+    assert out.attributes[sc.STALL_THRESHOLD_MS] == 300  # type: ignore[index]
+
+
+def test_non_streamed_attempt_has_wall_only(spans: Spans) -> None:
+    """A non-streamed attempt gets wall and net generation, and no stall figures (M3)."""
+    client = run_attempt(spans, [], 2500, streamed=False)
+    (span,) = spans.attempts()
+    assert derived(span) == client == StallFigures(2500, 2500, None, None, None, None, None)
+    assert span.attributes[sc.METERING_STATUS] == sc.METERING_NOT_STREAMED  # type: ignore[index]
+
+
+def test_cancelled_attempt_has_no_stall_figures(spans: Spans) -> None:
+    """A cancelled hedge loser carries no stall figures, only that it was cancelled (M7)."""
+    run_attempt(spans, [10, 3000, 3010], 4000, outcome=sc.OUTCOME_HEDGE_CANCELLED)
+    (span,) = spans.attempts()
+    attrs = span.attributes or {}
+    assert sc.STALL_MS not in attrs and sc.GENERATION_MS not in attrs
+    assert attrs[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_HEDGE_CANCELLED
+    assert attrs[sc.WALL_MS] == 4000
+
+
+def test_winner_figures_are_copied_onto_the_call_span(spans: Spans) -> None:
+    """The call span carries the winning attempt's figures, not the loser's."""
+    call = spans.tracer.start_span("chat sim", attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL})
+    ctx = trace.set_span_in_context(call)
+    run_attempt(spans, [10, 20, 5000, 5010], 5020, number=1, context=ctx)
+    winner = run_attempt(spans, [100, 110, 120], 130, number=2, context=ctx)
+    call.set_attribute(sc.CALL_WINNER_ATTEMPT, 2)
+    call.end()
+    (call_span,) = spans.calls()
+    attrs = call_span.attributes or {}
+    assert attrs[sc.STALL_MS] == winner.stall_ms == 0
+    assert attrs[sc.WALL_MS] == winner.wall_ms == 130
+    assert attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] == pytest.approx(0.1)
+
+
+def test_hundred_thousand_chunk_attempt_is_exact(spans: Spans) -> None:
+    """A 100,000-chunk stream keeps exact figures within the SDK's default event limit."""
+    arrivals = [1630.0 + i * 2.5 for i in range(100_000)]
+    for i in range(20_000, 100_000):
+        arrivals[i] += 54_900  # one long silence
+    for i in range(70_000, 100_000):
+        arrivals[i] += 1_500
+    client = run_attempt(spans, arrivals, arrivals[-1] + 3)
+    (span,) = spans.attempts()
+    assert span.dropped_events == 0
+    assert len(span.events) <= 128
+    assert derived(span) == client
+    assert (client.stall_count, client.chunk_count) == (2, 100_000)
+
+
+def test_event_limit_below_budget_raises_floor_and_stays_exact() -> None:
+    """With a tight event limit the floor rises instead of the SDK dropping chunk events."""
+    pipeline = Spans(max_events=12)
+    arrivals = [i * 300.0 for i in range(40)]  # 39 gaps of 300 ms, above the 100 ms floor
+    client = run_attempt(pipeline, arrivals, arrivals[-1] + 1)
+    (span,) = pipeline.attempts()
+    assert span.dropped_events == 0
+    assert derived(span) == client
+
+
+def test_too_many_stalls_for_the_limit_are_flagged_not_misderived() -> None:
+    """If the floor must rise above the threshold, the span says so instead of guessing."""
+    pipeline = Spans(max_events=12)
+    arrivals = [i * 1500.0 + (i % 3) for i in range(40)]  # 39 stalls at 1000 ms
+    run_attempt(pipeline, arrivals, arrivals[-1] + 1)
+    (span,) = pipeline.attempts()
+    attrs = span.attributes or {}
+    assert attrs[sc.METERING_STATUS] == sc.METERING_INCOMPLETE_FLOOR
+    assert sc.STALL_MS not in attrs
+
+
+def test_dropped_events_are_detected_on_real_spans() -> None:
+    """When the SDK dropped chunk events, the processor flags the span."""
+    pipeline = Spans(max_events=5)
+    span = pipeline.tracer.start_span(
+        "chat x",
+        start_time=0,
+        attributes={
+            sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
+            sc.GEN_AI_REQUEST_STREAM: True,
+            sc.CHUNK_COUNT_RECORDED: 8,
+            sc.CHUNK_EVENTS_RECORDED: 8,
+        },
+    )
+    for i in range(8):
+        attrs = {sc.CHUNK_INDEX: i} if i == 0 else {sc.CHUNK_INDEX: i, sc.CHUNK_GAP_NS: 2000 * MS}
+        span.add_event(sc.CHUNK_EVENT, attrs, timestamp=i * 2000 * MS)
+    span.end(end_time=16_001 * MS)
+    (out,) = pipeline.attempts()
+    assert out.attributes[sc.METERING_STATUS] == sc.METERING_INCOMPLETE_DROPPED  # type: ignore[index]
+    assert sc.STALL_MS not in (out.attributes or {})
+
+
+class _Exploding(SpanProcessor):
+    def on_end(self, span: ReadableSpan) -> None:
+        raise RuntimeError("downstream is broken")
+
+
+def test_processor_never_raises(spans: Spans) -> None:
+    """A failing downstream processor does not break the span pipeline or the caller."""
+    spans.processor._downstream = (_Exploding(), *spans.processor.downstream)
+    run_attempt(spans, [1, 2], 3)
+    assert len(spans.attempts()) == 1
+
+
+def test_span_ends_once_even_if_finish_called_twice(spans: Spans) -> None:
+    """finish() is idempotent: the span ends exactly once and figures do not change."""
+    attempt = AttemptSpan(
+        spans.tracer, "chat x", attributes={}, threshold_ms=1000, streamed=True, start_ns=0
+    )
+    attempt.clock.mark_at(5 * MS)
+    first = attempt.finish(sc.OUTCOME_OK, end_ns=10 * MS)
+    second = attempt.finish(sc.OUTCOME_ERROR, end_ns=99 * MS)
+    assert first == second
+    assert len(spans.attempts()) == 1
