@@ -160,7 +160,8 @@ def test_stall_never_grows_with_threshold(gaps: list[int], low: int, delta: int)
     if at_low.stall_ms is None:
         assert at_high.stall_ms is None
         return
-    assert at_high.stall_ms is not None and at_high.stall_count is not None
+    assert at_high.stall_ms is not None
+    assert at_high.stall_count is not None
     assert at_low.stall_count is not None
     assert at_high.stall_ms <= at_low.stall_ms
     assert at_high.stall_count <= at_low.stall_count
@@ -173,5 +174,6 @@ def test_none_exactly_when_fewer_than_two_chunks(gaps: list[int], threshold: int
     if len(gaps) + 1 < 2:
         assert (figures.stall_ms, figures.stall_count) == (None, None)
     else:
-        assert figures.stall_ms is not None and figures.stall_ms >= 0
+        assert figures.stall_ms is not None
+        assert figures.stall_ms >= 0
         assert figures.stall_count == sum(1 for g in gaps if g > threshold * MS)
