@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,10 +66,12 @@ class DuckDBSpanExporter(SpanExporter):
         *,
         max_pending: int = DEFAULTS.export_max_pending_spans,
         retry_s: float = DEFAULTS.export_lock_retry_s,
+        shutdown_timeout_s: float = DEFAULTS.shutdown_timeout_s,
     ) -> None:
         self.path = Path(path)
         self._max_pending = max_pending
         self._retry_s = retry_s
+        self._shutdown_timeout_s = shutdown_timeout_s
         self._queue: deque[ReadableSpan] = deque()
         self._cond = threading.Condition()
         self._busy = False
@@ -113,7 +115,7 @@ class DuckDBSpanExporter(SpanExporter):
 
     def shutdown(self) -> None:
         """Write what can be written, spill the rest to disk, stop the writer thread."""
-        self.force_flush(int(DEFAULTS.shutdown_timeout_s * 1000))
+        self.force_flush(int(self._shutdown_timeout_s * 1000))
         with self._cond:
             if self._closed:
                 return
@@ -121,7 +123,7 @@ class DuckDBSpanExporter(SpanExporter):
             self._cond.notify_all()
             thread = self._thread
         if thread is not None:
-            thread.join(DEFAULTS.shutdown_timeout_s)
+            thread.join(self._shutdown_timeout_s)
         with self._cond:
             leftover = list(self._queue)
             self._queue.clear()
@@ -132,14 +134,28 @@ class DuckDBSpanExporter(SpanExporter):
     def stats(self) -> ExportStats:
         """A snapshot of the counters."""
         with self._cond:
-            return ExportStats(
-                written=self._written,
-                pending=len(self._queue),
-                dropped=self._dropped,
-                retries=self._retries,
-                spilled=self._spilled,
-                last_error=self._last_error,
-            )
+            return self._stats()
+
+    def wait_for(self, predicate: Callable[[ExportStats], bool], timeout_s: float) -> bool:
+        """Block until ``predicate(stats)`` holds (checked after every write attempt)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not predicate(self._stats()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def _stats(self) -> ExportStats:
+        return ExportStats(
+            written=self._written,
+            pending=len(self._queue),
+            dropped=self._dropped,
+            retries=self._retries,
+            spilled=self._spilled,
+            last_error=self._last_error,
+        )
 
     # --- writer thread ------------------------------------------------------------------------
 
@@ -190,7 +206,7 @@ class DuckDBSpanExporter(SpanExporter):
         try:
             self._write_rows(rows)
         except (duckdb.Error, OSError) as exc:
-            self._note_failure(exc)
+            self._note_failure(exc, len(spans))
             return False
         return True
 
@@ -205,16 +221,16 @@ class DuckDBSpanExporter(SpanExporter):
         finally:
             conn.close()
 
-    def _note_failure(self, exc: BaseException) -> None:
+    def _note_failure(self, exc: BaseException, in_hand: int) -> None:
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
         with self._cond:
             self._last_error = message
-            pending = len(self._queue)
+            pending = len(self._queue) + in_hand
         now = time.monotonic()
         if now - self._last_warning >= _WARN_EVERY_S:
             self._last_warning = now
             logger.warning(
-                "otel-llm: cannot write spans to %s (%s); %d spans held, retrying every %.1f s",
+                "otel-llm: cannot write spans to %s (%s); %d spans held, retrying every %g s",
                 self.path,
                 message,
                 pending,

@@ -212,7 +212,7 @@ FROM {TABLE}
 WHERE "LlmRole" = '{sc.SPAN_ROLE_CALL}';
 
 CREATE OR REPLACE MACRO llm_attempts_at(threshold_ms) AS TABLE
-WITH a AS (
+WITH flagged AS (
     SELECT
         "Timestamp" AS started_at,
         "TraceId" AS trace_id,
@@ -227,32 +227,34 @@ WITH a AS (
         "TtftMs" AS ttft_ms,
         "ChunkCount" AS chunk_count,
         "MaxInterChunkMs" AS max_inter_chunk_ms,
-        "StreamUsable" AS usable,
-        coalesce(
-            list_sum(list_filter("ChunkGapNs", lambda g: g > threshold_ms * 1000000)), 0
-        ) AS stall_ns,
-        len(list_filter("ChunkGapNs", lambda g: g > threshold_ms * 1000000)) AS stalls
-    FROM (
-        SELECT *,
-            coalesce("Stream", false)
-            AND coalesce("Outcome", '') NOT IN ('{sc.OUTCOME_HEDGE_CANCELLED}',
-                                                '{sc.OUTCOME_CANCELLED}')
-            AND "MeteringStatus" = '{sc.METERING_EXACT}'
-            AND "ChunkCount" >= 2
-            AND threshold_ms >= coalesce("ChunkEventsFloorMs", 0) AS "StreamUsable"
-        FROM {TABLE}
-        WHERE "LlmRole" = '{sc.SPAN_ROLE_ATTEMPT}'
-    )
+        coalesce("Outcome", '') IN ('{sc.OUTCOME_HEDGE_CANCELLED}', '{sc.OUTCOME_CANCELLED}')
+            AS cancelled,
+        coalesce("MeteringStatus", '') IN ('{sc.METERING_EXACT}', '{sc.METERING_NOT_STREAMED}')
+            AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2 AS observable,
+        threshold_ms >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        list_filter("ChunkGapNs", lambda g: g > threshold_ms::BIGINT * 1000000) AS stall_gaps
+    FROM {TABLE}
+    WHERE "LlmRole" = '{sc.SPAN_ROLE_ATTEMPT}'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        coalesce(list_sum(stall_gaps), 0) // 1000000 AS stall_total_ms
+    FROM flagged
 )
 SELECT
     started_at, trace_id, span_id, call_span_id, provider, model, source, outcome, stream,
     wall_ms, ttft_ms, chunk_count, max_inter_chunk_ms,
     threshold_ms AS stall_threshold_ms,
-    CASE WHEN usable THEN stall_ns // 1000000 END AS stall_ms,
-    CASE WHEN usable THEN stalls END AS stall_count,
-    CASE WHEN usable THEN greatest(0, wall_ms - stall_ns // 1000000) ELSE wall_ms END
-        AS generation_ms
-FROM a;
+    CASE WHEN usable THEN stall_total_ms END AS stall_ms,
+    CASE WHEN usable THEN len(stall_gaps) END AS stall_count,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms
+FROM measured;
 """
 
 

@@ -1,0 +1,453 @@
+"""The embedded DuckDB store: views, re-derivation, migrations, old readers, busy files."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
+
+import duckdb
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from otel_llm import _semconv as sc
+from otel_llm.measure._processor import DerivingSpanProcessor
+from otel_llm.measure._spans import AttemptSpan
+from otel_llm.measure._stalls import NS_PER_MS, StallFigures, Timeline, meter
+from otel_llm.show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm.show._rows import batch_json, insert_sql, span_row
+from otel_llm.show._schema import BASE_COLUMNS, BASE_DDL, SCHEMA_VERSION, migrate, stored_version
+from tests.conftest import Spans, require
+
+MS = NS_PER_MS
+ROOT = Path(__file__).resolve().parent.parent
+ARRIVALS = [1630.0, 1650.0, 1670.0, 1690.0, 56_590.0, 56_610.0, 58_700.0, 58_720.0]
+END = 58_725.0
+
+
+class Store:
+    """A tracer provider writing through the deriving processor into a DuckDB file."""
+
+    def __init__(self, path: Path, **exporter_options: float) -> None:
+        self.path = path
+        self.exporter = DuckDBSpanExporter(path, **exporter_options)  # type: ignore[arg-type]
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(
+            DerivingSpanProcessor([SimpleSpanProcessor(self.exporter)])
+        )
+        self.tracer = self.provider.get_tracer("tests")
+
+    def call(self, arrivals: list[float] = ARRIVALS, end: float = END) -> StallFigures:
+        """One call with a losing (cancelled) hedge leg and a winning primary."""
+        call = self.tracer.start_span(
+            "chat sim-model",
+            attributes={
+                sc.SPAN_ROLE: sc.SPAN_ROLE_CALL,
+                sc.GEN_AI_OPERATION_NAME: "chat",
+                sc.GEN_AI_REQUEST_MODEL: "sim-model",
+                sc.GEN_AI_PROVIDER_NAME: "sim",
+                sc.GEN_AI_REQUEST_STREAM: True,
+            },
+        )
+        ctx = trace.set_span_in_context(call)
+        common = {
+            sc.GEN_AI_OPERATION_NAME: "chat",
+            sc.GEN_AI_PROVIDER_NAME: "sim",
+            sc.GEN_AI_REQUEST_MODEL: "sim-model",
+            sc.ATTEMPT_SOURCE: "sim-1",
+        }
+        primary = AttemptSpan(
+            self.tracer,
+            "chat sim-model",
+            attributes={**common, sc.ATTEMPT_NUMBER: 1, sc.ATTEMPT_LEG: sc.LEG_PRIMARY},
+            threshold_ms=1000,
+            streamed=True,
+            context=ctx,
+            start_ns=0,
+        )
+        hedge = AttemptSpan(
+            self.tracer,
+            "chat sim-model",
+            attributes={**common, sc.ATTEMPT_NUMBER: 2, sc.ATTEMPT_LEG: sc.LEG_HEDGE},
+            threshold_ms=1000,
+            streamed=True,
+            context=ctx,
+            start_ns=0,
+        )
+        hedge.clock.mark_at(20_000 * MS)
+        hedge.finish(sc.OUTCOME_HEDGE_CANCELLED, end_ns=int(arrivals[-1] * MS))
+        for t in arrivals:
+            primary.clock.mark_at(int(t * MS))
+        figures = primary.finish(
+            sc.OUTCOME_OK,
+            attributes={sc.GEN_AI_USAGE_INPUT_TOKENS: 12, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 34},
+            end_ns=int(end * MS),
+        )
+        call.set_attributes(
+            {
+                sc.CALL_WINNER_ATTEMPT: 1,
+                sc.CALL_ATTEMPTS: 2,
+                sc.CALL_HEDGES: 1,
+                sc.CALL_HEDGE_WON: False,
+            }
+        )
+        call.end()
+        return figures
+
+    def close(self) -> None:
+        self.provider.shutdown()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "spans.duckdb")
+    yield s
+    s.close()
+
+
+def query(path: Path, sql: str) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(path), read_only=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_views_carry_the_processor_figures(store: Store) -> None:
+    """llm_attempts and llm_calls show the figures the client computed."""
+    figures = store.call()
+    assert store.exporter.force_flush(10_000)
+    rows = query(
+        store.path,
+        "SELECT attempt, leg, outcome, ttft_ms, wall_ms, generation_ms, stall_ms, stall_count, "
+        "max_inter_chunk_ms, chunk_count, stall_threshold_ms, input_tokens, output_tokens "
+        "FROM llm_attempts ORDER BY attempt",
+    )
+    assert rows[0] == (
+        1,
+        "primary",
+        "ok",
+        figures.ttft_ms,
+        figures.wall_ms,
+        figures.generation_ms,
+        figures.stall_ms,
+        figures.stall_count,
+        figures.max_inter_chunk_ms,
+        figures.chunk_count,
+        1000,
+        12,
+        34,
+    )
+    assert rows[1][:3] == (2, "hedge", "hedge_cancelled")
+    assert rows[1][6:8] == (None, None), "a cancelled loser has no stall figures"
+    calls = query(
+        store.path,
+        "SELECT attempts, hedges, hedge_won, winner_attempt, stall_ms, stall_count, "
+        "generation_ms, wall_ms FROM llm_calls",
+    )
+    assert calls == [
+        (
+            2,
+            1,
+            False,
+            1,
+            figures.stall_ms,
+            figures.stall_count,
+            figures.generation_ms,
+            figures.wall_ms,
+        )
+    ]
+
+
+def test_base_columns_follow_the_clickhouse_layout(store: Store) -> None:
+    """otel_traces has the ClickHouse exporter's columns with the same meaning."""
+    store.call()
+    store.exporter.force_flush(10_000)
+    row = query(
+        store.path,
+        'SELECT "SpanKind", "StatusCode", "SpanAttributes"[\'otel_llm.attempt.source\'], '
+        '"Duration", len("Events.Timestamp"), "Events.Name"[1] FROM otel_traces '
+        'WHERE "AttemptNumber" = 1',
+    )[0]
+    assert row[0] == "Client"
+    assert row[1] == "Unset"
+    assert row[2] == "sim-1"
+    assert row[3] == int(END * MS)
+    assert row[4] == 4, "first, last and the two gaps above the 100 ms floor"
+    assert row[5] == sc.CHUNK_EVENT
+    columns = [r[0] for r in query(store.path, "DESCRIBE otel_traces")]
+    assert columns[: len(BASE_COLUMNS)] == [name for name, _ in BASE_COLUMNS]
+
+
+@pytest.mark.parametrize("threshold", [100, 250, 1000, 2000, 60_000])
+def test_sql_rederives_at_any_threshold(store: Store, threshold: int) -> None:
+    """llm_attempts_at(T) equals metering every arrival at T, for T at or above the floor."""
+    store.call()
+    store.exporter.force_flush(10_000)
+    gaps = [int((b - a) * MS) for a, b in pairwise(ARRIVALS)]
+    expected = meter(
+        Timeline.from_gaps(wall_ns=int(END * MS), ttft_ns=int(ARRIVALS[0] * MS), gaps_ns=gaps),
+        threshold,
+    )
+    (row,) = query(
+        store.path,
+        f"SELECT stall_ms, stall_count, generation_ms, wall_ms FROM llm_attempts_at({threshold}) "
+        "WHERE outcome = 'ok'",
+    )
+    assert row == (
+        expected.stall_ms,
+        expected.stall_count,
+        expected.generation_ms,
+        expected.wall_ms,
+    )
+
+
+def test_sql_rederivation_matches_processor_at_configured_threshold(store: Store) -> None:
+    """At the configured threshold, SQL and the processor agree on every attempt."""
+    store.call()
+    store.exporter.force_flush(10_000)
+    rows = query(
+        store.path,
+        "SELECT a.stall_ms IS NOT DISTINCT FROM r.stall_ms, "
+        "a.stall_count IS NOT DISTINCT FROM r.stall_count, "
+        "a.generation_ms IS NOT DISTINCT FROM r.generation_ms "
+        "FROM llm_attempts a JOIN llm_attempts_at(1000) r USING (span_id)",
+    )
+    assert rows
+    assert all(all(r) for r in rows)
+
+
+def test_rederivation_below_floor_is_null(store: Store) -> None:
+    """Below the recording floor SQL refuses (NULL) rather than under-counting."""
+    store.call()
+    store.exporter.force_flush(10_000)
+    (row,) = query(
+        store.path, "SELECT stall_ms, generation_ms FROM llm_attempts_at(50) WHERE outcome = 'ok'"
+    )
+    assert row[0] is None
+
+
+def _old_schema_file(path: Path, store: Store) -> None:
+    """A file with only the ClickHouse layout (schema 1), holding one call's spans."""
+    store.call()
+    store.exporter.force_flush(10_000)
+    with duckdb.connect(str(store.path), read_only=True) as src:
+        names = ", ".join(f'"{name}"' for name, _ in BASE_COLUMNS)
+        rows = src.execute(f"SELECT {names} FROM otel_traces").fetchall()
+    with duckdb.connect(str(path)) as conn:
+        conn.execute(BASE_DDL)
+        placeholders = ", ".join("?" for _ in BASE_COLUMNS)
+        conn.executemany(f"INSERT INTO otel_traces VALUES ({placeholders})", rows)
+
+
+def test_migration_upgrades_an_old_file_idempotently(tmp_path: Path, store: Store) -> None:
+    """An old-schema file gains typed columns, backfilled, and views; a second run is a no-op."""
+    old = tmp_path / "old.duckdb"
+    _old_schema_file(old, store)
+    with duckdb.connect(str(old)) as conn:
+        assert stored_version(conn) == 1
+        assert migrate(conn) is True
+        assert stored_version(conn) == SCHEMA_VERSION
+        first = conn.execute(
+            "SELECT span_id, stall_ms, stall_count, generation_ms FROM llm_attempts ORDER BY 1"
+        ).fetchall()
+        assert migrate(conn) is False
+        again = conn.execute(
+            "SELECT span_id, stall_ms, stall_count, generation_ms FROM llm_attempts ORDER BY 1"
+        ).fetchall()
+        rederived = conn.execute(
+            "SELECT stall_ms FROM llm_attempts_at(1000) WHERE outcome = 'ok'"
+        ).fetchall()
+    expected = query(store.path, "SELECT stall_ms FROM llm_attempts WHERE outcome = 'ok'")
+    assert first == again
+    assert len(first) == 2
+    assert rederived == expected
+
+
+def test_exporter_migrates_an_old_file_and_appends(tmp_path: Path, store: Store) -> None:
+    """Pointing the exporter at an old file upgrades it and keeps the old rows."""
+    old = tmp_path / "old.duckdb"
+    _old_schema_file(old, store)
+    other = Store(old)
+    other.call()
+    other.close()
+    assert query(old, "SELECT count(*) FROM llm_attempts") == [(4,)]
+    assert query(old, "SELECT count(*) FROM llm_attempts WHERE stall_ms IS NOT NULL") == [(2,)]
+
+
+def _old_duckdb(version: str) -> Path:
+    return ROOT / ".cache" / f"duckdb-{version}"
+
+
+@pytest.mark.parametrize("version", ["1.4", "1.5"])
+def test_older_duckdb_reads_the_file(store: Store, version: str) -> None:
+    """DuckDB 1.4 and 1.5 (Grafana's plugin) read the file, views and macro included."""
+    target = _old_duckdb(version)
+    require(target.is_dir(), f"DuckDB {version} in {target} (./dev installs it)")
+    store.call()
+    store.close()
+    script = textwrap.dedent(
+        f"""
+        import duckdb
+        assert duckdb.__version__.startswith("{version}."), duckdb.__version__
+        c = duckdb.connect({str(store.path)!r}, read_only=True)
+        print(c.execute("SELECT count(*) FROM llm_attempts").fetchone()[0])
+        sql = "SELECT stall_ms FROM llm_attempts_at(1000) WHERE outcome = 'ok'"
+        print(c.execute(sql).fetchone()[0])
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [
+        "2",
+        str(query(store.path, "SELECT stall_ms FROM llm_calls")[0][0]),
+    ]
+
+
+class Holder:
+    """A second process holding the DuckDB file open read-write until released."""
+
+    def __init__(self, path: Path) -> None:
+        code = (
+            "import duckdb, sys\n"
+            f"c = duckdb.connect({str(path)!r})\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.readline()\n"
+            "c.close()\n"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "locked"
+
+    def release(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.communicate("\n", timeout=30)
+
+
+def test_locked_file_holds_spans_and_retries(tmp_path: Path) -> None:
+    """While another process holds the file, spans wait; once it lets go they are written."""
+    path = tmp_path / "busy.duckdb"
+    duckdb.connect(str(path)).close()
+    holder = Holder(path)
+    store = Store(path, retry_s=0.05)
+    try:
+        store.call()
+        assert store.exporter.wait_for(lambda s: s.retries >= 1, 30)
+        stats = store.exporter.stats
+        assert stats.pending == 3
+        assert stats.written == 0
+        assert "lock" in (stats.last_error or "").lower()
+    finally:
+        holder.release()
+    assert store.exporter.force_flush(30_000)
+    store.close()
+    assert store.exporter.stats.dropped == 0
+    assert query(path, "SELECT count(*) FROM otel_traces") == [(3,)]
+
+
+def test_shutdown_while_locked_spills_and_next_writer_loads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At shutdown on a busy file spans are spilled to disk and loaded by the next writer."""
+    path = tmp_path / "busy.duckdb"
+    duckdb.connect(str(path)).close()
+    holder = Holder(path)
+    store = Store(path, retry_s=0.05, shutdown_timeout_s=0.5)
+    try:
+        store.call()
+        with caplog.at_level(logging.WARNING, logger="otel_llm"):
+            store.close()
+        assert store.exporter.stats.spilled == 3
+        assert list(store.exporter.spill_dir.glob("*.jsonl"))
+        assert "will be loaded" in caplog.text
+    finally:
+        holder.release()
+    second = Store(path)
+    second.call()
+    second.close()
+    assert query(path, "SELECT count(*) FROM otel_traces") == [(6,)]
+    assert not list(second.exporter.spill_dir.glob("*.jsonl"))
+    assert query(path, "SELECT count(*) FROM llm_calls WHERE stall_ms IS NOT NULL") == [(2,)]
+
+
+def test_unwritable_location_counts_every_lost_span(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When neither the file nor the spill can be written, losses are counted and announced."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    store = Store(blocker / "spans.duckdb", retry_s=0.05, shutdown_timeout_s=0.3)
+    store.call()
+    assert store.exporter.wait_for(lambda s: s.retries >= 1, 30)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        store.close()
+    stats = store.exporter.stats
+    assert stats.dropped == 3
+    assert stats.written == 0
+    assert "dropped 3 spans" in caplog.text
+
+
+def test_overflow_drops_oldest_with_a_counted_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, spans: Spans
+) -> None:
+    """Past max_pending the oldest spans are dropped, counted and announced."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    exporter = DuckDBSpanExporter(
+        blocker / "x.duckdb", max_pending=2, retry_s=0.05, shutdown_timeout_s=0.2
+    )
+    for name in ("first", "second", "third"):
+        spans.tracer.start_span(name).end()
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        exporter.export(spans.finished())
+    assert exporter.stats.dropped == 1
+    assert "dropped 1 spans" in caplog.text
+    exporter.shutdown()
+
+
+def test_rows_round_trip_through_json(store: Store) -> None:
+    """The batch insert writes exactly the row the span converts to."""
+    store.call()
+    store.exporter.force_flush(10_000)
+    with duckdb.connect(str(store.path), read_only=True) as conn:
+        count = conn.execute("SELECT count(*) FROM otel_traces").fetchone()
+    assert count == (3,)
+    assert "from_json" in insert_sql()
+    assert batch_json([{"TraceId": "a"}]).startswith("[{")
+    assert span_row.__doc__
+
+
+def test_two_processes_share_one_file(tmp_path: Path) -> None:
+    """Two applications writing the same file both land all their spans."""
+    path = tmp_path / "shared.duckdb"
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from pathlib import Path
+        from tests.test_duckdb_exporter import Store
+        s = Store(Path({str(path)!r}), retry_s=0.02)
+        for _ in range(5):
+            s.call()
+        s.close()
+        assert s.exporter.stats.dropped == 0, s.exporter.stats
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    assert query(path, "SELECT count(*) FROM llm_calls") == [(10,)]
