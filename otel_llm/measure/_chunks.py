@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from array import array
 from collections.abc import Mapping
+from operator import sub
 from time import monotonic_ns
 from typing import Any
 
@@ -97,9 +98,10 @@ class ChunkClock:
         """Provider-side silence before each chunk after the first, in nanoseconds."""
         arrivals = self._arrivals
         if self._waits is None:
-            return [arrivals[i] - arrivals[i - 1] for i in range(1, len(arrivals))]
-        waits = self._waits
-        return [arrivals[i] - max(arrivals[i - 1], waits[i]) for i in range(1, len(arrivals))]
+            return list(map(sub, arrivals[1:], arrivals))
+        # a gap starts at the later of the previous arrival and the consumer's next read
+        starts = map(max, arrivals, self._waits[1:])
+        return list(map(sub, arrivals[1:], starts))
 
     def timeline(
         self, end_ns: int, *, streamed: bool = True, gaps_ns: list[int] | None = None

@@ -38,25 +38,33 @@ class ChunkEventPlan:
 
 
 def plan_chunk_events(
-    offsets_ns: Sequence[int], gaps_ns: Sequence[int], *, floor_ms: int, budget: int
+    arrivals_ns: Sequence[int],
+    gaps_ns: Sequence[int],
+    *,
+    floor_ms: int,
+    budget: int,
+    start_ns: int = 0,
 ) -> ChunkEventPlan:
     """Choose the chunk events for one attempt (see the module docstring).
 
-    ``offsets_ns[i]`` is chunk *i*'s arrival from the attempt start and ``gaps_ns[i - 1]`` the
-    silence before it. At most ``budget`` events are chosen.
+    ``arrivals_ns[i]`` is chunk *i*'s arrival, ``gaps_ns[i - 1]`` the silence before it and
+    ``start_ns`` the attempt start. At most ``budget`` events are chosen.
     """
     if budget < 3:
         raise ValueError("the chunk event budget must allow at least 3 events")
-    n = len(offsets_ns)
+    n = len(arrivals_ns)
     if n == 0:
         return ChunkEventPlan((), floor_ms)
     chosen = {0, n - 1}
     if n >= 2:
-        longest = max(range(len(gaps_ns)), key=gaps_ns.__getitem__)
-        chosen.add(longest + 1)
+        chosen.add(gaps_ns.index(max(gaps_ns)) + 1)
     room = budget - len(chosen)
     floor_ns = floor_ms * NS_PER_MS
-    candidates = [i + 1 for i, gap in enumerate(gaps_ns) if gap > floor_ns and i + 1 not in chosen]
+    candidates = [
+        index
+        for index, gap in enumerate(gaps_ns, start=1)
+        if gap > floor_ns and index not in chosen
+    ]
     if len(candidates) > room:
         candidates.sort(key=lambda index: gaps_ns[index - 1], reverse=True)
         first_left_out = gaps_ns[candidates[room] - 1]
@@ -65,7 +73,7 @@ def plan_chunk_events(
         candidates = [index for index in candidates if gaps_ns[index - 1] > floor_ns]
     chosen.update(candidates)
     events = tuple(
-        ChunkEvent(index, offsets_ns[index], gaps_ns[index - 1] if index else None)
+        ChunkEvent(index, arrivals_ns[index] - start_ns, gaps_ns[index - 1] if index else None)
         for index in sorted(chosen)
     )
     return ChunkEventPlan(events, floor_ms)

@@ -136,11 +136,10 @@ class AttemptSpan:
 
     def _record_chunk_events(self, span: trace.Span, gaps_ns: list[int]) -> None:
         clock = self.clock
-        start = clock.start_ns
-        offsets = [arrival - start for arrival in clock.arrivals_ns]
         plan = plan_chunk_events(
-            offsets,
+            clock.arrivals_ns,
             gaps_ns,
+            start_ns=clock.start_ns,
             floor_ms=min(DEFAULTS.chunk_event_floor_ms, self.threshold_ms),
             budget=_event_budget(span),
         )

@@ -72,13 +72,8 @@ class StallFigures:
 def stall_sum(gaps_ns: Sequence[int], threshold_ms: int) -> tuple[int, int]:
     """Total nanoseconds and number of gaps strictly longer than ``threshold_ms`` (SPEC M2)."""
     limit = threshold_ms * NS_PER_MS
-    total = 0
-    count = 0
-    for gap in gaps_ns:
-        if gap > limit:
-            total += gap
-            count += 1
-    return total, count
+    stalls = [gap for gap in gaps_ns if gap > limit]
+    return sum(stalls), len(stalls)
 
 
 def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:

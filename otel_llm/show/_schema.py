@@ -9,6 +9,7 @@ gains what is missing, and running them twice changes nothing.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Final
 
@@ -130,7 +131,7 @@ def _chunk_positions() -> str:
     )
 
 
-def _chunk_backfill(column: str, attribute: str) -> str:
+def _chunk_backfill(attribute: str) -> str:
     return (
         f"""list_transform({_chunk_positions()}, """
         f"""lambda i: TRY_CAST("Events.Attributes"[i]['{attribute}'] AS BIGINT))"""
@@ -221,6 +222,8 @@ WITH flagged AS (
         "Provider" AS provider,
         "RequestModel" AS model,
         "Source" AS source,
+        "AttemptNumber" AS attempt,
+        "Leg" AS leg,
         "Outcome" AS outcome,
         "Stream" AS stream,
         "WallMs" AS wall_ms,
@@ -245,8 +248,8 @@ measured AS (
     FROM flagged
 )
 SELECT
-    started_at, trace_id, span_id, call_span_id, provider, model, source, outcome, stream,
-    wall_ms, ttft_ms, chunk_count, max_inter_chunk_ms,
+    started_at, trace_id, span_id, call_span_id, provider, model, source, attempt, leg,
+    outcome, stream, wall_ms, ttft_ms, chunk_count, max_inter_chunk_ms,
     threshold_ms AS stall_threshold_ms,
     CASE WHEN usable THEN stall_total_ms END AS stall_ms,
     CASE WHEN usable THEN len(stall_gaps) END AS stall_count,
@@ -268,19 +271,28 @@ def _columns(conn: duckdb.DuckDBPyConnection) -> set[str]:
 
 def stored_version(conn: duckdb.DuckDBPyConnection) -> int:
     """The schema version recorded in the file (0 when the file has no otel-llm schema)."""
-    exists = conn.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'otel_llm_schema'"
+    return _stored(conn)[0]
+
+
+def _stored(conn: duckdb.DuckDBPyConnection) -> tuple[int, str | None]:
+    tables = {row[0] for row in conn.execute("SHOW TABLES").fetchall()}
+    if "otel_llm_schema" not in tables:
+        return (1 if TABLE in tables else 0), None
+    row = conn.execute(
+        "SELECT version, views_sha FROM otel_llm_schema ORDER BY applied_at DESC, version DESC "
+        "LIMIT 1"
     ).fetchone()
-    if not exists or not exists[0]:
-        return 1 if TABLE in {r[0] for r in conn.execute("SHOW TABLES").fetchall()} else 0
-    row = conn.execute("SELECT max(version) FROM otel_llm_schema").fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+    return (int(row[0]), row[1]) if row else (0, None)
+
+
+VIEWS_SHA: Final = hashlib.sha256(VIEWS.encode()).hexdigest()[:16]
 
 
 def migrate(conn: duckdb.DuckDBPyConnection) -> bool:
-    """Bring the file to :data:`SCHEMA_VERSION`; True when anything changed. Idempotent."""
-    version = stored_version(conn)
-    if version >= SCHEMA_VERSION:
+    """Bring the file to :data:`SCHEMA_VERSION` and the current views; True when anything
+    changed. Every step is idempotent, so running it twice (or in two processes) is harmless."""
+    version, views_sha = _stored(conn)
+    if version >= SCHEMA_VERSION and views_sha == VIEWS_SHA:
         return False
     conn.execute("BEGIN TRANSACTION")
     try:
@@ -294,16 +306,20 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> bool:
                     f"{column.sql_type}"
                 )
                 added.append(column.name)
-        for name, _ in (*CHUNK_COLUMNS, (CHUNK_OFFSET_COLUMN, "")):
+        for name in (*(name for name, _ in CHUNK_COLUMNS), CHUNK_OFFSET_COLUMN):
             if name not in present:
                 conn.execute(f'ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS "{name}" BIGINT[]')
                 added.append(name)
         _backfill(conn, added)
         conn.execute(VIEWS)
         conn.execute(
-            "CREATE TABLE IF NOT EXISTS otel_llm_schema (version INTEGER, applied_at TIMESTAMP)"
+            "CREATE TABLE IF NOT EXISTS otel_llm_schema "
+            "(version INTEGER, views_sha VARCHAR, applied_at TIMESTAMP)"
         )
-        conn.execute("INSERT INTO otel_llm_schema VALUES (?, current_timestamp)", [SCHEMA_VERSION])
+        conn.execute(
+            "INSERT INTO otel_llm_schema VALUES (?, ?, current_timestamp)",
+            [SCHEMA_VERSION, VIEWS_SHA],
+        )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -321,7 +337,7 @@ def _backfill(conn: duckdb.DuckDBPyConnection, added: list[str]) -> None:
         if c.name in added
     ]
     assignments += [
-        f'"{name}" = {_chunk_backfill(name, attribute)}'
+        f'"{name}" = {_chunk_backfill(attribute)}'
         for name, attribute in CHUNK_COLUMNS
         if name in added
     ]

@@ -1,0 +1,3 @@
+from otel_llm.cli import main
+
+main()

@@ -1,0 +1,111 @@
+"""The typer application behind the ``otel-llm`` command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import typer
+from rich.console import Console
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import OtelLLMError
+from otel_llm.cli._render import render
+from otel_llm.show._breakdown import breakdown_sql, run_query, worst_stalls_sql
+
+app = typer.Typer(
+    name="otel-llm",
+    help="Where the time of every streamed LLM call goes: first chunk, generation, stalls.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--db", help=f"DuckDB file (default: ${DEFAULTS.db_env_var} or ./{DEFAULTS.db_path})."
+    ),
+]
+
+
+def _db(path: Path | None) -> Path:
+    return path or Path(os.environ.get(DEFAULTS.db_env_var) or DEFAULTS.db_path)
+
+
+def _fail(console: Console, message: str) -> typer.Exit:
+    console.print(f"[bold red]error:[/bold red] {message}")
+    return typer.Exit(code=2)
+
+
+@app.command()
+def demo(
+    db: DbOption = None,
+    calls: Annotated[int, typer.Option(min=1, max=100_000, help="Streamed calls to run.")] = 200,
+    concurrency: Annotated[int, typer.Option(min=1, max=1000)] = 32,
+    time_scale: Annotated[
+        float, typer.Option(min=0.001, max=1.0, help="Simulated time runs this much slower.")
+    ] = 0.05,
+    seed: Annotated[int, typer.Option()] = 1,
+) -> None:
+    """Run streamed calls against simulated providers and show where their time went."""
+    from otel_llm.cli._demo import DemoOptions, run_demo
+
+    console = Console()
+    options = DemoOptions(_db(db), calls, concurrency, time_scale, seed)
+    try:
+        asyncio.run(run_demo(options, console))
+    except (OtelLLMError, duckdb.Error) as exc:
+        raise _fail(console, str(exc)) from exc
+
+
+@app.command()
+def query(
+    sql: Annotated[str | None, typer.Argument(help="SQL to run; omit for the breakdown.")] = None,
+    db: DbOption = None,
+    threshold_ms: Annotated[
+        int | None,
+        typer.Option(min=1, help="Re-derive stalls at this threshold (ms) from the chunk events."),
+    ] = None,
+) -> None:
+    """Print the wall / stall / net-generation breakdown, or run SQL on the spans."""
+    console = Console()
+    path = _db(db)
+    try:
+        if sql is not None:
+            if threshold_ms is not None:
+                raise _fail(console, "--threshold-ms applies to the breakdown, not to SQL")
+            render(console, run_query(path, sql))
+            return
+        label = f"at {threshold_ms} ms" if threshold_ms else "as measured"
+        render(console, run_query(path, breakdown_sql(threshold_ms)), f"Breakdown ({label})")
+        render(console, run_query(path, worst_stalls_sql(threshold_ms=threshold_ms)), "Worst stalls")
+    except (OtelLLMError, duckdb.Error) as exc:
+        raise _fail(console, str(exc)) from exc
+
+
+@app.command()
+def provider(
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535)] = 8080,
+    preset: Annotated[
+        str | None, typer.Option(help="Behaviour of unknown models (e.g. measured, stall).")
+    ] = None,
+    time_scale: Annotated[float, typer.Option(min=0.0001, max=100.0)] = 1.0,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Serve the simulated OpenAI-compatible provider until Ctrl-C."""
+    from otel_llm.simulator import serve
+
+    console = Console()
+    try:
+        serve(host, port, preset=preset, time_scale=time_scale, seed=seed, announce=console.print)
+    except (ValueError, OSError) as exc:
+        raise _fail(console, str(exc)) from exc
+
+
+def main() -> None:
+    """Entry point of the ``otel-llm`` console script."""
+    app()

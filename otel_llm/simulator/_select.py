@@ -1,0 +1,143 @@
+"""Which script answers a request: header, body field, registered model name, preset, default.
+
+Selection order (the first that applies wins):
+
+1. header ``X-Sim-Script`` — a JSON script object, or the name of a registered script or preset;
+2. body field ``sim`` — a JSON object script, or such a name;
+3. the request's ``model`` among the server's registered scripts;
+4. the request's ``model`` among the named presets (:data:`PRESETS`);
+5. the server's default script.
+
+A script source is either a fixed :class:`Script` or a :data:`Preset` (a sampler called with the
+server's seeded ``random.Random``, so ``measured`` draws a fresh script per request). A script
+that does not validate, or a name that is neither registered nor a preset, is a
+:class:`BadRequest`, which the server answers with HTTP 400 and the reason.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import ValidationError
+
+from otel_llm.simulator._presets import PRESETS, Preset
+from otel_llm.simulator._script import Script
+
+SCRIPT_HEADER = "X-Sim-Script"
+"""Request header carrying a JSON script (or a script name)."""
+
+SCRIPT_FIELD = "sim"
+"""Request body field carrying a JSON object script (or a script name)."""
+
+ScriptSource = Script | Preset
+"""A fixed script, or a sampler drawing one per request."""
+
+Origin = Literal["header", "body", "model", "preset", "default"]
+"""Where the script of a request came from."""
+
+
+class BadRequest(ValueError):
+    """A request the simulator answers with HTTP 400; ``code`` goes into the error body."""
+
+    def __init__(self, message: str, *, code: str = "invalid_request") -> None:
+        self.code = code
+        super().__init__(message)
+
+
+def describe(error: ValidationError) -> str:
+    """A one-line account of every problem of a script, naming each field."""
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "script"
+        problems.append(f"{where}: {item['msg']}")
+    return "; ".join(problems)
+
+
+def draw(source: ScriptSource, rng: random.Random) -> Script:
+    """The script a source gives for one request."""
+    return source if isinstance(source, Script) else source(rng)
+
+
+def _named(
+    name: str, where: str, registry: Mapping[str, ScriptSource], rng: random.Random
+) -> Script:
+    source = registry.get(name)
+    if source is None:
+        source = PRESETS.get(name)
+    if source is None:
+        known = ", ".join(sorted({*registry, *PRESETS}))
+        raise BadRequest(
+            f"unknown script {name!r} in {where}; known: {known}", code="unknown_script"
+        )
+    return draw(source, rng)
+
+
+def _from_header(value: str, registry: Mapping[str, ScriptSource], rng: random.Random) -> Script:
+    text = value.strip()
+    if not text.startswith("{"):
+        return _named(text, f"{SCRIPT_HEADER} header", registry, rng)
+    try:
+        return Script.model_validate_json(text)
+    except ValidationError as exc:
+        raise BadRequest(
+            f"invalid script in {SCRIPT_HEADER} header: {describe(exc)}", code="invalid_script"
+        ) from exc
+
+
+def _from_body(value: object, registry: Mapping[str, ScriptSource], rng: random.Random) -> Script:
+    if isinstance(value, str):
+        return _named(value, f"body field {SCRIPT_FIELD!r}", registry, rng)
+    if not isinstance(value, dict):
+        raise BadRequest(
+            f"body field {SCRIPT_FIELD!r} must be a JSON object script or a script name, "
+            f"not {type(value).__name__}",
+            code="invalid_script",
+        )
+    try:
+        return Script.model_validate(value)
+    except ValidationError as exc:
+        raise BadRequest(
+            f"invalid script in body field {SCRIPT_FIELD!r}: {describe(exc)}",
+            code="invalid_script",
+        ) from exc
+
+
+def select_script(
+    *,
+    header: str | None,
+    body: Mapping[str, object],
+    model: str,
+    registry: Mapping[str, ScriptSource],
+    default: ScriptSource,
+    rng: random.Random,
+) -> tuple[Script, Origin]:
+    """The script answering one request and where it came from (see the module docstring)."""
+    if header is not None:
+        return _from_header(header, registry, rng), "header"
+    sim = body.get(SCRIPT_FIELD)
+    if sim is not None:
+        return _from_body(sim, registry, rng), "body"
+    source = registry.get(model)
+    if source is not None:
+        return draw(source, rng), "model"
+    preset = PRESETS.get(model)
+    if preset is not None:
+        return preset(rng), "preset"
+    return draw(default, rng), "default"
+
+
+def resolve_default(
+    default: ScriptSource | str | None, registry: Mapping[str, ScriptSource]
+) -> ScriptSource:
+    """The server's default script source: a script, a sampler, or a registered/preset name."""
+    if default is None:
+        return Script()
+    if not isinstance(default, str):
+        return default
+    source = registry.get(default, PRESETS.get(default))
+    if source is None:
+        known = ", ".join(sorted({*registry, *PRESETS}))
+        raise ValueError(f"unknown default script {default!r}; known: {known}")
+    return source

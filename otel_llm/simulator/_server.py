@@ -1,0 +1,347 @@
+"""The aiohttp application of the simulated OpenAI-compatible provider.
+
+Routes: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``,
+``GET /health``. Each request gets its script from :func:`select_script`; the streamed answer is
+the :func:`stream_plan` of that script, written event by event (every write goes to the socket at
+once, so the client sees the scripted timing). Every wait is ``time_scale × scripted seconds``,
+at most :data:`MAX_WAIT_S`.
+
+The request counters live in a :class:`ProviderStats` at ``app[STATS_KEY]``. Client disconnects
+are detected promptly when the app runs with ``handler_cancellation=True`` (as
+:class:`SimulatedProvider` and :func:`serve` do): the handler is cancelled when the connection
+drops, even in the middle of a silence. Otherwise they are noticed at the next write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import random
+import socket
+import struct
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from otel_llm.simulator._frames import (
+    Pause,
+    Reply,
+    Send,
+    completion,
+    embeddings_answer,
+    error_body,
+    prompt_tokens,
+    scripted_error,
+    stream_plan,
+)
+from otel_llm.simulator._presets import PRESETS
+from otel_llm.simulator._script import Script
+from otel_llm.simulator._select import (
+    SCRIPT_HEADER,
+    BadRequest,
+    Origin,
+    ScriptSource,
+    resolve_default,
+    select_script,
+)
+from otel_llm.simulator._stats import ProviderStats, RequestRecord
+
+MAX_WAIT_S = 600.0
+"""No single wait of the simulator lasts longer than this, in real seconds."""
+
+MAX_EMBEDDING_DIMENSIONS = 4096
+DEFAULT_EMBEDDING_DIMENSIONS = 8
+_KEEPALIVE = b": ping\n\n"
+
+ORIGIN_HEADER = "X-Sim-Origin"
+"""Response header naming where the script came from: header, body, model, preset, default."""
+
+STATS_KEY = web.AppKey("otel_llm_simulator_stats", ProviderStats)
+"""``app[STATS_KEY]`` is the :class:`ProviderStats` of an app made by :func:`create_app`."""
+
+
+@dataclass(slots=True)
+class _Simulator:
+    """Configuration and state of one app."""
+
+    scripts: Mapping[str, ScriptSource]
+    default: ScriptSource
+    time_scale: float
+    rng: random.Random
+    stats: ProviderStats
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def real_s(self, scripted_s: float) -> float:
+        """Real seconds of a scripted duration."""
+        return min(MAX_WAIT_S, scripted_s * self.time_scale)
+
+    async def wait(self, scripted_s: float) -> None:
+        """Wait a scripted duration (always yields to the loop)."""
+        await asyncio.sleep(self.real_s(scripted_s))
+
+
+_SIMULATOR = web.AppKey("otel_llm_simulator", _Simulator)
+
+
+def _reject(error: BadRequest) -> web.Response:
+    return web.json_response(error_body(str(error), status=400, code=error.code), status=400)
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"the request body is not JSON: {exc}", code="invalid_json") from exc
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object", code="invalid_json")
+    return body
+
+
+def _model(body: Mapping[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' must be a non-empty string", code="invalid_model")
+    return model
+
+
+def _script_for(
+    request: web.Request, sim: _Simulator, body: Mapping[str, Any], model: str
+) -> tuple[Script, Origin]:
+    return select_script(
+        header=request.headers.get(SCRIPT_HEADER),
+        body=body,
+        model=model,
+        registry=sim.scripts,
+        default=sim.default,
+        rng=sim.rng,
+    )
+
+
+def _scripted_error(script: Script, headers: Mapping[str, str]) -> web.Response:
+    status, error, error_headers = scripted_error(script)
+    return web.json_response(error, status=status, headers={**headers, **error_headers})
+
+
+def _reset(request: web.Request) -> None:
+    """Abort the connection with a TCP reset (SO_LINGER 0), as a crashed upstream would."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+async def _pause(response: web.StreamResponse, sim: _Simulator, step: Pause) -> None:
+    """Wait a scripted pause, writing ``: ping`` comments at the keepalive period."""
+    seconds = sim.real_s(step.seconds)
+    if step.keepalive_every_s is None:
+        await asyncio.sleep(seconds)
+        return
+    every = step.keepalive_every_s * sim.time_scale
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    beat = 1
+    while beat * every < seconds:
+        await asyncio.sleep(max(0.0, start + beat * every - loop.time()))
+        await response.write(_KEEPALIVE)
+        beat += 1
+    await asyncio.sleep(max(0.0, start + seconds - loop.time()))
+
+
+async def _stream(
+    request: web.Request,
+    sim: _Simulator,
+    script: Script,
+    reply: Reply,
+    record: RequestRecord,
+    headers: Mapping[str, str],
+) -> web.StreamResponse:
+    response = web.StreamResponse(headers={**headers, "Cache-Control": "no-cache"})
+    response.content_type = "text/event-stream"
+    try:
+        await response.prepare(request)
+        for step in stream_plan(script, reply):
+            if isinstance(step, Send):
+                await response.write(f"data: {step.data}\n\n".encode())
+            elif isinstance(step, Pause):
+                await _pause(response, sim, step)
+            else:
+                _reset(request)
+                record.outcome = "aborted"
+                return response
+        await response.write_eof()
+    except ConnectionResetError:
+        record.outcome = "disconnected"
+    return response
+
+
+async def _complete(
+    request: web.Request,
+    sim: _Simulator,
+    script: Script,
+    reply: Reply,
+    record: RequestRecord,
+    headers: Mapping[str, str],
+) -> web.StreamResponse:
+    await sim.wait(script.nominal_duration_s)
+    if script.fault == "reset":
+        _reset(request)
+        record.outcome = "aborted"
+        return web.Response()
+    text = json.dumps(completion(script, reply))
+    if script.fault is not None:  # truncate / malformed: a body that is not JSON
+        text = text[: len(text) // 2]
+    return web.Response(text=text, content_type="application/json", headers=headers)
+
+
+def _reply(sim: _Simulator, script: Script, body: Mapping[str, Any], model: str) -> Reply:
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    return Reply(
+        id=f"chatcmpl-sim{next(sim.ids):06d}",
+        created=int(time.time()),
+        model=script.model_name or model,
+        prompt_tokens=prompt_tokens(body.get("messages")),
+        include_usage=include_usage,
+    )
+
+
+async def _chat(request: web.Request) -> web.StreamResponse:
+    sim = request.app[_SIMULATOR]
+    try:
+        body = await _json_body(request)
+        model = _model(body)
+    except BadRequest as exc:
+        with sim.stats.track(""):
+            return _reject(exc)
+    with sim.stats.track(model) as record:
+        try:
+            if not isinstance(body.get("messages"), list):
+                raise BadRequest("'messages' must be a list", code="invalid_messages")
+            script, origin = _script_for(request, sim, body, model)
+        except BadRequest as exc:
+            return _reject(exc)
+        headers = {ORIGIN_HEADER: origin}
+        await sim.wait(script.hold_s)
+        if script.error_status is not None:
+            return _scripted_error(script, headers)
+        reply = _reply(sim, script, body, model)
+        if body.get("stream") is True:
+            return await _stream(request, sim, script, reply, record, headers)
+        return await _complete(request, sim, script, reply, record, headers)
+
+
+def _texts(value: object) -> list[str]:
+    """Embedding inputs as text: a string, a list of strings, or token lists (as text)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value:
+        if all(isinstance(item, int) for item in value):
+            return [json.dumps(value)]
+        if all(isinstance(item, str | list) for item in value):
+            return [item if isinstance(item, str) else json.dumps(item) for item in value]
+    raise BadRequest("'input' must be a string or a non-empty list", code="invalid_input")
+
+
+def _dimensions(body: Mapping[str, Any]) -> int:
+    value = body.get("dimensions", DEFAULT_EMBEDDING_DIMENSIONS)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise BadRequest("'dimensions' must be an integer", code="invalid_dimensions")
+    if not 1 <= value <= MAX_EMBEDDING_DIMENSIONS:
+        raise BadRequest(
+            f"'dimensions' must be between 1 and {MAX_EMBEDDING_DIMENSIONS}",
+            code="invalid_dimensions",
+        )
+    return value
+
+
+async def _embeddings(request: web.Request) -> web.StreamResponse:
+    """Deterministic vectors after ``hold_s`` and ``first_chunk_delay_s``; errors as scripted."""
+    sim = request.app[_SIMULATOR]
+    try:
+        body = await _json_body(request)
+        model = _model(body)
+    except BadRequest as exc:
+        with sim.stats.track(""):
+            return _reject(exc)
+    with sim.stats.track(model):
+        try:
+            texts = _texts(body.get("input"))
+            dimensions = _dimensions(body)
+            script, origin = _script_for(request, sim, body, model)
+        except BadRequest as exc:
+            return _reject(exc)
+        headers = {ORIGIN_HEADER: origin}
+        await sim.wait(script.hold_s)
+        if script.error_status is not None:
+            return _scripted_error(script, headers)
+        await sim.wait(script.first_chunk_delay_s)
+        encoding = "base64" if body.get("encoding_format") == "base64" else "float"
+        answer = embeddings_answer(
+            texts, model=script.model_name or model, dimensions=dimensions, encoding=encoding
+        )
+        return web.json_response(answer, headers=headers)
+
+
+async def _models(request: web.Request) -> web.StreamResponse:
+    sim = request.app[_SIMULATOR]
+    names = sorted({*sim.scripts, *PRESETS})
+    return web.json_response(
+        {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "otel-llm-simulator"}
+                for name in names
+            ],
+        }
+    )
+
+
+async def _health(request: web.Request) -> web.StreamResponse:
+    return web.json_response({"status": "ok"})
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    app[STATS_KEY].mark_shutting_down()
+
+
+def create_app(
+    *,
+    scripts: Mapping[str, ScriptSource] | None = None,
+    default: ScriptSource | str | None = None,
+    time_scale: float = 1.0,
+    seed: int = 0,
+) -> web.Application:
+    """The simulated provider as an aiohttp application.
+
+    ``scripts`` maps model names to scripts or presets (a request for that model gets it);
+    ``default`` answers every other model — a script, a preset, or a registered/preset name
+    (``None`` is ``Script()``). ``time_scale`` multiplies every scripted duration; ``seed`` seeds
+    the generator sampling presets draw from, in request order.
+    """
+    if not (math.isfinite(time_scale) and time_scale > 0):
+        raise ValueError(f"time_scale must be a positive finite number, not {time_scale!r}")
+    registry = dict(scripts or {})
+    stats = ProviderStats()
+    app = web.Application()
+    app[STATS_KEY] = stats
+    app[_SIMULATOR] = _Simulator(
+        scripts=registry,
+        default=resolve_default(default, registry),
+        time_scale=time_scale,
+        rng=random.Random(seed),
+        stats=stats,
+    )
+    app.on_shutdown.append(_on_shutdown)
+    app.router.add_post("/v1/chat/completions", _chat)
+    app.router.add_post("/v1/embeddings", _embeddings)
+    app.router.add_get("/v1/models", _models)
+    app.router.add_get("/health", _health)
+    return app

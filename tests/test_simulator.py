@@ -1,0 +1,730 @@
+"""The simulated provider, driven over real loopback HTTP (``otel_llm/simulator``)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import json
+import math
+import random
+import re
+import statistics
+import struct
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from pydantic import ValidationError
+
+from otel_llm import simulator
+from otel_llm.measure._chunks import is_incremental
+from otel_llm.simulator import (
+    ORIGIN_HEADER,
+    PRESETS,
+    SCRIPT_HEADER,
+    Script,
+    Silence,
+    SimulatedProvider,
+    create_app,
+    measured,
+    oracle,
+    sample_measured,
+    serve,
+)
+from otel_llm.simulator._provider import is_loopback
+
+SCALE = 0.001
+"""Scripted seconds run a thousand times faster: a scripted 100 s silence takes 0.1 s."""
+
+MESSAGES = [{"role": "user", "content": "say something"}]
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[SimulatedProvider]:
+    async with SimulatedProvider(time_scale=SCALE) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(provider: SimulatedProvider) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=provider.base_url, timeout=10.0) as http:
+        yield http
+
+
+def header(script: Script) -> dict[str, str]:
+    return {SCRIPT_HEADER: script.model_dump_json()}
+
+
+def chat(*, stream: bool = True, usage: bool = False, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "sim-model", "messages": MESSAGES, "stream": stream}
+    if usage:
+        body["stream_options"] = {"include_usage": True}
+    body.update(extra)
+    return body
+
+
+@dataclass
+class Received:
+    """The non-empty lines of one streamed answer and when each arrived."""
+
+    status: int
+    headers: Mapping[str, str]
+    lines: list[str] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+
+    @property
+    def payloads(self) -> list[dict[str, Any]]:
+        """Every ``data:`` payload that is JSON, in order ([DONE] excluded)."""
+        return [json.loads(data) for data in self.data if data != "[DONE]" and _is_json(data)]
+
+    @property
+    def data(self) -> list[str]:
+        return [line.removeprefix("data: ") for line in self.lines if line.startswith("data: ")]
+
+    @property
+    def chunks(self) -> list[dict[str, Any]]:
+        """The incremental chunks (SPEC §1), classified by the SDK's own rule."""
+        return [payload for payload in self.payloads if is_incremental(payload)]
+
+    @property
+    def deltas(self) -> list[dict[str, Any]]:
+        return [chunk["choices"][0]["delta"] for chunk in self.chunks]
+
+    def chunk_arrivals(self) -> list[float]:
+        return [
+            at
+            for line, at in zip(self.lines, self.arrivals, strict=True)
+            if line.startswith("data: ")
+            and _is_json(line[6:])
+            and line != "data: [DONE]"
+            and is_incremental(json.loads(line[6:]))
+        ]
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+async def read_stream(
+    client: httpx.AsyncClient,
+    script: Script | None = None,
+    *,
+    body: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Received:
+    request_headers = dict(headers or {})
+    if script is not None:
+        request_headers.update(header(script))
+    async with client.stream(
+        "POST", "/chat/completions", json=body or chat(), headers=request_headers
+    ) as response:
+        received = Received(response.status_code, response.headers)
+        async for line in response.aiter_lines():
+            if line:
+                received.lines.append(line)
+                received.arrivals.append(time.monotonic())
+    return received
+
+
+async def post_chat(
+    client: httpx.AsyncClient, script: Script, *, stream: bool = False
+) -> httpx.Response:
+    return await client.post("/chat/completions", json=chat(stream=stream), headers=header(script))
+
+
+def words(stem: str, count: int) -> str:
+    return " ".join(f"{stem}{k}" for k in range(count))
+
+
+# Streams.
+
+
+async def test_stream_sends_the_scripted_chunks_in_order(client: httpx.AsyncClient) -> None:
+    """A stream carries chunk_count chunks of deterministic text, then stop and [DONE]."""
+    received = await read_stream(client, Script(chunk_count=5, words_per_chunk=2))
+    assert received.status == 200
+    assert received.headers["content-type"].startswith("text/event-stream")
+    assert len(received.chunks) == 5
+    assert "".join(delta["content"] for delta in received.deltas) == words("word", 10)
+    assert {chunk["object"] for chunk in received.payloads} == {"chat.completion.chunk"}
+    assert len({chunk["id"] for chunk in received.payloads}) == 1
+    assert received.payloads[-1]["choices"][0] == {
+        "index": 0,
+        "delta": {},
+        "finish_reason": "stop",
+    }
+    assert received.data[-1] == "[DONE]"
+
+
+async def test_silence_is_the_longest_gap_between_chunks(client: httpx.AsyncClient) -> None:
+    """A scripted silence after chunk 2 is the longest gap; the cadence elsewhere is short."""
+    script = Script(
+        chunk_count=6, chunk_interval_s=1.0, silences=(Silence(after_chunk=2, duration_s=250.0),)
+    )
+    arrivals = (await read_stream(client, script)).chunk_arrivals()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
+    assert len(gaps) == 5
+    assert max(range(5), key=gaps.__getitem__) == 2
+    assert gaps[2] >= 0.5 * 250.0 * SCALE
+
+
+async def test_role_chunk_comes_first_and_is_not_a_chunk(client: httpx.AsyncClient) -> None:
+    """The role-only chunk is the first event and carries no output; it can be switched off."""
+    with_role = await read_stream(client, Script(chunk_count=2))
+    first = with_role.payloads[0]
+    assert first["choices"][0]["delta"] == {"role": "assistant"}
+    assert not is_incremental(first)
+    without = await read_stream(client, Script(chunk_count=2, role_chunk=False))
+    assert is_incremental(without.payloads[0])
+    assert len(without.chunks) == len(with_role.chunks) == 2
+
+
+async def test_keepalives_are_sent_during_a_silence(client: httpx.AsyncClient) -> None:
+    """A silence with keepalive_every_s sends `: ping` comments between the two chunks only."""
+    script = Script(
+        chunk_count=4,
+        silences=(Silence(after_chunk=1, duration_s=50.0, keepalive_every_s=10.0),),
+    )
+    lines = (await read_stream(client, script)).lines
+    pings = [index for index, line in enumerate(lines) if line == ": ping"]
+    chunk_lines = [index for index, line in enumerate(lines) if "word" in line]
+    assert len(pings) == 4
+    assert all(chunk_lines[1] < index < chunk_lines[2] for index in pings)
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+async def test_reasoning_phase_comes_first(client: httpx.AsyncClient, key: str) -> None:
+    """The first reasoning_chunks chunks carry only reasoning under the chosen key, then content."""
+    script = Script.model_validate({"chunk_count": 5, "reasoning_chunks": 3, "reasoning_key": key})
+    received = await read_stream(client, script)
+    deltas = received.deltas
+    assert [set(delta) for delta in deltas] == [{key}] * 3 + [{"content"}] * 2
+    assert "".join(delta[key] for delta in deltas[:3]) == words("thought", 3)
+    assert "".join(delta["content"] for delta in deltas[3:]) == words("word", 2)
+
+
+async def test_tool_call_streams_as_deltas(client: httpx.AsyncClient) -> None:
+    """A tool call arrives as id/name first, then argument pieces, with finish_reason tool_calls."""
+    received = await read_stream(client, Script(chunk_count=4, tool_call=True))
+    calls = [delta["tool_calls"][0] for delta in received.deltas]
+    assert len(calls) == 4
+    assert calls[0]["id"].startswith("call_")
+    assert calls[0]["function"]["name"] == "lookup"
+    assert all("id" not in call and "name" not in call["function"] for call in calls[1:])
+    arguments = "".join(call["function"]["arguments"] for call in calls)
+    assert json.loads(arguments) == {"query": words("arg", 4)}
+    assert received.payloads[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+async def test_usage_frame_only_when_asked_for(client: httpx.AsyncClient) -> None:
+    """include_usage adds a usage-only frame before [DONE]; without it, or usage=False, none."""
+    script = Script(chunk_count=4, reasoning_chunks=1, words_per_chunk=2)
+    asked = await read_stream(client, script, body=chat(usage=True))
+    frame = asked.payloads[-1]
+    assert frame["choices"] == []
+    assert frame["usage"] == {
+        "prompt_tokens": 2,
+        "completion_tokens": 8,
+        "total_tokens": 10,
+        "completion_tokens_details": {"reasoning_tokens": 2},
+    }
+    assert asked.data[-1] == "[DONE]"
+    for received in (
+        await read_stream(client, script),
+        await read_stream(client, Script(usage=False), body=chat(usage=True)),
+    ):
+        assert all("usage" not in payload for payload in received.payloads)
+
+
+async def test_model_name_defaults_to_the_requested_model(client: httpx.AsyncClient) -> None:
+    """Chunks report the requested model unless the script names another."""
+    echoed = await read_stream(client, Script(chunk_count=1))
+    renamed = await read_stream(client, Script(chunk_count=1, model_name="gpt-sim-2"))
+    assert {payload["model"] for payload in echoed.payloads} == {"sim-model"}
+    assert {payload["model"] for payload in renamed.payloads} == {"gpt-sim-2"}
+
+
+# Faults.
+
+
+async def test_reset_fault_is_a_connection_error(
+    client: httpx.AsyncClient, provider: SimulatedProvider
+) -> None:
+    """A reset fault aborts the TCP connection: the client sees a transport error."""
+    with pytest.raises(httpx.TransportError):
+        await read_stream(client, Script(chunk_count=5, fault="reset", fault_after_chunk=1))
+    assert provider.stats.aborted == 1
+    assert provider.stats.disconnected == 0
+
+
+async def test_truncate_fault_ends_without_finish_or_done(client: httpx.AsyncClient) -> None:
+    """A truncate fault ends the response cleanly, without finish_reason or [DONE]."""
+    received = await read_stream(
+        client, Script(chunk_count=5, fault="truncate", fault_after_chunk=2)
+    )
+    assert len(received.chunks) == 3
+    assert "[DONE]" not in received.data
+    assert all(payload["choices"][0]["finish_reason"] is None for payload in received.payloads)
+
+
+async def test_malformed_fault_sends_one_non_json_line(client: httpx.AsyncClient) -> None:
+    """A malformed fault sends one data line that is not JSON, then the stream carries on."""
+    received = await read_stream(
+        client, Script(chunk_count=4, fault="malformed", fault_after_chunk=1)
+    )
+    broken = [data for data in received.data if data != "[DONE]" and not _is_json(data)]
+    assert len(broken) == 1
+    assert received.data.index(broken[0]) == 3  # role, chunk 0, chunk 1, then the broken line
+    assert len(received.chunks) == 4
+    assert received.data[-1] == "[DONE]"
+
+
+async def test_missing_done(client: httpx.AsyncClient) -> None:
+    """done=False keeps the finish reason but ends the stream cleanly without [DONE]."""
+    received = await read_stream(client, Script(chunk_count=3, done=False), body=chat(usage=True))
+    assert "[DONE]" not in received.data
+    reasons = [payload["choices"][0]["finish_reason"] for payload in received.payloads[:-1]]
+    assert reasons[-1] == "stop"
+    assert received.payloads[-1]["choices"] == []
+
+
+# Errors and holds.
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize(
+    ("status", "code", "kind", "retry_after", "retry_after_ms"),
+    [
+        (429, "rate_limit_exceeded", "rate_limit_error", "7", "1500"),
+        (429, None, "rate_limit_error", "Wed, 21 Oct 2015 07:28:00 GMT", None),
+        (500, None, "server_error", None, None),
+        (503, "overloaded", "server_error", "2", None),
+        (400, "context_length_exceeded", "invalid_request_error", None, None),
+        (401, "invalid_api_key", "authentication_error", None, None),
+    ],
+)
+async def test_error_answers(
+    client: httpx.AsyncClient,
+    stream: bool,
+    status: int,
+    code: str | None,
+    kind: str,
+    retry_after: str | None,
+    retry_after_ms: str | None,
+) -> None:
+    """An error script answers its status with an OpenAI error body and the Retry-After headers."""
+    script = Script(
+        error_status=status,
+        error_code=code,
+        error_message=f"scripted {status}",
+        retry_after=retry_after,
+        retry_after_ms=retry_after_ms,
+    )
+    response = await post_chat(client, script, stream=stream)
+    assert response.status_code == status
+    expected = {"message": f"scripted {status}", "type": kind, "code": code}
+    assert response.json() == {"error": expected}
+    assert response.headers.get("retry-after") == retry_after
+    assert response.headers.get("retry-after-ms") == retry_after_ms
+
+
+async def test_hold_delays_the_answer(client: httpx.AsyncClient) -> None:
+    """hold_s holds the request before it is answered at all, error or not."""
+    for script in (Script(hold_s=200.0, error_status=429), Script(hold_s=200.0, chunk_count=1)):
+        started = time.monotonic()
+        response = await post_chat(client, script)
+        assert time.monotonic() - started >= 0.5 * 200.0 * SCALE
+        assert response.status_code == (script.error_status or 200)
+
+
+# Non-streamed answers, embeddings, models.
+
+
+async def test_non_streamed_completion(client: httpx.AsyncClient) -> None:
+    """A non-streamed request gets one chat.completion with the streamed text and usage."""
+    script = Script(chunk_count=3, words_per_chunk=2)
+    response = await post_chat(client, script)
+    answer = response.json()
+    assert response.status_code == 200
+    assert answer["object"] == "chat.completion"
+    choice = answer["choices"][0]
+    assert choice["message"] == {"role": "assistant", "content": words("word", 6)}
+    assert choice["finish_reason"] == "stop"
+    assert answer["usage"]["completion_tokens"] == 6
+    streamed = await read_stream(client, script)
+    assert "".join(delta["content"] for delta in streamed.deltas) == choice["message"]["content"]
+
+
+async def test_non_streamed_reasoning_and_tool_call(client: httpx.AsyncClient) -> None:
+    """A non-streamed answer carries reasoning and the whole tool call when scripted."""
+    script = Script(chunk_count=4, reasoning_chunks=2, tool_call=True)
+    response = await post_chat(client, script)
+    answer = response.json()
+    message = answer["choices"][0]["message"]
+    assert message["content"] is None
+    assert message["reasoning_content"] == words("thought", 2)
+    (call,) = message["tool_calls"]
+    assert call["function"]["name"] == "lookup"
+    assert json.loads(call["function"]["arguments"]) == {"query": words("arg", 2)}
+    assert answer["choices"][0]["finish_reason"] == "tool_calls"
+    assert answer["usage"]["completion_tokens_details"] == {"reasoning_tokens": 2}
+
+
+async def test_non_streamed_faults(client: httpx.AsyncClient) -> None:
+    """Without streaming, reset aborts the connection and truncate sends a body that is not JSON."""
+    with pytest.raises(httpx.TransportError):
+        await post_chat(client, Script(fault="reset"))
+    response = await post_chat(client, Script(fault="truncate"))
+    assert response.status_code == 200
+    assert not _is_json(response.text)
+
+
+async def test_embeddings_are_deterministic_unit_vectors(client: httpx.AsyncClient) -> None:
+    """Embeddings are hash-derived unit vectors: same input same vector, float and base64 agree."""
+    body = {"model": "embed-sim", "input": ["alpha", "beta"], "dimensions": 16}
+    first = (await client.post("/embeddings", json=body)).json()
+    again = (await client.post("/embeddings", json=body)).json()
+    packed = (await client.post("/embeddings", json={**body, "encoding_format": "base64"})).json()
+    alpha, beta = (item["embedding"] for item in first["data"])
+    assert first == again
+    assert len(alpha) == 16
+    assert alpha != beta
+    assert math.isclose(math.fsum(value * value for value in alpha), 1.0)
+    decoded = struct.unpack("<16f", base64.b64decode(packed["data"][0]["embedding"]))
+    assert decoded == pytest.approx(alpha, abs=1e-6)
+    bad = await client.post("/embeddings", json={"model": "embed-sim", "input": 3})
+    assert bad.status_code == 400
+    assert "'input'" in bad.json()["error"]["message"]
+
+
+async def test_models_and_health(client: httpx.AsyncClient) -> None:
+    """/v1/models lists the presets and /health answers ok."""
+    models = (await client.get("/models")).json()
+    assert {"measured", "oracle", "smooth", "stall"} <= {model["id"] for model in models["data"]}
+    health = await client.get(str(client.base_url).removesuffix("/v1/") + "/health")
+    assert health.json() == {"status": "ok"}
+
+
+# Script selection.
+
+
+async def test_invalid_scripts_are_rejected_with_the_reason(client: httpx.AsyncClient) -> None:
+    """Bad scripts and requests get HTTP 400 with a message naming the problem."""
+    cases: list[tuple[dict[str, Any], dict[str, str], str]] = [
+        (chat(), {SCRIPT_HEADER: '{"chunk_countt": 3}'}, "chunk_countt: Extra inputs"),
+        (chat(), {SCRIPT_HEADER: '{"chunk_count": 3'}, f"invalid script in {SCRIPT_HEADER}"),
+        (chat(), {SCRIPT_HEADER: "no-such-preset"}, "unknown script 'no-such-preset'"),
+        (chat(sim={"chunk_count": -1}), {}, "chunk_count: Input should be greater than"),
+        (chat(sim=[1]), {}, "must be a JSON object script or a script name"),
+        (
+            chat(sim={"chunk_count": 2, "silences": [{"after_chunk": 5, "duration_s": 1}]}),
+            {},
+            "after_chunk=5",
+        ),
+        ({"messages": MESSAGES}, {}, "'model' must be"),
+        ({"model": "m"}, {}, "'messages' must be a list"),
+    ]
+    for body, headers, reason in cases:
+        response = await client.post("/chat/completions", json=body, headers=headers)
+        assert response.status_code == 400, reason
+        assert reason in response.json()["error"]["message"]
+    broken = await client.post("/chat/completions", content=b"{not json")
+    assert broken.status_code == 400
+    assert "not JSON" in broken.json()["error"]["message"]
+
+
+async def test_selection_order() -> None:
+    """Header beats body beats registered model beats preset beats the default."""
+    scripts = {"custom": Script(chunk_count=3), "smooth": Script(chunk_count=4)}
+    default = Script(chunk_count=2)
+    async with (
+        SimulatedProvider(scripts=scripts, default=default, time_scale=SCALE) as running,
+        httpx.AsyncClient(base_url=running.base_url) as http,
+    ):
+
+        async def answer(
+            model: str, *, sim: Any = None, script: Script | None = None
+        ) -> tuple[int, str]:
+            body = chat(stream=False, model=model)
+            if sim is not None:
+                body["sim"] = sim
+            response = await http.post(
+                "/chat/completions", json=body, headers=header(script) if script else {}
+            )
+            return response.json()["usage"]["completion_tokens"], response.headers[ORIGIN_HEADER]
+
+        five = {"chunk_count": 5}
+        assert await answer("custom", sim=five, script=Script(chunk_count=7)) == (7, "header")
+        assert await answer("custom", sim=five) == (5, "body")
+        assert await answer("custom", sim="smooth") == (4, "body")
+        assert await answer("custom") == (3, "model")
+        assert await answer("smooth") == (4, "model")  # a registered name shadows the preset
+        assert await answer("reasoning") == (60, "preset")
+        assert await answer("anything-else") == (2, "default")
+    assert running.stats.requests_by_model == {
+        "custom": 4,
+        "smooth": 1,
+        "reasoning": 1,
+        "anything-else": 1,
+    }
+
+
+async def test_measured_preset_draws_a_fresh_script_per_request() -> None:
+    """Model `measured` samples a new call per request from the seeded generator."""
+    async with (
+        SimulatedProvider(time_scale=1e-5, seed=7) as running,
+        httpx.AsyncClient(base_url=running.base_url) as http,
+    ):
+        sizes = []
+        for _ in range(3):
+            response = await http.post(
+                "/chat/completions", json=chat(stream=False, model="measured")
+            )
+            sizes.append(response.json()["usage"]["completion_tokens"])
+    rng = random.Random(7)
+    assert sizes == [sample_measured(rng).chunk_count for _ in range(3)]
+
+
+# Stats.
+
+
+async def test_client_disconnect_is_counted_promptly(
+    client: httpx.AsyncClient, provider: SimulatedProvider
+) -> None:
+    """Closing a stream during a silence cancels the server's handler and counts a disconnect."""
+    script = Script(chunk_count=3, silences=(Silence(after_chunk=0, duration_s=100_000.0),))
+    async with client.stream(
+        "POST", "/chat/completions", json=chat(), headers=header(script)
+    ) as response:
+        async for line in response.aiter_lines():
+            if "word0" in line:
+                assert provider.stats.in_flight == 1
+                break
+    async with asyncio.timeout(10):
+        await provider.stats.wait_for_disconnects(1)
+    assert provider.stats.in_flight == 0
+    assert provider.stats.completed == 0
+
+
+async def test_wait_for_requests_wakes_on_a_started_request(
+    client: httpx.AsyncClient, provider: SimulatedProvider
+) -> None:
+    """wait_for_requests returns once a request has started, while it is still being answered."""
+    request = asyncio.create_task(post_chat(client, Script(hold_s=1e5)))
+    await provider.stats.wait_for_requests(1)
+    assert provider.stats.requests_by_model == {"sim-model": 1}
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    async with asyncio.timeout(10):
+        await provider.stats.wait_for_disconnects(1)
+
+
+# The measured distribution.
+
+
+def _figures(scripts: list[Script]) -> dict[str, float]:
+    slow = [script for script in scripts if script.longest_gap_silence_s > 20.0]
+    silence = [script.silence_s for script in scripts]
+    return {
+        "median_ttfc_s": statistics.median(script.first_chunk_delay_s for script in scripts),
+        "first_chunk_over_20s": sum(script.first_chunk_delay_s > 20.0 for script in scripts),
+        "stalled_share": len(slow) / len(scripts),
+        "slow_median_wall_s": statistics.median(script.nominal_duration_s for script in slow),
+        "slow_median_longest_silence_s": statistics.median(
+            script.longest_gap_silence_s for script in slow
+        ),
+        "silence_share": math.fsum(silence)
+        / math.fsum(script.nominal_duration_s for script in scripts),
+        "r_silence_chunks": statistics.correlation(
+            silence, [float(script.chunk_count) for script in scripts]
+        ),
+        "reasoning_share": sum(script.reasoning_chunks > 0 for script in scripts) / len(scripts),
+    }
+
+
+def test_measured_sampler_reproduces_the_measured_figures() -> None:
+    """4,000 seeded draws reproduce SPEC §0's medians, stall share and silence share."""
+    rng = random.Random(4407)
+    figures = _figures([sample_measured(rng) for _ in range(4000)])
+    assert figures["median_ttfc_s"] == pytest.approx(1.63, rel=0.08)
+    assert figures["first_chunk_over_20s"] <= 12
+    assert figures["stalled_share"] == pytest.approx(0.19, abs=0.025)
+    assert figures["slow_median_wall_s"] == pytest.approx(69.4, rel=0.1)
+    assert figures["slow_median_longest_silence_s"] == pytest.approx(54.9, rel=0.1)
+    assert figures["silence_share"] == pytest.approx(0.713, abs=0.04)
+    assert abs(figures["r_silence_chunks"]) < 0.1
+    assert figures["reasoning_share"] == pytest.approx(129 / 4407, abs=0.012)
+
+
+def test_stall_probability_knob_and_paired_oracle() -> None:
+    """stall_probability sets the stalled share; oracle draws the same calls without silences."""
+    stalled = [measured(0.5)(rng) for rng in [random.Random(11)] for _ in range(2000)]
+    assert _figures(stalled)["stalled_share"] == pytest.approx(0.5, abs=0.04)
+    calls, quiet = random.Random(3), random.Random(3)
+    for _ in range(200):
+        call, without = measured()(calls), oracle()(quiet)
+        assert without.silences == ()
+        assert (without.first_chunk_delay_s, without.chunk_count, without.chunk_interval_s) == (
+            call.first_chunk_delay_s,
+            call.chunk_count,
+            call.chunk_interval_s,
+        )
+    with pytest.raises(ValueError, match="stall_probability"):
+        measured(1.5)
+
+
+def test_fixed_presets_are_valid_scripts() -> None:
+    """Every named preset yields a script of the advertised shape."""
+    rng = random.Random(0)
+    scripts = {name: preset(rng) for name, preset in PRESETS.items()}
+    assert scripts["stall"].longest_gap_silence_s > 1.0
+    assert scripts["keepalive-stall"].silences[0].keepalive_every_s is not None
+    assert scripts["reasoning"].reasoning_chunks > 0
+    assert scripts["slow-first"].first_chunk_delay_s > scripts["smooth"].first_chunk_delay_s
+    assert scripts["oracle"].silences == ()
+
+
+# Script validation.
+
+
+def test_script_validation_names_the_problem() -> None:
+    """Inconsistent or unknown script fields raise a validation error naming them."""
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"chunk_cout": 3}, "chunk_cout"),
+        ({"chunk_count": 2, "reasoning_chunks": 3}, "reasoning_chunks (3) exceeds"),
+        ({"chunk_count": 2, "reasoning_chunks": 2, "tool_call": True}, "tool_call needs"),
+        ({"chunk_count": 2, "fault": "reset", "fault_after_chunk": 2}, "fault_after_chunk=2"),
+        ({"fault": "explode"}, "fault"),
+        ({"error_status": 200}, "error_status"),
+        ({"retry_after": "1\r\nX: y"}, "printable"),
+        (
+            {"silences": [{"after_chunk": 0, "duration_s": 1000, "keepalive_every_s": 0.01}]},
+            "keepalives",
+        ),
+        ({"first_chunk_delay_s": float("nan")}, "first_chunk_delay_s"),
+    ]
+    for fields, reason in bad:
+        with pytest.raises(ValidationError, match=re.escape(reason)):
+            Script.model_validate(fields)
+    assert Script.model_validate({"error_status": 429, "retry_after": 7}).retry_after == "7"
+
+
+def test_nominal_duration_adds_delay_cadence_and_silences() -> None:
+    """nominal_duration_s is first-chunk delay + (N-1) intervals + silences."""
+    script = Script(
+        first_chunk_delay_s=1.0,
+        chunk_count=5,
+        chunk_interval_s=0.5,
+        silences=(Silence(after_chunk=1, duration_s=3.0), Silence(after_chunk=1, duration_s=2.0)),
+    )
+    assert script.nominal_duration_s == pytest.approx(8.0)
+    assert script.longest_gap_silence_s == pytest.approx(5.0)
+
+
+def test_app_configuration_is_checked() -> None:
+    """A non-positive time scale, an unknown default or an unknown preset is refused up front."""
+    with pytest.raises(ValueError, match="time_scale"):
+        create_app(time_scale=0.0)
+    with pytest.raises(ValueError, match="unknown default script 'nope'"):
+        create_app(default="nope")
+    with pytest.raises(ValueError, match="unknown preset 'nope'"):
+        serve(preset="nope")
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("::1")
+    assert not is_loopback("0.0.0.0")
+
+
+# SDK compatibility and the thread runner.
+
+
+async def test_async_openai_sdk_streams_through_the_simulator(provider: SimulatedProvider) -> None:
+    """The async openai SDK streams content and usage via extra_body; a 429 is a RateLimitError."""
+    sdk = openai.AsyncOpenAI(base_url=provider.base_url, api_key="sim", max_retries=0)
+    async with sdk:
+        stream = await sdk.chat.completions.create(
+            model="sim-model",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"sim": {"chunk_count": 3, "reasoning_chunks": 1}},
+        )
+        text: list[str] = []
+        usage = None
+        async for chunk in stream:
+            text.extend(choice.delta.content or "" for choice in chunk.choices)
+            usage = chunk.usage or usage
+        assert "".join(text) == words("word", 2)
+        assert usage is not None
+        assert usage.completion_tokens == 3
+        with pytest.raises(openai.RateLimitError):
+            await sdk.chat.completions.create(
+                model="sim-model",
+                messages=[{"role": "user", "content": "hi"}],
+                extra_headers=header(Script(error_status=429, retry_after="1")),
+            )
+
+
+def test_thread_runner_serves_synchronous_clients() -> None:
+    """The thread runner serves the synchronous openai SDK and closes cleanly."""
+    with SimulatedProvider.start_in_thread(time_scale=SCALE) as running:
+        sdk = openai.OpenAI(base_url=running.base_url, api_key="sim", max_retries=0)
+        with sdk:
+            stream = sdk.chat.completions.create(
+                model="sim-model",
+                messages=[{"role": "user", "content": "hi"}],
+                stream=True,
+                extra_headers=header(Script(chunk_count=4)),
+            )
+            text = "".join(
+                choice.delta.content or "" for chunk in stream for choice in chunk.choices
+            )
+            answer = sdk.chat.completions.create(
+                model="sim-model",
+                messages=[{"role": "user", "content": "hi"}],
+                extra_body={"sim": {"chunk_count": 2}},
+            )
+            vectors = sdk.embeddings.create(model="embed-sim", input="alpha")
+        assert text == words("word", 4)
+        assert answer.choices[0].message.content == words("word", 2)
+        assert len(vectors.data[0].embedding) == 8
+        assert running.stats.wait_blocking(lambda stats: stats.completed >= 3, timeout_s=10.0)
+        assert running.base_url.startswith("http://127.0.0.1:")
+
+
+def test_public_surface() -> None:
+    """The simulator package exports exactly its documented names."""
+    assert set(simulator.__all__) == {
+        "MAX_WAIT_S",
+        "MEASURED_FIT",
+        "ORIGIN_HEADER",
+        "PRESETS",
+        "SCRIPT_FIELD",
+        "SCRIPT_HEADER",
+        "STATS_KEY",
+        "FixedPreset",
+        "MeasuredFit",
+        "MeasuredPreset",
+        "Preset",
+        "ProviderStats",
+        "Script",
+        "ScriptSource",
+        "Silence",
+        "SimulatedProvider",
+        "ThreadedProvider",
+        "create_app",
+        "measured",
+        "oracle",
+        "sample_measured",
+        "serve",
+    }
+    assert all(hasattr(simulator, name) for name in simulator.__all__)
