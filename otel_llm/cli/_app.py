@@ -81,7 +81,9 @@ def query(
             return
         label = f"at {threshold_ms} ms" if threshold_ms else "as measured"
         render(console, run_query(path, breakdown_sql(threshold_ms)), f"Breakdown ({label})")
-        render(console, run_query(path, worst_stalls_sql(threshold_ms=threshold_ms)), "Worst stalls")
+        render(
+            console, run_query(path, worst_stalls_sql(threshold_ms=threshold_ms)), "Worst stalls"
+        )
     except (OtelLLMError, duckdb.Error) as exc:
         raise _fail(console, str(exc)) from exc
 

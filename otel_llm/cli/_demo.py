@@ -98,7 +98,9 @@ async def run_demo(options: DemoOptions, console: Console) -> None:
         telemetry.shutdown()
     stats = telemetry.exporter.stats if telemetry.exporter else None
     console.print(f"{ok} calls answered, {failed} failed.")
-    render(console, run_query(options.db, breakdown_sql()), "Where the time went (winning attempts)")
+    render(
+        console, run_query(options.db, breakdown_sql()), "Where the time went (winning attempts)"
+    )
     render(console, run_query(options.db, worst_stalls_sql()), "Worst stalls")
     if stats is not None:
         console.print(f"[dim]{stats.written} spans written, {stats.dropped} dropped.[/dim]")
