@@ -1,0 +1,100 @@
+"""The ``otel-llm`` command: demo, query, and clear errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def otel_llm(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "160"}
+    return subprocess.run(
+        [sys.executable, "-m", "otel_llm.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One demo run shared by the query tests."""
+    path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    out = otel_llm("demo", "--db", str(path), "--calls", "60", "--time-scale", "0.02")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Where the time went" in out.stdout
+    assert "Worst stalls" in out.stdout
+    assert str(path) in out.stdout
+    return path
+
+
+def test_demo_writes_queryable_spans(demo_db: Path) -> None:
+    """The demo's calls are in the views, with the identity wall = net + stall on every call."""
+    with duckdb.connect(str(demo_db), read_only=True) as conn:
+        calls = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE stall_ms IS NOT NULL), "
+            "count(*) FILTER (WHERE wall_ms <> generation_ms + stall_ms) FROM llm_calls"
+        ).fetchone()
+        stalled = conn.execute("SELECT count(*) FROM llm_calls WHERE stall_count > 0").fetchone()
+    assert calls is not None
+    assert stalled is not None
+    total, observed, broken = calls
+    assert total == 60
+    assert observed == 60
+    assert broken == 0
+    assert stalled[0] > 0, "the measured preset stalls some calls"
+
+
+def test_query_breakdown_and_rederivation(demo_db: Path) -> None:
+    """`query` prints the breakdown as measured and re-derived at another threshold."""
+    measured = otel_llm("query", "--db", str(demo_db))
+    assert measured.returncode == 0, measured.stderr
+    assert "Breakdown (as measured)" in measured.stdout
+    rederived = otel_llm("query", "--db", str(demo_db), "--threshold-ms", "500")
+    assert rederived.returncode == 0, rederived.stderr
+    assert "Breakdown (at 500 ms)" in rederived.stdout
+
+
+def test_query_runs_sql(demo_db: Path) -> None:
+    """`query SQL` runs the statement and prints its rows."""
+    out = otel_llm("query", "--db", str(demo_db), "SELECT count(*) AS n FROM llm_calls")
+    assert out.returncode == 0, out.stderr
+    assert "60" in out.stdout
+
+
+def test_query_reports_bad_sql_clearly(demo_db: Path) -> None:
+    """Bad SQL is a clear error and exit code 2, not a traceback."""
+    out = otel_llm("query", "--db", str(demo_db), "SELECT nope FROM llm_calls")
+    assert out.returncode == 2
+    assert "error:" in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_query_on_missing_file_says_so(tmp_path: Path) -> None:
+    """Querying a file that does not exist says so and how to create one."""
+    out = otel_llm("query", "--db", str(tmp_path / "none.duckdb"))
+    assert out.returncode == 2
+    assert "does not exist" in out.stdout
+
+
+def test_query_rejects_threshold_below_one(tmp_path: Path) -> None:
+    """--threshold-ms must be a positive integer."""
+    out = otel_llm("query", "--db", str(tmp_path / "x.duckdb"), "--threshold-ms", "0")
+    assert out.returncode == 2
+
+
+def test_provider_refuses_unknown_preset() -> None:
+    """`provider --preset` names the known presets when given an unknown one."""
+    out = otel_llm("provider", "--port", "0", "--preset", "nope")
+    assert out.returncode == 2
+    assert "unknown preset" in out.stdout

@@ -1,0 +1,292 @@
+"""The transport over real HTTP to the simulated provider: assembly, chunk rule, error mapping."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from otel_llm import _errors as e
+from otel_llm import _semconv as sc
+from otel_llm.act._attempt import Attempt
+from otel_llm.act._source import Source
+from otel_llm.act._transport import chat_completion
+from otel_llm.measure._chunks import ChunkClock
+from otel_llm.simulator import Script, Silence, SimulatedProvider
+from tests.conftest import Spans
+from tests.test_processor import derived
+
+MESSAGES = [{"role": "user", "content": "hello"}]
+SECRET = "sk-test-0123456789abcdefSECRET"
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[SimulatedProvider]:
+    async with SimulatedProvider() as running:
+        yield running
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient() as client:
+        yield client
+
+
+def source(provider: SimulatedProvider, **options: Any) -> Source:
+    return Source(
+        name="sim-1",
+        provider="sim",
+        base_url=provider.base_url,
+        model="sim-model",
+        api_key=SecretStr(SECRET),
+        **options,
+    )
+
+
+def scripted(script: Script) -> dict[str, Any]:
+    """A chat payload whose behaviour is ``script`` (sent in the body field ``sim``)."""
+    return {"messages": MESSAGES, "sim": script.model_dump(mode="json")}
+
+
+FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.002}
+
+
+async def stream(
+    http: httpx.AsyncClient, provider: SimulatedProvider, script: Script
+) -> tuple[Any, ChunkClock]:
+    clock = ChunkClock()
+    completion = await chat_completion(
+        http, source(provider), scripted(script), stream=True, clock=clock
+    )
+    return completion, clock
+
+
+async def test_stream_is_assembled(http: httpx.AsyncClient, provider: SimulatedProvider) -> None:
+    """Content, finish reason, usage and response model come back from a stream."""
+    completion, clock = await stream(http, provider, Script(chunk_count=5, **FAST))
+    assert completion.text == "word0 word1 word2 word3 word4"
+    assert completion.finish_reason == "stop"
+    assert completion.usage is not None
+    assert completion.usage.output_tokens == 5
+    assert completion.response_model == "sim-model"
+    assert completion.response_id
+    assert clock.count == 5, "the role-only first chunk and the usage frame are not chunks"
+
+
+async def test_reasoning_only_phase_counts_as_chunks_not_stall(
+    http: httpx.AsyncClient, provider: SimulatedProvider
+) -> None:
+    """A reasoning-only phase is output: its chunks are timed, so it is not a stall."""
+    script = Script(chunk_count=30, reasoning_chunks=20, **FAST)
+    completion, clock = await stream(http, provider, script)
+    assert completion.reasoning is not None
+    assert completion.reasoning.startswith("thought0")
+    assert clock.count == 30
+    figures = clock.timeline(clock.arrivals_ns[-1]).gaps_ns
+    assert max(figures) < 100_000_000
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+async def test_both_reasoning_keys_are_chunks(
+    http: httpx.AsyncClient, provider: SimulatedProvider, key: str
+) -> None:
+    """Both ``reasoning_content`` and ``reasoning`` deltas are incremental chunks."""
+    script = Script(chunk_count=4, reasoning_chunks=4, reasoning_key=key, **FAST)  # type: ignore[arg-type]
+    completion, clock = await stream(http, provider, script)
+    assert clock.count == 4
+    assert completion.text == ""
+    assert completion.reasoning
+
+
+async def test_keepalives_do_not_hide_a_silence(
+    http: httpx.AsyncClient, provider: SimulatedProvider
+) -> None:
+    """SSE keepalive comments during a silence are not chunks: the gap is measured in full."""
+    silence = Silence(after_chunk=2, duration_s=0.5, keepalive_every_s=0.02)
+    script = Script(chunk_count=5, silences=(silence,), **FAST)
+    _, clock = await stream(http, provider, script)
+    assert clock.count == 5
+    gaps = clock.gaps_ns()
+    assert gaps[2] >= 500_000_000, "the gap spans the whole silence despite the pings"
+    assert max(gaps[:2] + gaps[3:]) < 100_000_000
+
+
+async def test_tool_calls_are_assembled(
+    http: httpx.AsyncClient, provider: SimulatedProvider
+) -> None:
+    """Streamed tool-call deltas become one tool call with its full arguments."""
+    completion, clock = await stream(http, provider, Script(chunk_count=6, tool_call=True, **FAST))
+    assert completion.finish_reason == "tool_calls"
+    (call,) = completion.tool_calls
+    assert call.id
+    assert call.name
+    assert call.arguments.startswith("{")
+    assert clock.count == 6
+
+
+async def test_missing_done_with_finish_reason_is_complete(
+    http: httpx.AsyncClient, provider: SimulatedProvider
+) -> None:
+    """A stream with a finish reason that ends cleanly without [DONE] is a complete answer."""
+    completion, _ = await stream(http, provider, Script(chunk_count=3, done=False, **FAST))
+    assert completion.finish_reason == "stop"
+    assert completion.text == "word0 word1 word2"
+
+
+async def test_non_streamed_completion(
+    http: httpx.AsyncClient, provider: SimulatedProvider
+) -> None:
+    """A non-streamed request returns the assembled JSON answer and marks no chunks."""
+    clock = ChunkClock()
+    completion = await chat_completion(
+        http, source(provider), scripted(Script(chunk_count=3, **FAST)), stream=False, clock=clock
+    )
+    assert completion.text == "word0 word1 word2"
+    assert completion.usage is not None
+    assert clock.count == 0
+
+
+@pytest.mark.parametrize(
+    ("script", "error", "check"),
+    [
+        pytest.param(
+            Script(fault="truncate", fault_after_chunk=2, **FAST),
+            e.TruncatedStream,
+            "without a finish reason",
+            id="truncated",
+        ),
+        pytest.param(
+            Script(fault="malformed", fault_after_chunk=1, **FAST),
+            e.MalformedStream,
+            "not JSON",
+            id="malformed",
+        ),
+        pytest.param(
+            Script(fault="reset", fault_after_chunk=1, **FAST),
+            e.ProviderConnectionError,
+            "after 2 chunks",
+            id="reset",
+        ),
+        pytest.param(Script(error_status=500), e.ServerError, "answered 500", id="500"),
+        pytest.param(Script(error_status=408), e.ServerError, "answered 408", id="408"),
+        pytest.param(
+            Script(error_status=429), e.RateLimited, "answered 429", id="429-no-retry-after"
+        ),
+        pytest.param(
+            Script(
+                error_status=400,
+                error_code="context_length_exceeded",
+                error_message="This model's maximum context length is 8192 tokens.",
+            ),
+            e.ContextLengthExceeded,
+            "maximum context length is 8192 tokens",
+            id="context-length",
+        ),
+        pytest.param(
+            Script(error_status=400, error_code="content_filter", error_message="refused"),
+            e.ContentFiltered,
+            "refused",
+            id="content-filter",
+        ),
+        pytest.param(
+            Script(error_status=400, error_code="invalid_value", error_message="bad temperature"),
+            e.BadRequest,
+            "bad temperature",
+            id="400",
+        ),
+        pytest.param(Script(error_status=401), e.AuthenticationError, "401", id="401"),
+        pytest.param(Script(error_status=403), e.AuthenticationError, "403", id="403"),
+        pytest.param(Script(error_status=404), e.NotFound, "404", id="404"),
+        pytest.param(Script(error_status=422), e.BadRequest, "422", id="422"),
+    ],
+)
+async def test_failures_map_to_the_error_hierarchy(
+    http: httpx.AsyncClient,
+    provider: SimulatedProvider,
+    script: Script,
+    error: type[e.ProviderError],
+    check: str,
+) -> None:
+    """Every failure becomes the most specific error, with the provider's reason unmasked."""
+    with pytest.raises(error) as caught:
+        await stream(http, provider, script)
+    assert check in str(caught.value)
+    assert caught.value.source == "sim-1"
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        pytest.param({"retry_after": "7"}, 7.0, id="seconds"),
+        pytest.param({"retry_after_ms": "1500"}, 1.5, id="ms"),
+        pytest.param({"retry_after": "soon"}, None, id="garbage"),
+        pytest.param({}, None, id="absent"),
+    ],
+)
+async def test_retry_after_is_honoured(
+    http: httpx.AsyncClient, provider: SimulatedProvider, headers: dict[str, str], expected: float
+) -> None:
+    """A 429's Retry-After (seconds or ms) is parsed onto the error."""
+    with pytest.raises(e.RateLimited) as caught:
+        await stream(http, provider, Script(error_status=429, **headers))  # type: ignore[arg-type]
+    assert caught.value.retry_after_s == expected
+
+
+async def test_connection_refused_is_transient(http: httpx.AsyncClient) -> None:
+    """A closed port is a transient connection error, not a crash."""
+    dead = Source(name="dead", provider="sim", base_url="http://127.0.0.1:9/v1", model="m")
+    with pytest.raises(e.ProviderConnectionError, match="before the first chunk"):
+        await chat_completion(http, dead, {"messages": MESSAGES}, stream=True)
+
+
+async def test_read_timeout_is_transient(
+    http: httpx.AsyncClient, provider: SimulatedProvider
+) -> None:
+    """A provider that says nothing past the read timeout yields ProviderTimeout."""
+    slow = source(provider, timeout_s=0.1)
+    with pytest.raises(e.ProviderTimeout):
+        await chat_completion(http, slow, scripted(Script(hold_s=5.0)), stream=True)
+
+
+async def test_secrets_never_leave(
+    http: httpx.AsyncClient, provider: SimulatedProvider, spans: Spans
+) -> None:
+    """The API key appears in no error message, span attribute, event or status."""
+    script = Script(error_status=401, error_message=f"Incorrect API key provided: {SECRET}")
+    attempt = Attempt(spans.tracer, source(provider), number=1, stream=True, threshold_ms=1000)
+    with pytest.raises(e.AuthenticationError) as caught:
+        await attempt.run(http, scripted(script))
+    assert SECRET not in str(caught.value)
+    assert SECRET not in repr(source(provider))
+    (span,) = spans.attempts()
+    dumped = span.to_json()
+    assert SECRET not in dumped
+    assert "REDACTED" in dumped
+
+
+@pytest.mark.parametrize("threshold", [40, 100, 250])
+async def test_processor_equals_transport_over_real_http(
+    http: httpx.AsyncClient, provider: SimulatedProvider, spans: Spans, threshold: int
+) -> None:
+    """Over real HTTP, the processor's figures equal the transport's at several thresholds."""
+    script = Script(
+        chunk_count=40,
+        first_chunk_delay_s=0.05,
+        chunk_interval_s=0.002,
+        silences=(
+            Silence(after_chunk=5, duration_s=0.3, keepalive_every_s=0.05),
+            Silence(after_chunk=20, duration_s=0.15),
+            Silence(after_chunk=30, duration_s=0.07),
+        ),
+    )
+    attempt = Attempt(spans.tracer, source(provider), number=1, stream=True, threshold_ms=threshold)
+    await attempt.run(http, scripted(script))
+    (span,) = spans.attempts()
+    assert attempt.figures is not None
+    assert derived(span) == attempt.figures
+    assert span.attributes[sc.METERING_STATUS] == sc.METERING_EXACT  # type: ignore[index]
+    assert attempt.figures.stall_count is not None
+    assert attempt.figures.stall_count >= 1
