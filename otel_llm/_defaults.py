@@ -53,5 +53,46 @@ class Defaults:
     pending_call_figures: int = 10_000
     """Calls whose attempt figures the processor keeps while waiting for the call span."""
 
+    # --- the resilient client -------------------------------------------------------------
+    max_attempts: int = 3
+    """Attempts that may fail (transiently) before a call gives up; 429s do not count."""
+
+    call_deadline_s: float | None = None
+    """Bound on the whole call, waits included; ``None`` means no deadline."""
+
+    stall_window_s: float = 300.0
+    """Non-productive waiting (backoff, rate-limit waits, 429 attempts, breaker or admission
+    waits) after which a call that never got output gives up (SPEC R3)."""
+
+    backoff_base_s: float = 0.5
+    """First retry waits up to this long (full jitter)."""
+
+    backoff_max_s: float = 8.0
+    """Cap of one backoff wait."""
+
+    rate_limit_wait_s: float = 1.0
+    """Wait after a 429 that carried no Retry-After."""
+
+    breaker_failure_threshold: int = 5
+    """Consecutive failures that open a source's circuit breaker."""
+
+    breaker_cooldown_s: float = 30.0
+    """How long an open breaker rejects calls before a half-open probe."""
+
+    hedge_budget_ratio: float = 0.25
+    """Hedge legs may add at most this fraction of extra requests (token bucket)."""
+
+    hedge_budget_burst: float = 10.0
+    """Hedge legs that may be started back to back when the budget is full."""
+
+    output_tokens_estimate: int = 512
+    """Output tokens pre-deducted by admission when a request sets no ``max_tokens``."""
+
+    admission_key_prefix: str = "otel-llm"
+    """Prefix of the Redis keys of the shared admission backend."""
+
+    scope: str = "LLM"
+    """Configuration scope of chat calls; ``EMBEDDING`` is the embeddings scope."""
+
 
 DEFAULTS = Defaults()

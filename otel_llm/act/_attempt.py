@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 import httpx
 from opentelemetry import trace
@@ -13,11 +13,14 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
-from otel_llm.act._completion import Completion, Usage
+from otel_llm.act._completion import Completion, Embeddings, Usage
 from otel_llm.act._source import Source
-from otel_llm.act._transport import chat_completion
+from otel_llm.act._transport import chat_completion, embeddings
+from otel_llm.act._watchdog import Watchdog
 from otel_llm.measure._spans import AttemptSpan
 from otel_llm.measure._stalls import StallFigures
+
+R = TypeVar("R")
 
 
 def usage_attributes(usage: Usage | None) -> dict[str, AttributeValue]:
@@ -77,6 +80,7 @@ class Attempt:
         context: Context | None = None,
         signal: asyncio.Event | None = None,
         request_attributes: Mapping[str, AttributeValue] | None = None,
+        operation: str = sc.OPERATION_CHAT,
     ) -> None:
         self.source = source
         self.number = number
@@ -86,13 +90,13 @@ class Attempt:
         self.figures: StallFigures | None = None
         self.completion: Completion | None = None
         self.error: BaseException | None = None
-        attrs = source_attributes(source, sc.OPERATION_CHAT)
+        attrs = source_attributes(source, operation)
         attrs[sc.ATTEMPT_NUMBER] = number
         attrs[sc.ATTEMPT_LEG] = leg
         attrs.update(request_attributes or {})
         self.span = AttemptSpan(
             tracer,
-            sc.span_name(sc.OPERATION_CHAT, source.model),
+            sc.span_name(operation, source.model),
             attributes=attrs,
             threshold_ms=threshold_ms,
             streamed=stream,
@@ -105,12 +109,42 @@ class Attempt:
         """Incremental chunks received so far."""
         return self.span.clock.count
 
+    async def _request(self, http: httpx.AsyncClient, payload: Mapping[str, Any]) -> Completion:
+        source, clock = self.source, self.span.clock
+        if not self.stream:
+            return await chat_completion(http, source, payload, stream=False, clock=clock)
+        ttft_s = source.ttft_timeout_s or source.timeout_s
+        async with Watchdog(
+            clock, ttft_s, source.effective_inter_chunk_timeout_s, source=source.name
+        ):
+            return await chat_completion(http, source, payload, stream=True, clock=clock)
+
     async def run(self, http: httpx.AsyncClient, payload: Mapping[str, Any]) -> Completion:
-        """Send the request and return the completion; the span records the outcome."""
+        """Send the chat request and return the completion; the span records the outcome.
+
+        A streamed attempt runs under the watchdog (SPEC R6): a kill is a
+        :class:`WatchdogTimeout` and the partial answer is discarded.
+        """
+        completion = await self._recorded(self._request(http, payload))
+        self.completion = completion
+        self.figures = self.span.finish(sc.OUTCOME_OK, attributes=completion_attributes(completion))
+        return completion
+
+    async def run_embeddings(
+        self, http: httpx.AsyncClient, payload: Mapping[str, Any]
+    ) -> Embeddings:
+        """Send the embeddings request; the span records the outcome."""
+        answer = await self._recorded(embeddings(http, self.source, payload))
+        attrs: dict[str, AttributeValue] = usage_attributes(answer.usage)
+        if answer.response_model:
+            attrs[sc.GEN_AI_RESPONSE_MODEL] = answer.response_model
+        self.figures = self.span.finish(sc.OUTCOME_OK, attributes=attrs)
+        return answer
+
+    async def _recorded(self, request: Awaitable[R]) -> R:
+        """Await ``request``; on any failure end the span with the matching outcome."""
         try:
-            completion = await chat_completion(
-                http, self.source, payload, stream=self.stream, clock=self.span.clock
-            )
+            return await request
         except asyncio.CancelledError:
             self.figures = self.span.finish(self.cancel_outcome)
             raise
@@ -122,6 +156,3 @@ class Attempt:
             self.error = exc
             self.figures = self.span.finish(sc.OUTCOME_ERROR, error=exc)
             raise
-        self.completion = completion
-        self.figures = self.span.finish(sc.OUTCOME_OK, attributes=completion_attributes(completion))
-        return completion

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from types import TracebackType
+from typing import Protocol, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -12,6 +13,16 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm.act._stats import CallStats
+
+T = TypeVar("T")
+
+
+class CallCounts(Protocol):
+    """How far a call got: attempts and hedge legs started, sources tried."""
+
+    attempts: int
+    hedges: int
+    tried: list[str]
 
 
 class CallSpan:
@@ -41,6 +52,20 @@ class CallSpan:
 
     def __enter__(self) -> CallSpan:
         return self
+
+    async def guard(self, counts: CallCounts, work: Awaitable[T]) -> T:
+        """Await the call's work; if it fails, record how far it got on the call span."""
+        try:
+            return await work
+        except BaseException:
+            self.span.set_attributes(
+                {
+                    sc.CALL_ATTEMPTS: counts.attempts,
+                    sc.CALL_HEDGES: counts.hedges,
+                    sc.CALL_SOURCES_TRIED: tuple(counts.tried),
+                }
+            )
+            raise
 
     def record(
         self, stats: CallStats, attributes: Mapping[str, AttributeValue], winner: int

@@ -1,51 +1,138 @@
-"""``otel_llm.Client``: an async client for OpenAI-compatible endpoints that meters every call."""
+"""``otel_llm.Client``: a resilient async client for OpenAI-compatible sources that meters every
+call and hedges a late or stalled stream onto another source."""
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import httpx
 from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
 
-from otel_llm import _errors as e
 from otel_llm import _semconv as sc
-from otel_llm._defaults import DEFAULTS
 from otel_llm._version import __version__
-from otel_llm.act._attempt import Attempt, completion_attributes
+from otel_llm.act._admission import Admission, LocalAdmission
+from otel_llm.act._attempt import Attempt, completion_attributes, usage_attributes
+from otel_llm.act._breaker import Breaker
+from otel_llm.act._call import CallOutcome, CallRun, CallShared
 from otel_llm.act._call_span import CallSpan
-from otel_llm.act._result import ChatResult
+from otel_llm.act._completion import Completion, Embeddings
+from otel_llm.act._hedge_budget import HedgeBudget
+from otel_llm.act._result import ChatResult, EmbeddingsResult
+from otel_llm.act._settings import ClientSettings
 from otel_llm.act._source import Source
+from otel_llm.act._source_state import SourceState
 from otel_llm.act._stats import CallStats
-from otel_llm.measure._stalls import validate_threshold_ms
+from otel_llm.measure._stalls import to_ms
+
+
+async def _chat(
+    attempt: Attempt, http: httpx.AsyncClient, payload: Mapping[str, Any]
+) -> Completion:
+    return await attempt.run(http, payload)
+
+
+async def _embed(
+    attempt: Attempt, http: httpx.AsyncClient, payload: Mapping[str, Any]
+) -> Embeddings:
+    return await attempt.run_embeddings(http, payload)
+
+
+def _admission(settings: ClientSettings) -> Admission:
+    if settings.admission.backend == "redis":
+        from otel_llm.act._redis_admission import RedisAdmission
+
+        assert settings.admission.redis_url is not None
+        return RedisAdmission(
+            settings.admission.redis_url.get_secret_value(),
+            key_prefix=settings.admission.key_prefix,
+        )
+    return LocalAdmission()
 
 
 class Client:
-    """Calls OpenAI-compatible sources in priority order and returns metered results.
+    """Calls OpenAI-compatible sources with retries, failover, circuit breaking, admission, a
+    streaming watchdog and hedged requests, and returns the whole answer with its
+    :class:`CallStats`.
 
-    Use as ``async with Client([...]) as client: result = await client.chat(messages=...)``.
+    Configuration comes from ``{scope}__*`` environment keys, then ``settings``, then the
+    arguments here (an explicit argument wins). ``scope`` is ``LLM`` for chat and ``EMBEDDING``
+    for embeddings. Use ``async with Client(...) as client``.
     """
 
     def __init__(
         self,
-        sources: Sequence[Source],
+        sources: Sequence[Source] | None = None,
         *,
-        stall_threshold_ms: int = DEFAULTS.stall_threshold_ms,
+        settings: ClientSettings | None = None,
+        scope: str | None = None,
+        stall_threshold_ms: int | None = None,
+        hedge_after_s: float | None = None,
+        hedge_stall_after_s: float | None = None,
+        hedge_budget_ratio: float | None = None,
+        max_attempts: int | None = None,
+        call_deadline_s: float | None = None,
+        stall_window_s: float | None = None,
+        backoff_base_s: float | None = None,
+        backoff_max_s: float | None = None,
+        breaker_failure_threshold: int | None = None,
+        breaker_cooldown_s: float | None = None,
+        admission: Admission | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         http_client: httpx.AsyncClient | None = None,
+        seed: int | None = None,
     ) -> None:
-        if not sources:
-            raise e.ConfigurationError("sources", "at least one source is required")
-        names = [source.name for source in sources]
+        if settings is None:
+            settings_cls = ClientSettings.for_scope(scope) if scope else ClientSettings
+            settings = settings_cls()
+        self.settings = settings.merged(
+            sources=tuple(sources) if sources is not None else None,
+            **{
+                "stream.stall_threshold_ms": stall_threshold_ms,
+                "hedge.after_s": hedge_after_s,
+                "hedge.stall_after_s": hedge_stall_after_s,
+                "hedge.budget_ratio": hedge_budget_ratio,
+                "retry.max_attempts": max_attempts,
+                "retry.call_deadline_s": call_deadline_s,
+                "retry.stall_window_s": stall_window_s,
+                "retry.backoff_base_s": backoff_base_s,
+                "retry.backoff_max_s": backoff_max_s,
+                "breaker.failure_threshold": breaker_failure_threshold,
+                "breaker.cooldown_s": breaker_cooldown_s,
+            },
+        )
+        if not self.settings.sources:
+            from otel_llm._errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"{self.settings.scope}__{{PROVIDER}}__{{N}}__BASE_URL",
+                "no source configured (pass sources=[...] or set the per-source keys)",
+            )
+        names = [source.name for source in self.settings.sources]
         if len(set(names)) != len(names):
-            raise e.ConfigurationError("sources", f"source names must be unique, got {names}")
-        self.sources = tuple(sorted(sources, key=lambda source: source.priority))
-        self.stall_threshold_ms = validate_threshold_ms(stall_threshold_ms)
+            from otel_llm._errors import ConfigurationError
+
+            raise ConfigurationError("sources", f"source names must be unique, got {names}")
+        breaker = self.settings.breaker
+        self._states = [
+            SourceState(source, Breaker(breaker.failure_threshold, breaker.cooldown_s))
+            for source in sorted(self.settings.sources, key=lambda source: source.priority)
+        ]
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("otel_llm", __version__)
         self._http = http_client or httpx.AsyncClient()
         self._owns_http = http_client is None
+        self._admission = admission or _admission(self.settings)
+        self._owns_admission = admission is None
+        hedge = self.settings.hedge
+        self._hedge_budget = HedgeBudget(hedge.budget_ratio, hedge.budget_burst)
+        self._rng = random.Random(seed)
+
+    # --- lifecycle ----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Client:
         return self
@@ -59,12 +146,39 @@ class Client:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP connections the client opened."""
+        """Close the HTTP connections and the admission backend the client opened."""
         if self._owns_http:
             await self._http.aclose()
+        if self._owns_admission:
+            await self._admission.aclose()
 
     def __repr__(self) -> str:
-        return f"Client(sources={[source.name for source in self.sources]!r})"
+        return f"Client(scope={self.settings.scope!r}, sources={[s.name for s in self.sources]!r})"
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        """The sources, in priority order."""
+        return tuple(state.source for state in self._states)
+
+    def breaker_state(self, source: str) -> str:
+        """The circuit-breaker state of ``source`` (``closed``, ``open``, ``half_open``)."""
+        for state in self._states:
+            if state.name == source:
+                return state.breaker.state.value
+        raise KeyError(source)
+
+    # --- calls --------------------------------------------------------------------------------
+
+    def _shared(self) -> CallShared:
+        return CallShared(
+            http=self._http,
+            tracer=self._tracer,
+            settings=self.settings,
+            states=self._states,
+            admission=self._admission,
+            hedge_budget=self._hedge_budget,
+            rng=self._rng,
+        )
 
     async def chat(
         self,
@@ -73,37 +187,83 @@ class Client:
         stream: bool = True,
         **params: Any,
     ) -> ChatResult:
-        """Run one chat call; the whole answer comes back once the winning stream has ended."""
+        """Run one chat call. With ``stream=True`` the client consumes the stream itself, so a
+        mid-stream switch to the hedge leg never reaches the caller; the whole answer comes back
+        once the winning stream ended. ``params`` go to the provider (``max_tokens`` …)."""
         payload: dict[str, Any] = {"messages": list(messages), **params}
+        started = time.monotonic_ns()
         with CallSpan(
             self._tracer, operation=sc.OPERATION_CHAT, model=self.sources[0].model, stream=stream
         ) as call:
-            reasons: dict[str, str] = {}
-            tried: list[str] = []
-            for number, source in enumerate(self.sources, start=1):
-                tried.append(source.name)
-                attempt = Attempt(
-                    self._tracer,
-                    source,
-                    number=number,
-                    stream=stream,
-                    threshold_ms=self.stall_threshold_ms,
-                    context=call.context,
-                )
-                try:
-                    completion = await attempt.run(self._http, payload)
-                except e.TransientError as exc:
-                    reasons[source.name] = str(exc)
-                    continue
-                assert attempt.figures is not None
-                stats = CallStats.from_winner(
-                    attempt.figures,
-                    self.stall_threshold_ms,
-                    attempts=number,
-                    sources_tried=tuple(tried),
-                )
-                attrs = completion_attributes(completion)
-                attrs[sc.GEN_AI_PROVIDER_NAME] = source.provider
-                call.record(stats, attrs, winner=number)
-                return ChatResult.of(completion, source.name, stats)
-            raise e.AllSourcesExhausted("every source failed", reasons)
+            run = CallRun(
+                self._shared(),
+                payload=payload,
+                stream=stream,
+                hedge=True,
+                request=_chat,
+                usage_of=lambda completion: completion.usage,
+                context=call.context,
+            )
+            outcome = await call.guard(run, run.run())
+            stats = self._stats(outcome, started)
+            attrs = completion_attributes(outcome.answer)
+            call.record(
+                stats, self._winner_attributes(outcome, attrs), outcome.winner.attempt.number
+            )
+            return ChatResult.of(outcome.answer, outcome.winner.state.name, stats)
+
+    async def embed(self, input: str | Sequence[str], **params: Any) -> EmbeddingsResult:
+        """Embed ``input`` (non-streaming; same retries and failover, never hedged)."""
+        payload: dict[str, Any] = {"input": input, **params}
+        started = time.monotonic_ns()
+        with CallSpan(
+            self._tracer,
+            operation=sc.OPERATION_EMBEDDINGS,
+            model=self.sources[0].model,
+            stream=False,
+        ) as call:
+            run = CallRun(
+                self._shared(),
+                payload=payload,
+                stream=False,
+                hedge=False,
+                request=_embed,
+                usage_of=lambda answer: answer.usage,
+                context=call.context,
+                operation=sc.OPERATION_EMBEDDINGS,
+            )
+            outcome = await call.guard(run, run.run())
+            stats = self._stats(outcome, started)
+            attrs = usage_attributes(outcome.answer.usage)
+            if outcome.answer.response_model:
+                attrs[sc.GEN_AI_RESPONSE_MODEL] = outcome.answer.response_model
+            call.record(
+                stats, self._winner_attributes(outcome, attrs), outcome.winner.attempt.number
+            )
+            return EmbeddingsResult.of(outcome.answer, outcome.winner.state.name, stats)
+
+    def _stats(self, outcome: CallOutcome[Any], started_ns: int) -> CallStats:
+        figures = outcome.winner.attempt.figures
+        assert figures is not None
+        return CallStats.from_winner(
+            figures,
+            self.settings.stream.stall_threshold_ms,
+            attempts=outcome.attempts,
+            hedges=outcome.hedges,
+            hedge_won=outcome.winner.is_hedge,
+            sources_tried=outcome.sources_tried,
+            retries=outcome.retries,
+            backoff_ms=int(outcome.backoff_s * 1000),
+            hedge_waste_tokens=outcome.hedge_waste_tokens,
+            call_ms=to_ms(time.monotonic_ns() - started_ns),
+            waited_ms=int(outcome.waited_s * 1000),
+        )
+
+    @staticmethod
+    def _winner_attributes(
+        outcome: CallOutcome[Any], attrs: dict[str, AttributeValue]
+    ) -> dict[str, AttributeValue]:
+        source = outcome.winner.state.source
+        attrs[sc.GEN_AI_PROVIDER_NAME] = source.provider
+        attrs[sc.ATTEMPT_SOURCE] = source.name
+        return attrs

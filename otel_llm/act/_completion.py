@@ -182,3 +182,31 @@ def completion_from_json(payload: Mapping[str, Any]) -> Completion:
         response_model=payload.get("model"),
         response_id=payload.get("id"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Embeddings:
+    """What one embeddings attempt produced."""
+
+    vectors: tuple[tuple[float, ...], ...]
+    usage: Usage | None = None
+    response_model: str | None = None
+
+
+def embeddings_from_json(payload: Mapping[str, Any]) -> Embeddings:
+    """An :class:`Embeddings` from an OpenAI ``list`` of ``embedding`` objects."""
+    data = sorted(
+        (item for item in payload.get("data") or () if isinstance(item, Mapping)),
+        key=lambda item: item.get("index", 0),
+    )
+    usage = payload.get("usage")
+    return Embeddings(
+        vectors=tuple(tuple(float(x) for x in item.get("embedding") or ()) for item in data),
+        usage=Usage(
+            input_tokens=_int(usage.get("prompt_tokens")),
+            total_tokens=_int(usage.get("total_tokens")),
+        )
+        if isinstance(usage, Mapping)
+        else None,
+        response_model=payload.get("model"),
+    )

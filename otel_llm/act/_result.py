@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from otel_llm.act._completion import Completion, ToolCall, Usage
+from otel_llm.act._completion import Completion, Embeddings, ToolCall, Usage
 from otel_llm.act._stats import CallStats
 
 
@@ -36,3 +36,19 @@ class ChatResult:
             source=source,
             stats=stats,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsResult:
+    """The vectors of one embeddings call and its :class:`CallStats`."""
+
+    vectors: tuple[tuple[float, ...], ...]
+    usage: Usage | None
+    response_model: str | None
+    source: str
+    stats: CallStats
+
+    @classmethod
+    def of(cls, answer: Embeddings, source: str, stats: CallStats) -> EmbeddingsResult:
+        """Combine the winning attempt's vectors with the call's stats."""
+        return cls(answer.vectors, answer.usage, answer.response_model, source, stats)

@@ -5,16 +5,18 @@ from __future__ import annotations
 import math
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from otel_llm._defaults import DEFAULTS
+from otel_llm.act._admission import Limits
 
 
-def _positive_finite(value: float | None, field: str) -> float | None:
+def positive_finite(value: float | None, field: str) -> float | None:
+    """``value`` if it is ``None`` or a finite number > 0, else a ValueError naming ``field``."""
     if value is None:
         return None
     if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{field} must be a finite number of seconds > 0, got {value!r}")
+        raise ValueError(f"{field} must be a finite number > 0, got {value!r}")
     return value
 
 
@@ -40,11 +42,22 @@ class Source(BaseModel):
     """Watchdog: longest wait between incremental chunks (falls back to ``timeout_s``)."""
     priority: int = 0
     """Lower is tried first."""
+    requests_per_minute: float | None = None
+    """Admission: at most this many requests a minute to this source (``None``: unlimited)."""
+    tokens_per_minute: float | None = None
+    """Admission: at most this many tokens a minute (estimated up front, settled from usage)."""
 
-    @field_validator("timeout_s", "connect_timeout_s", "ttft_timeout_s", "inter_token_timeout_s")
+    @field_validator(
+        "timeout_s",
+        "connect_timeout_s",
+        "ttft_timeout_s",
+        "inter_token_timeout_s",
+        "requests_per_minute",
+        "tokens_per_minute",
+    )
     @classmethod
-    def _check_seconds(cls, value: float | None, info: object) -> float | None:
-        return _positive_finite(value, getattr(info, "field_name", "value"))
+    def _check_positive(cls, value: float | None, info: ValidationInfo) -> float | None:
+        return positive_finite(value, info.field_name or "value")
 
     @field_validator("base_url")
     @classmethod
@@ -52,6 +65,11 @@ class Source(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {value!r}")
         return value.rstrip("/")
+
+    @property
+    def limits(self) -> Limits:
+        """The admission limits of this source."""
+        return Limits(self.requests_per_minute, self.tokens_per_minute)
 
     @property
     def effective_inter_chunk_timeout_s(self) -> float:

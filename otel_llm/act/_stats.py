@@ -32,7 +32,11 @@ class CallStats:
     retries: int = 0
     backoff_ms: int = 0
     hedge_waste_tokens: int | None = None
+    """Tokens the losing legs used, where their usage is known (a cancelled loser's is not)."""
     call_ms: int | None = None
+    """Wall time of the whole call, retries and waits included."""
+    waited_ms: int | None = None
+    """Non-productive waiting of the call (backoff, rate limits, breaker, admission)."""
 
     @classmethod
     def from_winner(cls, figures: StallFigures, threshold_ms: int, **call: object) -> CallStats:

@@ -17,7 +17,13 @@ import httpx
 from httpx_sse import EventSource
 
 from otel_llm import _errors as e
-from otel_llm.act._completion import Completion, StreamAssembler, completion_from_json
+from otel_llm.act._completion import (
+    Completion,
+    Embeddings,
+    StreamAssembler,
+    completion_from_json,
+    embeddings_from_json,
+)
 from otel_llm.act._http_errors import provider_error, stream_error, transport_error
 from otel_llm.act._source import Source
 from otel_llm.measure._chunks import ChunkClock
@@ -132,7 +138,11 @@ async def _read_stream(
     assembler: StreamAssembler,
     clock: ChunkClock | None,
 ) -> bool:
-    """Consume the SSE stream into ``assembler``; True when ``[DONE]`` arrived."""
+    """Consume the SSE stream into ``assembler``; True when ``[DONE]`` arrived.
+
+    Like the openai SDK, the body is read to its end after ``[DONE]``, so the connection goes
+    back to the pool clean.
+    """
     content_type = response.headers.get("content-type", "")
     if "text/event-stream" not in content_type:
         raise e.MalformedStream(
@@ -142,12 +152,14 @@ async def _read_stream(
     feed = assembler.feed
     mark = clock.mark if clock is not None else None
     events = EventSource(response).aiter_sse()
+    done = False
     try:
         async for event in events:
             data = event.data
+            if done or not data:
+                continue
             if data == "[DONE]":
-                return True
-            if not data:
+                done = True
                 continue
             try:
                 chunk = json.loads(data)
@@ -167,15 +179,16 @@ async def _read_stream(
                 mark()
     finally:
         await events.aclose()
-    return False
+    return done
 
 
 async def embeddings(
     http: httpx.AsyncClient, source: Source, payload: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Run one embeddings request at ``source``; returns the provider's JSON object."""
+) -> Embeddings:
+    """Run one embeddings request at ``source`` (float vectors)."""
     body = dict(payload)
     body["model"] = source.model
+    body["encoding_format"] = "float"
     try:
         response = await http.post(
             source.embeddings_url,
@@ -195,4 +208,9 @@ async def embeddings(
         raise e.MalformedStream(
             f"{source.name} answered embeddings without data", source=source.name
         )
-    return result
+    try:
+        return embeddings_from_json(result)
+    except (TypeError, ValueError) as exc:
+        raise e.MalformedStream(
+            f"{source.name} answered embeddings that are not float vectors", source=source.name
+        ) from exc

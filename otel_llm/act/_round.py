@@ -1,0 +1,186 @@
+"""One round of a call: the primary leg and, when its first chunk is late or its stream stalls,
+one hedge leg on another source (SPEC R7–R11, R14).
+
+:meth:`Round.run` owns every task of the round — the legs and the waiters on the chunk signal —
+and nothing survives it: on every path (a winner, both legs failed, the caller cancelled) the
+legs still running are cancelled and awaited before it returns. Only this code waits on the
+chunk signal, and only the primary leg has one (no hedge of a hedge).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from otel_llm import _semconv as sc
+from otel_llm.act._attempt import Attempt
+from otel_llm.act._settings import HedgeSettings
+from otel_llm.act._source_state import SourceState
+
+T = TypeVar("T")
+
+_CLEANUP_S = 5.0
+"""Bound on waiting for cancelled legs to close their connections and end their spans."""
+
+
+@dataclass(eq=False)
+class Leg(Generic[T]):
+    """One attempt of a round, running as a task."""
+
+    state: SourceState
+    attempt: Attempt
+    tokens: int
+    started_at: float
+    finished_at: float | None = None
+    task: asyncio.Task[T] = field(init=False)
+
+    @property
+    def is_hedge(self) -> bool:
+        """True for the hedge leg."""
+        return self.attempt.leg == sc.LEG_HEDGE
+
+    @property
+    def error(self) -> BaseException | None:
+        """The leg's failure, once it finished with one."""
+        if not self.task.done() or self.task.cancelled():
+            return None
+        return self.task.exception()
+
+
+@dataclass
+class RoundResult(Generic[T]):
+    """How a round ended: a winner, or the legs that failed."""
+
+    winner: Leg[T] | None
+    failed: list[Leg[T]] = field(default_factory=list)
+    losers: list[Leg[T]] = field(default_factory=list)
+    hedges: int = 0
+
+
+StartLeg = Callable[[SourceState, int, str, "asyncio.Event | None"], Leg[T]]
+"""Starts a leg at a source with pre-admitted tokens, a role and (primary only) a chunk signal."""
+
+FindHedge = Callable[[SourceState], Awaitable["tuple[SourceState, int] | None"]]
+"""Finds an eligible, admitted hedge target other than the primary's source, or ``None``."""
+
+
+class Round(Generic[T]):
+    """A primary leg, maybe a hedge leg, first success wins."""
+
+    def __init__(
+        self,
+        *,
+        hedge: HedgeSettings,
+        stream: bool,
+        start_leg: StartLeg[T],
+        find_hedge: FindHedge,
+        clock: Callable[[], float],
+    ) -> None:
+        self._after_s = hedge.after_s
+        self._stall_after_s = hedge.stall_after_s if stream else None
+        self._stream = stream
+        self._start_leg = start_leg
+        self._find_hedge = find_hedge
+        self._clock = clock
+
+    @property
+    def hedging(self) -> bool:
+        """Whether this round may hedge at all (R8: stall-only hedging needs a stream)."""
+        return self._after_s is not None or self._stall_after_s is not None
+
+    async def run(self, primary: SourceState, tokens: int) -> RoundResult[T]:
+        """Run the round to its end; no leg is left running afterwards."""
+        signal = asyncio.Event() if self.hedging and self._stream else None
+        legs = [self._start_leg(primary, tokens, sc.LEG_PRIMARY, signal)]
+        try:
+            if self.hedging and await self._hedge_window(legs[0].task, signal):
+                target = await self._find_hedge(primary)
+                if target is not None:
+                    state, hedge_tokens = target
+                    legs.append(self._start_leg(state, hedge_tokens, sc.LEG_HEDGE, None))
+            result = await self._race(legs)
+            result.hedges = len(legs) - 1
+            return result
+        finally:
+            await self._cancel_running(legs)
+
+    # --- the hedge window (R9) ---------------------------------------------------------------
+
+    async def _hedge_window(self, primary: asyncio.Task[T], signal: asyncio.Event | None) -> bool:
+        """Wait until a hedge is due (True) or the primary finished first (False)."""
+        if signal is None:  # not streamed: only the first-token trigger applies
+            if self._after_s is None:
+                return False
+            done, _ = await asyncio.wait({primary}, timeout=self._after_s)
+            return not done
+        # Phase 1, before the first chunk: AFTER_S if set; otherwise wait for the first chunk
+        # without a timer (pre-first-chunk silence is never judged by the stall timer).
+        await self._wait_for_signal(primary, signal, self._after_s)
+        if primary.done():
+            return False
+        if not signal.is_set():
+            return True  # no first chunk within AFTER_S
+        if self._stall_after_s is None:
+            return False
+        # Phase 2, after the first chunk: each gap may last STALL_AFTER_S.
+        while True:
+            if signal.is_set():  # check-then-clear, no await in between
+                signal.clear()
+            await self._wait_for_signal(primary, signal, self._stall_after_s)
+            if primary.done():
+                return False
+            if signal.is_set():
+                continue  # a chunk arrived in the same iteration as the timeout: no hedge
+            return True
+
+    @staticmethod
+    async def _wait_for_signal(
+        primary: asyncio.Task[T], signal: asyncio.Event, within_s: float | None
+    ) -> None:
+        """Wait for a chunk, the primary's end, or the timeout; a fresh waiter each time."""
+        waiter = asyncio.create_task(signal.wait())
+        try:
+            await asyncio.wait(
+                {primary, waiter}, timeout=within_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            waiter.cancel()
+            await asyncio.wait({waiter})  # never swallows a cancellation of our own task
+
+    # --- the race (R10, R11) -------------------------------------------------------------------
+
+    async def _race(self, legs: list[Leg[T]]) -> RoundResult[T]:
+        """First success wins; if the first to finish failed, wait for the other."""
+        running = {leg.task: leg for leg in legs}
+        failed: list[Leg[T]] = []
+        while running:
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            finished = sorted(
+                (running.pop(task) for task in done),
+                key=lambda leg: leg.finished_at if leg.finished_at is not None else 0.0,
+            )
+            for position, leg in enumerate(finished):
+                if leg.error is None:
+                    losers = [*finished[position + 1 :], *running.values()]
+                    return RoundResult(winner=leg, failed=failed, losers=losers)
+                failed.append(leg)
+        return RoundResult(winner=None, failed=failed)
+
+    async def _cancel_running(self, legs: list[Leg[T]]) -> None:
+        """Cancel legs still running — a loser is recorded as ``hedge_cancelled`` unless the
+        whole round is being cancelled — and wait (bounded) until they have cleaned up."""
+        running = [leg for leg in legs if not leg.task.done()]
+        if not running:
+            return
+        current = asyncio.current_task()
+        round_cancelled = current is not None and current.cancelling() > 0
+        for leg in running:
+            if not round_cancelled:
+                leg.attempt.cancel_outcome = sc.OUTCOME_HEDGE_CANCELLED
+            leg.task.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_CLEANUP_S):
+                await asyncio.wait([leg.task for leg in running])

@@ -1,0 +1,378 @@
+"""Configuration of the client: environment keys, a settings object, constructor arguments.
+
+Keys are ``{SCOPE}__...`` with ``__`` as separator (``LLM`` for chat, ``EMBEDDING`` for
+embeddings). Per-source keys have four segments, ``{SCOPE}__{PROVIDER}__{N}__{FIELD}``
+(``LLM__OPENAI__1__BASE_URL``); scope-level keys have three, ``{SCOPE}__{GROUP}__{FIELD}``
+(``LLM__HEDGE__AFTER_S``), and the group names (:data:`RESERVED_GROUPS`) are never parsed as a
+provider. Every key has three layers — environment, :class:`ClientSettings` fields, ``Client``
+constructor arguments — and the explicit argument wins. An invalid value raises a
+:class:`~otel_llm.ConfigurationError` naming the key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import ConfigurationError
+from otel_llm.act._source import Source
+
+RESERVED_GROUPS = frozenset({"HEDGE", "STREAM", "RETRY", "BREAKER", "ADMISSION"})
+"""Scope-level groups; never a provider name."""
+
+_SOURCE_KEY = re.compile(r"^([A-Z0-9_]+?)__([0-9]+)__([A-Z0-9_]+)$")
+
+
+class ConfigWarning(UserWarning):
+    """A configuration that works but is probably not what was meant."""
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def _positive(value: float | None, name: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+class StreamSettings(_Group):
+    """``{SCOPE}__STREAM__*``: metering."""
+
+    stall_threshold_ms: int = DEFAULTS.stall_threshold_ms
+    """A gap strictly longer than this is a stall (positive integer of milliseconds)."""
+
+    @field_validator("stall_threshold_ms", mode="before")
+    @classmethod
+    def _strict_threshold(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"must be a positive integer of milliseconds, got {value!r}")
+        return value
+
+
+class HedgeSettings(_Group):
+    """``{SCOPE}__HEDGE__*``: hedged requests. Both triggers unset = hedging off."""
+
+    after_s: float | None = None
+    """Start a hedge when the primary has no incremental chunk after this long (R7)."""
+    stall_after_s: float | None = None
+    """Start a hedge when a gap between the primary's chunks grows beyond this (R8)."""
+    budget_ratio: float = DEFAULTS.hedge_budget_ratio
+    """Hedge legs are capped at this fraction of primary rounds (plus ``budget_burst``)."""
+    budget_burst: float = DEFAULTS.hedge_budget_burst
+    """Hedge legs that may start back to back when the budget is full."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        _positive(self.after_s, "after_s")
+        _positive(self.stall_after_s, "stall_after_s")
+        if not math.isfinite(self.budget_ratio) or self.budget_ratio < 0:
+            raise ValueError(f"budget_ratio must be a finite number >= 0, got {self.budget_ratio}")
+        if not math.isfinite(self.budget_burst) or self.budget_burst < 1:
+            raise ValueError(f"budget_burst must be a finite number >= 1, got {self.budget_burst}")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """True when either trigger is set."""
+        return self.after_s is not None or self.stall_after_s is not None
+
+
+class RetrySettings(_Group):
+    """``{SCOPE}__RETRY__*``: retries, failover, deadline and the stall budget."""
+
+    max_attempts: int = Field(default=DEFAULTS.max_attempts, ge=1, le=1000)
+    """Transient failures a call may absorb (429s and hedge legs do not count extra)."""
+    call_deadline_s: float | None = DEFAULTS.call_deadline_s
+    """Bound on the whole call, waits included (``None``: none)."""
+    stall_window_s: float = DEFAULTS.stall_window_s
+    """Non-productive waiting after which a call that got no output gives up (R3)."""
+    backoff_base_s: float = DEFAULTS.backoff_base_s
+    backoff_max_s: float = DEFAULTS.backoff_max_s
+    rate_limit_wait_s: float = DEFAULTS.rate_limit_wait_s
+    """Wait after a 429 without Retry-After."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        for name in ("call_deadline_s", "stall_window_s", "backoff_base_s", "backoff_max_s"):
+            _positive(getattr(self, name), name)
+        _positive(self.rate_limit_wait_s, "rate_limit_wait_s")
+        return self
+
+
+class BreakerSettings(_Group):
+    """``{SCOPE}__BREAKER__*``: the per-source circuit breaker (R4)."""
+
+    failure_threshold: int = Field(default=DEFAULTS.breaker_failure_threshold, ge=1)
+    cooldown_s: float = DEFAULTS.breaker_cooldown_s
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        _positive(self.cooldown_s, "cooldown_s")
+        return self
+
+
+class AdmissionSettings(_Group):
+    """``{SCOPE}__ADMISSION__*``: where rate limits are kept (R5)."""
+
+    backend: Literal["local", "redis"] = "local"
+    redis_url: SecretStr | None = None
+    key_prefix: str = DEFAULTS.admission_key_prefix
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.backend == "redis" and self.redis_url is None:
+            raise ValueError("backend 'redis' needs redis_url")
+        return self
+
+
+def parse_source_keys(scope: str, environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Per-source keys of ``scope`` grouped by ``{PROVIDER}__{N}``; raises on malformed keys."""
+    prefix = f"{scope.upper()}__"
+    found: dict[str, dict[str, str]] = {}
+    for raw_key, value in environ.items():
+        key = raw_key.upper()
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix) :]
+        head = rest.split("__", 1)[0]
+        if head in RESERVED_GROUPS:
+            continue
+        match = _SOURCE_KEY.match(rest)
+        if match is None:
+            raise ConfigurationError(
+                raw_key,
+                f"per-source keys have four segments, {prefix}{{PROVIDER}}__{{N}}__{{FIELD}}; "
+                f"scope-level groups are {', '.join(sorted(RESERVED_GROUPS))}",
+            )
+        provider, number, field = match.groups()
+        found.setdefault(f"{provider}__{number}", {})[field.lower()] = value
+    return found
+
+
+def _sources_from_env(scope: str, environ: Mapping[str, str]) -> list[dict[str, Any]]:
+    sources = []
+    for name, fields in sorted(
+        parse_source_keys(scope, environ).items(), key=lambda item: int(item[0].split("__")[1])
+    ):
+        provider, number = name.split("__")
+        entry: dict[str, Any] = {
+            "name": f"{provider.lower()}-{number}",
+            "provider": provider.lower(),
+        }
+        entry.update(fields)
+        entry.setdefault("priority", int(number))
+        entry["_key"] = f"{scope.upper()}__{name}"
+        sources.append(entry)
+    return sources
+
+
+class _SourcesFromEnv(PydanticBaseSettingsSource):
+    """Settings source reading the four-segment per-source keys."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        scope = getattr(self.settings_cls, "scope", DEFAULTS.scope)
+        sources = _sources_from_env(scope, os.environ)
+        return {"sources": sources} if sources else {}
+
+
+class ClientSettings(BaseSettings):
+    """Everything a client is configured with. Fields are read from ``{SCOPE}__*`` environment
+    keys unless given here; ``Client`` arguments override both."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=f"{DEFAULTS.scope}__",
+        env_nested_delimiter="__",
+        case_sensitive=False,
+        extra="forbid",
+        frozen=True,
+    )
+    scope: ClassVar[str] = DEFAULTS.scope
+
+    sources: tuple[Source, ...] = ()
+    stream: StreamSettings = StreamSettings()
+    hedge: HedgeSettings = HedgeSettings()
+    retry: RetrySettings = RetrySettings()
+    breaker: BreakerSettings = BreakerSettings()
+    admission: AdmissionSettings = AdmissionSettings()
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            if "sources" not in values:
+                values = {**values, "sources": _sources_from_env(self.scope, os.environ)}
+            raise configuration_error(exc, self.scope, values) from exc
+        check_hedge_assembly(self)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _SourcesFromEnv(settings_cls), env_settings, dotenv_settings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_key_markers(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("sources"), list | tuple):
+            data = dict(data)
+            data["sources"] = [
+                {k: v for k, v in s.items() if k != "_key"} if isinstance(s, dict) else s
+                for s in data["sources"]
+            ]
+        return data
+
+    def merged(self, **overrides: Any) -> Self:
+        """A copy with ``overrides`` (``None`` values ignored) applied and re-validated."""
+        data = self.model_dump()
+        data["sources"] = list(self.sources)
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if "." in key:
+                group, field = key.split(".", 1)
+                data[group] = {**data[group], field: value}
+            else:
+                data[key] = value
+        try:
+            merged = self.model_validate(data)
+        except ValidationError as exc:
+            raise configuration_error(exc, self.scope, data) from exc
+        check_hedge_assembly(merged)
+        return merged
+
+    @classmethod
+    def for_scope(cls, scope: str) -> type[ClientSettings]:
+        """The settings class reading ``{scope}__*`` keys."""
+        scope = scope.upper()
+        if scope == cls.scope:
+            return cls
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", scope):
+            raise ConfigurationError("scope", f"must be an identifier, got {scope!r}")
+        config = SettingsConfigDict(**{**cls.model_config, "env_prefix": f"{scope}__"})
+        return type(f"{scope.title()}Settings", (cls,), {"model_config": config, "scope": scope})
+
+
+class EmbeddingSettings(ClientSettings):
+    """Settings of the ``EMBEDDING`` scope (non-streaming: hedge keys have no effect)."""
+
+    model_config = SettingsConfigDict(
+        **{**ClientSettings.model_config, "env_prefix": "EMBEDDING__"}
+    )
+    scope: ClassVar[str] = "EMBEDDING"
+
+    @model_validator(mode="after")
+    def _warn_hedge(self) -> Self:
+        if self.hedge.enabled:
+            warnings.warn(
+                "EMBEDDING__HEDGE__* is set, but hedging applies to streamed chat only; "
+                "embeddings calls run unhedged",
+                ConfigWarning,
+                stacklevel=2,
+            )
+        return self
+
+
+def check_hedge_assembly(settings: ClientSettings) -> None:
+    """The assembly guards of SPEC R13 (errors), and its warnings."""
+    hedge, retry, sources = settings.hedge, settings.retry, settings.sources
+    if not hedge.enabled or not sources:
+        return
+    scope = settings.scope
+    if hedge.after_s is not None:
+        shortest = min(source.timeout_s for source in sources)
+        if hedge.after_s >= shortest:
+            raise ConfigurationError(
+                f"{scope}__HEDGE__AFTER_S",
+                f"{hedge.after_s:g} must be below the shortest source timeout_s "
+                f"({shortest:g}); the hedge could never start",
+            )
+    if hedge.stall_after_s is not None:
+        shortest = min(source.effective_inter_chunk_timeout_s for source in sources)
+        if hedge.stall_after_s >= shortest:
+            raise ConfigurationError(
+                f"{scope}__HEDGE__STALL_AFTER_S",
+                f"{hedge.stall_after_s:g} must be below the shortest inter-chunk timeout "
+                f"(inter_token_timeout_s or timeout_s: {shortest:g}); the watchdog would kill "
+                "the stream before the hedge window opens",
+            )
+    deadline = retry.call_deadline_s
+    for name, value in (("AFTER_S", hedge.after_s), ("STALL_AFTER_S", hedge.stall_after_s)):
+        if value is not None and deadline is not None and value >= deadline:
+            raise ConfigurationError(
+                f"{scope}__HEDGE__{name}",
+                f"{value:g} must be below {scope}__RETRY__CALL_DEADLINE_S ({deadline:g})",
+            )
+    if len(sources) == 1:
+        warnings.warn(
+            f"{scope}__HEDGE__* is set with a single source: a hedge needs a different source, "
+            "so no hedge will ever start",
+            ConfigWarning,
+            stacklevel=2,
+        )
+
+
+def _key_for(loc: tuple[int | str, ...], scope: str, values: Mapping[str, Any]) -> str:
+    if not loc:
+        return scope
+    head = loc[0]
+    if head == "sources" and len(loc) >= 2 and isinstance(loc[1], int):
+        raw = values.get("sources")
+        entry = raw[loc[1]] if isinstance(raw, list | tuple) and loc[1] < len(raw) else None
+        field = str(loc[2]).upper() if len(loc) > 2 else ""
+        if isinstance(entry, dict) and "_key" in entry:
+            return f"{entry['_key']}__{field}" if field else entry["_key"]
+        return f"sources[{loc[1]}]" + (f".{loc[2]!s}" if len(loc) > 2 else "")
+    if str(head).upper() in RESERVED_GROUPS and len(loc) > 1:
+        return f"{scope}__{str(head).upper()}__{str(loc[1]).upper()}"
+    return f"{scope}__{str(head).upper()}"
+
+
+def configuration_error(
+    exc: ValidationError, scope: str, values: Mapping[str, Any]
+) -> ConfigurationError:
+    """A ConfigurationError naming the key of every problem in ``exc``."""
+    problems = []
+    first_key = scope
+    for index, error in enumerate(exc.errors()):
+        key = _key_for(tuple(error["loc"]), scope, values)
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if index == 0:
+            first_key = key
+            problems.append(message)
+        else:
+            problems.append(f"{key}: {message}")
+    return ConfigurationError(first_key, "; ".join(problems))

@@ -1,0 +1,85 @@
+"""What a client knows about each source between calls, and which source a call tries next."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+from otel_llm.act._breaker import Breaker
+from otel_llm.act._source import Source
+
+_PROBE_RECHECK_S = 0.05
+
+
+@dataclass(slots=True)
+class SourceState:
+    """Health of one source: its breaker and until when it is rate limited or out of quota."""
+
+    source: Source
+    breaker: Breaker
+    rate_limited_until: float = 0.0
+    quota_until: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """The source's name."""
+        return self.source.name
+
+    def answering_429(self, now: float) -> bool:
+        """True while the source's last 429 asked us to stay away (no hedging into it)."""
+        return now < self.rate_limited_until
+
+    def available_at(self, now: float) -> float:
+        """Earliest time an attempt at this source could start."""
+        when = max(now, self.rate_limited_until, self.quota_until)
+        open_until = self.breaker.open_until()
+        if open_until is not None:
+            when = max(when, open_until)
+        elif not self.breaker.allows(now):  # half-open with its probe in flight
+            when = max(when, now + _PROBE_RECHECK_S)
+        return when
+
+
+@dataclass(slots=True)
+class Pick:
+    """The source to try next, and how long to wait before it is available (0: now)."""
+
+    state: SourceState
+    wait_s: float
+
+
+@dataclass(slots=True)
+class Candidates:
+    """Sources of one call in priority order, minus those the call has excluded."""
+
+    states: Sequence[SourceState]
+    excluded: set[str] = field(default_factory=set)
+
+    def remaining(self) -> list[SourceState]:
+        """Sources the call may still use."""
+        return [state for state in self.states if state.name not in self.excluded]
+
+    def pick(self, now: float, *, avoid: str | None = None) -> Pick | None:
+        """The best source now: healthy and free, by priority, ``avoid`` (the source that just
+        failed) last; else the one available soonest. ``None`` when every source is excluded."""
+        remaining = self.remaining()
+        if not remaining:
+            return None
+        ordered = sorted(remaining, key=lambda state: state.name == avoid)
+        for state in ordered:
+            if state.available_at(now) <= now:
+                return Pick(state, 0.0)
+        soonest = min(ordered, key=lambda state: state.available_at(now))
+        return Pick(soonest, soonest.available_at(now) - now)
+
+    def hedge_target(
+        self, now: float, primary: str, busy: Collection[str] = ()
+    ) -> SourceState | None:
+        """A different source a hedge leg may go to now: breaker allows it, it is not answering
+        429 and not out of quota."""
+        for state in self.remaining():
+            if state.name == primary or state.name in busy:
+                continue
+            if state.available_at(now) <= now and not state.answering_429(now):
+                return state
+        return None

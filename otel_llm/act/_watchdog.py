@@ -1,0 +1,83 @@
+"""The streaming watchdog (SPEC R6): no incremental chunk for too long kills the attempt.
+
+Liveness counts incremental chunks only — the chunk clock — so SSE keepalives and empty deltas
+cannot keep a dead stream alive. The watchdog adds nothing to the per-chunk path: one timer
+callback wakes at the current deadline, looks at the clock's last arrival, and either sleeps
+until the new deadline or fires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from time import monotonic_ns
+from types import TracebackType
+
+from otel_llm._errors import WatchdogTimeout
+from otel_llm.measure._chunks import ChunkClock
+
+_NS = 1_000_000_000
+
+
+class Watchdog:
+    """``async with Watchdog(clock, ttft_s, inter_s, source=...)`` around a streamed read.
+
+    Raises :class:`WatchdogTimeout` when the first chunk takes longer than ``ttft_s`` or a
+    later gap longer than ``inter_s``.
+    """
+
+    def __init__(self, clock: ChunkClock, ttft_s: float, inter_s: float, *, source: str) -> None:
+        self._clock = clock
+        self._ttft_ns = int(ttft_s * _NS)
+        self._inter_ns = int(inter_s * _NS)
+        self._source = source
+        self._timeout: asyncio.Timeout | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self.fired: str | None = None
+
+    def _deadline_ns(self) -> int:
+        clock = self._clock
+        if clock.count == 0:
+            return clock.start_ns + self._ttft_ns
+        return clock.arrivals_ns[-1] + self._inter_ns
+
+    def _check(self) -> None:
+        self._handle = None
+        loop = asyncio.get_running_loop()
+        remaining = self._deadline_ns() - monotonic_ns()
+        if remaining > 0:
+            self._handle = loop.call_later(remaining / _NS, self._check)
+            return
+        chunks = self._clock.count
+        self.fired = (
+            f"no first chunk within {self._ttft_ns / _NS:g} s"
+            if chunks == 0
+            else f"no chunk for {self._inter_ns / _NS:g} s after chunk {chunks}"
+        )
+        if self._timeout is not None:
+            self._timeout.reschedule(loop.time())
+
+    async def __aenter__(self) -> Watchdog:
+        self._timeout = asyncio.timeout(None)
+        await self._timeout.__aenter__()
+        remaining = self._deadline_ns() - monotonic_ns()
+        self._handle = asyncio.get_running_loop().call_later(max(0.0, remaining / _NS), self._check)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        assert self._timeout is not None
+        try:
+            await self._timeout.__aexit__(exc_type, exc, tb)
+        except TimeoutError as timeout:
+            if self.fired is None:
+                raise
+            raise WatchdogTimeout(
+                f"{self._source} watchdog: {self.fired}", source=self._source
+            ) from timeout
