@@ -88,6 +88,9 @@ class Defaults:
     output_tokens_estimate: int = 512
     """Output tokens pre-deducted by admission when a request sets no ``max_tokens``."""
 
+    admission_timeout_s: float = 2.0
+    """How long the Redis admission backend may take to answer before the call fails closed."""
+
     admission_key_prefix: str = "otel-llm"
     """Prefix of the Redis keys of the shared admission backend."""
 

@@ -27,7 +27,7 @@ from otel_llm.act._settings import ClientSettings
 from otel_llm.act._source import Source
 from otel_llm.act._source_state import SourceState
 from otel_llm.act._stats import CallStats
-from otel_llm.measure._stalls import to_ms
+from otel_llm.measure._stalls import to_ms, validate_threshold_ms
 
 
 async def _chat(
@@ -89,6 +89,10 @@ class Client:
         if settings is None:
             settings_cls = ClientSettings.for_scope(scope) if scope else ClientSettings
             settings = settings_cls()
+        if stall_threshold_ms is not None:
+            validate_threshold_ms(
+                stall_threshold_ms, f"{settings.scope}__STREAM__STALL_THRESHOLD_MS"
+            )
         self.settings = settings.merged(
             sources=tuple(sources) if sources is not None else None,
             **{

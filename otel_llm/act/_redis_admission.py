@@ -103,7 +103,7 @@ class RedisAdmission:
         url: str,
         *,
         key_prefix: str = DEFAULTS.admission_key_prefix,
-        timeout_s: float = 2.0,
+        timeout_s: float = DEFAULTS.admission_timeout_s,
     ) -> None:
         self._prefix = key_prefix
         self._where = redacted_url(url)

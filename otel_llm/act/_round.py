@@ -78,13 +78,16 @@ class Round(Generic[T]):
         start_leg: StartLeg[T],
         find_hedge: FindHedge,
         clock: Callable[[], float],
+        make_signal: Callable[[], asyncio.Event] = asyncio.Event,
     ) -> None:
+        """``make_signal`` builds the primary's chunk signal (a seam for tests)."""
         self._after_s = hedge.after_s
         self._stall_after_s = hedge.stall_after_s if stream else None
         self._stream = stream
         self._start_leg = start_leg
         self._find_hedge = find_hedge
         self._clock = clock
+        self._make_signal = make_signal
 
     @property
     def hedging(self) -> bool:
@@ -93,7 +96,7 @@ class Round(Generic[T]):
 
     async def run(self, primary: SourceState, tokens: int) -> RoundResult[T]:
         """Run the round to its end; no leg is left running afterwards."""
-        signal = asyncio.Event() if self.hedging and self._stream else None
+        signal = self._make_signal() if self.hedging and self._stream else None
         legs = [self._start_leg(primary, tokens, sc.LEG_PRIMARY, signal)]
         try:
             if self.hedging and await self._hedge_window(legs[0].task, signal):

@@ -52,11 +52,11 @@ class _Group(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-def _positive(value: float | None, name: str) -> None:
+def _positive(value: float | None) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        raise ValueError(f"must be a finite number > 0, got {value!r}")
 
 
 class StreamSettings(_Group):
@@ -87,10 +87,14 @@ class HedgeSettings(_Group):
     budget_burst: float = DEFAULTS.hedge_budget_burst
     """Hedge legs that may start back to back when the budget is full."""
 
+    @field_validator("after_s", "stall_after_s")
+    @classmethod
+    def _positive_seconds(cls, value: float | None) -> float | None:
+        _positive(value)
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> Self:
-        _positive(self.after_s, "after_s")
-        _positive(self.stall_after_s, "stall_after_s")
         if not math.isfinite(self.budget_ratio) or self.budget_ratio < 0:
             raise ValueError(f"budget_ratio must be a finite number >= 0, got {self.budget_ratio}")
         if not math.isfinite(self.budget_burst) or self.budget_burst < 1:
@@ -117,12 +121,13 @@ class RetrySettings(_Group):
     rate_limit_wait_s: float = DEFAULTS.rate_limit_wait_s
     """Wait after a 429 without Retry-After."""
 
-    @model_validator(mode="after")
-    def _check(self) -> Self:
-        for name in ("call_deadline_s", "stall_window_s", "backoff_base_s", "backoff_max_s"):
-            _positive(getattr(self, name), name)
-        _positive(self.rate_limit_wait_s, "rate_limit_wait_s")
-        return self
+    @field_validator(
+        "call_deadline_s", "stall_window_s", "backoff_base_s", "backoff_max_s", "rate_limit_wait_s"
+    )
+    @classmethod
+    def _positive_seconds(cls, value: float | None) -> float | None:
+        _positive(value)
+        return value
 
 
 class BreakerSettings(_Group):
@@ -131,10 +136,11 @@ class BreakerSettings(_Group):
     failure_threshold: int = Field(default=DEFAULTS.breaker_failure_threshold, ge=1)
     cooldown_s: float = DEFAULTS.breaker_cooldown_s
 
-    @model_validator(mode="after")
-    def _check(self) -> Self:
-        _positive(self.cooldown_s, "cooldown_s")
-        return self
+    @field_validator("cooldown_s")
+    @classmethod
+    def _positive_seconds(cls, value: float) -> float:
+        _positive(value)
+        return value
 
 
 class AdmissionSettings(_Group):
@@ -216,6 +222,8 @@ class ClientSettings(BaseSettings):
         frozen=True,
     )
     scope: ClassVar[str] = DEFAULTS.scope
+    hedged: ClassVar[bool] = True
+    """Whether calls of this scope may hedge (the embeddings scope never does)."""
 
     sources: tuple[Source, ...] = ()
     stream: StreamSettings = StreamSettings()
@@ -280,6 +288,8 @@ class ClientSettings(BaseSettings):
         scope = scope.upper()
         if scope == cls.scope:
             return cls
+        if scope == EmbeddingSettings.scope:
+            return EmbeddingSettings
         if not re.fullmatch(r"[A-Z][A-Z0-9_]*", scope):
             raise ConfigurationError("scope", f"must be an identifier, got {scope!r}")
         config = SettingsConfigDict(**{**cls.model_config, "env_prefix": f"{scope}__"})
@@ -293,6 +303,7 @@ class EmbeddingSettings(ClientSettings):
         **{**ClientSettings.model_config, "env_prefix": "EMBEDDING__"}
     )
     scope: ClassVar[str] = "EMBEDDING"
+    hedged: ClassVar[bool] = False
 
     @model_validator(mode="after")
     def _warn_hedge(self) -> Self:
@@ -309,7 +320,7 @@ class EmbeddingSettings(ClientSettings):
 def check_hedge_assembly(settings: ClientSettings) -> None:
     """The assembly guards of SPEC R13 (errors), and its warnings."""
     hedge, retry, sources = settings.hedge, settings.retry, settings.sources
-    if not hedge.enabled or not sources:
+    if not hedge.enabled or not sources or not settings.hedged:
         return
     scope = settings.scope
     if hedge.after_s is not None:

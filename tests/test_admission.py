@@ -1,0 +1,75 @@
+"""In-process admission: request and token rates, pre-deduction, settlement (SPEC R5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from otel_llm.act._admission import Limits, LocalAdmission, estimate_tokens
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_request_rate_limits() -> None:
+    """requests_per_minute admits that many at once, then one per 60/rpm seconds."""
+    clock = FakeClock()
+    admission = LocalAdmission(clock)
+    limits = Limits(requests_per_minute=2)
+    assert await admission.acquire("a", limits, 10) == 0.0
+    assert await admission.acquire("a", limits, 10) == 0.0
+    assert await admission.acquire("a", limits, 10) == pytest.approx(30.0)
+    clock.now = 30.0
+    assert await admission.acquire("a", limits, 10) == 0.0
+
+
+async def test_both_buckets_must_admit_and_denial_deducts_nothing() -> None:
+    """A request needs both buckets; a denied one takes nothing from either."""
+    clock = FakeClock()
+    admission = LocalAdmission(clock)
+    limits = Limits(requests_per_minute=10, tokens_per_minute=100)
+    assert await admission.acquire("a", limits, 90) == 0.0
+    assert await admission.acquire("a", limits, 50) > 0
+    assert await admission.acquire("a", limits, 10) == 0.0, "the denial took no request token"
+
+
+async def test_settlement_refunds_and_charges_tokens() -> None:
+    """Usage below the estimate is refunded, above it charged."""
+    clock = FakeClock()
+    admission = LocalAdmission(clock)
+    limits = Limits(tokens_per_minute=100)
+    assert await admission.acquire("a", limits, 100) == 0.0
+    await admission.settle("a", limits, -60)  # used 40 of 100
+    assert await admission.acquire("a", limits, 60) == 0.0
+    await admission.settle("a", limits, +30)  # used 90 of 60
+    assert await admission.acquire("a", limits, 1) > 0
+
+
+async def test_sources_are_independent_and_unlimited_always_admits() -> None:
+    """Limits are per source; a source without limits is never held back."""
+    admission = LocalAdmission(FakeClock())
+    assert await admission.acquire("a", Limits(requests_per_minute=1), 1) == 0.0
+    assert await admission.acquire("b", Limits(requests_per_minute=1), 1) == 0.0
+    for _ in range(100):
+        assert await admission.acquire("c", Limits(), 10**9) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ({"messages": [], "max_tokens": 100}, len("[]") // 4 + 1 + 100),
+        ({"messages": [{"content": "x" * 400}], "max_completion_tokens": 7}, None),
+        ({"input": "abcdefgh"}, 3),
+    ],
+)
+def test_token_estimate(payload: dict[str, object], expected: int | None) -> None:
+    """The estimate is ~4 characters a prompt token plus the output cap."""
+    estimate = estimate_tokens(payload)
+    if expected is None:
+        assert 100 < estimate < 130
+    else:
+        assert estimate == expected

@@ -1,0 +1,317 @@
+"""Hedged rounds on the real event loop (SPEC R7–R11, R14), with scripted legs.
+
+Timers are 50 ms; scripted delays are 300 ms or more (≥ 6× margins). Tests assert outcomes —
+whether and when (before or after the first chunk) a hedge started, who won, what was
+cancelled — never exact timings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+from opentelemetry.trace import NoOpTracerProvider
+
+from otel_llm import _errors as e
+from otel_llm import _semconv as sc
+from otel_llm.act._attempt import Attempt
+from otel_llm.act._breaker import Breaker
+from otel_llm.act._round import Leg, Round, RoundResult
+from otel_llm.act._settings import HedgeSettings
+from otel_llm.act._source import Source
+from otel_llm.act._source_state import SourceState
+
+TIMER = 0.05
+SLOW = 0.3
+
+Behaviour = Callable[[Attempt], Awaitable[str]]
+
+
+def state(name: str) -> SourceState:
+    source = Source(name=name, provider="sim", base_url="http://127.0.0.1:9/v1", model="m")
+    return SourceState(source, Breaker(5, 30.0))
+
+
+async def chunks(attempt: Attempt, count: int, every: float = 0.005) -> None:
+    for _ in range(count):
+        attempt.span.clock.mark()
+        await asyncio.sleep(every)
+
+
+def streamed(first_after: float, gap_after: int | None = None, gap: float = 0.0) -> Behaviour:
+    """First chunk after ``first_after`` s, 10 chunks, optionally a ``gap`` after chunk N."""
+
+    async def run(attempt: Attempt) -> str:
+        await asyncio.sleep(first_after)
+        if gap_after is None:
+            await chunks(attempt, 10)
+        else:
+            await chunks(attempt, gap_after)
+            await asyncio.sleep(gap)
+            await chunks(attempt, 10 - gap_after)
+        return attempt.source.name
+
+    return run
+
+
+def unstreamed(after: float) -> Behaviour:
+    async def run(attempt: Attempt) -> str:
+        await asyncio.sleep(after)
+        return attempt.source.name
+
+    return run
+
+
+def fails(after: float, error: Exception) -> Behaviour:
+    async def run(attempt: Attempt) -> str:
+        await asyncio.sleep(after)
+        raise error
+
+    return run
+
+
+def blocked() -> Behaviour:
+    async def run(attempt: Attempt) -> str:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    return run
+
+
+@dataclass
+class Legs:
+    """Starts scripted legs and remembers what the round asked for."""
+
+    behaviours: dict[str, Behaviour]
+    stream: bool = True
+    started: list[tuple[str, str, asyncio.Event | None, float, int]] = field(default_factory=list)
+    legs: list[Leg[str]] = field(default_factory=list)
+    hedge_target: str | None = "b"
+
+    def start(
+        self, target: SourceState, tokens: int, role: str, signal: asyncio.Event | None
+    ) -> Leg[str]:
+        loop = asyncio.get_running_loop()
+        attempt = Attempt(
+            NoOpTracerProvider().get_tracer("t"),
+            target.source,
+            number=len(self.legs) + 1,
+            stream=self.stream,
+            threshold_ms=1000,
+            leg=role,
+            signal=signal,
+        )
+        primary_chunks = self.legs[0].attempt.chunks if self.legs else 0
+        self.started.append((target.name, role, signal, loop.time(), primary_chunks))
+        leg: Leg[str] = Leg(target, attempt, tokens, started_at=loop.time())
+
+        async def run() -> str:
+            try:
+                return await self.behaviours[target.name](attempt)
+            finally:
+                leg.finished_at = loop.time()
+
+        leg.task = asyncio.create_task(run())
+        self.legs.append(leg)
+        return leg
+
+    async def find(self, primary: SourceState) -> tuple[SourceState, int] | None:
+        assert primary.name == "a"
+        return (state(self.hedge_target), 1) if self.hedge_target else None
+
+    make_signal: Callable[[], asyncio.Event] = asyncio.Event
+
+    def round(self, after_s: float | None, stall_after_s: float | None) -> Round[str]:
+        return Round(
+            hedge=HedgeSettings(after_s=after_s, stall_after_s=stall_after_s),
+            stream=self.stream,
+            start_leg=self.start,
+            find_hedge=self.find,
+            clock=asyncio.get_running_loop().time,
+            make_signal=self.make_signal,
+        )
+
+    async def run(self, after_s: float | None, stall_after_s: float | None) -> RoundResult[str]:
+        return await self.round(after_s, stall_after_s).run(state("a"), 1)
+
+    @property
+    def hedge(self) -> tuple[str, str, asyncio.Event | None, float, int] | None:
+        hedges = [s for s in self.started if s[1] == sc.LEG_HEDGE]
+        return hedges[0] if hedges else None
+
+
+SLOW_FIRST_AND_GAP = streamed(first_after=SLOW, gap_after=3, gap=SLOW)
+
+
+@pytest.mark.parametrize(
+    ("after_s", "stall_after_s", "stream", "expected"),
+    [
+        pytest.param(None, None, True, "none", id="neither-stream"),
+        pytest.param(None, None, False, "none", id="neither-nonstream"),
+        pytest.param(TIMER, None, True, "before-first-chunk", id="after-stream"),
+        pytest.param(TIMER, None, False, "before-done", id="after-nonstream"),
+        pytest.param(None, TIMER, True, "after-first-chunk", id="stall-stream"),
+        pytest.param(None, TIMER, False, "none", id="stall-nonstream"),
+        pytest.param(TIMER, TIMER, True, "before-first-chunk", id="both-stream"),
+        pytest.param(TIMER, TIMER, False, "before-done", id="both-nonstream"),
+    ],
+)
+async def test_trigger_matrix(
+    after_s: float | None, stall_after_s: float | None, stream: bool, expected: str
+) -> None:
+    """AFTER_S only / STALL_AFTER_S only / both / neither × streaming / non-streaming: the
+    primary is late to its first chunk and stalls later; the hedge starts exactly when due."""
+    primary = SLOW_FIRST_AND_GAP if stream else unstreamed(2 * SLOW)
+    legs = Legs({"a": primary, "b": blocked()}, stream=stream)
+    result = await legs.run(after_s, stall_after_s)
+    hedge = legs.hedge
+    if expected == "none":
+        assert hedge is None
+        assert result.hedges == 0
+        assert legs.round(after_s, stall_after_s).hedging is (after_s is not None)
+        return
+    assert hedge is not None
+    assert result.hedges == 1
+    if expected == "before-first-chunk":
+        assert hedge[4] == 0, "the first-token hedge fires before the primary's first chunk"
+    elif expected == "after-first-chunk":
+        assert hedge[4] >= 1, "pre-first-chunk silence is never judged by the stall timer"
+    assert result.winner is not None
+    assert result.winner.attempt.leg == sc.LEG_PRIMARY
+    assert legs.legs[1].task.cancelled(), "the losing hedge leg was cancelled"
+    assert legs.legs[1].attempt.cancel_outcome == sc.OUTCOME_HEDGE_CANCELLED
+
+
+async def test_no_hedge_when_stream_is_smooth() -> None:
+    """A primary that streams steadily never triggers either hedge."""
+    legs = Legs({"a": streamed(first_after=0.0), "b": blocked()})
+    result = await legs.run(SLOW, SLOW)
+    assert legs.hedge is None
+    assert result.winner is not None
+
+
+async def test_stall_hedge_wins_and_primary_is_cancelled_promptly() -> None:
+    """Mid-stream stall: the hedge leg answers first, the stalled primary is cancelled."""
+    legs = Legs({"a": streamed(0.0, gap_after=2, gap=60.0), "b": streamed(0.0)})
+    result = await legs.run(None, TIMER)
+    assert result.winner is not None
+    assert result.winner.attempt.leg == sc.LEG_HEDGE
+    primary = legs.legs[0]
+    assert primary.task.cancelled()
+    assert primary.attempt.cancel_outcome == sc.OUTCOME_HEDGE_CANCELLED
+    assert result.losers == [primary]
+
+
+async def test_hedge_leg_gets_no_chunk_signal() -> None:
+    """Only the primary leg gets a chunk signal: no hedge of a hedge."""
+    legs = Legs(
+        {"a": streamed(0.0, gap_after=2, gap=60.0), "b": streamed(0.0, gap_after=2, gap=2 * SLOW)}
+    )
+    await legs.run(TIMER, TIMER)
+    roles = [(name, role, signal is not None) for name, role, signal, _, _ in legs.started]
+    assert roles == [("a", sc.LEG_PRIMARY, True), ("b", sc.LEG_HEDGE, False)]
+    assert len(legs.started) == 2, "at most one hedge per round"
+
+
+class ChunkAtTimeout(asyncio.Event):
+    """A chunk signal whose chunk arrives in the same loop iteration as the wait's timeout:
+    the waiter is cancelled by the timeout, and the chunk lands before the re-check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits = 0
+
+    async def wait(self) -> bool:
+        self.waits += 1
+        try:
+            return await super().wait()
+        except asyncio.CancelledError:
+            if self.waits >= 2:  # phase 2 has started: from now on, a chunk at every timeout
+                self.set()
+            raise
+
+
+async def test_chunk_in_same_iteration_as_timeout_does_not_hedge() -> None:
+    """R9 re-check: a chunk that arrives together with the timeout prevents the hedge."""
+    made: list[ChunkAtTimeout] = []
+
+    def event() -> ChunkAtTimeout:
+        made.append(ChunkAtTimeout())
+        return made[-1]
+
+    async def first_chunk_then_silence(attempt: Attempt) -> str:
+        attempt.span.clock.mark()
+        await asyncio.sleep(12 * TIMER)  # silent: only the simulated same-iteration chunks
+        return "a"
+
+    legs = Legs({"a": first_chunk_then_silence, "b": blocked()}, make_signal=event)
+    result = await legs.run(None, TIMER)
+    assert legs.hedge is None, "every timeout came with a chunk: no hedge"
+    assert made[0].waits >= 4, "several timeouts were reached and re-checked"
+    assert result.winner is not None
+
+
+async def test_first_finisher_failed_waits_for_the_other() -> None:
+    """If the leg that finishes first failed, the round waits for the other leg."""
+    legs = Legs({"a": fails(SLOW, e.ServerError("boom")), "b": streamed(2 * SLOW)})
+    result = await legs.run(TIMER, None)
+    assert result.winner is not None
+    assert result.winner.attempt.leg == sc.LEG_HEDGE
+    assert [leg.attempt.leg for leg in result.failed] == [sc.LEG_PRIMARY]
+
+
+async def test_watchdog_kill_of_primary_waits_for_the_hedge() -> None:
+    """A primary killed by the watchdog while the hedge runs does not fail the round (R11)."""
+    kill = e.WatchdogTimeout("a watchdog: no chunk", source="a")
+    legs = Legs({"a": fails(SLOW, kill), "b": streamed(2 * SLOW)})
+    result = await legs.run(TIMER, TIMER)
+    assert result.winner is not None
+    assert result.winner.state.name == "b"
+    assert result.failed[0].error is kill
+
+
+async def test_both_legs_failing_reports_both() -> None:
+    """Both legs failing ends the round with no winner and both failures."""
+    legs = Legs({"a": fails(SLOW, e.ServerError("a down")), "b": fails(SLOW, e.ServerError("b"))})
+    result = await legs.run(TIMER, None)
+    assert result.winner is None
+    assert len(result.failed) == 2
+
+
+async def test_no_eligible_hedge_target_means_no_hedge() -> None:
+    """When no other source is eligible the round silently goes on unhedged."""
+    legs = Legs({"a": streamed(SLOW)}, hedge_target=None)
+    result = await legs.run(TIMER, TIMER)
+    assert legs.hedge is None
+    assert result.hedges == 0
+    assert result.winner is not None
+
+
+async def test_caller_cancellation_cancels_every_leg() -> None:
+    """Cancelling the caller during the stall wait cancels both legs and propagates (R14)."""
+    legs = Legs({"a": streamed(0.0, gap_after=2, gap=60.0), "b": blocked()})
+    task = asyncio.create_task(legs.run(None, TIMER))
+    while legs.hedge is None:  # event-driven: wait until the hedge leg exists
+        await asyncio.sleep(TIMER / 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert all(leg.task.done() for leg in legs.legs)
+    assert all(leg.task.cancelled() for leg in legs.legs)
+    assert [leg.attempt.cancel_outcome for leg in legs.legs] == [sc.OUTCOME_CANCELLED] * 2
+
+
+async def test_cancellation_during_first_wait_leaves_nothing() -> None:
+    """Cancelling while the primary is still before its first chunk leaves no task."""
+    legs = Legs({"a": blocked(), "b": blocked()})
+    task = asyncio.create_task(legs.run(None, TIMER))
+    while not legs.legs:
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert legs.legs[0].task.cancelled()
+    assert legs.hedge is None
