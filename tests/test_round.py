@@ -89,6 +89,8 @@ class Legs:
     started: list[tuple[str, str, asyncio.Event | None, float, int]] = field(default_factory=list)
     legs: list[Leg[str]] = field(default_factory=list)
     hedge_target: str | None = "b"
+    primary_started: asyncio.Event = field(default_factory=asyncio.Event)
+    hedge_started: asyncio.Event = field(default_factory=asyncio.Event)
 
     def start(
         self, target: SourceState, tokens: int, role: str, signal: asyncio.Event | None
@@ -115,6 +117,7 @@ class Legs:
 
         leg.task = asyncio.create_task(run())
         self.legs.append(leg)
+        (self.hedge_started if role == sc.LEG_HEDGE else self.primary_started).set()
         return leg
 
     async def find(self, primary: SourceState) -> tuple[SourceState, int] | None:
@@ -293,8 +296,7 @@ async def test_caller_cancellation_cancels_every_leg() -> None:
     """Cancelling the caller during the stall wait cancels both legs and propagates (R14)."""
     legs = Legs({"a": streamed(0.0, gap_after=2, gap=60.0), "b": blocked()})
     task = asyncio.create_task(legs.run(None, TIMER))
-    while legs.hedge is None:  # event-driven: wait until the hedge leg exists
-        await asyncio.sleep(TIMER / 5)
+    await legs.hedge_started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -307,9 +309,7 @@ async def test_cancellation_during_first_wait_leaves_nothing() -> None:
     """Cancelling while the primary is still before its first chunk leaves no task."""
     legs = Legs({"a": blocked(), "b": blocked()})
     task = asyncio.create_task(legs.run(None, TIMER))
-    while not legs.legs:
-        await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    await legs.primary_started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
