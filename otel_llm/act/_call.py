@@ -138,6 +138,9 @@ class CallRun(Generic[T]):
             result = await self._run_round(state)
             if result.winner is not None:
                 return self._outcome(result)
+            for leg in result.failed:
+                if not isinstance(leg.error, e.ProviderError):
+                    raise leg.error  # not a provider's failure (a bug, a fatal error): never retry
             avoid = state.name
             await self._after_failure(result)
 

@@ -40,12 +40,19 @@ class Watchdog:
             return clock.start_ns + self._ttft_ns
         return clock.arrivals_ns[-1] + self._inter_ns
 
+    def _next_check_s(self) -> float:
+        """Seconds until the next look: the deadline, or sooner while no chunk has come (the
+        first chunk moves the deadline to an inter-chunk budget that may end earlier)."""
+        remaining = self._deadline_ns() - monotonic_ns()
+        if self._clock.count == 0:
+            remaining = min(remaining, self._inter_ns)
+        return remaining / _NS
+
     def _check(self) -> None:
         self._handle = None
         loop = asyncio.get_running_loop()
-        remaining = self._deadline_ns() - monotonic_ns()
-        if remaining > 0:
-            self._handle = loop.call_later(remaining / _NS, self._check)
+        if self._deadline_ns() > monotonic_ns():
+            self._handle = loop.call_later(self._next_check_s(), self._check)
             return
         chunks = self._clock.count
         self.fired = (
@@ -59,8 +66,9 @@ class Watchdog:
     async def __aenter__(self) -> Watchdog:
         self._timeout = asyncio.timeout(None)
         await self._timeout.__aenter__()
-        remaining = self._deadline_ns() - monotonic_ns()
-        self._handle = asyncio.get_running_loop().call_later(max(0.0, remaining / _NS), self._check)
+        self._handle = asyncio.get_running_loop().call_later(
+            max(0.0, self._next_check_s()), self._check
+        )
         return self
 
     async def __aexit__(

@@ -1,0 +1,83 @@
+"""Test doubles for the client: scripted answers served through ``httpx.MockTransport``.
+
+The simulated provider (real HTTP) covers timing; these cover stateful sequences — "429, then
+an answer" — where each request must get a different answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+import httpx
+
+Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
+
+
+def sse_answer(words: Iterable[str] = ("hello", " world"), *, model: str = "m") -> httpx.Response:
+    """A complete streamed answer."""
+    events = []
+    for word in words:
+        chunk = {"id": "x", "model": model, "choices": [{"index": 0, "delta": {"content": word}}]}
+        events.append(f"data: {json.dumps(chunk)}\n\n")
+    finish = {
+        "id": "x",
+        "model": model,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+    }
+    usage = {
+        "id": "x",
+        "choices": [],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+    events += [
+        f"data: {json.dumps(finish)}\n\n",
+        f"data: {json.dumps(usage)}\n\n",
+        "data: [DONE]\n\n",
+    ]
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, text="".join(events))
+
+
+def json_answer(text: str = "hello world", *, model: str = "m") -> httpx.Response:
+    """A complete non-streamed answer."""
+    return httpx.Response(
+        200,
+        json={
+            "id": "x",
+            "model": model,
+            "choices": [{"index": 0, "message": {"content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        },
+    )
+
+
+def error(
+    status: int, code: str | None = None, *, retry_after: str | None = None
+) -> httpx.Response:
+    """An OpenAI-style error answer."""
+    headers = {"retry-after": retry_after} if retry_after is not None else {}
+    body = {"error": {"message": f"scripted {status}", "type": "error", "code": code}}
+    return httpx.Response(status, headers=headers, json=body)
+
+
+@dataclass
+class Scripted:
+    """Answers each request to a host with the next scripted response (the last one repeats)."""
+
+    answers: dict[str, list[Handler | httpx.Response]]
+    seen: list[str] = field(default_factory=list)
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        host = request.url.host.split(".")[0]
+        self.seen.append(host)
+        queue = self.answers[host]
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(answer, httpx.Response):
+            return httpx.Response(
+                answer.status_code, headers=answer.headers, content=answer.content
+            )
+        return await answer(request)
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.MockTransport(self))

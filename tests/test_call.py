@@ -1,0 +1,263 @@
+"""The retry loop (SPEC R1–R5): errors, retries, failover, deadline, stall budget, breaker,
+admission — with scripted answers through httpx.MockTransport."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from otel_llm import (
+    AllSourcesExhausted,
+    BackendUnavailable,
+    Client,
+    ContextLengthExceeded,
+    Source,
+)
+from otel_llm import _semconv as sc
+from otel_llm.act._admission import Limits, LocalAdmission
+from tests.conftest import Spans
+from tests.fakes import Scripted, error, json_answer, sse_answer
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def source(host: str, **fields: object) -> Source:
+    return Source(
+        name=host,
+        provider="sim",
+        base_url=f"http://{host}.test/v1",
+        model=f"{host}-m",
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def client(script: Scripted, spans: Spans, *sources: Source, **options: object) -> Client:
+    return Client(
+        list(sources) or [source("a"), source("b")],
+        http_client=script.client(),
+        tracer_provider=spans.provider,
+        backoff_base_s=0.01,
+        backoff_max_s=0.02,
+        seed=7,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+async def test_transient_failure_fails_over(spans: Spans) -> None:
+    """A 5xx on the first source fails over to the next; the failure feeds its breaker."""
+    script = Scripted({"a": [error(503)], "b": [sse_answer()]})
+    async with client(script, spans) as c:
+        result = await c.chat(MESSAGES)
+    assert result.source == "b"
+    assert result.text == "hello world"
+    assert result.stats.attempts == 2
+    assert result.stats.sources_tried == ("a", "b")
+    assert result.stats.retries == 1
+    assert script.seen == ["a", "b"]
+    outcomes = [
+        (s.attributes[sc.ATTEMPT_SOURCE], s.attributes[sc.ATTEMPT_OUTCOME])
+        for s in spans.attempts()
+    ]  # type: ignore[index]
+    assert outcomes == [("a", "error"), ("b", "ok")]
+
+
+async def test_transient_failures_are_retried_with_backoff_until_max_attempts(
+    spans: Spans,
+) -> None:
+    """Transient failures cost one unit each; at max_attempts the call gives up with reasons."""
+    script = Scripted({"a": [error(500)], "b": [error(502)]})
+    async with client(script, spans, max_attempts=3) as c:
+        with pytest.raises(AllSourcesExhausted) as caught:
+            await c.chat(MESSAGES)
+    assert len(script.seen) == 3
+    assert "3 attempts failed" in str(caught.value)
+    assert set(caught.value.reasons) == {"a", "b"}
+    assert "502" in caught.value.reasons["b"]
+    (call,) = spans.calls()
+    assert call.attributes[sc.CALL_ATTEMPTS] == 3  # type: ignore[index]
+
+
+async def test_permanent_error_is_not_retried_and_propagates_unmasked(spans: Spans) -> None:
+    """A permanent error is never retried on the same source; the provider's reason propagates."""
+    script = Scripted({"a": [error(400, "context_length_exceeded")]})
+    async with client(script, spans, source("a")) as c:
+        with pytest.raises(ContextLengthExceeded, match="scripted 400"):
+            await c.chat(MESSAGES)
+    assert script.seen == ["a"]
+
+
+async def test_permanent_error_on_one_source_fails_over(spans: Spans) -> None:
+    """A permanent error excludes that source for the call; another source may answer."""
+    script = Scripted({"a": [error(404)], "b": [sse_answer()]})
+    async with client(script, spans) as c:
+        result = await c.chat(MESSAGES)
+    assert result.source == "b"
+    assert c.breaker_state("a") == "closed", "a bad request says nothing about source health"
+
+
+async def test_rate_limit_does_not_consume_the_retry_budget(spans: Spans) -> None:
+    """429s cost no retry budget: with max_attempts=1 the call still fails over and succeeds."""
+    script = Scripted({"a": [error(429, retry_after="30")], "b": [sse_answer()]})
+    async with client(script, spans, max_attempts=1) as c:
+        result = await c.chat(MESSAGES)
+    assert result.source == "b"
+
+
+async def test_rate_limit_is_waited_out_honouring_retry_after(spans: Spans) -> None:
+    """On the only source a 429 is waited out for Retry-After, then retried."""
+    script = Scripted({"a": [error(429, retry_after="0.2"), sse_answer()]})
+    async with client(script, spans, source("a"), max_attempts=1) as c:
+        result = await c.chat(MESSAGES)
+    assert result.stats.attempts == 2
+    assert result.stats.waited_ms is not None
+    assert result.stats.waited_ms >= 150
+
+
+async def test_call_deadline_bounds_everything(spans: Spans) -> None:
+    """call_deadline_s ends a call stuck in a slow attempt, and cancels that attempt."""
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(30)
+        return json_answer()
+
+    script = Scripted({"a": [hang]})
+    async with client(script, spans, source("a"), call_deadline_s=0.3) as c:
+        with pytest.raises(AllSourcesExhausted, match="call deadline"):
+            await c.chat(MESSAGES, stream=False)
+    (attempt,) = spans.attempts()
+    assert attempt.attributes[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CANCELLED  # type: ignore[index]
+
+
+@pytest.mark.looptime
+async def test_gateway_holding_then_429_ends_at_the_stall_window(spans: Spans) -> None:
+    """Regression (R3), on virtual time: a gateway that holds every request for the full
+    60 s timeout and then answers 429 ends the call at the 300 s window, not after hours."""
+    loop = asyncio.get_running_loop()
+
+    async def hold_then_429(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(60)
+        return error(429)
+
+    script = Scripted({"a": [hold_then_429]})
+    started = loop.time()
+    async with client(
+        script, spans, source("a", timeout_s=60), max_attempts=3, stall_window_s=300
+    ) as c:
+        with pytest.raises(AllSourcesExhausted, match="without any output"):
+            await c.chat(MESSAGES, stream=False)
+    elapsed = loop.time() - started
+    assert 300 <= elapsed <= 361
+    assert len(script.seen) <= 6, "5 held 429 attempts fill the window, not 301"
+
+
+@pytest.mark.looptime
+async def test_transient_attempt_time_does_not_count_as_stall(spans: Spans) -> None:
+    """Time inside attempts that burn max_attempts is not stall: three 200 s timeouts-then-5xx
+    do not end the call at a 300 s window; max_attempts does."""
+
+    async def hold_then_500(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(200)
+        return error(500)
+
+    script = Scripted({"a": [hold_then_500]})
+    async with client(
+        script, spans, source("a", timeout_s=250), max_attempts=3, stall_window_s=300
+    ) as c:
+        with pytest.raises(AllSourcesExhausted, match="3 attempts failed"):
+            await c.chat(MESSAGES, stream=False)
+    assert len(script.seen) == 3
+
+
+async def test_breaker_opens_and_skips_the_source(spans: Spans) -> None:
+    """Consecutive failures open a source's breaker; later calls go straight to the next."""
+    script = Scripted({"a": [error(500)], "b": [sse_answer()]})
+    async with client(script, spans, breaker_failure_threshold=2, breaker_cooldown_s=60) as c:
+        for _ in range(2):
+            assert (await c.chat(MESSAGES)).source == "b"
+        assert c.breaker_state("a") == "open"
+        script.seen.clear()
+        assert (await c.chat(MESSAGES)).source == "b"
+    assert script.seen == ["b"]
+
+
+async def test_half_open_probe_closes_the_breaker(spans: Spans) -> None:
+    """After the cool-down one probe goes to the source; its success closes the breaker."""
+    script = Scripted({"a": [error(500), sse_answer()], "b": [sse_answer()]})
+    async with client(script, spans, breaker_failure_threshold=1, breaker_cooldown_s=0.2) as c:
+        assert (await c.chat(MESSAGES)).source == "b"
+        assert c.breaker_state("a") == "open"
+        await asyncio.sleep(0.3)
+        assert (await c.chat(MESSAGES)).source == "a"
+        assert c.breaker_state("a") == "closed"
+
+
+async def test_admission_quota_fails_over_then_waits(spans: Spans) -> None:
+    """Out of request quota on one source, the call uses another; tokens are pre-deducted."""
+    script = Scripted({"a": [sse_answer()], "b": [sse_answer()]})
+    limited = source("a", requests_per_minute=1)
+    async with client(script, spans, limited, source("b")) as c:
+        first = await c.chat(MESSAGES)
+        second = await c.chat(MESSAGES)
+    assert (first.source, second.source) == ("a", "b")
+
+
+async def test_admission_settles_from_reported_usage(spans: Spans) -> None:
+    """The token pre-deduction is corrected with the usage the provider reported."""
+    script = Scripted({"a": [sse_answer()]})
+    admission = LocalAdmission()
+    limited = source("a", tokens_per_minute=1000)
+    async with client(script, spans, limited, admission=admission) as c:
+        await c.chat(MESSAGES, max_tokens=900)
+        # 5 tokens used of ~905 reserved: the rest was refunded, so 900 more fit at once
+        assert await admission.acquire("a", Limits(tokens_per_minute=1000), 900) == 0.0
+
+
+class _Down:
+    async def acquire(self, source: str, limits: Limits, tokens: int) -> float:
+        raise BackendUnavailable("admission backend unreachable")
+
+    async def settle(self, source: str, limits: Limits, extra_tokens: int) -> None:
+        raise BackendUnavailable("admission backend unreachable")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_unreachable_admission_backend_fails_closed(spans: Spans) -> None:
+    """If admission cannot be asked, the call fails with a clear error and sends nothing."""
+    script = Scripted({"a": [sse_answer()]})
+    async with client(script, spans, source("a"), admission=_Down()) as c:
+        with pytest.raises(BackendUnavailable):
+            await c.chat(MESSAGES)
+    assert script.seen == []
+
+
+async def test_non_streamed_call(spans: Spans) -> None:
+    """stream=False returns the whole JSON answer with wall-only figures."""
+    script = Scripted({"a": [json_answer("plain")]})
+    async with client(script, spans, source("a")) as c:
+        result = await c.chat(MESSAGES, stream=False)
+    assert result.text == "plain"
+    assert (result.stats.stall_ms, result.stats.stall_count) == (None, None)
+    assert result.stats.generation_ms == result.stats.wall_ms
+
+
+async def test_embeddings_fail_over(spans: Spans) -> None:
+    """embed() has the same failover and returns float vectors."""
+    answer = httpx.Response(
+        200,
+        json={
+            "data": [{"index": 0, "embedding": [0.1, 0.2]}],
+            "model": "e",
+            "usage": {"prompt_tokens": 2, "total_tokens": 2},
+        },
+    )
+    script = Scripted({"a": [error(500)], "b": [answer]})
+    async with client(script, spans) as c:
+        result = await c.embed("hello")
+    assert result.vectors == ((0.1, 0.2),)
+    assert result.source == "b"
+    names = {s.attributes[sc.GEN_AI_OPERATION_NAME] for s in spans.finished()}  # type: ignore[index]
+    assert names == {"embeddings"}

@@ -1,0 +1,234 @@
+"""The client end to end over real HTTP to the simulated provider: hedging on a late first
+chunk or a mid-stream stall, the watchdog, cancellation, and the telemetry of every leg."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from otel_llm import AllSourcesExhausted, Client, Source
+from otel_llm import _semconv as sc
+from otel_llm.simulator import Script, Silence, SimulatedProvider
+from tests.conftest import Spans
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.005, "chunk_count": 20}
+LONG = 5.0  # a silence far beyond every trigger used here (10-50×)
+
+SCRIPTS = {
+    "smooth": Script(**FAST),
+    "stall": Script(
+        **FAST, silences=(Silence(after_chunk=3, duration_s=LONG, keepalive_every_s=0.05),)
+    ),
+    "short-stall": Script(**FAST, silences=(Silence(after_chunk=3, duration_s=0.6),)),
+    "slow-first": Script(**{**FAST, "first_chunk_delay_s": LONG}),
+    "late-first": Script(**{**FAST, "first_chunk_delay_s": 1.2}),
+    "fail": Script(error_status=500),
+    "rate-limited": Script(error_status=429, retry_after="30"),
+}
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[SimulatedProvider]:
+    async with SimulatedProvider(scripts=SCRIPTS) as running:
+        yield running
+
+
+def source(provider: SimulatedProvider, name: str, model: str, **fields: object) -> Source:
+    return Source(name=name, provider="sim", base_url=provider.base_url, model=model, **fields)  # type: ignore[arg-type]
+
+
+def attempts_by_source(spans: Spans) -> dict[str, dict[str, object]]:
+    return {
+        str(s.attributes[sc.ATTEMPT_SOURCE]): dict(s.attributes or {})  # type: ignore[index]
+        for s in spans.attempts()
+    }
+
+
+async def test_stall_hedge_wins_and_the_stalled_leg_is_closed(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """A mid-stream stall starts a hedge on another source; the hedge's answer is returned,
+    the stalled leg's connection is closed, its span says hedge_cancelled, its breaker is not
+    fed, and the call span carries the winner's figures."""
+    sources = [source(provider, "a", "stall"), source(provider, "b", "smooth", priority=1)]
+    async with Client(
+        sources, hedge_stall_after_s=0.2, stall_threshold_ms=100, tracer_provider=spans.provider
+    ) as client:
+        result = await client.chat(MESSAGES)
+        await provider.stats.wait_for_disconnects(1)
+        assert client.breaker_state("a") == "closed"
+        assert client._states[0].breaker.failures == 0
+    stats = result.stats
+    assert result.source == "b"
+    assert (stats.hedges, stats.hedge_won, stats.attempts) == (1, True, 2)
+    assert result.text.startswith("word0")
+    assert stats.stall_count == 0, "the loser's stall never enters the winner's figures"
+    legs = attempts_by_source(spans)
+    assert legs["a"][sc.ATTEMPT_OUTCOME] == sc.OUTCOME_HEDGE_CANCELLED
+    assert legs["a"][sc.ATTEMPT_LEG] == sc.LEG_PRIMARY
+    assert sc.STALL_MS not in legs["a"], "a cancelled loser has no stall figures"
+    assert legs["b"][sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert legs["b"][sc.ATTEMPT_LEG] == sc.LEG_HEDGE
+    (call,) = spans.calls()
+    attrs = call.attributes or {}
+    assert attrs[sc.CALL_HEDGE_WON] is True
+    assert attrs[sc.CALL_HEDGES] == 1
+    assert attrs[sc.STALL_MS] == stats.stall_ms
+    assert attrs[sc.GENERATION_MS] == stats.generation_ms
+    assert attrs[sc.TTFT_MS] == stats.ttft_ms
+    assert attrs[sc.WALL_MS] == stats.wall_ms
+
+
+async def test_first_token_hedge(provider: SimulatedProvider, spans: Spans) -> None:
+    """A primary with no first chunk after AFTER_S gets a hedge on another source."""
+    sources = [source(provider, "a", "slow-first"), source(provider, "b", "smooth")]
+    async with Client(sources, hedge_after_s=0.2, tracer_provider=spans.provider) as client:
+        result = await client.chat(MESSAGES)
+    assert result.source == "b"
+    assert result.stats.hedge_won
+
+
+async def test_hedging_off_by_default_behaves_unhedged(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """With both hedge keys unset a stalled stream is simply waited for (R15)."""
+    sources = [source(provider, "a", "short-stall"), source(provider, "b", "smooth")]
+    async with Client(sources, stall_threshold_ms=100, tracer_provider=spans.provider) as client:
+        result = await client.chat(MESSAGES)
+    assert result.source == "a"
+    assert (result.stats.attempts, result.stats.hedges) == (1, 0)
+    assert result.stats.stall_count == 1
+    assert result.stats.stall_ms is not None
+    assert result.stats.stall_ms >= 600
+
+
+async def test_stall_only_hedging_leaves_non_streamed_calls_alone(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """With only STALL_AFTER_S set, a non-streamed request runs exactly as unhedged (R8)."""
+    sources = [source(provider, "a", "late-first"), source(provider, "b", "smooth")]
+    async with Client(sources, hedge_stall_after_s=0.1, tracer_provider=spans.provider) as client:
+        result = await client.chat(MESSAGES, stream=False)
+    assert result.source == "a"
+    assert result.stats.hedges == 0
+
+
+async def test_watchdog_kills_a_keepalive_only_stream_and_fails_over(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """Keepalives do not keep a silent stream alive: the watchdog kills it (a transient
+    failure that feeds the breaker) and the call fails over."""
+    sources = [
+        source(provider, "a", "stall", inter_token_timeout_s=0.3),
+        source(provider, "b", "smooth"),
+    ]
+    async with Client(sources, tracer_provider=spans.provider, backoff_base_s=0.01) as client:
+        result = await client.chat(MESSAGES)
+        assert client._states[0].breaker.failures == 1
+    assert result.source == "b"
+    assert result.text.startswith("word0"), "the killed stream's partial answer is discarded"
+    legs = attempts_by_source(spans)
+    assert legs["a"][sc.ATTEMPT_OUTCOME] == sc.OUTCOME_WATCHDOG_KILLED
+    assert legs["a"][sc.ERROR_TYPE] == "WatchdogTimeout"
+
+
+async def test_watchdog_kill_of_primary_during_live_hedge(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """The primary killed by the watchdog while the hedge runs: the round waits for the hedge
+    and still records the kill on the primary's breaker (R11)."""
+    sources = [
+        source(provider, "a", "stall", inter_token_timeout_s=0.6),
+        source(provider, "b", "late-first"),
+    ]
+    async with Client(sources, hedge_stall_after_s=0.1, tracer_provider=spans.provider) as client:
+        result = await client.chat(MESSAGES)
+        assert client._states[0].breaker.failures == 1
+    assert result.source == "b"
+    assert result.stats.hedge_won
+    legs = attempts_by_source(spans)
+    assert legs["a"][sc.ATTEMPT_OUTCOME] == sc.OUTCOME_WATCHDOG_KILLED
+
+
+async def test_both_legs_failing_cost_one_budget_unit(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """A round whose two legs both fail costs one retry unit: with max_attempts=2 a second
+    round runs (three attempts in all)."""
+    sources = [
+        source(provider, "a", "stall", inter_token_timeout_s=0.5),
+        source(provider, "b", "fail"),
+    ]
+    async with Client(
+        sources,
+        hedge_stall_after_s=0.1,
+        max_attempts=2,
+        backoff_base_s=0.01,
+        tracer_provider=spans.provider,
+    ) as client:
+        with pytest.raises(AllSourcesExhausted, match="2 attempts failed"):
+            await client.chat(MESSAGES)
+    (call,) = spans.calls()
+    assert call.attributes[sc.CALL_ATTEMPTS] == 3  # type: ignore[index]
+    assert call.attributes[sc.CALL_HEDGES] == 1  # type: ignore[index]
+
+
+async def test_caller_cancellation_closes_every_leg(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """Cancelling the caller during a stall cancels both legs, closes their connections, ends
+    their spans as cancelled and propagates CancelledError (R14)."""
+    sources = [source(provider, "a", "stall"), source(provider, "b", "stall")]
+    async with Client(sources, hedge_stall_after_s=0.1, tracer_provider=spans.provider) as client:
+        task = asyncio.create_task(client.chat(MESSAGES))
+        await provider.stats.wait_for_requests(2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await provider.stats.wait_for_disconnects(2)
+    outcomes = sorted(str(s.attributes[sc.ATTEMPT_OUTCOME]) for s in spans.attempts())  # type: ignore[index]
+    assert outcomes == [sc.OUTCOME_CANCELLED, sc.OUTCOME_CANCELLED]
+    (call,) = spans.calls()
+    assert call.status.status_code.name == "ERROR"
+
+
+async def test_no_hedging_into_a_source_answering_429(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """A source that just answered 429 is not a hedge target (R16)."""
+    sources = [source(provider, "a", "rate-limited"), source(provider, "b", "short-stall")]
+    async with Client(
+        sources, hedge_stall_after_s=0.1, stall_threshold_ms=100, tracer_provider=spans.provider
+    ) as client:
+        result = await client.chat(MESSAGES)
+    assert result.source == "b"
+    assert result.stats.hedges == 0, "the only other source is answering 429"
+    assert result.stats.stall_count == 1
+
+
+async def test_hedge_budget_caps_extra_requests(provider: SimulatedProvider, spans: Spans) -> None:
+    """With the hedge budget spent, later stalls are waited out instead of hedged (R16)."""
+    sources = [source(provider, "a", "short-stall"), source(provider, "b", "smooth")]
+    async with Client(
+        sources, hedge_stall_after_s=0.1, hedge_budget_ratio=0.0, tracer_provider=spans.provider
+    ) as client:
+        client._hedge_budget.tokens = 1.0  # one hedge left
+        first = await client.chat(MESSAGES)
+        second = await client.chat(MESSAGES)
+    assert first.stats.hedges == 1
+    assert second.stats.hedges == 0
+    assert second.source == "a"
+
+
+async def test_rate_limited_only_source_exhausts_on_the_window(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """A source that only answers 429 (Retry-After 30 s) ends the call at the stall window."""
+    sources = [source(provider, "a", "rate-limited")]
+    async with Client(sources, stall_window_s=0.5, tracer_provider=spans.provider) as client:
+        with pytest.raises(AllSourcesExhausted, match="without any output") as caught:
+            await client.chat(MESSAGES)
+    assert "429" in caught.value.reasons["a"]
