@@ -139,8 +139,9 @@ class CallRun(Generic[T]):
             if result.winner is not None:
                 return self._outcome(result)
             for leg in result.failed:
-                if not isinstance(leg.error, e.ProviderError):
-                    raise leg.error  # not a provider's failure (a bug, a fatal error): never retry
+                error = leg.error
+                if error is not None and not isinstance(error, e.ProviderError):
+                    raise error  # not a provider's failure (a bug, a fatal error): never retry
             avoid = state.name
             await self._after_failure(result)
 
