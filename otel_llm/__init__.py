@@ -28,9 +28,20 @@ from otel_llm._errors import (
 )
 from otel_llm._init import Telemetry, init
 from otel_llm._version import __version__
+from otel_llm.act._admission import Admission, Limits, LocalAdmission
 from otel_llm.act._client import Client
-from otel_llm.act._completion import Completion, ToolCall, Usage
-from otel_llm.act._result import ChatResult
+from otel_llm.act._completion import Completion, Embeddings, ToolCall, Usage
+from otel_llm.act._result import ChatResult, EmbeddingsResult
+from otel_llm.act._settings import (
+    AdmissionSettings,
+    BreakerSettings,
+    ClientSettings,
+    ConfigWarning,
+    EmbeddingSettings,
+    HedgeSettings,
+    RetrySettings,
+    StreamSettings,
+)
 from otel_llm.act._source import Source
 from otel_llm.act._stats import CallStats
 from otel_llm.measure._processor import DerivingSpanProcessor
@@ -38,20 +49,31 @@ from otel_llm.measure._stalls import StallFigures
 from otel_llm.show._duckdb_exporter import DuckDBSpanExporter, ExportStats
 
 __all__ = [
+    "Admission",
+    "AdmissionSettings",
     "AllSourcesExhausted",
     "AuthenticationError",
     "BackendUnavailable",
     "BadRequest",
+    "BreakerSettings",
     "CallStats",
     "ChatResult",
     "Client",
+    "ClientSettings",
     "Completion",
+    "ConfigWarning",
     "ConfigurationError",
     "ContentFiltered",
     "ContextLengthExceeded",
     "DerivingSpanProcessor",
     "DuckDBSpanExporter",
+    "EmbeddingSettings",
+    "Embeddings",
+    "EmbeddingsResult",
     "ExportStats",
+    "HedgeSettings",
+    "Limits",
+    "LocalAdmission",
     "MalformedStream",
     "NotFound",
     "OtelLLMError",
@@ -60,9 +82,12 @@ __all__ = [
     "ProviderError",
     "ProviderTimeout",
     "RateLimited",
+    "RedisAdmission",
+    "RetrySettings",
     "ServerError",
     "Source",
     "StallFigures",
+    "StreamSettings",
     "Telemetry",
     "ToolCall",
     "TransientError",
@@ -72,3 +97,12 @@ __all__ = [
     "__version__",
     "init",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``RedisAdmission`` is imported on first use: it needs the ``redis`` extra."""
+    if name == "RedisAdmission":
+        from otel_llm.act._redis_admission import RedisAdmission
+
+        return RedisAdmission
+    raise AttributeError(f"module 'otel_llm' has no attribute {name!r}")

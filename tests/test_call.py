@@ -4,6 +4,7 @@ admission — with scripted answers through httpx.MockTransport."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import httpx
 import pytest
@@ -17,8 +18,10 @@ from otel_llm import (
 )
 from otel_llm import _semconv as sc
 from otel_llm.act._admission import Limits, LocalAdmission
+from otel_llm.act._settings import AdmissionSettings, ClientSettings
 from tests.conftest import Spans
 from tests.fakes import Scripted, error, json_answer, sse_answer
+from tests.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -261,3 +264,49 @@ async def test_embeddings_fail_over(spans: Spans) -> None:
     assert result.source == "b"
     names = {s.attributes[sc.GEN_AI_OPERATION_NAME] for s in spans.finished()}  # type: ignore[index]
     assert names == {"embeddings"}
+
+
+async def test_unexpected_errors_propagate_without_retry(spans: Spans) -> None:
+    """An error that is not a provider's failure (a bug) propagates at once, never retried."""
+
+    async def broken(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError("bug in a transport")
+
+    script = Scripted({"a": [broken], "b": [sse_answer()]})
+    async with client(script, spans) as c:
+        with pytest.raises(RuntimeError, match="bug in a transport"):
+            await c.chat(MESSAGES)
+    assert script.seen == ["a"]
+
+
+async def test_shared_redis_admission_through_settings(spans: Spans, redis_url: str) -> None:
+    """With ADMISSION backend redis, the client's quota lives in Redis."""
+    settings = ClientSettings(
+        sources=(source("a", requests_per_minute=1), source("b")),
+        admission=AdmissionSettings(
+            backend="redis", redis_url=redis_url, key_prefix=f"test-{uuid.uuid4()}"
+        ),
+    )
+    script = Scripted({"a": [sse_answer()], "b": [sse_answer()]})
+    async with Client(
+        settings=settings, http_client=script.client(), tracer_provider=spans.provider
+    ) as c:
+        first = await c.chat(MESSAGES)
+        second = await c.chat(MESSAGES)
+    assert (first.source, second.source) == ("a", "b")
+
+
+async def test_unreachable_redis_fails_closed_through_the_client(spans: Spans) -> None:
+    """An unreachable Redis admission backend fails the call closed, naming no password."""
+    settings = ClientSettings(
+        sources=(source("a", requests_per_minute=10),),
+        admission=AdmissionSettings(backend="redis", redis_url="redis://:pw-123456@127.0.0.1:9/0"),
+    )
+    script = Scripted({"a": [sse_answer()]})
+    async with Client(
+        settings=settings, http_client=script.client(), tracer_provider=spans.provider
+    ) as c:
+        with pytest.raises(BackendUnavailable) as caught:
+            await c.chat(MESSAGES)
+    assert "pw-123456" not in str(caught.value)
+    assert script.seen == []

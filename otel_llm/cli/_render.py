@@ -14,8 +14,8 @@ def render(console: Console, table: Table, title: str | None = None) -> None:
         console.print(f"[dim]{title + ': ' if title else ''}no rows[/dim]")
         return
     out = RichTable(title=title, title_justify="left", header_style="bold")
-    for column in table.columns:
-        out.add_column(column, overflow="fold")
+    for index, column in enumerate(table.columns):
+        out.add_column(column, overflow="fold", no_wrap=index == 0)
     for row in table.rows:
         out.add_row(*("-" if value is None else str(value) for value in row))
     console.print(out)

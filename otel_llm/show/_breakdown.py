@@ -32,7 +32,7 @@ def _winners(threshold_ms: int | None) -> str:
     else:
         source = f"llm_attempts_at({validate_threshold_ms(threshold_ms, '--threshold-ms')})"
     return f"""
-        SELECT a.*
+        SELECT a.*, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
         FROM llm_calls c
         JOIN {source} a ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt
         WHERE a.trace_id = c.trace_id
@@ -51,6 +51,8 @@ def breakdown_sql(threshold_ms: int | None = None) -> str:
         round(sum(generation_ms) / 1000.0, 1) AS net_s,
         round(100.0 * sum(stall_ms) / nullif(sum(wall_ms), 0), 1) AS "stall_%",
         count(*) FILTER (WHERE stall_count > 0) AS stalled,
+        count(*) FILTER (WHERE call_hedges > 0) AS hedged,
+        count(*) FILTER (WHERE call_hedge_won) AS hedge_wins,
         round(quantile_cont(ttft_ms, 0.5) / 1000.0, 2) AS ttft_p50,
         round(quantile_cont(wall_ms, 0.5) / 1000.0, 2) AS wall_p50,
         round(quantile_cont(wall_ms, 0.99) / 1000.0, 2) AS wall_p99

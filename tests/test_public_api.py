@@ -1,0 +1,74 @@
+"""The public surface does not drift by accident."""
+
+from __future__ import annotations
+
+import otel_llm
+
+EXPECTED = {
+    "Admission",
+    "AdmissionSettings",
+    "AllSourcesExhausted",
+    "AuthenticationError",
+    "BackendUnavailable",
+    "BadRequest",
+    "BreakerSettings",
+    "CallStats",
+    "ChatResult",
+    "Client",
+    "ClientSettings",
+    "Completion",
+    "ConfigWarning",
+    "ConfigurationError",
+    "ContentFiltered",
+    "ContextLengthExceeded",
+    "DerivingSpanProcessor",
+    "DuckDBSpanExporter",
+    "EmbeddingSettings",
+    "Embeddings",
+    "EmbeddingsResult",
+    "ExportStats",
+    "HedgeSettings",
+    "Limits",
+    "LocalAdmission",
+    "MalformedStream",
+    "NotFound",
+    "OtelLLMError",
+    "PermanentError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeout",
+    "RateLimited",
+    "RedisAdmission",
+    "RetrySettings",
+    "ServerError",
+    "Source",
+    "StallFigures",
+    "StreamSettings",
+    "Telemetry",
+    "ToolCall",
+    "TransientError",
+    "TruncatedStream",
+    "Usage",
+    "WatchdogTimeout",
+    "__version__",
+    "init",
+}
+
+
+def test_public_names_are_exactly_the_curated_set() -> None:
+    """__all__ is the curated surface, and every name in it resolves."""
+    assert set(otel_llm.__all__) == EXPECTED
+    for name in otel_llm.__all__:
+        assert getattr(otel_llm, name) is not None
+
+
+def test_errors_form_one_tree() -> None:
+    """Every error the library raises derives from OtelLLMError."""
+    for name in otel_llm.__all__:
+        value = getattr(otel_llm, name)
+        if (
+            isinstance(value, type)
+            and issubclass(value, Exception)
+            and not issubclass(value, Warning)
+        ):
+            assert issubclass(value, otel_llm.OtelLLMError), name
