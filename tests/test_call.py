@@ -22,6 +22,7 @@ from otel_llm.act._settings import AdmissionSettings, ClientSettings
 from tests.conftest import Spans
 from tests.fakes import Scripted, error, json_answer, sse_answer
 from tests.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
+from tests.virtual_time import run_virtual
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -133,30 +134,32 @@ async def test_call_deadline_bounds_everything(spans: Spans) -> None:
     assert attempt.attributes[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CANCELLED  # type: ignore[index]
 
 
-@pytest.mark.looptime
-async def test_gateway_holding_then_429_ends_at_the_stall_window(spans: Spans) -> None:
+def test_gateway_holding_then_429_ends_at_the_stall_window(spans: Spans) -> None:
     """Regression (R3), on virtual time: a gateway that holds every request for the full
     60 s timeout and then answers 429 ends the call at the 300 s window, not after hours."""
-    loop = asyncio.get_running_loop()
 
     async def hold_then_429(request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(60)
         return error(429)
 
     script = Scripted({"a": [hold_then_429]})
-    started = loop.time()
-    async with client(
-        script, spans, source("a", timeout_s=60), max_attempts=3, stall_window_s=300
-    ) as c:
-        with pytest.raises(AllSourcesExhausted, match="without any output"):
-            await c.chat(MESSAGES, stream=False)
-    elapsed = loop.time() - started
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(
+            script, spans, source("a", timeout_s=60), max_attempts=3, stall_window_s=300
+        ) as c:
+            with pytest.raises(AllSourcesExhausted, match="without any output"):
+                await c.chat(MESSAGES, stream=False)
+        return loop.time() - started
+
+    elapsed = run_virtual(main())
     assert 300 <= elapsed <= 361
     assert len(script.seen) <= 6, "5 held 429 attempts fill the window, not 301"
 
 
-@pytest.mark.looptime
-async def test_transient_attempt_time_does_not_count_as_stall(spans: Spans) -> None:
+def test_transient_attempt_time_does_not_count_as_stall(spans: Spans) -> None:
     """Time inside attempts that burn max_attempts is not stall: three 200 s timeouts-then-5xx
     do not end the call at a 300 s window; max_attempts does."""
 
@@ -165,11 +168,15 @@ async def test_transient_attempt_time_does_not_count_as_stall(spans: Spans) -> N
         return error(500)
 
     script = Scripted({"a": [hold_then_500]})
-    async with client(
-        script, spans, source("a", timeout_s=250), max_attempts=3, stall_window_s=300
-    ) as c:
-        with pytest.raises(AllSourcesExhausted, match="3 attempts failed"):
-            await c.chat(MESSAGES, stream=False)
+
+    async def main() -> None:
+        async with client(
+            script, spans, source("a", timeout_s=250), max_attempts=3, stall_window_s=300
+        ) as c:
+            with pytest.raises(AllSourcesExhausted, match="3 attempts failed"):
+                await c.chat(MESSAGES, stream=False)
+
+    run_virtual(main())
     assert len(script.seen) == 3
 
 

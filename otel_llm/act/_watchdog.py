@@ -9,10 +9,10 @@ until the new deadline or fires.
 from __future__ import annotations
 
 import asyncio
-from time import monotonic_ns
 from types import TracebackType
 
 from otel_llm._errors import WatchdogTimeout
+from otel_llm.measure import _clock
 from otel_llm.measure._chunks import ChunkClock
 
 _NS = 1_000_000_000
@@ -43,7 +43,7 @@ class Watchdog:
     def _next_check_s(self) -> float:
         """Seconds until the next look: the deadline, or sooner while no chunk has come (the
         first chunk moves the deadline to an inter-chunk budget that may end earlier)."""
-        remaining = self._deadline_ns() - monotonic_ns()
+        remaining = self._deadline_ns() - _clock.now_ns()
         if self._clock.count == 0:
             remaining = min(remaining, self._inter_ns)
         return remaining / _NS
@@ -51,7 +51,7 @@ class Watchdog:
     def _check(self) -> None:
         self._handle = None
         loop = asyncio.get_running_loop()
-        if self._deadline_ns() > monotonic_ns():
+        if self._deadline_ns() > _clock.now_ns():
             self._handle = loop.call_later(self._next_check_s(), self._check)
             return
         chunks = self._clock.count

@@ -13,9 +13,9 @@ import asyncio
 from array import array
 from collections.abc import Mapping
 from operator import sub
-from time import monotonic_ns
 from typing import Any
 
+from otel_llm.measure import _clock
 from otel_llm.measure._stalls import Timeline
 
 
@@ -40,7 +40,7 @@ def is_incremental(chunk: Mapping[str, Any]) -> bool:
 
 
 class ChunkClock:
-    """Arrival times (``time.monotonic_ns``) of one attempt's incremental chunks.
+    """Arrival times (``_clock.now_ns``, monotonic) of one attempt's incremental chunks.
 
     ``mark()`` is the whole per-chunk cost: one timestamp appended, one flag set. A consumer-aware
     caller (a wrapped stream, SPEC M8) passes the time it started waiting for the chunk, so time
@@ -56,14 +56,14 @@ class ChunkClock:
         *,
         consumer_aware: bool = False,
     ) -> None:
-        self.start_ns = monotonic_ns() if start_ns is None else start_ns
+        self.start_ns = _clock.now_ns() if start_ns is None else start_ns
         self._arrivals = array("q")
         self._waits: array[int] | None = array("q") if consumer_aware else None
         self._signal = signal
 
     def mark(self) -> None:
         """Record the arrival of an incremental chunk now."""
-        self._arrivals.append(monotonic_ns())
+        self._arrivals.append(_clock.now_ns())
         if self._signal is not None:
             self._signal.set()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from time import monotonic_ns, time_ns
+from time import time_ns
 from typing import Any
 
 from opentelemetry import trace
@@ -20,6 +20,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
+from otel_llm.measure import _clock
 from otel_llm.measure._chunks import ChunkClock
 from otel_llm.measure._events import event_attributes, plan_chunk_events
 from otel_llm.measure._stalls import StallFigures, meter
@@ -62,7 +63,7 @@ class AttemptSpan:
     ) -> None:
         """``start_ns`` (a ``time.monotonic_ns()`` value) defaults to now."""
         self._anchor_ns = time_ns()
-        start = monotonic_ns() if start_ns is None else start_ns
+        start = _clock.now_ns() if start_ns is None else start_ns
         self.clock = ChunkClock(start, signal, consumer_aware=consumer_aware)
         self.streamed = streamed
         self.threshold_ms = threshold_ms
@@ -105,7 +106,7 @@ class AttemptSpan:
         """
         if self._figures is not None:
             return self._figures
-        end_ns = monotonic_ns() if end_ns is None else end_ns
+        end_ns = _clock.now_ns() if end_ns is None else end_ns
         gaps = self.clock.gaps_ns() if self.streamed else []
         timeline = self.clock.timeline(end_ns, streamed=self.streamed, gaps_ns=gaps)
         self._figures = figures = meter(timeline, self.threshold_ms)
