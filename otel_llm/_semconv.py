@@ -52,6 +52,10 @@ OUTCOME_ERROR: Final = "error"
 OUTCOME_WATCHDOG_KILLED: Final = "watchdog_killed"
 OUTCOME_HEDGE_CANCELLED: Final = "hedge_cancelled"
 OUTCOME_CANCELLED: Final = "cancelled"
+OUTCOME_CLOSED: Final = "closed"
+"""A wrapped stream the consumer closed (or broke out of) before its end."""
+OUTCOME_DROPPED: Final = "dropped"
+"""A wrapped stream collected without being consumed to the end or closed."""
 OUTCOMES_WITHOUT_FIGURES: Final = frozenset({OUTCOME_HEDGE_CANCELLED, OUTCOME_CANCELLED})
 """A cancelled attempt carries no stall figures (SPEC M7)."""
 
@@ -69,6 +73,10 @@ CHUNK_EVENTS_RECORDED: Final = "otel_llm.chunks.events"
 """Span attribute: chunk events the instrumentation added (to detect dropped events)."""
 CHUNK_EVENTS_FLOOR_MS: Final = "otel_llm.chunks.events_floor_ms"
 """Span attribute: every gap strictly longer than this has a chunk event."""
+
+CONSUMER_HOLD_MS: Final = "otel_llm.consumer.hold_ms"
+"""Span attribute (wrapped streams): time the application held the stream between reads —
+not provider silence, never counted as stall (SPEC M8)."""
 
 STALL_THRESHOLD_MS: Final = "otel_llm.stall.threshold_ms"
 """Span attribute: the stall threshold in force when the attempt was measured."""

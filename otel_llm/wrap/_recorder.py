@@ -1,0 +1,217 @@
+"""The spans of one wrapped call: a call span and one attempt span, ended exactly once.
+
+A wrapped call (an SDK's ``create()`` or any chunk stream) produces the same call span, attempt
+span and chunk events as otel-llm's own client, so the deriving processor, the DuckDB views and
+the dashboards treat it identically. Metering is consumer-aware (SPEC M8): time the application
+holds the stream between reads is measured apart and never counted as stall.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from otel_llm import _semconv as sc
+from otel_llm._content import capture_content, input_messages, output_messages
+from otel_llm._errors import TruncatedStream
+from otel_llm.measure import _clock
+from otel_llm.measure._metrics import LlmMetrics
+from otel_llm.measure._spans import AttemptSpan
+from otel_llm.measure._stalls import to_ms
+from otel_llm.wrap._chunk_view import Classifier, ResponseNotes, openai_classifier
+
+logger = logging.getLogger("otel_llm")
+
+
+class CallRecorder:
+    """Spans and metrics of one wrapped call. Thread-safe; every ``end_*`` is idempotent."""
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        metrics: LlmMetrics | None,
+        *,
+        operation: str,
+        provider: str,
+        model: str | None,
+        streamed: bool,
+        threshold_ms: int,
+        server_address: str | None = None,
+        server_port: int | None = None,
+        messages: Sequence[Any] | None = None,
+        classifier: Classifier = openai_classifier,
+        started_ns: int | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+    ) -> None:
+        self.classifier = classifier
+        self.metrics = metrics
+        self.capture = capture_content()
+        self.notes = ResponseNotes(capture_text=self.capture)
+        self.hold_ns = 0
+        self._last_return_ns: int | None = None
+        self._lock = threading.Lock()
+        self._ended = False
+        common: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: operation,
+            sc.GEN_AI_PROVIDER_NAME: provider,
+            sc.GEN_AI_REQUEST_STREAM: streamed,
+        }
+        if model:
+            common[sc.GEN_AI_REQUEST_MODEL] = model
+        if server_address:
+            common[sc.SERVER_ADDRESS] = server_address
+        if server_port is not None:
+            common[sc.SERVER_PORT] = server_port
+        common.update(attributes or {})
+        self._metric_attributes: dict[str, AttributeValue] = {
+            key: common[key]
+            for key in (sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_REQUEST_MODEL)
+            if key in common
+        }
+        name = sc.span_name(operation, model)
+        call_attributes: dict[str, AttributeValue] = {sc.SPAN_ROLE: sc.SPAN_ROLE_CALL, **common}
+        if self.capture and messages is not None:
+            call_attributes[sc.GEN_AI_INPUT_MESSAGES] = input_messages(messages)
+        self.call = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=call_attributes)
+        self.attempt = AttemptSpan(
+            tracer,
+            name,
+            attributes={
+                **common,
+                sc.ATTEMPT_NUMBER: 1,
+                sc.ATTEMPT_LEG: sc.LEG_PRIMARY,
+                sc.ATTEMPT_SOURCE: provider,
+            },
+            threshold_ms=threshold_ms,
+            streamed=streamed,
+            context=trace.set_span_in_context(self.call),
+            consumer_aware=True,
+            start_ns=started_ns,
+        )
+        self.started_ns = self.attempt.clock.start_ns
+
+    @property
+    def ended(self) -> bool:
+        """True once the spans have ended."""
+        return self._ended
+
+    # --- the per-item path --------------------------------------------------------------------
+
+    def on_item(self, item: Any, wait_start_ns: int, arrival_ns: int) -> None:
+        """One item came out of the stream: the consumer asked at ``wait_start_ns``."""
+        last = self._last_return_ns
+        if last is not None and wait_start_ns > last:
+            self.hold_ns += wait_start_ns - last
+        try:
+            if self.classifier(item):
+                self.attempt.clock.mark_after_wait(wait_start_ns, arrival_ns)
+            self.notes.feed(item)
+        except Exception:  # a classifier bug must not break the application's stream
+            logger.exception("otel-llm: could not read a streamed item")
+        self._last_return_ns = _clock.now_ns()
+
+    # --- endings ------------------------------------------------------------------------------
+
+    def end_ok(self) -> None:
+        """The stream ended. Without a finish reason it was cut short (recorded as an error)."""
+        if self.attempt.streamed and not self.notes.finish_reasons:
+            self._end(
+                sc.OUTCOME_ERROR,
+                TruncatedStream("the stream ended without a finish reason"),
+                cut_short=True,
+            )
+        else:
+            self._end(sc.OUTCOME_OK, None)
+
+    def end_completion(self, completion: Any) -> None:
+        """A non-streamed answer arrived."""
+        try:
+            self.notes.feed_completion(completion)
+        except Exception:
+            logger.exception("otel-llm: could not read a completion")
+        self._end(sc.OUTCOME_OK, None)
+
+    def end_error(self, error: BaseException) -> None:
+        """The call or the stream raised."""
+        self._end(sc.OUTCOME_ERROR, error, cut_short=True)
+
+    def end_cancelled(self) -> None:
+        """The consuming task was cancelled."""
+        self._end(sc.OUTCOME_CANCELLED, None, cut_short=True)
+
+    def end_closed(self) -> None:
+        """The consumer closed the stream before its end."""
+        self._end(sc.OUTCOME_CLOSED, None, cut_short=True)
+
+    def end_dropped(self) -> None:
+        """The stream was collected without being consumed or closed."""
+        self._end(sc.OUTCOME_DROPPED, None, cut_short=True)
+
+    def _end(self, outcome: str, error: BaseException | None, *, cut_short: bool = False) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        try:
+            self._finish(outcome, error, cut_short)
+        except Exception:
+            logger.exception("otel-llm: could not end the spans of a wrapped call")
+
+    def _finish(self, outcome: str, error: BaseException | None, cut_short: bool) -> None:
+        notes = self.notes
+        response = self._response_attributes(cut_short)
+        figures = self.attempt.finish(outcome, error=error, attributes=response)
+        call = self.call
+        call.set_attributes(response)
+        call.set_attributes({sc.CALL_ATTEMPTS: 1, sc.CALL_HEDGES: 0, sc.CALL_HEDGE_WON: False})
+        if outcome == sc.OUTCOME_OK:
+            call.set_attribute(sc.CALL_WINNER_ATTEMPT, 1)
+        if self.capture and notes.text:
+            reason = notes.finish_reasons.get(0)
+            call.set_attribute(
+                sc.GEN_AI_OUTPUT_MESSAGES, output_messages("".join(notes.text), reason)
+            )
+        metric_attributes: dict[str, AttributeValue] = dict(self._metric_attributes)
+        if notes.model:
+            metric_attributes[sc.GEN_AI_RESPONSE_MODEL] = notes.model
+        if error is not None:
+            kind = getattr(error, "error_type", type(error).__name__)
+            call.set_attribute(sc.ERROR_TYPE, kind)
+            call.set_status(Status(StatusCode.ERROR, str(error) or type(error).__name__))
+            metric_attributes[sc.ERROR_TYPE] = kind
+        elif outcome != sc.OUTCOME_OK:
+            call.set_attribute(sc.ERROR_TYPE, outcome)
+            metric_attributes[sc.ERROR_TYPE] = outcome
+        call.end()
+        if self.metrics is not None:
+            observable = None if outcome in sc.OUTCOMES_WITHOUT_FIGURES else figures
+            self.metrics.record_call(figures.wall_ms / 1000, observable, metric_attributes)
+
+    def _response_attributes(self, cut_short: bool) -> dict[str, AttributeValue]:
+        notes = self.notes
+        attrs: dict[str, AttributeValue] = {}
+        if notes.model:
+            attrs[sc.GEN_AI_RESPONSE_MODEL] = notes.model
+        if notes.response_id:
+            attrs[sc.GEN_AI_RESPONSE_ID] = notes.response_id
+        reasons = [reason for _, reason in sorted(notes.finish_reasons.items())]
+        if cut_short and not reasons:
+            reasons = ["error"]
+        if reasons:
+            attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+        for key, value in (
+            (sc.GEN_AI_USAGE_INPUT_TOKENS, notes.input_tokens),
+            (sc.GEN_AI_USAGE_OUTPUT_TOKENS, notes.output_tokens),
+            (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, notes.reasoning_tokens),
+        ):
+            if value is not None:
+                attrs[key] = value
+        if self.attempt.streamed:
+            attrs[sc.CONSUMER_HOLD_MS] = to_ms(self.hold_ns)
+        return attrs
