@@ -31,7 +31,6 @@ from otel_llm.measure._stalls import validate_threshold_ms
 from otel_llm.wrap._observe import AsyncObservedStream, ObservedStream, _Proxy
 from otel_llm.wrap._recorder import CallRecorder
 
-_MARK = "__otel_llm_wrapper__"
 _CHAT = "openai.resources.chat.completions.completions"
 _EMBEDDINGS = "openai.resources.embeddings"
 _TARGETS = (
@@ -54,6 +53,8 @@ class _Config:
 _lock = threading.Lock()
 _config: _Config | None = None
 _originals: dict[tuple[str, str], Any] = {}
+_installed: dict[tuple[str, str], Any] = {}
+"""Our wrapper on each class (compared by identity: wrapt proxies forward attributes)."""
 
 
 def _provider(resource: Any) -> tuple[str, str | None, int | None]:
@@ -88,30 +89,34 @@ def _recorder(
 class _RawResponse(_Proxy):
     """``with_raw_response`` / ``with_streaming_response``: meter what ``parse()`` returns."""
 
-    def __init__(self, wrapped: Any, recorder: CallRecorder) -> None:
+    def __init__(self, wrapped: Any, recorder: CallRecorder, is_async: bool) -> None:
         self._wrapped = wrapped
         self._recorder = recorder
+        self._is_async = is_async
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
         parsed = self._wrapped.parse(*args, **kwargs)
         if inspect.isawaitable(parsed):
             return self._parse_later(parsed)
-        return _observe_result(parsed, self._recorder)
+        return _observe_result(parsed, self._recorder, self._is_async)
 
     async def _parse_later(self, parsed: Awaitable[Any]) -> Any:
-        return _observe_result(await parsed, self._recorder)
+        return _observe_result(await parsed, self._recorder, self._is_async)
 
 
-def _observe_result(result: Any, recorder: CallRecorder) -> Any:
-    """Wrap a stream, record a complete answer, or wrap a raw response for its ``parse()``."""
+def _observe_result(result: Any, recorder: CallRecorder, is_async: bool) -> Any:
+    """Wrap a stream, record a complete answer, or wrap a raw response for its ``parse()``.
+
+    Whether a stream is sync or async follows the SDK resource that made it: another
+    instrumentation's proxy around the stream may offer both protocols."""
     if isinstance(result, ObservedStream | AsyncObservedStream):
         return result
     if hasattr(result, "parse") and hasattr(result, "http_response"):
-        return _RawResponse(result, recorder)
-    if hasattr(result, "__aiter__") and hasattr(result, "response"):
-        return AsyncObservedStream(result, recorder)
-    if hasattr(result, "__iter__") and hasattr(result, "response"):
-        return ObservedStream(result, recorder)
+        return _RawResponse(result, recorder, is_async)
+    if recorder.attempt.streamed and hasattr(result, "response"):
+        return (
+            AsyncObservedStream(result, recorder) if is_async else ObservedStream(result, recorder)
+        )
     recorder.end_completion(result)
     return result
 
@@ -130,9 +135,8 @@ def _wrap(original: Callable[..., Any], operation: str, is_async: bool) -> Calla
             except BaseException as exc:
                 recorder.end_error(exc)
                 raise
-            return _observe_result(result, recorder)
+            return _observe_result(result, recorder, True)
 
-        setattr(async_wrapper, _MARK, True)
         return async_wrapper
 
     @functools.wraps(original)
@@ -146,9 +150,8 @@ def _wrap(original: Callable[..., Any], operation: str, is_async: bool) -> Calla
         except BaseException as exc:
             recorder.end_error(exc)
             raise
-        return _observe_result(result, recorder)
+        return _observe_result(result, recorder, False)
 
-    setattr(wrapper, _MARK, True)
     return wrapper
 
 
@@ -170,19 +173,22 @@ def instrument_openai(
         _config = config
         for module_name, class_name, operation, is_async in _TARGETS:
             cls = getattr(importlib.import_module(module_name), class_name)
+            key = (module_name, class_name)
             current = cls.__dict__["create"]
-            if (module_name, class_name) in _originals and _wrapped_by_us(cls):
+            if key in _installed and _in_chain(current, _installed[key]):
                 continue
-            _originals[(module_name, class_name)] = current
-            cls.create = _wrap(current, operation, is_async)
+            _originals[key] = current
+            _installed[key] = cls.create = _wrap(current, operation, is_async)
 
 
-def _wrapped_by_us(cls: type) -> bool:
-    seen = cls.__dict__["create"]
-    while seen is not None:
-        if getattr(seen, _MARK, False):
+def _in_chain(function: Any, ours: Any) -> bool:
+    """True when ``ours`` is ``function`` or anything it wraps (``__wrapped__`` chain)."""
+    seen: set[int] = set()
+    while function is not None and id(function) not in seen:
+        if function is ours:
             return True
-        seen = getattr(seen, "__wrapped__", None)
+        seen.add(id(function))
+        function = getattr(function, "__wrapped__", None)
     return False
 
 
@@ -193,9 +199,10 @@ def uninstrument_openai() -> None:
     with _lock:
         for (module_name, class_name), original in list(_originals.items()):
             cls = getattr(importlib.import_module(module_name), class_name)
-            if getattr(cls.__dict__["create"], _MARK, False):
+            if cls.__dict__["create"] is _installed[(module_name, class_name)]:
                 cls.create = original
                 del _originals[(module_name, class_name)]
+                del _installed[(module_name, class_name)]
         if _config is not None:
             _config.enabled = False
         _config = None
