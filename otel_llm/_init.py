@@ -7,7 +7,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -21,6 +23,7 @@ from otel_llm.show._duckdb_exporter import DuckDBSpanExporter
 logger = logging.getLogger("otel_llm")
 
 _OTLP_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+_OTLP_METRICS_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 _MIN_EVENTS = DEFAULTS.chunk_event_budget + 8
 
 
@@ -52,6 +55,16 @@ def _otlp_processor() -> SpanProcessor | None:
     return BatchSpanProcessor(OTLPSpanExporter())
 
 
+def _otlp_meter_provider(resource: Resource) -> MeterProvider | None:
+    """A meter provider exporting OTLP/HTTP when the standard variables ask for it."""
+    if not any(os.environ.get(name) for name in _OTLP_METRICS_VARS):
+        return None
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+    return MeterProvider(metric_readers=[reader], resource=resource)
+
+
 @dataclass
 class Telemetry:
     """What :func:`init` set up. ``shutdown()`` flushes and stops everything it started."""
@@ -63,6 +76,8 @@ class Telemetry:
     stall_threshold_ms: int
     owns_provider: bool
     enabled: bool = True
+    meter_provider: MeterProvider | None = None
+    """The OTLP meter provider ``init()`` created, if it created one."""
     _shut: bool = field(default=False, repr=False)
 
     @property
@@ -81,6 +96,8 @@ class Telemetry:
         if self._shut:
             return
         self._shut = True
+        if self.meter_provider is not None:
+            self.meter_provider.shutdown()
         if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             self.tracer_provider.shutdown()
         elif self.processor is not None:
@@ -139,8 +156,17 @@ def init(
     else:
         _warn_if_limits_bite(provider)
     provider.add_span_processor(processor)
+    meters = _otlp_meter_provider(provider.resource) if want_otlp else None
+    if meters is not None and set_global:
+        metrics.set_meter_provider(meters)
     return Telemetry(
-        provider, processor, exporter, path if exporter else None, threshold, owns_provider=owns
+        provider,
+        processor,
+        exporter,
+        path if exporter else None,
+        threshold,
+        owns_provider=owns,
+        meter_provider=meters,
     )
 
 

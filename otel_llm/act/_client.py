@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
@@ -18,7 +18,7 @@ from otel_llm._version import __version__
 from otel_llm.act._admission import Admission, LocalAdmission
 from otel_llm.act._attempt import Attempt, completion_attributes, usage_attributes
 from otel_llm.act._breaker import Breaker
-from otel_llm.act._call import CallOutcome, CallRun, CallShared
+from otel_llm.act._call import CallOutcome, CallRun, CallShared, Request, UsageOf
 from otel_llm.act._call_span import CallSpan
 from otel_llm.act._completion import Completion, Embeddings
 from otel_llm.act._hedge_budget import HedgeBudget
@@ -27,7 +27,17 @@ from otel_llm.act._settings import ClientSettings
 from otel_llm.act._source import Source
 from otel_llm.act._source_state import SourceState
 from otel_llm.act._stats import CallStats
+from otel_llm.measure._metrics import LlmMetrics
 from otel_llm.measure._stalls import to_ms, validate_threshold_ms
+
+T = TypeVar("T")
+
+
+def _embeddings_attributes(answer: Embeddings) -> dict[str, AttributeValue]:
+    attrs = usage_attributes(answer.usage)
+    if answer.response_model:
+        attrs[sc.GEN_AI_RESPONSE_MODEL] = answer.response_model
+    return attrs
 
 
 async def _chat(
@@ -85,6 +95,7 @@ class Client:
         breaker_cooldown_s: float | None = None,
         admission: Admission | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
         http_client: httpx.AsyncClient | None = None,
         seed: int | None = None,
     ) -> None:
@@ -132,6 +143,7 @@ class Client:
         ]
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("otel_llm", __version__)
+        self._metrics = LlmMetrics(meter_provider)
         self._http = http_client or httpx.AsyncClient()
         self._owns_http = http_client is None
         self._admission = admission or _admission(self.settings)
@@ -199,56 +211,88 @@ class Client:
         mid-stream switch to the hedge leg never reaches the caller; the whole answer comes back
         once the winning stream ended. ``params`` go to the provider (``max_tokens`` …)."""
         payload: dict[str, Any] = {"messages": list(messages), **params}
+        outcome, stats = await self._call(
+            sc.OPERATION_CHAT,
+            payload,
+            stream=stream,
+            request=_chat,
+            usage_of=lambda completion: completion.usage,
+            describe=completion_attributes,
+        )
+        return ChatResult.of(outcome.answer, outcome.winner.state.name, stats)
+
+    async def embed(self, input: str | Sequence[str], **params: Any) -> EmbeddingsResult:
+        """Embed ``input`` (non-streaming; same retries and failover, never hedged)."""
+        outcome, stats = await self._call(
+            sc.OPERATION_EMBEDDINGS,
+            {"input": input, **params},
+            stream=False,
+            request=_embed,
+            usage_of=lambda answer: answer.usage,
+            describe=_embeddings_attributes,
+        )
+        return EmbeddingsResult.of(outcome.answer, outcome.winner.state.name, stats)
+
+    async def _call(
+        self,
+        operation: str,
+        payload: Mapping[str, Any],
+        *,
+        stream: bool,
+        request: Request[T],
+        usage_of: UsageOf[T],
+        describe: Callable[[T], dict[str, AttributeValue]],
+    ) -> tuple[CallOutcome[T], CallStats]:
+        """One call with its span, stats and metrics (chat is hedged, embeddings never)."""
         started = time.monotonic_ns()
         with CallSpan(
-            self._tracer, operation=sc.OPERATION_CHAT, model=self.sources[0].model, stream=stream
+            self._tracer, operation=operation, model=self.sources[0].model, stream=stream
         ) as call:
             run = CallRun(
                 self._shared(),
                 payload=payload,
                 stream=stream,
-                hedge=True,
-                request=_chat,
-                usage_of=lambda completion: completion.usage,
+                hedge=operation == sc.OPERATION_CHAT,
+                request=request,
+                usage_of=usage_of,
                 context=call.context,
+                operation=operation,
             )
-            outcome = await call.guard(run, run.run())
+            outcome = await self._measured(call, run, started, operation)
             stats = self._stats(outcome, started)
-            attrs = completion_attributes(outcome.answer)
-            call.record(
-                stats, self._winner_attributes(outcome, attrs), outcome.winner.attempt.number
-            )
-            return ChatResult.of(outcome.answer, outcome.winner.state.name, stats)
+            attrs = self._winner_attributes(outcome, describe(outcome.answer))
+            call.record(stats, attrs, outcome.winner.attempt.number)
+            self._record_metrics(operation, outcome, stats)
+            return outcome, stats
 
-    async def embed(self, input: str | Sequence[str], **params: Any) -> EmbeddingsResult:
-        """Embed ``input`` (non-streaming; same retries and failover, never hedged)."""
-        payload: dict[str, Any] = {"input": input, **params}
-        started = time.monotonic_ns()
-        with CallSpan(
-            self._tracer,
-            operation=sc.OPERATION_EMBEDDINGS,
-            model=self.sources[0].model,
-            stream=False,
-        ) as call:
-            run = CallRun(
-                self._shared(),
-                payload=payload,
-                stream=False,
-                hedge=False,
-                request=_embed,
-                usage_of=lambda answer: answer.usage,
-                context=call.context,
-                operation=sc.OPERATION_EMBEDDINGS,
+    async def _measured(
+        self, call: CallSpan, run: CallRun[T], started_ns: int, operation: str
+    ) -> CallOutcome[T]:
+        """Run the call; a failed call still records its duration, with its error type."""
+        try:
+            return await call.guard(run, run.run())
+        except Exception as exc:
+            self._metrics.record_call(
+                (time.monotonic_ns() - started_ns) / 1e9,
+                None,
+                {
+                    sc.GEN_AI_OPERATION_NAME: operation,
+                    sc.GEN_AI_REQUEST_MODEL: self.sources[0].model,
+                    sc.ERROR_TYPE: getattr(exc, "error_type", type(exc).__name__),
+                },
             )
-            outcome = await call.guard(run, run.run())
-            stats = self._stats(outcome, started)
-            attrs = usage_attributes(outcome.answer.usage)
-            if outcome.answer.response_model:
-                attrs[sc.GEN_AI_RESPONSE_MODEL] = outcome.answer.response_model
-            call.record(
-                stats, self._winner_attributes(outcome, attrs), outcome.winner.attempt.number
-            )
-            return EmbeddingsResult.of(outcome.answer, outcome.winner.state.name, stats)
+            raise
+
+    def _record_metrics(self, operation: str, outcome: CallOutcome[Any], stats: CallStats) -> None:
+        source = outcome.winner.state.source
+        attrs: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: operation,
+            sc.GEN_AI_PROVIDER_NAME: source.provider,
+            sc.GEN_AI_REQUEST_MODEL: source.model,
+        }
+        self._metrics.record_call(
+            (stats.call_ms or 0) / 1000, outcome.winner.attempt.figures, attrs
+        )
 
     def _stats(self, outcome: CallOutcome[Any], started_ns: int) -> CallStats:
         figures = outcome.winner.attempt.figures

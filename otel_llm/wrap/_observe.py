@@ -15,7 +15,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 
 from otel_llm._defaults import DEFAULTS
 from otel_llm._version import __version__
@@ -181,6 +181,7 @@ def observe_stream(
     classifier: Classifier = ...,
     stall_threshold_ms: int = ...,
     tracer_provider: trace.TracerProvider | None = ...,
+    meter_provider: metrics.MeterProvider | None = ...,
     started_ns: int | None = ...,
 ) -> AsyncObservedStream[T]: ...
 
@@ -195,6 +196,7 @@ def observe_stream(
     classifier: Classifier = ...,
     stall_threshold_ms: int = ...,
     tracer_provider: trace.TracerProvider | None = ...,
+    meter_provider: metrics.MeterProvider | None = ...,
     started_ns: int | None = ...,
 ) -> ObservedStream[T]: ...
 
@@ -208,6 +210,7 @@ def observe_stream(
     classifier: Classifier = openai_classifier,
     stall_threshold_ms: int = DEFAULTS.stall_threshold_ms,
     tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
     started_ns: int | None = None,
 ) -> ObservedStream[T] | AsyncObservedStream[T]:
     """Meter ``stream`` — any sync or async iterator of chunks — as one call.
@@ -219,7 +222,7 @@ def observe_stream(
     """
     recorder = CallRecorder(
         (tracer_provider or trace.get_tracer_provider()).get_tracer("otel_llm", __version__),
-        LlmMetrics(),
+        LlmMetrics(meter_provider),
         operation=operation,
         provider=provider,
         model=model,
