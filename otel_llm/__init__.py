@@ -47,11 +47,15 @@ from otel_llm.act._stats import CallStats
 from otel_llm.measure._processor import DerivingSpanProcessor
 from otel_llm.measure._stalls import StallFigures
 from otel_llm.show._duckdb_exporter import DuckDBSpanExporter, ExportStats
+from otel_llm.wrap._chunk_view import openai_classifier
+from otel_llm.wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
+from otel_llm.wrap._openai import instrument_openai, uninstrument_openai
 
 __all__ = [
     "Admission",
     "AdmissionSettings",
     "AllSourcesExhausted",
+    "AsyncObservedStream",
     "AuthenticationError",
     "BackendUnavailable",
     "BadRequest",
@@ -76,6 +80,7 @@ __all__ = [
     "LocalAdmission",
     "MalformedStream",
     "NotFound",
+    "ObservedStream",
     "OtelLLMError",
     "PermanentError",
     "ProviderConnectionError",
@@ -96,6 +101,10 @@ __all__ = [
     "WatchdogTimeout",
     "__version__",
     "init",
+    "instrument_openai",
+    "observe_stream",
+    "openai_classifier",
+    "uninstrument_openai",
 ]
 
 

@@ -8,6 +8,7 @@ EXPECTED = {
     "Admission",
     "AdmissionSettings",
     "AllSourcesExhausted",
+    "AsyncObservedStream",
     "AuthenticationError",
     "BackendUnavailable",
     "BadRequest",
@@ -32,6 +33,7 @@ EXPECTED = {
     "LocalAdmission",
     "MalformedStream",
     "NotFound",
+    "ObservedStream",
     "OtelLLMError",
     "PermanentError",
     "ProviderConnectionError",
@@ -52,6 +54,10 @@ EXPECTED = {
     "WatchdogTimeout",
     "__version__",
     "init",
+    "instrument_openai",
+    "observe_stream",
+    "openai_classifier",
+    "uninstrument_openai",
 }
 
 
