@@ -166,7 +166,7 @@ class Round(Generic[T]):
                 key=lambda leg: leg.finished_at if leg.finished_at is not None else 0.0,
             )
             for position, leg in enumerate(finished):
-                if leg.error is None:
+                if leg.error is None and not leg.task.cancelled():
                     losers = [*finished[position + 1 :], *running.values()]
                     return RoundResult(winner=leg, failed=failed, losers=losers)
                 failed.append(leg)
