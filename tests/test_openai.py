@@ -263,3 +263,56 @@ def test_instrumenting_twice_is_harmless_and_uninstrument_restores(spans: Spans)
     assert Completions.__dict__["create"] is original
     uninstrument_openai()
     assert Completions.__dict__["create"] is original
+
+
+async def test_async_exception_mid_stream(instrumented: Spans, aclient: openai.AsyncOpenAI) -> None:
+    """An async stream cut by a connection reset ends the spans as error."""
+    stream = await aclient.chat.completions.create(model="reset", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIError):
+        async for _ in stream:
+            pass
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("error",)
+
+
+async def test_async_early_break_and_close(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """Breaking out of an async stream and closing it ends the spans as closed."""
+    stream = await aclient.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    async for _ in stream:
+        break
+    await stream.close()
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+
+
+async def test_async_dropped_stream_ends_when_collected(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """An async stream dropped unconsumed is ended, as dropped, when collected."""
+    stream = await aclient.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    await stream.response.aclose()  # the application lets go of the connection
+    del stream
+    gc.collect()
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_DROPPED
+
+
+def test_sync_slow_consumer_shows_no_stall(instrumented: Spans, client: openai.OpenAI) -> None:
+    """A sync consumer that works 200 ms per chunk on a smooth stream shows no stall (M8)."""
+    import time
+
+    for _ in client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True):
+        time.sleep(0.2)  # the application's own work, not a race
+    a = attempt(instrumented)
+    assert a[sc.STALL_COUNT] == 0
+    assert a[sc.CONSUMER_HOLD_MS] >= 2_000
+
+
+def test_sync_fast_consumer_on_stalling_stream(instrumented: Spans, client: openai.OpenAI) -> None:
+    """A sync consumer waiting on a stalling stream sees the stall."""
+    for _ in client.chat.completions.create(model="stall", messages=MESSAGES, stream=True):
+        pass
+    a = attempt(instrumented)
+    assert a[sc.STALL_COUNT] == 1
+    assert a[sc.CONSUMER_HOLD_MS] < 100
