@@ -48,21 +48,28 @@ class ResponseNotes:
 
     def feed(self, chunk: Any) -> None:
         """Take what one OpenAI-shaped chunk says (unknown shapes are ignored)."""
+        self._take(chunk, text_in="delta")
+
+    def feed_completion(self, completion: Any) -> None:
+        """Take a non-streamed ``chat.completion`` or an embeddings answer (dict or object)."""
+        self._take(completion, text_in="message")
+
+    def _take(self, answer: Any, *, text_in: str) -> None:
         if self.model is None:
-            model = field_of(chunk, "model")
+            model = field_of(answer, "model")
             self.model = model if isinstance(model, str) and model else None
-            response_id = field_of(chunk, "id")
+            response_id = field_of(answer, "id")
             self.response_id = response_id if isinstance(response_id, str) else None
-        usage = field_of(chunk, "usage")
+        usage = field_of(answer, "usage")
         if usage is not None:
             self.note_usage(usage)
-        for choice in field_of(chunk, "choices") or ():
+        for choice in field_of(answer, "choices") or ():
             reason = field_of(choice, "finish_reason")
             if isinstance(reason, str) and reason:
                 index = field_of(choice, "index")
                 self.finish_reasons[index if isinstance(index, int) else 0] = reason
             if self.capture_text:
-                content = field_of(field_of(choice, "delta"), "content")
+                content = field_of(field_of(choice, text_in), "content")
                 if isinstance(content, str):
                     self.text.append(content)
 
@@ -75,19 +82,3 @@ class ResponseNotes:
         self.input_tokens = prompt if isinstance(prompt, int) else self.input_tokens
         self.output_tokens = completion if isinstance(completion, int) else self.output_tokens
         self.reasoning_tokens = reasoning if isinstance(reasoning, int) else self.reasoning_tokens
-
-    def feed_completion(self, completion: Any) -> None:
-        """Take a non-streamed ``chat.completion`` (dict or object)."""
-        self.feed({"model": field_of(completion, "model"), "id": field_of(completion, "id")})
-        usage = field_of(completion, "usage")
-        if usage is not None:
-            self.note_usage(usage)
-        for choice in field_of(completion, "choices") or ():
-            reason = field_of(choice, "finish_reason")
-            if isinstance(reason, str) and reason:
-                index = field_of(choice, "index")
-                self.finish_reasons[index if isinstance(index, int) else 0] = reason
-            if self.capture_text:
-                content = field_of(field_of(choice, "message"), "content")
-                if isinstance(content, str):
-                    self.text.append(content)
