@@ -82,7 +82,9 @@ class ChunkClock:
         if self._waits is None:
             raise RuntimeError("mark_after_wait() needs a ChunkClock(consumer_aware=True)")
         self._waits.append(wait_start_ns)
-        self.mark_at(arrival_ns)
+        self._arrivals.append(arrival_ns)
+        if self._signal is not None:
+            self._signal.set()
 
     @property
     def count(self) -> int:

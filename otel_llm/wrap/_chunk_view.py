@@ -12,11 +12,18 @@ Classifier = Callable[[Any], bool]
 _OUTPUT = ("content", "reasoning_content", "reasoning", "tool_calls")
 
 
+_MAPPING_TYPES: dict[type, bool] = {dict: True}
+"""Whether a type is a Mapping, remembered: ``isinstance(x, Mapping)`` is an ABC check that
+costs several times a ``getattr`` on SDK objects, and this runs several times per chunk."""
+
+
 def field_of(item: Any, name: str) -> Any:
     """``item[name]`` for mappings, ``item.name`` for objects, ``None`` when absent."""
-    if isinstance(item, Mapping):
-        return item.get(name)
-    return getattr(item, name, None)
+    kind = type(item)
+    mapping = _MAPPING_TYPES.get(kind)
+    if mapping is None:
+        mapping = _MAPPING_TYPES[kind] = isinstance(item, Mapping)
+    return item.get(name) if mapping else getattr(item, name, None)
 
 
 def openai_classifier(chunk: Any) -> bool:
@@ -50,24 +57,68 @@ class ResponseNotes:
         """Take what one OpenAI-shaped chunk says (unknown shapes are ignored)."""
         self._take(chunk, text_in="delta")
 
+    def feed_and_classify(self, chunk: Any) -> bool:
+        """:meth:`feed` and :func:`openai_classifier` in one pass over the chunk: the hot path
+        of wrapped OpenAI streams. SDK objects are read with plain ``getattr``."""
+        if self.model is None:
+            self._identify(chunk)
+        kind = type(chunk)
+        mapping = _MAPPING_TYPES.get(kind)
+        if mapping is None:
+            mapping = _MAPPING_TYPES[kind] = isinstance(chunk, Mapping)
+        if mapping:
+            return self._feed_mapping(chunk)
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.note_usage(usage)
+        incremental = False
+        for choice in getattr(chunk, "choices", None) or ():
+            delta = getattr(choice, "delta", None)
+            if delta is not None and not incremental:
+                incremental = bool(
+                    getattr(delta, "content", None)
+                    or getattr(delta, "tool_calls", None)
+                    or getattr(delta, "reasoning_content", None)
+                    or getattr(delta, "reasoning", None)
+                )
+            reason = getattr(choice, "finish_reason", None)
+            if reason:
+                self._finish(choice, reason)
+            if self.capture_text and delta is not None:
+                content = getattr(delta, "content", None)
+                if isinstance(content, str):
+                    self.text.append(content)
+        return incremental
+
+    def _feed_mapping(self, chunk: Any) -> bool:
+        self._take(chunk, text_in="delta")
+        return openai_classifier(chunk)
+
+    def _identify(self, answer: Any) -> None:
+        model = field_of(answer, "model")
+        self.model = model if isinstance(model, str) and model else None
+        response_id = field_of(answer, "id")
+        self.response_id = response_id if isinstance(response_id, str) else None
+
+    def _finish(self, choice: Any, reason: Any) -> None:
+        if isinstance(reason, str):
+            index = field_of(choice, "index")
+            self.finish_reasons[index if isinstance(index, int) else 0] = reason
+
     def feed_completion(self, completion: Any) -> None:
         """Take a non-streamed ``chat.completion`` or an embeddings answer (dict or object)."""
         self._take(completion, text_in="message")
 
     def _take(self, answer: Any, *, text_in: str) -> None:
         if self.model is None:
-            model = field_of(answer, "model")
-            self.model = model if isinstance(model, str) and model else None
-            response_id = field_of(answer, "id")
-            self.response_id = response_id if isinstance(response_id, str) else None
+            self._identify(answer)
         usage = field_of(answer, "usage")
         if usage is not None:
             self.note_usage(usage)
         for choice in field_of(answer, "choices") or ():
             reason = field_of(choice, "finish_reason")
-            if isinstance(reason, str) and reason:
-                index = field_of(choice, "index")
-                self.finish_reasons[index if isinstance(index, int) else 0] = reason
+            if reason:
+                self._finish(choice, reason)
             if self.capture_text:
                 content = field_of(field_of(choice, text_in), "content")
                 if isinstance(content, str):

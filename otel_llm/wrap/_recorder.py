@@ -20,7 +20,6 @@ from opentelemetry.util.types import AttributeValue
 from otel_llm import _semconv as sc
 from otel_llm._content import capture_content, input_messages, output_messages
 from otel_llm._errors import TruncatedStream
-from otel_llm.measure import _clock
 from otel_llm.measure._metrics import LlmMetrics
 from otel_llm.measure._spans import AttemptSpan
 from otel_llm.measure._stalls import to_ms
@@ -54,7 +53,8 @@ class CallRecorder:
         self.capture = capture_content()
         self.notes = ResponseNotes(capture_text=self.capture)
         self.hold_ns = 0
-        self._last_return_ns: int | None = None
+        self._last_arrival_ns: int | None = None
+        self._fused = classifier is openai_classifier
         self._lock = threading.Lock()
         self._ended = False
         common: dict[str, AttributeValue] = {
@@ -104,17 +104,25 @@ class CallRecorder:
     # --- the per-item path --------------------------------------------------------------------
 
     def on_item(self, item: Any, wait_start_ns: int, arrival_ns: int) -> None:
-        """One item came out of the stream: the consumer asked at ``wait_start_ns``."""
-        last = self._last_return_ns
+        """One item came out of the stream: the consumer asked at ``wait_start_ns``.
+
+        The time from the previous item's arrival to this request is the consumer's hold (it
+        includes this method's own few microseconds, which is not provider silence either).
+        """
+        last = self._last_arrival_ns
         if last is not None and wait_start_ns > last:
             self.hold_ns += wait_start_ns - last
+        self._last_arrival_ns = arrival_ns
         try:
-            if self.classifier(item):
+            if self._fused:
+                incremental = self.notes.feed_and_classify(item)
+            else:
+                incremental = self.classifier(item)
+                self.notes.feed(item)
+            if incremental:
                 self.attempt.clock.mark_after_wait(wait_start_ns, arrival_ns)
-            self.notes.feed(item)
         except Exception:  # a classifier bug must not break the application's stream
             logger.exception("otel-llm: could not read a streamed item")
-        self._last_return_ns = _clock.now_ns()
 
     # --- endings ------------------------------------------------------------------------------
 
