@@ -22,6 +22,8 @@ from otel_llm.act._round import Leg, Round, RoundResult
 from otel_llm.act._settings import HedgeSettings
 from otel_llm.act._source import Source
 from otel_llm.act._source_state import SourceState
+from otel_llm.measure import _clock
+from otel_llm.measure._chunks import ChunkClock
 
 TIMER = 0.05
 SLOW = 0.3
@@ -195,6 +197,20 @@ async def test_no_hedge_when_stream_is_smooth() -> None:
     assert result.winner is not None
 
 
+async def test_long_steady_stream_never_stall_hedges() -> None:
+    """A stream whose chunks keep coming for many windows, each gap well inside the window,
+    never triggers the stall hedge: each window is re-armed from the latest chunk."""
+
+    async def steady(attempt: Attempt) -> str:
+        await chunks(attempt, 60, every=TIMER / 5)  # 12 windows long, gaps of 1/5 window
+        return "a"
+
+    legs = Legs({"a": steady, "b": blocked()})
+    result = await legs.run(None, TIMER)
+    assert legs.hedge is None
+    assert result.winner is not None
+
+
 async def test_stall_hedge_wins_and_primary_is_cancelled_promptly() -> None:
     """Mid-stream stall: the hedge leg answers first, the stalled primary is cancelled."""
     legs = Legs({"a": streamed(0.0, gap_after=2, gap=60.0), "b": streamed(0.0)})
@@ -219,21 +235,22 @@ async def test_hedge_leg_gets_no_chunk_signal() -> None:
 
 
 class ChunkAtTimeout(asyncio.Event):
-    """A chunk signal whose chunk arrives in the same loop iteration as the wait's timeout:
-    the waiter is cancelled by the timeout, and the chunk lands before the re-check."""
+    """A chunk signal whose chunk lands exactly when the stall window ends: whenever the round
+    looks at the signal after a full window of silence, a chunk has just arrived."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.waits = 0
+        self.clock: ChunkClock | None = None
+        self.landed = 0
 
-    async def wait(self) -> bool:
-        self.waits += 1
-        try:
-            return await super().wait()
-        except asyncio.CancelledError:
-            if self.waits >= 2:  # phase 2 has started: from now on, a chunk at every timeout
-                self.set()
-            raise
+    def is_set(self) -> bool:
+        clock = self.clock
+        if not super().is_set() and clock is not None and clock.count:
+            silent_ns = _clock.now_ns() - clock.arrivals_ns[-1]
+            if silent_ns >= TIMER * 1e9:
+                clock.mark()  # the chunk of the timeout's own loop iteration
+                self.landed += 1
+        return super().is_set()
 
 
 async def test_chunk_in_same_iteration_as_timeout_does_not_hedge() -> None:
@@ -245,14 +262,15 @@ async def test_chunk_in_same_iteration_as_timeout_does_not_hedge() -> None:
         return made[-1]
 
     async def first_chunk_then_silence(attempt: Attempt) -> str:
+        made[0].clock = attempt.span.clock
         attempt.span.clock.mark()
-        await asyncio.sleep(12 * TIMER)  # silent: only the simulated same-iteration chunks
+        await asyncio.sleep(12 * TIMER)  # silent: only the chunks landing at each timeout
         return "a"
 
     legs = Legs({"a": first_chunk_then_silence, "b": blocked()}, make_signal=event)
     result = await legs.run(None, TIMER)
     assert legs.hedge is None, "every timeout came with a chunk: no hedge"
-    assert made[0].waits >= 4, "several timeouts were reached and re-checked"
+    assert made[0].landed >= 3, "several windows ended and were re-checked"
     assert result.winner is not None
 
 

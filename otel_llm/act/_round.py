@@ -4,7 +4,9 @@ one hedge leg on another source (SPEC R7–R11, R14).
 :meth:`Round.run` owns every task of the round — the legs and the waiters on the chunk signal —
 and nothing survives it: on every path (a winner, both legs failed, the caller cancelled) the
 legs still running are cancelled and awaited before it returns. Only this code waits on the
-chunk signal, and only the primary leg has one (no hedge of a hedge).
+chunk signal, and only the primary leg has one (no hedge of a hedge). The chunk path itself
+only sets that signal: the stall timer is armed from the chunk clock's last arrival, so the
+orchestrator wakes once per window, never once per chunk.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from otel_llm import _semconv as sc
 from otel_llm.act._attempt import Attempt
 from otel_llm.act._settings import HedgeSettings
 from otel_llm.act._source_state import SourceState
+from otel_llm.measure import _clock
 
 T = TypeVar("T")
 
@@ -99,7 +102,7 @@ class Round(Generic[T]):
         signal = self._make_signal() if self.hedging and self._stream else None
         legs = [self._start_leg(primary, tokens, sc.LEG_PRIMARY, signal)]
         try:
-            if self.hedging and await self._hedge_window(legs[0].task, signal):
+            if self.hedging and await self._hedge_window(legs[0], signal):
                 target = await self._find_hedge(primary)
                 if target is not None:
                     state, hedge_tokens = target
@@ -112,8 +115,9 @@ class Round(Generic[T]):
 
     # --- the hedge window (R9) ---------------------------------------------------------------
 
-    async def _hedge_window(self, primary: asyncio.Task[T], signal: asyncio.Event | None) -> bool:
+    async def _hedge_window(self, leg: Leg[T], signal: asyncio.Event | None) -> bool:
         """Wait until a hedge is due (True) or the primary finished first (False)."""
+        primary = leg.task
         if signal is None:  # not streamed: only the first-token trigger applies
             if self._after_s is None:
                 return False
@@ -128,15 +132,21 @@ class Round(Generic[T]):
             return True  # no first chunk within AFTER_S
         if self._stall_after_s is None:
             return False
-        # Phase 2, after the first chunk: each gap may last STALL_AFTER_S.
+        # Phase 2, after the first chunk: a gap may last STALL_AFTER_S. The timer is armed from
+        # the last chunk's arrival on the chunk clock, so this wakes once per window rather than
+        # once per chunk; on waking, the signal tells whether chunks came in the meantime.
+        chunks = leg.attempt.span.clock
+        window_ns = int(self._stall_after_s * 1e9)
         while True:
             if signal.is_set():  # check-then-clear, no await in between
                 signal.clear()
-            await self._wait_for_signal(primary, signal, self._stall_after_s)
+            remaining_ns = chunks.arrivals_ns[-1] + window_ns - _clock.now_ns()
+            if remaining_ns > 0:
+                await asyncio.wait({primary}, timeout=remaining_ns / 1e9)
             if primary.done():
                 return False
             if signal.is_set():
-                continue  # a chunk arrived in the same iteration as the timeout: no hedge
+                continue  # a chunk arrived meanwhile, even in the timeout's own iteration
             return True
 
     @staticmethod

@@ -138,21 +138,21 @@ def _reset(request: web.Request) -> None:
     transport.abort()
 
 
-async def _pause(response: web.StreamResponse, sim: _Simulator, step: Pause) -> None:
-    """Wait a scripted pause, writing ``: ping`` comments at the keepalive period."""
-    seconds = sim.real_s(step.seconds)
-    if step.keepalive_every_s is None:
-        await asyncio.sleep(seconds)
-        return
-    every = step.keepalive_every_s * sim.time_scale
+async def _pause(
+    response: web.StreamResponse, sim: _Simulator, step: Pause, until: float
+) -> None:
+    """Wait for a scripted pause that ends at loop time ``until`` — a point on the stream's own
+    timeline, so lateness of one wait is not carried into the next — writing ``: ping``
+    comments at the keepalive period."""
     loop = asyncio.get_running_loop()
-    start = loop.time()
-    beat = 1
-    while beat * every < seconds:
-        await asyncio.sleep(max(0.0, start + beat * every - loop.time()))
-        await response.write(_KEEPALIVE)
-        beat += 1
-    await asyncio.sleep(max(0.0, start + seconds - loop.time()))
+    if step.keepalive_every_s is not None:
+        every = step.keepalive_every_s * sim.time_scale
+        beat = until - sim.real_s(step.seconds) + every
+        while beat < until:
+            await asyncio.sleep(max(0.0, beat - loop.time()))
+            await response.write(_KEEPALIVE)
+            beat += every
+    await asyncio.sleep(max(0.0, until - loop.time()))
 
 
 async def _stream(
@@ -167,11 +167,13 @@ async def _stream(
     response.content_type = "text/event-stream"
     try:
         await response.prepare(request)
+        due = asyncio.get_running_loop().time()
         for step in stream_plan(script, reply):
             if isinstance(step, Send):
                 await response.write(f"data: {step.data}\n\n".encode())
             elif isinstance(step, Pause):
-                await _pause(response, sim, step)
+                due += sim.real_s(step.seconds)
+                await _pause(response, sim, step, due)
             else:
                 _reset(request)
                 record.outcome = "aborted"
