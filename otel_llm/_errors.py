@@ -155,10 +155,15 @@ class ContentFiltered(PermanentError):
 
 
 class AllSourcesExhausted(OtelLLMError):
-    """A call gave up. ``reasons`` maps each source tried to why it failed."""
+    """A call gave up. ``reasons`` maps each source tried to why it failed; ``attempts`` and
+    ``hedges`` count the requests it made (every one may have been billed)."""
 
-    def __init__(self, message: str, reasons: Mapping[str, str]) -> None:
+    def __init__(
+        self, message: str, reasons: Mapping[str, str], *, attempts: int = 0, hedges: int = 0
+    ) -> None:
         self.reasons = dict(reasons)
+        self.attempts = attempts
+        self.hedges = hedges
         detail = "; ".join(f"{name}: {why}" for name, why in self.reasons.items())
         super().__init__(f"{message} ({detail})" if detail else message)
 

@@ -76,6 +76,7 @@ async def test_transient_failures_are_retried_with_backoff_until_max_attempts(
         with pytest.raises(AllSourcesExhausted) as caught:
             await c.chat(MESSAGES)
     assert len(script.seen) == 3
+    assert caught.value.attempts == 3
     assert "3 attempts failed" in str(caught.value)
     assert set(caught.value.reasons) == {"a", "b"}
     assert "502" in caught.value.reasons["b"]

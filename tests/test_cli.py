@@ -98,3 +98,43 @@ def test_provider_refuses_unknown_preset() -> None:
     out = otel_llm("provider", "--port", "0", "--preset", "nope")
     assert out.returncode == 2
     assert "unknown preset" in out.stdout
+
+
+def test_provider_stall_probability_is_checked() -> None:
+    """`provider --stall-probability` must be a share between 0 and 1."""
+    out = otel_llm("provider", "--port", "0", "--stall-probability", "1.5")
+    assert out.returncode == 2
+
+
+def test_provider_serves_measured_with_a_stall_probability() -> None:
+    """`provider --stall-probability 0` serves the measured preset without long silences."""
+    import httpx
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "otel_llm.cli",
+            "provider",
+            "--port",
+            "0",
+            "--time-scale",
+            "0.001",
+            "--stall-probability",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = next(word for word in line.split() if word.startswith("http://"))
+        body = {"model": "measured", "messages": [{"role": "user", "content": "x"}]}
+        answer = httpx.post(f"{url}/chat/completions", json=body, timeout=30)
+        assert answer.status_code == 200
+        assert answer.json()["choices"][0]["message"]["content"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)

@@ -328,7 +328,7 @@ class CallRun(Generic[T]):
 
     def _exhausted(self, why: str) -> e.AllSourcesExhausted:
         reasons = dict(self.reasons) or {"-": "no attempt was made"}
-        error = e.AllSourcesExhausted(why, reasons)
+        error = e.AllSourcesExhausted(why, reasons, attempts=self.attempts, hedges=self.hedges)
         error.__cause__ = self.last_error
         return error
 

@@ -97,13 +97,32 @@ def provider(
     ] = None,
     time_scale: Annotated[float, typer.Option(min=0.0001, max=100.0)] = 1.0,
     seed: Annotated[int, typer.Option()] = 0,
+    stall_probability: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, max=1.0, help="Share of calls with a long silence in measured/oracle."
+        ),
+    ] = None,
 ) -> None:
     """Serve the simulated OpenAI-compatible provider until Ctrl-C."""
-    from otel_llm.simulator import serve
+    from otel_llm.simulator import measured, oracle, serve
 
     console = Console()
+    scripts = (
+        {"measured": measured(stall_probability), "oracle": oracle(stall_probability)}
+        if stall_probability is not None
+        else None
+    )
     try:
-        serve(host, port, preset=preset, time_scale=time_scale, seed=seed, announce=console.print)
+        serve(
+            host,
+            port,
+            preset=preset,
+            time_scale=time_scale,
+            seed=seed,
+            scripts=scripts,
+            announce=console.print,
+        )
     except (ValueError, OSError) as exc:
         raise _fail(console, str(exc)) from exc
 

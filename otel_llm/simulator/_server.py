@@ -138,9 +138,7 @@ def _reset(request: web.Request) -> None:
     transport.abort()
 
 
-async def _pause(
-    response: web.StreamResponse, sim: _Simulator, step: Pause, until: float
-) -> None:
+async def _pause(response: web.StreamResponse, sim: _Simulator, step: Pause, until: float) -> None:
     """Wait for a scripted pause that ends at loop time ``until`` — a point on the stream's own
     timeline, so lateness of one wait is not carried into the next — writing ``: ping``
     comments at the keepalive period."""
