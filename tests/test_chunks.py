@@ -66,20 +66,20 @@ def test_gaps_are_arrival_differences() -> None:
 
 
 def test_consumer_hold_is_not_a_gap() -> None:
-    """Time the consumer held the stream before asking for the next chunk is not silence (M8)."""
+    """Time the consumer held the stream between reads is not silence (M8)."""
     clock = ChunkClock(start_ns=0, consumer_aware=True)
-    clock.mark_after_wait(0, 10)
-    # the consumer held the stream until 5_010; the chunk was already buffered (5_011)
-    clock.mark_after_wait(5_010, 5_011)
-    # the consumer asked at 5_020; the provider was silent until 9_020
-    clock.mark_after_wait(5_020, 9_020)
+    clock.mark_with_hold(10, 0)
+    # the consumer then held the stream 5_000; the next chunk was already buffered (5_011)
+    clock.mark_with_hold(5_011, 5_000)
+    # then the provider was silent 4_000 while the consumer waited
+    clock.mark_with_hold(9_020, 5_009)
     assert clock.gaps_ns() == [1, 4_000]
 
 
-def test_mark_after_wait_needs_consumer_aware_clock() -> None:
+def test_mark_with_hold_needs_consumer_aware_clock() -> None:
     """A plain clock refuses consumer-aware marks instead of mis-metering."""
     with pytest.raises(RuntimeError, match="consumer_aware"):
-        ChunkClock().mark_after_wait(0, 1)
+        ChunkClock().mark_with_hold(0, 1)
 
 
 def test_not_streamed_timeline_has_no_chunks() -> None:

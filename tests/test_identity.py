@@ -43,7 +43,11 @@ def events() -> list[tuple[int, dict[str, Any] | str]]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     out: list[tuple[int, dict[str, Any] | str]] = [(0, chunk({"role": "assistant"}))]
-    out += [(gap, chunk({"content": f"w{i} "})) for i, gap in enumerate(GAPS_MS)]
+    for i, gap in enumerate(GAPS_MS):
+        if gap == 1_500:  # a silence with empty deltas inside it: they are not chunks
+            out += [(500, chunk({})), (500, chunk({"content": ""}))]
+            gap -= 1_000
+        out.append((gap, chunk({"content": f"w{i} "})))
     out.append((0, chunk({}, "stop")))
     usage = {"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12}
     out.append((0, {**base, "choices": [], "usage": usage}))

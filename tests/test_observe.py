@@ -96,6 +96,26 @@ def test_fast_consumer_on_stalling_stream_shows_the_stall(spans: Spans) -> None:
     assert attrs_of(call)[sc.STALL_MS] == 2_000
 
 
+def test_items_inside_a_silence_do_not_hide_it(spans: Spans) -> None:
+    """Empty deltas arriving during a provider silence do not shorten it (M8 with keepalive-like
+    items): the gap runs from the last chunk, minus only what the consumer held."""
+    clock = FakeClock()
+
+    def stream() -> Iterator[Any]:
+        yield chunk("a")
+        for _ in range(12):
+            clock.advance(500)
+            yield chunk(role="assistant")  # an item, not a chunk
+        yield chunk("b")
+        yield chunk(finish="stop")
+
+    with use_clock(clock):
+        for _ in observed(spans, stream()):
+            pass
+    a = attrs_of(spans.attempts()[0])
+    assert (a[sc.STALL_COUNT], a[sc.STALL_MS], a[sc.MAX_INTER_CHUNK_MS]) == (1, 6_000, 6_000)
+
+
 def test_consumer_hold_and_provider_silence_in_the_same_gap(spans: Spans) -> None:
     """Only the part of a gap the consumer spent waiting can be a stall."""
     clock = FakeClock()

@@ -43,11 +43,14 @@ class ChunkClock:
     """Arrival times (``_clock.now_ns``, monotonic) of one attempt's incremental chunks.
 
     ``mark()`` is the whole per-chunk cost: one timestamp appended, one flag set. A consumer-aware
-    caller (a wrapped stream, SPEC M8) passes the time it started waiting for the chunk, so time
-    the application held the stream between reads is not counted as provider silence.
+    caller (a wrapped stream, SPEC M8) also passes how long the application has held the stream
+    between reads so far, in total; a gap is then the time between two arrivals minus what the
+    application held in between — whatever other items (empty deltas, pings) came meanwhile.
+    ``finished`` is set once the stream's finish reason arrived: after that, silence before the
+    end of the stream is no reason to hedge or to kill it.
     """
 
-    __slots__ = ("_arrivals", "_signal", "_waits", "start_ns")
+    __slots__ = ("_arrivals", "_holds", "_signal", "finished", "start_ns")
 
     def __init__(
         self,
@@ -58,8 +61,9 @@ class ChunkClock:
     ) -> None:
         self.start_ns = _clock.now_ns() if start_ns is None else start_ns
         self._arrivals = array("q")
-        self._waits: array[int] | None = array("q") if consumer_aware else None
+        self._holds: array[int] | None = array("q") if consumer_aware else None
         self._signal = signal
+        self.finished = False
 
     def mark(self) -> None:
         """Record the arrival of an incremental chunk now."""
@@ -73,15 +77,15 @@ class ChunkClock:
         if self._signal is not None:
             self._signal.set()
 
-    def mark_after_wait(self, wait_start_ns: int, arrival_ns: int) -> None:
-        """Record an arrival at ``arrival_ns`` the consumer started waiting for at
-        ``wait_start_ns`` (both ``time.monotonic_ns()`` values).
+    def mark_with_hold(self, arrival_ns: int, held_ns: int) -> None:
+        """Record an arrival at ``arrival_ns`` (a ``time.monotonic_ns()`` value) when the
+        consumer had held the stream ``held_ns`` in total so far.
 
         Only for clocks built with ``consumer_aware=True``.
         """
-        if self._waits is None:
-            raise RuntimeError("mark_after_wait() needs a ChunkClock(consumer_aware=True)")
-        self._waits.append(wait_start_ns)
+        if self._holds is None:
+            raise RuntimeError("mark_with_hold() needs a ChunkClock(consumer_aware=True)")
+        self._holds.append(held_ns)
         self._arrivals.append(arrival_ns)
         if self._signal is not None:
             self._signal.set()
@@ -99,11 +103,11 @@ class ChunkClock:
     def gaps_ns(self) -> list[int]:
         """Provider-side silence before each chunk after the first, in nanoseconds."""
         arrivals = self._arrivals
-        if self._waits is None:
-            return list(map(sub, arrivals[1:], arrivals))
-        # a gap starts at the later of the previous arrival and the consumer's next read
-        starts = map(max, arrivals, self._waits[1:])
-        return list(map(sub, arrivals[1:], starts))
+        gaps = list(map(sub, arrivals[1:], arrivals))
+        holds = self._holds
+        if holds is None:
+            return gaps
+        return list(map(sub, gaps, map(sub, holds[1:], holds)))
 
     def timeline(
         self, end_ns: int, *, streamed: bool = True, gaps_ns: list[int] | None = None

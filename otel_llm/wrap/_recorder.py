@@ -120,7 +120,7 @@ class CallRecorder:
                 incremental = self.classifier(item)
                 self.notes.feed(item)
             if incremental:
-                self.attempt.clock.mark_after_wait(wait_start_ns, arrival_ns)
+                self.attempt.clock.mark_with_hold(arrival_ns, self.hold_ns)
         except Exception:  # a classifier bug must not break the application's stream
             logger.exception("otel-llm: could not read a streamed item")
 
