@@ -22,6 +22,7 @@ SCRIPTS = {
     "stall": Script(**FAST, silences=(Silence(after_chunk=4, duration_s=0.5),)),
     "reset": Script(**FAST, fault="reset", fault_after_chunk=3),
     "bad": Script(error_status=400, error_code="context_length_exceeded"),
+    "leaky": Script(error_status=401, error_message="Incorrect API key provided: plain-key-77x"),
 }
 
 
@@ -316,3 +317,15 @@ def test_sync_fast_consumer_on_stalling_stream(instrumented: Spans, client: open
     a = attempt(instrumented)
     assert a[sc.STALL_COUNT] == 1
     assert a[sc.CONSUMER_HOLD_MS] < 100
+
+
+def test_api_key_echoed_by_the_provider_never_reaches_spans(
+    instrumented: Spans, threaded: ThreadedProvider
+) -> None:
+    """A provider error that echoes the API key is redacted in every span, event and status."""
+    with openai.OpenAI(base_url=threaded.base_url, api_key="plain-key-77x", max_retries=0) as c:
+        with pytest.raises(openai.AuthenticationError):
+            c.chat.completions.create(model="leaky", messages=MESSAGES, stream=True)
+    dumped = "".join(span.to_json() for span in instrumented.finished())
+    assert "plain-key-77x" not in dumped
+    assert "REDACTED" in dumped

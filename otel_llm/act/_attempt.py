@@ -102,6 +102,7 @@ class Attempt:
             streamed=stream,
             context=context,
             signal=signal,
+            secrets=source.secrets(),
         )
 
     @property

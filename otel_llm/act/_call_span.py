@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from types import TracebackType
 from typing import Protocol, TypeVar
 
@@ -12,6 +12,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
+from otel_llm._redact import redact
 from otel_llm.act._stats import CallStats
 
 T = TypeVar("T")
@@ -36,7 +37,9 @@ class CallSpan:
         model: str | None,
         stream: bool,
         attributes: Mapping[str, AttributeValue] | None = None,
+        secrets: Iterable[str] = (),
     ) -> None:
+        self.secrets = tuple(secrets)
         attrs: dict[str, AttributeValue] = {
             sc.SPAN_ROLE: sc.SPAN_ROLE_CALL,
             sc.GEN_AI_OPERATION_NAME: operation,
@@ -83,7 +86,8 @@ class CallSpan:
     ) -> None:
         if exc is not None:
             self.span.set_attribute(sc.ERROR_TYPE, getattr(exc, "error_type", type(exc).__name__))
-            self.span.set_status(Status(StatusCode.ERROR, str(exc) or type(exc).__name__))
+            message = redact(str(exc), self.secrets)
+            self.span.set_status(Status(StatusCode.ERROR, message or type(exc).__name__))
             if not isinstance(exc, Exception):
                 self.span.set_attribute(sc.ATTEMPT_OUTCOME, sc.OUTCOME_CANCELLED)
         self.span.end()

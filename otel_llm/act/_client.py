@@ -245,8 +245,13 @@ class Client:
     ) -> tuple[CallOutcome[T], CallStats]:
         """One call with its span, stats and metrics (chat is hedged, embeddings never)."""
         started = time.monotonic_ns()
+        secrets = [secret for source in self.sources for secret in source.secrets()]
         with CallSpan(
-            self._tracer, operation=operation, model=self.sources[0].model, stream=stream
+            self._tracer,
+            operation=operation,
+            model=self.sources[0].model,
+            stream=stream,
+            secrets=secrets,
         ) as call:
             run = CallRun(
                 self._shared(),

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import traceback
+from collections.abc import Iterable, Mapping
 from time import time_ns
 from typing import Any
 
@@ -20,6 +21,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
+from otel_llm._redact import redact
 from otel_llm.measure import _clock
 from otel_llm.measure._chunks import ChunkClock
 from otel_llm.measure._events import event_attributes, plan_chunk_events
@@ -29,6 +31,24 @@ logger = logging.getLogger("otel_llm")
 
 _EVENT_HEADROOM = 4
 """Events kept free for others (an exception event) beside the chunk events."""
+
+
+def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] = ()) -> None:
+    """``error.type``, an ``exception`` event and an ERROR status on ``span`` — every text
+    redacted first: a provider's error message may echo the API key."""
+    kind = getattr(error, "error_type", type(error).__name__)
+    message = redact(str(error), secrets)
+    stack = redact("".join(traceback.format_exception(error)), secrets)
+    span.set_attribute(sc.ERROR_TYPE, kind)
+    span.add_event(
+        "exception",
+        {
+            "exception.type": type(error).__qualname__,
+            "exception.message": message,
+            "exception.stacktrace": stack,
+        },
+    )
+    span.set_status(Status(StatusCode.ERROR, message or type(error).__name__))
 
 
 def _event_budget(span: trace.Span) -> int:
@@ -46,7 +66,7 @@ class AttemptSpan:
     ``finish()`` ends the span exactly once, on every path, and returns the attempt's figures.
     """
 
-    __slots__ = ("_anchor_ns", "_figures", "clock", "span", "streamed", "threshold_ms")
+    __slots__ = ("_anchor_ns", "_figures", "clock", "secrets", "span", "streamed", "threshold_ms")
 
     def __init__(
         self,
@@ -60,13 +80,16 @@ class AttemptSpan:
         signal: asyncio.Event | None = None,
         consumer_aware: bool = False,
         start_ns: int | None = None,
+        secrets: Iterable[str] = (),
     ) -> None:
-        """``start_ns`` (a ``time.monotonic_ns()`` value) defaults to now."""
+        """``start_ns`` (a ``time.monotonic_ns()`` value) defaults to now; ``secrets`` are
+        redacted from any error text the span records."""
         self._anchor_ns = time_ns()
         start = _clock.now_ns() if start_ns is None else start_ns
         self.clock = ChunkClock(start, signal, consumer_aware=consumer_aware)
         self.streamed = streamed
         self.threshold_ms = threshold_ms
+        self.secrets = tuple(secrets)
         self._figures: StallFigures | None = None
         attrs: dict[str, AttributeValue] = {
             sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
@@ -122,11 +145,7 @@ class AttemptSpan:
                         sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, timeline.ttft_ns / 1e9
                     )
             if error is not None:
-                span.set_attribute(
-                    sc.ERROR_TYPE, getattr(error, "error_type", type(error).__name__)
-                )
-                span.record_exception(error)
-                span.set_status(Status(StatusCode.ERROR, str(error) or type(error).__name__))
+                record_error(span, error, self.secrets)
             elif outcome in sc.OUTCOMES_WITHOUT_FIGURES:
                 span.set_attribute(sc.ERROR_TYPE, outcome)
         except Exception:  # telemetry must never break the call

@@ -67,6 +67,12 @@ def _provider(resource: Any) -> tuple[str, str | None, int | None]:
     return name, host if isinstance(host, str) else None, port if isinstance(port, int) else None
 
 
+def _secrets(resource: Any) -> tuple[str, ...]:
+    """The SDK client's API key, to redact from any error text a span records."""
+    key = getattr(getattr(resource, "_client", None), "api_key", None)
+    return (key,) if isinstance(key, str) and key else ()
+
+
 def _recorder(
     config: _Config, resource: Any, operation: str, kwargs: dict[str, Any]
 ) -> CallRecorder:
@@ -83,6 +89,7 @@ def _recorder(
         server_address=host,
         server_port=port,
         messages=kwargs.get("messages") if operation == sc.OPERATION_CHAT else None,
+        secrets=_secrets(resource),
     )
 
 

@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._content import capture_content, input_messages, output_messages
 from otel_llm._errors import TruncatedStream
 from otel_llm.measure._metrics import LlmMetrics
-from otel_llm.measure._spans import AttemptSpan
+from otel_llm.measure._spans import AttemptSpan, record_error
 from otel_llm.measure._stalls import to_ms
 from otel_llm.wrap._chunk_view import Classifier, ResponseNotes, openai_classifier
 
@@ -47,6 +47,7 @@ class CallRecorder:
         classifier: Classifier = openai_classifier,
         started_ns: int | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.classifier = classifier
         self.metrics = metrics
@@ -93,7 +94,9 @@ class CallRecorder:
             context=trace.set_span_in_context(self.call),
             consumer_aware=True,
             start_ns=started_ns,
+            secrets=secrets,
         )
+        self.secrets = tuple(secrets)
         self.started_ns = self.attempt.clock.start_ns
 
     @property
@@ -190,8 +193,7 @@ class CallRecorder:
             metric_attributes[sc.GEN_AI_RESPONSE_MODEL] = notes.model
         if error is not None:
             kind = getattr(error, "error_type", type(error).__name__)
-            call.set_attribute(sc.ERROR_TYPE, kind)
-            call.set_status(Status(StatusCode.ERROR, str(error) or type(error).__name__))
+            record_error(call, error, self.secrets)
             metric_attributes[sc.ERROR_TYPE] = kind
         elif outcome != sc.OUTCOME_OK:
             call.set_attribute(sc.ERROR_TYPE, outcome)
