@@ -249,18 +249,25 @@ def test_classifier_hook_for_anthropic_style_events(spans: Spans) -> None:
             "input_json_delta",
         )
 
+    def stop_reason(event: dict[str, Any]) -> str | None:
+        return event["delta"]["stop_reason"] if event["type"] == "message_delta" else None
+
     with use_clock(clock):
         stream = observe_stream(
             anthropic_events(),
             provider="anthropic",
             model="claude-x",
             classifier=is_chunk,
+            finish_reason=stop_reason,
             stall_threshold_ms=1000,
             tracer_provider=spans.provider,
         )
         for _ in stream:
             pass
     a = attrs_of(spans.attempts()[0])
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
+    assert spans.calls()[0].status.status_code.name == "UNSET"
     assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT], a[sc.STALL_MS], a[sc.TTFT_MS]) == (
         4,
         1,
@@ -268,6 +275,21 @@ def test_classifier_hook_for_anthropic_style_events(spans: Spans) -> None:
         30,
     )
     assert a[sc.GEN_AI_PROVIDER_NAME] == "anthropic"
+
+
+def test_custom_classifier_without_finish_hook_ends_ok(spans: Spans) -> None:
+    """Without a finish-reason hook, a custom-shaped stream that ends is complete, not cut."""
+    events = [{"type": "delta", "text": "a"}, {"type": "delta", "text": "b"}, {"type": "end"}]
+    for _ in observe_stream(
+        iter(events),
+        provider="x",
+        classifier=lambda e: e["type"] == "delta",
+        tracer_provider=spans.provider,
+    ):
+        pass
+    a = attrs_of(spans.attempts()[0])
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a[sc.CHUNK_COUNT] == 2
 
 
 def test_a_broken_classifier_never_breaks_the_stream(spans: Spans) -> None:

@@ -323,9 +323,9 @@ def test_api_key_echoed_by_the_provider_never_reaches_spans(
     instrumented: Spans, threaded: ThreadedProvider
 ) -> None:
     """A provider error that echoes the API key is redacted in every span, event and status."""
-    with openai.OpenAI(base_url=threaded.base_url, api_key="plain-key-77x", max_retries=0) as c:
-        with pytest.raises(openai.AuthenticationError):
-            c.chat.completions.create(model="leaky", messages=MESSAGES, stream=True)
+    client = openai.OpenAI(base_url=threaded.base_url, api_key="plain-key-77x", max_retries=0)
+    with client, pytest.raises(openai.AuthenticationError):
+        client.chat.completions.create(model="leaky", messages=MESSAGES, stream=True)
     dumped = "".join(span.to_json() for span in instrumented.finished())
     assert "plain-key-77x" not in dumped
     assert "REDACTED" in dumped

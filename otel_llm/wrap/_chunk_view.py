@@ -8,6 +8,8 @@ from typing import Any
 
 Classifier = Callable[[Any], bool]
 """Tells whether one streamed item is an incremental chunk (SPEC §1)."""
+FinishReason = Callable[[Any], "str | None"]
+"""Returns the finish reason an item carries (``None`` for items that carry none)."""
 
 _OUTPUT = ("content", "reasoning_content", "reasoning", "tool_calls")
 

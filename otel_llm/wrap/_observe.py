@@ -22,7 +22,7 @@ from otel_llm._version import __version__
 from otel_llm.measure import _clock
 from otel_llm.measure._metrics import LlmMetrics
 from otel_llm.measure._stalls import validate_threshold_ms
-from otel_llm.wrap._chunk_view import Classifier, openai_classifier
+from otel_llm.wrap._chunk_view import Classifier, FinishReason, openai_classifier
 from otel_llm.wrap._recorder import CallRecorder
 
 T = TypeVar("T")
@@ -179,6 +179,7 @@ def observe_stream(
     model: str | None = None,
     operation: str = ...,
     classifier: Classifier = ...,
+    finish_reason: FinishReason | None = ...,
     stall_threshold_ms: int = ...,
     tracer_provider: trace.TracerProvider | None = ...,
     meter_provider: metrics.MeterProvider | None = ...,
@@ -194,6 +195,7 @@ def observe_stream(
     model: str | None = None,
     operation: str = ...,
     classifier: Classifier = ...,
+    finish_reason: FinishReason | None = ...,
     stall_threshold_ms: int = ...,
     tracer_provider: trace.TracerProvider | None = ...,
     meter_provider: metrics.MeterProvider | None = ...,
@@ -208,6 +210,7 @@ def observe_stream(
     model: str | None = None,
     operation: str = "chat",
     classifier: Classifier = openai_classifier,
+    finish_reason: FinishReason | None = None,
     stall_threshold_ms: int = DEFAULTS.stall_threshold_ms,
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
@@ -216,7 +219,10 @@ def observe_stream(
     """Meter ``stream`` — any sync or async iterator of chunks — as one call.
 
     ``classifier(item)`` says whether an item is an incremental chunk; the default understands
-    OpenAI-shaped chunks (dicts or SDK objects). ``started_ns`` (``time.monotonic_ns()`` when the
+    OpenAI-shaped chunks (dicts or SDK objects). With another classifier, ``finish_reason(item)``
+    tells where the stream says it finished (without it, a stream that simply stops counts as
+    complete; with it, or with OpenAI chunks, a stream without a finish reason was cut short).
+    ``started_ns`` (``time.monotonic_ns()`` when the
     request was sent) makes the time to first chunk start at the request; by default it starts
     now. Use the result exactly like the stream (also as a context manager).
     """
@@ -229,6 +235,7 @@ def observe_stream(
         streamed=True,
         threshold_ms=validate_threshold_ms(stall_threshold_ms),
         classifier=classifier,
+        finish_reason=finish_reason,
         started_ns=started_ns,
     )
     if isinstance(stream, AsyncIterable):

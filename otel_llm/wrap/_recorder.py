@@ -23,7 +23,12 @@ from otel_llm._errors import TruncatedStream
 from otel_llm.measure._metrics import LlmMetrics
 from otel_llm.measure._spans import AttemptSpan, record_error
 from otel_llm.measure._stalls import to_ms
-from otel_llm.wrap._chunk_view import Classifier, ResponseNotes, openai_classifier
+from otel_llm.wrap._chunk_view import (
+    Classifier,
+    FinishReason,
+    ResponseNotes,
+    openai_classifier,
+)
 
 logger = logging.getLogger("otel_llm")
 
@@ -45,6 +50,7 @@ class CallRecorder:
         server_port: int | None = None,
         messages: Sequence[Any] | None = None,
         classifier: Classifier = openai_classifier,
+        finish_reason: FinishReason | None = None,
         started_ns: int | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
         secrets: Sequence[str] = (),
@@ -56,6 +62,9 @@ class CallRecorder:
         self.hold_ns = 0
         self._last_arrival_ns: int | None = None
         self._fused = classifier is openai_classifier
+        self._finish_reason = finish_reason
+        self._knows_finish = self._fused or finish_reason is not None
+        """Only then can a missing finish reason be told apart from a normal end."""
         self._lock = threading.Lock()
         self._ended = False
         common: dict[str, AttributeValue] = {
@@ -122,6 +131,10 @@ class CallRecorder:
             else:
                 incremental = self.classifier(item)
                 self.notes.feed(item)
+                if self._finish_reason is not None:
+                    reason = self._finish_reason(item)
+                    if reason:
+                        self.notes.finish_reasons[0] = reason
             if incremental:
                 self.attempt.clock.mark_with_hold(arrival_ns, self.hold_ns)
         except Exception:  # a classifier bug must not break the application's stream
@@ -130,8 +143,10 @@ class CallRecorder:
     # --- endings ------------------------------------------------------------------------------
 
     def end_ok(self) -> None:
-        """The stream ended. Without a finish reason it was cut short (recorded as an error)."""
-        if self.attempt.streamed and not self.notes.finish_reasons:
+        """The stream ended. Without a finish reason it was cut short (recorded as an error) —
+        when the stream's shape says where finish reasons are: OpenAI chunks, or a
+        ``finish_reason`` hook."""
+        if self.attempt.streamed and self._knows_finish and not self.notes.finish_reasons:
             self._end(
                 sc.OUTCOME_ERROR,
                 TruncatedStream("the stream ended without a finish reason"),
