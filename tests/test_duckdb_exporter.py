@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -451,3 +452,32 @@ def test_two_processes_share_one_file(tmp_path: Path) -> None:
     procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     assert query(path, "SELECT count(*) FROM llm_calls") == [(10,)]
+
+
+def test_bad_spill_content_is_counted_and_never_stops_the_writer(tmp_path: Path) -> None:
+    """A spill file with a line that is not JSON and a row the table refuses: both are
+    counted as dropped, the good row and the new batch are written exactly once, and the
+    writer thread keeps working."""
+    path = tmp_path / "spans.duckdb"
+    first = Store(path)
+    first.call()
+    first.exporter.force_flush(10_000)
+    good = query(path, "SELECT count(*) FROM otel_traces")[0][0]
+    row = span_row(first.tracer.start_span("spilled"))  # an unfinished span still converts
+    first.close()
+    refused = dict(row, TraceId=None)  # NOT NULL in otel_traces
+    spill_dir = first.exporter.spill_dir
+    spill_dir.mkdir()
+    (spill_dir / "1-1.jsonl").write_text(
+        "{not json\n" + json.dumps(row) + "\n" + json.dumps(refused) + "\n", "utf-8"
+    )
+    second = Store(path)
+    second.call()
+    assert second.exporter.force_flush(10_000)
+    second.call()
+    second.close()
+    stats = second.exporter.stats
+    assert stats.dropped == 2
+    assert stats.written == 6
+    assert query(path, "SELECT count(*) FROM otel_traces")[0][0] == good + 6 + 1
+    assert not list(spill_dir.iterdir())

@@ -34,6 +34,8 @@ logger = logging.getLogger("otel_llm")
 
 _BATCH = 2000
 _WARN_EVERY_S = 10.0
+_RETRYABLE = (duckdb.IOException, duckdb.TransactionException, OSError)
+"""Failures of the file, not of the rows: the batch waits and is written again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,17 +177,23 @@ class DuckDBSpanExporter(SpanExporter):
                     return
                 batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
                 self._busy = True
-            written = self._write_spans(batch)
+            try:
+                written = self._write_spans(batch)
+            except Exception:  # the writer thread must never die: count the batch and go on
+                logger.exception("otel-llm: unexpected error writing %d spans", len(batch))
+                with self._cond:
+                    self._count_drop(len(batch), "an unexpected error in the writer")
+                written = 0
             with self._cond:
                 self._busy = False
-                if written:
-                    self._written += len(batch)
+                if written is not None:
+                    self._written += written
                     self._last_error = None
                 else:
                     self._queue.extendleft(reversed(batch))
                     self._retries += 1
                 self._cond.notify_all()
-                if not written:
+                if written is None:
                     if self._stopping:
                         return
                     self._cond.wait(self._retry_s)
@@ -201,25 +209,58 @@ class DuckDBSpanExporter(SpanExporter):
                     self._count_drop(1, "a span could not be converted")
         return rows
 
-    def _write_spans(self, spans: Sequence[ReadableSpan]) -> bool:
+    def _write_spans(self, spans: Sequence[ReadableSpan]) -> int | None:
+        """Write ``spans``; the number written, or ``None`` when the file is busy or broken
+        and the whole batch should be retried."""
         rows = self._rows(spans)
         try:
-            self._write_rows(rows)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = connect(self.path)
         except (duckdb.Error, OSError) as exc:
             self._note_failure(exc, len(spans))
-            return False
-        return True
-
-    def _write_rows(self, rows: Sequence[dict[str, Any]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = connect(self.path)
+            return None
         try:
             migrate(conn)
-            if rows:
-                conn.execute(insert_sql(), [batch_json(rows)])
-            self._load_spills(conn)
+            written = self._insert(conn, rows)
+        except _RETRYABLE as exc:
+            self._note_failure(exc, len(spans))
+            return None
         finally:
             conn.close()
+        return written
+
+    def _insert(self, conn: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> int:
+        """Insert ``rows`` and then any spilled spans; the number of ``rows`` written."""
+        written = self._insert_rows(conn, rows)
+        try:
+            self._load_spills(conn)
+        except _RETRYABLE as exc:  # the batch is in; the spills wait for the next write
+            logger.warning("otel-llm: spilled spans wait for the next write (%s)", exc)
+        return written
+
+    def _insert_rows(self, conn: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> int:
+        """One statement for all ``rows``; if the rows themselves are refused (not the file),
+        one statement each, counting those refused. File failures propagate."""
+        if not rows:
+            return 0
+        try:
+            conn.execute(insert_sql(), [batch_json(rows)])
+            return len(rows)
+        except _RETRYABLE:
+            raise
+        except duckdb.Error:
+            pass
+        written = 0
+        for row in rows:
+            try:
+                conn.execute(insert_sql(), [batch_json([row])])
+                written += 1
+            except _RETRYABLE:
+                raise
+            except duckdb.Error as exc:
+                with self._cond:
+                    self._count_drop(1, f"a row was refused: {exc}")
+        return written
 
     def _note_failure(self, exc: BaseException, in_hand: int) -> None:
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -286,6 +327,8 @@ class DuckDBSpanExporter(SpanExporter):
         )
 
     def _load_spills(self, conn: duckdb.DuckDBPyConnection) -> None:
+        """Load spill files left by earlier shutdowns. A busy database leaves them for the next
+        write; lines that are not rows, or rows the table refuses, are counted as dropped."""
         directory = self.spill_dir
         if not directory.is_dir():
             return
@@ -293,14 +336,20 @@ class DuckDBSpanExporter(SpanExporter):
             claimed = spill.with_suffix(f".loading-{os.getpid()}")
             try:
                 spill.rename(claimed)
+                lines = [line for line in claimed.read_text("utf-8").splitlines() if line]
             except OSError:
-                continue  # another process took it
-            rows = [json.loads(line) for line in claimed.read_text("utf-8").splitlines() if line]
+                continue  # another process took it, or it cannot be read now
+            rows = []
+            for line in lines:
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    with self._cond:
+                        self._count_drop(1, f"a line of {spill} is not a span")
             try:
-                if rows:
-                    conn.execute(insert_sql(), [batch_json(rows)])
-            except duckdb.Error:
-                claimed.rename(spill)
+                written = self._insert_rows(conn, rows)
+            except _RETRYABLE:
+                claimed.rename(spill)  # try again at the next write
                 raise
             claimed.unlink()
-            logger.info("otel-llm: loaded %d spilled spans from %s", len(rows), spill)
+            logger.info("otel-llm: loaded %d spilled spans from %s", written, spill)
