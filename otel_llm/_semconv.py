@@ -73,6 +73,10 @@ CHUNK_EVENTS_RECORDED: Final = "otel_llm.chunks.events"
 """Span attribute: chunk events the instrumentation added (to detect dropped events)."""
 CHUNK_EVENTS_FLOOR_MS: Final = "otel_llm.chunks.events_floor_ms"
 """Span attribute: every gap strictly longer than this has a chunk event."""
+CHUNK_STALL_NS: Final = "otel_llm.chunks.stall_ns"
+CHUNK_STALL_COUNT: Final = "otel_llm.chunks.stall_count"
+"""Span attributes, only when the event floor had to rise above the threshold (more long gaps
+than the event budget): the exact stall sum and count at ``otel_llm.stall.threshold_ms``."""
 
 CONSUMER_HOLD_MS: Final = "otel_llm.consumer.hold_ms"
 """Span attribute (wrapped streams): time the application held the stream between reads —

@@ -481,3 +481,22 @@ def test_bad_spill_content_is_counted_and_never_stops_the_writer(tmp_path: Path)
     assert stats.written == 6
     assert query(path, "SELECT count(*) FROM otel_traces")[0][0] == good + 6 + 1
     assert not list(spill_dir.iterdir())
+
+
+def test_thinned_chunk_events_still_agree_at_the_measured_threshold(store: Store) -> None:
+    """With more stalls than chunk events fit, SQL at the measured threshold returns the
+    processor's exact figures, and refuses (NULL) thresholds it cannot know."""
+    arrivals = [i * 1500.0 + (i % 3) for i in range(150)]
+    figures = store.call(arrivals, arrivals[-1] + 1)
+    store.exporter.force_flush(10_000)
+    (row,) = query(
+        store.path,
+        "SELECT a.stall_ms, a.stall_count, a.generation_ms, r.stall_ms, r.stall_count, "
+        "r.generation_ms, low.stall_ms FROM llm_attempts a "
+        "JOIN llm_attempts_at(1000) r USING (span_id) "
+        "JOIN llm_attempts_at(1200) low USING (span_id) WHERE a.outcome = 'ok'",
+    )
+    expected = (figures.stall_ms, figures.stall_count, figures.generation_ms)
+    assert row[:3] == expected
+    assert row[3:6] == expected
+    assert row[6] is None

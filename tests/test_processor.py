@@ -154,14 +154,42 @@ def test_event_limit_below_budget_raises_floor_and_stays_exact() -> None:
     assert derived(span) == client
 
 
-def test_too_many_stalls_for_the_limit_are_flagged_not_misderived() -> None:
-    """If the floor must rise above the threshold, the span says so instead of guessing."""
+def test_more_stalls_than_the_event_budget_stay_exact_at_the_threshold() -> None:
+    """With more stalls than chunk events fit, the floor rises above the threshold and the span
+    carries the exact stall sum and count at its threshold: figures still equal the client's."""
     pipeline = Spans(max_events=12)
-    arrivals = [i * 1500.0 + (i % 3) for i in range(40)]  # 39 stalls at 1000 ms
-    run_attempt(pipeline, arrivals, arrivals[-1] + 1)
+    arrivals = [i * 1500.0 + (i % 3) for i in range(150)]  # 149 stalls at 1000 ms
+    client = run_attempt(pipeline, arrivals, arrivals[-1] + 1)
     (span,) = pipeline.attempts()
     attrs = span.attributes or {}
+    assert attrs[sc.CHUNK_EVENTS_FLOOR_MS] > 1000
+    assert attrs[sc.METERING_STATUS] == sc.METERING_EXACT
+    assert derived(span) == client
+    assert client.stall_count == 149
+
+
+def test_threshold_below_the_floor_without_known_stalls_is_flagged() -> None:
+    """A span derived at a threshold below its event floor, other than the one it was measured
+    at, is flagged incomplete and keeps only its wall time."""
+    pipeline = Spans(threshold_ms=500)
+    span = pipeline.tracer.start_span(
+        "chat x",
+        start_time=0,
+        attributes={
+            sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
+            sc.GEN_AI_REQUEST_STREAM: True,
+            sc.CHUNK_COUNT_RECORDED: 2,
+            sc.CHUNK_EVENTS_RECORDED: 2,
+            sc.CHUNK_EVENTS_FLOOR_MS: 2000,
+        },
+    )
+    span.add_event(sc.CHUNK_EVENT, {sc.CHUNK_INDEX: 0}, timestamp=10 * MS)
+    gap = {sc.CHUNK_INDEX: 1, sc.CHUNK_GAP_NS: 3000 * MS}
+    span.add_event(sc.CHUNK_EVENT, gap, timestamp=3010 * MS)
+    span.end(end_time=3020 * MS)
+    attrs = pipeline.attempts()[0].attributes or {}
     assert attrs[sc.METERING_STATUS] == sc.METERING_INCOMPLETE_FLOOR
+    assert attrs[sc.WALL_MS] == 3020
     assert sc.STALL_MS not in attrs
 
 

@@ -129,6 +129,11 @@ def read_chunk_events(
     if 0 not in by_index or total - 1 not in by_index or max(by_index) >= total:
         return RecordedChunks(None, sc.METERING_INCOMPLETE_MISSING)
     gaps = [gap for index, (_, gap) in sorted(by_index.items()) if gap is not None]
+    known = None
+    stall_ns, stall_count = attributes.get(sc.CHUNK_STALL_NS), attributes.get(sc.CHUNK_STALL_COUNT)
+    threshold = attributes.get(sc.STALL_THRESHOLD_MS)
+    if isinstance(stall_ns, int) and isinstance(stall_count, int) and isinstance(threshold, int):
+        known = (threshold, stall_ns, stall_count)
     timeline = Timeline(
         wall_ns=wall_ns,
         streamed=True,
@@ -137,5 +142,6 @@ def read_chunk_events(
         gaps_ns=gaps,
         max_gap_ns=max(gaps) if gaps else None,
         complete_above_ms=int(floor_ms),
+        known_stall=known,
     )
     return RecordedChunks(timeline, sc.METERING_EXACT)

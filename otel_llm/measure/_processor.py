@@ -105,11 +105,13 @@ def derive_attempt(
         end_ns=end,
         dropped_events=span.dropped_events,
     )
+    wall_only: dict[str, AttributeValue] = {sc.WALL_MS: to_ms(end - start)}
     if recorded.timeline is None:
-        return None, {sc.METERING_STATUS: recorded.status}
-    if threshold < recorded.timeline.complete_above_ms:
-        return None, {sc.METERING_STATUS: sc.METERING_INCOMPLETE_FLOOR}
-    figures = meter(recorded.timeline, threshold)
+        return None, {**wall_only, sc.METERING_STATUS: recorded.status}
+    try:
+        figures = meter(recorded.timeline, threshold)
+    except ValueError:  # below the event floor, and not the threshold measured at
+        return None, {**wall_only, sc.METERING_STATUS: sc.METERING_INCOMPLETE_FLOOR}
     extra = figure_attributes(figures)
     extra[sc.METERING_STATUS] = recorded.status
     extra[sc.STALL_THRESHOLD_MS] = threshold

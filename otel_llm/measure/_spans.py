@@ -25,7 +25,7 @@ from otel_llm._redact import redact
 from otel_llm.measure import _clock
 from otel_llm.measure._chunks import ChunkClock
 from otel_llm.measure._events import event_attributes, plan_chunk_events
-from otel_llm.measure._stalls import StallFigures, meter
+from otel_llm.measure._stalls import StallFigures, meter, stall_sum
 
 logger = logging.getLogger("otel_llm")
 
@@ -170,6 +170,9 @@ class AttemptSpan:
                 sc.CHUNK_EVENTS_FLOOR_MS: plan.floor_ms,
             }
         )
+        if plan.floor_ms > self.threshold_ms:  # events thinned above the threshold
+            stall_ns, stall_count = stall_sum(gaps_ns, self.threshold_ms)
+            span.set_attributes({sc.CHUNK_STALL_NS: stall_ns, sc.CHUNK_STALL_COUNT: stall_count})
         anchor = self._anchor_ns
         for event in plan.events:
             span.add_event(

@@ -36,6 +36,9 @@ class Timeline:
     gaps_ns: Sequence[int] = ()
     max_gap_ns: int | None = None
     complete_above_ms: int = 0
+    known_stall: tuple[int, int, int] | None = None
+    """``(threshold_ms, stall_ns, stall_count)`` known exactly at one threshold below the floor
+    (recorded when chunk events had to be thinned above the attempt's threshold)."""
 
     @classmethod
     def from_gaps(cls, *, wall_ns: int, ttft_ns: int | None, gaps_ns: Sequence[int]) -> Timeline:
@@ -78,7 +81,9 @@ def stall_sum(gaps_ns: Sequence[int], threshold_ms: int) -> tuple[int, int]:
 
 def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:
     """Derive the figures of one attempt at ``threshold_ms`` (SPEC M2–M6)."""
-    if threshold_ms < timeline.complete_above_ms:
+    known = timeline.known_stall
+    exact_here = known is not None and known[0] == threshold_ms
+    if threshold_ms < timeline.complete_above_ms and not exact_here:
         raise ValueError(
             f"threshold {threshold_ms} ms is below the floor {timeline.complete_above_ms} ms "
             "above which every gap is known"
@@ -89,7 +94,10 @@ def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:
     ttft_ms = None if timeline.ttft_ns is None else to_ms(timeline.ttft_ns)
     if timeline.chunk_count < 2:
         return StallFigures(wall_ms, wall_ms, None, None, ttft_ms, None, timeline.chunk_count)
-    stall_ns, stall_count = stall_sum(timeline.gaps_ns, threshold_ms)
+    if exact_here and known is not None:
+        stall_ns, stall_count = known[1], known[2]
+    else:
+        stall_ns, stall_count = stall_sum(timeline.gaps_ns, threshold_ms)
     stall_ms = to_ms(stall_ns)
     max_gap_ms = None if timeline.max_gap_ns is None else to_ms(timeline.max_gap_ns)
     return StallFigures(

@@ -230,6 +230,9 @@ WITH flagged AS (
         "TtftMs" AS ttft_ms,
         "ChunkCount" AS chunk_count,
         "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        threshold_ms = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
         coalesce("Outcome", '') IN ('{sc.OUTCOME_HEDGE_CANCELLED}', '{sc.OUTCOME_CANCELLED}')
             AS cancelled,
         coalesce("MeteringStatus", '') IN ('{sc.METERING_EXACT}', '{sc.METERING_NOT_STREAMED}')
@@ -251,10 +254,15 @@ SELECT
     started_at, trace_id, span_id, call_span_id, provider, model, source, attempt, leg,
     outcome, stream, wall_ms, ttft_ms, chunk_count, max_inter_chunk_ms,
     threshold_ms AS stall_threshold_ms,
-    CASE WHEN usable THEN stall_total_ms END AS stall_ms,
-    CASE WHEN usable THEN len(stall_gaps) END AS stall_count,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE WHEN usable THEN len(stall_gaps) WHEN measured_here THEN measured_stall_count END
+        AS stall_count,
     CASE
         WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
         WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
     END AS generation_ms
 FROM measured;
@@ -292,7 +300,9 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> bool:
     """Bring the file to :data:`SCHEMA_VERSION` and the current views; True when anything
     changed. Every step is idempotent, so running it twice (or in two processes) is harmless."""
     version, views_sha = _stored(conn)
-    if version >= SCHEMA_VERSION and views_sha == VIEWS_SHA:
+    if version > SCHEMA_VERSION:
+        return False  # written by a newer otel-llm: leave its schema and views alone
+    if version == SCHEMA_VERSION and views_sha == VIEWS_SHA:
         return False
     conn.execute("BEGIN TRANSACTION")
     try:
