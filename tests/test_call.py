@@ -318,3 +318,39 @@ async def test_unreachable_redis_fails_closed_through_the_client(spans: Spans) -
             await c.chat(MESSAGES)
     assert "pw-123456" not in str(caught.value)
     assert script.seen == []
+
+
+class _DownAfterFirst:
+    """Admits the first request, then the backend is gone."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def acquire(self, source: str, limits: Limits, tokens: int) -> float:
+        self.calls += 1
+        if self.calls > 1:
+            raise BackendUnavailable("admission backend unreachable")
+        return 0.0
+
+    async def settle(self, source: str, limits: Limits, extra_tokens: int) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_unreachable_backend_at_hedge_time_leaves_the_primary_alone(spans: Spans) -> None:
+    """If the hedge cannot be admitted because the backend went away, the call does not hedge
+    and the primary's answer is returned."""
+
+    async def late_first_chunk(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return sse_answer()
+
+    script = Scripted({"a": [late_first_chunk], "b": [sse_answer()]})
+    admission = _DownAfterFirst()
+    async with client(script, spans, admission=admission, hedge_after_s=0.05) as c:
+        result = await c.chat(MESSAGES)
+    assert result.source == "a"
+    assert result.stats.hedges == 0
+    assert admission.calls == 2

@@ -294,7 +294,11 @@ class CallRun(Generic[T]):
         target = self.candidates.hedge_target(self.loop.time(), primary=primary.name)
         if target is None or not self.shared.hedge_budget.spend():
             return None
-        if not await self._admit(target, self.tokens):
+        try:
+            admitted = await self._admit(target, self.tokens)
+        except e.BackendUnavailable:
+            admitted = False  # the primary runs on; only a hedge needs the backend now
+        if not admitted:
             self.shared.hedge_budget.refund()
             return None
         if not target.breaker.acquire(self.loop.time()):
