@@ -77,7 +77,7 @@ async def test_transient_failures_are_retried_with_backoff_until_max_attempts(
             await c.chat(MESSAGES)
     assert len(script.seen) == 3
     assert caught.value.attempts == 3
-    assert "3 attempts failed" in str(caught.value)
+    assert "max_attempts=3 reached" in str(caught.value)
     assert set(caught.value.reasons) == {"a", "b"}
     assert "502" in caught.value.reasons["b"]
     (call,) = spans.calls()
@@ -174,7 +174,7 @@ def test_transient_attempt_time_does_not_count_as_stall(spans: Spans) -> None:
         async with client(
             script, spans, source("a", timeout_s=250), max_attempts=3, stall_window_s=300
         ) as c:
-            with pytest.raises(AllSourcesExhausted, match="3 attempts failed"):
+            with pytest.raises(AllSourcesExhausted, match="max_attempts=3 reached"):
                 await c.chat(MESSAGES, stream=False)
 
     run_virtual(main())
@@ -354,3 +354,29 @@ async def test_unreachable_backend_at_hedge_time_leaves_the_primary_alone(spans:
     assert result.source == "a"
     assert result.stats.hedges == 0
     assert admission.calls == 2
+
+
+def test_waiting_after_some_output_is_bounded_too(spans: Spans) -> None:
+    """On virtual time: after a stream that produced output and broke, a source answering 429
+    forever ends the call one stall window after that output, not a day later."""
+
+    async def partial_then_cut(request: httpx.Request) -> httpx.Response:
+        body = sse_answer().text.split("data: [DONE]")[0]
+        first_chunk_only = body.split("\n\n")[0] + "\n\n"
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, text=first_chunk_only
+        )
+
+    script = Scripted({"a": [partial_then_cut, error(429, retry_after="60")]})
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(script, spans, source("a"), stall_window_s=300) as c:
+            with pytest.raises(AllSourcesExhausted, match="since the last output"):
+                await c.chat(MESSAGES)
+        return loop.time() - started
+
+    elapsed = run_virtual(main())
+    assert elapsed <= 361
+    assert len(script.seen) <= 8

@@ -169,7 +169,7 @@ async def test_both_legs_failing_cost_one_budget_unit(
         backoff_base_s=0.01,
         tracer_provider=spans.provider,
     ) as client:
-        with pytest.raises(AllSourcesExhausted, match="2 attempts failed"):
+        with pytest.raises(AllSourcesExhausted, match="max_attempts=2 reached: 2 failed rounds"):
             await client.chat(MESSAGES)
     (call,) = spans.calls()
     assert call.attributes[sc.CALL_ATTEMPTS] == 3  # type: ignore[index]

@@ -149,10 +149,14 @@ class CallRun(Generic[T]):
         if self.deadline is not None and now >= self.deadline:
             raise self._exhausted(f"call deadline of {self.retry.call_deadline_s:g} s reached")
         if self.fails >= self.retry.max_attempts:
-            raise self._exhausted(f"{self.fails} attempts failed (max_attempts)")
-        if not self.produced_output and self.budget.exhausted(now):
             raise self._exhausted(
-                f"waited {self.budget.waited_s(now):.1f} s without any output "
+                f"max_attempts={self.retry.max_attempts} reached: {self.fails} failed rounds, "
+                f"{self.attempts} attempts"
+            )
+        if self.budget.exhausted(now):
+            since = "since the last output" if self.produced_output else "without any output"
+            raise self._exhausted(
+                f"waited {self.budget.waited_s(now):.1f} s {since} "
                 f"(stall_window_s={self.retry.stall_window_s:g})"
             )
 
@@ -162,8 +166,7 @@ class CallRun(Generic[T]):
         bound = seconds
         if self.deadline is not None:
             bound = min(bound, self.deadline - now)
-        if not self.produced_output:
-            bound = min(bound, self.budget.remaining_s(now))
+        bound = min(bound, self.budget.remaining_s(now))
         await asyncio.sleep(max(0.0, bound))
 
     async def _run_round(self, state: SourceState) -> RoundResult[T]:
@@ -249,8 +252,12 @@ class CallRun(Generic[T]):
         return answer
 
     def _note_output(self, attempt: Attempt) -> None:
+        """A failed leg that streamed output was progress: the stall window starts again, so
+        the call is still bounded if only 429s and waits follow (R3 holds for calls that never
+        produced output; this keeps later waiting bounded too)."""
         if attempt.chunks:
             self.produced_output = True
+            self.budget = StallBudget(self.loop.time(), self.retry.stall_window_s)
 
     def _note_failure(self, leg: Leg[T], exc: e.ProviderError) -> None:
         state = leg.state
