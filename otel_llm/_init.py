@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from otel_llm._defaults import DEFAULTS
 from otel_llm._version import __version__
 from otel_llm.measure._processor import DerivingSpanProcessor
-from otel_llm.measure._stalls import validate_threshold_ms
+from otel_llm.measure._stalls import threshold_ms_from_env, validate_threshold_ms
 from otel_llm.show._duckdb_exporter import DuckDBSpanExporter
 
 logger = logging.getLogger("otel_llm")
@@ -109,7 +109,7 @@ def init(
     *,
     db_path: str | os.PathLike[str] | None = None,
     service_name: str | None = None,
-    stall_threshold_ms: int = DEFAULTS.stall_threshold_ms,
+    stall_threshold_ms: int | None = None,
     duckdb: bool = True,
     otlp: bool | None = None,
     tracer_provider: TracerProvider | None = None,
@@ -122,11 +122,17 @@ def init(
       (``otlp=True/False`` forces it on or off).
     - ``OTEL_SDK_DISABLED=true`` turns everything off: calls still work, nothing is recorded.
     - ``OTEL_SERVICE_NAME`` (or ``service_name``) names the service.
+    - ``stall_threshold_ms`` (default: ``LLM__STREAM__STALL_THRESHOLD_MS``, else 1000) is what
+      the processor derives with for spans that did not record their own threshold.
     - If the application already installed an SDK ``TracerProvider`` (or passes one), otel-llm
       adds its processor to it instead of replacing it; that provider's other processors see the
       spans without the derived figures, and a warning says so when its event limit is too low.
     """
-    threshold = validate_threshold_ms(stall_threshold_ms)
+    threshold = (
+        threshold_ms_from_env()
+        if stall_threshold_ms is None
+        else validate_threshold_ms(stall_threshold_ms)
+    )
     if _env_true("OTEL_SDK_DISABLED"):
         return Telemetry(trace.NoOpTracerProvider(), None, None, None, threshold, False, False)
 

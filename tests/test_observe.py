@@ -368,3 +368,19 @@ def test_content_is_captured_only_when_asked(spans: Spans, monkeypatch: pytest.M
     first, second = spans.calls()
     assert "secret answer" not in first.to_json()
     assert "shared answer" in str(attrs_of(second)[sc.GEN_AI_OUTPUT_MESSAGES])
+
+
+def test_threshold_comes_from_the_same_key_as_the_client(
+    spans: Spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wrapped streams read LLM__STREAM__STALL_THRESHOLD_MS like the client does (M5)."""
+    monkeypatch.setenv("LLM__STREAM__STALL_THRESHOLD_MS", "2500")
+    stream = observe_stream(
+        iter([chunk("a"), chunk(finish="stop")]), provider="x", tracer_provider=spans.provider
+    )
+    for _ in stream:
+        pass
+    assert attrs_of(spans.attempts()[0])[sc.STALL_THRESHOLD_MS] == 2500
+    monkeypatch.setenv("LLM__STREAM__STALL_THRESHOLD_MS", "0")
+    with pytest.raises(ValueError, match="LLM__STREAM__STALL_THRESHOLD_MS"):
+        observe_stream(iter([]), provider="x", tracer_provider=spans.provider)

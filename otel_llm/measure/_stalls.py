@@ -7,9 +7,11 @@ processor and SQL can never disagree by a rounding step.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 
 NS_PER_MS = 1_000_000
@@ -109,6 +111,17 @@ def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:
         max_inter_chunk_ms=max_gap_ms,
         chunk_count=timeline.chunk_count,
     )
+
+
+def threshold_ms_from_env(scope: str = "LLM") -> int:
+    """``{scope}__STREAM__STALL_THRESHOLD_MS`` when set (validated), else the default — the
+    same key the client reads, so wrapped calls and the processor measure like the client."""
+    key = f"{scope}__STREAM__STALL_THRESHOLD_MS"
+    raw = os.environ.get(key)
+    if raw is None or not raw.strip():
+        return DEFAULTS.stall_threshold_ms
+    value: object = int(raw.strip()) if raw.strip().isdigit() else raw
+    return validate_threshold_ms(value, key)
 
 
 def validate_threshold_ms(value: object, key: str = "stall_threshold_ms") -> int:

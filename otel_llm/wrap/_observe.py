@@ -17,11 +17,10 @@ from typing import Any, Generic, TypeVar, overload
 
 from opentelemetry import metrics, trace
 
-from otel_llm._defaults import DEFAULTS
 from otel_llm._version import __version__
 from otel_llm.measure import _clock
 from otel_llm.measure._metrics import LlmMetrics
-from otel_llm.measure._stalls import validate_threshold_ms
+from otel_llm.measure._stalls import threshold_ms_from_env, validate_threshold_ms
 from otel_llm.wrap._chunk_view import Classifier, FinishReason, openai_classifier
 from otel_llm.wrap._recorder import CallRecorder
 
@@ -211,7 +210,7 @@ def observe_stream(
     operation: str = "chat",
     classifier: Classifier = openai_classifier,
     finish_reason: FinishReason | None = None,
-    stall_threshold_ms: int = DEFAULTS.stall_threshold_ms,
+    stall_threshold_ms: int | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
     started_ns: int | None = None,
@@ -233,7 +232,9 @@ def observe_stream(
         provider=provider,
         model=model,
         streamed=True,
-        threshold_ms=validate_threshold_ms(stall_threshold_ms),
+        threshold_ms=threshold_ms_from_env()
+        if stall_threshold_ms is None
+        else validate_threshold_ms(stall_threshold_ms),
         classifier=classifier,
         finish_reason=finish_reason,
         started_ns=started_ns,
