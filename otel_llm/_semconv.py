@@ -120,6 +120,7 @@ CALL_WINNER_ATTEMPT: Final = "otel_llm.call.winner_attempt"
 """The ``otel_llm.attempt.number`` whose figures the call span carries."""
 CALL_SOURCES_TRIED: Final = "otel_llm.call.sources_tried"
 CALL_HEDGE_WASTE_TOKENS: Final = "otel_llm.call.hedge_waste_tokens"
+CALL_HEDGE_WASTE_CHUNKS: Final = "otel_llm.call.hedge_waste_chunks"
 
 # --- span names ------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from otel_llm import AllSourcesExhausted, Client, Source
+from otel_llm import AllSourcesExhausted, Client, Limits, LocalAdmission, Source
 from otel_llm import _semconv as sc
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from tests.conftest import Spans
@@ -232,3 +232,39 @@ async def test_rate_limited_only_source_exhausts_on_the_window(
         with pytest.raises(AllSourcesExhausted, match="without any output") as caught:
             await client.chat(MESSAGES)
     assert "429" in caught.value.reasons["a"]
+
+
+class RecordingAdmission(LocalAdmission):
+    """The in-process backend, remembering every settlement."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.settled: list[tuple[str, int]] = []
+
+    async def settle(self, source: str, limits: Limits, extra_tokens: int) -> None:
+        self.settled.append((source, extra_tokens))
+        await super().settle(source, limits, extra_tokens)
+
+
+async def test_loser_is_settled_and_its_waste_counted(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """The cancelled loser's reservation is settled (the output cap given back) and its chunks
+    are reported as hedge waste; waited_ms does not count the winning round."""
+    admission = RecordingAdmission()
+    sources = [
+        source(provider, "a", "stall", tokens_per_minute=100_000),
+        source(provider, "b", "smooth", tokens_per_minute=100_000),
+    ]
+    async with Client(
+        sources, hedge_stall_after_s=0.2, admission=admission, tracer_provider=spans.provider
+    ) as client:
+        result = await client.chat(MESSAGES, max_tokens=1000)
+    loser = [extra for name, extra in admission.settled if name == "a"]
+    assert len(loser) == 1
+    assert -1000 < loser[0] < -900, "the unused output cap came back, the chunks were kept"
+    assert result.stats.hedge_waste_chunks == 4
+    assert result.stats.waited_ms is not None
+    assert result.stats.waited_ms < 50
+    (call,) = spans.calls()
+    assert (call.attributes or {})[sc.CALL_HEDGE_WASTE_CHUNKS] == 4

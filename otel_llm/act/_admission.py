@@ -35,14 +35,19 @@ class Limits:
         return self.requests_per_minute is None and self.tokens_per_minute is None
 
 
-def estimate_tokens(payload: Mapping[str, Any]) -> int:
-    """Tokens to pre-deduct for a request: ~4 characters a prompt token, plus the output cap."""
+def estimate_prompt_tokens(payload: Mapping[str, Any]) -> int:
+    """Prompt tokens of a request, estimated at ~4 characters a token."""
     prompt = payload.get("messages", payload.get("input", ""))
     text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
+    return len(text) // _CHARS_PER_TOKEN + 1
+
+
+def estimate_tokens(payload: Mapping[str, Any]) -> int:
+    """Tokens to pre-deduct for a request: the prompt estimate plus the output cap."""
     output = payload.get("max_completion_tokens") or payload.get("max_tokens")
     if not isinstance(output, int) or isinstance(output, bool) or output < 0:
         output = DEFAULTS.output_tokens_estimate if "messages" in payload else 0
-    return len(text) // _CHARS_PER_TOKEN + 1 + output
+    return estimate_prompt_tokens(payload) + output
 
 
 class Admission(Protocol):

@@ -10,6 +10,7 @@ long without any output.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from opentelemetry.context import Context
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
-from otel_llm.act._admission import Admission, estimate_tokens
+from otel_llm.act._admission import Admission, estimate_prompt_tokens, estimate_tokens
 from otel_llm.act._attempt import Attempt
 from otel_llm.act._backoff import backoff_delay
 from otel_llm.act._completion import Usage
@@ -32,6 +33,7 @@ from otel_llm.act._source_state import Candidates, SourceState
 from otel_llm.act._stall_budget import StallBudget
 
 T = TypeVar("T")
+logger = logging.getLogger("otel_llm")
 
 Request = Callable[[Attempt, httpx.AsyncClient, Mapping[str, Any]], Awaitable[T]]
 """Runs one attempt (chat or embeddings) and returns its answer."""
@@ -51,6 +53,7 @@ class CallOutcome(Generic[T]):
     backoff_s: float
     waited_s: float
     hedge_waste_tokens: int | None
+    hedge_waste_chunks: int | None
 
 
 @dataclass
@@ -104,6 +107,8 @@ class CallRun(Generic[T]):
             clock=self.loop.time,
         )
         self.tokens = estimate_tokens(payload)
+        self.prompt_tokens = estimate_prompt_tokens(payload)
+        self.round_started = now
         self.fails = 0
         self.attempts = 0
         self.hedges = 0
@@ -113,7 +118,6 @@ class CallRun(Generic[T]):
         self.reasons: dict[str, str] = {}
         self.tried: list[str] = []
         self.last_error: BaseException | None = None
-        self.waste_tokens: int | None = None
 
     # --- the loop -----------------------------------------------------------------------------
 
@@ -173,7 +177,7 @@ class CallRun(Generic[T]):
         self.rounds += 1
         if self.round.hedging:
             self.shared.hedge_budget.earn()
-        started = self.loop.time()
+        self.round_started = started = self.loop.time()
         try:
             async with asyncio.timeout_at(self.deadline):
                 result = await self.round.run(state, self.tokens)
@@ -233,12 +237,13 @@ class CallRun(Generic[T]):
             state.breaker.release()  # a cancelled leg gives no verdict on the source
             self._note_output(attempt)
             leg.finished_at = self.loop.time()
+            await self._settle_unknown(state, leg.tokens, attempt.chunks)
             raise
         except e.ProviderError as exc:
             leg.finished_at = self.loop.time()
             self._note_failure(leg, exc)
             self._note_output(attempt)
-            await self._settle(state, leg.tokens, None if attempt.chunks else 0)
+            await self._settle_unknown(state, leg.tokens, attempt.chunks)
             raise
         except BaseException:
             state.breaker.release()
@@ -292,6 +297,16 @@ class CallRun(Generic[T]):
             return
         await self.shared.admission.settle(state.name, state.source.limits, actual - tokens)
 
+    async def _settle_unknown(self, state: SourceState, tokens: int, chunks: int) -> None:
+        """Settle a leg whose usage is unknown (failed or cancelled): nothing if it produced
+        nothing, else the prompt estimate plus one token a chunk — an estimate, for admission
+        only. A backend failure here is logged: the leg's own outcome stands."""
+        actual = self.prompt_tokens + chunks if chunks else 0
+        try:
+            await self._settle(state, tokens, actual)
+        except e.BackendUnavailable as exc:
+            logger.warning("otel-llm: could not settle admission for %s: %s", state.name, exc)
+
     async def _refund(self, state: SourceState, tokens: int) -> None:
         await self._settle(state, tokens, 0)
 
@@ -325,6 +340,7 @@ class CallRun(Generic[T]):
             if leg.task.done() and not leg.task.cancelled() and leg.task.exception() is None
         ]
         known = [tokens for tokens in waste if tokens is not None]
+        now = self.loop.time()
         return CallOutcome(
             winner=winner,
             answer=winner.task.result(),
@@ -333,8 +349,11 @@ class CallRun(Generic[T]):
             sources_tried=tuple(self.tried),
             retries=self.rounds - 1,
             backoff_s=self.backoff_s,
-            waited_s=self.budget.waited_s(self.loop.time()),
+            waited_s=max(0.0, self.budget.waited_s(now) - (now - self.round_started)),
             hedge_waste_tokens=sum(known) if known else None,
+            hedge_waste_chunks=sum(leg.attempt.chunks for leg in result.losers)
+            if result.losers
+            else None,
         )
 
     def _exhausted(self, why: str) -> e.AllSourcesExhausted:

@@ -103,4 +103,6 @@ def call_attributes(stats: CallStats) -> dict[str, AttributeValue]:
     }
     if stats.hedge_waste_tokens is not None:
         attrs[sc.CALL_HEDGE_WASTE_TOKENS] = stats.hedge_waste_tokens
+    if stats.hedge_waste_chunks is not None:
+        attrs[sc.CALL_HEDGE_WASTE_CHUNKS] = stats.hedge_waste_chunks
     return attrs

@@ -312,6 +312,7 @@ class Client:
             retries=outcome.retries,
             backoff_ms=int(outcome.backoff_s * 1000),
             hedge_waste_tokens=outcome.hedge_waste_tokens,
+            hedge_waste_chunks=outcome.hedge_waste_chunks,
             call_ms=to_ms(time.monotonic_ns() - started_ns),
             waited_ms=int(outcome.waited_s * 1000),
         )

@@ -33,6 +33,8 @@ class CallStats:
     backoff_ms: int = 0
     hedge_waste_tokens: int | None = None
     """Tokens the losing legs used, where their usage is known (a cancelled loser's is not)."""
+    hedge_waste_chunks: int | None = None
+    """Incremental chunks the losing legs had received when they lost (always known)."""
     call_ms: int | None = None
     """Wall time of the whole call, retries and waits included."""
     waited_ms: int | None = None

@@ -17,8 +17,9 @@ import duckdb
 
 from otel_llm import _semconv as sc
 
-SCHEMA_VERSION: Final = 2
-"""1: the ClickHouse exporter's columns only. 2: typed otel-llm columns, views and macros."""
+SCHEMA_VERSION: Final = 3
+"""1: the ClickHouse exporter's columns only. 2: typed otel-llm columns, views and macros.
+3: ``HedgeWasteChunks``."""
 
 TABLE: Final = "otel_traces"
 
@@ -113,6 +114,7 @@ TYPED_COLUMNS: Final = (
     TypedColumn("CallHedgeWon", "BOOLEAN", sc.CALL_HEDGE_WON),
     TypedColumn("CallWinnerAttempt", "INTEGER", sc.CALL_WINNER_ATTEMPT),
     TypedColumn("HedgeWasteTokens", "BIGINT", sc.CALL_HEDGE_WASTE_TOKENS),
+    TypedColumn("HedgeWasteChunks", "BIGINT", sc.CALL_HEDGE_WASTE_CHUNKS),
 )
 
 CHUNK_COLUMNS: Final = (
@@ -198,6 +200,7 @@ SELECT
     "CallHedgeWon" AS hedge_won,
     "CallWinnerAttempt" AS winner_attempt,
     "HedgeWasteTokens" AS hedge_waste_tokens,
+    "HedgeWasteChunks" AS hedge_waste_chunks,
     "TtftMs" AS ttft_ms,
     "WallMs" AS wall_ms,
     "GenerationMs" AS generation_ms,
