@@ -91,6 +91,11 @@ class Telemetry:
             return True
         return self.processor.force_flush(int(timeout_s * 1000))
 
+    @property
+    def shut(self) -> bool:
+        """True once :meth:`shutdown` ran."""
+        return self._shut
+
     def shutdown(self) -> None:
         """Flush and stop what :func:`init` started (idempotent)."""
         if self._shut:
@@ -103,6 +108,10 @@ class Telemetry:
         elif self.processor is not None:
             self.processor.force_flush()
             self.processor.shutdown()
+
+
+_active: Telemetry | None = None
+"""The handle of the current :func:`init`, so a second call does not wire everything twice."""
 
 
 def init(
@@ -128,6 +137,13 @@ def init(
       adds its processor to it instead of replacing it; that provider's other processors see the
       spans without the derived figures, and a warning says so when its event limit is too low.
     """
+    global _active
+    if _active is not None and not _active.shut:
+        logger.warning(
+            "otel-llm: init() was already called; returning the same handle (call "
+            "shutdown() first to set up again)"
+        )
+        return _active
     threshold = (
         threshold_ms_from_env()
         if stall_threshold_ms is None
@@ -165,7 +181,7 @@ def init(
     meters = _otlp_meter_provider(provider.resource) if want_otlp else None
     if meters is not None and set_global:
         metrics.set_meter_provider(meters)
-    return Telemetry(
+    _active = Telemetry(
         provider,
         processor,
         exporter,
@@ -174,6 +190,7 @@ def init(
         owns_provider=owns,
         meter_provider=meters,
     )
+    return _active
 
 
 def _warn_if_limits_bite(provider: TracerProvider) -> None:

@@ -229,3 +229,23 @@ def test_global_default_in_a_fresh_process(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     with duckdb.connect(str(tmp_path / "otel-llm.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM llm_calls").fetchone() == (1,)
+
+
+async def test_init_twice_wires_once(
+    tmp_path: Path, provider: SimulatedProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second init() returns the same handle instead of writing every span twice."""
+    first = init(db_path=tmp_path / "once.duckdb", set_global=False, otlp=False)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        second = init(db_path=tmp_path / "other.duckdb", set_global=False, otlp=False)
+    assert second is first
+    assert "already called" in caplog.text
+    async with Client(sources(provider), tracer_provider=first.tracer_provider) as client:
+        await client.chat(MESSAGES)
+    first.shutdown()
+    with duckdb.connect(str(tmp_path / "once.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
+    assert not (tmp_path / "other.duckdb").exists()
+    third = init(db_path=tmp_path / "again.duckdb", set_global=False, otlp=False)
+    assert third is not first
+    third.shutdown()
