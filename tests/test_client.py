@@ -268,3 +268,46 @@ async def test_loser_is_settled_and_its_waste_counted(
     assert result.stats.waited_ms < 50
     (call,) = spans.calls()
     assert (call.attributes or {})[sc.CALL_HEDGE_WASTE_CHUNKS] == 4
+
+
+async def test_silence_after_the_finish_reason_is_neither_hedged_nor_killed(
+    spans: Spans,
+) -> None:
+    """Once the finish reason arrived, a slow usage frame or [DONE] neither starts a hedge nor
+    trips the watchdog: the answer is complete."""
+    import httpx
+
+    from tests.fakes import Scripted, sse_answer
+
+    async def slow_tail(request: httpx.Request) -> httpx.Response:
+        events = sse_answer().text.split("\n\n")
+        finish = next(i for i, e in enumerate(events) if "finish_reason" in e and "stop" in e)
+
+        async def body() -> AsyncIterator[bytes]:
+            for index, event in enumerate(events):
+                if event:
+                    yield (event + "\n\n").encode()
+                if index == finish:
+                    await asyncio.sleep(0.6)  # the provider takes its time after finishing
+
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+    script = Scripted({"a": [slow_tail], "b": [sse_answer()]})
+    a = Source(
+        name="a",
+        provider="sim",
+        base_url="http://a.test/v1",
+        model="m",
+        inter_token_timeout_s=0.2,
+    )
+    b = Source(name="b", provider="sim", base_url="http://b.test/v1", model="m")
+    async with Client(
+        [a, b],
+        hedge_stall_after_s=0.1,
+        http_client=script.client(),
+        tracer_provider=spans.provider,
+    ) as client:
+        result = await client.chat(MESSAGES)
+    assert result.source == "a"
+    assert (result.stats.attempts, result.stats.hedges) == (1, 0)
+    assert script.seen == ["a"]

@@ -147,7 +147,7 @@ class Round(Generic[T]):
                 return False
             if signal.is_set():
                 continue  # a chunk arrived meanwhile, even in the timeout's own iteration
-            return True
+            return not chunks.finished  # after the finish reason, silence is just the end
 
     @staticmethod
     async def _wait_for_signal(

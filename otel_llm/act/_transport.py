@@ -177,6 +177,8 @@ async def _read_stream(
                 raise stream_error(chunk, source=source.name, secrets=source.secrets())
             if feed(chunk) and mark is not None:
                 mark()
+            if clock is not None and assembler.finish_reason is not None:
+                clock.finished = True  # the answer is complete: no more reason to hedge or kill
     finally:
         await events.aclose()
     return done

@@ -50,6 +50,8 @@ class Watchdog:
 
     def _check(self) -> None:
         self._handle = None
+        if self._clock.finished:
+            return  # the finish reason came: the rest (usage, [DONE]) is the read timeout's
         loop = asyncio.get_running_loop()
         if self._deadline_ns() > _clock.now_ns():
             self._handle = loop.call_later(self._next_check_s(), self._check)
