@@ -109,7 +109,7 @@ class Legs:
         )
         primary_chunks = self.legs[0].attempt.chunks if self.legs else 0
         self.started.append((target.name, role, signal, loop.time(), primary_chunks))
-        leg: Leg[str] = Leg(target, attempt, tokens, started_at=loop.time())
+        leg: Leg[str] = Leg(target, attempt, tokens)
 
         async def run() -> str:
             try:
@@ -134,7 +134,6 @@ class Legs:
             stream=self.stream,
             start_leg=self.start,
             find_hedge=self.find,
-            clock=asyncio.get_running_loop().time,
             make_signal=self.make_signal,
         )
 

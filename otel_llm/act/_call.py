@@ -104,7 +104,6 @@ class CallRun(Generic[T]):
             stream=stream,
             start_leg=self._start_leg,
             find_hedge=self._find_hedge,
-            clock=self.loop.time,
         )
         self.tokens = estimate_tokens(payload)
         self.prompt_tokens = estimate_prompt_tokens(payload)
@@ -224,7 +223,7 @@ class CallRun(Generic[T]):
             signal=signal,
             operation=self.operation,
         )
-        leg: Leg[T] = Leg(state, attempt, tokens, started_at=self.loop.time())
+        leg: Leg[T] = Leg(state, attempt, tokens)
         leg.task = asyncio.create_task(self._run_leg(leg), name=f"otel-llm {role} {state.name}")
         return leg
 

@@ -36,7 +36,6 @@ class Leg(Generic[T]):
     state: SourceState
     attempt: Attempt
     tokens: int
-    started_at: float
     finished_at: float | None = None
     task: asyncio.Task[T] = field(init=False)
 
@@ -80,7 +79,6 @@ class Round(Generic[T]):
         stream: bool,
         start_leg: StartLeg[T],
         find_hedge: FindHedge,
-        clock: Callable[[], float],
         make_signal: Callable[[], asyncio.Event] = asyncio.Event,
     ) -> None:
         """``make_signal`` builds the primary's chunk signal (a seam for tests)."""
@@ -89,7 +87,6 @@ class Round(Generic[T]):
         self._stream = stream
         self._start_leg = start_leg
         self._find_hedge = find_hedge
-        self._clock = clock
         self._make_signal = make_signal
 
     @property

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from otel_llm.act._breaker import Breaker
@@ -24,10 +24,6 @@ class SourceState:
     def name(self) -> str:
         """The source's name."""
         return self.source.name
-
-    def answering_429(self, now: float) -> bool:
-        """True while the source's last 429 asked us to stay away (no hedging into it)."""
-        return now < self.rate_limited_until
 
     def available_at(self, now: float) -> float:
         """Earliest time an attempt at this source could start."""
@@ -72,14 +68,11 @@ class Candidates:
         soonest = min(ordered, key=lambda state: state.available_at(now))
         return Pick(soonest, soonest.available_at(now) - now)
 
-    def hedge_target(
-        self, now: float, primary: str, busy: Collection[str] = ()
-    ) -> SourceState | None:
-        """A different source a hedge leg may go to now: breaker allows it, it is not answering
-        429 and not out of quota."""
+    def hedge_target(self, now: float, primary: str) -> SourceState | None:
+        """A different source a hedge leg may go to now: its breaker allows it, and it is not
+        answering 429 (``rate_limited_until``) nor out of quota — :meth:`SourceState.available_at`
+        covers all three."""
         for state in self.remaining():
-            if state.name == primary or state.name in busy:
-                continue
-            if state.available_at(now) <= now and not state.answering_429(now):
+            if state.name != primary and state.available_at(now) <= now:
                 return state
         return None

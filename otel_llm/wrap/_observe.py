@@ -72,9 +72,6 @@ class ObservedStream(_Proxy, Generic[T]):
         except StopIteration:
             recorder.end_ok()
             raise
-        except GeneratorExit:
-            recorder.end_closed()
-            raise
         except BaseException as exc:
             recorder.end_error(exc)
             raise
