@@ -129,7 +129,9 @@ def test_guard_after_s_below_shortest_timeout() -> None:
     """hedge_after_s >= min(timeout_s) is refused: the hedge could never start."""
     with pytest.raises(ConfigurationError, match="HEDGE__AFTER_S") as caught:
         Client([source("a", timeout_s=10), source("b", timeout_s=5)], hedge_after_s=5)
-    assert "shortest source timeout_s" in str(caught.value)
+    assert "shortest first-chunk timeout" in str(caught.value)
+    with pytest.raises(ConfigurationError, match="HEDGE__AFTER_S"):
+        Client([source("a", ttft_timeout_s=3), source("b")], hedge_after_s=4)
 
 
 def test_guard_stall_after_s_below_effective_inter_chunk_timeout() -> None:

@@ -324,12 +324,12 @@ def check_hedge_assembly(settings: ClientSettings) -> None:
         return
     scope = settings.scope
     if hedge.after_s is not None:
-        shortest = min(source.timeout_s for source in sources)
+        shortest = min(source.ttft_timeout_s or source.timeout_s for source in sources)
         if hedge.after_s >= shortest:
             raise ConfigurationError(
                 f"{scope}__HEDGE__AFTER_S",
-                f"{hedge.after_s:g} must be below the shortest source timeout_s "
-                f"({shortest:g}); the hedge could never start",
+                f"{hedge.after_s:g} must be below the shortest first-chunk timeout "
+                f"(ttft_timeout_s or timeout_s: {shortest:g}); the hedge could never start",
             )
     if hedge.stall_after_s is not None:
         shortest = min(source.effective_inter_chunk_timeout_s for source in sources)
