@@ -42,6 +42,21 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 def run_virtual(main: Coroutine[Any, Any, T]) -> T:
-    """Run ``main`` to completion on a fresh virtual-time loop."""
+    """Run ``main`` to completion on a fresh virtual-time loop; like the shared fixture, fail if
+    it leaves a task of its own running (``asyncio.Runner`` would cancel it silently)."""
+
+    async def checked() -> T:
+        result = await main
+        current = asyncio.current_task()
+        leftover = [
+            task
+            for task in asyncio.all_tasks()
+            if task is not current
+            and not task.done()
+            and type(task.get_coro()).__name__ != "async_generator_athrow"
+        ]
+        assert leftover == [], f"tasks left running: {leftover}"
+        return result
+
     with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
-        return runner.run(main)
+        return runner.run(checked())
