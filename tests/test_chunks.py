@@ -6,8 +6,11 @@ import asyncio
 from typing import Any
 
 import pytest
+from openai.types.chat import ChatCompletionChunk
 
+from otel_llm.act._completion import StreamAssembler
 from otel_llm.measure._chunks import ChunkClock, is_incremental
+from otel_llm.wrap._chunk_view import ResponseNotes, openai_classifier
 
 
 def chunk(**delta: Any) -> dict[str, Any]:
@@ -39,8 +42,29 @@ def chunk(**delta: Any) -> dict[str, Any]:
     ],
 )
 def test_incremental_chunk_rule(payload: dict[str, Any], incremental: bool) -> None:
-    """Only chunks carrying generated output are incremental chunks."""
+    """Only chunks carrying generated output are incremental chunks — and every place that
+    applies the rule (transport assembly, wrapped-stream classifier, the fused wrapped-stream
+    reader, on dicts and on openai SDK objects) agrees."""
     assert is_incremental(payload) is incremental
+    assert StreamAssembler().feed(payload) is incremental
+    assert openai_classifier(payload) is incremental
+    assert ResponseNotes().feed_and_classify(payload) is incremental
+    sdk_chunk = ChatCompletionChunk.model_validate(
+        {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                dict(
+                    choice, index=choice.get("index", 0), finish_reason=choice.get("finish_reason")
+                )
+                for choice in (payload.get("choices") or [])
+            ],
+        }
+    )
+    assert openai_classifier(sdk_chunk) is incremental
+    assert ResponseNotes().feed_and_classify(sdk_chunk) is incremental
 
 
 async def test_mark_records_and_sets_signal() -> None:
