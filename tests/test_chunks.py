@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -65,6 +66,34 @@ def test_incremental_chunk_rule(payload: dict[str, Any], incremental: bool) -> N
     )
     assert openai_classifier(sdk_chunk) is incremental
     assert ResponseNotes().feed_and_classify(sdk_chunk) is incremental
+    assert ResponseNotes(capture_text=True).feed_and_classify(sdk_chunk) is incremental
+    # objects that lack fields: the SDK's unvalidated chunks, or another library's objects
+    constructed = ChatCompletionChunk.construct(**payload)
+    assert ResponseNotes().feed_and_classify(constructed) is incremental
+    assert ResponseNotes().feed_and_classify(as_object(payload)) is incremental
+
+
+def as_object(value: Any) -> Any:
+    """A dict turned into plain attribute objects that have only the keys the dict has."""
+    if isinstance(value, dict):
+        return SimpleNamespace(**{key: as_object(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return [as_object(item) for item in value]
+    return value
+
+
+def test_objects_missing_fields_are_read_with_defaults() -> None:
+    """A chunk object without ``usage`` or ``finish_reason`` attributes is still read whole:
+    the finish reason and usage of the objects that have them are noted, nothing twice."""
+    notes = ResponseNotes(capture_text=True)
+    notes.feed_and_classify(as_object(chunk(content="a")))
+    notes.feed_and_classify(
+        as_object({"choices": [{"index": 0, "delta": {"content": "b"}, "finish_reason": "stop"}]})
+    )
+    notes.feed_and_classify(as_object({"usage": {"prompt_tokens": 3, "completion_tokens": 2}}))
+    assert notes.text == ["a", "b"]
+    assert notes.finish_reasons == {0: "stop"}
+    assert (notes.input_tokens, notes.output_tokens) == (3, 2)
 
 
 async def test_mark_records_and_sets_signal() -> None:

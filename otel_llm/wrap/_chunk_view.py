@@ -61,7 +61,13 @@ class ResponseNotes:
 
     def feed_and_classify(self, chunk: Any) -> bool:
         """:meth:`feed` and :func:`openai_classifier` in one pass over the chunk: the hot path
-        of wrapped OpenAI streams. SDK objects are read with plain ``getattr``."""
+        of wrapped OpenAI streams.
+
+        SDK objects are read with plain attribute access, the cheapest read there is; an object
+        that lacks a field (the SDK builds chunks without validation, so a frame without
+        ``choices`` has no such attribute) is read again with defaults. Everything done before
+        such a retry is idempotent: text capture, which is not, always takes the careful path.
+        """
         if self.model is None:
             self._identify(chunk)
         kind = type(chunk)
@@ -70,6 +76,30 @@ class ResponseNotes:
             mapping = _MAPPING_TYPES[kind] = isinstance(chunk, Mapping)
         if mapping:
             return self._feed_mapping(chunk)
+        if not self.capture_text:
+            try:
+                usage = chunk.usage
+                if usage is not None:
+                    self.note_usage(usage)
+                incremental = False
+                for choice in chunk.choices or ():
+                    delta = choice.delta
+                    if delta is not None and not incremental:
+                        incremental = bool(
+                            delta.content
+                            or delta.tool_calls
+                            or getattr(delta, "reasoning_content", None)
+                            or getattr(delta, "reasoning", None)
+                        )
+                    reason = choice.finish_reason
+                    if reason:
+                        self._finish(choice, reason)
+                return incremental
+            except AttributeError:
+                pass
+        return self._feed_object(chunk)
+
+    def _feed_object(self, chunk: Any) -> bool:
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             self.note_usage(usage)

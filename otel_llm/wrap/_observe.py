@@ -34,7 +34,7 @@ class _Proxy:
     _recorder: CallRecorder
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("_wrapped", "_recorder", "_iterator"):
+        if name in ("_wrapped", "_recorder", "_step"):
             raise AttributeError(name)  # not yet set: never recurse
         return getattr(self._wrapped, name)
 
@@ -58,17 +58,19 @@ class ObservedStream(_Proxy, Generic[T]):
 
     def __init__(self, wrapped: Iterable[T], recorder: CallRecorder) -> None:
         self._wrapped = wrapped
-        self._iterator: Iterator[T] = iter(wrapped)
         self._recorder = recorder
+        self._step: tuple[Iterator[T], CallRecorder] = (iter(wrapped), recorder)
+        """What each read needs, in one attribute: with ``__getattr__`` defined on the class,
+        every attribute read in ``__next__`` takes the slow path."""
 
     def __iter__(self) -> ObservedStream[T]:
         return self
 
     def __next__(self) -> T:
-        recorder = self._recorder
+        iterator, recorder = self._step
         wait_start = _clock.now_ns()
         try:
-            item = next(self._iterator)
+            item = next(iterator)
         except StopIteration:
             recorder.end_ok()
             raise
@@ -108,17 +110,17 @@ class AsyncObservedStream(_Proxy, Generic[T]):
 
     def __init__(self, wrapped: AsyncIterable[T], recorder: CallRecorder) -> None:
         self._wrapped = wrapped
-        self._iterator: AsyncIterator[T] = wrapped.__aiter__()
         self._recorder = recorder
+        self._step: tuple[AsyncIterator[T], CallRecorder] = (wrapped.__aiter__(), recorder)
 
     def __aiter__(self) -> AsyncObservedStream[T]:
         return self
 
     async def __anext__(self) -> T:
-        recorder = self._recorder
+        iterator, recorder = self._step
         wait_start = _clock.now_ns()
         try:
-            item = await self._iterator.__anext__()
+            item = await iterator.__anext__()
         except StopAsyncIteration:
             recorder.end_ok()
             raise

@@ -107,6 +107,7 @@ class CallRecorder:
         )
         self.secrets = tuple(secrets)
         self.started_ns = self.attempt.clock.start_ns
+        self._clock = self.attempt.clock
 
     @property
     def ended(self) -> bool:
@@ -126,19 +127,20 @@ class CallRecorder:
             self.hold_ns += wait_start_ns - last
         self._last_arrival_ns = arrival_ns
         try:
-            if self._fused:
-                incremental = self.notes.feed_and_classify(item)
-            else:
-                incremental = self.classifier(item)
-                self.notes.feed(item)
-                if self._finish_reason is not None:
-                    reason = self._finish_reason(item)
-                    if reason:
-                        self.notes.finish_reasons[0] = reason
-            if incremental:
-                self.attempt.clock.mark_with_hold(arrival_ns, self.hold_ns)
+            if self.notes.feed_and_classify(item) if self._fused else self._feed_custom(item):
+                self._clock.mark_with_hold(arrival_ns, self.hold_ns)
         except Exception:  # a classifier bug must not break the application's stream
             logger.exception("otel-llm: could not read a streamed item")
+
+    def _feed_custom(self, item: Any) -> bool:
+        """Note what ``item`` says and whether it is an incremental chunk (custom shapes)."""
+        incremental = self.classifier(item)
+        self.notes.feed(item)
+        if self._finish_reason is not None:
+            reason = self._finish_reason(item)
+            if reason:
+                self.notes.finish_reasons[0] = reason
+        return incremental
 
     # --- endings ------------------------------------------------------------------------------
 
