@@ -36,6 +36,7 @@ from otel_llm.simulator import (
     sample_measured,
     serve,
 )
+from otel_llm.simulator._frames import Pause
 from otel_llm.simulator._provider import is_loopback
 
 SCALE = 0.001
@@ -199,6 +200,19 @@ async def test_keepalives_are_sent_during_a_silence(client: httpx.AsyncClient) -
     chunk_lines = [index for index, line in enumerate(lines) if "word" in line]
     assert len(pings) == 4
     assert all(chunk_lines[1] < index < chunk_lines[2] for index in pings)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "every", "pings"),
+    [(50.0, 10.0, 4), (55.0, 10.0, 5), (0.3, 0.1, 2), (0.7, 0.1, 6), (5.0, 10.0, 0), (0.0, 1.0, 0)],
+)
+def test_keepalive_count_is_exact_at_the_end_of_a_silence(
+    seconds: float, every: float, pings: int
+) -> None:
+    """Pings go at every multiple of the period strictly before the silence ends; a multiple
+    that equals the end only up to float rounding sends none (no extra ping at the boundary)."""
+    assert Pause(seconds, every).keepalive_count() == pings
+    assert Pause(seconds).keepalive_count() == 0
 
 
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])

@@ -52,6 +52,14 @@ class Pause:
     seconds: float
     keepalive_every_s: float | None = None
 
+    def keepalive_count(self) -> int:
+        """How many pings fall strictly inside the pause (at every multiple of the period
+        before its end; a multiple that equals the end up to float rounding sends none)."""
+        every = self.keepalive_every_s
+        if every is None:
+            return 0
+        return max(0, math.ceil(self.seconds / every - 1e-9) - 1)
+
 
 @dataclass(frozen=True, slots=True)
 class Abort:

@@ -144,12 +144,11 @@ async def _pause(response: web.StreamResponse, sim: _Simulator, step: Pause, unt
     comments at the keepalive period."""
     loop = asyncio.get_running_loop()
     if step.keepalive_every_s is not None:
-        every = step.keepalive_every_s * sim.time_scale
-        beat = until - sim.real_s(step.seconds) + every
-        while beat < until:
-            await asyncio.sleep(max(0.0, beat - loop.time()))
+        every = sim.real_s(step.keepalive_every_s)
+        start = until - sim.real_s(step.seconds)
+        for beat in range(1, step.keepalive_count() + 1):  # counted, not accumulated floats
+            await asyncio.sleep(max(0.0, start + beat * every - loop.time()))
             await response.write(_KEEPALIVE)
-            beat += every
     await asyncio.sleep(max(0.0, until - loop.time()))
 
 
