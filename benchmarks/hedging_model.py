@@ -4,8 +4,9 @@
 different question: with *no* overhead anywhere, which stall-hedging setting comes closest to the
 issue's target (p99 ≤ 1.3 × the oracle's at ≤ 1.25 × its requests) on the same distribution? It
 replays draws of the simulator's ``measured`` preset (``sample_measured``: the primary source, a
-hedge source and a retry source each draw from their own seeded generator, as the three simulated
-providers do) through the design's rules, computed from the scripts alone:
+hedge source and a retry source each draw from their own seeded generator (seeds S, S+1000,
+S+2000, so no two seeds share a generator), as the three simulated providers do) through the
+design's rules, computed from the scripts alone:
 
 * a leg's chunks arrive at its scripted times; it succeeds at its last chunk;
 * stall hedge (R8/R9): after the first chunk, the first gap longer than ``stall_after_s`` starts
@@ -233,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"hedge budget burst {BURST:g}; at most {options.max_rounds} rounds per call"
     )
     oracles = {seed: oracle_p99(options.calls, seed) for seed in seeds}
-    pools = {seed: (Pool(seed), Pool(seed + 1), Pool(seed + 2)) for seed in seeds}
+    pools = {seed: (Pool(seed), Pool(seed + 1000), Pool(seed + 2000)) for seed in seeds}
     print("oracle p99: " + ", ".join(f"{value:.1f} s (seed {s})" for s, value in oracles.items()))
     print(f"\n  {'rules':32} {'p99/oracle':>11} {'req/call':>9}   (worst seed)")
     best: tuple[float, str] | None = None

@@ -94,6 +94,10 @@ def test_objects_missing_fields_are_read_with_defaults() -> None:
     assert notes.text == ["a", "b"]
     assert notes.finish_reasons == {0: "stop"}
     assert (notes.input_tokens, notes.output_tokens) == (3, 2)
+    # an object whose choices are plain dicts (pydantic's model_construct leaves them so)
+    mixed = SimpleNamespace(choices=[{"index": 0, "delta": {"content": "x"}}], usage=None)
+    assert ResponseNotes().feed_and_classify(mixed) is True
+    assert openai_classifier(mixed) is True
 
 
 async def test_mark_records_and_sets_signal() -> None:

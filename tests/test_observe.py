@@ -384,3 +384,30 @@ def test_threshold_comes_from_the_same_key_as_the_client(
     monkeypatch.setenv("LLM__STREAM__STALL_THRESHOLD_MS", "0")
     with pytest.raises(ValueError, match="LLM__STREAM__STALL_THRESHOLD_MS"):
         observe_stream(iter([]), provider="x", tracer_provider=spans.provider)
+
+
+class Unopenable:
+    """A stream whose iterator cannot even be created."""
+
+    def __iter__(self) -> Iterator[Any]:
+        raise RuntimeError("no connection")
+
+
+class AsyncUnopenable:
+    """An async stream whose iterator cannot even be created."""
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        raise RuntimeError("no connection")
+
+
+@pytest.mark.parametrize("stream", [Unopenable(), AsyncUnopenable()], ids=["sync", "async"])
+def test_a_stream_that_cannot_be_iterated_ends_its_spans_as_an_error(
+    spans: Spans, stream: Any
+) -> None:
+    """iter() / __aiter__() raising: the caller gets the error, the spans end once, as errors."""
+    with pytest.raises(RuntimeError, match="no connection"):
+        observed(spans, stream)
+    gc.collect()
+    attempt = attrs_of(spans.attempts()[0])
+    assert attempt[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert len(spans.calls()) == 1  # and the fixture checks that each span ended exactly once

@@ -202,6 +202,19 @@ async def test_keepalives_are_sent_during_a_silence(client: httpx.AsyncClient) -
     assert all(chunk_lines[1] < index < chunk_lines[2] for index in pings)
 
 
+async def test_keepalives_stop_at_the_end_of_a_capped_silence(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A silence cut to MAX_WAIT_S sends only the pings that fit in it, none after its end."""
+    monkeypatch.setattr("otel_llm.simulator._server.MAX_WAIT_S", 0.05)
+    script = Script(  # 200 s with a ping every 20 s: 0.2 s real, capped to 0.05 s
+        chunk_count=3,
+        silences=(Silence(after_chunk=0, duration_s=200.0, keepalive_every_s=20.0),),
+    )
+    lines = (await read_stream(client, script)).lines
+    assert lines.count(": ping") == 2  # at 0.02 s and 0.04 s; 0.06 s is past the end
+
+
 @pytest.mark.parametrize(
     ("seconds", "every", "pings"),
     [(50.0, 10.0, 4), (55.0, 10.0, 5), (0.3, 0.1, 2), (0.7, 0.1, 6), (5.0, 10.0, 0), (0.0, 1.0, 0)],

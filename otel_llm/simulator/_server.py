@@ -147,7 +147,10 @@ async def _pause(response: web.StreamResponse, sim: _Simulator, step: Pause, unt
         every = sim.real_s(step.keepalive_every_s)
         start = until - sim.real_s(step.seconds)
         for beat in range(1, step.keepalive_count() + 1):  # counted, not accumulated floats
-            await asyncio.sleep(max(0.0, start + beat * every - loop.time()))
+            at = start + beat * every
+            if at >= until:  # the pause was capped at MAX_WAIT_S: no ping past its end
+                break
+            await asyncio.sleep(max(0.0, at - loop.time()))
             await response.write(_KEEPALIVE)
     await asyncio.sleep(max(0.0, until - loop.time()))
 

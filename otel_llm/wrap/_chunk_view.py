@@ -19,6 +19,10 @@ _MAPPING_TYPES: dict[type, bool] = {dict: True}
 costs several times a ``getattr`` on SDK objects, and this runs several times per chunk."""
 
 
+_READ_WITH_DEFAULTS: set[type] = set()
+"""Object types that lacked a field once: read with defaults from then on."""
+
+
 def field_of(item: Any, name: str) -> Any:
     """``item[name]`` for mappings, ``item.name`` for objects, ``None`` when absent."""
     kind = type(item)
@@ -63,10 +67,11 @@ class ResponseNotes:
         """:meth:`feed` and :func:`openai_classifier` in one pass over the chunk: the hot path
         of wrapped OpenAI streams.
 
-        SDK objects are read with plain attribute access, the cheapest read there is; an object
+        SDK objects are read with plain attribute access, the cheapest read there is. An object
         that lacks a field (the SDK builds chunks without validation, so a frame without
-        ``choices`` has no such attribute) is read again with defaults. Everything done before
-        such a retry is idempotent: text capture, which is not, always takes the careful path.
+        ``choices`` has no such attribute) is read again the careful way, and so is every later
+        chunk of its type. Everything done before such a retry is idempotent; text capture,
+        which is not, always takes the careful path.
         """
         if self.model is None:
             self._identify(chunk)
@@ -74,55 +79,32 @@ class ResponseNotes:
         mapping = _MAPPING_TYPES.get(kind)
         if mapping is None:
             mapping = _MAPPING_TYPES[kind] = isinstance(chunk, Mapping)
-        if mapping:
-            return self._feed_mapping(chunk)
-        if not self.capture_text:
-            try:
-                usage = chunk.usage
-                if usage is not None:
-                    self.note_usage(usage)
-                incremental = False
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if delta is not None and not incremental:
-                        incremental = bool(
-                            delta.content
-                            or delta.tool_calls
-                            or getattr(delta, "reasoning_content", None)
-                            or getattr(delta, "reasoning", None)
-                        )
-                    reason = choice.finish_reason
-                    if reason:
-                        self._finish(choice, reason)
-                return incremental
-            except AttributeError:
-                pass
-        return self._feed_object(chunk)
+        if mapping or self.capture_text or kind in _READ_WITH_DEFAULTS:
+            return self._feed_carefully(chunk)
+        try:
+            usage = chunk.usage
+            if usage is not None:
+                self.note_usage(usage)
+            incremental = False
+            for choice in chunk.choices or ():
+                delta = choice.delta
+                if delta is not None and not incremental:
+                    incremental = bool(
+                        delta.content
+                        or delta.tool_calls
+                        or getattr(delta, "reasoning_content", None)
+                        or getattr(delta, "reasoning", None)
+                    )
+                reason = choice.finish_reason
+                if reason:
+                    self._finish(choice, reason)
+            return incremental
+        except AttributeError:
+            _READ_WITH_DEFAULTS.add(kind)  # no second exception per chunk for this type
+            return self._feed_carefully(chunk)
 
-    def _feed_object(self, chunk: Any) -> bool:
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            self.note_usage(usage)
-        incremental = False
-        for choice in getattr(chunk, "choices", None) or ():
-            delta = getattr(choice, "delta", None)
-            if delta is not None and not incremental:
-                incremental = bool(
-                    getattr(delta, "content", None)
-                    or getattr(delta, "tool_calls", None)
-                    or getattr(delta, "reasoning_content", None)
-                    or getattr(delta, "reasoning", None)
-                )
-            reason = getattr(choice, "finish_reason", None)
-            if reason:
-                self._finish(choice, reason)
-            if self.capture_text and delta is not None:
-                content = getattr(delta, "content", None)
-                if isinstance(content, str):
-                    self.text.append(content)
-        return incremental
-
-    def _feed_mapping(self, chunk: Any) -> bool:
+    def _feed_carefully(self, chunk: Any) -> bool:
+        """The careful read: dicts, objects, and any mix of the two at every level."""
         self._take(chunk, text_in="delta")
         return openai_classifier(chunk)
 

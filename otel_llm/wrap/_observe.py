@@ -59,7 +59,12 @@ class ObservedStream(_Proxy, Generic[T]):
     def __init__(self, wrapped: Iterable[T], recorder: CallRecorder) -> None:
         self._wrapped = wrapped
         self._recorder = recorder
-        self._step: tuple[Iterator[T], CallRecorder] = (iter(wrapped), recorder)
+        try:
+            iterator = iter(wrapped)
+        except BaseException as exc:
+            recorder.end_error(exc)
+            raise
+        self._step: tuple[Iterator[T], CallRecorder] = (iterator, recorder)
         """What each read needs, in one attribute: with ``__getattr__`` defined on the class,
         every attribute read in ``__next__`` takes the slow path."""
 
@@ -111,7 +116,12 @@ class AsyncObservedStream(_Proxy, Generic[T]):
     def __init__(self, wrapped: AsyncIterable[T], recorder: CallRecorder) -> None:
         self._wrapped = wrapped
         self._recorder = recorder
-        self._step: tuple[AsyncIterator[T], CallRecorder] = (wrapped.__aiter__(), recorder)
+        try:
+            iterator = wrapped.__aiter__()
+        except BaseException as exc:
+            recorder.end_error(exc)
+            raise
+        self._step: tuple[AsyncIterator[T], CallRecorder] = (iterator, recorder)
 
     def __aiter__(self) -> AsyncObservedStream[T]:
         return self
