@@ -88,19 +88,18 @@ import asyncio
 import math
 import os
 import random
-import re
 import resource
 import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import httpx
+from _provider import launch, read_url
 from opentelemetry import trace
 
 from otel_llm.act._client import Client
@@ -131,8 +130,6 @@ TARGET_P99 = 1.3
 TARGET_REQUESTS = 1.25
 
 MESSAGES = ({"role": "user", "content": "Explain hedged requests."},)
-
-_URL = re.compile(r"http://[^\s()]+/v1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,40 +223,19 @@ class Providers:
     """``otel-llm provider`` processes, one per seed; :meth:`stop` is idempotent."""
 
     def __init__(self, preset: str, time_scale: float, seeds: Sequence[int]) -> None:
-        self._commands = [
-            [
-                *(sys.executable, "-m", "otel_llm.cli", "provider", "--port", "0"),
-                *("--preset", preset, "--time-scale", str(time_scale), "--seed", str(seed)),
-            ]
+        self._args = [
+            ("--preset", preset, "--time-scale", str(time_scale), "--seed", str(seed))
             for seed in seeds
         ]
         self._procs: list[subprocess.Popen[str]] = []
 
     def launch(self) -> None:
         """Start every process (does not wait for them)."""
-        env = {**os.environ, "COLUMNS": "200"}  # one unwrapped announcement line
-        for command in self._commands:
-            self._procs.append(
-                subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
-            )
+        self._procs.extend(launch(*args) for args in self._args)
 
     def urls(self) -> list[str]:
         """The base URLs the processes announce (blocks until all have)."""
-        return [self._read_url(proc) for proc in self._procs]
-
-    @staticmethod
-    def _read_url(proc: subprocess.Popen[str]) -> str:
-        assert proc.stdout is not None
-        killer = threading.Timer(30.0, proc.kill)  # a provider that never announces
-        killer.start()
-        try:
-            line = proc.stdout.readline()
-        finally:
-            killer.cancel()
-        match = _URL.search(line)
-        if match is None:
-            raise RuntimeError(f"the simulated provider did not announce its URL: {line!r}")
-        return match.group(0)
+        return [read_url(proc) for proc in self._procs]
 
     def stop(self) -> None:
         """Terminate the processes (kill after 10 s) and reap them."""

@@ -76,6 +76,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from _provider import start_provider
+
 VARIANTS = ("bare", "otel-llm", "openllmetry", "contrib")
 PEERS = ("openllmetry", "contrib")
 MODEL = "bench"
@@ -283,18 +285,6 @@ class Result:
     cpu_us: list[float] = field(default_factory=list)
     """CPU µs per chunk, one per round."""
     recorded: dict[str, Any] = field(default_factory=dict)
-
-
-def start_provider() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_llm.cli", "provider", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    url = next(word for word in line.split() if word.startswith("http://"))
-    return proc, url
 
 
 def worker_command(args: argparse.Namespace, variant: str, role: str, chunks: int) -> list[str]:

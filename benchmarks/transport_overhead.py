@@ -27,6 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import httpx
+from _provider import start_provider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -36,18 +37,6 @@ from otel_llm.act._source import Source
 from otel_llm.act._transport import chat_completion
 from otel_llm.measure._processor import DerivingSpanProcessor
 from otel_llm.simulator import SCRIPT_HEADER
-
-
-def start_provider() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "otel_llm.cli", "provider", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    url = next(word for word in line.split() if word.startswith("http://"))
-    return proc, url
 
 
 async def measure(run: Callable[[], Awaitable[int]]) -> tuple[float, int]:
