@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.trace import Span
 
 from otel_llm import _semconv as sc
 from otel_llm.measure._spans import AttemptSpan
@@ -168,21 +169,26 @@ def test_more_stalls_than_the_event_budget_stay_exact_at_the_threshold() -> None
     assert client.stall_count == 149
 
 
-def test_threshold_below_the_floor_without_known_stalls_is_flagged() -> None:
-    """A span derived at a threshold below its event floor, other than the one it was measured
-    at, is flagged incomplete and keeps only its wall time."""
-    pipeline = Spans(threshold_ms=500)
-    span = pipeline.tracer.start_span(
+def streamed_attempt(pipeline: Spans, *, chunks: int, **attributes: int) -> Span:
+    """A streamed attempt span started at 0 that says it recorded ``chunks`` chunk events."""
+    return pipeline.tracer.start_span(
         "chat x",
         start_time=0,
         attributes={
             sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
             sc.GEN_AI_REQUEST_STREAM: True,
-            sc.CHUNK_COUNT_RECORDED: 2,
-            sc.CHUNK_EVENTS_RECORDED: 2,
-            sc.CHUNK_EVENTS_FLOOR_MS: 2000,
+            sc.CHUNK_COUNT_RECORDED: chunks,
+            sc.CHUNK_EVENTS_RECORDED: chunks,
+            **attributes,
         },
     )
+
+
+def test_threshold_below_the_floor_without_known_stalls_is_flagged() -> None:
+    """A span derived at a threshold below its event floor, other than the one it was measured
+    at, is flagged incomplete and keeps only its wall time."""
+    pipeline = Spans(threshold_ms=500)
+    span = streamed_attempt(pipeline, chunks=2, **{sc.CHUNK_EVENTS_FLOOR_MS: 2000})
     span.add_event(sc.CHUNK_EVENT, {sc.CHUNK_INDEX: 0}, timestamp=10 * MS)
     gap = {sc.CHUNK_INDEX: 1, sc.CHUNK_GAP_NS: 3000 * MS}
     span.add_event(sc.CHUNK_EVENT, gap, timestamp=3010 * MS)
@@ -196,16 +202,7 @@ def test_threshold_below_the_floor_without_known_stalls_is_flagged() -> None:
 def test_dropped_events_are_detected_on_real_spans() -> None:
     """When the SDK dropped chunk events, the processor flags the span."""
     pipeline = Spans(max_events=5)
-    span = pipeline.tracer.start_span(
-        "chat x",
-        start_time=0,
-        attributes={
-            sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
-            sc.GEN_AI_REQUEST_STREAM: True,
-            sc.CHUNK_COUNT_RECORDED: 8,
-            sc.CHUNK_EVENTS_RECORDED: 8,
-        },
-    )
+    span = streamed_attempt(pipeline, chunks=8)
     for i in range(8):
         attrs = {sc.CHUNK_INDEX: i} if i == 0 else {sc.CHUNK_INDEX: i, sc.CHUNK_GAP_NS: 2000 * MS}
         span.add_event(sc.CHUNK_EVENT, attrs, timestamp=i * 2000 * MS)
