@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from otel_llm._defaults import DEFAULTS
 from otel_llm._version import __version__
 from otel_llm.measure._processor import DerivingSpanProcessor
-from otel_llm.measure._stalls import threshold_ms_from_env, validate_threshold_ms
+from otel_llm.measure._stalls import resolve_threshold_ms
 from otel_llm.show._duckdb_exporter import DuckDBSpanExporter
 
 logger = logging.getLogger("otel_llm")
@@ -144,11 +144,7 @@ def init(
             "shutdown() first to set up again)"
         )
         return _active
-    threshold = (
-        threshold_ms_from_env()
-        if stall_threshold_ms is None
-        else validate_threshold_ms(stall_threshold_ms)
-    )
+    threshold = resolve_threshold_ms(stall_threshold_ms)
     if _env_true("OTEL_SDK_DISABLED"):
         return Telemetry(trace.NoOpTracerProvider(), None, None, None, threshold, False, False)
 

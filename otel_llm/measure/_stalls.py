@@ -124,6 +124,12 @@ def threshold_ms_from_env(scope: str = "LLM") -> int:
     return validate_threshold_ms(value, key)
 
 
+def resolve_threshold_ms(value: int | None) -> int:
+    """An explicit threshold (validated), or else the environment's (see
+    :func:`threshold_ms_from_env`) — how every entry point that takes one picks it."""
+    return threshold_ms_from_env() if value is None else validate_threshold_ms(value)
+
+
 def validate_threshold_ms(value: object, key: str = "stall_threshold_ms") -> int:
     """Return ``value`` if it is a positive integer, else raise a ConfigurationError (SPEC M5)."""
     if isinstance(value, bool) or not isinstance(value, int):

@@ -20,7 +20,7 @@ from opentelemetry import metrics, trace
 from otel_llm._version import __version__
 from otel_llm.measure import _clock
 from otel_llm.measure._metrics import LlmMetrics
-from otel_llm.measure._stalls import threshold_ms_from_env, validate_threshold_ms
+from otel_llm.measure._stalls import resolve_threshold_ms
 from otel_llm.wrap._chunk_view import Classifier, FinishReason, openai_classifier
 from otel_llm.wrap._recorder import CallRecorder
 
@@ -241,9 +241,7 @@ def observe_stream(
         provider=provider,
         model=model,
         streamed=True,
-        threshold_ms=threshold_ms_from_env()
-        if stall_threshold_ms is None
-        else validate_threshold_ms(stall_threshold_ms),
+        threshold_ms=resolve_threshold_ms(stall_threshold_ms),
         classifier=classifier,
         finish_reason=finish_reason,
         started_ns=started_ns,

@@ -26,7 +26,7 @@ from opentelemetry import metrics, trace
 from otel_llm import _semconv as sc
 from otel_llm._version import __version__
 from otel_llm.measure._metrics import LlmMetrics
-from otel_llm.measure._stalls import threshold_ms_from_env, validate_threshold_ms
+from otel_llm.measure._stalls import resolve_threshold_ms
 from otel_llm.wrap._observe import AsyncObservedStream, ObservedStream, _Proxy
 from otel_llm.wrap._recorder import CallRecorder
 
@@ -170,11 +170,7 @@ def instrument_openai(
     """Instrument the installed ``openai`` SDK (every client, sync and async). Idempotent;
     a second call only updates the providers and the threshold."""
     global _config
-    threshold = (
-        threshold_ms_from_env()
-        if stall_threshold_ms is None
-        else validate_threshold_ms(stall_threshold_ms)
-    )
+    threshold = resolve_threshold_ms(stall_threshold_ms)
     provider = tracer_provider or trace.get_tracer_provider()
     config = _Config(
         provider.get_tracer("otel_llm", __version__), LlmMetrics(meter_provider), threshold
