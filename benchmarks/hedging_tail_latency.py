@@ -62,7 +62,7 @@ sleeps once per chunk (30 ms median cadence: 3 ms at 0.1), each sleep overshoots
 (the event loop's epoll timeout is rounded up to whole milliseconds) plus ~0.3 ms of writing, so
 at 0.02 every stream's generation phase runs ~2× slower than scripted. That inflates the oracle's
 tail (long generations) far more than the stall-dominated tails and biases the comparison towards
-PASS. The client pays ~150-200 µs of CPU per chunk (httpx/h11/SSE), so the load is set as an
+PASS. The client pays ~150-200 µs of CPU per chunk (httpx2/h11/SSE), so the load is set as an
 arrival rate, the same for every strategy (same calls, same chunks per second; a closed loop would
 push the short oracle calls, and their chunks, through several times faster). What overhead is
 left shows in the "scripted reference" lines (the same draws, no overhead at all).
@@ -74,7 +74,7 @@ still in flight — its tail is calls waiting in long silences, which cost no CP
 
 Reported per strategy: p50 / p95 / p99 of ``stats.call_ms`` (the whole call, retries included)
 divided by the time scale, in simulated seconds — a failed call counts as +inf (it never
-answered); requests per call (HTTP requests sent ÷ calls, counted by an httpx event hook and
+answered); requests per call (HTTP requests sent ÷ calls, counted by an httpx2 event hook and
 checked against ``Σ stats.attempts``; 1.00 = no extra request); the share of calls that hedged
 and, of those, the share won by the hedge leg; failures. The target check: with stall hedging,
 p99 ≤ 1.3 × the oracle's p99 at ≤ 1.25 × its requests, evaluated against the measured oracle
@@ -98,7 +98,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import httpx
+import httpx2
 from _provider import launch, read_url
 from opentelemetry import trace
 
@@ -256,7 +256,7 @@ class Providers:
 
 
 def build_client(
-    strategy: Strategy, urls: Sequence[str], options: Options, http: httpx.AsyncClient
+    strategy: Strategy, urls: Sequence[str], options: Options, http: httpx2.AsyncClient
 ) -> Client:
     """The client of ``strategy``: every duration scaled to the simulator's time."""
     scale = options.time_scale
@@ -318,12 +318,12 @@ class StrategyRun:
     async def run(self) -> Outcome:
         counted = 0
 
-        async def count_request(request: httpx.Request) -> None:
+        async def count_request(request: httpx2.Request) -> None:
             nonlocal counted
             counted += 1
 
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-        http = httpx.AsyncClient(limits=limits, event_hooks={"request": [count_request]})
+        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=256)
+        http = httpx2.AsyncClient(limits=limits, event_hooks={"request": [count_request]})
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:

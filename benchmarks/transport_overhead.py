@@ -26,13 +26,14 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 
-import httpx
+import httpx2
 from _provider import start_provider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_llm.act._attempt import Attempt
+from otel_llm.act._pool import Pool
 from otel_llm.act._source import Source
 from otel_llm.act._transport import chat_completion
 from otel_llm.measure._processor import DerivingSpanProcessor
@@ -59,15 +60,16 @@ class Variants:
             DerivingSpanProcessor([SimpleSpanProcessor(self.exporter)])
         )
         self.tracer = self.provider.get_tracer("bench")
-        self.http = httpx.AsyncClient(headers=self.headers, timeout=120)
+        self.http = httpx2.AsyncClient(headers=self.headers, timeout=120)
+        self.pool = Pool(client=self.http)
 
     async def bare(self) -> int:
-        completion = await chat_completion(self.http, self.source, self.payload, stream=True)
+        completion = await chat_completion(self.pool, self.source, self.payload, stream=True)
         return len(completion.text.split())
 
     async def instrumented(self) -> int:
         attempt = Attempt(self.tracer, self.source, number=1, stream=True, threshold_ms=1000)
-        await attempt.run(self.http, self.payload)
+        await attempt.run(self.pool, self.payload)
         self.exporter.clear()
         return attempt.chunks
 

@@ -73,11 +73,47 @@ class Defaults:
     rate_limit_wait_s: float = 1.0
     """Wait after a 429 that carried no Retry-After."""
 
+    same_source_retries: int = 1
+    """Transient failures retried on the same source (after backoff) before failing over."""
+
+    rate_limit_max_wait_s: float = 10.0
+    """A 429 whose wait (``Retry-After``, else ``rate_limit_wait_s``) is at most this long is
+    waited out on the same source; a longer one fails over."""
+
+    failover_on_content_filter: bool = False
+    """A content-filter refusal propagates at once (a decision about the content, not a fault
+    of the source) unless this is set."""
+
+    failover_on_context_length: bool = True
+    """A context-length error moves the call to the next source (whose model may have a larger
+    window); the last one propagates unmasked."""
+
     breaker_failure_threshold: int = 5
     """Consecutive failures that open a source's circuit breaker."""
 
-    breaker_cooldown_s: float = 30.0
-    """How long an open breaker rejects calls before a half-open probe."""
+    breaker_first_cooldown_s: float = 1.0
+    """How long a breaker that just opened rejects calls before its first half-open probe."""
+
+    breaker_cooldown_s: float = 5.0
+    """The longest cool-down: each failed probe doubles it up to this (a recovered source
+    serves again within about this plus the time to the next call)."""
+
+    breaker_cooldown_growth: float = 2.0
+    """Factor by which a failed half-open probe lengthens the next cool-down."""
+
+    breaker_cooldown_jitter: float = 0.1
+    """Each cool-down is shortened by up to this fraction at random, so sources opened
+    together do not probe together (never lengthened: the longest stays the bound)."""
+
+    pool_max_connections: int = 1000
+    """Connections the client's HTTP pool may open at once (each stream holds one while it
+    runs; the openai SDK's default)."""
+
+    pool_max_keepalive_connections: int = 100
+    """Idle connections kept open for reuse."""
+
+    pool_keepalive_expiry_s: float = 5.0
+    """How long an idle connection is kept."""
 
     hedge_budget_ratio: float = 0.25
     """Hedge legs may add at most this fraction of extra requests (token bucket)."""

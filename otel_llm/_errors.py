@@ -11,7 +11,7 @@
         │   ├── ProviderConnectionError   connect / read failure, connection reset
         │   ├── ProviderTimeout           transport timeout
         │   ├── ServerError               HTTP 5xx and 408
-        │   ├── MalformedStream           a chunk that is not valid JSON / SSE
+        │   ├── MalformedStream           a chunk that is not SSE / JSON, or of the wrong shape
         │   ├── TruncatedStream           stream ended without a finish reason or [DONE]
         │   └── WatchdogTimeout           no incremental chunk within the watchdog budget
         ├── RateLimited               HTTP 429; ``retry_after_s`` from Retry-After
@@ -20,10 +20,15 @@
             ├── AuthenticationError       401 / 403
             ├── NotFound                  404
             ├── ContextLengthExceeded     the prompt does not fit the model
-            └── ContentFiltered           the provider refused the content
+            ├── ContentFiltered           the provider refused the content
+            └── MalformedResponse         a complete answer of the wrong shape
 
-Lower-layer errors (httpx, json, duckdb, redis) are translated at the boundary into the most
-specific class with ``raise ... from exc``. Messages never contain API keys or headers.
+Lower-layer errors (httpx2, json, pydantic, duckdb, redis) are translated at the boundary into
+the most specific class. Those that may carry secrets — an HTTP error holds its request (URL and
+``Authorization`` header), a validation error its input values, a JSON error its document — are
+not chained: the library's error is raised outside the ``except`` block, with the lower-layer
+error's type and redacted text in its message. No message, ``repr``, attribute or chained error
+contains an API key, an ``Authorization`` value or a password from a URL.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class ConfigurationError(OtelLLMError, ValueError):
 
     def __init__(self, key: str, message: str) -> None:
         self.key = key
+        self.reason = message
         super().__init__(f"{key}: {message}")
 
 
@@ -154,6 +160,12 @@ class ContentFiltered(PermanentError):
     """The provider refused the request or the answer on content grounds."""
 
 
+class MalformedResponse(PermanentError):
+    """A complete, well-formed non-streamed answer of the wrong shape (embeddings that are not
+    one float vector per input, a chat completion whose ``choices`` is not a list): asking the
+    same source again would get the same shape."""
+
+
 class AllSourcesExhausted(OtelLLMError):
     """A call gave up. ``reasons`` maps each source tried to why it failed; ``attempts`` and
     ``hedges`` count the requests it made (every one may have been billed)."""
@@ -176,6 +188,7 @@ __all__ = [
     "ConfigurationError",
     "ContentFiltered",
     "ContextLengthExceeded",
+    "MalformedResponse",
     "MalformedStream",
     "NotFound",
     "OtelLLMError",

@@ -106,7 +106,7 @@ async def no_leftover_tasks() -> AsyncIterator[None]:
 
 
 def _is_finaliser(task: asyncio.Task[object]) -> bool:
-    """The loop's own task closing an async generator that was dropped half-way (httpx's byte
+    """The loop's own task closing an async generator that was dropped half-way (httpx2's byte
     iterators when a stream is cut short) — not a task any code under test started."""
     return type(task.get_coro()).__name__ == "async_generator_athrow"
 

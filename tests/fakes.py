@@ -1,4 +1,4 @@
-"""Test doubles for the client: scripted answers served through ``httpx.MockTransport``.
+"""Test doubles for the client: scripted answers served through ``httpx2.MockTransport``.
 
 The simulated provider (real HTTP) covers timing; these cover stateful sequences — "429, then
 an answer" — where each request must get a different answer.
@@ -10,12 +10,12 @@ import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-import httpx
+import httpx2
 
-Handler = Callable[[httpx.Request], Awaitable[httpx.Response]]
+Handler = Callable[[httpx2.Request], Awaitable[httpx2.Response]]
 
 
-def sse_answer(words: Iterable[str] = ("hello", " world"), *, model: str = "m") -> httpx.Response:
+def sse_answer(words: Iterable[str] = ("hello", " world"), *, model: str = "m") -> httpx2.Response:
     """A complete streamed answer."""
     events = []
     for word in words:
@@ -36,12 +36,12 @@ def sse_answer(words: Iterable[str] = ("hello", " world"), *, model: str = "m") 
         f"data: {json.dumps(usage)}\n\n",
         "data: [DONE]\n\n",
     ]
-    return httpx.Response(200, headers={"content-type": "text/event-stream"}, text="".join(events))
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, text="".join(events))
 
 
-def json_answer(text: str = "hello world", *, model: str = "m") -> httpx.Response:
+def json_answer(text: str = "hello world", *, model: str = "m") -> httpx2.Response:
     """A complete non-streamed answer."""
-    return httpx.Response(
+    return httpx2.Response(
         200,
         json={
             "id": "x",
@@ -54,30 +54,30 @@ def json_answer(text: str = "hello world", *, model: str = "m") -> httpx.Respons
 
 def error(
     status: int, code: str | None = None, *, retry_after: str | None = None
-) -> httpx.Response:
+) -> httpx2.Response:
     """An OpenAI-style error answer."""
     headers = {"retry-after": retry_after} if retry_after is not None else {}
     body = {"error": {"message": f"scripted {status}", "type": "error", "code": code}}
-    return httpx.Response(status, headers=headers, json=body)
+    return httpx2.Response(status, headers=headers, json=body)
 
 
 @dataclass
 class Scripted:
     """Answers each request to a host with the next scripted response (the last one repeats)."""
 
-    answers: dict[str, list[Handler | httpx.Response]]
+    answers: dict[str, list[Handler | httpx2.Response]]
     seen: list[str] = field(default_factory=list)
 
-    async def __call__(self, request: httpx.Request) -> httpx.Response:
+    async def __call__(self, request: httpx2.Request) -> httpx2.Response:
         host = request.url.host.split(".")[0]
         self.seen.append(host)
         queue = self.answers[host]
         answer = queue.pop(0) if len(queue) > 1 else queue[0]
-        if isinstance(answer, httpx.Response):
-            return httpx.Response(
+        if isinstance(answer, httpx2.Response):
+            return httpx2.Response(
                 answer.status_code, headers=answer.headers, content=answer.content
             )
         return await answer(request)
 
-    def client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(transport=httpx.MockTransport(self))
+    def client(self) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(transport=httpx2.MockTransport(self))

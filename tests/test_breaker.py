@@ -1,13 +1,21 @@
-"""The per-source circuit breaker (SPEC R4)."""
+"""The per-source circuit breaker (SPEC R4): opening, probing, growing cool-downs, jitter."""
 
 from __future__ import annotations
 
+import pytest
+
+from otel_llm._defaults import DEFAULTS
 from otel_llm.act._breaker import Breaker, BreakerState
+
+
+def fixed(threshold: int, cooldown_s: float) -> Breaker:
+    """A breaker whose every cool-down is ``cooldown_s`` (no growth, no jitter)."""
+    return Breaker(threshold, cooldown_s, cooldown_s, growth=1.0, jitter=0.0)
 
 
 def test_consecutive_failures_open_it() -> None:
     """The threshold-th consecutive failure opens the breaker; a success in between resets."""
-    breaker = Breaker(failure_threshold=3, cooldown_s=10.0)
+    breaker = fixed(3, 10.0)
     breaker.record_failure(0.0)
     breaker.record_failure(0.0)
     breaker.record_success()
@@ -22,7 +30,7 @@ def test_consecutive_failures_open_it() -> None:
 
 def test_half_open_lets_one_probe_through() -> None:
     """After the cool-down exactly one probe passes; its success closes the breaker."""
-    breaker = Breaker(failure_threshold=1, cooldown_s=5.0)
+    breaker = fixed(1, 5.0)
     breaker.record_failure(0.0)
     assert breaker.acquire(5.0)
     assert breaker.state is BreakerState.HALF_OPEN
@@ -34,7 +42,7 @@ def test_half_open_lets_one_probe_through() -> None:
 
 def test_failed_probe_reopens() -> None:
     """A failed probe re-opens the breaker for another cool-down."""
-    breaker = Breaker(failure_threshold=5, cooldown_s=5.0)
+    breaker = fixed(5, 5.0)
     for _ in range(5):
         breaker.record_failure(0.0)
     assert breaker.acquire(6.0)
@@ -45,9 +53,56 @@ def test_failed_probe_reopens() -> None:
 
 def test_release_frees_the_probe_without_a_verdict() -> None:
     """A cancelled probe (hedge loser) gives no verdict: the next probe may go."""
-    breaker = Breaker(failure_threshold=1, cooldown_s=1.0)
+    breaker = fixed(1, 1.0)
     breaker.record_failure(0.0)
     assert breaker.acquire(1.0)
     breaker.release()
     assert breaker.state is BreakerState.HALF_OPEN
     assert breaker.acquire(1.0)
+
+
+def test_failures_while_open_do_not_extend_it() -> None:
+    """Attempts let through before the breaker opened may fail later: the cool-down stands."""
+    breaker = fixed(1, 5.0)
+    breaker.record_failure(0.0)
+    breaker.record_failure(3.0)
+    assert breaker.open_until() == 5.0
+
+
+def test_cooldowns_grow_with_failed_probes_up_to_the_cap() -> None:
+    """Each failed probe doubles the cool-down from the first one up to the longest; a success
+    starts the sequence again."""
+    breaker = Breaker(1, max_cooldown_s=5.0, first_cooldown_s=1.0, growth=2.0, jitter=0.0)
+    breaker.record_failure(0.0)
+    now, cooldowns = 0.0, []
+    for _ in range(6):
+        cooldowns.append(breaker.cooldown_s)
+        now = breaker.open_until() or now
+        assert breaker.acquire(now)
+        breaker.record_failure(now)
+    assert cooldowns == [1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
+    assert breaker.acquire(breaker.open_until() or now)
+    breaker.record_success()
+    breaker.record_failure(100.0)
+    assert breaker.cooldown_s == 1.0
+
+
+@pytest.mark.parametrize(("unit", "cooldown"), [(0.0, 5.0), (0.5, 4.75), (0.999, 4.5005)])
+def test_jitter_only_shortens(unit: float, cooldown: float) -> None:
+    """Jitter takes up to its fraction off a cool-down and never adds to it."""
+    breaker = Breaker(1, max_cooldown_s=5.0, first_cooldown_s=5.0, jitter=0.1)
+    breaker.record_failure(0.0, unit=unit)
+    assert breaker.cooldown_s == pytest.approx(cooldown)
+
+
+def test_defaults_bound_recovery_and_probe_rate() -> None:
+    """With the defaults, no cool-down exceeds 5 s and, once grown, none is shorter than 4.5 s:
+    a recovered source waits at most 5 s for its probe, an outage costs about one probe every
+    5 s."""
+    breaker = Breaker(1, DEFAULTS.breaker_cooldown_s, DEFAULTS.breaker_first_cooldown_s)
+    breaker.record_failure(0.0, unit=0.999)
+    for _ in range(10):
+        now = breaker.open_until() or 0.0
+        breaker.acquire(now)
+        breaker.record_failure(now, unit=0.999)
+    assert 4.5 <= breaker.cooldown_s <= 5.0

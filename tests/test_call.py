@@ -1,12 +1,12 @@
 """The retry loop (SPEC R1–R5): errors, retries, failover, deadline, stall budget, breaker,
-admission — with scripted answers through httpx.MockTransport."""
+admission — with scripted answers through httpx2.MockTransport."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 
-import httpx
+import httpx2
 import pytest
 
 from otel_llm import (
@@ -50,9 +50,9 @@ def client(script: Scripted, spans: Spans, *sources: Source, **options: object) 
 
 
 async def test_transient_failure_fails_over(spans: Spans) -> None:
-    """A 5xx on the first source fails over to the next; the failure feeds its breaker."""
+    """Without same-source retries a 5xx on the first source fails over to the next at once."""
     script = Scripted({"a": [error(503)], "b": [sse_answer()]})
-    async with client(script, spans) as c:
+    async with client(script, spans, same_source_retries=0) as c:
         result = await c.chat(MESSAGES)
     assert result.source == "b"
     assert result.text == "hello world"
@@ -123,7 +123,7 @@ async def test_rate_limit_is_waited_out_honouring_retry_after(spans: Spans) -> N
 async def test_call_deadline_bounds_everything(spans: Spans) -> None:
     """call_deadline_s ends a call stuck in a slow attempt, and cancels that attempt."""
 
-    async def hang(request: httpx.Request) -> httpx.Response:
+    async def hang(request: httpx2.Request) -> httpx2.Response:
         await asyncio.sleep(30)
         return json_answer()
 
@@ -139,7 +139,7 @@ def test_gateway_holding_then_429_ends_at_the_stall_window(spans: Spans) -> None
     """Regression (R3), on virtual time: a gateway that holds every request for the full
     60 s timeout and then answers 429 ends the call at the 300 s window, not after hours."""
 
-    async def hold_then_429(request: httpx.Request) -> httpx.Response:
+    async def hold_then_429(request: httpx2.Request) -> httpx2.Response:
         await asyncio.sleep(60)
         return error(429)
 
@@ -164,7 +164,7 @@ def test_transient_attempt_time_does_not_count_as_stall(spans: Spans) -> None:
     """Time inside attempts that burn max_attempts is not stall: three 200 s timeouts-then-5xx
     do not end the call at a 300 s window; max_attempts does."""
 
-    async def hold_then_500(request: httpx.Request) -> httpx.Response:
+    async def hold_then_500(request: httpx2.Request) -> httpx2.Response:
         await asyncio.sleep(200)
         return error(500)
 
@@ -257,7 +257,7 @@ async def test_non_streamed_call(spans: Spans) -> None:
 
 async def test_embeddings_fail_over(spans: Spans) -> None:
     """embed() has the same failover and returns float vectors."""
-    answer = httpx.Response(
+    answer = httpx2.Response(
         200,
         json={
             "data": [{"index": 0, "embedding": [0.1, 0.2]}],
@@ -277,7 +277,7 @@ async def test_embeddings_fail_over(spans: Spans) -> None:
 async def test_unexpected_errors_propagate_without_retry(spans: Spans) -> None:
     """An error that is not a provider's failure (a bug) propagates at once, never retried."""
 
-    async def broken(request: httpx.Request) -> httpx.Response:
+    async def broken(request: httpx2.Request) -> httpx2.Response:
         raise RuntimeError("bug in a transport")
 
     script = Scripted({"a": [broken], "b": [sse_answer()]})
@@ -343,7 +343,7 @@ async def test_unreachable_backend_at_hedge_time_leaves_the_primary_alone(spans:
     """If the hedge cannot be admitted because the backend went away, the call does not hedge
     and the primary's answer is returned."""
 
-    async def late_first_chunk(request: httpx.Request) -> httpx.Response:
+    async def late_first_chunk(request: httpx2.Request) -> httpx2.Response:
         await asyncio.sleep(0.3)
         return sse_answer()
 
@@ -360,10 +360,10 @@ def test_waiting_after_some_output_is_bounded_too(spans: Spans) -> None:
     """On virtual time: after a stream that produced output and broke, a source answering 429
     forever ends the call one stall window after that output, not a day later."""
 
-    async def partial_then_cut(request: httpx.Request) -> httpx.Response:
+    async def partial_then_cut(request: httpx2.Request) -> httpx2.Response:
         body = sse_answer().text.split("data: [DONE]")[0]
         first_chunk_only = body.split("\n\n")[0] + "\n\n"
-        return httpx.Response(
+        return httpx2.Response(
             200, headers={"content-type": "text/event-stream"}, text=first_chunk_only
         )
 

@@ -108,7 +108,7 @@ def test_provider_stall_probability_is_checked() -> None:
 
 def test_provider_serves_measured_with_a_stall_probability() -> None:
     """`provider --stall-probability 0` serves the measured preset without long silences."""
-    import httpx
+    import httpx2
 
     proc = subprocess.Popen(
         [
@@ -132,7 +132,7 @@ def test_provider_serves_measured_with_a_stall_probability() -> None:
         line = proc.stdout.readline()
         url = next(word for word in line.split() if word.startswith("http://"))
         body = {"model": "measured", "messages": [{"role": "user", "content": "x"}]}
-        answer = httpx.post(f"{url}/chat/completions", json=body, timeout=30)
+        answer = httpx2.post(f"{url}/chat/completions", json=body, timeout=30)
         assert answer.status_code == 200
         assert answer.json()["choices"][0]["message"]["content"]
     finally:

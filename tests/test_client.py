@@ -120,15 +120,18 @@ async def test_watchdog_kills_a_keepalive_only_stream_and_fails_over(
     provider: SimulatedProvider, spans: Spans
 ) -> None:
     """Keepalives do not keep a silent stream alive: the watchdog kills it (a transient
-    failure that feeds the breaker) and the call fails over."""
+    failure that feeds the breaker); the call retries it once on the same source (killed
+    again), then fails over."""
     sources = [
         source(provider, "a", "stall", inter_token_timeout_s=0.3),
         source(provider, "b", "smooth"),
     ]
     async with Client(sources, tracer_provider=spans.provider, backoff_base_s=0.01) as client:
         result = await client.chat(MESSAGES)
-        assert client._states[0].breaker.failures == 1
+        assert client._states[0].breaker.failures == 2
     assert result.source == "b"
+    assert result.stats.sources_tried == ("a", "b")
+    assert result.stats.attempts == 3
     assert result.text.startswith("word0"), "the killed stream's partial answer is discarded"
     legs = attempts_by_source(spans)
     assert legs["a"][sc.ATTEMPT_OUTCOME] == sc.OUTCOME_WATCHDOG_KILLED
@@ -166,6 +169,7 @@ async def test_both_legs_failing_cost_one_budget_unit(
         sources,
         hedge_stall_after_s=0.1,
         max_attempts=2,
+        same_source_retries=0,
         backoff_base_s=0.01,
         tracer_provider=spans.provider,
     ) as client:
@@ -275,11 +279,11 @@ async def test_silence_after_the_finish_reason_is_neither_hedged_nor_killed(
 ) -> None:
     """Once the finish reason arrived, a slow usage frame or [DONE] neither starts a hedge nor
     trips the watchdog: the answer is complete."""
-    import httpx
+    import httpx2
 
     from tests.fakes import Scripted, sse_answer
 
-    async def slow_tail(request: httpx.Request) -> httpx.Response:
+    async def slow_tail(request: httpx2.Request) -> httpx2.Response:
         events = sse_answer().text.split("\n\n")
         finish = next(i for i, e in enumerate(events) if "finish_reason" in e and "stop" in e)
 
@@ -290,7 +294,7 @@ async def test_silence_after_the_finish_reason_is_neither_hedged_nor_killed(
                 if index == finish:
                     await asyncio.sleep(0.6)  # the provider takes its time after finishing
 
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
 
     script = Scripted({"a": [slow_tail], "b": [sse_answer()]})
     a = Source(

@@ -7,13 +7,13 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
 import httpx2
 import openai
 import pytest
 
 from otel_llm import _semconv as sc
 from otel_llm.act._attempt import Attempt
+from otel_llm.act._pool import Pool
 from otel_llm.act._source import Source
 from otel_llm.measure._clock import use_clock
 from otel_llm.measure._stalls import NS_PER_MS, StallFigures
@@ -73,15 +73,15 @@ def figures_of(spans: Spans) -> StallFigures:
 
 
 async def via_transport(clock: FakeClock, spans: Spans) -> StallFigures:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
             200, headers={"content-type": "text/event-stream"}, content=body(clock)
         )
 
     source = Source(name="m", provider="openai", base_url="http://sim.test/v1", model="m")
-    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http:
         attempt = Attempt(spans.tracer, source, number=1, stream=True, threshold_ms=1000)
-        await attempt.run(http, {"messages": [{"role": "user", "content": "x"}]})
+        await attempt.run(Pool(client=http), {"messages": [{"role": "user", "content": "x"}]})
     assert attempt.figures is not None
     assert figures_of(spans) == attempt.figures
     return attempt.figures

@@ -31,6 +31,7 @@ EXPECTED = {
     "HedgeSettings",
     "Limits",
     "LocalAdmission",
+    "MalformedResponse",
     "MalformedStream",
     "NotFound",
     "ObservedStream",

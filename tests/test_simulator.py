@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import httpx2
 import openai
 import pytest
 from pydantic import ValidationError
@@ -52,8 +52,8 @@ async def provider() -> AsyncIterator[SimulatedProvider]:
 
 
 @pytest.fixture
-async def client(provider: SimulatedProvider) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=provider.base_url, timeout=10.0) as http:
+async def client(provider: SimulatedProvider) -> AsyncIterator[httpx2.AsyncClient]:
+    async with httpx2.AsyncClient(base_url=provider.base_url, timeout=10.0) as http:
         yield http
 
 
@@ -116,7 +116,7 @@ def _is_json(text: str) -> bool:
 
 
 async def read_stream(
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     script: Script | None = None,
     *,
     body: dict[str, Any] | None = None,
@@ -137,8 +137,8 @@ async def read_stream(
 
 
 async def post_chat(
-    client: httpx.AsyncClient, script: Script, *, stream: bool = False
-) -> httpx.Response:
+    client: httpx2.AsyncClient, script: Script, *, stream: bool = False
+) -> httpx2.Response:
     return await client.post("/chat/completions", json=chat(stream=stream), headers=header(script))
 
 
@@ -149,7 +149,7 @@ def words(stem: str, count: int) -> str:
 # Streams.
 
 
-async def test_stream_sends_the_scripted_chunks_in_order(client: httpx.AsyncClient) -> None:
+async def test_stream_sends_the_scripted_chunks_in_order(client: httpx2.AsyncClient) -> None:
     """A stream carries chunk_count chunks of deterministic text, then stop and [DONE]."""
     received = await read_stream(client, Script(chunk_count=5, words_per_chunk=2))
     assert received.status == 200
@@ -166,7 +166,7 @@ async def test_stream_sends_the_scripted_chunks_in_order(client: httpx.AsyncClie
     assert received.data[-1] == "[DONE]"
 
 
-async def test_silence_is_the_longest_gap_between_chunks(client: httpx.AsyncClient) -> None:
+async def test_silence_is_the_longest_gap_between_chunks(client: httpx2.AsyncClient) -> None:
     """A scripted silence after chunk 2 is the longest gap; the cadence elsewhere is short."""
     script = Script(
         chunk_count=6, chunk_interval_s=1.0, silences=(Silence(after_chunk=2, duration_s=250.0),)
@@ -178,7 +178,7 @@ async def test_silence_is_the_longest_gap_between_chunks(client: httpx.AsyncClie
     assert gaps[2] >= 0.5 * 250.0 * SCALE
 
 
-async def test_role_chunk_comes_first_and_is_not_a_chunk(client: httpx.AsyncClient) -> None:
+async def test_role_chunk_comes_first_and_is_not_a_chunk(client: httpx2.AsyncClient) -> None:
     """The role-only chunk is the first event and carries no output; it can be switched off."""
     with_role = await read_stream(client, Script(chunk_count=2))
     first = with_role.payloads[0]
@@ -189,7 +189,7 @@ async def test_role_chunk_comes_first_and_is_not_a_chunk(client: httpx.AsyncClie
     assert len(without.chunks) == len(with_role.chunks) == 2
 
 
-async def test_keepalives_are_sent_during_a_silence(client: httpx.AsyncClient) -> None:
+async def test_keepalives_are_sent_during_a_silence(client: httpx2.AsyncClient) -> None:
     """A silence with keepalive_every_s sends `: ping` comments between the two chunks only."""
     script = Script(
         chunk_count=4,
@@ -203,7 +203,7 @@ async def test_keepalives_are_sent_during_a_silence(client: httpx.AsyncClient) -
 
 
 async def test_keepalives_stop_at_the_end_of_a_capped_silence(
-    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    client: httpx2.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A silence cut to MAX_WAIT_S sends only the pings that fit in it, none after its end."""
     monkeypatch.setattr("otel_llm.simulator._server.MAX_WAIT_S", 0.05)
@@ -229,7 +229,7 @@ def test_keepalive_count_is_exact_at_the_end_of_a_silence(
 
 
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
-async def test_reasoning_phase_comes_first(client: httpx.AsyncClient, key: str) -> None:
+async def test_reasoning_phase_comes_first(client: httpx2.AsyncClient, key: str) -> None:
     """The first reasoning_chunks chunks carry only reasoning under the chosen key, then content."""
     script = Script.model_validate({"chunk_count": 5, "reasoning_chunks": 3, "reasoning_key": key})
     received = await read_stream(client, script)
@@ -239,7 +239,7 @@ async def test_reasoning_phase_comes_first(client: httpx.AsyncClient, key: str) 
     assert "".join(delta["content"] for delta in deltas[3:]) == words("word", 2)
 
 
-async def test_tool_call_streams_as_deltas(client: httpx.AsyncClient) -> None:
+async def test_tool_call_streams_as_deltas(client: httpx2.AsyncClient) -> None:
     """A tool call arrives as id/name first, then argument pieces, with finish_reason tool_calls."""
     received = await read_stream(client, Script(chunk_count=4, tool_call=True))
     calls = [delta["tool_calls"][0] for delta in received.deltas]
@@ -252,7 +252,7 @@ async def test_tool_call_streams_as_deltas(client: httpx.AsyncClient) -> None:
     assert received.payloads[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
-async def test_usage_frame_only_when_asked_for(client: httpx.AsyncClient) -> None:
+async def test_usage_frame_only_when_asked_for(client: httpx2.AsyncClient) -> None:
     """include_usage adds a usage-only frame before [DONE]; without it, or usage=False, none."""
     script = Script(chunk_count=4, reasoning_chunks=1, words_per_chunk=2)
     asked = await read_stream(client, script, body=chat(usage=True))
@@ -272,7 +272,7 @@ async def test_usage_frame_only_when_asked_for(client: httpx.AsyncClient) -> Non
         assert all("usage" not in payload for payload in received.payloads)
 
 
-async def test_model_name_defaults_to_the_requested_model(client: httpx.AsyncClient) -> None:
+async def test_model_name_defaults_to_the_requested_model(client: httpx2.AsyncClient) -> None:
     """Chunks report the requested model unless the script names another."""
     echoed = await read_stream(client, Script(chunk_count=1))
     renamed = await read_stream(client, Script(chunk_count=1, model_name="gpt-sim-2"))
@@ -284,16 +284,16 @@ async def test_model_name_defaults_to_the_requested_model(client: httpx.AsyncCli
 
 
 async def test_reset_fault_is_a_connection_error(
-    client: httpx.AsyncClient, provider: SimulatedProvider
+    client: httpx2.AsyncClient, provider: SimulatedProvider
 ) -> None:
     """A reset fault aborts the TCP connection: the client sees a transport error."""
-    with pytest.raises(httpx.TransportError):
+    with pytest.raises(httpx2.TransportError):
         await read_stream(client, Script(chunk_count=5, fault="reset", fault_after_chunk=1))
     assert provider.stats.aborted == 1
     assert provider.stats.disconnected == 0
 
 
-async def test_truncate_fault_ends_without_finish_or_done(client: httpx.AsyncClient) -> None:
+async def test_truncate_fault_ends_without_finish_or_done(client: httpx2.AsyncClient) -> None:
     """A truncate fault ends the response cleanly, without finish_reason or [DONE]."""
     received = await read_stream(
         client, Script(chunk_count=5, fault="truncate", fault_after_chunk=2)
@@ -303,7 +303,7 @@ async def test_truncate_fault_ends_without_finish_or_done(client: httpx.AsyncCli
     assert all(payload["choices"][0]["finish_reason"] is None for payload in received.payloads)
 
 
-async def test_malformed_fault_sends_one_non_json_line(client: httpx.AsyncClient) -> None:
+async def test_malformed_fault_sends_one_non_json_line(client: httpx2.AsyncClient) -> None:
     """A malformed fault sends one data line that is not JSON, then the stream carries on."""
     received = await read_stream(
         client, Script(chunk_count=4, fault="malformed", fault_after_chunk=1)
@@ -315,7 +315,7 @@ async def test_malformed_fault_sends_one_non_json_line(client: httpx.AsyncClient
     assert received.data[-1] == "[DONE]"
 
 
-async def test_missing_done(client: httpx.AsyncClient) -> None:
+async def test_missing_done(client: httpx2.AsyncClient) -> None:
     """done=False keeps the finish reason but ends the stream cleanly without [DONE]."""
     received = await read_stream(client, Script(chunk_count=3, done=False), body=chat(usage=True))
     assert "[DONE]" not in received.data
@@ -340,7 +340,7 @@ async def test_missing_done(client: httpx.AsyncClient) -> None:
     ],
 )
 async def test_error_answers(
-    client: httpx.AsyncClient,
+    client: httpx2.AsyncClient,
     stream: bool,
     status: int,
     code: str | None,
@@ -364,7 +364,7 @@ async def test_error_answers(
     assert response.headers.get("retry-after-ms") == retry_after_ms
 
 
-async def test_hold_delays_the_answer(client: httpx.AsyncClient) -> None:
+async def test_hold_delays_the_answer(client: httpx2.AsyncClient) -> None:
     """hold_s holds the request before it is answered at all, error or not."""
     for script in (Script(hold_s=200.0, error_status=429), Script(hold_s=200.0, chunk_count=1)):
         started = time.monotonic()
@@ -376,7 +376,7 @@ async def test_hold_delays_the_answer(client: httpx.AsyncClient) -> None:
 # Non-streamed answers, embeddings, models.
 
 
-async def test_non_streamed_completion(client: httpx.AsyncClient) -> None:
+async def test_non_streamed_completion(client: httpx2.AsyncClient) -> None:
     """A non-streamed request gets one chat.completion with the streamed text and usage."""
     script = Script(chunk_count=3, words_per_chunk=2)
     response = await post_chat(client, script)
@@ -391,7 +391,7 @@ async def test_non_streamed_completion(client: httpx.AsyncClient) -> None:
     assert "".join(delta["content"] for delta in streamed.deltas) == choice["message"]["content"]
 
 
-async def test_non_streamed_reasoning_and_tool_call(client: httpx.AsyncClient) -> None:
+async def test_non_streamed_reasoning_and_tool_call(client: httpx2.AsyncClient) -> None:
     """A non-streamed answer carries reasoning and the whole tool call when scripted."""
     script = Script(chunk_count=4, reasoning_chunks=2, tool_call=True)
     response = await post_chat(client, script)
@@ -406,16 +406,16 @@ async def test_non_streamed_reasoning_and_tool_call(client: httpx.AsyncClient) -
     assert answer["usage"]["completion_tokens_details"] == {"reasoning_tokens": 2}
 
 
-async def test_non_streamed_faults(client: httpx.AsyncClient) -> None:
+async def test_non_streamed_faults(client: httpx2.AsyncClient) -> None:
     """Without streaming, reset aborts the connection and truncate sends a body that is not JSON."""
-    with pytest.raises(httpx.TransportError):
+    with pytest.raises(httpx2.TransportError):
         await post_chat(client, Script(fault="reset"))
     response = await post_chat(client, Script(fault="truncate"))
     assert response.status_code == 200
     assert not _is_json(response.text)
 
 
-async def test_embeddings_are_deterministic_unit_vectors(client: httpx.AsyncClient) -> None:
+async def test_embeddings_are_deterministic_unit_vectors(client: httpx2.AsyncClient) -> None:
     """Embeddings are hash-derived unit vectors: same input same vector, float and base64 agree."""
     body = {"model": "embed-sim", "input": ["alpha", "beta"], "dimensions": 16}
     first = (await client.post("/embeddings", json=body)).json()
@@ -433,7 +433,7 @@ async def test_embeddings_are_deterministic_unit_vectors(client: httpx.AsyncClie
     assert "'input'" in bad.json()["error"]["message"]
 
 
-async def test_models_and_health(client: httpx.AsyncClient) -> None:
+async def test_models_and_health(client: httpx2.AsyncClient) -> None:
     """/v1/models lists the presets and /health answers ok."""
     models = (await client.get("/models")).json()
     assert {"measured", "oracle", "smooth", "stall"} <= {model["id"] for model in models["data"]}
@@ -444,7 +444,7 @@ async def test_models_and_health(client: httpx.AsyncClient) -> None:
 # Script selection.
 
 
-async def test_invalid_scripts_are_rejected_with_the_reason(client: httpx.AsyncClient) -> None:
+async def test_invalid_scripts_are_rejected_with_the_reason(client: httpx2.AsyncClient) -> None:
     """Bad scripts and requests get HTTP 400 with a message naming the problem."""
     cases: list[tuple[dict[str, Any], dict[str, str], str]] = [
         (chat(), {SCRIPT_HEADER: '{"chunk_countt": 3}'}, "chunk_countt: Extra inputs"),
@@ -475,7 +475,7 @@ async def test_selection_order() -> None:
     default = Script(chunk_count=2)
     async with (
         SimulatedProvider(scripts=scripts, default=default, time_scale=SCALE) as running,
-        httpx.AsyncClient(base_url=running.base_url) as http,
+        httpx2.AsyncClient(base_url=running.base_url) as http,
     ):
 
         async def answer(
@@ -509,7 +509,7 @@ async def test_measured_preset_draws_a_fresh_script_per_request() -> None:
     """Model `measured` samples a new call per request from the seeded generator."""
     async with (
         SimulatedProvider(time_scale=1e-5, seed=7) as running,
-        httpx.AsyncClient(base_url=running.base_url) as http,
+        httpx2.AsyncClient(base_url=running.base_url) as http,
     ):
         sizes = []
         for _ in range(3):
@@ -525,7 +525,7 @@ async def test_measured_preset_draws_a_fresh_script_per_request() -> None:
 
 
 async def test_client_disconnect_is_counted_promptly(
-    client: httpx.AsyncClient, provider: SimulatedProvider
+    client: httpx2.AsyncClient, provider: SimulatedProvider
 ) -> None:
     """Closing a stream during a silence cancels the server's handler and counts a disconnect."""
     script = Script(chunk_count=3, silences=(Silence(after_chunk=0, duration_s=100_000.0),))
@@ -543,7 +543,7 @@ async def test_client_disconnect_is_counted_promptly(
 
 
 async def test_wait_for_requests_wakes_on_a_started_request(
-    client: httpx.AsyncClient, provider: SimulatedProvider
+    client: httpx2.AsyncClient, provider: SimulatedProvider
 ) -> None:
     """wait_for_requests returns once a request has started, while it is still being answered."""
     request = asyncio.create_task(post_chat(client, Script(hold_s=1e5)))

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from pydantic import SecretStr
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
 from otel_llm.act._attempt import Attempt
+from otel_llm.act._pool import Pool
 from otel_llm.act._source import Source
 from otel_llm.act._transport import chat_completion
 from otel_llm.measure._chunks import ChunkClock
@@ -30,9 +31,9 @@ async def provider() -> AsyncIterator[SimulatedProvider]:
 
 
 @pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
+async def http() -> AsyncIterator[Pool]:
+    async with httpx2.AsyncClient() as client:
+        yield Pool(client=client)
 
 
 def source(provider: SimulatedProvider, **options: Any) -> Source:
@@ -54,9 +55,7 @@ def scripted(script: Script) -> dict[str, Any]:
 FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.002}
 
 
-async def stream(
-    http: httpx.AsyncClient, provider: SimulatedProvider, script: Script
-) -> tuple[Any, ChunkClock]:
+async def stream(http: Pool, provider: SimulatedProvider, script: Script) -> tuple[Any, ChunkClock]:
     clock = ChunkClock()
     completion = await chat_completion(
         http, source(provider), scripted(script), stream=True, clock=clock
@@ -64,7 +63,7 @@ async def stream(
     return completion, clock
 
 
-async def test_stream_is_assembled(http: httpx.AsyncClient, provider: SimulatedProvider) -> None:
+async def test_stream_is_assembled(http: Pool, provider: SimulatedProvider) -> None:
     """Content, finish reason, usage and response model come back from a stream."""
     completion, clock = await stream(http, provider, Script(chunk_count=5, **FAST))
     assert completion.text == "word0 word1 word2 word3 word4"
@@ -77,7 +76,7 @@ async def test_stream_is_assembled(http: httpx.AsyncClient, provider: SimulatedP
 
 
 async def test_reasoning_only_phase_counts_as_chunks_not_stall(
-    http: httpx.AsyncClient, provider: SimulatedProvider
+    http: Pool, provider: SimulatedProvider
 ) -> None:
     """A reasoning-only phase is output: its chunks are timed, so it is not a stall."""
     script = Script(chunk_count=30, reasoning_chunks=20, **FAST)
@@ -91,7 +90,7 @@ async def test_reasoning_only_phase_counts_as_chunks_not_stall(
 
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
 async def test_both_reasoning_keys_are_chunks(
-    http: httpx.AsyncClient, provider: SimulatedProvider, key: str
+    http: Pool, provider: SimulatedProvider, key: str
 ) -> None:
     """Both ``reasoning_content`` and ``reasoning`` deltas are incremental chunks."""
     script = Script(chunk_count=4, reasoning_chunks=4, reasoning_key=key, **FAST)  # type: ignore[arg-type]
@@ -101,9 +100,7 @@ async def test_both_reasoning_keys_are_chunks(
     assert completion.reasoning
 
 
-async def test_keepalives_do_not_hide_a_silence(
-    http: httpx.AsyncClient, provider: SimulatedProvider
-) -> None:
+async def test_keepalives_do_not_hide_a_silence(http: Pool, provider: SimulatedProvider) -> None:
     """SSE keepalive comments during a silence are not chunks: the gap is measured in full."""
     silence = Silence(after_chunk=2, duration_s=0.5, keepalive_every_s=0.02)
     script = Script(chunk_count=5, silences=(silence,), **FAST)
@@ -114,9 +111,7 @@ async def test_keepalives_do_not_hide_a_silence(
     assert max(gaps[:2] + gaps[3:]) < 100_000_000
 
 
-async def test_tool_calls_are_assembled(
-    http: httpx.AsyncClient, provider: SimulatedProvider
-) -> None:
+async def test_tool_calls_are_assembled(http: Pool, provider: SimulatedProvider) -> None:
     """Streamed tool-call deltas become one tool call with its full arguments."""
     completion, clock = await stream(http, provider, Script(chunk_count=6, tool_call=True, **FAST))
     assert completion.finish_reason == "tool_calls"
@@ -128,7 +123,7 @@ async def test_tool_calls_are_assembled(
 
 
 async def test_missing_done_with_finish_reason_is_complete(
-    http: httpx.AsyncClient, provider: SimulatedProvider
+    http: Pool, provider: SimulatedProvider
 ) -> None:
     """A stream with a finish reason that ends cleanly without [DONE] is a complete answer."""
     completion, _ = await stream(http, provider, Script(chunk_count=3, done=False, **FAST))
@@ -136,9 +131,7 @@ async def test_missing_done_with_finish_reason_is_complete(
     assert completion.text == "word0 word1 word2"
 
 
-async def test_non_streamed_completion(
-    http: httpx.AsyncClient, provider: SimulatedProvider
-) -> None:
+async def test_non_streamed_completion(http: Pool, provider: SimulatedProvider) -> None:
     """A non-streamed request returns the assembled JSON answer and marks no chunks."""
     clock = ChunkClock()
     completion = await chat_completion(
@@ -204,7 +197,7 @@ async def test_non_streamed_completion(
     ],
 )
 async def test_failures_map_to_the_error_hierarchy(
-    http: httpx.AsyncClient,
+    http: Pool,
     provider: SimulatedProvider,
     script: Script,
     error: type[e.ProviderError],
@@ -227,7 +220,7 @@ async def test_failures_map_to_the_error_hierarchy(
     ],
 )
 async def test_retry_after_is_honoured(
-    http: httpx.AsyncClient, provider: SimulatedProvider, headers: dict[str, str], expected: float
+    http: Pool, provider: SimulatedProvider, headers: dict[str, str], expected: float
 ) -> None:
     """A 429's Retry-After (seconds or ms) is parsed onto the error."""
     with pytest.raises(e.RateLimited) as caught:
@@ -235,25 +228,21 @@ async def test_retry_after_is_honoured(
     assert caught.value.retry_after_s == expected
 
 
-async def test_connection_refused_is_transient(http: httpx.AsyncClient) -> None:
+async def test_connection_refused_is_transient(http: Pool) -> None:
     """A closed port is a transient connection error, not a crash."""
     dead = Source(name="dead", provider="sim", base_url="http://127.0.0.1:9/v1", model="m")
     with pytest.raises(e.ProviderConnectionError, match="before the first chunk"):
         await chat_completion(http, dead, {"messages": MESSAGES}, stream=True)
 
 
-async def test_read_timeout_is_transient(
-    http: httpx.AsyncClient, provider: SimulatedProvider
-) -> None:
+async def test_read_timeout_is_transient(http: Pool, provider: SimulatedProvider) -> None:
     """A provider that says nothing past the read timeout yields ProviderTimeout."""
     slow = source(provider, timeout_s=0.1)
     with pytest.raises(e.ProviderTimeout):
         await chat_completion(http, slow, scripted(Script(hold_s=5.0)), stream=True)
 
 
-async def test_secrets_never_leave(
-    http: httpx.AsyncClient, provider: SimulatedProvider, spans: Spans
-) -> None:
+async def test_secrets_never_leave(http: Pool, provider: SimulatedProvider, spans: Spans) -> None:
     """The API key appears in no error message, span attribute, event or status."""
     script = Script(error_status=401, error_message=f"Incorrect API key provided: {SECRET}")
     attempt = Attempt(spans.tracer, source(provider), number=1, stream=True, threshold_ms=1000)
@@ -269,7 +258,7 @@ async def test_secrets_never_leave(
 
 @pytest.mark.parametrize("threshold", [40, 100, 250])
 async def test_processor_equals_transport_over_real_http(
-    http: httpx.AsyncClient, provider: SimulatedProvider, spans: Spans, threshold: int
+    http: Pool, provider: SimulatedProvider, spans: Spans, threshold: int
 ) -> None:
     """Over real HTTP, the processor's figures equal the transport's at several thresholds."""
     script = Script(

@@ -2,7 +2,7 @@
 
 ``run_virtual(main())`` runs a coroutine where ``asyncio.sleep(3600)`` takes no real time and
 ``loop.time()`` reports the virtual clock — for tests of hour-long waiting behaviour. In-memory
-I/O (httpx.MockTransport) works; real sockets would see the jumps, so tests keep to the former.
+I/O (httpx2.MockTransport) works; real sockets would see the jumps, so tests keep to the former.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
-import httpx
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.util.types import AttributeValue
@@ -14,6 +13,7 @@ from opentelemetry.util.types import AttributeValue
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
 from otel_llm.act._completion import Completion, Embeddings, Usage
+from otel_llm.act._pool import Pool
 from otel_llm.act._source import Source
 from otel_llm.act._transport import chat_completion, embeddings
 from otel_llm.act._watchdog import Watchdog
@@ -110,32 +110,30 @@ class Attempt:
         """Incremental chunks received so far."""
         return self.span.clock.count
 
-    async def _request(self, http: httpx.AsyncClient, payload: Mapping[str, Any]) -> Completion:
+    async def _request(self, pool: Pool, payload: Mapping[str, Any]) -> Completion:
         source, clock = self.source, self.span.clock
         if not self.stream:
-            return await chat_completion(http, source, payload, stream=False, clock=clock)
+            return await chat_completion(pool, source, payload, stream=False, clock=clock)
         ttft_s = source.ttft_timeout_s or source.timeout_s
         async with Watchdog(
             clock, ttft_s, source.effective_inter_chunk_timeout_s, source=source.name
         ):
-            return await chat_completion(http, source, payload, stream=True, clock=clock)
+            return await chat_completion(pool, source, payload, stream=True, clock=clock)
 
-    async def run(self, http: httpx.AsyncClient, payload: Mapping[str, Any]) -> Completion:
+    async def run(self, pool: Pool, payload: Mapping[str, Any]) -> Completion:
         """Send the chat request and return the completion; the span records the outcome.
 
         A streamed attempt runs under the watchdog (SPEC R6): a kill is a
         :class:`WatchdogTimeout` and the partial answer is discarded.
         """
-        completion = await self._recorded(self._request(http, payload))
+        completion = await self._recorded(self._request(pool, payload))
         self.completion = completion
         self.figures = self.span.finish(sc.OUTCOME_OK, attributes=completion_attributes(completion))
         return completion
 
-    async def run_embeddings(
-        self, http: httpx.AsyncClient, payload: Mapping[str, Any]
-    ) -> Embeddings:
+    async def run_embeddings(self, pool: Pool, payload: Mapping[str, Any]) -> Embeddings:
         """Send the embeddings request; the span records the outcome."""
-        answer = await self._recorded(embeddings(http, self.source, payload))
+        answer = await self._recorded(embeddings(pool, self.source, payload))
         attrs: dict[str, AttributeValue] = usage_attributes(answer.usage)
         if answer.response_model:
             attrs[sc.GEN_AI_RESPONSE_MODEL] = answer.response_model

@@ -1,7 +1,12 @@
 """Circuit breaker per source (SPEC R4, pure: every decision takes ``now``).
 
 Consecutive failures open the breaker; after a cool-down one half-open probe is let through;
-its success closes the breaker, its failure re-opens it. Watchdog kills count as failures; a
+its success closes the breaker, its failure re-opens it for a longer cool-down. Cool-downs start
+short (``first_cooldown_s``), grow by ``growth`` with every failed probe up to ``max_cooldown_s``,
+and are shortened by up to ``jitter`` at random (never lengthened, so ``max_cooldown_s`` bounds
+how long a recovered source waits for its probe). So a blip costs a second, a long outage costs
+about one probe every ``max_cooldown_s``, and a source that recovered gets its traffic back
+within ``max_cooldown_s`` plus the time to the next call. Watchdog kills count as failures; a
 cancelled hedge loser does not (it releases a probe it held without a verdict).
 """
 
@@ -9,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from otel_llm._defaults import DEFAULTS
 
 
 class BreakerState(Enum):
@@ -24,10 +31,17 @@ class Breaker:
     """The breaker of one source."""
 
     failure_threshold: int
-    cooldown_s: float
+    max_cooldown_s: float
+    first_cooldown_s: float
+    growth: float = DEFAULTS.breaker_cooldown_growth
+    jitter: float = DEFAULTS.breaker_cooldown_jitter
     state: BreakerState = BreakerState.CLOSED
     failures: int = 0
     opened_at: float = 0.0
+    cooldown_s: float = 0.0
+    """The current cool-down (while open)."""
+    reopened: int = 0
+    """Failed probes since the breaker last closed."""
     probing: bool = False
 
     def allows(self, now: float) -> bool:
@@ -56,15 +70,26 @@ class Breaker:
         """An attempt succeeded: close the breaker."""
         self.state = BreakerState.CLOSED
         self.failures = 0
+        self.reopened = 0
         self.probing = False
 
-    def record_failure(self, now: float) -> None:
-        """An attempt failed: count it, and open the breaker at the threshold or on a probe."""
+    def record_failure(self, now: float, *, unit: float = 0.0) -> None:
+        """An attempt failed: count it; open the breaker at the threshold, re-open it (longer)
+        when the probe failed. ``unit`` in [0, 1) draws the jitter."""
         self.failures += 1
-        if self.state is BreakerState.HALF_OPEN or self.failures >= self.failure_threshold:
-            self.state = BreakerState.OPEN
-            self.opened_at = now
+        if self.state is BreakerState.HALF_OPEN:
+            if self.probing:
+                self.reopened += 1
+            self._open(now, unit)
+        elif self.state is BreakerState.CLOSED and self.failures >= self.failure_threshold:
+            self._open(now, unit)
         self.probing = False
+
+    def _open(self, now: float, unit: float) -> None:
+        base = min(self.max_cooldown_s, self.first_cooldown_s * self.growth**self.reopened)
+        self.cooldown_s = base * (1.0 - self.jitter * max(0.0, min(1.0, unit)))
+        self.state = BreakerState.OPEN
+        self.opened_at = now
 
     def release(self) -> None:
         """An attempt ended without a verdict (cancelled): free the probe it may have held."""

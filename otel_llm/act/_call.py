@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-import httpx
 from opentelemetry import trace
 from opentelemetry.context import Context
 
@@ -27,15 +26,16 @@ from otel_llm.act._attempt import Attempt
 from otel_llm.act._backoff import backoff_delay
 from otel_llm.act._completion import Usage
 from otel_llm.act._hedge_budget import HedgeBudget
+from otel_llm.act._pool import Pool
 from otel_llm.act._round import Leg, Round, RoundResult
 from otel_llm.act._settings import ClientSettings
-from otel_llm.act._source_state import Candidates, SourceState
+from otel_llm.act._source_state import Candidates, SourceState, Stay
 from otel_llm.act._stall_budget import StallBudget
 
 T = TypeVar("T")
 logger = logging.getLogger("otel_llm")
 
-Request = Callable[[Attempt, httpx.AsyncClient, Mapping[str, Any]], Awaitable[T]]
+Request = Callable[[Attempt, Pool, Mapping[str, Any]], Awaitable[T]]
 """Runs one attempt (chat or embeddings) and returns its answer."""
 UsageOf = Callable[[T], Usage | None]
 
@@ -60,7 +60,7 @@ class CallOutcome(Generic[T]):
 class CallShared:
     """Everything a call borrows from its client."""
 
-    http: httpx.AsyncClient
+    pool: Pool
     tracer: trace.Tracer
     settings: ClientSettings
     states: list[SourceState]
@@ -115,18 +115,27 @@ class CallRun(Generic[T]):
         self.backoff_s = 0.0
         self.produced_output = False
         self.reasons: dict[str, str] = {}
+        self.same_source: dict[str, int] = {}
+        """Same-source retries each source has had in this call."""
         self.tried: list[str] = []
         self.last_error: BaseException | None = None
 
     # --- the loop -----------------------------------------------------------------------------
 
     async def run(self) -> CallOutcome[T]:
-        """Retry, fail over and wait until a round has a winner or a budget is spent."""
+        """Retry, fail over and wait until a round has a winner or a budget is spent.
+
+        Sources are tried in the user's order. After a transient failure the call stays on the
+        same source for ``same_source_retries`` more rounds (after backoff) before failing over;
+        after a 429 it waits on the same source when the wait is at most
+        ``rate_limit_max_wait_s``, else it fails over.
+        """
         avoid: str | None = None
+        stay: Stay | None = None
         while True:
             now = self.loop.time()
             self._give_up_if_spent(now)
-            pick = self.candidates.pick(now, avoid=avoid)
+            pick = self.candidates.pick(now, avoid=avoid, stay=stay)
             if pick is None:
                 raise self._no_source_left()
             if pick.wait_s > 0:
@@ -138,6 +147,9 @@ class CallRun(Generic[T]):
             if not state.breaker.acquire(now):
                 await self._refund(state, self.tokens)
                 continue
+            if stay is not None and stay.source == state.name and stay.retry:
+                self.same_source[state.name] = self.same_source.get(state.name, 0) + 1
+            stay = None
             result = await self._run_round(state)
             if result.winner is not None:
                 return self._outcome(result)
@@ -145,8 +157,33 @@ class CallRun(Generic[T]):
                 error = leg.error
                 if error is not None and not isinstance(error, e.ProviderError):
                     raise error  # not a provider's failure (a bug, a fatal error): never retry
-            avoid = state.name
+                if error is not None and self._propagates(error):
+                    raise error  # a verdict on the content, unmasked (R1)
+            stay = self._stay_after(state, result)
+            avoid = None if stay is not None else state.name
             await self._after_failure(result)
+
+    def _propagates(self, error: BaseException) -> bool:
+        """Permanent errors that end the call at once instead of moving to the next source."""
+        if isinstance(error, e.ContentFiltered):
+            return not self.retry.failover_on_content_filter
+        if isinstance(error, e.ContextLengthExceeded):
+            return not self.retry.failover_on_context_length
+        return False
+
+    def _stay_after(self, state: SourceState, result: RoundResult[T]) -> Stay | None:
+        """Whether the next round stays on ``state`` (the failed round's primary source)."""
+        primary = next((leg for leg in result.failed if not leg.is_hedge), None)
+        error = primary.error if primary is not None else None
+        if isinstance(error, e.RateLimited):
+            wait = max(0.0, state.rate_limited_until - self.loop.time())
+            if wait <= self.retry.rate_limit_max_wait_s:
+                return Stay(state.name, max_wait_s=wait, retry=False)
+            return None
+        retries = self.same_source.get(state.name, 0)
+        if isinstance(error, e.TransientError) and retries < self.retry.same_source_retries:
+            return Stay(state.name, max_wait_s=0.0, retry=True)
+        return None
 
     def _give_up_if_spent(self, now: float) -> None:
         if self.deadline is not None and now >= self.deadline:
@@ -180,10 +217,13 @@ class CallRun(Generic[T]):
         try:
             async with asyncio.timeout_at(self.deadline):
                 result = await self.round.run(state, self.tokens)
-        except TimeoutError as exc:
-            raise self._exhausted(
-                f"call deadline of {self.retry.call_deadline_s:g} s reached"
-            ) from exc
+        except TimeoutError:
+            pass
+        else:
+            return self._account(result, started)
+        raise self._exhausted(f"call deadline of {self.retry.call_deadline_s:g} s reached")
+
+    def _account(self, result: RoundResult[T], started: float) -> RoundResult[T]:
         self.hedges += result.hedges
         if result.winner is None and any(
             isinstance(leg.error, e.TransientError) for leg in result.failed
@@ -231,7 +271,7 @@ class CallRun(Generic[T]):
         """One attempt with its accounting: breaker, rate limits, admission settlement."""
         state, attempt = leg.state, leg.attempt
         try:
-            answer = await self.request(attempt, self.shared.http, self.payload)
+            answer = await self.request(attempt, self.shared.pool, self.payload)
         except asyncio.CancelledError:
             state.breaker.release()  # a cancelled leg gives no verdict on the source
             self._note_output(attempt)
@@ -277,8 +317,8 @@ class CallRun(Generic[T]):
         elif isinstance(exc, e.PermanentError):
             self.candidates.excluded.add(state.name)
             state.breaker.release()
-        else:
-            state.breaker.record_failure(now)  # transient, watchdog kills included (R4)
+        else:  # transient, watchdog kills included (R4)
+            state.breaker.record_failure(now, unit=self.shared.rng.random())
 
     # --- admission ------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
-import httpx
+import httpx2
 from opentelemetry import metrics, trace
 from opentelemetry.util.types import AttributeValue
 
@@ -22,8 +22,9 @@ from otel_llm.act._call import CallOutcome, CallRun, CallShared, Request, UsageO
 from otel_llm.act._call_span import CallSpan
 from otel_llm.act._completion import Completion, Embeddings
 from otel_llm.act._hedge_budget import HedgeBudget
+from otel_llm.act._pool import Pool
 from otel_llm.act._result import ChatResult, EmbeddingsResult
-from otel_llm.act._settings import ClientSettings
+from otel_llm.act._settings import ClientSettings, PoolSettings
 from otel_llm.act._source import Source
 from otel_llm.act._source_state import SourceState
 from otel_llm.act._stats import CallStats
@@ -40,16 +41,33 @@ def _embeddings_attributes(answer: Embeddings) -> dict[str, AttributeValue]:
     return attrs
 
 
-async def _chat(
-    attempt: Attempt, http: httpx.AsyncClient, payload: Mapping[str, Any]
-) -> Completion:
-    return await attempt.run(http, payload)
+async def _chat(attempt: Attempt, pool: Pool, payload: Mapping[str, Any]) -> Completion:
+    return await attempt.run(pool, payload)
 
 
-async def _embed(
-    attempt: Attempt, http: httpx.AsyncClient, payload: Mapping[str, Any]
-) -> Embeddings:
-    return await attempt.run_embeddings(http, payload)
+async def _embed(attempt: Attempt, pool: Pool, payload: Mapping[str, Any]) -> Embeddings:
+    return await attempt.run_embeddings(pool, payload)
+
+
+def _pool(settings: PoolSettings, http_client: object) -> Pool:
+    """The client's pool: the user's ``http_client``, or clients made from ``settings``."""
+    if http_client is None:
+        limits = httpx2.Limits(
+            max_connections=settings.max_connections,
+            max_keepalive_connections=settings.max_keepalive_connections,
+            keepalive_expiry=settings.keepalive_expiry_s,
+        )
+        return Pool(factory=lambda: httpx2.AsyncClient(limits=limits))
+    if not isinstance(http_client, httpx2.AsyncClient):
+        from otel_llm._errors import ConfigurationError
+
+        raise ConfigurationError(
+            "http_client",
+            f"must be an httpx2.AsyncClient, got {type(http_client).__module__}."
+            f"{type(http_client).__qualname__} (httpx 0.28 with httpcore 1.0.9 leaks a "
+            "connection-pool slot on every cancelled request: encode/httpcore#1093)",
+        )
+    return Pool(client=http_client)
 
 
 def _admission(settings: ClientSettings) -> Admission:
@@ -91,12 +109,20 @@ class Client:
         backoff_base_s: float | None = None,
         backoff_max_s: float | None = None,
         rate_limit_wait_s: float | None = None,
+        same_source_retries: int | None = None,
+        rate_limit_max_wait_s: float | None = None,
+        failover_on_content_filter: bool | None = None,
+        failover_on_context_length: bool | None = None,
         breaker_failure_threshold: int | None = None,
+        breaker_first_cooldown_s: float | None = None,
         breaker_cooldown_s: float | None = None,
+        pool_max_connections: int | None = None,
+        pool_max_keepalive_connections: int | None = None,
+        pool_keepalive_expiry_s: float | None = None,
         admission: Admission | None = None,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
-        http_client: httpx.AsyncClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
         seed: int | None = None,
     ) -> None:
         if settings is None:
@@ -120,8 +146,16 @@ class Client:
                 "retry.backoff_base_s": backoff_base_s,
                 "retry.backoff_max_s": backoff_max_s,
                 "retry.rate_limit_wait_s": rate_limit_wait_s,
+                "retry.same_source_retries": same_source_retries,
+                "retry.rate_limit_max_wait_s": rate_limit_max_wait_s,
+                "retry.failover_on_content_filter": failover_on_content_filter,
+                "retry.failover_on_context_length": failover_on_context_length,
                 "breaker.failure_threshold": breaker_failure_threshold,
+                "breaker.first_cooldown_s": breaker_first_cooldown_s,
                 "breaker.cooldown_s": breaker_cooldown_s,
+                "pool.max_connections": pool_max_connections,
+                "pool.max_keepalive_connections": pool_max_keepalive_connections,
+                "pool.keepalive_expiry_s": pool_keepalive_expiry_s,
             },
         )
         if not self.settings.sources:
@@ -138,14 +172,20 @@ class Client:
             raise ConfigurationError("sources", f"source names must be unique, got {names}")
         breaker = self.settings.breaker
         self._states = [
-            SourceState(source, Breaker(breaker.failure_threshold, breaker.cooldown_s))
+            SourceState(
+                source,
+                Breaker(
+                    breaker.failure_threshold,
+                    breaker.cooldown_s,
+                    breaker.effective_first_cooldown_s,
+                ),
+            )
             for source in sorted(self.settings.sources, key=lambda source: source.priority)
         ]
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("otel_llm", __version__)
         self._metrics = LlmMetrics(meter_provider)
-        self._http = http_client or httpx.AsyncClient()
-        self._owns_http = http_client is None
+        self._pool = _pool(self.settings.pool, http_client)
         self._admission = admission or _admission(self.settings)
         self._owns_admission = admission is None
         hedge = self.settings.hedge
@@ -167,8 +207,7 @@ class Client:
 
     async def aclose(self) -> None:
         """Close the HTTP connections and the admission backend the client opened."""
-        if self._owns_http:
-            await self._http.aclose()
+        await self._pool.aclose()
         if self._owns_admission:
             await self._admission.aclose()
 
@@ -179,6 +218,12 @@ class Client:
     def sources(self) -> tuple[Source, ...]:
         """The sources, in priority order."""
         return tuple(state.source for state in self._states)
+
+    @property
+    def pool_replacements(self) -> int:
+        """How often the client replaced a connection pool that could not serve (see
+        :mod:`otel_llm.act._pool`); 0 on a healthy client."""
+        return self._pool.replacements
 
     def breaker_state(self, source: str) -> str:
         """The circuit-breaker state of ``source`` (``closed``, ``open``, ``half_open``)."""
@@ -191,7 +236,7 @@ class Client:
 
     def _shared(self) -> CallShared:
         return CallShared(
-            http=self._http,
+            pool=self._pool,
             tracer=self._tracer,
             settings=self.settings,
             states=self._states,

@@ -1,4 +1,13 @@
-"""The assembled answer of one chat completion, streamed or not."""
+"""The assembled answer of one chat completion, streamed or not, read strictly.
+
+Every field the answer is made of is checked for its JSON type: a chunk whose ``choices`` is a
+number, whose ``content`` is a list or whose tool-call index is text is a
+:class:`~otel_llm.MalformedStream` naming the field (transient: another attempt or source may
+answer properly), never a ``TypeError`` from deep inside. A complete non-streamed answer of the
+wrong shape is a :class:`~otel_llm.MalformedResponse` (permanent for that source: asking again
+gets the same shape). Telemetry-only fields (``model``, ``id``, ``usage``) of the wrong type are
+ignored rather than failing an otherwise good answer.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_llm.measure._chunks import delta_has_output
+from otel_llm.measure._chunks import stream_complete
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,8 +29,8 @@ class Usage:
 
     @classmethod
     def from_openai(cls, usage: Mapping[str, Any]) -> Usage:
-        """From an OpenAI ``usage`` object."""
-        details = usage.get("completion_tokens_details") or {}
+        """From an OpenAI ``usage`` object (values of the wrong type are left out)."""
+        details = usage.get("completion_tokens_details")
         reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
         return cls(
             input_tokens=_int(usage.get("prompt_tokens")),
@@ -33,6 +42,10 @@ class Usage:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +79,50 @@ class _ToolCallParts:
     arguments: list[str] = field(default_factory=list)
 
 
+_JSON_TYPES = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+class ShapeError(ValueError):
+    """A field of an answer has the wrong JSON type (``where`` names it)."""
+
+    def __init__(
+        self, where: str, expected: str, value: Any = None, *, got: str | None = None
+    ) -> None:
+        self.where = where
+        got = got or _JSON_TYPES.get(type(value), type(value).__name__)
+        super().__init__(f"{where} is {got}, expected {expected}")
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], where: str, expected: str) -> Any:
+    """``value`` if it is ``None`` or of ``kind`` (never a bool for numbers), else ShapeError."""
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    raise ShapeError(where, expected, value)
+
+
 class StreamAssembler:
     """Builds a :class:`Completion` from ``chat.completion.chunk`` objects.
 
-    :meth:`feed` also classifies the chunk (SPEC §1) in the same pass: it returns ``True`` when
-    the chunk carried generated output (content, reasoning or tool-call deltas).
+    :meth:`feed` checks the chunk's shape and classifies it (SPEC §1) in the same pass: it
+    returns ``True`` when the chunk carried generated output (content, reasoning or tool-call
+    deltas) and raises :class:`ShapeError` when a field has the wrong type. Choice 0 is the
+    answer; other choices (``n > 1``) are classified and must finish too (:attr:`complete`).
     """
 
     __slots__ = (
+        "_finished",
         "_id",
         "_model",
         "_reasoning",
+        "_seen",
         "_text",
         "_tools",
         "finish_reason",
@@ -89,55 +135,77 @@ class StreamAssembler:
         self._tools: dict[int, _ToolCallParts] = {}
         self._id: str | None = None
         self._model: str | None = None
+        self._seen: set[int] = set()
+        self._finished: set[int] = set()
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+
+    @property
+    def complete(self) -> bool:
+        """True when the answer is complete by the one rule (:func:`stream_complete`)."""
+        return stream_complete(self._seen, self._finished)
 
     def feed(self, chunk: Mapping[str, Any]) -> bool:
         """Take one chunk; True when it is an incremental chunk."""
         if self._model is None:
-            self._model = chunk.get("model") or None
-            self._id = chunk.get("id") or None
+            self._model = _text(chunk.get("model"))
+            self._id = _text(chunk.get("id"))
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self.usage = Usage.from_openai(usage)
+        choices = _expect(chunk.get("choices"), list, "choices", "a list")
         incremental = False
-        for choice in chunk.get("choices") or ():
-            if not isinstance(choice, Mapping):
-                continue
-            if choice.get("index", 0) != 0:
-                incremental = incremental or delta_has_output(choice.get("delta"))
-                continue
-            reason = choice.get("finish_reason")
-            if reason:
-                self.finish_reason = reason
-            delta = choice.get("delta")
-            if not isinstance(delta, Mapping):
-                continue
-            content = delta.get("content")
-            if content:
-                self._text.append(content)
-                incremental = True
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning:
-                self._reasoning.append(reasoning)
-                incremental = True
-            tool_calls = delta.get("tool_calls")
-            if tool_calls:
-                self._add_tool_deltas(tool_calls)
+        for position, choice in enumerate(choices or ()):
+            if not isinstance(choice, dict):
+                raise ShapeError(f"choices[{position}]", "an object", choice)
+            if self._choice(choice, position):
                 incremental = True
         return incremental
 
-    def _add_tool_deltas(self, deltas: Any) -> None:
+    def _choice(self, choice: Mapping[str, Any], position: int) -> bool:
+        where = f"choices[{position}]"
+        index = _expect(choice.get("index", 0), int, f"{where}.index", "an integer")
+        index = 0 if index is None else index
+        self._seen.add(index)
+        reason = _expect(choice.get("finish_reason"), str, f"{where}.finish_reason", "a string")
+        if reason:
+            self._finished.add(index)
+            if index == 0:
+                self.finish_reason = reason
+        delta = _expect(choice.get("delta"), dict, f"{where}.delta", "an object")
+        if not delta:
+            return False
+        content = _expect(delta.get("content"), str, f"{where}.delta.content", "a string")
+        reasoning = _expect(
+            delta.get("reasoning_content"), str, f"{where}.delta.reasoning_content", "a string"
+        ) or _expect(delta.get("reasoning"), str, f"{where}.delta.reasoning", "a string")
+        tool_calls = _expect(delta.get("tool_calls"), list, f"{where}.delta.tool_calls", "a list")
+        if index != 0:
+            return bool(content or reasoning or tool_calls)
+        if content:
+            self._text.append(content)
+        if reasoning:
+            self._reasoning.append(reasoning)
+        if tool_calls:
+            self._add_tool_deltas(tool_calls, f"{where}.delta.tool_calls")
+        return bool(content or reasoning or tool_calls)
+
+    def _add_tool_deltas(self, deltas: list[Any], where: str) -> None:
         for position, delta in enumerate(deltas):
-            if not isinstance(delta, Mapping):
-                continue
-            parts = self._tools.setdefault(delta.get("index", position), _ToolCallParts())
-            parts.id = delta.get("id") or parts.id
-            parts.type = delta.get("type") or parts.type
-            function = delta.get("function")
-            if isinstance(function, Mapping):
-                parts.name = function.get("name") or parts.name
-                arguments = function.get("arguments")
+            at = f"{where}[{position}]"
+            if not isinstance(delta, dict):
+                raise ShapeError(at, "an object", delta)
+            index = _expect(delta.get("index", position), int, f"{at}.index", "an integer")
+            parts = self._tools.setdefault(position if index is None else index, _ToolCallParts())
+            parts.id = _expect(delta.get("id"), str, f"{at}.id", "a string") or parts.id
+            parts.type = _expect(delta.get("type"), str, f"{at}.type", "a string") or parts.type
+            function = _expect(delta.get("function"), dict, f"{at}.function", "an object")
+            if function:
+                name = _expect(function.get("name"), str, f"{at}.function.name", "a string")
+                parts.name = name or parts.name
+                arguments = _expect(
+                    function.get("arguments"), str, f"{at}.function.arguments", "a string"
+                )
                 if arguments:
                     parts.arguments.append(arguments)
 
@@ -158,29 +226,46 @@ class StreamAssembler:
 
 
 def completion_from_json(payload: Mapping[str, Any]) -> Completion:
-    """A :class:`Completion` from a non-streamed ``chat.completion`` object."""
-    choices = payload.get("choices") or []
-    first: Mapping[str, Any] = choices[0] if choices and isinstance(choices[0], Mapping) else {}
-    message = first.get("message") or {}
-    tool_calls = tuple(
-        ToolCall(
-            call.get("id"),
-            (call.get("function") or {}).get("name"),
-            (call.get("function") or {}).get("arguments") or "",
-            call.get("type") or "function",
+    """A :class:`Completion` from a non-streamed ``chat.completion`` object; ShapeError when
+    the answer's fields have the wrong types."""
+    choices = _expect(payload.get("choices"), list, "choices", "a list")
+    if not choices:
+        raise ShapeError("choices", "a non-empty list", choices)
+    first = choices[0]
+    if not isinstance(first, dict):
+        raise ShapeError("choices[0]", "an object", first)
+    message = _expect(first.get("message"), dict, "choices[0].message", "an object") or {}
+    calls = _expect(message.get("tool_calls"), list, "choices[0].message.tool_calls", "a list")
+    tool_calls = []
+    for position, call in enumerate(calls or ()):
+        at = f"choices[0].message.tool_calls[{position}]"
+        if not isinstance(call, dict):
+            raise ShapeError(at, "an object", call)
+        function = _expect(call.get("function"), dict, f"{at}.function", "an object") or {}
+        tool_calls.append(
+            ToolCall(
+                _expect(call.get("id"), str, f"{at}.id", "a string"),
+                _expect(function.get("name"), str, f"{at}.function.name", "a string"),
+                _expect(function.get("arguments"), str, f"{at}.function.arguments", "a string")
+                or "",
+                _expect(call.get("type"), str, f"{at}.type", "a string") or "function",
+            )
         )
-        for call in (message.get("tool_calls") or ())
-        if isinstance(call, Mapping)
-    )
+    where = "choices[0].message"
+    reasoning = _expect(
+        message.get("reasoning_content"), str, f"{where}.reasoning_content", "a string"
+    ) or _expect(message.get("reasoning"), str, f"{where}.reasoning", "a string")
     usage = payload.get("usage")
     return Completion(
-        text=message.get("content") or "",
-        reasoning=message.get("reasoning_content") or message.get("reasoning") or None,
-        tool_calls=tool_calls,
-        finish_reason=first.get("finish_reason"),
+        text=_expect(message.get("content"), str, f"{where}.content", "a string") or "",
+        reasoning=reasoning or None,
+        tool_calls=tuple(tool_calls),
+        finish_reason=_expect(
+            first.get("finish_reason"), str, "choices[0].finish_reason", "a string"
+        ),
         usage=Usage.from_openai(usage) if isinstance(usage, Mapping) else None,
-        response_model=payload.get("model"),
-        response_id=payload.get("id"),
+        response_model=_text(payload.get("model")),
+        response_id=_text(payload.get("id")),
     )
 
 
@@ -193,20 +278,37 @@ class Embeddings:
     response_model: str | None = None
 
 
-def embeddings_from_json(payload: Mapping[str, Any]) -> Embeddings:
-    """An :class:`Embeddings` from an OpenAI ``list`` of ``embedding`` objects."""
-    data = sorted(
-        (item for item in payload.get("data") or () if isinstance(item, Mapping)),
-        key=lambda item: item.get("index", 0),
-    )
+def embeddings_from_json(payload: Mapping[str, Any], *, inputs: int | None) -> Embeddings:
+    """An :class:`Embeddings` from an OpenAI ``list`` of ``embedding`` objects: one float
+    vector per input (``inputs``, when known), all of one length; else ShapeError."""
+    data = _expect(payload.get("data"), list, "data", "a list")
+    if not data:
+        raise ShapeError("data", "a non-empty list", data)
+    items = []
+    for position, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise ShapeError(f"data[{position}]", "an object", item)
+        index = _expect(item.get("index", position), int, f"data[{position}].index", "an integer")
+        vector = item.get("embedding")
+        if not isinstance(vector, list) or not vector:
+            raise ShapeError(f"data[{position}].embedding", "a non-empty list of numbers", vector)
+        for value in vector:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ShapeError(f"data[{position}].embedding[]", "a number", value)
+        items.append((position if index is None else index, vector))
+    items.sort(key=lambda pair: pair[0])
+    if inputs is not None and len(items) != inputs:
+        raise ShapeError("data", f"{inputs} (one vector per input)", got=f"{len(items)} vectors")
+    if len({len(vector) for _, vector in items}) > 1:
+        raise ShapeError("data[].embedding", "vectors of one length", got="of mixed lengths")
     usage = payload.get("usage")
     return Embeddings(
-        vectors=tuple(tuple(float(x) for x in item.get("embedding") or ()) for item in data),
+        vectors=tuple(tuple(float(x) for x in vector) for _, vector in items),
         usage=Usage(
             input_tokens=_int(usage.get("prompt_tokens")),
             total_tokens=_int(usage.get("total_tokens")),
         )
         if isinstance(usage, Mapping)
         else None,
-        response_model=payload.get("model"),
+        response_model=_text(payload.get("model")),
     )

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import httpx
+import httpx2
 
 from otel_llm import _errors as e
 from otel_llm._redact import redact
@@ -126,10 +126,22 @@ def stream_error(
     )
 
 
-def transport_error(exc: httpx.HTTPError, *, source: str, chunks: int) -> e.TransientError:
-    """A transient error for a failure of the connection itself."""
+def transport_error(
+    exc: httpx2.HTTPError, *, source: str, chunks: int, secrets: Iterable[str] = ()
+) -> e.TransientError:
+    """A transient error for a failure of the connection itself.
+
+    The message keeps the lower-layer error's type and (redacted) text; the error is meant to be
+    raised unchained, since ``exc`` holds the request with its URL and headers.
+    """
     where = f"after {chunks} chunks" if chunks else "before the first chunk"
     name = type(exc).__name__
-    if isinstance(exc, httpx.TimeoutException):
-        return e.ProviderTimeout(f"{source} timed out ({name}) {where}", source=source)
-    return e.ProviderConnectionError(f"{source} connection failed ({name}) {where}", source=source)
+    detail = redact(str(exc), secrets)
+    what = f"{name}: {detail}" if detail else name
+    if isinstance(exc, httpx2.SSEError):
+        return e.MalformedStream(
+            f"{source} sent an unreadable event stream ({what}) {where}", source=source
+        )
+    if isinstance(exc, httpx2.TimeoutException):
+        return e.ProviderTimeout(f"{source} timed out ({what}) {where}", source=source)
+    return e.ProviderConnectionError(f"{source} connection failed ({what}) {where}", source=source)

@@ -14,17 +14,16 @@ asked, :class:`~otel_llm.BackendUnavailable` is raised and nothing is admitted.
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, unquote, urlsplit
-
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._errors import BackendUnavailable
-from otel_llm._redact import redact
+from otel_llm._errors import BackendUnavailable, ConfigurationError
+from otel_llm._redact import redact, redact_url, url_secrets
 from otel_llm.act._admission import Limits
+from otel_llm.act._settings import check_redis_url
 
 _IDLE_EXPIRY_S = 120.0
 """An idle bucket's key outlives the moment it would be full again by this long."""
@@ -79,18 +78,6 @@ its capacity (per minute) and amount. ``acquire`` takes the amount from every bu
 adds the amount (negative charges) to every bucket, capped at the capacity."""
 
 
-def redacted_url(url: str) -> str:
-    """``url`` fit for a message: the password (in the authority or the query) replaced."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        user, has_password, _ = userinfo.partition(":")
-        netloc = f"{user}:[REDACTED]@{host}" if has_password else f"[REDACTED]@{host}"
-    query = "?[REDACTED]" if parts.query else ""
-    return f"{parts.scheme}://{netloc}{parts.path}{query}"
-
-
 class RedisAdmission:
     """Admission kept in Redis at ``url``, shared by everyone using the same ``key_prefix``.
 
@@ -106,16 +93,21 @@ class RedisAdmission:
         timeout_s: float = DEFAULTS.admission_timeout_s,
     ) -> None:
         self._prefix = key_prefix
-        self._where = redacted_url(url)
-        parts = urlsplit(url)
-        passwords = [parts.password, *parse_qs(parts.query).get("password", [])]
-        self._secrets = [form for p in passwords if p for form in (p, unquote(p))]
-        self._redis = Redis.from_url(
-            url,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),
-        )
+        self._where = redact_url(url)
+        self._secrets = url_secrets(url)
+        problem = None
+        try:
+            check_redis_url(url)
+            self._redis = Redis.from_url(
+                url,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s,
+                retry=Retry(NoBackoff(), 0),
+            )
+        except ValueError as exc:  # redis' own messages repeat the URL, password included
+            problem = redact(str(exc), (url, *self._secrets))
+        if problem is not None:
+            raise ConfigurationError("redis_url", f"{problem} ({self._where})")
         self._script = self._redis.register_script(_SCRIPT)
 
     def _key(self, source: str, kind: str) -> str:
@@ -130,10 +122,12 @@ class RedisAdmission:
             answer = await self._script(keys=keys, args=args)
         except (RedisError, OSError) as exc:
             reason = redact(f"{type(exc).__name__}: {exc}", self._secrets)
-            raise BackendUnavailable(
-                f"admission backend Redis at {self._where} failed during {operation}: {reason}"
-            ) from exc
-        return float(answer)
+        else:
+            return float(answer)
+        # raised unchained: the client library's errors may carry the connection's settings
+        raise BackendUnavailable(
+            f"admission backend Redis at {self._where} failed during {operation}: {reason}"
+        )
 
     async def acquire(self, source: str, limits: Limits, tokens: int) -> float:
         """Admit one request of ``tokens`` (0.0, both buckets charged) or return the seconds

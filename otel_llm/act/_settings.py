@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -38,7 +39,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm.act._source import Source
 
-RESERVED_GROUPS = frozenset({"HEDGE", "STREAM", "RETRY", "BREAKER", "ADMISSION"})
+RESERVED_GROUPS = frozenset({"HEDGE", "STREAM", "RETRY", "BREAKER", "ADMISSION", "POOL"})
 """Scope-level groups; never a provider name."""
 
 _SOURCE_KEY = re.compile(r"^([A-Z0-9_]+?)__([0-9]+)__([A-Z0-9_]+)$")
@@ -50,6 +51,16 @@ class ConfigWarning(UserWarning):
 
 class _Group(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """``True`` is not a number of seconds (pydantic would read it as 1)."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation is not bool:
+                raise ValueError(f"must not be a boolean, got {value!r}")
+        return value
 
 
 def _positive(value: float | None) -> None:
@@ -120,6 +131,14 @@ class RetrySettings(_Group):
     backoff_max_s: float = DEFAULTS.backoff_max_s
     rate_limit_wait_s: float = DEFAULTS.rate_limit_wait_s
     """Wait after a 429 without Retry-After."""
+    same_source_retries: int = Field(default=DEFAULTS.same_source_retries, ge=0, le=100)
+    """Transient failures retried on the same source before failing over."""
+    rate_limit_max_wait_s: float = DEFAULTS.rate_limit_max_wait_s
+    """A 429 asking to wait at most this long is waited out on the same source (0: never)."""
+    failover_on_content_filter: bool = DEFAULTS.failover_on_content_filter
+    """Try the next source after a content-filter refusal (default: propagate it at once)."""
+    failover_on_context_length: bool = DEFAULTS.failover_on_context_length
+    """Try the next source after a context-length error (default: yes)."""
 
     @field_validator(
         "call_deadline_s", "stall_window_s", "backoff_base_s", "backoff_max_s", "rate_limit_wait_s"
@@ -129,14 +148,59 @@ class RetrySettings(_Group):
         _positive(value)
         return value
 
+    @field_validator("rate_limit_max_wait_s")
+    @classmethod
+    def _non_negative_seconds(cls, value: float) -> float:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"must be a finite number >= 0, got {value!r}")
+        return value
+
 
 class BreakerSettings(_Group):
     """``{SCOPE}__BREAKER__*``: the per-source circuit breaker (R4)."""
 
     failure_threshold: int = Field(default=DEFAULTS.breaker_failure_threshold, ge=1)
+    """Consecutive transient failures that open the breaker."""
+    first_cooldown_s: float | None = None
+    """Cool-down after the breaker opens; each failed probe doubles it, up to ``cooldown_s``
+    (unset: 1 s, or ``cooldown_s`` when that is shorter)."""
     cooldown_s: float = DEFAULTS.breaker_cooldown_s
+    """The longest cool-down."""
 
-    @field_validator("cooldown_s")
+    @field_validator("first_cooldown_s", "cooldown_s")
+    @classmethod
+    def _positive_seconds(cls, value: float | None) -> float | None:
+        _positive(value)
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.first_cooldown_s is not None and self.first_cooldown_s > self.cooldown_s:
+            raise ValueError(
+                f"first_cooldown_s ({self.first_cooldown_s:g}) must not exceed cooldown_s "
+                f"({self.cooldown_s:g})"
+            )
+        return self
+
+    @property
+    def effective_first_cooldown_s(self) -> float:
+        """The first cool-down in force."""
+        if self.first_cooldown_s is not None:
+            return self.first_cooldown_s
+        return min(DEFAULTS.breaker_first_cooldown_s, self.cooldown_s)
+
+
+class PoolSettings(_Group):
+    """``{SCOPE}__POOL__*``: the client's HTTP connection pool."""
+
+    max_connections: int = Field(default=DEFAULTS.pool_max_connections, ge=1)
+    """Connections open at once (each running stream holds one)."""
+    max_keepalive_connections: int = Field(default=DEFAULTS.pool_max_keepalive_connections, ge=0)
+    """Idle connections kept for reuse."""
+    keepalive_expiry_s: float = DEFAULTS.pool_keepalive_expiry_s
+    """How long an idle connection is kept."""
+
+    @field_validator("keepalive_expiry_s")
     @classmethod
     def _positive_seconds(cls, value: float) -> float:
         _positive(value)
@@ -150,11 +214,32 @@ class AdmissionSettings(_Group):
     redis_url: SecretStr | None = None
     key_prefix: str = DEFAULTS.admission_key_prefix
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_redis_url(value.get_secret_value())
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> Self:
         if self.backend == "redis" and self.redis_url is None:
             raise ValueError("backend 'redis' needs redis_url")
         return self
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def check_redis_url(url: str) -> None:
+    """A ValueError (which never repeats the URL: it may hold a password) unless ``url`` is a
+    Redis URL."""
+    if not url.startswith(REDIS_SCHEMES):
+        scheme = url.split("://", 1)[0] if "://" in url else "none"
+        raise ValueError(
+            f"must be a Redis URL starting with {', '.join(REDIS_SCHEMES)} "
+            f"(scheme: {scheme[:20]!r})"
+        )
 
 
 def parse_source_keys(scope: str, environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
@@ -231,6 +316,7 @@ class ClientSettings(BaseSettings):
     retry: RetrySettings = RetrySettings()
     breaker: BreakerSettings = BreakerSettings()
     admission: AdmissionSettings = AdmissionSettings()
+    pool: PoolSettings = PoolSettings()
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -238,8 +324,11 @@ class ClientSettings(BaseSettings):
         except ValidationError as exc:
             if "sources" not in values:
                 values = {**values, "sources": _sources_from_env(self.scope, os.environ)}
-            raise configuration_error(exc, self.scope, values) from exc
-        check_hedge_assembly(self)
+            error = configuration_error(exc, self.scope, values)
+        else:
+            check_hedge_assembly(self)
+            return
+        raise error  # unchained: pydantic's error repeats the input values, secrets included
 
     @classmethod
     def settings_customise_sources(
@@ -278,9 +367,11 @@ class ClientSettings(BaseSettings):
         try:
             merged = self.model_validate(data)
         except ValidationError as exc:
-            raise configuration_error(exc, self.scope, data) from exc
-        check_hedge_assembly(merged)
-        return merged
+            error = configuration_error(exc, self.scope, data)
+        else:
+            check_hedge_assembly(merged)
+            return merged
+        raise error  # unchained, as in __init__
 
     @classmethod
     def for_scope(cls, scope: str) -> type[ClientSettings]:
@@ -379,8 +470,12 @@ def configuration_error(
     problems = []
     first_key = scope
     for index, error in enumerate(exc.errors()):
-        key = _key_for(tuple(error["loc"]), scope, values)
-        message = str(error["msg"]).removeprefix("Value error, ")
+        inner = (error.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigurationError):  # raised by a nested settings object
+            key, message = inner.key, inner.reason
+        else:
+            key = _key_for(tuple(error["loc"]), scope, values)
+            message = str(error["msg"]).removeprefix("Value error, ")
         if index == 0:
             first_key = key
             problems.append(message)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Any
 
-import httpx
+import httpx2
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from otel_llm._defaults import DEFAULTS
+from otel_llm._redact import redact_url, url_secrets
 from otel_llm.act._admission import Limits
 
 
@@ -21,7 +24,8 @@ def positive_finite(value: float | None, field: str) -> float | None:
 
 
 class Source(BaseModel):
-    """One endpoint. ``api_key`` is a secret: it never appears in reprs, spans or errors."""
+    """One endpoint. ``api_key`` is a secret, and so is a password in ``base_url``: neither
+    appears in reprs, spans or errors."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -63,8 +67,20 @@ class Source(BaseModel):
     @classmethod
     def _check_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must start with http:// or https://, got {value!r}")
+            raise ValueError(
+                f"base_url must start with http:// or https://, got {redact_url(value)!r}"
+            )
+        try:
+            host = httpx2.URL(value).host
+        except (httpx2.InvalidURL, ValueError):
+            host = ""
+        if not host:
+            raise ValueError(f"base_url must name a host, got {redact_url(value)!r}")
         return value.rstrip("/")
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            yield name, redact_url(value) if name == "base_url" else value
 
     @property
     def limits(self) -> Limits:
@@ -89,13 +105,15 @@ class Source(BaseModel):
     @property
     def host(self) -> str:
         """``server.address`` of the endpoint."""
-        return httpx.URL(self.base_url).host
+        return httpx2.URL(self.base_url).host
 
     @property
     def port(self) -> int | None:
         """``server.port`` of the endpoint when the URL names one."""
-        return httpx.URL(self.base_url).port
+        return httpx2.URL(self.base_url).port
 
     def secrets(self) -> tuple[str, ...]:
-        """Values to redact from any text that leaves the library."""
-        return (self.api_key.get_secret_value(),) if self.api_key else ()
+        """Values to redact from any text that leaves the library: the API key and what the
+        base URL carries."""
+        key = (self.api_key.get_secret_value(),) if self.api_key else ()
+        return key + url_secrets(self.base_url)

@@ -44,6 +44,16 @@ class Pick:
     wait_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class Stay:
+    """The next round should stay on ``source`` if it is available within ``max_wait_s``: a
+    same-source retry (``retry``) or a short rate-limit wait."""
+
+    source: str
+    max_wait_s: float
+    retry: bool
+
+
 @dataclass(slots=True)
 class Candidates:
     """Sources of one call in priority order, minus those the call has excluded."""
@@ -55,12 +65,22 @@ class Candidates:
         """Sources the call may still use."""
         return [state for state in self.states if state.name not in self.excluded]
 
-    def pick(self, now: float, *, avoid: str | None = None) -> Pick | None:
-        """The best source now: healthy and free, by priority, ``avoid`` (the source that just
-        failed) last; else the one available soonest. ``None`` when every source is excluded."""
+    def pick(
+        self, now: float, *, avoid: str | None = None, stay: Stay | None = None
+    ) -> Pick | None:
+        """The best source now: ``stay``'s source if it is available within its wait; else
+        healthy and free, by priority, ``avoid`` (the source that just failed) last; else the
+        one available soonest. ``None`` when every source is excluded."""
         remaining = self.remaining()
         if not remaining:
             return None
+        if stay is not None:
+            for state in remaining:
+                if state.name == stay.source:
+                    wait = state.available_at(now) - now
+                    if wait <= stay.max_wait_s:
+                        return Pick(state, max(0.0, wait))
+                    avoid = stay.source
         ordered = sorted(remaining, key=lambda state: state.name == avoid)
         for state in ordered:
             if state.available_at(now) <= now:

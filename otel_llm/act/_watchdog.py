@@ -85,9 +85,11 @@ class Watchdog:
         assert self._timeout is not None
         try:
             await self._timeout.__aexit__(exc_type, exc, tb)
-        except TimeoutError as timeout:
+        except TimeoutError:
             if self.fired is None:
                 raise
-            raise WatchdogTimeout(
-                f"{self._source} watchdog: {self.fired}", source=self._source
-            ) from timeout
+        else:
+            return
+        # raised outside the except: the cancellation it replaces came through the HTTP
+        # library, whose errors may hold the request (see otel_llm._errors)
+        raise WatchdogTimeout(f"{self._source} watchdog: {self.fired}", source=self._source)

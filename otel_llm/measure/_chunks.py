@@ -10,7 +10,7 @@ SPEC M1: the hot path only records a monotonic timestamp and sets a flag.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from operator import sub
 from typing import Any
 
@@ -28,6 +28,18 @@ def delta_has_output(delta: object) -> bool:
         or delta.get("reasoning")
         or delta.get("tool_calls")
     )
+
+
+def stream_complete(choices_seen: Set[int], choices_finished: Set[int]) -> bool:
+    """The one rule of a complete streamed answer (SPEC R1), for the client and the wrappers.
+
+    A stream is complete when a finish reason arrived for every choice it streamed (OpenAI
+    sends one per choice; ``n > 1`` has several), and for at least one. Neither ``[DONE]`` nor
+    a clean end of the HTTP body is enough on its own: that is also how a proxy or a server
+    ends a stream it cut short, and a stream that never carried a finish reason (or never a
+    ``data:`` line at all) is not an answer.
+    """
+    return bool(choices_finished) and choices_seen <= choices_finished
 
 
 def is_incremental(chunk: Mapping[str, Any]) -> bool:
