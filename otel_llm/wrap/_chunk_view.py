@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from otel_llm.measure._chunks import stream_complete
+
 Classifier = Callable[[Any], bool]
 """Tells whether one streamed item is an incremental chunk (SPEC §1)."""
 FinishReason = Callable[[Any], "str | None"]
@@ -32,6 +34,12 @@ def field_of(item: Any, name: str) -> Any:
     return item.get(name) if mapping else getattr(item, name, None)
 
 
+def _index(choice: Any) -> int:
+    """A choice's ``index`` (0 when it has none, or not an integer)."""
+    index = field_of(choice, "index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else 0
+
+
 def openai_classifier(chunk: Any) -> bool:
     """The incremental-chunk rule for OpenAI ``chat.completion.chunk`` items, dict or object:
     non-empty content, reasoning_content/reasoning or tool-call deltas."""
@@ -54,6 +62,7 @@ class ResponseNotes:
     model: str | None = None
     response_id: str | None = None
     finish_reasons: dict[int, str] = field(default_factory=dict)
+    choices_seen: set[int] = field(default_factory=set)
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
@@ -87,6 +96,8 @@ class ResponseNotes:
                 self.note_usage(usage)
             incremental = False
             for choice in chunk.choices or ():
+                index = choice.index
+                self.choices_seen.add(index if index.__class__ is int else 0)
                 delta = choice.delta
                 if delta is not None and not incremental:
                     incremental = bool(
@@ -116,8 +127,12 @@ class ResponseNotes:
 
     def _finish(self, choice: Any, reason: Any) -> None:
         if isinstance(reason, str):
-            index = field_of(choice, "index")
-            self.finish_reasons[index if isinstance(index, int) else 0] = reason
+            self.finish_reasons[_index(choice)] = reason
+
+    @property
+    def complete(self) -> bool:
+        """Whether the stream is complete by the one rule (``stream_complete``)."""
+        return stream_complete(self.choices_seen, self.finish_reasons.keys())
 
     def feed_completion(self, completion: Any) -> None:
         """Take a non-streamed ``chat.completion`` or an embeddings answer (dict or object)."""
@@ -130,6 +145,7 @@ class ResponseNotes:
         if usage is not None:
             self.note_usage(usage)
         for choice in field_of(answer, "choices") or ():
+            self.choices_seen.add(_index(choice))
             reason = field_of(choice, "finish_reason")
             if reason:
                 self._finish(choice, reason)

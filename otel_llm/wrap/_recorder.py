@@ -145,10 +145,11 @@ class CallRecorder:
     # --- endings ------------------------------------------------------------------------------
 
     def end_ok(self) -> None:
-        """The stream ended. Without a finish reason it was cut short (recorded as an error) —
-        when the stream's shape says where finish reasons are: OpenAI chunks, or a
-        ``finish_reason`` hook."""
-        if self.attempt.streamed and self._knows_finish and not self.notes.finish_reasons:
+        """The stream ended. Incomplete by the one rule (``stream_complete``: a finish reason
+        for every choice) it was cut short, recorded as an error — when the stream's shape says
+        where finish reasons are: OpenAI chunks, or a ``finish_reason`` hook. What the
+        application receives is never changed."""
+        if self.attempt.streamed and self._knows_finish and not self.notes.complete:
             self._end(
                 sc.OUTCOME_ERROR,
                 TruncatedStream("the stream ended without a finish reason"),

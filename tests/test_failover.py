@@ -1,0 +1,185 @@
+"""Failover that respects the user's order of sources: same-source retries, short Retry-After
+waits, content-filter and context-length decisions, bad chunks and wrong shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx2
+import pytest
+
+from otel_llm import (
+    ContentFiltered,
+    ContextLengthExceeded,
+    MalformedResponse,
+)
+from otel_llm import _semconv as sc
+from tests.conftest import Spans
+from tests.fakes import Scripted, error, sse_answer
+from tests.test_call import MESSAGES, client, source
+from tests.virtual_time import run_virtual
+
+
+def sse(*events: object) -> httpx2.Response:
+    """A streamed answer made of ``events`` (objects are sent as JSON)."""
+    text = "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events)
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, text=text)
+
+
+async def test_a_transient_failure_is_retried_once_on_the_same_source(spans: Spans) -> None:
+    """By default one 5xx is retried on the same source (after backoff) before failing over:
+    the user's first choice answers."""
+    script = Scripted({"a": [error(503), sse_answer()], "b": [sse_answer()]})
+    async with client(script, spans) as c:
+        result = await c.chat(MESSAGES)
+    assert result.source == "a"
+    assert script.seen == ["a", "a"]
+    assert (result.stats.attempts, result.stats.retries) == (2, 1)
+    assert result.stats.backoff_ms is not None
+
+
+@pytest.mark.parametrize(("retries", "seen"), [(0, ["a", "b"]), (1, ["a", "a", "b"]),
+                                               (2, ["a", "a", "a", "b"])])  # fmt: skip
+async def test_same_source_retries_is_the_number_before_failover(
+    spans: Spans, retries: int, seen: list[str]
+) -> None:
+    """``same_source_retries`` transient failures are retried on the source, then the call
+    moves to the next one."""
+    script = Scripted({"a": [error(500)], "b": [sse_answer()]})
+    async with client(script, spans, same_source_retries=retries, max_attempts=5) as c:
+        result = await c.chat(MESSAGES)
+    assert result.source == "b"
+    assert script.seen == seen
+
+
+async def test_an_open_breaker_ends_same_source_retries(spans: Spans) -> None:
+    """A failure that opens the source's breaker moves the call on at once."""
+    script = Scripted({"a": [error(500)], "b": [sse_answer()]})
+    async with client(script, spans, breaker_failure_threshold=1, same_source_retries=3) as c:
+        result = await c.chat(MESSAGES)
+    assert result.source == "b"
+    assert script.seen == ["a", "b"]
+
+
+def test_a_short_retry_after_is_waited_out_on_the_same_source(spans: Spans) -> None:
+    """On virtual time: a 429 asking for 5 s (below the 10 s bound) is waited out on the first
+    source although the second one is free."""
+    script = Scripted({"a": [error(429, retry_after="5"), sse_answer()], "b": [sse_answer()]})
+
+    async def main() -> tuple[str, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(script, spans) as c:
+            result = await c.chat(MESSAGES)
+        return result.source, loop.time() - started
+
+    source_name, elapsed = run_virtual(main())
+    assert source_name == "a"
+    assert script.seen == ["a", "a"]
+    assert 5.0 <= elapsed < 6.0
+
+
+def test_a_long_retry_after_fails_over(spans: Spans) -> None:
+    """A 429 asking for longer than ``rate_limit_max_wait_s`` moves the call to the next source
+    at once."""
+    script = Scripted({"a": [error(429, retry_after="30")], "b": [sse_answer()]})
+
+    async def main() -> tuple[str, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(script, spans, rate_limit_max_wait_s=20) as c:
+            result = await c.chat(MESSAGES)
+        return result.source, loop.time() - started
+
+    source_name, elapsed = run_virtual(main())
+    assert (source_name, script.seen) == ("b", ["a", "b"])
+    assert elapsed < 1.0
+
+
+def test_a_429_without_retry_after_waits_the_default_on_the_same_source(spans: Spans) -> None:
+    """Without Retry-After the wait is ``rate_limit_wait_s`` (1 s), within the bound: stay."""
+    script = Scripted({"a": [error(429), sse_answer()], "b": [sse_answer()]})
+
+    async def main() -> str:
+        async with client(script, spans) as c:
+            return (await c.chat(MESSAGES)).source
+
+    assert run_virtual(main()) == "a"
+    assert script.seen == ["a", "a"]
+
+
+async def test_a_content_filter_refusal_propagates_at_once(spans: Spans) -> None:
+    """A content-filter refusal is a decision about the content: it reaches the caller
+    unmasked, and no other source is asked."""
+    script = Scripted({"a": [error(400, "content_filter")], "b": [sse_answer()]})
+    async with client(script, spans) as c:
+        with pytest.raises(ContentFiltered, match="scripted 400"):
+            await c.chat(MESSAGES)
+    assert script.seen == ["a"]
+
+
+async def test_content_filter_failover_can_be_turned_on(spans: Spans) -> None:
+    """``failover_on_content_filter=True`` tries the next source instead."""
+    script = Scripted({"a": [error(400, "content_filter")], "b": [sse_answer()]})
+    async with client(script, spans, failover_on_content_filter=True) as c:
+        result = await c.chat(MESSAGES)
+    assert (result.source, script.seen) == ("b", ["a", "b"])
+
+
+async def test_a_context_length_error_moves_to_the_next_source(spans: Spans) -> None:
+    """The context window is the source's model's: the next source (maybe a larger model) is
+    tried, the first is not asked again."""
+    script = Scripted({"a": [error(400, "context_length_exceeded")], "b": [sse_answer()]})
+    async with client(script, spans) as c:
+        result = await c.chat(MESSAGES)
+    assert (result.source, script.seen) == ("b", ["a", "b"])
+
+
+async def test_context_length_can_propagate_at_once(spans: Spans) -> None:
+    """``failover_on_context_length=False`` ends the call with the provider's error."""
+    script = Scripted({"a": [error(400, "context_length_exceeded")], "b": [sse_answer()]})
+    async with client(script, spans, failover_on_context_length=False) as c:
+        with pytest.raises(ContextLengthExceeded):
+            await c.chat(MESSAGES)
+    assert script.seen == ["a"]
+
+
+async def test_a_chunk_of_the_wrong_shape_fails_over_instead_of_crashing(spans: Spans) -> None:
+    """Regression: a primary sending ``{"choices": 5}`` made chat() raise TypeError and the
+    healthy source was never tried. Now it is a MalformedStream naming the field (transient:
+    retried on the source, then failed over)."""
+    script = Scripted({"a": [sse({"choices": 5}, "[DONE]")], "b": [sse_answer()]})
+    async with client(script, spans) as c:
+        result = await c.chat(MESSAGES)
+    assert (result.source, script.seen) == ("b", ["a", "a", "b"])
+    failed = [s for s in spans.attempts() if s.attributes[sc.ATTEMPT_SOURCE] == "a"]  # type: ignore[index]
+    assert [s.attributes[sc.ERROR_TYPE] for s in failed] == ["MalformedStream"] * 2  # type: ignore[index]
+    assert "choices is a number, expected a list" in (failed[0].status.description or "")
+
+
+async def test_a_wrong_shaped_answer_is_permanent_for_that_source(spans: Spans) -> None:
+    """Embeddings with one vector per token for one input are a well-formed answer of the
+    wrong shape: a MalformedResponse, never retried on that source; the next source answers."""
+    per_token = {"data": [{"index": i, "embedding": [0.1, 0.2]} for i in range(3)]}
+    right = {"data": [{"index": 0, "embedding": [0.3, 0.4]}]}
+    script = Scripted(
+        {"a": [httpx2.Response(200, json=per_token)], "b": [httpx2.Response(200, json=right)]}
+    )
+    async with client(script, spans) as c:
+        result = await c.embed("hello world")
+    assert result.vectors == ((0.3, 0.4),)
+    assert script.seen == ["a", "b"]
+    (failed,) = [s for s in spans.attempts() if s.attributes[sc.ATTEMPT_SOURCE] == "a"]  # type: ignore[index]
+    assert failed.attributes[sc.ERROR_TYPE] == "MalformedResponse"  # type: ignore[index]
+
+
+async def test_a_wrong_shaped_answer_on_the_only_source_propagates(spans: Spans) -> None:
+    """With no source left, the MalformedResponse itself reaches the caller, naming what was
+    wrong."""
+    nested = {"data": [{"index": 0, "embedding": [[0.1], [0.2]]}]}
+    script = Scripted({"a": [httpx2.Response(200, json=nested)]})
+    async with client(script, spans, source("a")) as c:
+        with pytest.raises(MalformedResponse, match=r"data\[0\]\.embedding\[\] is a list"):
+            await c.embed("hello")
+    assert script.seen == ["a"]
