@@ -42,7 +42,12 @@ class Defaults:
     """Pause before the writer tries a busy DuckDB file again."""
 
     shutdown_timeout_s: float = 10.0
-    """Bound on how long ``shutdown()`` waits for pending spans."""
+    """Bound on how long ``shutdown()`` waits for pending spans (a store that is already
+    failing gets one more attempt, not the whole wait)."""
+
+    spill_max_bytes: int = 256 * 1024 * 1024
+    """Bound on the spill directory beside a DuckDB file; past it the oldest spill files are
+    dropped (counted and announced)."""
 
     connect_timeout_s: float = 10.0
     """TCP connect timeout of the transport."""

@@ -193,15 +193,25 @@ async def test_breaker_opens_and_skips_the_source(spans: Spans) -> None:
     assert script.seen == ["b"]
 
 
-async def test_half_open_probe_closes_the_breaker(spans: Spans) -> None:
-    """After the cool-down one probe goes to the source; its success closes the breaker."""
+def test_half_open_probe_closes_the_breaker(spans: Spans) -> None:
+    """On virtual time: after the cool-down one probe goes to the source; its success closes
+    the breaker."""
     script = Scripted({"a": [error(500), sse_answer()], "b": [sse_answer()]})
-    async with client(script, spans, breaker_failure_threshold=1, breaker_cooldown_s=0.2) as c:
-        assert (await c.chat(MESSAGES)).source == "b"
-        assert c.breaker_state("a") == "open"
-        await asyncio.sleep(0.3)
-        assert (await c.chat(MESSAGES)).source == "a"
-        assert c.breaker_state("a") == "closed"
+
+    async def main() -> None:
+        async with client(
+            script, spans, breaker_failure_threshold=1, breaker_first_cooldown_s=2,
+            breaker_cooldown_s=2,
+        ) as c:  # fmt: skip
+            assert (await c.chat(MESSAGES)).source == "b"
+            assert c.breaker_state("a") == "open"
+            await asyncio.sleep(1.5)  # the cool-down is 2 s, at most 10 % shorter
+            assert (await c.chat(MESSAGES)).source == "b"
+            await asyncio.sleep(0.5)
+            assert (await c.chat(MESSAGES)).source == "a"
+            assert c.breaker_state("a") == "closed"
+
+    run_virtual(main())
 
 
 async def test_admission_quota_fails_over_then_waits(spans: Spans) -> None:
@@ -321,14 +331,16 @@ async def test_unreachable_redis_fails_closed_through_the_client(spans: Spans) -
 
 
 class _DownAfterFirst:
-    """Admits the first request, then the backend is gone."""
+    """Admits the first request, then the backend is gone; ``refused`` is set then."""
 
     def __init__(self) -> None:
         self.calls = 0
+        self.refused = asyncio.Event()
 
     async def acquire(self, source: str, limits: Limits, tokens: int) -> float:
         self.calls += 1
         if self.calls > 1:
+            self.refused.set()
             raise BackendUnavailable("admission backend unreachable")
         return 0.0
 
@@ -343,12 +355,13 @@ async def test_unreachable_backend_at_hedge_time_leaves_the_primary_alone(spans:
     """If the hedge cannot be admitted because the backend went away, the call does not hedge
     and the primary's answer is returned."""
 
+    admission = _DownAfterFirst()
+
     async def late_first_chunk(request: httpx2.Request) -> httpx2.Response:
-        await asyncio.sleep(0.3)
+        await admission.refused.wait()  # answers only once the hedge was tried and refused
         return sse_answer()
 
     script = Scripted({"a": [late_first_chunk], "b": [sse_answer()]})
-    admission = _DownAfterFirst()
     async with client(script, spans, admission=admission, hedge_after_s=0.05) as c:
         result = await c.chat(MESSAGES)
     assert result.source == "a"

@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -500,3 +501,75 @@ def test_thinned_chunk_events_still_agree_at_the_measured_threshold(store: Store
     assert row[:3] == expected
     assert row[3:6] == expected
     assert row[6] is None
+
+
+def test_a_corrupt_file_is_named_and_exit_is_fast(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file that is not a DuckDB database: the warning names it as needing repair, and the
+    exit does not wait the whole shutdown timeout (one more attempt, then the spill)."""
+    path = tmp_path / "corrupt.duckdb"
+    path.write_bytes(b"not a database " * 1000)
+    store = Store(path, retry_s=0.05, shutdown_timeout_s=30)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        store.call()
+        assert store.exporter.wait_for(lambda s: s.retries >= 1, 30)
+        started = time.monotonic()
+        store.close()
+        took = time.monotonic() - started
+    assert took < 10, f"shutdown took {took:.1f} s of its 30 s timeout"
+    assert f"{path} is not a readable DuckDB database" in caplog.text
+    assert "needs repair" in caplog.text
+    assert store.exporter.stats.spilled == 3
+
+
+def test_the_spill_directory_is_bounded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Exit after exit on a broken file: the spill directory stays under its bound, the
+    oldest spills dropped first, every dropped span counted and announced."""
+    path = tmp_path / "corrupt.duckdb"
+    path.write_bytes(b"not a database " * 1000)
+    bound = 30_000
+    sizes = []
+    for _ in range(6):
+        store = Store(path, retry_s=0.05, shutdown_timeout_s=5, spill_max_bytes=bound)
+        store.call()
+        with caplog.at_level(logging.WARNING, logger="otel_llm"):
+            store.close()
+        spills = sorted(store.exporter.spill_dir.glob("*.jsonl"))
+        sizes.append(sum(spill.stat().st_size for spill in spills))
+    assert max(sizes) <= bound
+    assert sizes[-1] > 0, "the newest spill is kept"
+    assert "the spill directory" in caplog.text
+    assert "was dropped" in caplog.text
+
+
+FULL_DISK = """
+import resource, signal, sys
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from tests.test_duckdb_exporter import Store
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+path = Path({path!r})
+store = Store(path, retry_s=0.05, shutdown_timeout_s=2)
+store.call()
+store.exporter.wait_for(lambda s: s.retries >= 1, 30)
+resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))  # the disk is full after 2 KB
+store.close()
+print(store.exporter.stats.dropped, store.exporter.stats.spilled)
+"""
+
+
+def test_a_full_disk_leaves_no_partial_spill(tmp_path: Path) -> None:
+    """A spill that cannot be written whole leaves no ``.tmp`` behind; its spans are counted
+    as dropped. (A process whose file-size limit is 2 KB stands in for a full disk.)"""
+    path = tmp_path / "corrupt.duckdb"
+    path.write_bytes(b"x" * 1000)
+    script = FULL_DISK.format(root=str(ROOT), path=str(path))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    dropped, spilled = map(int, done.stdout.split())
+    assert (dropped, spilled) == (3, 0)
+    spill_dir = path.with_name(path.name + ".spill")
+    assert list(spill_dir.iterdir()) == []

@@ -8,8 +8,11 @@ cancelled — never exact timings.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from opentelemetry.trace import NoOpTracerProvider
@@ -332,3 +335,39 @@ async def test_cancellation_during_first_wait_leaves_nothing() -> None:
         await task
     assert legs.legs[0].task.cancelled()
     assert legs.hedge is None
+
+
+CANCELLED_AS_IT_FAILS = """
+import asyncio, sys
+sys.path.insert(0, {root!r})
+from tests.test_round import Legs, blocked, e
+
+async def main():
+    tasks = []
+
+    async def fail_as_cancelled(attempt):
+        await asyncio.sleep(0.01)
+        tasks[0].cancel()
+        raise e.ServerError("failed just as the caller gave up")
+
+    legs = Legs({{"a": fail_as_cancelled, "b": blocked()}})
+    tasks.append(asyncio.create_task(legs.run(None, None)))
+    try:
+        await tasks[0]
+    except asyncio.CancelledError:
+        print("cancelled", legs.legs[0].task.done())
+
+asyncio.run(main())
+"""
+
+
+def test_a_leg_failing_as_the_round_is_cancelled_logs_nothing() -> None:
+    """A leg that fails in the same moment the caller cancels the round: the round never
+    looked at that failure, yet asyncio logs no "Task exception was never retrieved" (run in a
+    process of its own, which reports it when the task is collected at exit)."""
+    script = CANCELLED_AS_IT_FAILS.format(root=str(Path(__file__).resolve().parent.parent))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["cancelled", "True"]
+    assert "never retrieved" not in done.stderr

@@ -19,6 +19,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+from aiohttp import web
 from pydantic import ValidationError
 
 from otel_llm import simulator
@@ -176,6 +177,37 @@ async def test_silence_is_the_longest_gap_between_chunks(client: httpx2.AsyncCli
     assert len(gaps) == 5
     assert max(range(5), key=gaps.__getitem__) == 2
     assert gaps[2] >= 0.5 * 250.0 * SCALE
+
+
+async def test_a_late_write_never_shortens_the_silence_after_it(
+    client: httpx2.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pause runs from the previous write's actual end: when the chunk before a silence is
+    written 150 ms late (a loaded machine), the silence after it is still whole."""
+    writes: list[tuple[float, bytes]] = []
+    original = web.StreamResponse.write
+
+    async def late_write(self: web.StreamResponse, data: bytes | bytearray | memoryview) -> None:
+        if b"word2" in bytes(data):
+            await asyncio.sleep(0.15)
+        await original(self, data)
+        writes.append((time.monotonic(), bytes(data)))
+
+    monkeypatch.setattr(web.StreamResponse, "write", late_write)
+    silence_s = 0.2
+    script = Script(
+        chunk_count=5,
+        chunk_interval_s=0.0,
+        first_chunk_delay_s=0.0,
+        silences=(Silence(after_chunk=2, duration_s=silence_s / SCALE),),
+    )
+    await read_stream(client, script)
+    times = {
+        json.loads(data[6:])["choices"][0]["delta"]["content"].strip(): at
+        for at, data in writes
+        if b'"content"' in data
+    }
+    assert times["word3"] - times["word2"] >= silence_s
 
 
 async def test_role_chunk_comes_first_and_is_not_a_chunk(client: httpx2.AsyncClient) -> None:

@@ -107,7 +107,9 @@ async def test_keepalives_do_not_hide_a_silence(http: Pool, provider: SimulatedP
     _, clock = await stream(http, provider, script)
     assert clock.count == 5
     gaps = clock.gaps_ns()
-    assert gaps[2] >= 500_000_000, "the gap spans the whole silence despite the pings"
+    # pings come every 20 ms: had they counted, no gap would exceed ~20 ms; the margin below
+    # the scripted 500 ms is for a chunk delivered late on a loaded machine
+    assert gaps[2] >= 250_000_000, "the gap spans the silence despite the pings"
     assert max(gaps[:2] + gaps[3:]) < 100_000_000
 
 

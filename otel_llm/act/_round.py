@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from otel_llm import _semconv as sc
 from otel_llm.act._attempt import Attempt
@@ -69,6 +69,19 @@ FindHedge = Callable[[SourceState], Awaitable["tuple[SourceState, int] | None"]]
 """Finds an eligible, admitted hedge target other than the primary's source, or ``None``."""
 
 
+def _owned(leg: Leg[T]) -> Leg[T]:
+    """``leg``, its failure marked as seen once it ends: when the round is cancelled before it
+    looked at a leg that had just failed, asyncio would otherwise log "Task exception was never
+    retrieved" for it. (The round still reads every failure it waits for.)"""
+    leg.task.add_done_callback(_mark_retrieved)
+    return leg
+
+
+def _mark_retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class Round(Generic[T]):
     """A primary leg, maybe a hedge leg, first success wins."""
 
@@ -97,13 +110,13 @@ class Round(Generic[T]):
     async def run(self, primary: SourceState, tokens: int) -> RoundResult[T]:
         """Run the round to its end; no leg is left running afterwards."""
         signal = self._make_signal() if self.hedging and self._stream else None
-        legs = [self._start_leg(primary, tokens, sc.LEG_PRIMARY, signal)]
+        legs = [_owned(self._start_leg(primary, tokens, sc.LEG_PRIMARY, signal))]
         try:
             if self.hedging and await self._hedge_window(legs[0], signal):
                 target = await self._find_hedge(primary)
                 if target is not None:
                     state, hedge_tokens = target
-                    legs.append(self._start_leg(state, hedge_tokens, sc.LEG_HEDGE, None))
+                    legs.append(_owned(self._start_leg(state, hedge_tokens, sc.LEG_HEDGE, None)))
             result = await self._race(legs)
             result.hedges = len(legs) - 1
             return result

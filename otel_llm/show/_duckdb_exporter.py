@@ -5,12 +5,16 @@ The writer thread opens the file, writes a batch and closes it again, so other p
 CLI, Grafana, a second application) can open the file between batches. When the file is busy
 or cannot be written, spans stay queued and the write is retried; past ``max_pending`` spans the
 oldest are dropped and counted in a warning. At shutdown, spans that still could not be written
-are spilled to a JSON-lines file beside the database and loaded the next time a write succeeds.
-Nothing is lost silently, and nothing here ever raises into the application.
+are spilled to a JSON-lines file beside the database and loaded the next time a write succeeds;
+a store that is already failing gets one last attempt instead of the whole shutdown wait, the
+spill directory is bounded (``spill_max_bytes``, oldest files dropped first), and a file that is
+not a DuckDB database is named as needing repair. Nothing is lost silently, and nothing here
+ever raises into the application.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -36,6 +40,14 @@ _BATCH = 2000
 _WARN_EVERY_S = 10.0
 _RETRYABLE = (duckdb.IOException, duckdb.TransactionException, OSError)
 """Failures of the file, not of the rows: the batch waits and is written again."""
+
+
+def is_corrupt(exc: BaseException) -> bool:
+    """True when DuckDB refused the file itself: it is not (or no longer) a DuckDB database."""
+    text = str(exc)
+    return isinstance(exc, duckdb.Error) and (
+        "not a valid DuckDB database" in text or "Corrupt" in text or "corrupt" in text
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +81,11 @@ class DuckDBSpanExporter(SpanExporter):
         max_pending: int = DEFAULTS.export_max_pending_spans,
         retry_s: float = DEFAULTS.export_lock_retry_s,
         shutdown_timeout_s: float = DEFAULTS.shutdown_timeout_s,
+        spill_max_bytes: int = DEFAULTS.spill_max_bytes,
     ) -> None:
         self.path = Path(path)
         self._max_pending = max_pending
+        self._spill_max_bytes = spill_max_bytes
         self._retry_s = retry_s
         self._shutdown_timeout_s = shutdown_timeout_s
         self._queue: deque[ReadableSpan] = deque()
@@ -116,8 +130,20 @@ class DuckDBSpanExporter(SpanExporter):
         return True
 
     def shutdown(self) -> None:
-        """Write what can be written, spill the rest to disk, stop the writer thread."""
-        self.force_flush(int(self._shutdown_timeout_s * 1000))
+        """Write what can be written, spill the rest to disk, stop the writer thread.
+
+        A healthy store is given up to ``shutdown_timeout_s`` to write what is queued; once a
+        write fails (before or during that wait) the writer gets one more attempt and stops, so
+        a broken or locked file never holds the process's exit for the whole timeout.
+        """
+        deadline = time.monotonic() + self._shutdown_timeout_s
+        with self._cond:
+            self._cond.notify_all()
+            while (self._queue or self._busy) and self._last_error is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
         with self._cond:
             if self._closed:
                 return
@@ -270,6 +296,18 @@ class DuckDBSpanExporter(SpanExporter):
         now = time.monotonic()
         if now - self._last_warning >= _WARN_EVERY_S:
             self._last_warning = now
+            if is_corrupt(exc):
+                logger.warning(
+                    "otel-llm: %s is not a readable DuckDB database (corrupt, or another kind "
+                    "of file) and needs repair: move it away or delete it. %d spans held, "
+                    "retrying every %g s; spans still held at exit are spilled to %s (%s)",
+                    self.path,
+                    pending,
+                    self._retry_s,
+                    self.spill_dir,
+                    message,
+                )
+                return
             logger.warning(
                 "otel-llm: cannot write spans to %s (%s); %d spans held, retrying every %g s",
                 self.path,
@@ -304,14 +342,17 @@ class DuckDBSpanExporter(SpanExporter):
     def _spill(self, spans: Sequence[ReadableSpan]) -> None:
         rows = self._rows(spans)
         target = self.spill_dir / f"{os.getpid()}-{time.time_ns()}.jsonl"
+        tmp = target.with_suffix(".tmp")
+        text = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows)
         try:
             self.spill_dir.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(".tmp")
+            self._make_room(len(text.encode("utf-8")))
             with tmp.open("w", encoding="utf-8") as handle:
-                for row in rows:
-                    handle.write(json.dumps(row, separators=(",", ":")) + "\n")
+                handle.write(text)
             tmp.replace(target)
         except OSError as exc:
+            with contextlib.suppress(OSError):  # a full disk must not leave half a spill
+                tmp.unlink(missing_ok=True)
             with self._cond:
                 self._count_drop(len(rows), f"spill to {target} failed: {exc}")
             return
@@ -325,6 +366,31 @@ class DuckDBSpanExporter(SpanExporter):
             len(rows),
             target,
         )
+
+    def _make_room(self, needed: int) -> None:
+        """Drop the oldest spill files until ``needed`` more bytes fit the bound."""
+        found: list[tuple[int, Path, int]] = []
+        for spill in self.spill_dir.glob("*.jsonl"):
+            with contextlib.suppress(OSError):  # another process may be loading it
+                info = spill.stat()
+                found.append((info.st_mtime_ns, spill, info.st_size))
+        total = sum(size for _, _, size in found)
+        for _, spill, size in sorted(found):  # oldest first
+            if total + needed <= self._spill_max_bytes:
+                break
+            try:
+                with spill.open("rb") as handle:
+                    lines = sum(1 for _ in handle)
+                spill.unlink()
+            except OSError:
+                continue
+            total -= size
+            with self._cond:
+                self._count_drop(
+                    lines,
+                    f"the spill directory {self.spill_dir} is full "
+                    f"({self._spill_max_bytes} bytes); the oldest spill {spill.name} was dropped",
+                )
 
     def _load_spills(self, conn: duckdb.DuckDBPyConnection) -> None:
         """Load spill files left by earlier shutdowns. A busy database leaves them for the next

@@ -139,9 +139,9 @@ def _reset(request: web.Request) -> None:
 
 
 async def _pause(response: web.StreamResponse, sim: _Simulator, step: Pause, until: float) -> None:
-    """Wait for a scripted pause that ends at loop time ``until`` — a point on the stream's own
-    timeline, so lateness of one wait is not carried into the next — writing ``: ping``
-    comments at the keepalive period."""
+    """Wait for a scripted pause that ends at loop time ``until``, writing ``: ping`` comments
+    at the keepalive period (on the pause's own timeline, so a late ping does not move the
+    next one)."""
     loop = asyncio.get_running_loop()
     if step.keepalive_every_s is not None:
         every = sim.real_s(step.keepalive_every_s)
@@ -167,13 +167,14 @@ async def _stream(
     response.content_type = "text/event-stream"
     try:
         await response.prepare(request)
-        due = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
         for step in stream_plan(script, reply):
             if isinstance(step, Send):
                 await response.write(f"data: {step.data}\n\n".encode())
             elif isinstance(step, Pause):
-                due += sim.real_s(step.seconds)
-                await _pause(response, sim, step, due)
+                # from the previous write's actual end: a late write never shortens the pause
+                # after it (a loaded machine stretches a stream, never hides a silence)
+                await _pause(response, sim, step, loop.time() + sim.real_s(step.seconds))
             else:
                 _reset(request)
                 record.outcome = "aborted"
