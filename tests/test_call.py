@@ -4,7 +4,9 @@ admission — with scripted answers through httpx2.MockTransport."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
@@ -393,3 +395,183 @@ def test_waiting_after_some_output_is_bounded_too(spans: Spans) -> None:
     elapsed = run_virtual(main())
     assert elapsed <= 361
     assert len(script.seen) <= 8
+
+
+async def test_external_cancel_during_stall_wait_ends_spans_as_cancelled(spans: Spans) -> None:
+    """Through the client: cancelled after the first chunks, before any hedge (the stall
+    wait), the attempt's span ends as cancelled with no figures, the call span as an error,
+    and CancelledError reaches the caller (R14)."""
+    streaming = asyncio.Event()
+
+    async def body() -> AsyncIterator[bytes]:
+        for word in ("a", "b"):
+            chunk = {"choices": [{"index": 0, "delta": {"content": word}}]}
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+        streaming.set()  # asked for more: both chunks were read and marked
+        await asyncio.Event().wait()
+        yield b""
+
+    def stalls(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(stalls))
+    async with Client(
+        [source("a"), source("b")], http_client=http, tracer_provider=spans.provider,
+        hedge_stall_after_s=30,
+    ) as c:  # fmt: skip
+        task = asyncio.create_task(c.chat(MESSAGES))
+        await streaming.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await http.aclose()
+    (attempt,) = spans.attempts()
+    attrs = dict(attempt.attributes or {})
+    assert attrs[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CANCELLED
+    assert attrs[sc.ATTEMPT_LEG] == sc.LEG_PRIMARY
+    assert sc.STALL_MS not in attrs
+    (call,) = spans.calls()
+    assert call.status.status_code.name == "ERROR"
+    assert dict(call.attributes or {})[sc.CALL_HEDGES] == 0
+
+
+def test_a_hedge_target_out_of_quota_is_silently_not_hedged(spans: Spans) -> None:
+    """The only other source has no request quota left: no hedge, no error, the primary's
+    answer (R10)."""
+
+    async def late(request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(5)
+        return sse_answer()
+
+    script = Scripted({"a": [late], "b": [sse_answer()]})
+    limited = source("b", requests_per_minute=1)
+
+    async def main() -> tuple[str, str, int]:
+        async with client(script, spans, source("a"), limited, hedge_after_s=1) as c:
+            first = await c.chat(MESSAGES)  # hedged onto b, which spends b's only request
+            second = await c.chat(MESSAGES)
+        return first.source, second.source, second.stats.hedges
+
+    assert run_virtual(main()) == ("b", "a", 0)
+    assert script.seen == ["a", "b", "a"]
+
+
+def test_a_hedge_target_with_an_open_breaker_is_silently_not_hedged(spans: Spans) -> None:
+    """The only other source's breaker is open: no hedge, the primary's answer (R10)."""
+    script = Scripted({"a": [sse_answer()], "b": [error(500)]})
+
+    async def late(request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(5)
+        return sse_answer()
+
+    async def main() -> tuple[str, int, str]:
+        async with client(
+            script, spans, source("b"), source("a"), breaker_failure_threshold=1,
+            breaker_first_cooldown_s=60, breaker_cooldown_s=60, same_source_retries=0,
+            hedge_after_s=1,
+        ) as c:  # fmt: skip
+            await c.chat(MESSAGES)  # b fails once (its breaker opens), a answers
+            state = c.breaker_state("b")
+            script.answers["a"] = [late]
+            result = await c.chat(MESSAGES)
+        return result.source, result.stats.hedges, state
+
+    assert run_virtual(main()) == ("a", 0, "open")
+    assert script.seen == ["b", "a", "a"]
+
+
+def test_the_stall_window_restarts_at_each_output(spans: Spans) -> None:
+    """On virtual time, pinning where this client differs from the design's scope-level rule
+    ("the window ends a call that never produced output"): 250 s of 429s, then a stream that
+    gives output and breaks, then 429s forever. The window starts again at that output, so the
+    call ends one window after it (~550 s) — neither at 300 s (the output was progress) nor
+    never (the seed's rule, once output came, would wait without bound)."""
+
+    async def partial_then_cut(request: httpx2.Request) -> httpx2.Response:
+        first = sse_answer().text.split("\n\n")[0] + "\n\n"
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, text=first)
+
+    limited = [error(429, retry_after="50")] * 5
+    script = Scripted({"a": [*limited, partial_then_cut, error(429, retry_after="50")]})
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(script, spans, source("a"), stall_window_s=300) as c:
+            with pytest.raises(AllSourcesExhausted, match="since the last output"):
+                await c.chat(MESSAGES)
+        return loop.time() - started
+
+    elapsed = run_virtual(main())
+    assert 540 <= elapsed <= 610
+
+
+def test_embeddings_are_never_hedged(spans: Spans) -> None:
+    """embed() with hedge keys set runs unhedged: a slow answer is waited for."""
+
+    async def slow_vectors(request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(5)
+        return httpx2.Response(200, json={"data": [{"index": 0, "embedding": [0.5]}]})
+
+    script = Scripted({"a": [slow_vectors], "b": [slow_vectors]})
+
+    async def main() -> tuple[str, int]:
+        async with client(script, spans, hedge_after_s=1, hedge_stall_after_s=1) as c:
+            result = await c.embed("x")
+        return result.source, result.stats.hedges
+
+    assert run_virtual(main()) == ("a", 0)
+    assert script.seen == ["a"]
+
+
+async def test_a_failed_call_span_carries_no_figures(spans: Spans) -> None:
+    """A call that failed has no stall figures on its span (only how far it got)."""
+    script = Scripted({"a": [error(500)]})
+    async with client(script, spans, source("a"), max_attempts=1) as c:
+        with pytest.raises(AllSourcesExhausted):
+            await c.chat(MESSAGES)
+    (call,) = spans.calls()
+    attrs = dict(call.attributes or {})
+    for figure in (sc.STALL_MS, sc.STALL_COUNT, sc.TTFT_MS, sc.GENERATION_MS, sc.WALL_MS):
+        assert figure not in attrs
+    assert attrs[sc.CALL_ATTEMPTS] == 1
+
+
+def test_breakers_never_hold_a_call_back_when_no_source_can_take_it(spans: Spans) -> None:
+    """On virtual time: both sources failed and their breakers are open for 60 s. A call does
+    not wait out its stall window without trying (as Envoy's panic threshold): it goes to the
+    first source in the user's order, and that success closes its breaker."""
+    script = Scripted({"a": [error(500), sse_answer()], "b": [error(500), sse_answer()]})
+
+    async def main() -> tuple[str, float, str, str]:
+        loop = asyncio.get_running_loop()
+        async with client(
+            script, spans, breaker_failure_threshold=1, breaker_first_cooldown_s=60,
+            breaker_cooldown_s=60, same_source_retries=0, max_attempts=2,
+        ) as c:  # fmt: skip
+            with pytest.raises(AllSourcesExhausted):
+                await c.chat(MESSAGES)
+            assert (c.breaker_state("a"), c.breaker_state("b")) == ("open", "open")
+            started = loop.time()
+            result = await c.chat(MESSAGES)
+            return result.source, loop.time() - started, c.breaker_state("a"), c.breaker_state("b")
+
+    assert run_virtual(main()) == ("a", 0.0, "closed", "open")
+    assert script.seen == ["a", "b", "a"]
+
+
+def test_a_call_that_never_tried_says_why(spans: Spans) -> None:
+    """A call whose window ran out before any attempt (every source rate limited) names, per
+    source, why it was not tried."""
+    script = Scripted({"a": [error(429, retry_after="1000")]})
+
+    async def main() -> AllSourcesExhausted:
+        async with client(script, spans, source("a"), stall_window_s=50) as c:
+            with pytest.raises(AllSourcesExhausted):
+                await c.chat(MESSAGES)
+            with pytest.raises(AllSourcesExhausted) as caught:
+                await c.chat(MESSAGES)
+        return caught.value
+
+    error_ = run_virtual(main())
+    assert error_.reasons["a"].startswith("no attempt was made: rate limited for another")

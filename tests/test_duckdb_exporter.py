@@ -573,3 +573,25 @@ def test_a_full_disk_leaves_no_partial_spill(tmp_path: Path) -> None:
     assert (dropped, spilled) == (3, 0)
     spill_dir = path.with_name(path.name + ".spill")
     assert list(spill_dir.iterdir()) == []
+
+
+def test_a_non_streamed_row_has_null_stall_columns(tmp_path: Path) -> None:
+    """Not observable is not zero in the store either: a non-streamed attempt has NULL stall
+    figures, its whole wall time as generation, and ``not_streamed`` as metering status (M3)."""
+    store = Store(tmp_path / "spans.duckdb")
+    attempt = AttemptSpan(
+        store.tracer,
+        "chat sim-model",
+        attributes={sc.GEN_AI_OPERATION_NAME: "chat", sc.ATTEMPT_NUMBER: 1},
+        threshold_ms=1000,
+        streamed=False,
+        start_ns=0,
+    )
+    attempt.finish(sc.OUTCOME_OK, end_ns=2_500 * MS)
+    store.close()
+    rows = query(
+        store.path,
+        "SELECT stream, stall_ms, stall_count, max_inter_chunk_ms, wall_ms, generation_ms, "
+        "metering_status FROM llm_attempts",
+    )
+    assert rows == [(False, None, None, None, 2500, 2500, sc.METERING_NOT_STREAMED)]

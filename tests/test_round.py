@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from opentelemetry.trace import NoOpTracerProvider
+from opentelemetry.trace import NoOpTracerProvider, Tracer
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
@@ -27,6 +27,7 @@ from otel_llm.act._source import Source
 from otel_llm.act._source_state import SourceState
 from otel_llm.measure import _clock
 from otel_llm.measure._chunks import ChunkClock
+from tests.conftest import Spans
 
 TIMER = 0.05
 SLOW = 0.3
@@ -96,13 +97,14 @@ class Legs:
     hedge_target: str | None = "b"
     primary_started: asyncio.Event = field(default_factory=asyncio.Event)
     hedge_started: asyncio.Event = field(default_factory=asyncio.Event)
+    tracer: Tracer = field(default_factory=lambda: NoOpTracerProvider().get_tracer("t"))
 
     def start(
         self, target: SourceState, tokens: int, role: str, signal: asyncio.Event | None
     ) -> Leg[str]:
         loop = asyncio.get_running_loop()
         attempt = Attempt(
-            NoOpTracerProvider().get_tracer("t"),
+            self.tracer,
             target.source,
             number=len(self.legs) + 1,
             stream=self.stream,
@@ -371,3 +373,69 @@ def test_a_leg_failing_as_the_round_is_cancelled_logs_nothing() -> None:
     )
     assert done.stdout.split() == ["cancelled", "True"]
     assert "never retrieved" not in done.stderr
+
+
+async def test_external_cancel_during_stall_wait_penetrates() -> None:
+    """Cancelling the caller after the primary's first chunk and before any hedge (the phase-2
+    stall wait): the primary is cancelled (recorded as cancelled, not as a hedge loser), no hedge
+    starts, CancelledError propagates, nothing is left running (R14)."""
+    streaming = asyncio.Event()
+
+    async def chunks_then_silence(attempt: Attempt) -> str:
+        await chunks(attempt, 3)
+        streaming.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    legs = Legs({"a": chunks_then_silence, "b": blocked()})
+    task = asyncio.create_task(legs.run(None, 30.0))
+    await streaming.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    (primary,) = legs.legs
+    assert primary.attempt.chunks == 3
+    assert primary.task.cancelled()
+    assert primary.attempt.cancel_outcome == sc.OUTCOME_CANCELLED
+    assert legs.hedge is None
+
+
+async def test_a_loser_that_completed_keeps_its_own_stall_figures(spans: Spans) -> None:
+    """Both legs complete in the same instant: the first finisher wins; the other — which also
+    completed — is a loser whose span keeps its own figures (its stall included), outcome ok,
+    never re-recorded as hedge_cancelled; none of its stall enters the winner's (M7)."""
+    together = asyncio.get_running_loop().create_future()
+    hedged = asyncio.Event()
+
+    def finishing_together(gap_ns: int) -> Behaviour:
+        async def run(attempt: Attempt) -> str:
+            if attempt.leg == sc.LEG_PRIMARY:
+                await hedged.wait()  # no chunk before the first-token hedge starts
+            else:
+                hedged.set()
+            clock = attempt.span.clock
+            base = clock.start_ns
+            for offset in (10_000_000, 20_000_000, 20_000_000 + gap_ns, 30_000_000 + gap_ns):
+                clock.mark_at(base + offset)
+            if attempt.leg == sc.LEG_HEDGE:  # both wake in one loop iteration, hedge first
+                asyncio.get_running_loop().call_soon(together.set_result, None)
+            await together
+            attempt.figures = attempt.span.finish(sc.OUTCOME_OK)
+            return attempt.source.name
+
+        return run
+
+    legs = Legs({"a": finishing_together(1_500_000_000), "b": finishing_together(0)})
+    legs.tracer = spans.tracer
+    result = await legs.run(TIMER, None)
+    primary, hedge = legs.legs
+    assert result.winner is hedge
+    assert result.losers == [primary]
+    assert not primary.task.cancelled()
+    by_leg = {s.attributes[sc.ATTEMPT_LEG]: dict(s.attributes or {}) for s in spans.attempts()}  # type: ignore[index]
+    assert by_leg[sc.LEG_PRIMARY][sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert (by_leg[sc.LEG_PRIMARY][sc.STALL_COUNT], by_leg[sc.LEG_PRIMARY][sc.STALL_MS]) == (
+        1,
+        1500,
+    )
+    assert (by_leg[sc.LEG_HEDGE][sc.STALL_COUNT], by_leg[sc.LEG_HEDGE][sc.STALL_MS]) == (0, 0)

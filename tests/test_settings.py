@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otel_llm import Client, ConfigurationError, Source
+from otel_llm import CallStats, Client, ConfigurationError, Source
 from otel_llm.act._settings import (
     ClientSettings,
     ConfigWarning,
@@ -194,3 +194,102 @@ def test_defaults_hedging_off() -> None:
     """With both hedge keys unset hedging is off."""
     assert not HedgeSettings().enabled
     assert RetrySettings().max_attempts >= 1
+
+
+def test_new_policy_keys_have_three_layers(env: pytest.MonkeyPatch) -> None:
+    """Pool limits, same-source retries, the Retry-After bound, the content-filter and
+    context-length decisions and the breaker's cool-downs: env, settings object, argument."""
+    env.setenv("LLM__POOL__MAX_CONNECTIONS", "64")
+    env.setenv("LLM__POOL__MAX_KEEPALIVE_CONNECTIONS", "8")
+    env.setenv("LLM__RETRY__SAME_SOURCE_RETRIES", "2")
+    env.setenv("LLM__RETRY__RATE_LIMIT_MAX_WAIT_S", "3")
+    env.setenv("LLM__RETRY__FAILOVER_ON_CONTENT_FILTER", "true")
+    env.setenv("LLM__BREAKER__FIRST_COOLDOWN_S", "0.5")
+    settings = ClientSettings()
+    assert (settings.pool.max_connections, settings.pool.max_keepalive_connections) == (64, 8)
+    assert (settings.retry.same_source_retries, settings.retry.rate_limit_max_wait_s) == (2, 3.0)
+    assert settings.retry.failover_on_content_filter is True
+    assert settings.breaker.effective_first_cooldown_s == 0.5
+    client = Client(
+        settings=settings, pool_max_connections=16, same_source_retries=0,
+        failover_on_content_filter=False, breaker_first_cooldown_s=2,
+    )  # fmt: skip
+    assert client.settings.pool.max_connections == 16
+    assert client.settings.retry.same_source_retries == 0
+    assert client.settings.retry.failover_on_content_filter is False
+    assert client.settings.breaker.first_cooldown_s == 2
+
+
+def test_policy_defaults() -> None:
+    """The defaults the README states: a pool for many concurrent streams, one same-source
+    retry, a 10 s Retry-After bound, content filters propagate, context length fails over,
+    cool-downs from 1 s up to 5 s, the 1000 ms stall threshold."""
+    settings = ClientSettings(sources=(source("a"),))
+    assert (settings.pool.max_connections, settings.pool.max_keepalive_connections) == (1000, 100)
+    assert settings.retry.same_source_retries == 1
+    assert settings.retry.rate_limit_max_wait_s == 10.0
+    assert settings.retry.failover_on_content_filter is False
+    assert settings.retry.failover_on_context_length is True
+    assert (settings.breaker.effective_first_cooldown_s, settings.breaker.cooldown_s) == (1.0, 5.0)
+    assert settings.stream.stall_threshold_ms == 1000
+
+
+def test_call_stats_defaults() -> None:
+    """CallStats() is all-unknown figures and zero counts (fields are only ever added)."""
+    stats = CallStats()
+    assert (stats.ttft_ms, stats.generation_ms, stats.stall_ms, stats.stall_count) == (None,) * 4
+    assert (stats.wall_ms, stats.chunk_count, stats.stall_threshold_ms) == (None,) * 3
+    assert (stats.attempts, stats.hedges, stats.hedge_won, stats.retries) == (0, 0, False, 0)
+    assert (stats.sources_tried, stats.backoff_ms, stats.call_ms) == ((), 0, None)
+    assert (stats.hedge_waste_tokens, stats.hedge_waste_chunks, stats.waited_ms) == (None,) * 3
+
+
+def test_guard_stall_after_s_against_the_timeout_fallback() -> None:
+    """With no inter_token_timeout_s the watchdog's budget is timeout_s: a stall trigger at or
+    above the shortest of those is refused, naming the key."""
+    sources = [source("a", timeout_s=5), source("b", timeout_s=60, inter_token_timeout_s=8)]
+    with pytest.raises(ConfigurationError, match="inter-chunk timeout") as caught:
+        Client(sources, hedge_stall_after_s=5)
+    assert caught.value.key == "LLM__HEDGE__STALL_AFTER_S"
+    assert Client(sources, hedge_stall_after_s=4.9).settings.hedge.stall_after_s == 4.9
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("inf"), float("nan"), True])
+def test_stall_after_s_rejects_non_positive_non_finite_and_booleans(bad: object) -> None:
+    """0, −1, inf, nan and True (which pydantic would read as 1.0) are refused; the error from
+    a Client argument names the key."""
+    with pytest.raises(ConfigurationError) as caught:
+        Client([source("a"), source("b")], hedge_stall_after_s=bad)  # type: ignore[arg-type]
+    assert caught.value.key == "LLM__HEDGE__STALL_AFTER_S"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan"])
+def test_stall_after_s_from_env_is_checked_too(env: pytest.MonkeyPatch, value: str) -> None:
+    """The same values from the environment are refused, naming the key."""
+    env.setenv("LLM__HEDGE__STALL_AFTER_S", value)
+    with pytest.raises(ConfigurationError) as caught:
+        ClientSettings()
+    assert caught.value.key == "LLM__HEDGE__STALL_AFTER_S"
+
+
+def test_stall_hedge_keys_on_embeddings_warn(env: pytest.MonkeyPatch) -> None:
+    """EMBEDDING__HEDGE__STALL_AFTER_S alone warns too: embeddings are never hedged."""
+    env.setenv("EMBEDDING__OPENAI__1__BASE_URL", BASE)
+    env.setenv("EMBEDDING__OPENAI__1__MODEL", "e")
+    env.setenv("EMBEDDING__HEDGE__STALL_AFTER_S", "2")
+    with pytest.warns(ConfigWarning, match="embeddings"):
+        EmbeddingSettings()
+
+
+@pytest.mark.parametrize("key", ["LLM__STREAM__1__X", "LLM__HEDGE__2__AFTER_S", "LLM__POOL__1__Y"])
+def test_four_segment_keys_under_a_reserved_word_are_refused(
+    env: pytest.MonkeyPatch, key: str
+) -> None:
+    """A reserved word is never a provider: ``LLM__STREAM__1__X`` is an error naming the
+    group's keys, and makes no source."""
+    env.setenv(key, "1")
+    with pytest.raises(ConfigurationError) as caught:
+        ClientSettings()
+    assert key.split("__")[1] in caught.value.key
+    env.delenv(key)
+    assert {s.provider for s in ClientSettings().sources} == {"openai", "azure"}

@@ -52,9 +52,15 @@ class Breaker:
             return now >= self.opened_at + self.cooldown_s
         return not self.probing
 
-    def acquire(self, now: float) -> bool:
-        """Let an attempt through if allowed; in half-open state it becomes the one probe."""
-        if not self.allows(now):
+    def acquire(self, now: float, *, despite: bool = False) -> bool:
+        """Let an attempt through if allowed; in half-open state it becomes the one probe.
+
+        ``despite``: let it through in any case (no other source can take the call); an open
+        breaker then turns half-open and the attempt is its probe, if no probe is in flight.
+        """
+        if despite and self.state is BreakerState.HALF_OPEN and self.probing:
+            return True
+        if not despite and not self.allows(now):
             return False
         if self.state is BreakerState.OPEN:
             self.state = BreakerState.HALF_OPEN

@@ -144,7 +144,7 @@ class CallRun(Generic[T]):
             state = pick.state
             if not await self._admit(state, self.tokens):
                 continue
-            if not state.breaker.acquire(now):
+            if not state.breaker.acquire(now, despite=pick.despite_breaker):
                 await self._refund(state, self.tokens)
                 continue
             if stay is not None and stay.source == state.name and stay.retry:
@@ -396,7 +396,11 @@ class CallRun(Generic[T]):
         )
 
     def _exhausted(self, why: str) -> e.AllSourcesExhausted:
-        reasons = dict(self.reasons) or {"-": "no attempt was made"}
+        now = self.loop.time()
+        reasons = dict(self.reasons) or {
+            state.name: f"no attempt was made: {state.why_unavailable(now)}"
+            for state in self.candidates.remaining()
+        }
         error = e.AllSourcesExhausted(why, reasons, attempts=self.attempts, hedges=self.hedges)
         error.__cause__ = self.last_error
         return error

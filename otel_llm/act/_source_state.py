@@ -25,6 +25,26 @@ class SourceState:
         """The source's name."""
         return self.source.name
 
+    def held_by_breaker(self, now: float) -> bool:
+        """True when only the breaker keeps an attempt from starting now (not a 429 wait, not
+        the quota)."""
+        return max(self.rate_limited_until, self.quota_until) <= now and not self.breaker.allows(
+            now
+        )
+
+    def why_unavailable(self, now: float) -> str:
+        """Why no attempt starts at this source now, for a call that never got to try it."""
+        if self.rate_limited_until > now:
+            return f"rate limited for another {self.rate_limited_until - now:.1f} s"
+        if self.quota_until > now:
+            return f"out of admission quota for another {self.quota_until - now:.1f} s"
+        open_until = self.breaker.open_until()
+        if open_until is not None:
+            return f"circuit breaker open for another {max(0.0, open_until - now):.1f} s"
+        if not self.breaker.allows(now):
+            return "circuit breaker half-open, its probe in flight"
+        return "not tried"
+
     def available_at(self, now: float) -> float:
         """Earliest time an attempt at this source could start."""
         when = max(now, self.rate_limited_until, self.quota_until)
@@ -38,10 +58,14 @@ class SourceState:
 
 @dataclass(slots=True)
 class Pick:
-    """The source to try next, and how long to wait before it is available (0: now)."""
+    """The source to try next, and how long to wait before it is available (0: now).
+
+    ``despite_breaker``: every source the call may use is held back by its breaker alone, so
+    the breakers stop holding calls back (see :meth:`Candidates.pick`)."""
 
     state: SourceState
     wait_s: float
+    despite_breaker: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +109,12 @@ class Candidates:
         for state in ordered:
             if state.available_at(now) <= now:
                 return Pick(state, 0.0)
+        if all(state.held_by_breaker(now) for state in ordered):
+            # Envoy's panic threshold, at its limit: breakers move traffic off a failing
+            # source while another can take it; when none can, a call is not held back (it
+            # would only wait out its stall window and fail without having tried). It goes
+            # to the first in the user's order; its outcome still feeds that breaker.
+            return Pick(ordered[0], 0.0, despite_breaker=True)
         soonest = min(ordered, key=lambda state: state.available_at(now))
         return Pick(soonest, soonest.available_at(now) - now)
 
