@@ -25,45 +25,42 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from _provider import start_provider
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _provider import start_provider  # noqa: E402
-
-from otel_llm import Client, OtelLLMError, Source  # noqa: E402
-from otel_llm.simulator import Script, Silence  # noqa: E402
+from otel_llm import Client, OtelLLMError, Source
+from otel_llm.simulator import Script, Silence
 
 HEALTHY = ("smooth", "late-first", "stall", "keepalive-stall")
 """Kinds of call whose script always ends in a complete answer: each must be answered."""
 
 # Scripted seconds; the providers run them ``time_scale`` times faster and the client's
 # durations are scaled alike, so the proportions of a real deployment are kept.
+_STALL = Silence(after_chunk=5, duration_s=30.0)
+_PINGED_STALL = Silence(after_chunk=3, duration_s=25.0, keepalive_every_s=2.0)
 MIX: dict[str, tuple[float, Script]] = {
     "smooth": (0.36, Script(first_chunk_delay_s=1.0, chunk_count=20, chunk_interval_s=0.2)),
     "late-first": (0.10, Script(first_chunk_delay_s=14.0, chunk_count=10, chunk_interval_s=0.2)),
-    "stall": (
-        0.10,
-        Script(chunk_count=20, chunk_interval_s=0.2, silences=(Silence(after_chunk=5,
-               duration_s=30.0),)),
-    ),  # fmt: skip
+    "stall": (0.10, Script(chunk_count=20, chunk_interval_s=0.2, silences=(_STALL,))),
     "keepalive-stall": (
         0.04,
-        Script(chunk_count=10, chunk_interval_s=0.2, silences=(Silence(after_chunk=3,
-               duration_s=25.0, keepalive_every_s=2.0),)),
-    ),  # fmt: skip
+        Script(chunk_count=10, chunk_interval_s=0.2, silences=(_PINGED_STALL,)),
+    ),
     "dead-first": (0.07, Script(first_chunk_delay_s=500.0)),
     "server-error": (0.05, Script(error_status=503)),
     "rate-limited": (0.04, Script(error_status=429)),  # Retry-After: set per run, scaled
     "reset": (0.05, Script(chunk_count=10, fault="reset", fault_after_chunk=4)),
     "truncated": (0.05, Script(chunk_count=10, fault="truncate", fault_after_chunk=4)),
     "malformed": (0.04, Script(chunk_count=10, fault="malformed", fault_after_chunk=4)),
-    "caller-gives-up": (0.10, Script(first_chunk_delay_s=2.0, chunk_count=40,
-                                     chunk_interval_s=0.5)),
-}  # fmt: skip
+    "caller-gives-up": (
+        0.10,
+        Script(first_chunk_delay_s=2.0, chunk_count=40, chunk_interval_s=0.5),
+    ),
+}
+"""Kind of call → (share of the calls, its script)."""
 
 
 class SpanCounter(SpanProcessor):
@@ -124,8 +121,10 @@ class Report:
         }
 
     def print(self) -> None:
-        print(f"{self.calls} calls in {self.seconds:.1f} s ({self.calls / self.seconds:.0f}/s); "
-              f"{self.attempts} attempts, {self.hedges} hedges")  # fmt: skip
+        print(
+            f"{self.calls} calls in {self.seconds:.1f} s ({self.calls / self.seconds:.0f}/s); "
+            f"{self.attempts} attempts, {self.hedges} hedges"
+        )
         print(f"  {'kind':<16} {'answered':>8} {'failed':>7} {'cancelled':>9}")
         kinds = sorted({kind for kind, _ in self.outcomes})
         for kind in kinds:
@@ -134,15 +133,23 @@ class Report:
         print(f"failures caused by the client's own state: {self.failures_of_ours()}")
         for line in (self.healthy_failures + self.foreign_errors)[:10]:
             print(f"    {line}")
-        print(f"pool replacements: {self.pool_replacements}; slots held with nothing in flight: "
-              f"{self.slots_held_idle}")  # fmt: skip
-        print(f"file descriptors: {self.fds_before} before the client, {self.fds_after} after "
-              "aclose()")  # fmt: skip
+        print(
+            f"pool replacements: {self.pool_replacements}; slots held with nothing in flight: "
+            f"{self.slots_held_idle}"
+        )
+        print(
+            f"file descriptors: {self.fds_before} before the client, {self.fds_after} after "
+            "aclose()"
+        )
         quarters = ", ".join(f"{kb / 1024:.1f}" for kb in self.rss_quarters_kb)
-        print(f"RSS at the end of each quarter (MiB): {quarters}; last − first: "
-              f"{self.rss_growth_kb / 1024:+.1f} MiB")  # fmt: skip
-        print(f"leftover tasks: {len(self.leftover_tasks)}; spans started {self.spans_started}, "
-              f"ended {self.spans_ended}")  # fmt: skip
+        print(
+            f"RSS at the end of each quarter (MiB): {quarters}; last − first: "
+            f"{self.rss_growth_kb / 1024:+.1f} MiB"
+        )
+        print(
+            f"leftover tasks: {len(self.leftover_tasks)}; spans started {self.spans_started}, "
+            f"ended {self.spans_ended}"
+        )
         for requirement, ok in self.passed().items():
             print(f"{'PASS' if ok else 'FAIL'}  {requirement}")
 
@@ -177,10 +184,18 @@ async def soak(
     kinds = _kinds(rng, calls)
     s = time_scale
     sources = [
-        Source(name=f"sim-{i}", provider="sim", base_url=url, model="soak", timeout_s=120 * s,
-               ttft_timeout_s=60 * s, inter_token_timeout_s=60 * s, connect_timeout_s=10 * s)
+        Source(
+            name=f"sim-{i}",
+            provider="sim",
+            base_url=url,
+            model="soak",
+            timeout_s=120 * s,
+            ttft_timeout_s=60 * s,
+            inter_token_timeout_s=60 * s,
+            connect_timeout_s=10 * s,
+        )
         for i, url in enumerate(urls)
-    ]  # fmt: skip
+    ]
     counter = SpanCounter()
     provider = TracerProvider()
     provider.add_span_processor(counter)
@@ -249,9 +264,10 @@ async def soak(
     gc.collect()
     current = asyncio.current_task()
     report.leftover_tasks = [
-        repr(task) for task in asyncio.all_tasks() - before_tasks
+        repr(task)
+        for task in asyncio.all_tasks() - before_tasks
         if task is not current and not task.done()
-    ]  # fmt: skip
+    ]
     report.fds_after = _fds()
     report.spans_started, report.spans_ended = counter.started, counter.ended
     return report
@@ -262,9 +278,14 @@ def run(calls: int, concurrency: int, time_scale: float, seed: int) -> Report:
     started = [start_provider("--time-scale", str(time_scale), "--seed", str(i)) for i in (1, 2)]
     try:
         return asyncio.run(
-            soak([url for _, url in started], calls=calls, concurrency=concurrency,
-                 time_scale=time_scale, seed=seed)
-        )  # fmt: skip
+            soak(
+                [url for _, url in started],
+                calls=calls,
+                concurrency=concurrency,
+                time_scale=time_scale,
+                seed=seed,
+            )
+        )
     finally:
         for proc, _ in started:
             proc.terminate()
@@ -275,8 +296,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=50)
-    parser.add_argument("--time-scale", type=float, default=0.01,
-                        help="every scripted duration is multiplied by this (0.01: 100 times faster)")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=0.01,
+        help="every scripted duration is multiplied by this (0.01: 100 times faster)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     report = run(args.calls, args.concurrency, args.time_scale, args.seed)
