@@ -218,7 +218,6 @@ async def soak(
         pool_max_connections=100,
         seed=seed,
     )
-    gate = asyncio.Semaphore(concurrency)
     done = 0
     quarter = max(1, calls // 4)
 
@@ -228,33 +227,38 @@ async def soak(
         if kind == "rate-limited":  # the header is real milliseconds: 2 scripted seconds
             script = script.model_copy(update={"retry_after_ms": f"{2000 * s:g}"})
         params: dict[str, Any] = {"sim": script.model_dump(mode="json")}
-        async with gate:
-            try:
-                work = client.chat([{"role": "user", "content": kind}], **params)
-                if kind == "caller-gives-up":
-                    result = await asyncio.wait_for(work, delay_rng.uniform(1.0, 40.0) * s)
-                else:
-                    result = await work
-                report.outcomes[(kind, "ok")] += 1
-                report.attempts += result.stats.attempts
-                report.hedges += result.stats.hedges
-            except TimeoutError:
-                report.outcomes[(kind, "cancelled")] += 1
-            except OtelLLMError as exc:
-                report.outcomes[(kind, "failed")] += 1
-                attempts = getattr(exc, "attempts", 0)
-                report.attempts += attempts if isinstance(attempts, int) else 0
-                if kind in HEALTHY:
-                    report.healthy_failures.append(f"{kind}: {type(exc).__name__}: {exc}")
-            except Exception as exc:  # a bug: outside the library's hierarchy
-                report.outcomes[(kind, "failed")] += 1
-                report.foreign_errors.append(f"{kind}: {type(exc).__name__}: {exc}")
-            done += 1
-            if done % quarter == 0 and len(report.rss_quarters_kb) < 4:
-                report.rss_quarters_kb.append(_rss_kb())
+        try:
+            work = client.chat([{"role": "user", "content": kind}], **params)
+            if kind == "caller-gives-up":
+                result = await asyncio.wait_for(work, delay_rng.uniform(1.0, 40.0) * s)
+            else:
+                result = await work
+            report.outcomes[(kind, "ok")] += 1
+            report.attempts += result.stats.attempts
+            report.hedges += result.stats.hedges
+        except TimeoutError:
+            report.outcomes[(kind, "cancelled")] += 1
+        except OtelLLMError as exc:
+            report.outcomes[(kind, "failed")] += 1
+            attempts = getattr(exc, "attempts", 0)
+            report.attempts += attempts if isinstance(attempts, int) else 0
+            if kind in HEALTHY:
+                report.healthy_failures.append(f"{kind}: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # a bug: outside the library's hierarchy
+            report.outcomes[(kind, "failed")] += 1
+            report.foreign_errors.append(f"{kind}: {type(exc).__name__}: {exc}")
+        done += 1
+        if done % quarter == 0 and len(report.rss_quarters_kb) < 4:
+            report.rss_quarters_kb.append(_rss_kb())
+
+    work = ((kind, random.Random(rng.random())) for kind in kinds)
+
+    async def worker() -> None:  # ``concurrency`` callers, each making one call at a time
+        for kind, delay_rng in work:
+            await one(kind, delay_rng)
 
     started = time.monotonic()
-    await asyncio.gather(*(one(kind, random.Random(rng.random())) for kind in kinds))
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
     report.seconds = time.monotonic() - started
     report.pool_replacements = client.pool_replacements
     report.slots_held_idle = _held_slots(client)
