@@ -121,7 +121,7 @@ async def chat_completion(
             failure = transport_error(
                 exc,
                 source=source.name,
-                chunks=clock.count if clock else 0,
+                chunks=clock.count if clock is not None else 0,
                 secrets=source.secrets(),
             )
         else:
