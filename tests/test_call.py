@@ -371,18 +371,17 @@ async def test_unreachable_backend_at_hedge_time_leaves_the_primary_alone(spans:
     assert admission.calls == 2
 
 
-def test_waiting_after_some_output_is_bounded_too(spans: Spans) -> None:
-    """On virtual time: after a stream that produced output and broke, a source answering 429
-    forever ends the call one stall window after that output, not a day later."""
+async def partial_then_cut(request: httpx2.Request) -> httpx2.Response:
+    """A stream that gives its first chunk and ends (output, then a truncated stream)."""
+    first_chunk_only = sse_answer().text.split("\n\n")[0] + "\n\n"
+    return httpx2.Response(
+        200, headers={"content-type": "text/event-stream"}, text=first_chunk_only
+    )
 
-    async def partial_then_cut(request: httpx2.Request) -> httpx2.Response:
-        body = sse_answer().text.split("data: [DONE]")[0]
-        first_chunk_only = body.split("\n\n")[0] + "\n\n"
-        return httpx2.Response(
-            200, headers={"content-type": "text/event-stream"}, text=first_chunk_only
-        )
 
-    script = Scripted({"a": [partial_then_cut, error(429, retry_after="60")]})
+def seconds_until_exhausted_since_output(script: Scripted, spans: Spans) -> float:
+    """On virtual time: how long a call to ``a`` (window 300 s) runs before it fails with
+    "waited … since the last output"."""
 
     async def main() -> float:
         loop = asyncio.get_running_loop()
@@ -392,8 +391,14 @@ def test_waiting_after_some_output_is_bounded_too(spans: Spans) -> None:
                 await c.chat(MESSAGES)
         return loop.time() - started
 
-    elapsed = run_virtual(main())
-    assert elapsed <= 361
+    return run_virtual(main())
+
+
+def test_waiting_after_some_output_is_bounded_too(spans: Spans) -> None:
+    """On virtual time: after a stream that produced output and broke, a source answering 429
+    forever ends the call one stall window after that output, not a day later."""
+    script = Scripted({"a": [partial_then_cut, error(429, retry_after="60")]})
+    assert seconds_until_exhausted_since_output(script, spans) <= 361
     assert len(script.seen) <= 8
 
 
@@ -487,23 +492,9 @@ def test_the_stall_window_restarts_at_each_output(spans: Spans) -> None:
     call ends one window after it (~550 s) — neither at 300 s (the output was progress) nor
     never (the seed's rule, once output came, would wait without bound)."""
 
-    async def partial_then_cut(request: httpx2.Request) -> httpx2.Response:
-        first = sse_answer().text.split("\n\n")[0] + "\n\n"
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, text=first)
-
     limited = [error(429, retry_after="50")] * 5
     script = Scripted({"a": [*limited, partial_then_cut, error(429, retry_after="50")]})
-
-    async def main() -> float:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        async with client(script, spans, source("a"), stall_window_s=300) as c:
-            with pytest.raises(AllSourcesExhausted, match="since the last output"):
-                await c.chat(MESSAGES)
-        return loop.time() - started
-
-    elapsed = run_virtual(main())
-    assert 540 <= elapsed <= 610
+    assert 540 <= seconds_until_exhausted_since_output(script, spans) <= 610
 
 
 def test_embeddings_are_never_hedged(spans: Spans) -> None:
