@@ -41,11 +41,16 @@ class OtelLLMError(Exception):
 
 
 class ConfigurationError(OtelLLMError, ValueError):
-    """A configuration value is invalid. The message names the key and the rule."""
+    """A configuration value is invalid. The message names the key and the rule.
 
-    def __init__(self, key: str, message: str) -> None:
+    ``fields`` holds ``(field, reason)`` pairs when the error is about fields of one object
+    (a ``Source``), so a caller that knows where the object came from can name its keys.
+    """
+
+    def __init__(self, key: str, message: str, *, fields: tuple[tuple[str, str], ...] = ()) -> None:
         self.key = key
         self.reason = message
+        self.fields = fields
         super().__init__(f"{key}: {message}")
 
 

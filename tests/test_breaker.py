@@ -10,7 +10,10 @@ from otel_llm.act._breaker import Breaker, BreakerState
 
 def fixed(threshold: int, cooldown_s: float) -> Breaker:
     """A breaker whose every cool-down is ``cooldown_s`` (no growth, no jitter)."""
-    return Breaker(threshold, cooldown_s, cooldown_s, growth=1.0, jitter=0.0)
+    return Breaker(
+        failure_threshold=threshold, first_cooldown_s=cooldown_s, max_cooldown_s=cooldown_s,
+        growth=1.0, jitter=0.0,
+    )  # fmt: skip
 
 
 def test_consecutive_failures_open_it() -> None:
@@ -72,7 +75,9 @@ def test_failures_while_open_do_not_extend_it() -> None:
 def test_cooldowns_grow_with_failed_probes_up_to_the_cap() -> None:
     """Each failed probe doubles the cool-down from the first one up to the longest; a success
     starts the sequence again."""
-    breaker = Breaker(1, max_cooldown_s=5.0, first_cooldown_s=1.0, growth=2.0, jitter=0.0)
+    breaker = Breaker(
+        failure_threshold=1, max_cooldown_s=5.0, first_cooldown_s=1.0, growth=2.0, jitter=0.0
+    )
     breaker.record_failure(0.0)
     now, cooldowns = 0.0, []
     for _ in range(6):
@@ -90,7 +95,7 @@ def test_cooldowns_grow_with_failed_probes_up_to_the_cap() -> None:
 @pytest.mark.parametrize(("unit", "cooldown"), [(0.0, 5.0), (0.5, 4.75), (0.999, 4.5005)])
 def test_jitter_only_shortens(unit: float, cooldown: float) -> None:
     """Jitter takes up to its fraction off a cool-down and never adds to it."""
-    breaker = Breaker(1, max_cooldown_s=5.0, first_cooldown_s=5.0, jitter=0.1)
+    breaker = Breaker(failure_threshold=1, max_cooldown_s=5.0, first_cooldown_s=5.0, jitter=0.1)
     breaker.record_failure(0.0, unit=unit)
     assert breaker.cooldown_s == pytest.approx(cooldown)
 
@@ -99,10 +104,31 @@ def test_defaults_bound_recovery_and_probe_rate() -> None:
     """With the defaults, no cool-down exceeds 5 s and, once grown, none is shorter than 4.5 s:
     a recovered source waits at most 5 s for its probe, an outage costs about one probe every
     5 s."""
-    breaker = Breaker(1, DEFAULTS.breaker_cooldown_s, DEFAULTS.breaker_first_cooldown_s)
+    breaker = Breaker(
+        failure_threshold=1,
+        max_cooldown_s=DEFAULTS.breaker_cooldown_s,
+        first_cooldown_s=DEFAULTS.breaker_first_cooldown_s,
+    )
     breaker.record_failure(0.0, unit=0.999)
     for _ in range(10):
         now = breaker.open_until() or 0.0
         breaker.acquire(now)
         breaker.record_failure(now, unit=0.999)
     assert 4.5 <= breaker.cooldown_s <= 5.0
+
+
+def test_an_outage_of_days_keeps_the_breaker_working() -> None:
+    """Thousands of failed probes (an outage of days): the cool-down stays at its maximum (no
+    overflow), and the first successful probe closes the breaker."""
+    breaker = Breaker(failure_threshold=1, max_cooldown_s=5.0, first_cooldown_s=1.0, jitter=0.0)
+    breaker.record_failure(0.0)
+    now = 0.0
+    for _ in range(20_000):
+        now = breaker.open_until() or now
+        assert breaker.acquire(now)
+        breaker.record_failure(now)
+    assert breaker.cooldown_s == 5.0
+    now = breaker.open_until() or now
+    assert breaker.acquire(now)
+    breaker.record_success()
+    assert breaker.state is BreakerState.CLOSED

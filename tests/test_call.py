@@ -402,6 +402,11 @@ def test_waiting_after_some_output_is_bounded_too(spans: Spans) -> None:
     assert len(script.seen) <= 8
 
 
+PASSES = 20
+"""Event-loop iterations a scripted body yields after a chunk: the orchestrator, woken by the
+chunk signal, reaches its stall wait within a handful (no clock time passes)."""
+
+
 async def test_external_cancel_during_stall_wait_ends_spans_as_cancelled(spans: Spans) -> None:
     """Through the client: cancelled after the first chunks, before any hedge (the stall
     wait), the attempt's span ends as cancelled with no figures, the call span as an error,
@@ -412,6 +417,8 @@ async def test_external_cancel_during_stall_wait_ends_spans_as_cancelled(spans: 
         for word in ("a", "b"):
             chunk = {"choices": [{"index": 0, "delta": {"content": word}}]}
             yield f"data: {json.dumps(chunk)}\n\n".encode()
+            for _ in range(PASSES):  # the round wakes on the chunk signal: into phase 2
+                await asyncio.sleep(0)
         streaming.set()  # asked for more: both chunks were read and marked
         await asyncio.Event().wait()
         yield b""
@@ -528,27 +535,30 @@ async def test_a_failed_call_span_carries_no_figures(spans: Spans) -> None:
     assert attrs[sc.CALL_ATTEMPTS] == 1
 
 
-def test_breakers_never_hold_a_call_back_when_no_source_can_take_it(spans: Spans) -> None:
-    """On virtual time: both sources failed and their breakers are open for 60 s. A call does
-    not wait out its stall window without trying (as Envoy's panic threshold): it goes to the
-    first source in the user's order, and that success closes its breaker."""
+def test_with_every_breaker_open_a_call_waits_for_the_first_probe(spans: Spans) -> None:
+    """On virtual time: both sources failed and their breakers opened (default cool-downs). The
+    next call waits until the first cool-down ends (1 s, less its jitter), probes the source
+    whose cool-down ended — the other stays open — and its success closes that breaker."""
     script = Scripted({"a": [error(500), sse_answer()], "b": [error(500), sse_answer()]})
 
-    async def main() -> tuple[str, float, str, str]:
+    async def main() -> tuple[str, float, dict[str, str]]:
         loop = asyncio.get_running_loop()
         async with client(
-            script, spans, breaker_failure_threshold=1, breaker_first_cooldown_s=60,
-            breaker_cooldown_s=60, same_source_retries=0, max_attempts=2,
+            script, spans, breaker_failure_threshold=1, same_source_retries=0, max_attempts=2,
         ) as c:  # fmt: skip
             with pytest.raises(AllSourcesExhausted):
                 await c.chat(MESSAGES)
             assert (c.breaker_state("a"), c.breaker_state("b")) == ("open", "open")
             started = loop.time()
             result = await c.chat(MESSAGES)
-            return result.source, loop.time() - started, c.breaker_state("a"), c.breaker_state("b")
+            states = {name: c.breaker_state(name) for name in ("a", "b")}
+            return result.source, loop.time() - started, states
 
-    assert run_virtual(main()) == ("a", 0.0, "closed", "open")
-    assert script.seen == ["a", "b", "a"]
+    served, waited, states = run_virtual(main())
+    other = "b" if served == "a" else "a"
+    assert (states[served], states[other]) == ("closed", "open")
+    assert 0.9 <= waited <= 1.0, "the first cool-down is 1 s, shortened by up to 10 %"
+    assert script.seen == ["a", "b", served]
 
 
 def test_a_call_that_never_tried_says_why(spans: Spans) -> None:

@@ -595,3 +595,22 @@ def test_a_non_streamed_row_has_null_stall_columns(tmp_path: Path) -> None:
         "metering_status FROM llm_attempts",
     )
     assert rows == [(False, None, None, None, 2500, 2500, sc.METERING_NOT_STREAMED)]
+
+
+def test_a_spill_larger_than_the_bound_keeps_its_newest_spans(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One spill bigger than the whole bound: the newest spans that fit are saved, the older
+    ones are counted as dropped and announced — the directory never exceeds its bound."""
+    path = tmp_path / "corrupt.duckdb"
+    path.write_bytes(b"not a database " * 1000)
+    store = Store(path, retry_s=0.05, shutdown_timeout_s=5, spill_max_bytes=6_000)
+    store.call()
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        store.close()
+    stats = store.exporter.stats
+    assert stats.spilled + stats.dropped == 3
+    assert stats.dropped >= 1
+    spills = list(store.exporter.spill_dir.glob("*.jsonl"))
+    assert sum(spill.stat().st_size for spill in spills) <= 6_000
+    assert "larger than the spill bound" in caplog.text

@@ -183,3 +183,55 @@ async def test_a_wrong_shaped_answer_on_the_only_source_propagates(spans: Spans)
         with pytest.raises(MalformedResponse, match=r"data\[0\]\.embedding\[\] is a list"):
             await c.embed("hello")
     assert script.seen == ["a"]
+
+
+def test_a_source_that_keeps_answering_429_gets_the_call_back_once(spans: Spans) -> None:
+    """On virtual time: a primary that answers 429 with a short Retry-After every time is
+    waited for once (the same-source allowance), then the call moves to the healthy source —
+    it does not burn its stall window on the primary."""
+    script = Scripted({"a": [error(429, retry_after="2")], "b": [sse_answer()]})
+
+    async def main() -> tuple[str, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(script, spans) as c:
+            result = await c.chat(MESSAGES)
+        return result.source, loop.time() - started
+
+    source_name, elapsed = run_virtual(main())
+    assert (source_name, script.seen) == ("b", ["a", "a", "b"])
+    assert 2.0 <= elapsed < 3.0
+
+
+def test_a_zero_bound_never_waits_on_the_same_source(spans: Spans) -> None:
+    """``rate_limit_max_wait_s=0``: even ``Retry-After: 0`` moves the call on."""
+    script = Scripted({"a": [error(429, retry_after="0")], "b": [sse_answer()]})
+
+    async def main() -> str:
+        async with client(script, spans, rate_limit_max_wait_s=0) as c:
+            return (await c.chat(MESSAGES)).source
+
+    assert run_virtual(main()) == "b"
+    assert script.seen == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        pytest.param({"error": {"code": "content_filter", "message": "no"}}, ContentFiltered,
+                     id="content-filter"),
+        pytest.param({"error": {"code": "context_length_exceeded", "message": "too long"}},
+                     ContextLengthExceeded, id="context-length"),
+    ],
+)  # fmt: skip
+async def test_an_in_stream_refusal_keeps_its_meaning(
+    spans: Spans, event: dict[str, object], expected: type[Exception]
+) -> None:
+    """An error event inside a 200 stream carries no status: its code decides, so it is the
+    permanent error it names — never a 5xx retried on the source and failed over (with
+    context-length failover off, both reach the caller from the first source)."""
+    script = Scripted({"a": [sse(event)], "b": [sse_answer()]})
+    async with client(script, spans, failover_on_context_length=False) as c:
+        with pytest.raises(expected):
+            await c.chat(MESSAGES)
+    assert script.seen == ["a"]

@@ -37,7 +37,9 @@ Behaviour = Callable[[Attempt], Awaitable[str]]
 
 def state(name: str) -> SourceState:
     source = Source(name=name, provider="sim", base_url="http://127.0.0.1:9/v1", model="m")
-    return SourceState(source, Breaker(5, 30.0, 30.0))
+    return SourceState(
+        source, Breaker(failure_threshold=5, first_cooldown_s=30.0, max_cooldown_s=30.0)
+    )
 
 
 async def chunks(attempt: Attempt, count: int, every: float = 0.005) -> None:

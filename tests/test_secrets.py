@@ -227,3 +227,31 @@ async def test_a_users_http_client_error_is_clean(spans: Spans) -> None:
             await client.chat([{"role": "user", "content": "x"}])
     await http.aclose()
     assert_clean(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("fields", "key"),
+    [
+        ({"base_url": f"ftp://user:{PASSWORD}@host/v1"}, "Source.base_url"),
+        ({"apikey": KEY}, "Source.apikey"),
+        ({"api_key": KEY + "\u2019"}, "Source.api_key"),
+        ({"api_key": f"{KEY[:8]}\u00a0{KEY[8:]}"}, "Source.api_key"),
+    ],
+)
+def test_a_source_built_directly_refuses_cleanly(fields: dict[str, str], key: str) -> None:
+    """``Source(...)`` as the README builds it: a bad URL, a misspelled field, a key with a
+    pasted curly quote or a non-breaking space — a ConfigurationError naming the field, never
+    pydantic's error (which repeats the input) and never the value."""
+    base = {"name": "a", "provider": "p", "base_url": "https://api.test/v1", "model": "m"}
+    with pytest.raises(ConfigurationError) as caught:
+        Source(**{**base, **fields})  # type: ignore[arg-type]
+    assert caught.value.key == key
+    assert_clean(caught.value)
+
+
+def test_surrounding_whitespace_of_a_key_is_dropped() -> None:
+    """A key read from a file with its newline is the key (keys never contain whitespace)."""
+    source = Source(name="a", provider="p", base_url="https://api.test/v1", model="m",
+                    api_key=SecretStr(f"  {KEY}\n"))  # fmt: skip
+    assert source.api_key is not None
+    assert source.api_key.get_secret_value() == KEY

@@ -293,3 +293,11 @@ def test_four_segment_keys_under_a_reserved_word_are_refused(
     assert key.split("__")[1] in caught.value.key
     env.delenv(key)
     assert {s.provider for s in ClientSettings().sources} == {"openai", "azure"}
+
+
+@pytest.mark.parametrize("field", ["timeout_s", "ttft_timeout_s", "requests_per_minute"])
+def test_a_source_refuses_booleans_for_numbers(field: str) -> None:
+    """``Source(timeout_s=True)`` is not one second: refused, naming the field."""
+    with pytest.raises(ConfigurationError) as caught:
+        Source(name="a", provider="p", base_url=BASE, model="m", **{field: True})  # type: ignore[arg-type]
+    assert caught.value.key == f"Source.{field}"

@@ -32,6 +32,8 @@ from tests.conftest import Spans
 
 BAD_BYTE = b"\xff"
 """Not UTF-8: a reader decodes it as U+FFFD."""
+DEEP = b"[" * 50_000
+"""JSON nested deeper than the interpreter's recursion limit (``json`` raises RecursionError)."""
 
 
 @dataclass(frozen=True)
@@ -134,8 +136,8 @@ def events(draw: st.DrawFn) -> Event:
     if kind == "wrong":
         return Event(data(draw(wrong_shapes)), "malformed")
     if kind == "junk":
-        return Event((b"data: " + draw(st.sampled_from([b"{", b"nope", b'{"a": ', b"[1,"])),),
-                     "malformed")  # fmt: skip
+        junk = draw(st.sampled_from([b"{", b"nope", b'{"a": ', b"[1,", DEEP]))
+        return Event((b"data: " + junk,), "malformed")
     if kind == "notobject":
         return Event(data(draw(st.sampled_from([[1], "s", 3, None]))), "malformed")
     if kind == "error":
@@ -371,3 +373,28 @@ async def test_one_rule_decides_complete(body: bytes, outcome: object) -> None:
     """Complete means a finish reason for every choice streamed; [DONE] or a clean end alone is
     not an answer (the rule is ``stream_complete``, shared with the wrappers)."""
     assert await through_transport(serving_pieces([body])) == outcome
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "stream", "outcome"),
+    [
+        pytest.param(200, "text/event-stream", b"data: " + DEEP + b"\n\n", True,
+                     e.MalformedStream, id="stream-event"),
+        pytest.param(200, "text/event-stream", b"event: error\ndata: " + DEEP + b"\n\n", True,
+                     e.ServerError, id="error-event"),
+        pytest.param(200, "application/json", DEEP, False, e.MalformedStream, id="body"),
+        pytest.param(500, "application/json", DEEP, False, e.ServerError, id="error-body"),
+    ],
+)  # fmt: skip
+async def test_deeply_nested_json_is_an_error_of_the_library(
+    status: int, content_type: str, body: bytes, stream: bool, outcome: type[Exception]
+) -> None:
+    """A document nested too deep for ``json`` (it raises RecursionError) is malformed — in a
+    stream, an error event, a body, an error body — never a raw RecursionError."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(status, headers={"content-type": content_type}, content=body)
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http:
+        with pytest.raises(outcome):
+            await chat_completion(Pool(client=http), SOURCE, {"messages": []}, stream=stream)

@@ -26,7 +26,10 @@ class BreakerState(Enum):
     HALF_OPEN = "half_open"
 
 
-@dataclass(slots=True)
+_MAX_GROWTH_STEPS = 64
+
+
+@dataclass(slots=True, kw_only=True)
 class Breaker:
     """The breaker of one source."""
 
@@ -52,15 +55,9 @@ class Breaker:
             return now >= self.opened_at + self.cooldown_s
         return not self.probing
 
-    def acquire(self, now: float, *, despite: bool = False) -> bool:
-        """Let an attempt through if allowed; in half-open state it becomes the one probe.
-
-        ``despite``: let it through in any case (no other source can take the call); an open
-        breaker then turns half-open and the attempt is its probe, if no probe is in flight.
-        """
-        if despite and self.state is BreakerState.HALF_OPEN and self.probing:
-            return True
-        if not despite and not self.allows(now):
+    def acquire(self, now: float) -> bool:
+        """Let an attempt through if allowed; in half-open state it becomes the one probe."""
+        if not self.allows(now):
             return False
         if self.state is BreakerState.OPEN:
             self.state = BreakerState.HALF_OPEN
@@ -92,7 +89,10 @@ class Breaker:
         self.probing = False
 
     def _open(self, now: float, unit: float) -> None:
-        base = min(self.max_cooldown_s, self.first_cooldown_s * self.growth**self.reopened)
+        # the exponent stops where the cool-down has long reached its maximum: an outage of
+        # days (thousands of failed probes) must not overflow the float
+        exponent = min(self.reopened, _MAX_GROWTH_STEPS)
+        base = min(self.max_cooldown_s, self.first_cooldown_s * self.growth**exponent)
         self.cooldown_s = base * (1.0 - self.jitter * max(0.0, min(1.0, unit)))
         self.state = BreakerState.OPEN
         self.opened_at = now

@@ -125,10 +125,9 @@ class CallRun(Generic[T]):
     async def run(self) -> CallOutcome[T]:
         """Retry, fail over and wait until a round has a winner or a budget is spent.
 
-        Sources are tried in the user's order. After a transient failure the call stays on the
-        same source for ``same_source_retries`` more rounds (after backoff) before failing over;
-        after a 429 it waits on the same source when the wait is at most
-        ``rate_limit_max_wait_s``, else it fails over.
+        Sources are tried in the user's order. After a transient failure — or a 429 asking to
+        wait at most ``rate_limit_max_wait_s`` — the call stays on the same source (after the
+        backoff, or the wait) for up to ``same_source_retries`` more rounds before it moves on.
         """
         avoid: str | None = None
         stay: Stay | None = None
@@ -144,10 +143,10 @@ class CallRun(Generic[T]):
             state = pick.state
             if not await self._admit(state, self.tokens):
                 continue
-            if not state.breaker.acquire(now, despite=pick.despite_breaker):
+            if not state.breaker.acquire(now):
                 await self._refund(state, self.tokens)
                 continue
-            if stay is not None and stay.source == state.name and stay.retry:
+            if stay is not None and stay.source == state.name:
                 self.same_source[state.name] = self.same_source.get(state.name, 0) + 1
             stay = None
             result = await self._run_round(state)
@@ -172,17 +171,18 @@ class CallRun(Generic[T]):
         return False
 
     def _stay_after(self, state: SourceState, result: RoundResult[T]) -> Stay | None:
-        """Whether the next round stays on ``state`` (the failed round's primary source)."""
+        """Whether the next round stays on ``state`` (the failed round's primary source): a
+        same-source retry, while the call has some left for that source."""
+        if self.same_source.get(state.name, 0) >= self.retry.same_source_retries:
+            return None
         primary = next((leg for leg in result.failed if not leg.is_hedge), None)
         error = primary.error if primary is not None else None
         if isinstance(error, e.RateLimited):
             wait = max(0.0, state.rate_limited_until - self.loop.time())
-            if wait <= self.retry.rate_limit_max_wait_s:
-                return Stay(state.name, max_wait_s=wait, retry=False)
-            return None
-        retries = self.same_source.get(state.name, 0)
-        if isinstance(error, e.TransientError) and retries < self.retry.same_source_retries:
-            return Stay(state.name, max_wait_s=0.0, retry=True)
+            bound = self.retry.rate_limit_max_wait_s
+            return Stay(state.name, max_wait_s=wait) if bound > 0 and wait <= bound else None
+        if isinstance(error, e.TransientError):
+            return Stay(state.name, max_wait_s=0.0)
         return None
 
     def _give_up_if_spent(self, now: float) -> None:

@@ -175,9 +175,9 @@ class Client:
             SourceState(
                 source,
                 Breaker(
-                    breaker.failure_threshold,
-                    breaker.cooldown_s,
-                    breaker.effective_first_cooldown_s,
+                    failure_threshold=breaker.failure_threshold,
+                    first_cooldown_s=breaker.effective_first_cooldown_s,
+                    max_cooldown_s=breaker.cooldown_s,
                 ),
             )
             for source in sorted(self.settings.sources, key=lambda source: source.priority)

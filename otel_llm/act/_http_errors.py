@@ -12,6 +12,7 @@ import httpx2
 
 from otel_llm import _errors as e
 from otel_llm._redact import redact
+from otel_llm.act import _json
 
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 _FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "content_filtered"})
@@ -56,7 +57,7 @@ def parse_retry_after(headers: Mapping[str, str], now_epoch_s: float) -> float |
 def _error_fields(body: str) -> tuple[str | None, str | None, str | None]:
     """(message, code, type) from an OpenAI-style error body, when it is one."""
     try:
-        payload: Any = json.loads(body)
+        payload: Any = _json.loads(body)
     except ValueError:
         return None, None, None
     error = payload.get("error") if isinstance(payload, dict) else None
@@ -75,7 +76,7 @@ def _error_fields(body: str) -> tuple[str | None, str | None, str | None]:
 
 
 def provider_error(
-    status: int,
+    status: int | None,
     body: str,
     *,
     headers: Mapping[str, str],
@@ -83,18 +84,24 @@ def provider_error(
     secrets: Iterable[str],
     now_epoch_s: float,
 ) -> e.ProviderError:
-    """The most specific :class:`ProviderError` for an HTTP error answer.
+    """The most specific :class:`ProviderError` for an error answer.
 
-    The provider's own message and code are kept (unmasked except for secrets).
+    ``status`` is the HTTP status, or ``None`` for an error sent inside a successful answer (a
+    stream's error event, a 200 body holding an error), where the provider's code alone decides:
+    a ``content_filter`` or ``context_length_exceeded`` code is that permanent error whatever
+    the transport said, anything else unknown is a transient ``ServerError``. The provider's own
+    message and code are kept (unmasked except for secrets).
     """
     message, code, kind = _error_fields(body)
-    text = redact(message or body.strip()[:500] or f"HTTP {status}", secrets)
-    text = f"{source} answered {status}: {text}"
+    shown = "an error" if status is None else str(status)
+    text = redact(message or body.strip()[:500] or f"HTTP {shown}", secrets)
+    text = f"{source} answered {shown}: {text}"
     lowered = " ".join(filter(None, (code, kind, message))).lower()
     kwargs: dict[str, Any] = {"status_code": status, "code": code or kind, "source": source}
     if status == 429:
         return e.RateLimited(text, retry_after_s=parse_retry_after(headers, now_epoch_s), **kwargs)
-    if status == 408 or status >= 500:
+    explicit = code in _CONTEXT_CODES or code in _FILTER_CODES or kind in _FILTER_CODES
+    if status is not None and (status == 408 or status >= 500) and not explicit:
         return e.ServerError(text, **kwargs)
     if code in _CONTEXT_CODES or "context length" in lowered or "context_length" in lowered:
         return e.ContextLengthExceeded(text, **kwargs)
@@ -106,7 +113,7 @@ def provider_error(
         return e.NotFound(text, **kwargs)
     if status in (400, 422):
         return e.BadRequest(text, **kwargs)
-    if 400 <= status < 500:
+    if status is not None and 400 <= status < 500:
         return e.PermanentError(text, **kwargs)
     return e.ServerError(text, **kwargs)
 
@@ -114,16 +121,15 @@ def provider_error(
 def stream_error(
     payload: Mapping[str, Any], *, source: str, secrets: Iterable[str]
 ) -> e.ProviderError:
-    """An error object sent inside an otherwise successful stream."""
+    """An error object sent inside an otherwise successful answer (its own ``status_code``,
+    when it carries one, is taken as the status)."""
     body = json.dumps({"error": payload.get("error")})
     status = payload.get("status_code")
     error = payload.get("error")
     if isinstance(error, dict) and isinstance(error.get("status_code"), int):
         status = error["status_code"]
-    code_status = status if isinstance(status, int) else 500
-    return provider_error(
-        code_status, body, headers={}, source=source, secrets=secrets, now_epoch_s=0.0
-    )
+    known = status if isinstance(status, int) and not isinstance(status, bool) else None
+    return provider_error(known, body, headers={}, source=source, secrets=secrets, now_epoch_s=0.0)
 
 
 def transport_error(

@@ -95,9 +95,10 @@ class Pool:
         if not self._retired:
             return
         drained = [client for client in self._retired if not self.in_flight.get(client)]
-        for client in drained:
+        for client in drained:  # all taken off before the first await: no one closes twice
             self._retired.remove(client)
             self.in_flight.pop(client, None)
+        for client in drained:
             await client.aclose()
 
     @property

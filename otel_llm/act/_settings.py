@@ -19,12 +19,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -37,6 +34,7 @@ from pydantic_settings import (
 
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
+from otel_llm.act._model import StrictModel
 from otel_llm.act._source import Source
 
 RESERVED_GROUPS = frozenset({"HEDGE", "STREAM", "RETRY", "BREAKER", "ADMISSION", "POOL"})
@@ -49,18 +47,8 @@ class ConfigWarning(UserWarning):
     """A configuration that works but is probably not what was meant."""
 
 
-class _Group(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        """``True`` is not a number of seconds (pydantic would read it as 1)."""
-        if isinstance(value, bool) and info.field_name is not None:
-            annotation = cls.model_fields[info.field_name].annotation
-            if annotation is not bool:
-                raise ValueError(f"must not be a boolean, got {value!r}")
-        return value
+class _Group(StrictModel):
+    """A scope-level group of keys (``{SCOPE}__{GROUP}__*``)."""
 
 
 def _positive(value: float | None) -> None:
@@ -305,6 +293,7 @@ class ClientSettings(BaseSettings):
         case_sensitive=False,
         extra="forbid",
         frozen=True,
+        hide_input_in_errors=True,
     )
     scope: ClassVar[str] = DEFAULTS.scope
     hedged: ClassVar[bool] = True
@@ -469,13 +458,19 @@ def configuration_error(
     """A ConfigurationError naming the key of every problem in ``exc``."""
     problems = []
     first_key = scope
-    for index, error in enumerate(exc.errors()):
+    named: list[tuple[str, str]] = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
         inner = (error.get("ctx") or {}).get("error")
-        if isinstance(inner, ConfigurationError):  # raised by a nested settings object
-            key, message = inner.key, inner.reason
+        if isinstance(inner, ConfigurationError) and inner.fields:  # a Source's own fields
+            named += [(_key_for((*loc, field), scope, values), why) for field, why in inner.fields]
+        elif isinstance(inner, ConfigurationError):  # raised by a nested settings object
+            named.append((inner.key, inner.reason))
         else:
-            key = _key_for(tuple(error["loc"]), scope, values)
-            message = str(error["msg"]).removeprefix("Value error, ")
+            named.append(
+                (_key_for(loc, scope, values), str(error["msg"]).removeprefix("Value error, "))
+            )
+    for index, (key, message) in enumerate(named):
         if index == 0:
             first_key = key
             problems.append(message)

@@ -7,11 +7,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import ConfigurationError
 from otel_llm._redact import redact_url, url_secrets
 from otel_llm.act._admission import Limits
+from otel_llm.act._model import StrictModel
 
 
 def positive_finite(value: float | None, field: str) -> float | None:
@@ -23,11 +25,19 @@ def positive_finite(value: float | None, field: str) -> float | None:
     return value
 
 
-class Source(BaseModel):
+class Source(StrictModel):
     """One endpoint. ``api_key`` is a secret, and so is a password in ``base_url``: neither
-    appears in reprs, spans or errors."""
+    appears in reprs, spans or errors. An invalid field is a :class:`ConfigurationError` naming
+    it (``Source.base_url``), never repeating the value given."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    def __init__(self, **fields: Any) -> None:
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            error = _source_error(exc)
+        else:
+            return
+        raise error  # unchained: pydantic's error is about the input, which may be a secret
 
     name: str = Field(min_length=1)
     """Unique name within a client, e.g. ``openai-1``."""
@@ -62,6 +72,21 @@ class Source(BaseModel):
     @classmethod
     def _check_positive(cls, value: float | None, info: ValidationInfo) -> float | None:
         return positive_finite(value, info.field_name or "value")
+
+    @field_validator("api_key")
+    @classmethod
+    def _check_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        key = value.get_secret_value().strip()
+        if not key:
+            raise ValueError("api_key is empty")
+        if not (key.isascii() and key.isprintable()) or " " in key:
+            raise ValueError(
+                "api_key must be printable ASCII without spaces (a pasted key may carry a "
+                "curly quote or a non-breaking space); the value is not shown"
+            )
+        return SecretStr(key)
 
     @field_validator("base_url")
     @classmethod
@@ -117,3 +142,17 @@ class Source(BaseModel):
         base URL carries."""
         key = (self.api_key.get_secret_value(),) if self.api_key else ()
         return key + url_secrets(self.base_url)
+
+
+def _source_error(exc: ValidationError) -> ConfigurationError:
+    """A ConfigurationError naming every field of ``exc`` (messages only, never inputs)."""
+    problems = tuple(
+        (
+            ".".join(str(part) for part in error["loc"]) or "fields",
+            str(error["msg"]).removeprefix("Value error, "),
+        )
+        for error in exc.errors()
+    )
+    key, first = problems[0]
+    rest = "".join(f"; Source.{field}: {message}" for field, message in problems[1:])
+    return ConfigurationError(f"Source.{key}", first + rest, fields=problems)

@@ -25,13 +25,6 @@ class SourceState:
         """The source's name."""
         return self.source.name
 
-    def held_by_breaker(self, now: float) -> bool:
-        """True when only the breaker keeps an attempt from starting now (not a 429 wait, not
-        the quota)."""
-        return max(self.rate_limited_until, self.quota_until) <= now and not self.breaker.allows(
-            now
-        )
-
     def why_unavailable(self, now: float) -> str:
         """Why no attempt starts at this source now, for a call that never got to try it."""
         if self.rate_limited_until > now:
@@ -58,24 +51,19 @@ class SourceState:
 
 @dataclass(slots=True)
 class Pick:
-    """The source to try next, and how long to wait before it is available (0: now).
-
-    ``despite_breaker``: every source the call may use is held back by its breaker alone, so
-    the breakers stop holding calls back (see :meth:`Candidates.pick`)."""
+    """The source to try next, and how long to wait before it is available (0: now)."""
 
     state: SourceState
     wait_s: float
-    despite_breaker: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Stay:
-    """The next round should stay on ``source`` if it is available within ``max_wait_s``: a
-    same-source retry (``retry``) or a short rate-limit wait."""
+    """The next round should stay on ``source`` (a same-source retry) if it is available within
+    ``max_wait_s`` (0 after a transient failure; the 429's wait after a short rate limit)."""
 
     source: str
     max_wait_s: float
-    retry: bool
 
 
 @dataclass(slots=True)
@@ -109,12 +97,6 @@ class Candidates:
         for state in ordered:
             if state.available_at(now) <= now:
                 return Pick(state, 0.0)
-        if all(state.held_by_breaker(now) for state in ordered):
-            # Envoy's panic threshold, at its limit: breakers move traffic off a failing
-            # source while another can take it; when none can, a call is not held back (it
-            # would only wait out its stall window and fail without having tried). It goes
-            # to the first in the user's order; its outcome still feeds that breaker.
-            return Pick(ordered[0], 0.0, despite_breaker=True)
         soonest = min(ordered, key=lambda state: state.available_at(now))
         return Pick(soonest, soonest.available_at(now) - now)
 

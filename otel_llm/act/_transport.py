@@ -22,6 +22,7 @@ from typing import Any, cast
 import httpx2
 
 from otel_llm import _errors as e
+from otel_llm.act import _json
 from otel_llm.act._completion import (
     Completion,
     Embeddings,
@@ -149,7 +150,7 @@ async def _read_json(response: httpx2.Response, source: Source) -> Completion:
 def _json_body(raw: bytes, source: Source, what: str) -> dict[str, Any]:
     """A non-streamed answer's JSON object; MalformedStream when it is not one."""
     try:
-        payload = json.loads(raw)
+        payload = _json.loads(raw)
     except ValueError as exc:
         failure = e.MalformedStream(
             f"{source.name} answered {what} with a body that is not JSON "
@@ -245,7 +246,7 @@ def _chunk(data: str, source: Source, clock: ChunkClock | None) -> dict[str, Any
     """One event's chunk object; MalformedStream (or the provider's error) otherwise."""
     after = f"after {clock.count} chunks" if clock is not None else "in the stream"
     try:
-        chunk = json.loads(data)
+        chunk = _json.loads(data)
     except ValueError as exc:
         failure: e.ProviderError = e.MalformedStream(
             f"{source.name} sent an event that is not JSON ({len(data)} bytes, {after}; "
@@ -266,7 +267,7 @@ def _chunk(data: str, source: Source, clock: ChunkClock | None) -> dict[str, Any
 
 def _error_event(data: str, source: Source) -> e.ProviderError:
     try:
-        payload = json.loads(data)
+        payload = _json.loads(data)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):

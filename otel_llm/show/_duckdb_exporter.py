@@ -343,7 +343,25 @@ class DuckDBSpanExporter(SpanExporter):
         rows = self._rows(spans)
         target = self.spill_dir / f"{os.getpid()}-{time.time_ns()}.jsonl"
         tmp = target.with_suffix(".tmp")
-        text = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows)
+        lines = [json.dumps(row, separators=(",", ":")) + "\n" for row in rows]
+        kept, size = len(lines), 0
+        for index in range(len(lines) - 1, -1, -1):  # the newest spans that fit the bound
+            size += len(lines[index].encode("utf-8"))
+            if size > self._spill_max_bytes:
+                kept = len(lines) - 1 - index
+                break
+        if kept < len(lines):
+            with self._cond:
+                self._count_drop(
+                    len(lines) - kept,
+                    f"the spill alone is larger than the spill bound ({self._spill_max_bytes} "
+                    "bytes); its oldest spans were left out",
+                )
+            lines = lines[len(lines) - kept :]
+            rows = rows[len(rows) - kept :]
+            if not lines:
+                return
+        text = "".join(lines)
         try:
             self.spill_dir.mkdir(parents=True, exist_ok=True)
             self._make_room(len(text.encode("utf-8")))
