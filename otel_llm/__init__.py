@@ -31,7 +31,7 @@ from otel_llm._init import Telemetry, init
 from otel_llm._version import __version__
 from otel_llm.act._admission import Admission, Limits, LocalAdmission
 from otel_llm.act._client import Client
-from otel_llm.act._completion import Completion, Embeddings, ToolCall, Usage
+from otel_llm.act._completion import Completion, Embeddings, ToolCall
 from otel_llm.act._result import ChatResult, EmbeddingsResult
 from otel_llm.act._settings import (
     AdmissionSettings,
@@ -46,6 +46,7 @@ from otel_llm.act._settings import (
 from otel_llm.act._source import Source
 from otel_llm.act._stats import CallStats
 from otel_llm.measure._processor import DerivingSpanProcessor
+from otel_llm.measure._response import Usage
 from otel_llm.measure._stalls import StallFigures
 from otel_llm.show._duckdb_exporter import DuckDBSpanExporter, ExportStats
 from otel_llm.wrap._chunk_view import openai_classifier

@@ -185,6 +185,12 @@ class AllSourcesExhausted(OtelLLMError):
         super().__init__(f"{message} ({detail})" if detail else message)
 
 
+def error_type(error: BaseException) -> str:
+    """The ``error.type`` of ``error``: the library error's class name, or the exception's."""
+    kind = getattr(error, "error_type", None)
+    return kind if isinstance(kind, str) else type(error).__name__
+
+
 __all__ = [
     "AllSourcesExhausted",
     "AuthenticationError",

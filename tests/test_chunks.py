@@ -93,7 +93,8 @@ def test_objects_missing_fields_are_read_with_defaults() -> None:
     notes.feed_and_classify(as_object({"usage": {"prompt_tokens": 3, "completion_tokens": 2}}))
     assert notes.text == ["a", "b"]
     assert notes.finish_reasons == {0: "stop"}
-    assert (notes.input_tokens, notes.output_tokens) == (3, 2)
+    assert notes.usage is not None
+    assert (notes.usage.input_tokens, notes.usage.output_tokens) == (3, 2)
     # an object whose choices are plain dicts (pydantic's model_construct leaves them so)
     mixed = SimpleNamespace(choices=[{"index": 0, "delta": {"content": "x"}}], usage=None)
     assert ResponseNotes().feed_and_classify(mixed) is True

@@ -21,7 +21,8 @@ from otel_llm import _errors as e
 from otel_llm import _semconv as sc
 from otel_llm.act._attempt import Attempt
 from otel_llm.act._breaker import Breaker
-from otel_llm.act._round import Leg, Round, RoundResult
+from otel_llm.act._legs import Leg
+from otel_llm.act._round import Round, RoundResult
 from otel_llm.act._settings import HedgeSettings
 from otel_llm.act._source import Source
 from otel_llm.act._source_state import SourceState
@@ -101,7 +102,7 @@ class Legs:
     hedge_started: asyncio.Event = field(default_factory=asyncio.Event)
     tracer: Tracer = field(default_factory=lambda: NoOpTracerProvider().get_tracer("t"))
 
-    def start(
+    def new_leg(
         self, target: SourceState, tokens: int, role: str, signal: asyncio.Event | None
     ) -> Leg[str]:
         loop = asyncio.get_running_loop()
@@ -117,19 +118,17 @@ class Legs:
         primary_chunks = self.legs[0].attempt.chunks if self.legs else 0
         self.started.append((target.name, role, signal, loop.time(), primary_chunks))
         leg: Leg[str] = Leg(target, attempt, tokens)
-
-        async def run() -> str:
-            try:
-                return await self.behaviours[target.name](attempt)
-            finally:
-                leg.finished_at = loop.time()
-
-        leg.task = asyncio.create_task(run())
         self.legs.append(leg)
         (self.hedge_started if role == sc.LEG_HEDGE else self.primary_started).set()
         return leg
 
-    async def find(self, primary: SourceState) -> tuple[SourceState, int] | None:
+    async def run_leg(self, leg: Leg[str]) -> str:
+        try:
+            return await self.behaviours[leg.state.name](leg.attempt)
+        finally:
+            leg.finished_at = asyncio.get_running_loop().time()
+
+    async def find_hedge(self, primary: SourceState) -> tuple[SourceState, int] | None:
         assert primary.name == "a"
         return (state(self.hedge_target), 1) if self.hedge_target else None
 
@@ -139,8 +138,7 @@ class Legs:
         return Round(
             hedge=HedgeSettings(after_s=after_s, stall_after_s=stall_after_s),
             stream=self.stream,
-            start_leg=self.start,
-            find_hedge=self.find,
+            ledger=self,
             make_signal=self.make_signal,
         )
 

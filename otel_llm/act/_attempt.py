@@ -12,7 +12,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
-from otel_llm.act._completion import Completion, Embeddings, Usage
+from otel_llm.act._completion import Completion, Embeddings
 from otel_llm.act._pool import Pool
 from otel_llm.act._source import Source
 from otel_llm.act._transport import chat_completion, embeddings
@@ -21,30 +21,6 @@ from otel_llm.measure._spans import AttemptSpan
 from otel_llm.measure._stalls import StallFigures
 
 R = TypeVar("R")
-
-
-def usage_attributes(usage: Usage | None) -> dict[str, AttributeValue]:
-    """GenAI usage attributes for ``usage``."""
-    if usage is None:
-        return {}
-    pairs = (
-        (sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens),
-        (sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
-        (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens),
-    )
-    return {key: value for key, value in pairs if value is not None}
-
-
-def completion_attributes(completion: Completion) -> dict[str, AttributeValue]:
-    """Response attributes of a successful attempt (no content)."""
-    attrs: dict[str, AttributeValue] = usage_attributes(completion.usage)
-    if completion.response_model:
-        attrs[sc.GEN_AI_RESPONSE_MODEL] = completion.response_model
-    if completion.response_id:
-        attrs[sc.GEN_AI_RESPONSE_ID] = completion.response_id
-    if completion.finish_reason:
-        attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = (completion.finish_reason,)
-    return attrs
 
 
 def source_attributes(source: Source, operation: str) -> dict[str, AttributeValue]:
@@ -128,16 +104,13 @@ class Attempt:
         """
         completion = await self._recorded(self._request(pool, payload))
         self.completion = completion
-        self.figures = self.span.finish(sc.OUTCOME_OK, attributes=completion_attributes(completion))
+        self.figures = self.span.finish(sc.OUTCOME_OK, attributes=completion.facts.attributes())
         return completion
 
     async def run_embeddings(self, pool: Pool, payload: Mapping[str, Any]) -> Embeddings:
         """Send the embeddings request; the span records the outcome."""
         answer = await self._recorded(embeddings(pool, self.source, payload))
-        attrs: dict[str, AttributeValue] = usage_attributes(answer.usage)
-        if answer.response_model:
-            attrs[sc.GEN_AI_RESPONSE_MODEL] = answer.response_model
-        self.figures = self.span.finish(sc.OUTCOME_OK, attributes=attrs)
+        self.figures = self.span.finish(sc.OUTCOME_OK, attributes=answer.facts.attributes())
         return answer
 
     async def _recorded(self, request: Awaitable[R]) -> R:

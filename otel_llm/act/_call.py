@@ -1,18 +1,19 @@
-"""One call from start to answer: source choice, admission, rounds, retries, failover, budgets.
+"""One call from start to answer: the retry loop — source choice, rounds, retries, failover,
+budgets.
 
 SPEC R1–R5: transient failures are retried with backoff and failed over, each costing one unit
 of ``max_attempts``; 429s cost none but are waited out or failed over; permanent errors exclude
 the source and, when no source is left, propagate unmasked. ``call_deadline_s`` bounds
 everything; the stall budget (:mod:`otel_llm.act._stall_budget`) ends a call that waited too
-long without any output.
+long without any output. A round (:mod:`otel_llm.act._round`) runs the attempts; the ledger
+(:mod:`otel_llm.act._legs`) books what they cost.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -21,23 +22,17 @@ from opentelemetry.context import Context
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
-from otel_llm.act._admission import Admission, estimate_prompt_tokens, estimate_tokens
-from otel_llm.act._attempt import Attempt
+from otel_llm.act._admission import Admission
 from otel_llm.act._backoff import backoff_delay
-from otel_llm.act._completion import Usage
 from otel_llm.act._hedge_budget import HedgeBudget
+from otel_llm.act._legs import CallContext, Leg, LegLedger, Request, UsageOf
 from otel_llm.act._pool import Pool
-from otel_llm.act._round import Leg, Round, RoundResult
+from otel_llm.act._round import Round, RoundResult
 from otel_llm.act._settings import ClientSettings
 from otel_llm.act._source_state import Candidates, SourceState, Stay
 from otel_llm.act._stall_budget import StallBudget
 
 T = TypeVar("T")
-logger = logging.getLogger("otel_llm")
-
-Request = Callable[[Attempt, Pool, Mapping[str, Any]], Awaitable[T]]
-"""Runs one attempt (chat or embeddings) and returns its answer."""
-UsageOf = Callable[[T], Usage | None]
 
 
 @dataclass
@@ -84,41 +79,55 @@ class CallRun(Generic[T]):
         context: Context,
         operation: str = sc.OPERATION_CHAT,
     ) -> None:
-        self.shared = shared
-        self.payload = payload
-        self.stream = stream
-        self.request = request
-        self.usage_of = usage_of
-        self.context = context
-        self.operation = operation
         settings = shared.settings
         self.retry = settings.retry
-        self.threshold_ms = settings.stream.stall_threshold_ms
+        self.rng = shared.rng
         self.loop = asyncio.get_running_loop()
         now = self.loop.time()
         self.deadline = now + self.retry.call_deadline_s if self.retry.call_deadline_s else None
         self.budget = StallBudget(now, self.retry.stall_window_s)
         self.candidates = Candidates(shared.states)
+        self.ledger = LegLedger[T](
+            CallContext(
+                tracer=shared.tracer,
+                pool=shared.pool,
+                admission=shared.admission,
+                hedge_budget=shared.hedge_budget,
+                retry=self.retry,
+                threshold_ms=settings.stream.stall_threshold_ms,
+                context=context,
+                operation=operation,
+                stream=stream,
+                rng=shared.rng,
+            ),
+            self.candidates,
+            payload=payload,
+            request=request,
+            usage_of=usage_of,
+        )
+        self.hedge_budget = shared.hedge_budget
         self.round = Round[T](
             hedge=settings.hedge if hedge else type(settings.hedge)(),
             stream=stream,
-            start_leg=self._start_leg,
-            find_hedge=self._find_hedge,
+            ledger=self.ledger,
         )
-        self.tokens = estimate_tokens(payload)
-        self.prompt_tokens = estimate_prompt_tokens(payload)
         self.round_started = now
         self.fails = 0
-        self.attempts = 0
         self.hedges = 0
         self.rounds = 0
         self.backoff_s = 0.0
-        self.produced_output = False
-        self.reasons: dict[str, str] = {}
         self.same_source: dict[str, int] = {}
         """Same-source retries each source has had in this call."""
-        self.tried: list[str] = []
-        self.last_error: BaseException | None = None
+
+    @property
+    def attempts(self) -> int:
+        """Attempts started so far."""
+        return self.ledger.attempts
+
+    @property
+    def tried(self) -> list[str]:
+        """Sources tried so far, in order."""
+        return self.ledger.tried
 
     # --- the loop -----------------------------------------------------------------------------
 
@@ -141,10 +150,10 @@ class CallRun(Generic[T]):
                 await self._wait(pick.wait_s)
                 continue
             state = pick.state
-            if not await self._admit(state, self.tokens):
+            if not await self.ledger.admit(state):
                 continue
             if not state.breaker.acquire(now):
-                await self._refund(state, self.tokens)
+                await self.ledger.refund(state)
                 continue
             if stay is not None and stay.source == state.name:
                 self.same_source[state.name] = self.same_source.get(state.name, 0) + 1
@@ -194,7 +203,8 @@ class CallRun(Generic[T]):
                 f"{self.attempts} attempts"
             )
         if self.budget.exhausted(now):
-            since = "since the last output" if self.produced_output else "without any output"
+            output = self.ledger.last_output_at is not None
+            since = "since the last output" if output else "without any output"
             raise self._exhausted(
                 f"waited {self.budget.waited_s(now):.1f} s {since} "
                 f"(stall_window_s={self.retry.stall_window_s:g})"
@@ -212,11 +222,11 @@ class CallRun(Generic[T]):
     async def _run_round(self, state: SourceState) -> RoundResult[T]:
         self.rounds += 1
         if self.round.hedging:
-            self.shared.hedge_budget.earn()
+            self.hedge_budget.earn()
         self.round_started = started = self.loop.time()
         try:
             async with asyncio.timeout_at(self.deadline):
-                result = await self.round.run(state, self.tokens)
+                result = await self.round.run(state, self.ledger.tokens)
         except TimeoutError:
             pass
         else:
@@ -225,6 +235,12 @@ class CallRun(Generic[T]):
 
     def _account(self, result: RoundResult[T], started: float) -> RoundResult[T]:
         self.hedges += result.hedges
+        output_at = self.ledger.last_output_at
+        if output_at is not None and output_at > self.budget.started_at:
+            # Output was progress: the stall window starts again there, so the call is still
+            # bounded if only 429s and waits follow (R3 holds for calls that never produced
+            # output; this keeps later waiting bounded too).
+            self.budget = StallBudget(output_at, self.retry.stall_window_s)
         if result.winner is None and any(
             isinstance(leg.error, e.TransientError) for leg in result.failed
         ):
@@ -239,146 +255,17 @@ class CallRun(Generic[T]):
                 self.fails,
                 base_s=self.retry.backoff_base_s,
                 cap_s=self.retry.backoff_max_s,
-                unit=self.shared.rng.random(),
+                unit=self.rng.random(),
             )
             self.backoff_s += delay
             await self._wait(delay)
-
-    # --- legs ---------------------------------------------------------------------------------
-
-    def _start_leg(
-        self, state: SourceState, tokens: int, role: str, signal: asyncio.Event | None
-    ) -> Leg[T]:
-        self.attempts += 1
-        if state.name not in self.tried:
-            self.tried.append(state.name)
-        attempt = Attempt(
-            self.shared.tracer,
-            state.source,
-            number=self.attempts,
-            stream=self.stream,
-            threshold_ms=self.threshold_ms,
-            leg=role,
-            context=self.context,
-            signal=signal,
-            operation=self.operation,
-        )
-        leg: Leg[T] = Leg(state, attempt, tokens)
-        leg.task = asyncio.create_task(self._run_leg(leg), name=f"otel-llm {role} {state.name}")
-        return leg
-
-    async def _run_leg(self, leg: Leg[T]) -> T:
-        """One attempt with its accounting: breaker, rate limits, admission settlement."""
-        state, attempt = leg.state, leg.attempt
-        try:
-            answer = await self.request(attempt, self.shared.pool, self.payload)
-        except asyncio.CancelledError:
-            state.breaker.release()  # a cancelled leg gives no verdict on the source
-            self._note_output(attempt)
-            leg.finished_at = self.loop.time()
-            await self._settle_unknown(state, leg.tokens, attempt.chunks)
-            raise
-        except e.ProviderError as exc:
-            leg.finished_at = self.loop.time()
-            self._note_failure(leg, exc)
-            self._note_output(attempt)
-            await self._settle_unknown(state, leg.tokens, attempt.chunks)
-            raise
-        except BaseException:
-            state.breaker.release()
-            leg.finished_at = self.loop.time()
-            raise
-        leg.finished_at = self.loop.time()
-        state.breaker.record_success()
-        self.produced_output = True
-        usage = self.usage_of(answer)
-        await self._settle(state, leg.tokens, _usage_total(usage))
-        return answer
-
-    def _note_output(self, attempt: Attempt) -> None:
-        """A failed leg that streamed output was progress: the stall window starts again, so
-        the call is still bounded if only 429s and waits follow (R3 holds for calls that never
-        produced output; this keeps later waiting bounded too)."""
-        if attempt.chunks:
-            self.produced_output = True
-            self.budget = StallBudget(self.loop.time(), self.retry.stall_window_s)
-
-    def _note_failure(self, leg: Leg[T], exc: e.ProviderError) -> None:
-        state = leg.state
-        now = self.loop.time()
-        self.last_error = exc
-        self.reasons[state.name] = str(exc)
-        if isinstance(exc, e.RateLimited):
-            wait = (
-                exc.retry_after_s if exc.retry_after_s is not None else self.retry.rate_limit_wait_s
-            )
-            state.rate_limited_until = max(state.rate_limited_until, now + wait)
-            state.breaker.release()
-        elif isinstance(exc, e.PermanentError):
-            self.candidates.excluded.add(state.name)
-            state.breaker.release()
-        else:  # transient, watchdog kills included (R4)
-            state.breaker.record_failure(now, unit=self.shared.rng.random())
-
-    # --- admission ------------------------------------------------------------------------
-
-    async def _admit(self, state: SourceState, tokens: int) -> bool:
-        """Take the source's admission for one request; mark it out of quota if it has none."""
-        wait = await self.shared.admission.acquire(state.name, state.source.limits, tokens)
-        if wait <= 0:
-            return True
-        state.quota_until = self.loop.time() + wait
-        return False
-
-    async def _settle(self, state: SourceState, tokens: int, actual: int | None) -> None:
-        """Settle a reservation: ``actual`` tokens used (``None``: unknown, keep the estimate)."""
-        if actual is None or state.source.limits.tokens_per_minute is None:
-            return
-        await self.shared.admission.settle(state.name, state.source.limits, actual - tokens)
-
-    async def _settle_unknown(self, state: SourceState, tokens: int, chunks: int) -> None:
-        """Settle a leg whose usage is unknown (failed or cancelled): nothing if it produced
-        nothing, else the prompt estimate plus one token a chunk — an estimate, for admission
-        only. A backend failure here is logged: the leg's own outcome stands."""
-        actual = self.prompt_tokens + chunks if chunks else 0
-        try:
-            await self._settle(state, tokens, actual)
-        except e.BackendUnavailable as exc:
-            logger.warning("otel-llm: could not settle admission for %s: %s", state.name, exc)
-
-    async def _refund(self, state: SourceState, tokens: int) -> None:
-        await self._settle(state, tokens, 0)
-
-    async def _find_hedge(self, primary: SourceState) -> tuple[SourceState, int] | None:
-        """A different, eligible source with quota, within the hedge budget; else ``None``
-        (then the round silently does not hedge, R10)."""
-        target = self.candidates.hedge_target(self.loop.time(), primary=primary.name)
-        if target is None or not self.shared.hedge_budget.spend():
-            return None
-        try:
-            admitted = await self._admit(target, self.tokens)
-        except e.BackendUnavailable:
-            admitted = False  # the primary runs on; only a hedge needs the backend now
-        if not admitted:
-            self.shared.hedge_budget.refund()
-            return None
-        if not target.breaker.acquire(self.loop.time()):
-            await self._refund(target, self.tokens)
-            self.shared.hedge_budget.refund()
-            return None
-        return target, self.tokens
 
     # --- endings --------------------------------------------------------------------------------
 
     def _outcome(self, result: RoundResult[T]) -> CallOutcome[T]:
         winner = result.winner
         assert winner is not None
-        waste = [
-            _usage_total(self.usage_of(leg.task.result()))
-            for leg in result.losers
-            if leg.task.done() and not leg.task.cancelled() and leg.task.exception() is None
-        ]
-        known = [tokens for tokens in waste if tokens is not None]
+        waste_tokens, waste_chunks = self.ledger.waste(result.losers)
         now = self.loop.time()
         return CallOutcome(
             winner=winner,
@@ -389,34 +276,30 @@ class CallRun(Generic[T]):
             retries=self.rounds - 1,
             backoff_s=self.backoff_s,
             waited_s=max(0.0, self.budget.waited_s(now) - (now - self.round_started)),
-            hedge_waste_tokens=sum(known) if known else None,
-            hedge_waste_chunks=sum(leg.attempt.chunks for leg in result.losers)
-            if result.losers
-            else None,
+            hedge_waste_tokens=waste_tokens,
+            hedge_waste_chunks=waste_chunks,
         )
 
     def _exhausted(self, why: str) -> e.AllSourcesExhausted:
+        """The call gives up: each source's latest failure (or why it was never tried) as its
+        reason, raised from an ExceptionGroup of the attempts' failures."""
         now = self.loop.time()
-        reasons = dict(self.reasons) or {
+        ledger = self.ledger
+        reasons = {name: str(error) for name, error in ledger.last_error_of.items()} or {
             state.name: f"no attempt was made: {state.why_unavailable(now)}"
             for state in self.candidates.remaining()
         }
         error = e.AllSourcesExhausted(why, reasons, attempts=self.attempts, hedges=self.hedges)
-        error.__cause__ = self.last_error
+        if ledger.errors:
+            error.__cause__ = ExceptionGroup(
+                f"the call's failed attempts (the {len(ledger.errors)} most recent)",
+                list(ledger.errors),
+            )
         return error
 
     def _no_source_left(self) -> e.OtelLLMError:
         """Every source was excluded by a permanent error: the provider's reason, unmasked."""
-        if isinstance(self.last_error, e.PermanentError):
-            return self.last_error
+        last = self.ledger.last_error
+        if isinstance(last, e.PermanentError):
+            return last
         return self._exhausted("no source left")
-
-
-def _usage_total(usage: Usage | None) -> int | None:
-    if usage is None:
-        return None
-    if usage.total_tokens is not None:
-        return usage.total_tokens
-    if usage.input_tokens is None and usage.output_tokens is None:
-        return None
-    return (usage.input_tokens or 0) + (usage.output_tokens or 0)

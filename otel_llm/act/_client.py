@@ -11,34 +11,28 @@ from typing import Any, TypeVar
 
 import httpx2
 from opentelemetry import metrics, trace
-from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._version import __version__
 from otel_llm.act._admission import Admission, LocalAdmission
-from otel_llm.act._attempt import Attempt, completion_attributes, usage_attributes
+from otel_llm.act._attempt import Attempt
 from otel_llm.act._breaker import Breaker
-from otel_llm.act._call import CallOutcome, CallRun, CallShared, Request, UsageOf
-from otel_llm.act._call_span import CallSpan
+from otel_llm.act._call import CallOutcome, CallRun, CallShared
 from otel_llm.act._completion import Completion, Embeddings
 from otel_llm.act._hedge_budget import HedgeBudget
+from otel_llm.act._legs import Request, UsageOf
 from otel_llm.act._pool import Pool
 from otel_llm.act._result import ChatResult, EmbeddingsResult
 from otel_llm.act._settings import ClientSettings, PoolSettings
 from otel_llm.act._source import Source
 from otel_llm.act._source_state import SourceState
 from otel_llm.act._stats import CallStats
+from otel_llm.measure._call_span import CallSpan
 from otel_llm.measure._metrics import LlmMetrics
+from otel_llm.measure._response import ResponseFacts
 from otel_llm.measure._stalls import to_ms, validate_threshold_ms
 
 T = TypeVar("T")
-
-
-def _embeddings_attributes(answer: Embeddings) -> dict[str, AttributeValue]:
-    attrs = usage_attributes(answer.usage)
-    if answer.response_model:
-        attrs[sc.GEN_AI_RESPONSE_MODEL] = answer.response_model
-    return attrs
 
 
 async def _chat(attempt: Attempt, pool: Pool, payload: Mapping[str, Any]) -> Completion:
@@ -262,7 +256,7 @@ class Client:
             stream=stream,
             request=_chat,
             usage_of=lambda completion: completion.usage,
-            describe=completion_attributes,
+            facts_of=lambda completion: completion.facts,
         )
         return ChatResult.of(outcome.answer, outcome.winner.state.name, stats)
 
@@ -274,7 +268,7 @@ class Client:
             stream=False,
             request=_embed,
             usage_of=lambda answer: answer.usage,
-            describe=_embeddings_attributes,
+            facts_of=lambda answer: answer.facts,
         )
         return EmbeddingsResult.of(outcome.answer, outcome.winner.state.name, stats)
 
@@ -286,63 +280,58 @@ class Client:
         stream: bool,
         request: Request[T],
         usage_of: UsageOf[T],
-        describe: Callable[[T], dict[str, AttributeValue]],
+        facts_of: Callable[[T], ResponseFacts],
     ) -> tuple[CallOutcome[T], CallStats]:
         """One call with its span, stats and metrics (chat is hedged, embeddings never)."""
         started = time.monotonic_ns()
-        secrets = [secret for source in self.sources for secret in source.secrets()]
-        with CallSpan(
+        call = CallSpan(
             self._tracer,
+            self._metrics,
             operation=operation,
             model=self.sources[0].model,
             stream=stream,
-            secrets=secrets,
-        ) as call:
-            run = CallRun(
-                self._shared(),
-                payload=payload,
-                stream=stream,
-                hedge=operation == sc.OPERATION_CHAT,
-                request=request,
-                usage_of=usage_of,
-                context=call.context,
-                operation=operation,
-            )
-            outcome = await self._measured(call, run, started, operation)
-            stats = self._stats(outcome, started)
-            attrs = self._winner_attributes(outcome, describe(outcome.answer))
-            call.record(stats, attrs, outcome.winner.attempt.number)
-            self._record_metrics(operation, outcome, stats)
-            return outcome, stats
-
-    async def _measured(
-        self, call: CallSpan, run: CallRun[T], started_ns: int, operation: str
-    ) -> CallOutcome[T]:
-        """Run the call; a failed call still records its duration, with its error type."""
-        try:
-            return await call.guard(run, run.run())
-        except Exception as exc:
-            self._metrics.record_call(
-                (time.monotonic_ns() - started_ns) / 1e9,
-                None,
-                {
-                    sc.GEN_AI_OPERATION_NAME: operation,
-                    sc.GEN_AI_REQUEST_MODEL: self.sources[0].model,
-                    sc.ERROR_TYPE: getattr(exc, "error_type", type(exc).__name__),
-                },
-            )
-            raise
-
-    def _record_metrics(self, operation: str, outcome: CallOutcome[Any], stats: CallStats) -> None:
-        source = outcome.winner.state.source
-        attrs: dict[str, AttributeValue] = {
-            sc.GEN_AI_OPERATION_NAME: operation,
-            sc.GEN_AI_PROVIDER_NAME: source.provider,
-            sc.GEN_AI_REQUEST_MODEL: source.model,
-        }
-        self._metrics.record_call(
-            (stats.call_ms or 0) / 1000, outcome.winner.attempt.figures, attrs
+            request=payload,
+            secrets=[secret for source in self.sources for secret in source.secrets()],
         )
+        run = CallRun(
+            self._shared(),
+            payload=payload,
+            stream=stream,
+            hedge=operation == sc.OPERATION_CHAT,
+            request=request,
+            usage_of=usage_of,
+            context=call.context,
+            operation=operation,
+        )
+        try:
+            outcome = await run.run()
+        except BaseException as exc:
+            tried = run.tried[-1] if run.tried else self.sources[0].name
+            call.set_provider(self._source(tried).provider)
+            call.record_counts(
+                attempts=run.attempts, hedges=run.hedges, sources_tried=tuple(run.tried)
+            )
+            call.end(duration_s=(time.monotonic_ns() - started) / 1e9, error=exc)
+            raise
+        stats = self._stats(outcome, started)
+        winner = outcome.winner
+        source = winner.state.source
+        call.set_provider(source.provider, {sc.ATTEMPT_SOURCE: source.name}, model=source.model)
+        call.record_response(facts_of(outcome.answer))
+        call.record_counts(
+            attempts=stats.attempts,
+            hedges=stats.hedges,
+            sources_tried=stats.sources_tried,
+            hedge_won=stats.hedge_won,
+            winner=winner.attempt.number,
+            hedge_waste_tokens=stats.hedge_waste_tokens,
+            hedge_waste_chunks=stats.hedge_waste_chunks,
+        )
+        call.end(duration_s=(stats.call_ms or 0) / 1000, figures=winner.attempt.figures)
+        return outcome, stats
+
+    def _source(self, name: str) -> Source:
+        return next(state.source for state in self._states if state.name == name)
 
     def _stats(self, outcome: CallOutcome[Any], started_ns: int) -> CallStats:
         figures = outcome.winner.attempt.figures
@@ -361,12 +350,3 @@ class Client:
             call_ms=to_ms(time.monotonic_ns() - started_ns),
             waited_ms=int(outcome.waited_s * 1000),
         )
-
-    @staticmethod
-    def _winner_attributes(
-        outcome: CallOutcome[Any], attrs: dict[str, AttributeValue]
-    ) -> dict[str, AttributeValue]:
-        source = outcome.winner.state.source
-        attrs[sc.GEN_AI_PROVIDER_NAME] = source.provider
-        attrs[sc.ATTEMPT_SOURCE] = source.name
-        return attrs

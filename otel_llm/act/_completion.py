@@ -15,37 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_llm.measure._chunks import stream_complete
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token usage as the provider reported it."""
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    total_tokens: int | None = None
-
-    @classmethod
-    def from_openai(cls, usage: Mapping[str, Any]) -> Usage:
-        """From an OpenAI ``usage`` object (values of the wrong type are left out)."""
-        details = usage.get("completion_tokens_details")
-        reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
-        return cls(
-            input_tokens=_int(usage.get("prompt_tokens")),
-            output_tokens=_int(usage.get("completion_tokens")),
-            reasoning_tokens=_int(reasoning),
-            total_tokens=_int(usage.get("total_tokens")),
-        )
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+from otel_llm.measure._chunks import delta_has_output, stream_complete
+from otel_llm.measure._response import ResponseFacts, Usage, text_or_none
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +40,12 @@ class Completion:
     usage: Usage | None = None
     response_model: str | None = None
     response_id: str | None = None
+
+    @property
+    def facts(self) -> ResponseFacts:
+        """What telemetry records of this answer."""
+        reasons = (self.finish_reason,) if self.finish_reason else ()
+        return ResponseFacts(self.response_model, self.response_id, reasons, self.usage)
 
 
 @dataclass(slots=True)
@@ -148,8 +125,8 @@ class StreamAssembler:
     def feed(self, chunk: Mapping[str, Any]) -> bool:
         """Take one chunk; True when it is an incremental chunk."""
         if self._model is None:
-            self._model = _text(chunk.get("model"))
-            self._id = _text(chunk.get("id"))
+            self._model = text_or_none(chunk.get("model"))
+            self._id = text_or_none(chunk.get("id"))
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self.usage = Usage.from_openai(usage)
@@ -180,15 +157,14 @@ class StreamAssembler:
             delta.get("reasoning_content"), str, f"{where}.delta.reasoning_content", "a string"
         ) or _expect(delta.get("reasoning"), str, f"{where}.delta.reasoning", "a string")
         tool_calls = _expect(delta.get("tool_calls"), list, f"{where}.delta.tool_calls", "a list")
-        if index != 0:
-            return bool(content or reasoning or tool_calls)
-        if content:
-            self._text.append(content)
-        if reasoning:
-            self._reasoning.append(reasoning)
-        if tool_calls:
-            self._add_tool_deltas(tool_calls, f"{where}.delta.tool_calls")
-        return bool(content or reasoning or tool_calls)
+        if index == 0:
+            if content:
+                self._text.append(content)
+            if reasoning:
+                self._reasoning.append(reasoning)
+            if tool_calls:
+                self._add_tool_deltas(tool_calls, f"{where}.delta.tool_calls")
+        return delta_has_output(delta)  # the chunk rule, on a delta whose types are checked
 
     def _add_tool_deltas(self, deltas: list[Any], where: str) -> None:
         for position, delta in enumerate(deltas):
@@ -264,8 +240,8 @@ def completion_from_json(payload: Mapping[str, Any]) -> Completion:
             first.get("finish_reason"), str, "choices[0].finish_reason", "a string"
         ),
         usage=Usage.from_openai(usage) if isinstance(usage, Mapping) else None,
-        response_model=_text(payload.get("model")),
-        response_id=_text(payload.get("id")),
+        response_model=text_or_none(payload.get("model")),
+        response_id=text_or_none(payload.get("id")),
     )
 
 
@@ -276,6 +252,11 @@ class Embeddings:
     vectors: tuple[tuple[float, ...], ...]
     usage: Usage | None = None
     response_model: str | None = None
+
+    @property
+    def facts(self) -> ResponseFacts:
+        """What telemetry records of this answer."""
+        return ResponseFacts(model=self.response_model, usage=self.usage)
 
 
 def embeddings_from_json(payload: Mapping[str, Any], *, inputs: int | None) -> Embeddings:
@@ -304,11 +285,6 @@ def embeddings_from_json(payload: Mapping[str, Any], *, inputs: int | None) -> E
     usage = payload.get("usage")
     return Embeddings(
         vectors=tuple(tuple(float(x) for x in vector) for _, vector in items),
-        usage=Usage(
-            input_tokens=_int(usage.get("prompt_tokens")),
-            total_tokens=_int(usage.get("total_tokens")),
-        )
-        if isinstance(usage, Mapping)
-        else None,
-        response_model=_text(payload.get("model")),
+        usage=Usage.from_openai(usage) if isinstance(usage, Mapping) else None,
+        response_model=text_or_none(payload.get("model")),
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from otel_llm.act._completion import Completion, Embeddings, ToolCall, Usage
+from otel_llm.act._completion import Completion, Embeddings, ToolCall
 from otel_llm.act._stats import CallStats
+from otel_llm.measure._response import Usage
 
 
 @dataclass(frozen=True, slots=True)

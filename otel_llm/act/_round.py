@@ -1,55 +1,40 @@
 """One round of a call: the primary leg and, when its first chunk is late or its stream stalls,
 one hedge leg on another source (SPEC R7–R11, R14).
 
-:meth:`Round.run` owns every task of the round — the legs and the waiters on the chunk signal —
-and nothing survives it: on every path (a winner, both legs failed, the caller cancelled) the
-legs still running are cancelled and awaited before it returns. Only this code waits on the
-chunk signal, and only the primary leg has one (no hedge of a hedge). The chunk path itself
-only sets that signal: the stall timer is armed from the chunk clock's last arrival, so the
-orchestrator wakes once per window, never once per chunk.
+The shape is trio's happy eyeballs (``open_tcp_stream``): :meth:`Round.run` alone creates the
+tasks of a round — the legs and the waiter on the chunk signal — races them, and reaps them.
+Nothing survives it: on every path (a winner, both legs failed, the caller cancelled) the legs
+still running are cancelled and awaited before it returns; a leg that will not end within
+:data:`CLEANUP_S` is logged and kept referenced until it does (never dropped unseen). What a leg
+costs and says about its source is booked by the ledger the round drives
+(:mod:`otel_llm.act._legs`). Only this code waits on the chunk signal, and only the primary leg
+has one (no hedge of a hedge). The chunk path itself only sets that signal: the stall timer is
+armed from the chunk clock's last arrival, so the orchestrator wakes once per window, never once
+per chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from otel_llm import _semconv as sc
-from otel_llm.act._attempt import Attempt
+from otel_llm.act._legs import Leg
 from otel_llm.act._settings import HedgeSettings
 from otel_llm.act._source_state import SourceState
 from otel_llm.measure import _clock
 
 T = TypeVar("T")
+logger = logging.getLogger("otel_llm")
 
-_CLEANUP_S = 5.0
+CLEANUP_S = 5.0
 """Bound on waiting for cancelled legs to close their connections and end their spans."""
 
-
-@dataclass(eq=False)
-class Leg(Generic[T]):
-    """One attempt of a round, running as a task."""
-
-    state: SourceState
-    attempt: Attempt
-    tokens: int
-    finished_at: float | None = None
-    task: asyncio.Task[T] = field(init=False)
-
-    @property
-    def is_hedge(self) -> bool:
-        """True for the hedge leg."""
-        return self.attempt.leg == sc.LEG_HEDGE
-
-    @property
-    def error(self) -> BaseException | None:
-        """The leg's failure, once it finished with one."""
-        if not self.task.done() or self.task.cancelled():
-            return None
-        return self.task.exception()
+_UNENDED: set[asyncio.Task[Any]] = set()
+"""Legs that outlived their round's cleanup bound, referenced until they end."""
 
 
 @dataclass
@@ -62,11 +47,22 @@ class RoundResult(Generic[T]):
     hedges: int = 0
 
 
-StartLeg = Callable[[SourceState, int, str, "asyncio.Event | None"], Leg[T]]
-"""Starts a leg at a source with pre-admitted tokens, a role and (primary only) a chunk signal."""
+class LegAccounting(Protocol[T]):
+    """What a round needs from the call's ledger (:class:`~otel_llm.act._legs.LegLedger`)."""
 
-FindHedge = Callable[[SourceState], Awaitable["tuple[SourceState, int] | None"]]
-"""Finds an eligible, admitted hedge target other than the primary's source, or ``None``."""
+    def new_leg(
+        self, state: SourceState, tokens: int, role: str, signal: asyncio.Event | None
+    ) -> Leg[T]:
+        """The next attempt, at ``state``, with pre-admitted tokens (no task yet)."""
+        ...
+
+    def run_leg(self, leg: Leg[T]) -> Coroutine[Any, Any, T]:
+        """The leg's work: its attempt and the accounting of its outcome."""
+        ...
+
+    async def find_hedge(self, primary: SourceState) -> tuple[SourceState, int] | None:
+        """An eligible, admitted hedge target other than the primary's source, or ``None``."""
+        ...
 
 
 def _owned(leg: Leg[T]) -> Leg[T]:
@@ -90,16 +86,14 @@ class Round(Generic[T]):
         *,
         hedge: HedgeSettings,
         stream: bool,
-        start_leg: StartLeg[T],
-        find_hedge: FindHedge,
+        ledger: LegAccounting[T],
         make_signal: Callable[[], asyncio.Event] = asyncio.Event,
     ) -> None:
         """``make_signal`` builds the primary's chunk signal (a seam for tests)."""
         self._after_s = hedge.after_s
         self._stall_after_s = hedge.stall_after_s if stream else None
         self._stream = stream
-        self._start_leg = start_leg
-        self._find_hedge = find_hedge
+        self._ledger = ledger
         self._make_signal = make_signal
 
     @property
@@ -110,18 +104,28 @@ class Round(Generic[T]):
     async def run(self, primary: SourceState, tokens: int) -> RoundResult[T]:
         """Run the round to its end; no leg is left running afterwards."""
         signal = self._make_signal() if self.hedging and self._stream else None
-        legs = [_owned(self._start_leg(primary, tokens, sc.LEG_PRIMARY, signal))]
+        legs = [self._start(primary, tokens, sc.LEG_PRIMARY, signal)]
         try:
             if self.hedging and await self._hedge_window(legs[0], signal):
-                target = await self._find_hedge(primary)
+                target = await self._ledger.find_hedge(primary)
                 if target is not None:
                     state, hedge_tokens = target
-                    legs.append(_owned(self._start_leg(state, hedge_tokens, sc.LEG_HEDGE, None)))
+                    legs.append(self._start(state, hedge_tokens, sc.LEG_HEDGE, None))
             result = await self._race(legs)
             result.hedges = len(legs) - 1
             return result
         finally:
             await self._cancel_running(legs)
+
+    def _start(
+        self, state: SourceState, tokens: int, role: str, signal: asyncio.Event | None
+    ) -> Leg[T]:
+        """A new leg of this round, running as a task the round owns."""
+        leg = self._ledger.new_leg(state, tokens, role, signal)
+        leg.task = asyncio.create_task(
+            self._ledger.run_leg(leg), name=f"otel-llm {role} {state.name}"
+        )
+        return _owned(leg)
 
     # --- the hedge window (R9) ---------------------------------------------------------------
 
@@ -204,6 +208,19 @@ class Round(Generic[T]):
             if not round_cancelled:
                 leg.attempt.cancel_outcome = sc.OUTCOME_HEDGE_CANCELLED
             leg.task.cancel()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_CLEANUP_S):
-                await asyncio.wait([leg.task for leg in running])
+        tasks = [leg.task for leg in running]
+        _, unended = await asyncio.wait(tasks, timeout=CLEANUP_S)
+        for task in unended:
+            logger.warning(
+                "otel-llm: %s did not end within %g s of being cancelled; it is kept and "
+                "reported when it ends",
+                task.get_name(),
+                CLEANUP_S,
+            )
+            _UNENDED.add(task)
+            task.add_done_callback(_unended_finished)
+
+
+def _unended_finished(task: asyncio.Task[Any]) -> None:
+    _UNENDED.discard(task)
+    logger.warning("otel-llm: %s ended at last", task.get_name())

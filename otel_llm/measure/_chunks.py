@@ -10,23 +10,34 @@ SPEC M1: the hot path only records a monotonic timestamp and sets a flag.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Set
+from collections.abc import Set
 from operator import sub
 from typing import Any
 
 from otel_llm.measure import _clock
+from otel_llm.measure._response import field_of, is_mapping
 from otel_llm.measure._stalls import Timeline
 
 
-def delta_has_output(delta: object) -> bool:
-    """True when one choice's ``delta`` carries content, reasoning or tool-call deltas."""
-    if not isinstance(delta, Mapping):
+def delta_has_output(delta: Any) -> bool:
+    """The chunk rule (SPEC §1), the one place it is written: True when one choice's
+    ``delta`` — a dict or an SDK object — carries content, reasoning (``reasoning_content`` or
+    ``reasoning``) or tool-call deltas. Empty values are no output; every reader of chunks (the
+    client's assembler, the wrappers' classifier and their fused reader) asks this function."""
+    if delta is None:
         return False
+    if is_mapping(delta):
+        return bool(
+            delta.get("content")
+            or delta.get("reasoning_content")
+            or delta.get("reasoning")
+            or delta.get("tool_calls")
+        )
     return bool(
-        delta.get("content")
-        or delta.get("reasoning_content")
-        or delta.get("reasoning")
-        or delta.get("tool_calls")
+        getattr(delta, "content", None)
+        or getattr(delta, "reasoning_content", None)
+        or getattr(delta, "reasoning", None)
+        or getattr(delta, "tool_calls", None)
     )
 
 
@@ -42,12 +53,13 @@ def stream_complete(choices_seen: Set[int], choices_finished: Set[int]) -> bool:
     return bool(choices_finished) and choices_seen <= choices_finished
 
 
-def is_incremental(chunk: Mapping[str, Any]) -> bool:
-    """True when an OpenAI-style ``chat.completion.chunk`` carries generated output."""
-    return any(
-        isinstance(choice, Mapping) and delta_has_output(choice.get("delta"))
-        for choice in chunk.get("choices") or ()
-    )
+def is_incremental(chunk: Any) -> bool:
+    """True when an OpenAI-style ``chat.completion.chunk`` (dict or SDK object) carries
+    generated output in any choice."""
+    choices = field_of(chunk, "choices")
+    if not isinstance(choices, list | tuple):
+        return False
+    return any(delta_has_output(field_of(choice, "delta")) for choice in choices)
 
 
 class ChunkClock:

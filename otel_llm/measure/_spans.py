@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import traceback
 from collections.abc import Iterable, Mapping
 from time import time_ns
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
-from otel_llm._redact import redact
 from otel_llm.measure import _clock
+from otel_llm.measure._call_span import record_error
 from otel_llm.measure._chunks import ChunkClock
 from otel_llm.measure._events import event_attributes, plan_chunk_events
 from otel_llm.measure._stalls import StallFigures, meter, stall_sum
@@ -31,24 +30,6 @@ logger = logging.getLogger("otel_llm")
 
 _EVENT_HEADROOM = 4
 """Events kept free for others (an exception event) beside the chunk events."""
-
-
-def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] = ()) -> None:
-    """``error.type``, an ``exception`` event and an ERROR status on ``span`` — every text
-    redacted first: a provider's error message may echo the API key."""
-    kind = getattr(error, "error_type", type(error).__name__)
-    message = redact(str(error), secrets)
-    stack = redact("".join(traceback.format_exception(error)), secrets)
-    span.set_attribute(sc.ERROR_TYPE, kind)
-    span.add_event(
-        "exception",
-        {
-            "exception.type": type(error).__qualname__,
-            "exception.message": message,
-            "exception.stacktrace": stack,
-        },
-    )
-    span.set_status(Status(StatusCode.ERROR, message or type(error).__name__))
 
 
 def _event_budget(span: trace.Span) -> int:

@@ -2,55 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from otel_llm.measure._chunks import stream_complete
+from otel_llm.measure._chunks import delta_has_output, is_incremental, stream_complete
+from otel_llm.measure._response import (
+    ResponseFacts,
+    Usage,
+    field_of,
+    is_mapping,
+    text_or_none,
+)
 
 Classifier = Callable[[Any], bool]
 """Tells whether one streamed item is an incremental chunk (SPEC §1)."""
 FinishReason = Callable[[Any], "str | None"]
 """Returns the finish reason an item carries (``None`` for items that carry none)."""
 
-_OUTPUT = ("content", "reasoning_content", "reasoning", "tool_calls")
-
-
-_MAPPING_TYPES: dict[type, bool] = {dict: True}
-"""Whether a type is a Mapping, remembered: ``isinstance(x, Mapping)`` is an ABC check that
-costs several times a ``getattr`` on SDK objects, and this runs several times per chunk."""
-
 
 _READ_WITH_DEFAULTS: set[type] = set()
 """Object types that lacked a field once: read with defaults from then on."""
 
 
-def field_of(item: Any, name: str) -> Any:
-    """``item[name]`` for mappings, ``item.name`` for objects, ``None`` when absent."""
-    kind = type(item)
-    mapping = _MAPPING_TYPES.get(kind)
-    if mapping is None:
-        mapping = _MAPPING_TYPES[kind] = isinstance(item, Mapping)
-    return item.get(name) if mapping else getattr(item, name, None)
+def openai_classifier(chunk: Any) -> bool:
+    """The incremental-chunk rule for OpenAI ``chat.completion.chunk`` items, dict or object
+    (:func:`~otel_llm.measure._chunks.delta_has_output` for any choice)."""
+    return is_incremental(chunk)
 
 
 def _index(choice: Any) -> int:
     """A choice's ``index`` (0 when it has none, or not an integer)."""
     index = field_of(choice, "index")
     return index if isinstance(index, int) and not isinstance(index, bool) else 0
-
-
-def openai_classifier(chunk: Any) -> bool:
-    """The incremental-chunk rule for OpenAI ``chat.completion.chunk`` items, dict or object:
-    non-empty content, reasoning_content/reasoning or tool-call deltas."""
-    for choice in field_of(chunk, "choices") or ():
-        delta = field_of(choice, "delta")
-        if delta is None:
-            continue
-        for name in _OUTPUT:
-            if field_of(delta, name):
-                return True
-    return False
 
 
 @dataclass(slots=True)
@@ -63,9 +47,7 @@ class ResponseNotes:
     response_id: str | None = None
     finish_reasons: dict[int, str] = field(default_factory=dict)
     choices_seen: set[int] = field(default_factory=set)
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    reasoning_tokens: int | None = None
+    usage: Usage | None = None
     text: list[str] = field(default_factory=list)
 
     def feed(self, chunk: Any) -> None:
@@ -73,8 +55,8 @@ class ResponseNotes:
         self._take(chunk, text_in="delta")
 
     def feed_and_classify(self, chunk: Any) -> bool:
-        """:meth:`feed` and :func:`openai_classifier` in one pass over the chunk: the hot path
-        of wrapped OpenAI streams.
+        """:meth:`feed` and the chunk rule in one pass over the chunk: the hot path of wrapped
+        OpenAI streams.
 
         SDK objects are read with plain attribute access, the cheapest read there is. An object
         that lacks a field (the SDK builds chunks without validation, so a frame without
@@ -85,27 +67,18 @@ class ResponseNotes:
         if self.model is None:
             self._identify(chunk)
         kind = type(chunk)
-        mapping = _MAPPING_TYPES.get(kind)
-        if mapping is None:
-            mapping = _MAPPING_TYPES[kind] = isinstance(chunk, Mapping)
-        if mapping or self.capture_text or kind in _READ_WITH_DEFAULTS:
+        if is_mapping(chunk) or self.capture_text or kind in _READ_WITH_DEFAULTS:
             return self._feed_carefully(chunk)
         try:
             usage = chunk.usage
             if usage is not None:
-                self.note_usage(usage)
+                self.usage = Usage.from_openai(usage)
             incremental = False
             for choice in chunk.choices or ():
                 index = choice.index
                 self.choices_seen.add(index if index.__class__ is int else 0)
-                delta = choice.delta
-                if delta is not None and not incremental:
-                    incremental = bool(
-                        delta.content
-                        or delta.tool_calls
-                        or getattr(delta, "reasoning_content", None)
-                        or getattr(delta, "reasoning", None)
-                    )
+                if not incremental:
+                    incremental = delta_has_output(choice.delta)
                 reason = choice.finish_reason
                 if reason:
                     self._finish(choice, reason)
@@ -117,11 +90,10 @@ class ResponseNotes:
     def _feed_carefully(self, chunk: Any) -> bool:
         """The careful read: dicts, objects, and any mix of the two at every level."""
         self._take(chunk, text_in="delta")
-        return openai_classifier(chunk)
+        return is_incremental(chunk)
 
     def _identify(self, answer: Any) -> None:
-        model = field_of(answer, "model")
-        self.model = model if isinstance(model, str) and model else None
+        self.model = text_or_none(field_of(answer, "model"))
         response_id = field_of(answer, "id")
         self.response_id = response_id if isinstance(response_id, str) else None
 
@@ -134,6 +106,14 @@ class ResponseNotes:
         """Whether the stream is complete by the one rule (``stream_complete``)."""
         return stream_complete(self.choices_seen, self.finish_reasons.keys())
 
+    def facts(self, *, cut_short: bool = False) -> ResponseFacts:
+        """What the response said; a stream ``cut_short`` reports ``error`` as its finish
+        reason when it reported none (the GenAI convention)."""
+        reasons = tuple(reason for _, reason in sorted(self.finish_reasons.items()))
+        if cut_short and not reasons:
+            reasons = ("error",)
+        return ResponseFacts(self.model, self.response_id, reasons, self.usage)
+
     def feed_completion(self, completion: Any) -> None:
         """Take a non-streamed ``chat.completion`` or an embeddings answer (dict or object)."""
         self._take(completion, text_in="message")
@@ -143,7 +123,7 @@ class ResponseNotes:
             self._identify(answer)
         usage = field_of(answer, "usage")
         if usage is not None:
-            self.note_usage(usage)
+            self.usage = Usage.from_openai(usage)
         for choice in field_of(answer, "choices") or ():
             self.choices_seen.add(_index(choice))
             reason = field_of(choice, "finish_reason")
@@ -153,13 +133,3 @@ class ResponseNotes:
                 content = field_of(field_of(choice, text_in), "content")
                 if isinstance(content, str):
                     self.text.append(content)
-
-    def note_usage(self, usage: Any) -> None:
-        """Record an OpenAI ``usage`` object."""
-        prompt = field_of(usage, "prompt_tokens")
-        completion = field_of(usage, "completion_tokens")
-        details = field_of(usage, "completion_tokens_details")
-        reasoning = field_of(details, "reasoning_tokens") if details is not None else None
-        self.input_tokens = prompt if isinstance(prompt, int) else self.input_tokens
-        self.output_tokens = completion if isinstance(completion, int) else self.output_tokens
-        self.reasoning_tokens = reasoning if isinstance(reasoning, int) else self.reasoning_tokens

@@ -14,14 +14,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._content import capture_content, input_messages, output_messages
 from otel_llm._errors import TruncatedStream
+from otel_llm.measure._call_span import CallSpan
 from otel_llm.measure._metrics import LlmMetrics
-from otel_llm.measure._spans import AttemptSpan, record_error
+from otel_llm.measure._spans import AttemptSpan
 from otel_llm.measure._stalls import to_ms
 from otel_llm.wrap._chunk_view import (
     Classifier,
@@ -49,6 +49,7 @@ class CallRecorder:
         server_address: str | None = None,
         server_port: int | None = None,
         messages: Sequence[Any] | None = None,
+        request: Mapping[str, Any] | None = None,
         classifier: Classifier = openai_classifier,
         finish_reason: FinishReason | None = None,
         started_ns: int | None = None,
@@ -56,7 +57,6 @@ class CallRecorder:
         secrets: Sequence[str] = (),
     ) -> None:
         self.classifier = classifier
-        self.metrics = metrics
         self.capture = capture_content()
         self.notes = ResponseNotes(capture_text=self.capture)
         self.hold_ns = 0
@@ -67,40 +67,43 @@ class CallRecorder:
         """Only then can a missing finish reason be told apart from a normal end."""
         self._lock = threading.Lock()
         self._ended = False
-        common: dict[str, AttributeValue] = {
-            sc.GEN_AI_OPERATION_NAME: operation,
-            sc.GEN_AI_PROVIDER_NAME: provider,
-            sc.GEN_AI_REQUEST_STREAM: streamed,
-        }
-        if model:
-            common[sc.GEN_AI_REQUEST_MODEL] = model
+        common: dict[str, AttributeValue] = {}
         if server_address:
             common[sc.SERVER_ADDRESS] = server_address
         if server_port is not None:
             common[sc.SERVER_PORT] = server_port
         common.update(attributes or {})
-        self._metric_attributes: dict[str, AttributeValue] = {
-            key: common[key]
-            for key in (sc.GEN_AI_OPERATION_NAME, sc.GEN_AI_PROVIDER_NAME, sc.GEN_AI_REQUEST_MODEL)
-            if key in common
-        }
-        name = sc.span_name(operation, model)
-        call_attributes: dict[str, AttributeValue] = {sc.SPAN_ROLE: sc.SPAN_ROLE_CALL, **common}
+        call_attributes = dict(common)
         if self.capture and messages is not None:
             call_attributes[sc.GEN_AI_INPUT_MESSAGES] = input_messages(messages)
-        self.call = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=call_attributes)
+        self.call = CallSpan(
+            tracer,
+            metrics,
+            operation=operation,
+            model=model,
+            stream=streamed,
+            provider=provider,
+            request=request,
+            attributes=call_attributes,
+            secrets=secrets,
+        )
+        attempt_attributes: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: operation,
+            sc.GEN_AI_PROVIDER_NAME: provider,
+            **common,
+            sc.ATTEMPT_NUMBER: 1,
+            sc.ATTEMPT_LEG: sc.LEG_PRIMARY,
+            sc.ATTEMPT_SOURCE: provider,
+        }
+        if model:
+            attempt_attributes[sc.GEN_AI_REQUEST_MODEL] = model
         self.attempt = AttemptSpan(
             tracer,
-            name,
-            attributes={
-                **common,
-                sc.ATTEMPT_NUMBER: 1,
-                sc.ATTEMPT_LEG: sc.LEG_PRIMARY,
-                sc.ATTEMPT_SOURCE: provider,
-            },
+            sc.span_name(operation, model),
+            attributes=attempt_attributes,
             threshold_ms=threshold_ms,
             streamed=streamed,
-            context=trace.set_span_in_context(self.call),
+            context=self.call.context,
             consumer_aware=True,
             start_ns=started_ns,
             secrets=secrets,
@@ -194,52 +197,25 @@ class CallRecorder:
 
     def _finish(self, outcome: str, error: BaseException | None, cut_short: bool) -> None:
         notes = self.notes
-        response = self._response_attributes(cut_short)
-        figures = self.attempt.finish(outcome, error=error, attributes=response)
+        facts = notes.facts(cut_short=cut_short)
+        attempt_extra: dict[str, AttributeValue] = facts.attributes()
+        if self.attempt.streamed:
+            attempt_extra[sc.CONSUMER_HOLD_MS] = to_ms(self.hold_ns)
+        figures = self.attempt.finish(outcome, error=error, attributes=attempt_extra)
         call = self.call
-        call.set_attributes(response)
-        call.set_attributes({sc.CALL_ATTEMPTS: 1, sc.CALL_HEDGES: 0, sc.CALL_HEDGE_WON: False})
-        if outcome == sc.OUTCOME_OK:
-            call.set_attribute(sc.CALL_WINNER_ATTEMPT, 1)
+        call.record_response(
+            facts, {sc.CONSUMER_HOLD_MS: to_ms(self.hold_ns)} if self.attempt.streamed else None
+        )
+        ok = outcome == sc.OUTCOME_OK
+        call.record_counts(attempts=1, hedges=0, hedge_won=False, winner=1 if ok else None)
         if self.capture and notes.text:
             reason = notes.finish_reasons.get(0)
-            call.set_attribute(
+            call.span.set_attribute(
                 sc.GEN_AI_OUTPUT_MESSAGES, output_messages("".join(notes.text), reason)
             )
-        metric_attributes: dict[str, AttributeValue] = dict(self._metric_attributes)
-        if notes.model:
-            metric_attributes[sc.GEN_AI_RESPONSE_MODEL] = notes.model
-        if error is not None:
-            kind = getattr(error, "error_type", type(error).__name__)
-            record_error(call, error, self.secrets)
-            metric_attributes[sc.ERROR_TYPE] = kind
-        elif outcome != sc.OUTCOME_OK:
-            call.set_attribute(sc.ERROR_TYPE, outcome)
-            metric_attributes[sc.ERROR_TYPE] = outcome
-        call.end()
-        if self.metrics is not None:
-            observable = None if outcome in sc.OUTCOMES_WITHOUT_FIGURES else figures
-            self.metrics.record_call(figures.wall_ms / 1000, observable, metric_attributes)
-
-    def _response_attributes(self, cut_short: bool) -> dict[str, AttributeValue]:
-        notes = self.notes
-        attrs: dict[str, AttributeValue] = {}
-        if notes.model:
-            attrs[sc.GEN_AI_RESPONSE_MODEL] = notes.model
-        if notes.response_id:
-            attrs[sc.GEN_AI_RESPONSE_ID] = notes.response_id
-        reasons = [reason for _, reason in sorted(notes.finish_reasons.items())]
-        if cut_short and not reasons:
-            reasons = ["error"]
-        if reasons:
-            attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
-        for key, value in (
-            (sc.GEN_AI_USAGE_INPUT_TOKENS, notes.input_tokens),
-            (sc.GEN_AI_USAGE_OUTPUT_TOKENS, notes.output_tokens),
-            (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, notes.reasoning_tokens),
-        ):
-            if value is not None:
-                attrs[key] = value
-        if self.attempt.streamed:
-            attrs[sc.CONSUMER_HOLD_MS] = to_ms(self.hold_ns)
-        return attrs
+        call.end(
+            duration_s=figures.wall_ms / 1000,
+            figures=figures,
+            error=error,
+            outcome=None if ok or error is not None else outcome,
+        )

@@ -1,0 +1,108 @@
+"""What an answer says about itself — model, id, finish reasons, usage — read once, for the
+client's assembler and the wrappers alike, and written as GenAI span attributes in one place.
+
+OpenAI-shaped answers come as dicts (the client parses JSON) or as SDK objects (the wrapped
+``openai`` SDK); :func:`field_of` reads either, so usage is parsed by one function and the
+response attributes are built by one function, whoever read the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.util.types import AttributeValue
+
+from otel_llm import _semconv as sc
+
+_MAPPING_TYPES: dict[type, bool] = {dict: True}
+"""Whether a type is a Mapping, remembered: ``isinstance(x, Mapping)`` is an ABC check that
+costs several times a ``getattr`` on SDK objects, and this runs several times per chunk."""
+
+
+def is_mapping(item: Any) -> bool:
+    """True for mappings (dicts), False for objects — remembered per type."""
+    kind = type(item)
+    mapping = _MAPPING_TYPES.get(kind)
+    if mapping is None:
+        mapping = _MAPPING_TYPES[kind] = isinstance(item, Mapping)
+    return mapping
+
+
+def field_of(item: Any, name: str) -> Any:
+    """``item[name]`` for mappings, ``item.name`` for objects, ``None`` when absent."""
+    return item.get(name) if is_mapping(item) else getattr(item, name, None)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage as the provider reported it."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    total_tokens: int | None = None
+
+    @classmethod
+    def from_openai(cls, usage: Any) -> Usage:
+        """From an OpenAI ``usage`` object, a dict or an SDK object (values of the wrong type
+        are left out: usage is telemetry, never a reason to fail an answer)."""
+        details = field_of(usage, "completion_tokens_details")
+        reasoning = field_of(details, "reasoning_tokens") if details is not None else None
+        return cls(
+            input_tokens=_count(field_of(usage, "prompt_tokens")),
+            output_tokens=_count(field_of(usage, "completion_tokens")),
+            reasoning_tokens=_count(reasoning),
+            total_tokens=_count(field_of(usage, "total_tokens")),
+        )
+
+    @property
+    def total(self) -> int | None:
+        """Total tokens (``None`` when the usage says nothing)."""
+        if self.total_tokens is not None:
+            return self.total_tokens
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFacts:
+    """The facts of one response that telemetry records (never its content)."""
+
+    model: str | None = None
+    response_id: str | None = None
+    finish_reasons: tuple[str, ...] = ()
+    """One per choice, in choice order (``error`` where a choice was cut short)."""
+    usage: Usage | None = None
+
+    def attributes(self) -> dict[str, AttributeValue]:
+        """The GenAI attributes of these facts (absent facts are left out)."""
+        attrs: dict[str, AttributeValue] = {}
+        if self.model:
+            attrs[sc.GEN_AI_RESPONSE_MODEL] = self.model
+        if self.response_id:
+            attrs[sc.GEN_AI_RESPONSE_ID] = self.response_id
+        if self.finish_reasons:
+            attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = self.finish_reasons
+        usage = self.usage
+        if usage is not None:
+            for key, value in (
+                (sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens),
+                (sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
+                (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens),
+            ):
+                if value is not None:
+                    attrs[key] = value
+        return attrs
+
+
+def text_or_none(value: Any) -> str | None:
+    """``value`` when it is a non-empty string (model names and ids of the wrong type are
+    ignored, not fatal)."""
+    return value if isinstance(value, str) and value else None
