@@ -576,3 +576,17 @@ def test_a_call_that_never_tried_says_why(spans: Spans) -> None:
 
     error_ = run_virtual(main())
     assert error_.reasons["a"].startswith("no attempt was made: rate limited for another")
+
+
+async def test_giving_up_keeps_the_attempts_failures_as_exceptions(spans: Spans) -> None:
+    """AllSourcesExhausted is raised from an ExceptionGroup of the attempts' failures (the
+    errors themselves, not strings); its reasons stay each source's latest failure."""
+    script = Scripted({"a": [error(500)], "b": [error(502)]})
+    async with client(script, spans, max_attempts=3) as c:
+        with pytest.raises(AllSourcesExhausted) as caught:
+            await c.chat(MESSAGES)
+    group = caught.value.__cause__
+    assert isinstance(group, ExceptionGroup)
+    assert [type(error).__name__ for error in group.exceptions] == ["ServerError"] * 3
+    assert [error.status_code for error in group.exceptions] == [500, 500, 502]  # type: ignore[attr-defined]
+    assert caught.value.reasons["b"] == str(group.exceptions[-1])

@@ -8,6 +8,7 @@ cancelled — never exact timings.
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,7 @@ from opentelemetry.trace import NoOpTracerProvider, Tracer
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
+from otel_llm.act import _round
 from otel_llm.act._attempt import Attempt
 from otel_llm.act._breaker import Breaker
 from otel_llm.act._legs import Leg
@@ -133,6 +135,7 @@ class Legs:
         return (state(self.hedge_target), 1) if self.hedge_target else None
 
     make_signal: Callable[[], asyncio.Event] = asyncio.Event
+    cleanup_s: float = 5.0
 
     def round(self, after_s: float | None, stall_after_s: float | None) -> Round[str]:
         return Round(
@@ -140,6 +143,7 @@ class Legs:
             stream=self.stream,
             ledger=self,
             make_signal=self.make_signal,
+            cleanup_s=self.cleanup_s,
         )
 
     async def run(self, after_s: float | None, stall_after_s: float | None) -> RoundResult[str]:
@@ -439,3 +443,33 @@ async def test_a_loser_that_completed_keeps_its_own_stall_figures(spans: Spans) 
         1500,
     )
     assert (by_leg[sc.LEG_HEDGE][sc.STALL_COUNT], by_leg[sc.LEG_HEDGE][sc.STALL_MS]) == (0, 0)
+
+
+async def test_a_leg_that_will_not_end_is_logged_and_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A losing leg that swallows its cancellation outlives the round's cleanup bound: it is
+    logged, kept referenced (never dropped unseen) and reported again when it does end."""
+    release = asyncio.Event()
+
+    async def stubborn(attempt: Attempt) -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await release.wait()  # cleans up slowly, past the round's bound
+        return "late"
+
+    legs = Legs({"a": unstreamed(SLOW), "b": stubborn}, stream=False)
+    legs.cleanup_s = 0.05
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        result = await legs.run(TIMER, None)
+        assert result.winner is legs.legs[0]
+        hedge = legs.legs[1]
+        assert not hedge.task.done()
+        assert hedge.task in _round._UNENDED
+        assert "did not end within 0.05 s" in caplog.text
+        release.set()
+        await hedge.task
+        await asyncio.sleep(0)
+    assert hedge.task not in _round._UNENDED
+    assert "ended at last" in caplog.text

@@ -88,8 +88,11 @@ class Round(Generic[T]):
         stream: bool,
         ledger: LegAccounting[T],
         make_signal: Callable[[], asyncio.Event] = asyncio.Event,
+        cleanup_s: float = CLEANUP_S,
     ) -> None:
-        """``make_signal`` builds the primary's chunk signal (a seam for tests)."""
+        """``make_signal`` builds the primary's chunk signal and ``cleanup_s`` bounds the wait
+        for cancelled legs (seams for tests)."""
+        self._cleanup_s = cleanup_s
         self._after_s = hedge.after_s
         self._stall_after_s = hedge.stall_after_s if stream else None
         self._stream = stream
@@ -209,13 +212,13 @@ class Round(Generic[T]):
                 leg.attempt.cancel_outcome = sc.OUTCOME_HEDGE_CANCELLED
             leg.task.cancel()
         tasks = [leg.task for leg in running]
-        _, unended = await asyncio.wait(tasks, timeout=CLEANUP_S)
+        _, unended = await asyncio.wait(tasks, timeout=self._cleanup_s)
         for task in unended:
             logger.warning(
                 "otel-llm: %s did not end within %g s of being cancelled; it is kept and "
                 "reported when it ends",
                 task.get_name(),
-                CLEANUP_S,
+                self._cleanup_s,
             )
             _UNENDED.add(task)
             task.add_done_callback(_unended_finished)
