@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from otel_llm._figures import FIGURES
+
 # --- OpenTelemetry GenAI semantic conventions -------------------------------------------------
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
 GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
@@ -91,14 +93,15 @@ not provider silence, never counted as stall (SPEC M8)."""
 STALL_THRESHOLD_MS: Final = "otel_llm.stall.threshold_ms"
 """Span attribute: the stall threshold in force when the attempt was measured."""
 
-# --- otel_llm namespace: figures derived by the span processor -------------------------------
-TTFT_MS: Final = "otel_llm.ttft_ms"
-WALL_MS: Final = "otel_llm.wall_ms"
-STALL_MS: Final = "otel_llm.stall_ms"
-STALL_COUNT: Final = "otel_llm.stall_count"
-GENERATION_MS: Final = "otel_llm.generation_ms"
-MAX_INTER_CHUNK_MS: Final = "otel_llm.max_inter_chunk_ms"
-CHUNK_COUNT: Final = "otel_llm.chunk_count"
+# --- otel_llm namespace: figures derived by the span processor (the table: _figures.py) ------
+_FIGURE: Final = {figure.name: figure.attribute for figure in FIGURES}
+TTFT_MS: Final = _FIGURE["ttft_ms"]
+WALL_MS: Final = _FIGURE["wall_ms"]
+STALL_MS: Final = _FIGURE["stall_ms"]
+STALL_COUNT: Final = _FIGURE["stall_count"]
+GENERATION_MS: Final = _FIGURE["generation_ms"]
+MAX_INTER_CHUNK_MS: Final = _FIGURE["max_inter_chunk_ms"]
+CHUNK_COUNT: Final = _FIGURE["chunk_count"]
 METERING_STATUS: Final = "otel_llm.metering.status"
 """``exact``, ``not_streamed``, or ``incomplete:<reason>`` when figures cannot be trusted."""
 
@@ -108,15 +111,8 @@ METERING_INCOMPLETE_DROPPED: Final = "incomplete:events_dropped"
 METERING_INCOMPLETE_MISSING: Final = "incomplete:events_missing"
 METERING_INCOMPLETE_FLOOR: Final = "incomplete:threshold_below_event_floor"
 
-DERIVED_FIGURES: Final = (
-    TTFT_MS,
-    WALL_MS,
-    STALL_MS,
-    STALL_COUNT,
-    GENERATION_MS,
-    MAX_INTER_CHUNK_MS,
-    CHUNK_COUNT,
-)
+DERIVED_FIGURES: Final = tuple(_FIGURE.values())
+"""Every figure attribute, in the table's order."""
 
 # --- otel_llm namespace: the call span -------------------------------------------------------
 CALL_ATTEMPTS: Final = "otel_llm.call.attempts"

@@ -338,7 +338,6 @@ class Client:
         assert figures is not None
         return CallStats.from_winner(
             figures,
-            self.settings.stream.stall_threshold_ms,
             attempts=outcome.attempts,
             hedges=outcome.hedges,
             hedge_won=outcome.winner.is_hedge,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from otel_llm._figures import FIGURE_NAMES
 from otel_llm.measure._stalls import StallFigures
 
 
@@ -41,16 +42,8 @@ class CallStats:
     """Non-productive waiting of the call (backoff, rate limits, breaker, admission)."""
 
     @classmethod
-    def from_winner(cls, figures: StallFigures, threshold_ms: int, **call: object) -> CallStats:
-        """Stats whose timing figures are ``figures`` of the winning attempt."""
-        return cls(
-            ttft_ms=figures.ttft_ms,
-            generation_ms=figures.generation_ms,
-            stall_ms=figures.stall_ms,
-            stall_count=figures.stall_count,
-            max_inter_chunk_ms=figures.max_inter_chunk_ms,
-            wall_ms=figures.wall_ms,
-            chunk_count=figures.chunk_count,
-            stall_threshold_ms=threshold_ms,
-            **call,  # type: ignore[arg-type]
-        )
+    def from_winner(cls, figures: StallFigures, **call: object) -> CallStats:
+        """Stats whose timing figures are ``figures`` of the winning attempt (every figure of
+        the table, and the threshold they were measured at)."""
+        timing = {name: getattr(figures, name) for name in FIGURE_NAMES}
+        return cls(**timing, stall_threshold_ms=figures.threshold_ms, **call)  # type: ignore[arg-type]

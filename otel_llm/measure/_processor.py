@@ -20,29 +20,21 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
+from otel_llm._figures import FIGURES
 from otel_llm.measure._events import read_chunk_events
 from otel_llm.measure._stalls import StallFigures, meter, to_ms, validate_threshold_ms
 
 logger = logging.getLogger("otel_llm")
 
-_FIGURE_FIELDS = {
-    sc.TTFT_MS: "ttft_ms",
-    sc.WALL_MS: "wall_ms",
-    sc.STALL_MS: "stall_ms",
-    sc.STALL_COUNT: "stall_count",
-    sc.GENERATION_MS: "generation_ms",
-    sc.MAX_INTER_CHUNK_MS: "max_inter_chunk_ms",
-    sc.CHUNK_COUNT: "chunk_count",
-}
-
 
 def figure_attributes(figures: StallFigures) -> dict[str, AttributeValue]:
-    """The derived figures as span attributes; ``None`` figures are left out."""
+    """The derived figures as span attributes (the table of figures); ``None`` figures are
+    left out."""
     attrs: dict[str, AttributeValue] = {}
-    for key, field in _FIGURE_FIELDS.items():
-        value = getattr(figures, field)
+    for figure in FIGURES:
+        value = getattr(figures, figure.name)
         if value is not None:
-            attrs[key] = value
+            attrs[figure.attribute] = value
     return attrs
 
 

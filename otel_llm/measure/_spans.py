@@ -74,9 +74,10 @@ class AttemptSpan:
         self._figures: StallFigures | None = None
         attrs: dict[str, AttributeValue] = {
             sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
-            sc.GEN_AI_REQUEST_STREAM: streamed,
             sc.STALL_THRESHOLD_MS: threshold_ms,
         }
+        if streamed:  # the GenAI convention sets it if and only if the request streams
+            attrs[sc.GEN_AI_REQUEST_STREAM] = True
         attrs.update(attributes)
         self.span = tracer.start_span(
             name,

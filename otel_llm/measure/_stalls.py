@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
@@ -58,11 +58,14 @@ class Timeline:
 
 @dataclass(frozen=True, slots=True)
 class StallFigures:
-    """Where the wall time of one attempt went. Stall figures always come as a pair.
+    """Where the wall time of one attempt went (its fields are the table of figures,
+    :mod:`otel_llm._figures`). Stall figures always come as a pair.
 
     ``stall_ms``/``stall_count`` are ``None`` when not observable (not streamed, or fewer than
     two incremental chunks) and ``0`` when observed to be zero. ``generation_ms`` is the net
     generation time: wall time minus stalls, still including time to first chunk and the tail.
+    ``threshold_ms`` is the stall threshold they were measured at (not part of equality: the
+    same figures are the same, whatever produced them).
     """
 
     wall_ms: int
@@ -72,6 +75,7 @@ class StallFigures:
     ttft_ms: int | None
     max_inter_chunk_ms: int | None
     chunk_count: int | None
+    threshold_ms: int | None = field(default=None, compare=False)
 
 
 def stall_sum(gaps_ns: Sequence[int], threshold_ms: int) -> tuple[int, int]:
@@ -92,10 +96,12 @@ def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:
         )
     wall_ms = to_ms(timeline.wall_ns)
     if not timeline.streamed:
-        return StallFigures(wall_ms, wall_ms, None, None, None, None, None)
+        return StallFigures(wall_ms, wall_ms, None, None, None, None, None, threshold_ms)
     ttft_ms = None if timeline.ttft_ns is None else to_ms(timeline.ttft_ns)
     if timeline.chunk_count < 2:
-        return StallFigures(wall_ms, wall_ms, None, None, ttft_ms, None, timeline.chunk_count)
+        return StallFigures(
+            wall_ms, wall_ms, None, None, ttft_ms, None, timeline.chunk_count, threshold_ms
+        )
     if exact_here and known is not None:
         stall_ns, stall_count = known[1], known[2]
     else:
@@ -110,6 +116,7 @@ def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:
         ttft_ms=ttft_ms,
         max_inter_chunk_ms=max_gap_ms,
         chunk_count=timeline.chunk_count,
+        threshold_ms=threshold_ms,
     )
 
 

@@ -100,7 +100,8 @@ def span_row(span: ReadableSpan) -> dict[str, Any]:
         "Links.Attributes": [_string_map(link.attributes) for link in span.links],
     }
     for column in TYPED_COLUMNS:
-        row[column.name] = _typed(attributes.get(column.attribute), column.sql_type)
+        value = attributes.get(column.attribute, column.default)
+        row[column.name] = _typed(value, column.sql_type)
     for name, attribute in CHUNK_COLUMNS:
         row[name] = [(event.attributes or {}).get(attribute) for event in chunk_events]
     row[CHUNK_OFFSET_COLUMN] = [event.timestamp - start for event in chunk_events]

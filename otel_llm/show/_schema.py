@@ -16,6 +16,7 @@ from typing import Final
 import duckdb
 
 from otel_llm import _semconv as sc
+from otel_llm._figures import FIGURES
 
 SCHEMA_VERSION: Final = 3
 """1: the ClickHouse exporter's columns only. 2: typed otel-llm columns, views and macros.
@@ -78,11 +79,20 @@ BASE_COLUMNS: Final = (
 
 @dataclass(frozen=True, slots=True)
 class TypedColumn:
-    """A typed column filled from one span attribute."""
+    """A typed column filled from one span attribute (``default`` where it is absent: the
+    GenAI convention sets ``gen_ai.request.stream`` only on streaming requests)."""
 
     name: str
     sql_type: str
     attribute: str
+    default: bool | None = None
+
+
+_FIGURE_COLUMNS: Final = tuple(
+    TypedColumn(figure.column, "BIGINT", figure.attribute) for figure in FIGURES
+)
+_FIGURE_ALIASES: Final = ",\n    ".join(f'"{figure.column}" AS {figure.name}' for figure in FIGURES)
+"""The figures in a view: every typed figure column under its figure name."""
 
 
 TYPED_COLUMNS: Final = (
@@ -92,18 +102,12 @@ TYPED_COLUMNS: Final = (
     TypedColumn("RequestModel", "VARCHAR", sc.GEN_AI_REQUEST_MODEL),
     TypedColumn("ResponseModel", "VARCHAR", sc.GEN_AI_RESPONSE_MODEL),
     TypedColumn("Source", "VARCHAR", sc.ATTEMPT_SOURCE),
-    TypedColumn("Stream", "BOOLEAN", sc.GEN_AI_REQUEST_STREAM),
+    TypedColumn("Stream", "BOOLEAN", sc.GEN_AI_REQUEST_STREAM, default=False),
     TypedColumn("Leg", "VARCHAR", sc.ATTEMPT_LEG),
     TypedColumn("AttemptNumber", "INTEGER", sc.ATTEMPT_NUMBER),
     TypedColumn("Outcome", "VARCHAR", sc.ATTEMPT_OUTCOME),
     TypedColumn("ErrorType", "VARCHAR", sc.ERROR_TYPE),
-    TypedColumn("TtftMs", "BIGINT", sc.TTFT_MS),
-    TypedColumn("WallMs", "BIGINT", sc.WALL_MS),
-    TypedColumn("GenerationMs", "BIGINT", sc.GENERATION_MS),
-    TypedColumn("StallMs", "BIGINT", sc.STALL_MS),
-    TypedColumn("StallCount", "BIGINT", sc.STALL_COUNT),
-    TypedColumn("MaxInterChunkMs", "BIGINT", sc.MAX_INTER_CHUNK_MS),
-    TypedColumn("ChunkCount", "BIGINT", sc.CHUNK_COUNT),
+    *_FIGURE_COLUMNS,
     TypedColumn("StallThresholdMs", "BIGINT", sc.STALL_THRESHOLD_MS),
     TypedColumn("MeteringStatus", "VARCHAR", sc.METERING_STATUS),
     TypedColumn("ChunkEventsFloorMs", "BIGINT", sc.CHUNK_EVENTS_FLOOR_MS),
@@ -165,13 +169,7 @@ SELECT
     "Outcome" AS outcome,
     "ErrorType" AS error_type,
     "StatusCode" AS status_code,
-    "TtftMs" AS ttft_ms,
-    "WallMs" AS wall_ms,
-    "GenerationMs" AS generation_ms,
-    "StallMs" AS stall_ms,
-    "StallCount" AS stall_count,
-    "MaxInterChunkMs" AS max_inter_chunk_ms,
-    "ChunkCount" AS chunk_count,
+    {_FIGURE_ALIASES},
     "StallThresholdMs" AS stall_threshold_ms,
     "MeteringStatus" AS metering_status,
     "InputTokens" AS input_tokens,
@@ -201,13 +199,7 @@ SELECT
     "CallWinnerAttempt" AS winner_attempt,
     "HedgeWasteTokens" AS hedge_waste_tokens,
     "HedgeWasteChunks" AS hedge_waste_chunks,
-    "TtftMs" AS ttft_ms,
-    "WallMs" AS wall_ms,
-    "GenerationMs" AS generation_ms,
-    "StallMs" AS stall_ms,
-    "StallCount" AS stall_count,
-    "MaxInterChunkMs" AS max_inter_chunk_ms,
-    "ChunkCount" AS chunk_count,
+    {_FIGURE_ALIASES},
     "StallThresholdMs" AS stall_threshold_ms,
     "InputTokens" AS input_tokens,
     "OutputTokens" AS output_tokens,
