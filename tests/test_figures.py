@@ -25,7 +25,7 @@ def test_the_dataclasses_hold_every_figure() -> None:
 
 def test_attributes_and_columns_come_from_the_table() -> None:
     """Each figure's span attribute is ``otel_llm.<name>`` and its typed column carries it."""
-    assert sc.DERIVED_FIGURES == tuple(f"otel_llm.{name}" for name in FIGURE_NAMES)
+    assert tuple(f"otel_llm.{name}" for name in FIGURE_NAMES) == sc.DERIVED_FIGURES
     columns = {column.name: column.attribute for column in TYPED_COLUMNS}
     for figure in FIGURES:
         assert columns[figure.column] == figure.attribute
