@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
-CAPTURE_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+from otel_llm._env import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, env_flag
 
 
 def capture_content() -> bool:
     """True when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``."""
-    return os.environ.get(CAPTURE_VARIABLE, "").strip().lower() == "true"
+    return env_flag(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)
 
 
 def _message(message: Any) -> dict[str, Any]:

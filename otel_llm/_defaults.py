@@ -23,23 +23,26 @@ class Defaults:
     chunk_event_budget: int = 120
     """At most this many chunk events per attempt span (the SDK keeps 128 by default)."""
 
+    chunk_event_headroom: int = 4
+    """Events a span keeps free for others (an exception event) beside its chunk events."""
+
     db_path: str = "otel-llm.duckdb"
     """Embedded DuckDB file, relative to the working directory."""
 
-    db_env_var: str = "OTEL_LLM_DB"
-    """Environment variable naming the DuckDB file."""
-
     duckdb_storage_version: str = "v1.4.0"
     """DuckDB storage format written, readable by DuckDB 1.4 and later (Grafana's plugin)."""
-
-    export_schedule_delay_s: float = 1.0
-    """How often the batch processor hands spans to the DuckDB writer."""
 
     export_max_pending_spans: int = 100_000
     """Spans the DuckDB writer holds while the file is busy before it starts dropping."""
 
     export_lock_retry_s: float = 0.5
     """Pause before the writer tries a busy DuckDB file again."""
+
+    export_batch_spans: int = 2000
+    """Spans the DuckDB writer writes in one statement."""
+
+    export_warn_every_s: float = 10.0
+    """The DuckDB writer repeats a warning (a busy file, dropped spans) at most this often."""
 
     shutdown_timeout_s: float = 10.0
     """Bound on how long ``shutdown()`` waits for pending spans (a store that is already
@@ -77,6 +80,26 @@ class Defaults:
 
     rate_limit_wait_s: float = 1.0
     """Wait after a 429 that carried no Retry-After."""
+
+    max_retry_after_s: float = 24 * 3600.0
+    """A ``Retry-After`` longer than this is taken for garbage and ignored."""
+
+    max_error_body_bytes: int = 64 * 1024
+    """Bytes of an error answer's body read for its message."""
+
+    events_after_done: int = 64
+    """Events read after ``[DONE]`` (to hand the connection back clean) before giving up on it."""
+
+    kept_errors: int = 64
+    """Failures a call keeps for the ``ExceptionGroup`` behind ``AllSourcesExhausted`` (the
+    most recent; a call waiting out a rate limit may have made hundreds of attempts)."""
+
+    round_cleanup_s: float = 5.0
+    """Bound on waiting for a round's cancelled legs to close their connections and end their
+    spans (one that takes longer is logged and kept)."""
+
+    probe_recheck_s: float = 0.05
+    """How often a call waiting behind another call's half-open probe looks again."""
 
     same_source_retries: int = 1
     """Transient failures retried on the same source (after backoff) before failing over."""
@@ -120,6 +143,10 @@ class Defaults:
     pool_keepalive_expiry_s: float = 5.0
     """How long an idle connection is kept."""
 
+    pool_starved_after_s: float = 0.05
+    """A request must have waited this long for a connection to count as starved (one cancelled
+    at the very instant it was queued tells nothing about the pool)."""
+
     hedge_budget_ratio: float = 0.25
     """Hedge legs may add at most this fraction of extra requests (token bucket)."""
 
@@ -129,11 +156,17 @@ class Defaults:
     output_tokens_estimate: int = 512
     """Output tokens pre-deducted by admission when a request sets no ``max_tokens``."""
 
+    chars_per_token: int = 4
+    """Admission's estimate of prompt tokens: characters ÷ this."""
+
     admission_timeout_s: float = 2.0
     """How long the Redis admission backend may take to answer before the call fails closed."""
 
     admission_key_prefix: str = "otel-llm"
     """Prefix of the Redis keys of the shared admission backend."""
+
+    admission_idle_expiry_s: float = 120.0
+    """An idle Redis bucket's key outlives the moment it would be full again by this long."""
 
     scope: str = "LLM"
     """Configuration scope of chat calls; ``EMBEDDING`` is the embeddings scope."""

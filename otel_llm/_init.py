@@ -14,6 +14,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
+from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
 from otel_llm._version import __version__
 from otel_llm.measure._processor import DerivingSpanProcessor
@@ -22,22 +23,21 @@ from otel_llm.show._duckdb_exporter import DuckDBSpanExporter
 
 logger = logging.getLogger("otel_llm")
 
-_OTLP_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-_OTLP_METRICS_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 _MIN_EVENTS = DEFAULTS.chunk_event_budget + 8
 
 
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() == "true"
+def store_path() -> Path:
+    """The embedded store's file: ``$OTEL_LLM_DB``, else ``./otel-llm.duckdb``."""
+    return env.env_path(env.OTEL_LLM_DB) or Path(DEFAULTS.db_path)
 
 
 def _otlp_processor() -> SpanProcessor | None:
     """A batch processor with the OTLP exporter the standard variables describe, if any."""
-    if not any(os.environ.get(name) for name in _OTLP_ENDPOINT_VARS):
+    if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
         return None
-    protocol = os.environ.get(
-        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-    ).strip()
+    protocol = env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) or env.env_text(
+        env.OTEL_EXPORTER_OTLP_PROTOCOL
+    )
     if protocol == "grpc":
         try:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
@@ -45,8 +45,9 @@ def _otlp_processor() -> SpanProcessor | None:
             )
         except ImportError:
             logger.warning(
-                "otel-llm: OTEL_EXPORTER_OTLP_PROTOCOL=grpc but the gRPC exporter is not "
-                "installed (pip install opentelemetry-exporter-otlp-proto-grpc); using http"
+                "otel-llm: %s=grpc but the gRPC exporter is not installed "
+                "(pip install opentelemetry-exporter-otlp-proto-grpc); using http",
+                env.OTEL_EXPORTER_OTLP_PROTOCOL,
             )
         else:
             return BatchSpanProcessor(GrpcExporter())
@@ -57,7 +58,7 @@ def _otlp_processor() -> SpanProcessor | None:
 
 def _otlp_meter_provider(resource: Resource) -> MeterProvider | None:
     """A meter provider exporting OTLP/HTTP when the standard variables ask for it."""
-    if not any(os.environ.get(name) for name in _OTLP_METRICS_VARS):
+    if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
         return None
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
@@ -145,10 +146,10 @@ def init(
         )
         return _active
     threshold = resolve_threshold_ms(stall_threshold_ms)
-    if _env_true("OTEL_SDK_DISABLED"):
+    if env.env_flag(env.OTEL_SDK_DISABLED):
         return Telemetry(trace.NoOpTracerProvider(), None, None, None, threshold, False, False)
 
-    path = Path(db_path or os.environ.get(DEFAULTS.db_env_var) or DEFAULTS.db_path)
+    path = Path(db_path) if db_path else store_path()
     exporter = DuckDBSpanExporter(path) if duckdb else None
     downstream: list[SpanProcessor] = []
     if exporter is not None:
@@ -196,7 +197,8 @@ def _warn_if_limits_bite(provider: TracerProvider) -> None:
         logger.warning(
             "otel-llm: the application's TracerProvider keeps only %d events per span; long "
             "streams with many gaps will record fewer chunk events and their stall figures may "
-            "be flagged incomplete (set OTEL_SPAN_EVENT_COUNT_LIMIT >= %d)",
+            "be flagged incomplete (set %s >= %d)",
             max_events,
+            env.OTEL_SPAN_EVENT_COUNT_LIMIT,
             _MIN_EVENTS,
         )

@@ -301,3 +301,22 @@ def test_a_source_refuses_booleans_for_numbers(field: str) -> None:
     with pytest.raises(ConfigurationError) as caught:
         Source(name="a", provider="p", base_url=BASE, model="m", **{field: True})  # type: ignore[arg-type]
     assert caught.value.key == f"Source.{field}"
+
+
+def test_every_key_has_its_client_argument() -> None:
+    """The third layer is generated from the settings model: each settings field has exactly
+    one Client keyword (``hedge_after_s`` → ``hedge.after_s``), and the Client takes no key
+    argument the model does not have."""
+    import inspect
+
+    from otel_llm.act._settings import CLIENT_ARGUMENTS
+
+    others = {"self", "sources", "settings", "scope", "admission", "tracer_provider",
+              "meter_provider", "http_client", "seed"}  # fmt: skip
+    parameters = set(inspect.signature(Client.__init__).parameters) - others
+    assert parameters == set(CLIENT_ARGUMENTS)
+    assert CLIENT_ARGUMENTS["hedge_after_s"] == "hedge.after_s"
+    assert CLIENT_ARGUMENTS["max_attempts"] == "retry.max_attempts"
+    client = Client([source("a")], pool_keepalive_expiry_s=2.5, breaker_failure_threshold=9)
+    assert client.settings.pool.keepalive_expiry_s == 2.5
+    assert client.settings.breaker.failure_threshold == 9

@@ -19,8 +19,6 @@ from typing import Any, Protocol
 from otel_llm._defaults import DEFAULTS
 from otel_llm.act._token_bucket import TokenBucket
 
-_CHARS_PER_TOKEN = 4
-
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -39,7 +37,7 @@ def estimate_prompt_tokens(payload: Mapping[str, Any]) -> int:
     """Prompt tokens of a request, estimated at ~4 characters a token."""
     prompt = payload.get("messages", payload.get("input", ""))
     text = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
-    return len(text) // _CHARS_PER_TOKEN + 1
+    return len(text) // DEFAULTS.chars_per_token + 1
 
 
 def estimate_tokens(payload: Mapping[str, Any]) -> int:

@@ -23,14 +23,14 @@ from otel_llm.act._hedge_budget import HedgeBudget
 from otel_llm.act._legs import Request, UsageOf
 from otel_llm.act._pool import Pool
 from otel_llm.act._result import ChatResult, EmbeddingsResult
-from otel_llm.act._settings import ClientSettings, PoolSettings
+from otel_llm.act._settings import CLIENT_ARGUMENTS, ClientSettings, PoolSettings
 from otel_llm.act._source import Source
 from otel_llm.act._source_state import SourceState
 from otel_llm.act._stats import CallStats
 from otel_llm.measure._call_span import CallSpan
 from otel_llm.measure._metrics import LlmMetrics
 from otel_llm.measure._response import ResponseFacts
-from otel_llm.measure._stalls import to_ms, validate_threshold_ms
+from otel_llm.measure._stalls import to_ms
 
 T = TypeVar("T")
 
@@ -119,38 +119,16 @@ class Client:
         http_client: httpx2.AsyncClient | None = None,
         seed: int | None = None,
     ) -> None:
+        chosen = {  # the keys' arguments, as given (None: not given)
+            CLIENT_ARGUMENTS[name]: value
+            for name, value in locals().items()
+            if name in CLIENT_ARGUMENTS
+        }
         if settings is None:
             settings_cls = ClientSettings.for_scope(scope) if scope else ClientSettings
             settings = settings_cls()
-        if stall_threshold_ms is not None:
-            validate_threshold_ms(
-                stall_threshold_ms, f"{settings.scope}__STREAM__STALL_THRESHOLD_MS"
-            )
         self.settings = settings.merged(
-            sources=tuple(sources) if sources is not None else None,
-            **{
-                "stream.stall_threshold_ms": stall_threshold_ms,
-                "hedge.after_s": hedge_after_s,
-                "hedge.stall_after_s": hedge_stall_after_s,
-                "hedge.budget_ratio": hedge_budget_ratio,
-                "hedge.budget_burst": hedge_budget_burst,
-                "retry.max_attempts": max_attempts,
-                "retry.call_deadline_s": call_deadline_s,
-                "retry.stall_window_s": stall_window_s,
-                "retry.backoff_base_s": backoff_base_s,
-                "retry.backoff_max_s": backoff_max_s,
-                "retry.rate_limit_wait_s": rate_limit_wait_s,
-                "retry.same_source_retries": same_source_retries,
-                "retry.rate_limit_max_wait_s": rate_limit_max_wait_s,
-                "retry.failover_on_content_filter": failover_on_content_filter,
-                "retry.failover_on_context_length": failover_on_context_length,
-                "breaker.failure_threshold": breaker_failure_threshold,
-                "breaker.first_cooldown_s": breaker_first_cooldown_s,
-                "breaker.cooldown_s": breaker_cooldown_s,
-                "pool.max_connections": pool_max_connections,
-                "pool.max_keepalive_connections": pool_max_keepalive_connections,
-                "pool.keepalive_expiry_s": pool_keepalive_expiry_s,
-            },
+            sources=tuple(sources) if sources is not None else None, **chosen
         )
         if not self.settings.sources:
             from otel_llm._errors import ConfigurationError

@@ -11,12 +11,12 @@ from typing import Any
 import httpx2
 
 from otel_llm import _errors as e
+from otel_llm._defaults import DEFAULTS
 from otel_llm._redact import redact
 from otel_llm.act import _json
 
 _CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 _FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "content_filtered"})
-_MAX_RETRY_AFTER_S = 24 * 3600.0
 
 
 def parse_retry_after(headers: Mapping[str, str], now_epoch_s: float) -> float | None:
@@ -33,7 +33,7 @@ def parse_retry_after(headers: Mapping[str, str], now_epoch_s: float) -> float |
             value = float(raw_ms) / 1000
         except ValueError:
             value = math.nan
-        if math.isfinite(value) and 0 <= value <= _MAX_RETRY_AFTER_S:
+        if math.isfinite(value) and 0 <= value <= DEFAULTS.max_retry_after_s:
             return value
     raw = lowered.get("retry-after")
     if raw is None:
@@ -48,8 +48,8 @@ def parse_retry_after(headers: Mapping[str, str], now_epoch_s: float) -> float |
             return None
         if when.tzinfo is None:
             return None
-        return min(max(0.0, when.timestamp() - now_epoch_s), _MAX_RETRY_AFTER_S)
-    if math.isfinite(value) and 0 <= value <= _MAX_RETRY_AFTER_S:
+        return min(max(0.0, when.timestamp() - now_epoch_s), DEFAULTS.max_retry_after_s)
+    if math.isfinite(value) and 0 <= value <= DEFAULTS.max_retry_after_s:
         return value
     return None
 

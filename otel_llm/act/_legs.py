@@ -22,6 +22,7 @@ from opentelemetry.context import Context
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
 from otel_llm.act._admission import Admission, estimate_prompt_tokens, estimate_tokens
 from otel_llm.act._attempt import Attempt
 from otel_llm.act._hedge_budget import HedgeBudget
@@ -36,10 +37,6 @@ logger = logging.getLogger("otel_llm")
 Request = Callable[[Attempt, Pool, Mapping[str, Any]], Awaitable[T]]
 """Runs one attempt (chat or embeddings) and returns its answer."""
 UsageOf = Callable[[T], Usage | None]
-
-KEPT_ERRORS = 64
-"""Failures a call keeps for the ``ExceptionGroup`` behind ``AllSourcesExhausted`` (the most
-recent; a call waiting out a rate limit may have made hundreds of attempts)."""
 
 
 @dataclass(eq=False)
@@ -103,7 +100,7 @@ class LegLedger(Generic[T]):
         self.prompt_tokens = estimate_prompt_tokens(payload)
         self.attempts = 0
         self.tried: list[str] = []
-        self.errors: deque[e.ProviderError] = deque(maxlen=KEPT_ERRORS)
+        self.errors: deque[e.ProviderError] = deque(maxlen=DEFAULTS.kept_errors)
         """The call's failed attempts, most recent last."""
         self.last_error_of: dict[str, e.ProviderError] = {}
         """Each source's latest failure."""

@@ -7,7 +7,7 @@ httpcore2 2.6.0), and the watchdog and hedging cancel requests all the time.
 
 Defence in depth: every request of ours is a :class:`Lease` that learns, through the HTTP
 library's public ``trace`` extension, whether the pool gave it a connection. A request that
-waited (at least :data:`STARVED_AFTER_S`) and ended without ever getting one, while *no* request
+waited (at least ``pool_starved_after_s``) and ended without ever getting one, while *no* request
 of ours held a connection at any time during its wait, means the pool could not serve although
 nothing of ours was using it: its slots are held by something that is gone. (Requests queued
 behind ours that are cancelled together with them do not count: ours held connections while
@@ -28,13 +28,11 @@ from typing import Any
 
 import httpx2
 
+from otel_llm._defaults import DEFAULTS
+
 logger = logging.getLogger("otel_llm")
 
 PoolFactory = Callable[[], httpx2.AsyncClient]
-
-STARVED_AFTER_S = 0.05
-"""A request must have waited this long for a connection to count as starved (one cancelled
-at the very instant it was queued tells nothing about the pool)."""
 
 
 class Pool:
@@ -162,7 +160,7 @@ class Lease:
             and pool.reports_connections
             and pool.connected == 0
             and pool.idle_since <= self._started
-            and time.monotonic() - self._started >= STARVED_AFTER_S
+            and time.monotonic() - self._started >= DEFAULTS.pool_starved_after_s
             and client is pool.http
         ):
             pool._starved()

@@ -25,9 +25,6 @@ from otel_llm._redact import redact, redact_url, url_secrets
 from otel_llm.act._admission import Limits
 from otel_llm.act._settings import check_redis_url
 
-_IDLE_EXPIRY_S = 120.0
-"""An idle bucket's key outlives the moment it would be full again by this long."""
-
 _SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -115,7 +112,7 @@ class RedisAdmission:
 
     async def _run(self, operation: str, buckets: list[tuple[str, float, float]]) -> float:
         keys = [key for key, _, _ in buckets]
-        args: list[str | float] = [operation, _IDLE_EXPIRY_S]
+        args: list[str | float] = [operation, DEFAULTS.admission_idle_expiry_s]
         for _, capacity, amount in buckets:
             args += [capacity, amount]
         try:

@@ -5,7 +5,7 @@ The shape is trio's happy eyeballs (``open_tcp_stream``): :meth:`Round.run` alon
 tasks of a round — the legs and the waiter on the chunk signal — races them, and reaps them.
 Nothing survives it: on every path (a winner, both legs failed, the caller cancelled) the legs
 still running are cancelled and awaited before it returns; a leg that will not end within
-:data:`CLEANUP_S` is logged and kept referenced until it does (never dropped unseen). What a leg
+``round_cleanup_s`` is logged and kept referenced until it does (never dropped unseen). What a leg
 costs and says about its source is booked by the ledger the round drives
 (:mod:`otel_llm.act._legs`). Only this code waits on the chunk signal, and only the primary leg
 has one (no hedge of a hedge). The chunk path itself only sets that signal: the stall timer is
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
 from otel_llm.act._legs import Leg
 from otel_llm.act._settings import HedgeSettings
 from otel_llm.act._source_state import SourceState
@@ -29,9 +30,6 @@ from otel_llm.measure import _clock
 
 T = TypeVar("T")
 logger = logging.getLogger("otel_llm")
-
-CLEANUP_S = 5.0
-"""Bound on waiting for cancelled legs to close their connections and end their spans."""
 
 _UNENDED: set[asyncio.Task[Any]] = set()
 """Legs that outlived their round's cleanup bound, referenced until they end."""
@@ -88,7 +86,7 @@ class Round(Generic[T]):
         stream: bool,
         ledger: LegAccounting[T],
         make_signal: Callable[[], asyncio.Event] = asyncio.Event,
-        cleanup_s: float = CLEANUP_S,
+        cleanup_s: float = DEFAULTS.round_cleanup_s,
     ) -> None:
         """``make_signal`` builds the primary's chunk signal and ``cleanup_s`` bounds the wait
         for cancelled legs (seams for tests)."""

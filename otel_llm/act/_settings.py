@@ -16,11 +16,12 @@ import os
 import re
 import warnings
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Final, Literal, Self
 
 from pydantic import (
     Field,
     SecretStr,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -36,6 +37,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm.act._model import StrictModel
 from otel_llm.act._source import Source
+from otel_llm.measure._stalls import threshold_rule
 
 RESERVED_GROUPS = frozenset({"HEDGE", "STREAM", "RETRY", "BREAKER", "ADMISSION", "POOL"})
 """Scope-level groups; never a provider name."""
@@ -48,7 +50,10 @@ class ConfigWarning(UserWarning):
 
 
 class _Group(StrictModel):
-    """A scope-level group of keys (``{SCOPE}__{GROUP}__*``)."""
+    """A scope-level group of keys (``{SCOPE}__{GROUP}__*``). ``argument_prefix`` makes a
+    field's ``Client`` argument (``hedge_`` + ``after_s``); ``None``: no arguments."""
+
+    argument_prefix: ClassVar[str | None] = ""
 
 
 def _positive(value: float | None) -> None:
@@ -61,21 +66,21 @@ def _positive(value: float | None) -> None:
 class StreamSettings(_Group):
     """``{SCOPE}__STREAM__*``: metering."""
 
+    argument_prefix: ClassVar[str | None] = ""
+
     stall_threshold_ms: int = DEFAULTS.stall_threshold_ms
     """A gap strictly longer than this is a stall (positive integer of milliseconds)."""
 
-    @field_validator("stall_threshold_ms", mode="before")
+    @field_validator("stall_threshold_ms")
     @classmethod
-    def _strict_threshold(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value.strip())
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"must be a positive integer of milliseconds, got {value!r}")
-        return value
+    def _strict_threshold(cls, value: int) -> int:
+        return threshold_rule(value)  # the one rule (measure._stalls), after parsing
 
 
 class HedgeSettings(_Group):
     """``{SCOPE}__HEDGE__*``: hedged requests. Both triggers unset = hedging off."""
+
+    argument_prefix: ClassVar[str | None] = "hedge_"
 
     after_s: float | None = None
     """Start a hedge when the primary has no incremental chunk after this long (R7)."""
@@ -147,6 +152,8 @@ class RetrySettings(_Group):
 class BreakerSettings(_Group):
     """``{SCOPE}__BREAKER__*``: the per-source circuit breaker (R4)."""
 
+    argument_prefix: ClassVar[str | None] = "breaker_"
+
     failure_threshold: int = Field(default=DEFAULTS.breaker_failure_threshold, ge=1)
     """Consecutive transient failures that open the breaker."""
     first_cooldown_s: float | None = None
@@ -181,6 +188,8 @@ class BreakerSettings(_Group):
 class PoolSettings(_Group):
     """``{SCOPE}__POOL__*``: the client's HTTP connection pool."""
 
+    argument_prefix: ClassVar[str | None] = "pool_"
+
     max_connections: int = Field(default=DEFAULTS.pool_max_connections, ge=1)
     """Connections open at once (each running stream holds one)."""
     max_keepalive_connections: int = Field(default=DEFAULTS.pool_max_keepalive_connections, ge=0)
@@ -196,7 +205,10 @@ class PoolSettings(_Group):
 
 
 class AdmissionSettings(_Group):
-    """``{SCOPE}__ADMISSION__*``: where rate limits are kept (R5)."""
+    """``{SCOPE}__ADMISSION__*``: where rate limits are kept (R5). Its ``Client`` argument is
+    an object (``admission=RedisAdmission(url)``), not one per field."""
+
+    argument_prefix: ClassVar[str | None] = None
 
     backend: Literal["local", "redis"] = "local"
     redis_url: SecretStr | None = None
@@ -342,17 +354,25 @@ class ClientSettings(BaseSettings):
         return data
 
     def merged(self, **overrides: Any) -> Self:
-        """A copy with ``overrides`` (``None`` values ignored) applied and re-validated."""
+        """A copy with ``overrides`` (``None`` values ignored) applied and re-validated.
+
+        Values from code are taken as given: a group field's override must already have the
+        field's type (``"100"`` is not a number of milliseconds; text is the environment's).
+        """
         data = self.model_dump()
         data["sources"] = list(self.sources)
+        problem: ConfigurationError | None = None
         for key, value in overrides.items():
             if value is None:
                 continue
             if "." in key:
                 group, field = key.split(".", 1)
+                problem = problem or self._wrong_type(group, field, value)
                 data[group] = {**data[group], field: value}
             else:
                 data[key] = value
+        if problem is not None:
+            raise problem
         try:
             merged = self.model_validate(data)
         except ValidationError as exc:
@@ -361,6 +381,18 @@ class ClientSettings(BaseSettings):
             check_hedge_assembly(merged)
             return merged
         raise error  # unchained, as in __init__
+
+    def _wrong_type(self, group: str, field: str, value: Any) -> ConfigurationError | None:
+        """A ConfigurationError when ``value`` is not of the field's type (strictly)."""
+        annotation = type(getattr(self, group)).model_fields[field].annotation
+        try:
+            TypeAdapter(annotation).validate_python(value, strict=True)
+        except ValidationError as exc:
+            reason = str(exc.errors()[0]["msg"])
+        else:
+            return None
+        key = _key_for((group, field), self.scope, {})
+        return ConfigurationError(key, f"{reason}, got a {type(value).__name__}")
 
     @classmethod
     def for_scope(cls, scope: str) -> type[ClientSettings]:
@@ -477,3 +509,21 @@ def configuration_error(
         else:
             problems.append(f"{key}: {message}")
     return ConfigurationError(first_key, "; ".join(problems))
+
+
+def _client_arguments() -> dict[str, str]:
+    """``Client`` argument → settings path (``group.field``), derived from the groups."""
+    arguments: dict[str, str] = {}
+    for group, info in ClientSettings.model_fields.items():
+        model = info.annotation
+        if isinstance(model, type) and issubclass(model, _Group):
+            prefix = model.argument_prefix
+            if prefix is not None:
+                for field in model.model_fields:
+                    arguments[f"{prefix}{field}"] = f"{group}.{field}"
+    return arguments
+
+
+CLIENT_ARGUMENTS: Final = _client_arguments()
+"""Every key's constructor argument (the third layer), generated from the settings model: the
+``Client`` keyword ``hedge_after_s`` sets ``hedge.after_s`` (``{SCOPE}__HEDGE__AFTER_S``)."""

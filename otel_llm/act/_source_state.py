@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from otel_llm._defaults import DEFAULTS
 from otel_llm.act._breaker import Breaker
 from otel_llm.act._source import Source
-
-_PROBE_RECHECK_S = 0.05
 
 
 @dataclass(slots=True)
@@ -45,7 +44,7 @@ class SourceState:
         if open_until is not None:
             when = max(when, open_until)
         elif not self.breaker.allows(now):  # half-open with its probe in flight
-            when = max(when, now + _PROBE_RECHECK_S)
+            when = max(when, now + DEFAULTS.probe_recheck_s)
         return when
 
 

@@ -22,6 +22,7 @@ from typing import Any, cast
 import httpx2
 
 from otel_llm import _errors as e
+from otel_llm._defaults import DEFAULTS
 from otel_llm.act import _json
 from otel_llm.act._completion import (
     Completion,
@@ -35,10 +36,6 @@ from otel_llm.act._http_errors import provider_error, stream_error, transport_er
 from otel_llm.act._pool import Pool
 from otel_llm.act._source import Source
 from otel_llm.measure._chunks import ChunkClock
-
-_MAX_ERROR_BODY = 64 * 1024
-_MAX_EVENTS_AFTER_DONE = 64
-"""Events read after ``[DONE]`` (to hand the connection back clean) before giving up on it."""
 
 
 def request_headers(source: Source) -> dict[str, str]:
@@ -77,7 +74,7 @@ async def _raise_for_status(response: httpx2.Response, source: Source) -> None:
         raw = b""
     raise provider_error(
         response.status_code,
-        raw[:_MAX_ERROR_BODY].decode("utf-8", "replace"),
+        raw[: DEFAULTS.max_error_body_bytes].decode("utf-8", "replace"),
         headers=response.headers,
         source=source.name,
         secrets=source.secrets(),
@@ -212,7 +209,7 @@ async def _read_stream(
             data = event.data
             if done_after >= 0:
                 done_after += 1
-                if done_after > _MAX_EVENTS_AFTER_DONE:
+                if done_after > DEFAULTS.events_after_done:
                     break
                 continue
             if event.event != "message":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +11,9 @@ import typer
 from rich.console import Console
 
 from otel_llm._defaults import DEFAULTS
+from otel_llm._env import OTEL_LLM_DB
 from otel_llm._errors import OtelLLMError
+from otel_llm._init import store_path
 from otel_llm.cli._render import render
 from otel_llm.show._breakdown import breakdown_sql, run_query, worst_stalls_sql
 
@@ -25,14 +26,12 @@ app = typer.Typer(
 
 DbOption = Annotated[
     Path | None,
-    typer.Option(
-        "--db", help=f"DuckDB file (default: ${DEFAULTS.db_env_var} or ./{DEFAULTS.db_path})."
-    ),
+    typer.Option("--db", help=f"DuckDB file (default: ${OTEL_LLM_DB} or ./{DEFAULTS.db_path})."),
 ]
 
 
 def _db(path: Path | None) -> Path:
-    return path or Path(os.environ.get(DEFAULTS.db_env_var) or DEFAULTS.db_path)
+    return path or store_path()
 
 
 def _fail(console: Console, message: str) -> typer.Exit:

@@ -28,16 +28,13 @@ from otel_llm.measure._stalls import StallFigures, meter, stall_sum
 
 logger = logging.getLogger("otel_llm")
 
-_EVENT_HEADROOM = 4
-"""Events kept free for others (an exception event) beside the chunk events."""
-
 
 def _event_budget(span: trace.Span) -> int:
     """Chunk events this span can hold without the SDK dropping any."""
     limits = getattr(span, "_limits", None)  # SDK spans expose their limits here; others don't
     limit = getattr(limits, "max_events", None)
     if isinstance(limit, int) and limit > 0:
-        return max(3, min(DEFAULTS.chunk_event_budget, limit - _EVENT_HEADROOM))
+        return max(3, min(DEFAULTS.chunk_event_budget, limit - DEFAULTS.chunk_event_headroom))
     return DEFAULTS.chunk_event_budget
 
 

@@ -7,11 +7,11 @@ processor and SQL can never disagree by a rounding step.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from otel_llm._defaults import DEFAULTS
+from otel_llm._env import env_text, scope_key
 from otel_llm._errors import ConfigurationError
 
 NS_PER_MS = 1_000_000
@@ -120,27 +120,35 @@ def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:
     )
 
 
-def threshold_ms_from_env(scope: str = "LLM") -> int:
-    """``{scope}__STREAM__STALL_THRESHOLD_MS`` when set (validated), else the default — the
-    same key the client reads, so wrapped calls and the processor measure like the client."""
-    key = f"{scope}__STREAM__STALL_THRESHOLD_MS"
-    raw = os.environ.get(key)
-    if raw is None or not raw.strip():
+def threshold_ms_from_env(scope: str = DEFAULTS.scope) -> int:
+    """``{scope}__STREAM__STALL_THRESHOLD_MS`` when set (by the one rule), else the default —
+    the key the client reads, so wrapped calls and the processor measure like the client."""
+    key = scope_key(scope, "STREAM", "STALL_THRESHOLD_MS")
+    raw = env_text(key)
+    if raw is None:
         return DEFAULTS.stall_threshold_ms
-    value: object = int(raw.strip()) if raw.strip().isdigit() else raw
-    return validate_threshold_ms(value, key)
+    return validate_threshold_ms(int(raw) if raw.isdigit() else raw, key)
 
 
-def resolve_threshold_ms(value: int | None) -> int:
-    """An explicit threshold (validated), or else the environment's (see
+def resolve_threshold_ms(value: object | None) -> int:
+    """An explicit threshold (by the one rule), or else the environment's (see
     :func:`threshold_ms_from_env`) — how every entry point that takes one picks it."""
     return threshold_ms_from_env() if value is None else validate_threshold_ms(value)
 
 
-def validate_threshold_ms(value: object, key: str = "stall_threshold_ms") -> int:
-    """Return ``value`` if it is a positive integer, else raise a ConfigurationError (SPEC M5)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(key, f"must be a positive integer of milliseconds, got {value!r}")
-    if value <= 0:
-        raise ConfigurationError(key, f"must be a positive integer of milliseconds, got {value}")
+def threshold_rule(value: object) -> int:
+    """The one rule of a stall threshold (SPEC M5): a positive integer of milliseconds — an
+    ``int``, not a bool, not a float, not text (text from the environment is parsed before).
+    Raises ValueError naming what was wrong (callers add the key)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"must be a positive integer of milliseconds, got {value!r}")
     return value
+
+
+def validate_threshold_ms(value: object, key: str = "stall_threshold_ms") -> int:
+    """:func:`threshold_rule`, failing with a ConfigurationError naming ``key``."""
+    try:
+        return threshold_rule(value)
+    except ValueError as exc:
+        error = ConfigurationError(key, str(exc))
+    raise error

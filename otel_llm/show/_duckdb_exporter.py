@@ -36,8 +36,6 @@ from otel_llm.show._schema import migrate
 
 logger = logging.getLogger("otel_llm")
 
-_BATCH = 2000
-_WARN_EVERY_S = 10.0
 _RETRYABLE = (duckdb.IOException, duckdb.TransactionException, OSError)
 """Failures of the file, not of the rows: the batch waits and is written again."""
 
@@ -201,7 +199,10 @@ class DuckDBSpanExporter(SpanExporter):
                     self._cond.wait()
                 if self._stopping and not self._queue:
                     return
-                batch = [self._queue.popleft() for _ in range(min(_BATCH, len(self._queue)))]
+                batch = [
+                    self._queue.popleft()
+                    for _ in range(min(DEFAULTS.export_batch_spans, len(self._queue)))
+                ]
                 self._busy = True
             try:
                 written = self._write_spans(batch)
@@ -294,7 +295,7 @@ class DuckDBSpanExporter(SpanExporter):
             self._last_error = message
             pending = len(self._queue) + in_hand
         now = time.monotonic()
-        if now - self._last_warning >= _WARN_EVERY_S:
+        if now - self._last_warning >= DEFAULTS.export_warn_every_s:
             self._last_warning = now
             if is_corrupt(exc):
                 logger.warning(
@@ -321,7 +322,7 @@ class DuckDBSpanExporter(SpanExporter):
         self._dropped += count
         self._unreported_drops += count
         now = time.monotonic()
-        if now - self._last_warning >= _WARN_EVERY_S or self._closed:
+        if now - self._last_warning >= DEFAULTS.export_warn_every_s or self._closed:
             self._last_warning = now
             logger.warning(
                 "otel-llm: dropped %d spans for %s (%s); %d dropped in total",

@@ -1,0 +1,73 @@
+"""Every environment variable otel-llm reads, each a documented constant, and one parser per
+type (the OpenTelemetry SDK's ``environment_variables`` module is the model).
+
+Client configuration keys are ``{SCOPE}__{GROUP}__{FIELD}`` and ``{SCOPE}__{PROVIDER}__{N}__
+{FIELD}``; their grammar is :data:`SEPARATOR` and :func:`scope_key` here, the groups and fields
+are the settings model's (:mod:`otel_llm.act._settings`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+# --- OpenTelemetry's standard variables, honoured by init() and the wrappers --------------------
+OTEL_SDK_DISABLED: Final = "OTEL_SDK_DISABLED"
+"""``true``: nothing is recorded; calls still work and ``CallStats`` is still filled."""
+OTEL_SERVICE_NAME: Final = "OTEL_SERVICE_NAME"
+"""Names the service (read by the SDK's ``Resource``)."""
+OTEL_EXPORTER_OTLP_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
+"""Set: spans (and metrics) are also exported over OTLP."""
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+"""Set: spans are also exported over OTLP."""
+OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
+"""Set: metrics are exported over OTLP."""
+OTEL_EXPORTER_OTLP_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_PROTOCOL"
+"""``grpc`` uses the gRPC exporter when it is installed; anything else http/protobuf."""
+OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+"""As ``OTEL_EXPORTER_OTLP_PROTOCOL``, for spans only (wins over it)."""
+OTEL_SPAN_EVENT_COUNT_LIMIT: Final = "OTEL_SPAN_EVENT_COUNT_LIMIT"
+"""The SDK's per-span event limit (named in init()'s warning when it is too low)."""
+OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = (
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+)
+"""``true``: prompts and outputs are recorded on call spans (off by default)."""
+
+# --- otel-llm's own ---------------------------------------------------------------------------
+OTEL_LLM_DB: Final = "OTEL_LLM_DB"
+"""The embedded DuckDB file (default ``./otel-llm.duckdb``)."""
+
+SEPARATOR: Final = "__"
+"""Between the segments of a client configuration key."""
+
+
+def scope_key(scope: str, group: str, field: str) -> str:
+    """``{SCOPE}__{GROUP}__{FIELD}``, e.g. ``LLM__STREAM__STALL_THRESHOLD_MS``."""
+    return SEPARATOR.join((scope, group, field)).upper()
+
+
+# --- one parser per type ---------------------------------------------------------------------
+
+
+def env_text(name: str) -> str | None:
+    """The variable's value, stripped; ``None`` when unset or blank."""
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def env_flag(name: str) -> bool:
+    """A boolean variable: true only for ``true`` (any case), as the OpenTelemetry SDK reads
+    ``OTEL_SDK_DISABLED``."""
+    return (env_text(name) or "").lower() == "true"
+
+
+def env_path(name: str) -> Path | None:
+    """A path variable (``None`` when unset or blank)."""
+    value = env_text(name)
+    return Path(value) if value else None
+
+
+def env_any(*names: str) -> bool:
+    """True when any of the variables is set to something."""
+    return any(env_text(name) for name in names)
