@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import AsyncIterator
 
+import httpx2
 import pytest
 
 from otel_llm import WatchdogTimeout
 from otel_llm.act._watchdog import Watchdog
 from otel_llm.measure._chunks import ChunkClock
+from tests.virtual_time import run_virtual
 
 BUDGET = 0.1
 
@@ -63,3 +67,66 @@ async def test_outside_cancellation_is_not_a_watchdog_kill() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+def _stream_with_silence(silence_s: float) -> httpx2.Response:
+    async def body() -> AsyncIterator[bytes]:
+        for word in ("a", "b", "c"):
+            chunk = {"choices": [{"index": 0, "delta": {"content": word}}]}
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+            if word == "b":
+                await asyncio.sleep(silence_s)
+        yield b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
+        yield b"data: [DONE]\n\n"
+
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+
+@pytest.mark.parametrize(("silence_s", "killed"), [(30.0, False), (90.0, True)])
+def test_the_watchdog_runs_on_the_loops_clock(silence_s: float, killed: bool) -> None:
+    """On virtual time (a loop whose clock jumps): a 30 s silence is a stall the client
+    measures, a 90 s one is killed by the 60 s watchdog — timers run on the loop's clock, the
+    figures on the metering clock, and the two agree."""
+    from otel_llm import Client, Source
+
+    async def main() -> object:
+        http = httpx2.AsyncClient(
+            transport=httpx2.MockTransport(lambda request: _stream_with_silence(silence_s))
+        )
+        source = Source(name="a", provider="sim", base_url="http://a.test/v1", model="m",
+                        inter_token_timeout_s=60)  # fmt: skip
+        async with Client([source], http_client=http, max_attempts=1) as client:
+            try:
+                return (await client.chat([{"role": "user", "content": "x"}])).stats
+            except Exception as exc:
+                return exc.__cause__.exceptions[0] if exc.__cause__ else exc  # type: ignore[attr-defined]
+            finally:
+                await http.aclose()
+
+    outcome = run_virtual(main())
+    if killed:
+        assert isinstance(outcome, WatchdogTimeout)
+        assert "no chunk for 60 s" in str(outcome)
+    else:
+        assert getattr(outcome, "stall_ms", None) == 30_000
+
+
+def test_the_watchdog_does_not_depend_on_the_metering_clock() -> None:
+    """With the metering clock stopped (swapped for a replay, say), the watchdog still fires on
+    the loop's clock: 60 s of loop time without a chunk kill the stream."""
+    from otel_llm.measure._clock import use_clock
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        clock = ChunkClock()
+        started = loop.time()
+        with pytest.raises(WatchdogTimeout):
+            async with Watchdog(clock, 60.0, 60.0, source="s"):
+                await asyncio.sleep(3600)
+        return loop.time() - started
+
+    async def frozen() -> float:
+        with use_clock(lambda: 0):
+            return await main()
+
+    assert 60.0 <= run_virtual(frozen()) < 61.0

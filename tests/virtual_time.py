@@ -1,7 +1,8 @@
 """An event loop on virtual time: when nothing is ready, time jumps to the next timer.
 
 ``run_virtual(main())`` runs a coroutine where ``asyncio.sleep(3600)`` takes no real time and
-``loop.time()`` reports the virtual clock — for tests of hour-long waiting behaviour. In-memory
+``loop.time()`` — and the metering clock, so chunk arrivals and figures too — report the
+virtual clock — for tests of hour-long waiting behaviour. In-memory
 I/O (httpx2.MockTransport) works; real sockets would see the jumps, so tests keep to the former.
 """
 
@@ -11,6 +12,8 @@ import asyncio
 import selectors
 from collections.abc import Coroutine
 from typing import Any, TypeVar
+
+from otel_llm.measure._clock import use_clock
 
 T = TypeVar("T")
 
@@ -46,7 +49,9 @@ def run_virtual(main: Coroutine[Any, Any, T]) -> T:
     it leaves a task of its own running (``asyncio.Runner`` would cancel it silently)."""
 
     async def checked() -> T:
-        result = await main
+        loop = asyncio.get_running_loop()
+        with use_clock(lambda: int(loop.time() * 1e9)):  # metering on the same virtual time
+            result = await main
         current = asyncio.current_task()
         leftover = [
             task

@@ -26,7 +26,6 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm.act._legs import Leg
 from otel_llm.act._settings import HedgeSettings
 from otel_llm.act._source_state import SourceState
-from otel_llm.measure import _clock
 
 T = TypeVar("T")
 logger = logging.getLogger("otel_llm")
@@ -151,13 +150,14 @@ class Round(Generic[T]):
         # the last chunk's arrival on the chunk clock, so this wakes once per window rather than
         # once per chunk; on waking, the signal tells whether chunks came in the meantime.
         chunks = leg.attempt.span.clock
-        window_ns = int(self._stall_after_s * 1e9)
+        window_s = self._stall_after_s
+        loop = asyncio.get_running_loop()
         while True:
             if signal.is_set():  # check-then-clear, no await in between
                 signal.clear()
-            remaining_ns = chunks.arrivals_ns[-1] + window_ns - _clock.now_ns()
-            if remaining_ns > 0:
-                await asyncio.wait({primary}, timeout=remaining_ns / 1e9)
+            remaining_s = chunks.on_loop(chunks.arrivals_ns[-1]) + window_s - loop.time()
+            if remaining_s > 0:  # on the loop's clock; the arrival mapped onto it
+                await asyncio.wait({primary}, timeout=remaining_s)
             if primary.done():
                 return False
             if signal.is_set():

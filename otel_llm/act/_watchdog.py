@@ -3,7 +3,8 @@
 Liveness counts incremental chunks only — the chunk clock — so SSE keepalives and empty deltas
 cannot keep a dead stream alive. The watchdog adds nothing to the per-chunk path: one timer
 callback wakes at the current deadline, looks at the clock's last arrival, and either sleeps
-until the new deadline or fires.
+until the new deadline or fires. Deadlines are on the event loop's clock (the chunk clock maps
+its arrivals onto it), so a loop with virtual time runs the watchdog on virtual time.
 """
 
 from __future__ import annotations
@@ -12,10 +13,7 @@ import asyncio
 from types import TracebackType
 
 from otel_llm._errors import WatchdogTimeout
-from otel_llm.measure import _clock
 from otel_llm.measure._chunks import ChunkClock
-
-_NS = 1_000_000_000
 
 
 class Watchdog:
@@ -27,50 +25,51 @@ class Watchdog:
 
     def __init__(self, clock: ChunkClock, ttft_s: float, inter_s: float, *, source: str) -> None:
         self._clock = clock
-        self._ttft_ns = int(ttft_s * _NS)
-        self._inter_ns = int(inter_s * _NS)
+        self._ttft_s = ttft_s
+        self._inter_s = inter_s
         self._source = source
         self._timeout: asyncio.Timeout | None = None
         self._handle: asyncio.TimerHandle | None = None
         self.fired: str | None = None
 
-    def _deadline_ns(self) -> int:
+    def _deadline_s(self) -> float:
+        """When, on the loop's clock, the current budget runs out."""
         clock = self._clock
         if clock.count == 0:
-            return clock.start_ns + self._ttft_ns
-        return clock.arrivals_ns[-1] + self._inter_ns
+            return clock.on_loop(clock.start_ns) + self._ttft_s
+        return clock.on_loop(clock.arrivals_ns[-1]) + self._inter_s
 
-    def _next_check_s(self) -> float:
+    def _next_check_s(self, now: float) -> float:
         """Seconds until the next look: the deadline, or sooner while no chunk has come (the
         first chunk moves the deadline to an inter-chunk budget that may end earlier)."""
-        remaining = self._deadline_ns() - _clock.now_ns()
+        remaining = self._deadline_s() - now
         if self._clock.count == 0:
-            remaining = min(remaining, self._inter_ns)
-        return remaining / _NS
+            remaining = min(remaining, self._inter_s)
+        return remaining
 
     def _check(self) -> None:
         self._handle = None
         if self._clock.finished:
             return  # the finish reason came: the rest (usage, [DONE]) is the read timeout's
         loop = asyncio.get_running_loop()
-        if self._deadline_ns() > _clock.now_ns():
-            self._handle = loop.call_later(self._next_check_s(), self._check)
+        now = loop.time()
+        if self._deadline_s() > now:
+            self._handle = loop.call_later(self._next_check_s(now), self._check)
             return
         chunks = self._clock.count
         self.fired = (
-            f"no first chunk within {self._ttft_ns / _NS:g} s"
+            f"no first chunk within {self._ttft_s:g} s"
             if chunks == 0
-            else f"no chunk for {self._inter_ns / _NS:g} s after chunk {chunks}"
+            else f"no chunk for {self._inter_s:g} s after chunk {chunks}"
         )
         if self._timeout is not None:
-            self._timeout.reschedule(loop.time())
+            self._timeout.reschedule(now)
 
     async def __aenter__(self) -> Watchdog:
         self._timeout = asyncio.timeout(None)
         await self._timeout.__aenter__()
-        self._handle = asyncio.get_running_loop().call_later(
-            max(0.0, self._next_check_s()), self._check
-        )
+        loop = asyncio.get_running_loop()
+        self._handle = loop.call_later(max(0.0, self._next_check_s(loop.time())), self._check)
         return self
 
     async def __aexit__(

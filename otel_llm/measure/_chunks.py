@@ -79,7 +79,7 @@ class ChunkClock:
     end of the stream is no reason to hedge or to kill it.
     """
 
-    __slots__ = ("_arrivals", "_provider_ns", "_signal", "finished", "start_ns")
+    __slots__ = ("_anchor", "_arrivals", "_provider_ns", "_signal", "finished", "start_ns")
 
     def __init__(
         self,
@@ -94,6 +94,7 @@ class ChunkClock:
         """Consumer-aware clocks: each arrival minus the consumer's total hold until then."""
         self._signal = signal
         self.finished = False
+        self._anchor: tuple[float, int] | None = None
 
     def mark(self) -> None:
         """Record the arrival of an incremental chunk now."""
@@ -120,6 +121,15 @@ class ChunkClock:
         self._arrivals.append(arrival_ns)
         if self._signal is not None:
             self._signal.set()
+
+    def on_loop(self, ns: int) -> float:
+        """The event loop's time of the metering instant ``ns``. Timers (the watchdog, the
+        hedge window) run on the loop's clock and figures on the metering clock; the two are
+        tied together once, when a timer first asks (in production both are monotonic)."""
+        anchor = self._anchor
+        if anchor is None:
+            anchor = self._anchor = (asyncio.get_running_loop().time(), _clock.now_ns())
+        return anchor[0] + (ns - anchor[1]) / 1e9
 
     @property
     def count(self) -> int:
