@@ -15,16 +15,12 @@ import argparse
 import asyncio
 import random
 import statistics
-import sys
-from pathlib import Path
 
 import httpx2
 from opentelemetry.trace import NoOpTracerProvider
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from otel_llm import Client, Source
-from tests.fakes import error, sse_answer  # the scripted upstream of the test suite
-from tests.virtual_time import run_virtual
+from otel_llm.testing import error, run_virtual, sse_answer
 
 START_S = 30.0
 

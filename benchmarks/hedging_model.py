@@ -12,7 +12,7 @@ design's rules, computed from the scripts alone:
 * stall hedge (R8/R9): after the first chunk, the first gap longer than ``stall_after_s`` starts
   a hedge leg at (chunk before the gap) + ``stall_after_s``; first-token hedge (R7): a first
   chunk later than ``after_s`` starts it at ``after_s``; at most one hedge per round (R10), which
-  takes a token from the real :class:`~otel_llm.act._hedge_budget.HedgeBudget`;
+  takes a token from the real :class:`~otel_llm._act._hedge_budget.HedgeBudget`;
 * the watchdog (R6, optional) kills a leg at ``watchdog_s`` without an incremental chunk;
 * first success wins; a round whose legs all fail is retried (a new round that may hedge again,
   R11) after the mean of the client's full-jitter backoff, at most ``--max-rounds`` rounds;
@@ -36,7 +36,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from otel_llm.act._hedge_budget import HedgeBudget
+from otel_llm._act._hedge_budget import HedgeBudget
 from otel_llm.simulator import Script, sample_measured
 
 TARGET_P99 = 1.3

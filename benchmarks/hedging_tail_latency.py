@@ -102,9 +102,9 @@ import httpx2
 from _provider import launch, read_url
 from opentelemetry import trace
 
-from otel_llm.act._client import Client
-from otel_llm.act._source import Source
-from otel_llm.act._stats import CallStats
+from otel_llm._act._client import Client
+from otel_llm._act._source import Source
+from otel_llm._act._stats import CallStats
 from otel_llm.simulator import Script, sample_measured
 
 SOURCES = 3

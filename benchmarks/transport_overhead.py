@@ -32,11 +32,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otel_llm.act._attempt import Attempt
-from otel_llm.act._pool import Pool
-from otel_llm.act._source import Source
-from otel_llm.act._transport import chat_completion
-from otel_llm.measure._processor import DerivingSpanProcessor
+from otel_llm._act._attempt import Attempt
+from otel_llm._act._pool import Pool
+from otel_llm._act._source import Source
+from otel_llm._act._transport import chat_completion
+from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm.simulator import SCRIPT_HEADER
 
 

@@ -5,6 +5,22 @@ Act: a resilient async client that hedges a late or stalled stream onto another 
 Show: an embedded DuckDB store, a CLI and dashboards.
 """
 
+from otel_llm._act._admission import Admission, Limits, LocalAdmission
+from otel_llm._act._client import Client
+from otel_llm._act._completion import Completion, Embeddings, ToolCall
+from otel_llm._act._result import ChatResult, EmbeddingsResult
+from otel_llm._act._settings import (
+    AdmissionSettings,
+    BreakerSettings,
+    ClientSettings,
+    ConfigWarning,
+    EmbeddingSettings,
+    HedgeSettings,
+    RetrySettings,
+    StreamSettings,
+)
+from otel_llm._act._source import Source
+from otel_llm._act._stats import CallStats
 from otel_llm._errors import (
     AllSourcesExhausted,
     AuthenticationError,
@@ -27,31 +43,15 @@ from otel_llm._errors import (
     TruncatedStream,
     WatchdogTimeout,
 )
-from otel_llm._init import Telemetry, init
+from otel_llm._measure._processor import DerivingSpanProcessor
+from otel_llm._measure._response import Usage
+from otel_llm._measure._stalls import StallFigures
+from otel_llm._show._duckdb_exporter import DuckDBSpanExporter, ExportStats
+from otel_llm._telemetry import Telemetry, init
 from otel_llm._version import __version__
-from otel_llm.act._admission import Admission, Limits, LocalAdmission
-from otel_llm.act._client import Client
-from otel_llm.act._completion import Completion, Embeddings, ToolCall
-from otel_llm.act._result import ChatResult, EmbeddingsResult
-from otel_llm.act._settings import (
-    AdmissionSettings,
-    BreakerSettings,
-    ClientSettings,
-    ConfigWarning,
-    EmbeddingSettings,
-    HedgeSettings,
-    RetrySettings,
-    StreamSettings,
-)
-from otel_llm.act._source import Source
-from otel_llm.act._stats import CallStats
-from otel_llm.measure._processor import DerivingSpanProcessor
-from otel_llm.measure._response import Usage
-from otel_llm.measure._stalls import StallFigures
-from otel_llm.show._duckdb_exporter import DuckDBSpanExporter, ExportStats
-from otel_llm.wrap._chunk_view import openai_classifier
-from otel_llm.wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
-from otel_llm.wrap._openai import instrument_openai, uninstrument_openai
+from otel_llm._wrap._chunk_view import openai_classifier
+from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
+from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 
 __all__ = [
     "Admission",
@@ -114,7 +114,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """``RedisAdmission`` is imported on first use: it needs the ``redis`` extra."""
     if name == "RedisAdmission":
-        from otel_llm.act._redis_admission import RedisAdmission
+        from otel_llm._act._redis_admission import RedisAdmission
 
         return RedisAdmission
     raise AttributeError(f"module 'otel_llm' has no attribute {name!r}")

@@ -3,7 +3,7 @@ type (the OpenTelemetry SDK's ``environment_variables`` module is the model).
 
 Client configuration keys are ``{SCOPE}__{GROUP}__{FIELD}`` and ``{SCOPE}__{PROVIDER}__{N}__
 {FIELD}``; their grammar is :data:`SEPARATOR` and :func:`scope_key` here, the groups and fields
-are the settings model's (:mod:`otel_llm.act._settings`).
+are the settings model's (:mod:`otel_llm._act._settings`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otel_llm.act._admission import Limits, LocalAdmission, estimate_tokens
+from otel_llm._act._admission import Limits, LocalAdmission, estimate_tokens
 
 
 class FakeClock:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_llm.act._backoff import backoff_delay
+from otel_llm._act._backoff import backoff_delay
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from otel_llm._act._breaker import Breaker, BreakerState
 from otel_llm._defaults import DEFAULTS
-from otel_llm.act._breaker import Breaker, BreakerState
 
 
 def fixed(threshold: int, cooldown_s: float) -> Breaker:

@@ -16,39 +16,14 @@ from otel_llm import (
     BackendUnavailable,
     Client,
     ContextLengthExceeded,
-    Source,
 )
 from otel_llm import _semconv as sc
-from otel_llm.act._admission import Limits, LocalAdmission
-from otel_llm.act._settings import AdmissionSettings, ClientSettings
+from otel_llm._act._admission import Limits, LocalAdmission
+from otel_llm._act._settings import AdmissionSettings, ClientSettings
+from otel_llm.testing import Scripted, error, json_answer, run_virtual, sse_answer
 from tests.conftest import Spans
-from tests.fakes import Scripted, error, json_answer, sse_answer
 from tests.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
-from tests.virtual_time import run_virtual
-
-MESSAGES = [{"role": "user", "content": "hi"}]
-
-
-def source(host: str, **fields: object) -> Source:
-    return Source(
-        name=host,
-        provider="sim",
-        base_url=f"http://{host}.test/v1",
-        model=f"{host}-m",
-        **fields,  # type: ignore[arg-type]
-    )
-
-
-def client(script: Scripted, spans: Spans, *sources: Source, **options: object) -> Client:
-    return Client(
-        list(sources) or [source("a"), source("b")],
-        http_client=script.client(),
-        tracer_provider=spans.provider,
-        backoff_base_s=0.01,
-        backoff_max_s=0.02,
-        seed=7,
-        **options,  # type: ignore[arg-type]
-    )
+from tests.scripted_clients import MESSAGES, client, source
 
 
 async def test_transient_failure_fails_over(spans: Spans) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
-from otel_llm.act._completion import StreamAssembler
-from otel_llm.measure._chunks import ChunkClock, is_incremental
-from otel_llm.wrap._chunk_view import ResponseNotes, openai_classifier
+from otel_llm._act._completion import StreamAssembler
+from otel_llm._measure._chunks import ChunkClock, is_incremental
+from otel_llm._wrap._chunk_view import ResponseNotes, openai_classifier
 
 
 def chunk(**delta: Any) -> dict[str, Any]:

@@ -282,7 +282,7 @@ async def test_silence_after_the_finish_reason_is_neither_hedged_nor_killed(
     trips the watchdog: the answer is complete."""
     import httpx2
 
-    from tests.fakes import Scripted, sse_answer
+    from otel_llm.testing import Scripted, sse_answer
 
     async def slow_tail(request: httpx2.Request) -> httpx2.Response:
         events = sse_answer().text.split("\n\n")

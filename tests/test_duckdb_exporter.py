@@ -14,96 +14,17 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_llm import _semconv as sc
-from otel_llm.measure._processor import DerivingSpanProcessor
-from otel_llm.measure._spans import AttemptSpan
-from otel_llm.measure._stalls import NS_PER_MS, StallFigures, Timeline, meter
-from otel_llm.show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm.show._rows import batch_json, insert_sql, span_row
-from otel_llm.show._schema import BASE_COLUMNS, BASE_DDL, SCHEMA_VERSION, migrate, stored_version
+from otel_llm._measure._spans import AttemptSpan
+from otel_llm._measure._stalls import Timeline, meter
+from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm._show._rows import batch_json, insert_sql, span_row
+from otel_llm._show._schema import BASE_COLUMNS, BASE_DDL, SCHEMA_VERSION, migrate, stored_version
 from tests.conftest import Spans, require
+from tests.duckdb_store import ARRIVALS, END, MS, Store
 
-MS = NS_PER_MS
 ROOT = Path(__file__).resolve().parent.parent
-ARRIVALS = [1630.0, 1650.0, 1670.0, 1690.0, 56_590.0, 56_610.0, 58_700.0, 58_720.0]
-END = 58_725.0
-
-
-class Store:
-    """A tracer provider writing through the deriving processor into a DuckDB file."""
-
-    def __init__(self, path: Path, **exporter_options: float) -> None:
-        self.path = path
-        self.exporter = DuckDBSpanExporter(path, **exporter_options)  # type: ignore[arg-type]
-        self.provider = TracerProvider()
-        self.provider.add_span_processor(
-            DerivingSpanProcessor([SimpleSpanProcessor(self.exporter)])
-        )
-        self.tracer = self.provider.get_tracer("tests")
-
-    def call(self, arrivals: list[float] = ARRIVALS, end: float = END) -> StallFigures:
-        """One call with a losing (cancelled) hedge leg and a winning primary."""
-        call = self.tracer.start_span(
-            "chat sim-model",
-            attributes={
-                sc.SPAN_ROLE: sc.SPAN_ROLE_CALL,
-                sc.GEN_AI_OPERATION_NAME: "chat",
-                sc.GEN_AI_REQUEST_MODEL: "sim-model",
-                sc.GEN_AI_PROVIDER_NAME: "sim",
-                sc.GEN_AI_REQUEST_STREAM: True,
-            },
-        )
-        ctx = trace.set_span_in_context(call)
-        common = {
-            sc.GEN_AI_OPERATION_NAME: "chat",
-            sc.GEN_AI_PROVIDER_NAME: "sim",
-            sc.GEN_AI_REQUEST_MODEL: "sim-model",
-            sc.ATTEMPT_SOURCE: "sim-1",
-        }
-        primary = AttemptSpan(
-            self.tracer,
-            "chat sim-model",
-            attributes={**common, sc.ATTEMPT_NUMBER: 1, sc.ATTEMPT_LEG: sc.LEG_PRIMARY},
-            threshold_ms=1000,
-            streamed=True,
-            context=ctx,
-            start_ns=0,
-        )
-        hedge = AttemptSpan(
-            self.tracer,
-            "chat sim-model",
-            attributes={**common, sc.ATTEMPT_NUMBER: 2, sc.ATTEMPT_LEG: sc.LEG_HEDGE},
-            threshold_ms=1000,
-            streamed=True,
-            context=ctx,
-            start_ns=0,
-        )
-        hedge.clock.mark_at(20_000 * MS)
-        hedge.finish(sc.OUTCOME_HEDGE_CANCELLED, end_ns=int(arrivals[-1] * MS))
-        for t in arrivals:
-            primary.clock.mark_at(int(t * MS))
-        figures = primary.finish(
-            sc.OUTCOME_OK,
-            attributes={sc.GEN_AI_USAGE_INPUT_TOKENS: 12, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 34},
-            end_ns=int(end * MS),
-        )
-        call.set_attributes(
-            {
-                sc.CALL_WINNER_ATTEMPT: 1,
-                sc.CALL_ATTEMPTS: 2,
-                sc.CALL_HEDGES: 1,
-                sc.CALL_HEDGE_WON: False,
-            }
-        )
-        call.end()
-        return figures
-
-    def close(self) -> None:
-        self.provider.shutdown()
 
 
 @pytest.fixture
@@ -442,7 +363,7 @@ def test_two_processes_share_one_file(tmp_path: Path) -> None:
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from tests.test_duckdb_exporter import Store
+        from tests.duckdb_store import Store
         s = Store(Path({str(path)!r}), retry_s=0.02)
         for _ in range(5):
             s.call()
@@ -547,7 +468,7 @@ FULL_DISK = """
 import resource, signal, sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from tests.test_duckdb_exporter import Store
+from tests.duckdb_store import Store
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
 path = Path({path!r})

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_llm import _semconv as sc
-from otel_llm.measure._events import event_attributes, plan_chunk_events, read_chunk_events
-from otel_llm.measure._stalls import NS_PER_MS, Timeline, meter
+from otel_llm._measure._events import event_attributes, plan_chunk_events, read_chunk_events
+from otel_llm._measure._stalls import NS_PER_MS, Timeline, meter
 
 MS = NS_PER_MS
 

@@ -15,10 +15,9 @@ from otel_llm import (
     MalformedResponse,
 )
 from otel_llm import _semconv as sc
+from otel_llm.testing import Scripted, error, run_virtual, sse_answer
 from tests.conftest import Spans
-from tests.fakes import Scripted, error, sse_answer
-from tests.test_call import MESSAGES, client, source
-from tests.virtual_time import run_virtual
+from tests.scripted_clients import MESSAGES, client, source
 
 
 def sse(*events: object) -> httpx2.Response:

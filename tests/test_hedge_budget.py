@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_llm.act._hedge_budget import HedgeBudget
+from otel_llm._act._hedge_budget import HedgeBudget
 
 
 def test_ratio_bounds_hedges_over_a_long_run() -> None:

@@ -9,17 +9,17 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
 from otel_llm import Client, Source
-from otel_llm.measure._clock import use_clock
-from otel_llm.measure._metrics import (
+from otel_llm._measure._clock import use_clock
+from otel_llm._measure._metrics import (
     GENERATION_DURATION,
     OPERATION_DURATION,
     STALL_DURATION,
     TIME_TO_FIRST_CHUNK,
 )
-from otel_llm.wrap._observe import observe_stream
+from otel_llm._wrap._observe import observe_stream
+from otel_llm.testing import Scripted, error, sse_answer
 from tests.conftest import Spans
-from tests.fakes import Scripted, error, sse_answer
-from tests.test_observe import FakeClock, scripted
+from tests.stream_scripts import FakeClock, scripted
 
 
 @pytest.fixture

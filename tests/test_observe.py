@@ -11,44 +11,10 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import _semconv as sc
-from otel_llm.measure._clock import use_clock
-from otel_llm.measure._stalls import NS_PER_MS
-from otel_llm.wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
+from otel_llm._measure._clock import use_clock
+from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
 from tests.conftest import Spans
-
-
-class FakeClock:
-    """Monotonic nanoseconds that move only when a test says so."""
-
-    def __init__(self) -> None:
-        self.ns = 1_000 * NS_PER_MS
-
-    def __call__(self) -> int:
-        return self.ns
-
-    def advance(self, ms: float) -> None:
-        self.ns += int(ms * NS_PER_MS)
-
-
-def chunk(text: str | None = None, finish: str | None = None, **delta: Any) -> dict[str, Any]:
-    if text is not None:
-        delta["content"] = text
-    return {
-        "id": "c1",
-        "model": "sim-model",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
-
-
-def scripted(clock: FakeClock, gaps_ms: list[float], *, finish: bool = True) -> Iterator[Any]:
-    """A provider stream: a role chunk, then one content chunk after each gap, then the end."""
-    yield chunk(role="assistant")
-    for index, gap in enumerate(gaps_ms):
-        clock.advance(gap)
-        yield chunk(f"w{index} ")
-    if finish:
-        yield chunk(finish="stop")
-        yield {"id": "c1", "choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 3}}
+from tests.stream_scripts import FakeClock, chunk, scripted
 
 
 def attrs_of(span: ReadableSpan) -> dict[str, Any]:

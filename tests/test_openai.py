@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from otel_llm import _semconv as sc
+from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 from otel_llm.simulator import Script, Silence, SimulatedProvider, ThreadedProvider
-from otel_llm.wrap._openai import instrument_openai, uninstrument_openai
 from tests.conftest import Spans
 
 MESSAGES = [{"role": "user", "content": "hello"}]

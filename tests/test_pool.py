@@ -13,8 +13,8 @@ import httpx2
 import pytest
 
 from otel_llm import Client, Source
-from otel_llm.act._pool import Pool
-from otel_llm.act._transport import chat_completion
+from otel_llm._act._pool import Pool
+from otel_llm._act._transport import chat_completion
 from otel_llm.simulator import Script, SimulatedProvider
 from tests.conftest import Spans, require
 

@@ -8,8 +8,9 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import Span
 
 from otel_llm import _semconv as sc
-from otel_llm.measure._spans import AttemptSpan
-from otel_llm.measure._stalls import NS_PER_MS, StallFigures
+from otel_llm._measure._spans import AttemptSpan
+from otel_llm._measure._stalls import NS_PER_MS, StallFigures
+from otel_llm.testing import figures_of
 from tests.conftest import Spans
 
 MS = NS_PER_MS
@@ -40,17 +41,8 @@ def run_attempt(
     return attempt.finish(outcome, end_ns=int(end_ms * MS))
 
 
-def derived(span: ReadableSpan) -> StallFigures:
-    a = span.attributes or {}
-    return StallFigures(
-        wall_ms=a[sc.WALL_MS],  # type: ignore[arg-type]
-        generation_ms=a[sc.GENERATION_MS],  # type: ignore[arg-type]
-        stall_ms=a.get(sc.STALL_MS),  # type: ignore[arg-type]
-        stall_count=a.get(sc.STALL_COUNT),  # type: ignore[arg-type]
-        ttft_ms=a.get(sc.TTFT_MS),  # type: ignore[arg-type]
-        max_inter_chunk_ms=a.get(sc.MAX_INTER_CHUNK_MS),  # type: ignore[arg-type]
-        chunk_count=a.get(sc.CHUNK_COUNT),  # type: ignore[arg-type]
-    )
+derived = figures_of
+"""The figures the processor derived (the public helper, under the tests' short name)."""
 
 
 @pytest.mark.parametrize("threshold", [200, 1000, 5000])

@@ -11,10 +11,9 @@ import httpx2
 import pytest
 
 from otel_llm import Client
+from otel_llm.testing import error, run_virtual, sse_answer
 from tests.conftest import Spans
-from tests.fakes import error, sse_answer
-from tests.test_call import MESSAGES, source
-from tests.virtual_time import run_virtual
+from tests.scripted_clients import MESSAGES, source
 
 OUTAGE_START_S = 30.0
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import pytest
 from redis.asyncio import Redis
 
+from otel_llm._act._admission import Limits, LocalAdmission
+from otel_llm._act._redis_admission import RedisAdmission
 from otel_llm._errors import BackendUnavailable
 from otel_llm._redact import redact_url
-from otel_llm.act._admission import Limits, LocalAdmission
-from otel_llm.act._redis_admission import RedisAdmission
 from tests.redis_server import (
     RedisServer,
     free_port,
@@ -241,8 +241,8 @@ def test_redact_url() -> None:
 
 WORKER = """
 import asyncio, json, sys, time
-from otel_llm.act._admission import Limits
-from otel_llm.act._redis_admission import RedisAdmission
+from otel_llm._act._admission import Limits
+from otel_llm._act._redis_admission import RedisAdmission
 
 async def main(url, prefix, rpm, denials_to_stop, max_attempts):
     admission = RedisAdmission(url, key_prefix=prefix)

@@ -12,7 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from otel_llm import AllSourcesExhausted, Client, ConfigurationError, OtelLLMError, Source
-from otel_llm.act._settings import ClientSettings
+from otel_llm._act._settings import ClientSettings
 from otel_llm.simulator import Script, SimulatedProvider
 from tests.conftest import Spans
 from tests.redis_server import free_port
@@ -126,7 +126,7 @@ def test_an_invalid_redis_url_is_a_configuration_error(
 def test_redis_admission_refuses_a_bad_url_cleanly() -> None:
     """Built directly, RedisAdmission raises ConfigurationError too, the password redacted."""
     pytest.importorskip("redis")
-    from otel_llm.act._redis_admission import RedisAdmission
+    from otel_llm._act._redis_admission import RedisAdmission
 
     with pytest.raises(ConfigurationError, match="redis_url") as caught:
         RedisAdmission(f"redis://:{REDIS_PASSWORD}@host:notaport/0")
@@ -137,7 +137,7 @@ async def test_an_unreachable_redis_fails_closed_cleanly() -> None:
     """BackendUnavailable for a closed port: no password in it or behind it."""
     pytest.importorskip("redis")
     from otel_llm import BackendUnavailable, Limits
-    from otel_llm.act._redis_admission import RedisAdmission
+    from otel_llm._act._redis_admission import RedisAdmission
 
     down = RedisAdmission(f"redis://:{REDIS_PASSWORD}@127.0.0.1:{free_port()}/0")
     try:

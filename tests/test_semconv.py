@@ -15,9 +15,9 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from otel_llm import AllSourcesExhausted, Client, Source
-from otel_llm.wrap._openai import instrument_openai, uninstrument_openai
+from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
+from otel_llm.testing import Scripted, error, json_answer, sse_answer
 from tests.conftest import Spans
-from tests.fakes import Scripted, error, json_answer, sse_answer
 
 CONVENTION = frozenset(
     {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from otel_llm import CallStats, Client, ConfigurationError, Source
-from otel_llm.act._settings import (
+from otel_llm._act._settings import (
     ClientSettings,
     ConfigWarning,
     EmbeddingSettings,
@@ -309,7 +309,7 @@ def test_every_key_has_its_client_argument() -> None:
     argument the model does not have."""
     import inspect
 
-    from otel_llm.act._settings import CLIENT_ARGUMENTS
+    from otel_llm._act._settings import CLIENT_ARGUMENTS
 
     others = {"self", "sources", "settings", "scope", "admission", "tracer_provider",
               "meter_provider", "http_client", "seed"}  # fmt: skip

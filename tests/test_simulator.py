@@ -23,7 +23,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from otel_llm import simulator
-from otel_llm.measure._chunks import is_incremental
+from otel_llm._measure._chunks import is_incremental
 from otel_llm.simulator import (
     ORIGIN_HEADER,
     PRESETS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_llm.act._stall_budget import StallBudget
+from otel_llm._act._stall_budget import StallBudget
 
 
 def test_burning_attempts_do_not_count() -> None:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otel_llm import ConfigurationError
-from otel_llm.measure._stalls import (
+from otel_llm._measure._stalls import (
     NS_PER_MS,
     StallFigures,
     Timeline,

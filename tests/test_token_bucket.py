@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otel_llm.act._token_bucket import TokenBucket
+from otel_llm._act._token_bucket import TokenBucket
 
 
 def test_starts_full_and_refills() -> None:

@@ -11,14 +11,14 @@ from pydantic import SecretStr
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
-from otel_llm.act._attempt import Attempt
-from otel_llm.act._pool import Pool
-from otel_llm.act._source import Source
-from otel_llm.act._transport import chat_completion
-from otel_llm.measure._chunks import ChunkClock
+from otel_llm._act._attempt import Attempt
+from otel_llm._act._pool import Pool
+from otel_llm._act._source import Source
+from otel_llm._act._transport import chat_completion
+from otel_llm._measure._chunks import ChunkClock
 from otel_llm.simulator import Script, Silence, SimulatedProvider
+from otel_llm.testing import figures_of as derived
 from tests.conftest import Spans
-from tests.test_processor import derived
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 SECRET = "sk-test-0123456789abcdefSECRET"

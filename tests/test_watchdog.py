@@ -10,9 +10,9 @@ import httpx2
 import pytest
 
 from otel_llm import WatchdogTimeout
-from otel_llm.act._watchdog import Watchdog
-from otel_llm.measure._chunks import ChunkClock
-from tests.virtual_time import run_virtual
+from otel_llm._act._watchdog import Watchdog
+from otel_llm._measure._chunks import ChunkClock
+from otel_llm.testing import run_virtual
 
 BUDGET = 0.1
 
@@ -114,7 +114,7 @@ def test_the_watchdog_runs_on_the_loops_clock(silence_s: float, killed: bool) ->
 def test_the_watchdog_does_not_depend_on_the_metering_clock() -> None:
     """With the metering clock stopped (swapped for a replay, say), the watchdog still fires on
     the loop's clock: 60 s of loop time without a chunk kill the stream."""
-    from otel_llm.measure._clock import use_clock
+    from otel_llm._measure._clock import use_clock
 
     async def main() -> float:
         loop = asyncio.get_running_loop()

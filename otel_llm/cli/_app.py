@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from pathlib import Path
 from typing import Annotated
 
@@ -13,9 +14,9 @@ from rich.console import Console
 from otel_llm._defaults import DEFAULTS
 from otel_llm._env import OTEL_LLM_DB
 from otel_llm._errors import OtelLLMError
-from otel_llm._init import store_path
+from otel_llm._show._breakdown import breakdown_sql, run_query, worst_stalls_sql
+from otel_llm._telemetry import store_path
 from otel_llm.cli._render import render
-from otel_llm.show._breakdown import breakdown_sql, run_query, worst_stalls_sql
 
 app = typer.Typer(
     name="otel-llm",
@@ -34,6 +35,15 @@ def _db(path: Path | None) -> Path:
     return path or store_path()
 
 
+def _need_simulator(console: Console) -> None:
+    """The simulated provider needs aiohttp, the ``testing`` extra: say so, not a traceback."""
+    if importlib.util.find_spec("aiohttp") is None:
+        raise _fail(
+            console,
+            "the simulated provider needs aiohttp: pip install 'otel-llm[testing]'",
+        )
+
+
 def _fail(console: Console, message: str) -> typer.Exit:
     console.print(f"[bold red]error:[/bold red] {message}")
     return typer.Exit(code=2)
@@ -50,9 +60,10 @@ def demo(
     seed: Annotated[int, typer.Option()] = 1,
 ) -> None:
     """Run streamed calls against simulated providers and show where their time went."""
+    console = Console()
+    _need_simulator(console)
     from otel_llm.cli._demo import DemoOptions, run_demo
 
-    console = Console()
     options = DemoOptions(_db(db), calls, concurrency, time_scale, seed)
     try:
         asyncio.run(run_demo(options, console))
@@ -104,9 +115,10 @@ def provider(
     ] = None,
 ) -> None:
     """Serve the simulated OpenAI-compatible provider until Ctrl-C."""
+    console = Console()
+    _need_simulator(console)
     from otel_llm.simulator import measured, oracle, serve
 
-    console = Console()
     scripts = (
         {"measured": measured(stall_probability), "oracle": oracle(stall_probability)}
         if stall_probability is not None

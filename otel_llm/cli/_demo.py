@@ -10,11 +10,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from otel_llm import _errors as e
-from otel_llm._init import init
-from otel_llm.act._client import Client
-from otel_llm.act._source import Source
+from otel_llm._act._client import Client
+from otel_llm._act._source import Source
+from otel_llm._show._breakdown import breakdown_sql, run_query, worst_stalls_sql
+from otel_llm._telemetry import init
 from otel_llm.cli._render import render
-from otel_llm.show._breakdown import breakdown_sql, run_query, worst_stalls_sql
 from otel_llm.simulator import SimulatedProvider
 
 PROMPT = [{"role": "user", "content": "Summarise the benchmark run."}]

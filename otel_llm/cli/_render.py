@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from otel_llm.show._breakdown import Table
+from otel_llm._show._breakdown import Table
 
 
 def render(console: Console, table: Table, title: str | None = None) -> None:

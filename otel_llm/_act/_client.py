@@ -1,0 +1,329 @@
+"""``otel_llm.Client``: a resilient async client for OpenAI-compatible sources that meters every
+call and hedges a late or stalled stream onto another source."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx2
+from opentelemetry import metrics, trace
+
+from otel_llm import _semconv as sc
+from otel_llm._act._admission import Admission, LocalAdmission
+from otel_llm._act._attempt import Attempt
+from otel_llm._act._breaker import Breaker
+from otel_llm._act._call import CallOutcome, CallRun, CallShared
+from otel_llm._act._completion import Completion, Embeddings
+from otel_llm._act._hedge_budget import HedgeBudget
+from otel_llm._act._legs import Request, UsageOf
+from otel_llm._act._pool import Pool
+from otel_llm._act._result import ChatResult, EmbeddingsResult
+from otel_llm._act._settings import CLIENT_ARGUMENTS, ClientSettings, PoolSettings
+from otel_llm._act._source import Source
+from otel_llm._act._source_state import SourceState
+from otel_llm._act._stats import CallStats
+from otel_llm._measure._call_span import CallSpan
+from otel_llm._measure._metrics import LlmMetrics
+from otel_llm._measure._response import ResponseFacts
+from otel_llm._measure._stalls import to_ms
+from otel_llm._version import __version__
+
+T = TypeVar("T")
+
+
+async def _chat(attempt: Attempt, pool: Pool, payload: Mapping[str, Any]) -> Completion:
+    return await attempt.run(pool, payload)
+
+
+async def _embed(attempt: Attempt, pool: Pool, payload: Mapping[str, Any]) -> Embeddings:
+    return await attempt.run_embeddings(pool, payload)
+
+
+def _pool(settings: PoolSettings, http_client: object) -> Pool:
+    """The client's pool: the user's ``http_client``, or clients made from ``settings``."""
+    if http_client is None:
+        limits = httpx2.Limits(
+            max_connections=settings.max_connections,
+            max_keepalive_connections=settings.max_keepalive_connections,
+            keepalive_expiry=settings.keepalive_expiry_s,
+        )
+        return Pool(factory=lambda: httpx2.AsyncClient(limits=limits))
+    if not isinstance(http_client, httpx2.AsyncClient):
+        from otel_llm._errors import ConfigurationError
+
+        raise ConfigurationError(
+            "http_client",
+            f"must be an httpx2.AsyncClient, got {type(http_client).__module__}."
+            f"{type(http_client).__qualname__} (httpx 0.28 with httpcore 1.0.9 leaks a "
+            "connection-pool slot on every cancelled request: encode/httpcore#1093)",
+        )
+    return Pool(client=http_client)
+
+
+def _admission(settings: ClientSettings) -> Admission:
+    if settings.admission.backend == "redis":
+        from otel_llm._act._redis_admission import RedisAdmission
+
+        assert settings.admission.redis_url is not None
+        return RedisAdmission(
+            settings.admission.redis_url.get_secret_value(),
+            key_prefix=settings.admission.key_prefix,
+        )
+    return LocalAdmission()
+
+
+class Client:
+    """Calls OpenAI-compatible sources with retries, failover, circuit breaking, admission, a
+    streaming watchdog and hedged requests, and returns the whole answer with its
+    :class:`CallStats`.
+
+    Configuration comes from ``{scope}__*`` environment keys, then ``settings``, then the
+    arguments here (an explicit argument wins). ``scope`` is ``LLM`` for chat and ``EMBEDDING``
+    for embeddings. Use ``async with Client(...) as client``.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[Source] | None = None,
+        *,
+        settings: ClientSettings | None = None,
+        scope: str | None = None,
+        stall_threshold_ms: int | None = None,
+        hedge_after_s: float | None = None,
+        hedge_stall_after_s: float | None = None,
+        hedge_budget_ratio: float | None = None,
+        hedge_budget_burst: float | None = None,
+        max_attempts: int | None = None,
+        call_deadline_s: float | None = None,
+        stall_window_s: float | None = None,
+        backoff_base_s: float | None = None,
+        backoff_max_s: float | None = None,
+        rate_limit_wait_s: float | None = None,
+        same_source_retries: int | None = None,
+        rate_limit_max_wait_s: float | None = None,
+        failover_on_content_filter: bool | None = None,
+        failover_on_context_length: bool | None = None,
+        breaker_failure_threshold: int | None = None,
+        breaker_first_cooldown_s: float | None = None,
+        breaker_cooldown_s: float | None = None,
+        pool_max_connections: int | None = None,
+        pool_max_keepalive_connections: int | None = None,
+        pool_keepalive_expiry_s: float | None = None,
+        admission: Admission | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        seed: int | None = None,
+    ) -> None:
+        chosen = {  # the keys' arguments, as given (None: not given)
+            CLIENT_ARGUMENTS[name]: value
+            for name, value in locals().items()
+            if name in CLIENT_ARGUMENTS
+        }
+        if settings is None:
+            settings_cls = ClientSettings.for_scope(scope) if scope else ClientSettings
+            settings = settings_cls()
+        self.settings = settings.merged(
+            sources=tuple(sources) if sources is not None else None, **chosen
+        )
+        if not self.settings.sources:
+            from otel_llm._errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"{self.settings.scope}__{{PROVIDER}}__{{N}}__BASE_URL",
+                "no source configured (pass sources=[...] or set the per-source keys)",
+            )
+        names = [source.name for source in self.settings.sources]
+        if len(set(names)) != len(names):
+            from otel_llm._errors import ConfigurationError
+
+            raise ConfigurationError("sources", f"source names must be unique, got {names}")
+        breaker = self.settings.breaker
+        self._states = [
+            SourceState(
+                source,
+                Breaker(
+                    failure_threshold=breaker.failure_threshold,
+                    first_cooldown_s=breaker.effective_first_cooldown_s,
+                    max_cooldown_s=breaker.cooldown_s,
+                ),
+            )
+            for source in sorted(self.settings.sources, key=lambda source: source.priority)
+        ]
+        provider = tracer_provider or trace.get_tracer_provider()
+        self._tracer = provider.get_tracer("otel_llm", __version__)
+        self._metrics = LlmMetrics(meter_provider)
+        self._pool = _pool(self.settings.pool, http_client)
+        self._admission = admission or _admission(self.settings)
+        self._owns_admission = admission is None
+        hedge = self.settings.hedge
+        self._hedge_budget = HedgeBudget(hedge.budget_ratio, hedge.budget_burst)
+        self._rng = random.Random(seed)
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections and the admission backend the client opened."""
+        await self._pool.aclose()
+        if self._owns_admission:
+            await self._admission.aclose()
+
+    def __repr__(self) -> str:
+        return f"Client(scope={self.settings.scope!r}, sources={[s.name for s in self.sources]!r})"
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        """The sources, in priority order."""
+        return tuple(state.source for state in self._states)
+
+    @property
+    def pool_replacements(self) -> int:
+        """How often the client replaced a connection pool that could not serve (see
+        :mod:`otel_llm._act._pool`); 0 on a healthy client."""
+        return self._pool.replacements
+
+    def breaker_state(self, source: str) -> str:
+        """The circuit-breaker state of ``source`` (``closed``, ``open``, ``half_open``)."""
+        for state in self._states:
+            if state.name == source:
+                return state.breaker.state.value
+        raise KeyError(source)
+
+    # --- calls --------------------------------------------------------------------------------
+
+    def _shared(self) -> CallShared:
+        return CallShared(
+            pool=self._pool,
+            tracer=self._tracer,
+            settings=self.settings,
+            states=self._states,
+            admission=self._admission,
+            hedge_budget=self._hedge_budget,
+            rng=self._rng,
+        )
+
+    async def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        stream: bool = True,
+        **params: Any,
+    ) -> ChatResult:
+        """Run one chat call. With ``stream=True`` the client consumes the stream itself, so a
+        mid-stream switch to the hedge leg never reaches the caller; the whole answer comes back
+        once the winning stream ended. ``params`` go to the provider (``max_tokens`` …)."""
+        payload: dict[str, Any] = {"messages": list(messages), **params}
+        outcome, stats = await self._call(
+            sc.OPERATION_CHAT,
+            payload,
+            stream=stream,
+            request=_chat,
+            usage_of=lambda completion: completion.usage,
+            facts_of=lambda completion: completion.facts,
+        )
+        return ChatResult.of(outcome.answer, outcome.winner.state.name, stats)
+
+    async def embed(self, input: str | Sequence[str], **params: Any) -> EmbeddingsResult:
+        """Embed ``input`` (non-streaming; same retries and failover, never hedged)."""
+        outcome, stats = await self._call(
+            sc.OPERATION_EMBEDDINGS,
+            {"input": input, **params},
+            stream=False,
+            request=_embed,
+            usage_of=lambda answer: answer.usage,
+            facts_of=lambda answer: answer.facts,
+        )
+        return EmbeddingsResult.of(outcome.answer, outcome.winner.state.name, stats)
+
+    async def _call(
+        self,
+        operation: str,
+        payload: Mapping[str, Any],
+        *,
+        stream: bool,
+        request: Request[T],
+        usage_of: UsageOf[T],
+        facts_of: Callable[[T], ResponseFacts],
+    ) -> tuple[CallOutcome[T], CallStats]:
+        """One call with its span, stats and metrics (chat is hedged, embeddings never)."""
+        started = time.monotonic_ns()
+        call = CallSpan(
+            self._tracer,
+            self._metrics,
+            operation=operation,
+            model=self.sources[0].model,
+            stream=stream,
+            request=payload,
+            secrets=[secret for source in self.sources for secret in source.secrets()],
+        )
+        run = CallRun(
+            self._shared(),
+            payload=payload,
+            stream=stream,
+            hedge=operation == sc.OPERATION_CHAT,
+            request=request,
+            usage_of=usage_of,
+            context=call.context,
+            operation=operation,
+        )
+        try:
+            outcome = await run.run()
+        except BaseException as exc:
+            tried = run.tried[-1] if run.tried else self.sources[0].name
+            call.set_provider(self._source(tried).provider)
+            call.record_counts(
+                attempts=run.attempts, hedges=run.hedges, sources_tried=tuple(run.tried)
+            )
+            call.end(duration_s=(time.monotonic_ns() - started) / 1e9, error=exc)
+            raise
+        stats = self._stats(outcome, started)
+        winner = outcome.winner
+        source = winner.state.source
+        call.set_provider(source.provider, {sc.ATTEMPT_SOURCE: source.name}, model=source.model)
+        call.record_response(facts_of(outcome.answer))
+        call.record_counts(
+            attempts=stats.attempts,
+            hedges=stats.hedges,
+            sources_tried=stats.sources_tried,
+            hedge_won=stats.hedge_won,
+            winner=winner.attempt.number,
+            hedge_waste_tokens=stats.hedge_waste_tokens,
+            hedge_waste_chunks=stats.hedge_waste_chunks,
+        )
+        call.end(duration_s=(stats.call_ms or 0) / 1000, figures=winner.attempt.figures)
+        return outcome, stats
+
+    def _source(self, name: str) -> Source:
+        return next(state.source for state in self._states if state.name == name)
+
+    def _stats(self, outcome: CallOutcome[Any], started_ns: int) -> CallStats:
+        figures = outcome.winner.attempt.figures
+        assert figures is not None
+        return CallStats.from_winner(
+            figures,
+            attempts=outcome.attempts,
+            hedges=outcome.hedges,
+            hedge_won=outcome.winner.is_hedge,
+            sources_tried=outcome.sources_tried,
+            retries=outcome.retries,
+            backoff_ms=int(outcome.backoff_s * 1000),
+            hedge_waste_tokens=outcome.hedge_waste_tokens,
+            hedge_waste_chunks=outcome.hedge_waste_chunks,
+            call_ms=to_ms(time.monotonic_ns() - started_ns),
+            waited_ms=int(outcome.waited_s * 1000),
+        )

@@ -1,0 +1,153 @@
+"""Translate HTTP failures of an OpenAI-compatible provider into the error hierarchy."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx2
+
+from otel_llm import _errors as e
+from otel_llm._act import _json
+from otel_llm._defaults import DEFAULTS
+from otel_llm._redact import redact
+
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+_FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "content_filtered"})
+
+
+def parse_retry_after(headers: Mapping[str, str], now_epoch_s: float) -> float | None:
+    """Seconds to wait from ``Retry-After`` / ``retry-after-ms`` headers, or ``None``.
+
+    ``retry-after-ms`` (milliseconds, OpenAI) wins over ``Retry-After``, which is either a number
+    of seconds or an HTTP date. Negative, non-finite or absurd values are ignored; a date in the
+    past means 0.
+    """
+    lowered = {key.lower(): value for key, value in headers.items()}
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            value = float(raw_ms) / 1000
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and 0 <= value <= DEFAULTS.max_retry_after_s:
+            return value
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        return min(max(0.0, when.timestamp() - now_epoch_s), DEFAULTS.max_retry_after_s)
+    if math.isfinite(value) and 0 <= value <= DEFAULTS.max_retry_after_s:
+        return value
+    return None
+
+
+def _error_fields(body: str) -> tuple[str | None, str | None, str | None]:
+    """(message, code, type) from an OpenAI-style error body, when it is one."""
+    try:
+        payload: Any = _json.loads(body)
+    except ValueError:
+        return None, None, None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, str):
+        return error, None, None
+    if not isinstance(error, dict):
+        return None, None, None
+    message = error.get("message")
+    code = error.get("code")
+    kind = error.get("type")
+    return (
+        message if isinstance(message, str) else None,
+        str(code) if code is not None else None,
+        kind if isinstance(kind, str) else None,
+    )
+
+
+def provider_error(
+    status: int | None,
+    body: str,
+    *,
+    headers: Mapping[str, str],
+    source: str,
+    secrets: Iterable[str],
+    now_epoch_s: float,
+) -> e.ProviderError:
+    """The most specific :class:`ProviderError` for an error answer.
+
+    ``status`` is the HTTP status, or ``None`` for an error sent inside a successful answer (a
+    stream's error event, a 200 body holding an error), where the provider's code alone decides:
+    a ``content_filter`` or ``context_length_exceeded`` code is that permanent error whatever
+    the transport said, anything else unknown is a transient ``ServerError``. The provider's own
+    message and code are kept (unmasked except for secrets).
+    """
+    message, code, kind = _error_fields(body)
+    shown = "an error" if status is None else str(status)
+    text = redact(message or body.strip()[:500] or f"HTTP {shown}", secrets)
+    text = f"{source} answered {shown}: {text}"
+    lowered = " ".join(filter(None, (code, kind, message))).lower()
+    kwargs: dict[str, Any] = {"status_code": status, "code": code or kind, "source": source}
+    if status == 429:
+        return e.RateLimited(text, retry_after_s=parse_retry_after(headers, now_epoch_s), **kwargs)
+    explicit = code in _CONTEXT_CODES or code in _FILTER_CODES or kind in _FILTER_CODES
+    if status is not None and (status == 408 or status >= 500) and not explicit:
+        return e.ServerError(text, **kwargs)
+    if code in _CONTEXT_CODES or "context length" in lowered or "context_length" in lowered:
+        return e.ContextLengthExceeded(text, **kwargs)
+    if code in _FILTER_CODES or kind in _FILTER_CODES:
+        return e.ContentFiltered(text, **kwargs)
+    if status in (401, 403):
+        return e.AuthenticationError(text, **kwargs)
+    if status == 404:
+        return e.NotFound(text, **kwargs)
+    if status in (400, 422):
+        return e.BadRequest(text, **kwargs)
+    if status is not None and 400 <= status < 500:
+        return e.PermanentError(text, **kwargs)
+    return e.ServerError(text, **kwargs)
+
+
+def stream_error(
+    payload: Mapping[str, Any], *, source: str, secrets: Iterable[str]
+) -> e.ProviderError:
+    """An error object sent inside an otherwise successful answer (its own ``status_code``,
+    when it carries one, is taken as the status)."""
+    body = json.dumps({"error": payload.get("error")})
+    status = payload.get("status_code")
+    error = payload.get("error")
+    if isinstance(error, dict) and isinstance(error.get("status_code"), int):
+        status = error["status_code"]
+    known = status if isinstance(status, int) and not isinstance(status, bool) else None
+    return provider_error(known, body, headers={}, source=source, secrets=secrets, now_epoch_s=0.0)
+
+
+def transport_error(
+    exc: httpx2.HTTPError, *, source: str, chunks: int, secrets: Iterable[str] = ()
+) -> e.TransientError:
+    """A transient error for a failure of the connection itself.
+
+    The message keeps the lower-layer error's type and (redacted) text; the error is meant to be
+    raised unchained, since ``exc`` holds the request with its URL and headers.
+    """
+    where = f"after {chunks} chunks" if chunks else "before the first chunk"
+    name = type(exc).__name__
+    detail = redact(str(exc), secrets)
+    what = f"{name}: {detail}" if detail else name
+    if isinstance(exc, httpx2.SSEError):
+        return e.MalformedStream(
+            f"{source} sent an unreadable event stream ({what}) {where}", source=source
+        )
+    if isinstance(exc, httpx2.TimeoutException):
+        return e.ProviderTimeout(f"{source} timed out ({what}) {where}", source=source)
+    return e.ProviderConnectionError(f"{source} connection failed ({what}) {where}", source=source)

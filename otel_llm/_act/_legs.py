@@ -1,0 +1,256 @@
+"""The ledger of one call's legs: what each attempt costs and says about its source.
+
+:class:`~otel_llm._act._round.Round` owns the tasks of a round; this module owns the accounting
+it drives — the attempt numbers and sources tried, the verdict each outcome gives the source's
+breaker (a watchdog kill is a failure; a 429, a permanent error or a cancellation is none),
+rate-limit marks, admission (pre-deducted before an attempt, settled after it), the choice and
+admission of a hedge target, and the failures themselves, kept as exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+
+from otel_llm import _errors as e
+from otel_llm import _semconv as sc
+from otel_llm._act._admission import Admission, estimate_prompt_tokens, estimate_tokens
+from otel_llm._act._attempt import Attempt
+from otel_llm._act._hedge_budget import HedgeBudget
+from otel_llm._act._pool import Pool
+from otel_llm._act._settings import RetrySettings
+from otel_llm._act._source_state import Candidates, SourceState
+from otel_llm._defaults import DEFAULTS
+from otel_llm._measure._response import Usage
+
+T = TypeVar("T")
+logger = logging.getLogger("otel_llm")
+
+Request = Callable[[Attempt, Pool, Mapping[str, Any]], Awaitable[T]]
+"""Runs one attempt (chat or embeddings) and returns its answer."""
+UsageOf = Callable[[T], Usage | None]
+
+
+@dataclass(eq=False)
+class Leg(Generic[T]):
+    """One attempt of a round; the round gives it its task."""
+
+    state: SourceState
+    attempt: Attempt
+    tokens: int
+    finished_at: float | None = None
+    task: asyncio.Task[T] = field(init=False)
+
+    @property
+    def is_hedge(self) -> bool:
+        """True for the hedge leg."""
+        return self.attempt.leg == sc.LEG_HEDGE
+
+    @property
+    def error(self) -> BaseException | None:
+        """The leg's failure, once it finished with one."""
+        if not self.task.done() or self.task.cancelled():
+            return None
+        return self.task.exception()
+
+
+@dataclass
+class CallContext:
+    """What every attempt of one call shares."""
+
+    tracer: trace.Tracer
+    pool: Pool
+    admission: Admission
+    hedge_budget: HedgeBudget
+    retry: RetrySettings
+    threshold_ms: int
+    context: Context
+    operation: str
+    stream: bool
+    rng: random.Random
+
+
+class LegLedger(Generic[T]):
+    """Starts the attempts of one call and books their outcomes."""
+
+    def __init__(
+        self,
+        call: CallContext,
+        candidates: Candidates,
+        *,
+        payload: Mapping[str, Any],
+        request: Request[T],
+        usage_of: UsageOf[T],
+    ) -> None:
+        self.call = call
+        self.candidates = candidates
+        self.payload = payload
+        self.request = request
+        self.usage_of = usage_of
+        self.loop = asyncio.get_running_loop()
+        self.tokens = estimate_tokens(payload)
+        self.prompt_tokens = estimate_prompt_tokens(payload)
+        self.attempts = 0
+        self.tried: list[str] = []
+        self.errors: deque[e.ProviderError] = deque(maxlen=DEFAULTS.kept_errors)
+        """The call's failed attempts, most recent last."""
+        self.last_error_of: dict[str, e.ProviderError] = {}
+        """Each source's latest failure."""
+        self.last_output_at: float | None = None
+        """When the latest failed or cancelled leg that had streamed output ended (the stall
+        window restarts there)."""
+
+    # --- legs ---------------------------------------------------------------------------------
+
+    def new_leg(
+        self, state: SourceState, tokens: int, role: str, signal: asyncio.Event | None
+    ) -> Leg[T]:
+        """The next attempt of the call at ``state`` (the round starts its task)."""
+        self.attempts += 1
+        if state.name not in self.tried:
+            self.tried.append(state.name)
+        call = self.call
+        attempt = Attempt(
+            call.tracer,
+            state.source,
+            number=self.attempts,
+            stream=call.stream,
+            threshold_ms=call.threshold_ms,
+            leg=role,
+            context=call.context,
+            signal=signal,
+            operation=call.operation,
+        )
+        return Leg(state, attempt, tokens)
+
+    async def run_leg(self, leg: Leg[T]) -> T:
+        """One attempt with its accounting: breaker, rate limits, admission settlement."""
+        state, attempt = leg.state, leg.attempt
+        try:
+            answer = await self.request(attempt, self.call.pool, self.payload)
+        except asyncio.CancelledError:
+            state.breaker.release()  # a cancelled leg gives no verdict on the source
+            self._ended(leg)
+            await self._settle_unknown(state, leg.tokens, attempt.chunks)
+            raise
+        except e.ProviderError as exc:
+            self._ended(leg)
+            self._book_failure(state, exc)
+            await self._settle_unknown(state, leg.tokens, attempt.chunks)
+            raise
+        except BaseException:
+            state.breaker.release()
+            leg.finished_at = self.loop.time()
+            raise
+        leg.finished_at = self.loop.time()
+        state.breaker.record_success()
+        await self._settle(state, leg.tokens, usage_total(self.usage_of(answer)))
+        return answer
+
+    def _ended(self, leg: Leg[T]) -> None:
+        """A leg ended without an answer; one that streamed output was progress all the same
+        (R3: the stall window starts again there)."""
+        leg.finished_at = now = self.loop.time()
+        if leg.attempt.chunks:
+            self.last_output_at = now
+
+    def _book_failure(self, state: SourceState, exc: e.ProviderError) -> None:
+        now = self.loop.time()
+        self.errors.append(exc)
+        self.last_error_of[state.name] = exc
+        if isinstance(exc, e.RateLimited):
+            wait = exc.retry_after_s
+            if wait is None:
+                wait = self.call.retry.rate_limit_wait_s
+            state.rate_limited_until = max(state.rate_limited_until, now + wait)
+            state.breaker.release()
+        elif isinstance(exc, e.PermanentError):
+            self.candidates.excluded.add(state.name)
+            state.breaker.release()
+        else:  # transient, watchdog kills included (R4)
+            state.breaker.record_failure(now, unit=self.call.rng.random())
+
+    @property
+    def last_error(self) -> e.ProviderError | None:
+        """The call's most recent failure."""
+        return self.errors[-1] if self.errors else None
+
+    # --- admission ----------------------------------------------------------------------------
+
+    async def admit(self, state: SourceState) -> bool:
+        """Take the source's admission for one request of the call; mark the source out of
+        quota (and return False) if it has none."""
+        wait = await self.call.admission.acquire(state.name, state.source.limits, self.tokens)
+        if wait <= 0:
+            return True
+        state.quota_until = self.loop.time() + wait
+        return False
+
+    async def refund(self, state: SourceState) -> None:
+        """Give back an admission that was not used."""
+        await self._settle(state, self.tokens, 0)
+
+    async def _settle(self, state: SourceState, tokens: int, actual: int | None) -> None:
+        """Settle a reservation: ``actual`` tokens used (``None``: unknown, keep the estimate)."""
+        if actual is None or state.source.limits.tokens_per_minute is None:
+            return
+        await self.call.admission.settle(state.name, state.source.limits, actual - tokens)
+
+    async def _settle_unknown(self, state: SourceState, tokens: int, chunks: int) -> None:
+        """Settle a leg whose usage is unknown (failed or cancelled): nothing if it produced
+        nothing, else the prompt estimate plus one token a chunk — an estimate, for admission
+        only. A backend failure here is logged: the leg's own outcome stands."""
+        actual = self.prompt_tokens + chunks if chunks else 0
+        try:
+            await self._settle(state, tokens, actual)
+        except e.BackendUnavailable as exc:
+            logger.warning("otel-llm: could not settle admission for %s: %s", state.name, exc)
+
+    # --- hedging ------------------------------------------------------------------------------
+
+    async def find_hedge(self, primary: SourceState) -> tuple[SourceState, int] | None:
+        """A different, eligible source with quota, within the hedge budget; else ``None``
+        (then the round silently does not hedge, R10 — also when the admission backend cannot
+        be reached now: the primary runs on, R5)."""
+        budget = self.call.hedge_budget
+        target = self.candidates.hedge_target(self.loop.time(), primary=primary.name)
+        if target is None or not budget.spend():
+            return None
+        try:
+            admitted = await self.admit(target)
+        except e.BackendUnavailable:
+            admitted = False
+        if not admitted:
+            budget.refund()
+            return None
+        if not target.breaker.acquire(self.loop.time()):
+            await self.refund(target)
+            budget.refund()
+            return None
+        return target, self.tokens
+
+    # --- what the losers used -----------------------------------------------------------------
+
+    def waste(self, losers: list[Leg[T]]) -> tuple[int | None, int | None]:
+        """Tokens (where known) and chunks the losing legs used."""
+        known = [
+            tokens
+            for leg in losers
+            if leg.task.done() and not leg.task.cancelled() and leg.task.exception() is None
+            if (tokens := usage_total(self.usage_of(leg.task.result()))) is not None
+        ]
+        chunks = sum(leg.attempt.chunks for leg in losers) if losers else None
+        return (sum(known) if known else None), chunks
+
+
+def usage_total(usage: Usage | None) -> int | None:
+    """Total tokens of ``usage`` (``None`` when it says nothing)."""
+    return usage.total if usage is not None else None

@@ -1,0 +1,152 @@
+"""Admission shared through Redis: one quota per source for every process and host (SPEC R5).
+
+Each limited bucket of a source is a Redis hash ``{prefix}:{source}:rpm`` or ``…:tpm`` (the
+source in braces, a cluster hash tag, so both keys of a source live on one shard) holding its
+capacity, level and the time of its last update. One Lua script, run atomically with the
+server's clock (Redis 5 or later), reproduces :class:`~otel_llm._act._token_bucket.TokenBucket`
+exactly: a missing bucket is full, a bucket whose capacity changed starts full again, an amount
+above the capacity is clamped to it, and a settlement may leave a debt (a negative level). An
+idle bucket expires a while after it would be full again, which is what a missing bucket means.
+
+Sources with no limits never ask Redis. Every other call fails closed: when Redis cannot be
+asked, :class:`~otel_llm.BackendUnavailable` is raised and nothing is admitted.
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from otel_llm._act._admission import Limits
+from otel_llm._act._settings import check_redis_url
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import BackendUnavailable, ConfigurationError
+from otel_llm._redact import redact, redact_url, url_secrets
+
+_SCRIPT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local mode, idle_s = ARGV[1], tonumber(ARGV[2])
+local caps, levels, stamps = {}, {}, {}
+local wait = 0
+for i, key in ipairs(KEYS) do
+  local cap, amount = tonumber(ARGV[2 * i + 1]), tonumber(ARGV[2 * i + 2])
+  local per_s = cap / 60
+  local stored = redis.call('HMGET', key, 'capacity', 'level', 'at')
+  local level, at = cap, now
+  if tonumber(stored[1]) == cap then
+    level, at = tonumber(stored[2]), tonumber(stored[3])
+    if now > at then
+      level, at = math.min(cap, level + (now - at) * per_s), now
+    end
+  end
+  if mode == 'acquire' then
+    amount = math.min(amount, cap)
+    local missing = amount - level
+    if missing > 0 then
+      wait = math.max(wait, missing / per_s)
+    end
+    level = level - amount
+  else
+    level = math.min(cap, level + amount)
+  end
+  caps[i], levels[i], stamps[i] = cap, level, at
+end
+if wait > 0 then
+  return string.format('%.17g', wait)
+end
+for i, key in ipairs(KEYS) do
+  local cap, level = caps[i], levels[i]
+  local ttl_s = idle_s
+  if cap > 0 then
+    ttl_s = idle_s + math.max(0, cap - level) / (cap / 60)
+  end
+  redis.call('HSET', key, 'capacity', string.format('%.17g', cap),
+    'level', string.format('%.17g', level), 'at', string.format('%.17g', stamps[i]))
+  redis.call('PEXPIRE', key, string.format('%.0f', math.ceil(ttl_s * 1000)))
+end
+return '0'
+"""
+"""KEYS: one hash per bucket. ARGV: ``acquire`` or ``settle``, the idle expiry, then per bucket
+its capacity (per minute) and amount. ``acquire`` takes the amount from every bucket and returns
+``'0'``, or takes nothing and returns the seconds until every bucket would hold it; ``settle``
+adds the amount (negative charges) to every bucket, capped at the capacity."""
+
+
+class RedisAdmission:
+    """Admission kept in Redis at ``url``, shared by everyone using the same ``key_prefix``.
+
+    ``timeout_s`` bounds connecting and each answer; a failed command is not retried (a retry
+    could charge twice), so an unreachable server fails the call within about that time.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_prefix: str = DEFAULTS.admission_key_prefix,
+        timeout_s: float = DEFAULTS.admission_timeout_s,
+    ) -> None:
+        self._prefix = key_prefix
+        self._where = redact_url(url)
+        self._secrets = url_secrets(url)
+        problem = None
+        try:
+            check_redis_url(url)
+            self._redis = Redis.from_url(
+                url,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s,
+                retry=Retry(NoBackoff(), 0),
+            )
+        except ValueError as exc:  # redis' own messages repeat the URL, password included
+            problem = redact(str(exc), (url, *self._secrets))
+        if problem is not None:
+            raise ConfigurationError("redis_url", f"{problem} ({self._where})")
+        self._script = self._redis.register_script(_SCRIPT)
+
+    def _key(self, source: str, kind: str) -> str:
+        return f"{self._prefix}:{{{source}}}:{kind}"
+
+    async def _run(self, operation: str, buckets: list[tuple[str, float, float]]) -> float:
+        keys = [key for key, _, _ in buckets]
+        args: list[str | float] = [operation, DEFAULTS.admission_idle_expiry_s]
+        for _, capacity, amount in buckets:
+            args += [capacity, amount]
+        try:
+            answer = await self._script(keys=keys, args=args)
+        except (RedisError, OSError) as exc:
+            reason = redact(f"{type(exc).__name__}: {exc}", self._secrets)
+        else:
+            return float(answer)
+        # raised unchained: the client library's errors may carry the connection's settings
+        raise BackendUnavailable(
+            f"admission backend Redis at {self._where} failed during {operation}: {reason}"
+        )
+
+    async def acquire(self, source: str, limits: Limits, tokens: int) -> float:
+        """Admit one request of ``tokens`` (0.0, both buckets charged) or return the seconds
+        until it could be admitted (nothing charged); raises ``BackendUnavailable``."""
+        buckets = []
+        if limits.requests_per_minute is not None:
+            buckets.append((self._key(source, "rpm"), float(limits.requests_per_minute), 1.0))
+        if limits.tokens_per_minute is not None:
+            buckets.append(
+                (self._key(source, "tpm"), float(limits.tokens_per_minute), float(tokens))
+            )
+        if not buckets:
+            return 0.0
+        return await self._run("acquire", buckets)
+
+    async def settle(self, source: str, limits: Limits, extra_tokens: int) -> None:
+        """Charge ``extra_tokens`` to the token bucket (negative refunds, capped at capacity)."""
+        if limits.tokens_per_minute is None or extra_tokens == 0:
+            return
+        bucket = (self._key(source, "tpm"), float(limits.tokens_per_minute), -float(extra_tokens))
+        await self._run("settle", [bucket])
+
+    async def aclose(self) -> None:
+        """Close the connections to Redis."""
+        await self._redis.aclose()

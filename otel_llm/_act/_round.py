@@ -1,0 +1,227 @@
+"""One round of a call: the primary leg and, when its first chunk is late or its stream stalls,
+one hedge leg on another source (SPEC R7–R11, R14).
+
+The shape is trio's happy eyeballs (``open_tcp_stream``): :meth:`Round.run` alone creates the
+tasks of a round — the legs and the waiter on the chunk signal — races them, and reaps them.
+Nothing survives it: on every path (a winner, both legs failed, the caller cancelled) the legs
+still running are cancelled and awaited before it returns; a leg that will not end within
+``round_cleanup_s`` is logged and kept referenced until it does (never dropped unseen). What a leg
+costs and says about its source is booked by the ledger the round drives
+(:mod:`otel_llm._act._legs`). Only this code waits on the chunk signal, and only the primary leg
+has one (no hedge of a hedge). The chunk path itself only sets that signal: the stall timer is
+armed from the chunk clock's last arrival, so the orchestrator wakes once per window, never once
+per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from otel_llm import _semconv as sc
+from otel_llm._act._legs import Leg
+from otel_llm._act._settings import HedgeSettings
+from otel_llm._act._source_state import SourceState
+from otel_llm._defaults import DEFAULTS
+
+T = TypeVar("T")
+logger = logging.getLogger("otel_llm")
+
+_UNENDED: set[asyncio.Task[Any]] = set()
+"""Legs that outlived their round's cleanup bound, referenced until they end."""
+
+
+@dataclass
+class RoundResult(Generic[T]):
+    """How a round ended: a winner, or the legs that failed."""
+
+    winner: Leg[T] | None
+    failed: list[Leg[T]] = field(default_factory=list)
+    losers: list[Leg[T]] = field(default_factory=list)
+    hedges: int = 0
+
+
+class LegAccounting(Protocol[T]):
+    """What a round needs from the call's ledger (:class:`~otel_llm._act._legs.LegLedger`)."""
+
+    def new_leg(
+        self, state: SourceState, tokens: int, role: str, signal: asyncio.Event | None
+    ) -> Leg[T]:
+        """The next attempt, at ``state``, with pre-admitted tokens (no task yet)."""
+        ...
+
+    def run_leg(self, leg: Leg[T]) -> Coroutine[Any, Any, T]:
+        """The leg's work: its attempt and the accounting of its outcome."""
+        ...
+
+    async def find_hedge(self, primary: SourceState) -> tuple[SourceState, int] | None:
+        """An eligible, admitted hedge target other than the primary's source, or ``None``."""
+        ...
+
+
+def _owned(leg: Leg[T]) -> Leg[T]:
+    """``leg``, its failure marked as seen once it ends: when the round is cancelled before it
+    looked at a leg that had just failed, asyncio would otherwise log "Task exception was never
+    retrieved" for it. (The round still reads every failure it waits for.)"""
+    leg.task.add_done_callback(_mark_retrieved)
+    return leg
+
+
+def _mark_retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class Round(Generic[T]):
+    """A primary leg, maybe a hedge leg, first success wins."""
+
+    def __init__(
+        self,
+        *,
+        hedge: HedgeSettings,
+        stream: bool,
+        ledger: LegAccounting[T],
+        make_signal: Callable[[], asyncio.Event] = asyncio.Event,
+        cleanup_s: float = DEFAULTS.round_cleanup_s,
+    ) -> None:
+        """``make_signal`` builds the primary's chunk signal and ``cleanup_s`` bounds the wait
+        for cancelled legs (seams for tests)."""
+        self._cleanup_s = cleanup_s
+        self._after_s = hedge.after_s
+        self._stall_after_s = hedge.stall_after_s if stream else None
+        self._stream = stream
+        self._ledger = ledger
+        self._make_signal = make_signal
+
+    @property
+    def hedging(self) -> bool:
+        """Whether this round may hedge at all (R8: stall-only hedging needs a stream)."""
+        return self._after_s is not None or self._stall_after_s is not None
+
+    async def run(self, primary: SourceState, tokens: int) -> RoundResult[T]:
+        """Run the round to its end; no leg is left running afterwards."""
+        signal = self._make_signal() if self.hedging and self._stream else None
+        legs = [self._start(primary, tokens, sc.LEG_PRIMARY, signal)]
+        try:
+            if self.hedging and await self._hedge_window(legs[0], signal):
+                target = await self._ledger.find_hedge(primary)
+                if target is not None:
+                    state, hedge_tokens = target
+                    legs.append(self._start(state, hedge_tokens, sc.LEG_HEDGE, None))
+            result = await self._race(legs)
+            result.hedges = len(legs) - 1
+            return result
+        finally:
+            await self._cancel_running(legs)
+
+    def _start(
+        self, state: SourceState, tokens: int, role: str, signal: asyncio.Event | None
+    ) -> Leg[T]:
+        """A new leg of this round, running as a task the round owns."""
+        leg = self._ledger.new_leg(state, tokens, role, signal)
+        leg.task = asyncio.create_task(
+            self._ledger.run_leg(leg), name=f"otel-llm {role} {state.name}"
+        )
+        return _owned(leg)
+
+    # --- the hedge window (R9) ---------------------------------------------------------------
+
+    async def _hedge_window(self, leg: Leg[T], signal: asyncio.Event | None) -> bool:
+        """Wait until a hedge is due (True) or the primary finished first (False)."""
+        primary = leg.task
+        if signal is None:  # not streamed: only the first-token trigger applies
+            if self._after_s is None:
+                return False
+            done, _ = await asyncio.wait({primary}, timeout=self._after_s)
+            return not done
+        # Phase 1, before the first chunk: AFTER_S if set; otherwise wait for the first chunk
+        # without a timer (pre-first-chunk silence is never judged by the stall timer).
+        await self._wait_for_signal(primary, signal, self._after_s)
+        if primary.done():
+            return False
+        if not signal.is_set():
+            return True  # no first chunk within AFTER_S
+        if self._stall_after_s is None:
+            return False
+        # Phase 2, after the first chunk: a gap may last STALL_AFTER_S. The timer is armed from
+        # the last chunk's arrival on the chunk clock, so this wakes once per window rather than
+        # once per chunk; on waking, the signal tells whether chunks came in the meantime.
+        chunks = leg.attempt.span.clock
+        window_s = self._stall_after_s
+        loop = asyncio.get_running_loop()
+        while True:
+            if signal.is_set():  # check-then-clear, no await in between
+                signal.clear()
+            remaining_s = chunks.on_loop(chunks.arrivals_ns[-1]) + window_s - loop.time()
+            if remaining_s > 0:  # on the loop's clock; the arrival mapped onto it
+                await asyncio.wait({primary}, timeout=remaining_s)
+            if primary.done():
+                return False
+            if signal.is_set():
+                continue  # a chunk arrived meanwhile, even in the timeout's own iteration
+            return not chunks.finished  # after the finish reason, silence is just the end
+
+    @staticmethod
+    async def _wait_for_signal(
+        primary: asyncio.Task[T], signal: asyncio.Event, within_s: float | None
+    ) -> None:
+        """Wait for a chunk, the primary's end, or the timeout; a fresh waiter each time."""
+        waiter = asyncio.create_task(signal.wait())
+        try:
+            await asyncio.wait(
+                {primary, waiter}, timeout=within_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            waiter.cancel()
+            await asyncio.wait({waiter})  # never swallows a cancellation of our own task
+
+    # --- the race (R10, R11) -------------------------------------------------------------------
+
+    async def _race(self, legs: list[Leg[T]]) -> RoundResult[T]:
+        """First success wins; if the first to finish failed, wait for the other."""
+        running = {leg.task: leg for leg in legs}
+        failed: list[Leg[T]] = []
+        while running:
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            finished = sorted(
+                (running.pop(task) for task in done),
+                key=lambda leg: leg.finished_at if leg.finished_at is not None else 0.0,
+            )
+            for position, leg in enumerate(finished):
+                if leg.error is None and not leg.task.cancelled():
+                    losers = [*finished[position + 1 :], *running.values()]
+                    return RoundResult(winner=leg, failed=failed, losers=losers)
+                failed.append(leg)
+        return RoundResult(winner=None, failed=failed)
+
+    async def _cancel_running(self, legs: list[Leg[T]]) -> None:
+        """Cancel legs still running — a loser is recorded as ``hedge_cancelled`` unless the
+        whole round is being cancelled — and wait (bounded) until they have cleaned up."""
+        running = [leg for leg in legs if not leg.task.done()]
+        if not running:
+            return
+        current = asyncio.current_task()
+        round_cancelled = current is not None and current.cancelling() > 0
+        for leg in running:
+            if not round_cancelled:
+                leg.attempt.cancel_outcome = sc.OUTCOME_HEDGE_CANCELLED
+            leg.task.cancel()
+        tasks = [leg.task for leg in running]
+        _, unended = await asyncio.wait(tasks, timeout=self._cleanup_s)
+        for task in unended:
+            logger.warning(
+                "otel-llm: %s did not end within %g s of being cancelled; it is kept and "
+                "reported when it ends",
+                task.get_name(),
+                self._cleanup_s,
+            )
+            _UNENDED.add(task)
+            task.add_done_callback(_unended_finished)
+
+
+def _unended_finished(task: asyncio.Task[Any]) -> None:
+    _UNENDED.discard(task)
+    logger.warning("otel-llm: %s ended at last", task.get_name())

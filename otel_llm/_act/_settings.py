@@ -1,0 +1,529 @@
+"""Configuration of the client: environment keys, a settings object, constructor arguments.
+
+Keys are ``{SCOPE}__...`` with ``__`` as separator (``LLM`` for chat, ``EMBEDDING`` for
+embeddings). Per-source keys have four segments, ``{SCOPE}__{PROVIDER}__{N}__{FIELD}``
+(``LLM__OPENAI__1__BASE_URL``); scope-level keys have three, ``{SCOPE}__{GROUP}__{FIELD}``
+(``LLM__HEDGE__AFTER_S``), and the group names (:data:`RESERVED_GROUPS`) are never parsed as a
+provider. Every key has three layers — environment, :class:`ClientSettings` fields, ``Client``
+constructor arguments — and the explicit argument wins. An invalid value raises a
+:class:`~otel_llm.ConfigurationError` naming the key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final, Literal, Self
+
+from pydantic import (
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from otel_llm._act._model import StrictModel
+from otel_llm._act._source import Source
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import ConfigurationError
+from otel_llm._measure._stalls import threshold_rule
+
+RESERVED_GROUPS = frozenset({"HEDGE", "STREAM", "RETRY", "BREAKER", "ADMISSION", "POOL"})
+"""Scope-level groups; never a provider name."""
+
+_SOURCE_KEY = re.compile(r"^([A-Z0-9_]+?)__([0-9]+)__([A-Z0-9_]+)$")
+
+
+class ConfigWarning(UserWarning):
+    """A configuration that works but is probably not what was meant."""
+
+
+class _Group(StrictModel):
+    """A scope-level group of keys (``{SCOPE}__{GROUP}__*``). ``argument_prefix`` makes a
+    field's ``Client`` argument (``hedge_`` + ``after_s``); ``None``: no arguments."""
+
+    argument_prefix: ClassVar[str | None] = ""
+
+
+def _positive(value: float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"must be a finite number > 0, got {value!r}")
+
+
+class StreamSettings(_Group):
+    """``{SCOPE}__STREAM__*``: metering."""
+
+    argument_prefix: ClassVar[str | None] = ""
+
+    stall_threshold_ms: int = DEFAULTS.stall_threshold_ms
+    """A gap strictly longer than this is a stall (positive integer of milliseconds)."""
+
+    @field_validator("stall_threshold_ms")
+    @classmethod
+    def _strict_threshold(cls, value: int) -> int:
+        return threshold_rule(value)  # the one rule (measure._stalls), after parsing
+
+
+class HedgeSettings(_Group):
+    """``{SCOPE}__HEDGE__*``: hedged requests. Both triggers unset = hedging off."""
+
+    argument_prefix: ClassVar[str | None] = "hedge_"
+
+    after_s: float | None = None
+    """Start a hedge when the primary has no incremental chunk after this long (R7)."""
+    stall_after_s: float | None = None
+    """Start a hedge when a gap between the primary's chunks grows beyond this (R8)."""
+    budget_ratio: float = DEFAULTS.hedge_budget_ratio
+    """Hedge legs are capped at this fraction of primary rounds (plus ``budget_burst``)."""
+    budget_burst: float = DEFAULTS.hedge_budget_burst
+    """Hedge legs that may start back to back when the budget is full."""
+
+    @field_validator("after_s", "stall_after_s")
+    @classmethod
+    def _positive_seconds(cls, value: float | None) -> float | None:
+        _positive(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if not math.isfinite(self.budget_ratio) or self.budget_ratio < 0:
+            raise ValueError(f"budget_ratio must be a finite number >= 0, got {self.budget_ratio}")
+        if not math.isfinite(self.budget_burst) or self.budget_burst < 1:
+            raise ValueError(f"budget_burst must be a finite number >= 1, got {self.budget_burst}")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """True when either trigger is set."""
+        return self.after_s is not None or self.stall_after_s is not None
+
+
+class RetrySettings(_Group):
+    """``{SCOPE}__RETRY__*``: retries, failover, deadline and the stall budget."""
+
+    max_attempts: int = Field(default=DEFAULTS.max_attempts, ge=1, le=1000)
+    """Transient failures a call may absorb (429s and hedge legs do not count extra)."""
+    call_deadline_s: float | None = DEFAULTS.call_deadline_s
+    """Bound on the whole call, waits included (``None``: none)."""
+    stall_window_s: float = DEFAULTS.stall_window_s
+    """Non-productive waiting after which a call that got no output gives up (R3)."""
+    backoff_base_s: float = DEFAULTS.backoff_base_s
+    backoff_max_s: float = DEFAULTS.backoff_max_s
+    rate_limit_wait_s: float = DEFAULTS.rate_limit_wait_s
+    """Wait after a 429 without Retry-After."""
+    same_source_retries: int = Field(default=DEFAULTS.same_source_retries, ge=0, le=100)
+    """Transient failures retried on the same source before failing over."""
+    rate_limit_max_wait_s: float = DEFAULTS.rate_limit_max_wait_s
+    """A 429 asking to wait at most this long is waited out on the same source (0: never)."""
+    failover_on_content_filter: bool = DEFAULTS.failover_on_content_filter
+    """Try the next source after a content-filter refusal (default: propagate it at once)."""
+    failover_on_context_length: bool = DEFAULTS.failover_on_context_length
+    """Try the next source after a context-length error (default: yes)."""
+
+    @field_validator(
+        "call_deadline_s", "stall_window_s", "backoff_base_s", "backoff_max_s", "rate_limit_wait_s"
+    )
+    @classmethod
+    def _positive_seconds(cls, value: float | None) -> float | None:
+        _positive(value)
+        return value
+
+    @field_validator("rate_limit_max_wait_s")
+    @classmethod
+    def _non_negative_seconds(cls, value: float) -> float:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"must be a finite number >= 0, got {value!r}")
+        return value
+
+
+class BreakerSettings(_Group):
+    """``{SCOPE}__BREAKER__*``: the per-source circuit breaker (R4)."""
+
+    argument_prefix: ClassVar[str | None] = "breaker_"
+
+    failure_threshold: int = Field(default=DEFAULTS.breaker_failure_threshold, ge=1)
+    """Consecutive transient failures that open the breaker."""
+    first_cooldown_s: float | None = None
+    """Cool-down after the breaker opens; each failed probe doubles it, up to ``cooldown_s``
+    (unset: 1 s, or ``cooldown_s`` when that is shorter)."""
+    cooldown_s: float = DEFAULTS.breaker_cooldown_s
+    """The longest cool-down."""
+
+    @field_validator("first_cooldown_s", "cooldown_s")
+    @classmethod
+    def _positive_seconds(cls, value: float | None) -> float | None:
+        _positive(value)
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.first_cooldown_s is not None and self.first_cooldown_s > self.cooldown_s:
+            raise ValueError(
+                f"first_cooldown_s ({self.first_cooldown_s:g}) must not exceed cooldown_s "
+                f"({self.cooldown_s:g})"
+            )
+        return self
+
+    @property
+    def effective_first_cooldown_s(self) -> float:
+        """The first cool-down in force."""
+        if self.first_cooldown_s is not None:
+            return self.first_cooldown_s
+        return min(DEFAULTS.breaker_first_cooldown_s, self.cooldown_s)
+
+
+class PoolSettings(_Group):
+    """``{SCOPE}__POOL__*``: the client's HTTP connection pool."""
+
+    argument_prefix: ClassVar[str | None] = "pool_"
+
+    max_connections: int = Field(default=DEFAULTS.pool_max_connections, ge=1)
+    """Connections open at once (each running stream holds one)."""
+    max_keepalive_connections: int = Field(default=DEFAULTS.pool_max_keepalive_connections, ge=0)
+    """Idle connections kept for reuse."""
+    keepalive_expiry_s: float = DEFAULTS.pool_keepalive_expiry_s
+    """How long an idle connection is kept."""
+
+    @field_validator("keepalive_expiry_s")
+    @classmethod
+    def _positive_seconds(cls, value: float) -> float:
+        _positive(value)
+        return value
+
+
+class AdmissionSettings(_Group):
+    """``{SCOPE}__ADMISSION__*``: where rate limits are kept (R5). Its ``Client`` argument is
+    an object (``admission=RedisAdmission(url)``), not one per field."""
+
+    argument_prefix: ClassVar[str | None] = None
+
+    backend: Literal["local", "redis"] = "local"
+    redis_url: SecretStr | None = None
+    key_prefix: str = DEFAULTS.admission_key_prefix
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_redis_url(value.get_secret_value())
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.backend == "redis" and self.redis_url is None:
+            raise ValueError("backend 'redis' needs redis_url")
+        return self
+
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def check_redis_url(url: str) -> None:
+    """A ValueError (which never repeats the URL: it may hold a password) unless ``url`` is a
+    Redis URL."""
+    if not url.startswith(REDIS_SCHEMES):
+        scheme = url.split("://", 1)[0] if "://" in url else "none"
+        raise ValueError(
+            f"must be a Redis URL starting with {', '.join(REDIS_SCHEMES)} "
+            f"(scheme: {scheme[:20]!r})"
+        )
+
+
+def parse_source_keys(scope: str, environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Per-source keys of ``scope`` grouped by ``{PROVIDER}__{N}``; raises on malformed keys."""
+    prefix = f"{scope.upper()}__"
+    found: dict[str, dict[str, str]] = {}
+    for raw_key, value in environ.items():
+        key = raw_key.upper()
+        if not key.startswith(prefix):
+            continue
+        rest = key[len(prefix) :]
+        head = rest.split("__", 1)[0]
+        if head in RESERVED_GROUPS:
+            continue
+        match = _SOURCE_KEY.match(rest)
+        if match is None:
+            raise ConfigurationError(
+                raw_key,
+                f"per-source keys have four segments, {prefix}{{PROVIDER}}__{{N}}__{{FIELD}}; "
+                f"scope-level groups are {', '.join(sorted(RESERVED_GROUPS))}",
+            )
+        provider, number, field = match.groups()
+        found.setdefault(f"{provider}__{number}", {})[field.lower()] = value
+    return found
+
+
+def _sources_from_env(scope: str, environ: Mapping[str, str]) -> list[dict[str, Any]]:
+    sources = []
+    for name, fields in sorted(
+        parse_source_keys(scope, environ).items(), key=lambda item: int(item[0].split("__")[1])
+    ):
+        provider, number = name.split("__")
+        entry: dict[str, Any] = {
+            "name": f"{provider.lower()}-{number}",
+            "provider": provider.lower(),
+        }
+        entry.update(fields)
+        entry.setdefault("priority", int(number))
+        entry["_key"] = f"{scope.upper()}__{name}"
+        sources.append(entry)
+    return sources
+
+
+class _SourcesFromEnv(PydanticBaseSettingsSource):
+    """Settings source reading the four-segment per-source keys."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        scope = getattr(self.settings_cls, "scope", DEFAULTS.scope)
+        sources = _sources_from_env(scope, os.environ)
+        return {"sources": sources} if sources else {}
+
+
+class ClientSettings(BaseSettings):
+    """Everything a client is configured with. Fields are read from ``{SCOPE}__*`` environment
+    keys unless given here; ``Client`` arguments override both."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=f"{DEFAULTS.scope}__",
+        env_nested_delimiter="__",
+        case_sensitive=False,
+        extra="forbid",
+        frozen=True,
+        hide_input_in_errors=True,
+    )
+    scope: ClassVar[str] = DEFAULTS.scope
+    hedged: ClassVar[bool] = True
+    """Whether calls of this scope may hedge (the embeddings scope never does)."""
+
+    sources: tuple[Source, ...] = ()
+    stream: StreamSettings = StreamSettings()
+    hedge: HedgeSettings = HedgeSettings()
+    retry: RetrySettings = RetrySettings()
+    breaker: BreakerSettings = BreakerSettings()
+    admission: AdmissionSettings = AdmissionSettings()
+    pool: PoolSettings = PoolSettings()
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            if "sources" not in values:
+                values = {**values, "sources": _sources_from_env(self.scope, os.environ)}
+            error = configuration_error(exc, self.scope, values)
+        else:
+            check_hedge_assembly(self)
+            return
+        raise error  # unchained: pydantic's error repeats the input values, secrets included
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _SourcesFromEnv(settings_cls), env_settings, dotenv_settings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_key_markers(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("sources"), list | tuple):
+            data = dict(data)
+            data["sources"] = [
+                {k: v for k, v in s.items() if k != "_key"} if isinstance(s, dict) else s
+                for s in data["sources"]
+            ]
+        return data
+
+    def merged(self, **overrides: Any) -> Self:
+        """A copy with ``overrides`` (``None`` values ignored) applied and re-validated.
+
+        Values from code are taken as given: a group field's override must already have the
+        field's type (``"100"`` is not a number of milliseconds; text is the environment's).
+        """
+        data = self.model_dump()
+        data["sources"] = list(self.sources)
+        problem: ConfigurationError | None = None
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if "." in key:
+                group, field = key.split(".", 1)
+                problem = problem or self._wrong_type(group, field, value)
+                data[group] = {**data[group], field: value}
+            else:
+                data[key] = value
+        if problem is not None:
+            raise problem
+        try:
+            merged = self.model_validate(data)
+        except ValidationError as exc:
+            error = configuration_error(exc, self.scope, data)
+        else:
+            check_hedge_assembly(merged)
+            return merged
+        raise error  # unchained, as in __init__
+
+    def _wrong_type(self, group: str, field: str, value: Any) -> ConfigurationError | None:
+        """A ConfigurationError when ``value`` is not of the field's type (strictly)."""
+        annotation = type(getattr(self, group)).model_fields[field].annotation
+        try:
+            TypeAdapter(annotation).validate_python(value, strict=True)
+        except ValidationError as exc:
+            reason = str(exc.errors()[0]["msg"])
+        else:
+            return None
+        key = _key_for((group, field), self.scope, {})
+        return ConfigurationError(key, f"{reason}, got a {type(value).__name__}")
+
+    @classmethod
+    def for_scope(cls, scope: str) -> type[ClientSettings]:
+        """The settings class reading ``{scope}__*`` keys."""
+        scope = scope.upper()
+        if scope == cls.scope:
+            return cls
+        if scope == EmbeddingSettings.scope:
+            return EmbeddingSettings
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", scope):
+            raise ConfigurationError("scope", f"must be an identifier, got {scope!r}")
+        config = SettingsConfigDict(**{**cls.model_config, "env_prefix": f"{scope}__"})
+        return type(f"{scope.title()}Settings", (cls,), {"model_config": config, "scope": scope})
+
+
+class EmbeddingSettings(ClientSettings):
+    """Settings of the ``EMBEDDING`` scope (non-streaming: hedge keys have no effect)."""
+
+    model_config = SettingsConfigDict(
+        **{**ClientSettings.model_config, "env_prefix": "EMBEDDING__"}
+    )
+    scope: ClassVar[str] = "EMBEDDING"
+    hedged: ClassVar[bool] = False
+
+    @model_validator(mode="after")
+    def _warn_hedge(self) -> Self:
+        if self.hedge.enabled:
+            warnings.warn(
+                "EMBEDDING__HEDGE__* is set, but hedging applies to streamed chat only; "
+                "embeddings calls run unhedged",
+                ConfigWarning,
+                stacklevel=2,
+            )
+        return self
+
+
+def check_hedge_assembly(settings: ClientSettings) -> None:
+    """The assembly guards of SPEC R13 (errors), and its warnings."""
+    hedge, retry, sources = settings.hedge, settings.retry, settings.sources
+    if not hedge.enabled or not sources or not settings.hedged:
+        return
+    scope = settings.scope
+    if hedge.after_s is not None:
+        shortest = min(source.ttft_timeout_s or source.timeout_s for source in sources)
+        if hedge.after_s >= shortest:
+            raise ConfigurationError(
+                f"{scope}__HEDGE__AFTER_S",
+                f"{hedge.after_s:g} must be below the shortest first-chunk timeout "
+                f"(ttft_timeout_s or timeout_s: {shortest:g}); the hedge could never start",
+            )
+    if hedge.stall_after_s is not None:
+        shortest = min(source.effective_inter_chunk_timeout_s for source in sources)
+        if hedge.stall_after_s >= shortest:
+            raise ConfigurationError(
+                f"{scope}__HEDGE__STALL_AFTER_S",
+                f"{hedge.stall_after_s:g} must be below the shortest inter-chunk timeout "
+                f"(inter_token_timeout_s or timeout_s: {shortest:g}); the watchdog would kill "
+                "the stream before the hedge window opens",
+            )
+    deadline = retry.call_deadline_s
+    for name, value in (("AFTER_S", hedge.after_s), ("STALL_AFTER_S", hedge.stall_after_s)):
+        if value is not None and deadline is not None and value >= deadline:
+            raise ConfigurationError(
+                f"{scope}__HEDGE__{name}",
+                f"{value:g} must be below {scope}__RETRY__CALL_DEADLINE_S ({deadline:g})",
+            )
+    if len(sources) == 1:
+        warnings.warn(
+            f"{scope}__HEDGE__* is set with a single source: a hedge needs a different source, "
+            "so no hedge will ever start",
+            ConfigWarning,
+            stacklevel=2,
+        )
+
+
+def _key_for(loc: tuple[int | str, ...], scope: str, values: Mapping[str, Any]) -> str:
+    if not loc:
+        return scope
+    head = loc[0]
+    if head == "sources" and len(loc) >= 2 and isinstance(loc[1], int):
+        raw = values.get("sources")
+        entry = raw[loc[1]] if isinstance(raw, list | tuple) and loc[1] < len(raw) else None
+        field = str(loc[2]).upper() if len(loc) > 2 else ""
+        if isinstance(entry, dict) and "_key" in entry:
+            return f"{entry['_key']}__{field}" if field else entry["_key"]
+        return f"sources[{loc[1]}]" + (f".{loc[2]!s}" if len(loc) > 2 else "")
+    if str(head).upper() in RESERVED_GROUPS and len(loc) > 1:
+        return f"{scope}__{str(head).upper()}__{str(loc[1]).upper()}"
+    return f"{scope}__{str(head).upper()}"
+
+
+def configuration_error(
+    exc: ValidationError, scope: str, values: Mapping[str, Any]
+) -> ConfigurationError:
+    """A ConfigurationError naming the key of every problem in ``exc``."""
+    problems = []
+    first_key = scope
+    named: list[tuple[str, str]] = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        inner = (error.get("ctx") or {}).get("error")
+        if isinstance(inner, ConfigurationError) and inner.fields:  # a Source's own fields
+            named += [(_key_for((*loc, field), scope, values), why) for field, why in inner.fields]
+        elif isinstance(inner, ConfigurationError):  # raised by a nested settings object
+            named.append((inner.key, inner.reason))
+        else:
+            named.append(
+                (_key_for(loc, scope, values), str(error["msg"]).removeprefix("Value error, "))
+            )
+    for index, (key, message) in enumerate(named):
+        if index == 0:
+            first_key = key
+            problems.append(message)
+        else:
+            problems.append(f"{key}: {message}")
+    return ConfigurationError(first_key, "; ".join(problems))
+
+
+def _client_arguments() -> dict[str, str]:
+    """``Client`` argument → settings path (``group.field``), derived from the groups."""
+    arguments: dict[str, str] = {}
+    for group, info in ClientSettings.model_fields.items():
+        model = info.annotation
+        if isinstance(model, type) and issubclass(model, _Group):
+            prefix = model.argument_prefix
+            if prefix is not None:
+                for field in model.model_fields:
+                    arguments[f"{prefix}{field}"] = f"{group}.{field}"
+    return arguments
+
+
+CLIENT_ARGUMENTS: Final = _client_arguments()
+"""Every key's constructor argument (the third layer), generated from the settings model: the
+``Client`` keyword ``hedge_after_s`` sets ``hedge.after_s`` (``{SCOPE}__HEDGE__AFTER_S``)."""

@@ -1,0 +1,158 @@
+"""A source: one OpenAI-compatible endpoint (provider, deployment, model) a call can use."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+
+from otel_llm._act._admission import Limits
+from otel_llm._act._model import StrictModel
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import ConfigurationError
+from otel_llm._redact import redact_url, url_secrets
+
+
+def positive_finite(value: float | None, field: str) -> float | None:
+    """``value`` if it is ``None`` or a finite number > 0, else a ValueError naming ``field``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{field} must be a finite number > 0, got {value!r}")
+    return value
+
+
+class Source(StrictModel):
+    """One endpoint. ``api_key`` is a secret, and so is a password in ``base_url``: neither
+    appears in reprs, spans or errors. An invalid field is a :class:`ConfigurationError` naming
+    it (``Source.base_url``), never repeating the value given."""
+
+    def __init__(self, **fields: Any) -> None:
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            error = _source_error(exc)
+        else:
+            return
+        raise error  # unchained: pydantic's error is about the input, which may be a secret
+
+    name: str = Field(min_length=1)
+    """Unique name within a client, e.g. ``openai-1``."""
+    provider: str = Field(min_length=1)
+    """Provider name as the GenAI convention's ``gen_ai.provider.name`` (``openai`` …)."""
+    base_url: str = Field(min_length=1)
+    """Base URL up to and including the API version, e.g. ``https://api.openai.com/v1``."""
+    model: str = Field(min_length=1)
+    api_key: SecretStr | None = None
+    timeout_s: float = DEFAULTS.timeout_s
+    """Read timeout of one attempt; also the watchdog's inter-chunk budget when that is unset."""
+    connect_timeout_s: float = DEFAULTS.connect_timeout_s
+    ttft_timeout_s: float | None = None
+    """Watchdog: longest wait for the first incremental chunk."""
+    inter_token_timeout_s: float | None = None
+    """Watchdog: longest wait between incremental chunks (falls back to ``timeout_s``)."""
+    priority: int = 0
+    """Lower is tried first."""
+    requests_per_minute: float | None = None
+    """Admission: at most this many requests a minute to this source (``None``: unlimited)."""
+    tokens_per_minute: float | None = None
+    """Admission: at most this many tokens a minute (estimated up front, settled from usage)."""
+
+    @field_validator(
+        "timeout_s",
+        "connect_timeout_s",
+        "ttft_timeout_s",
+        "inter_token_timeout_s",
+        "requests_per_minute",
+        "tokens_per_minute",
+    )
+    @classmethod
+    def _check_positive(cls, value: float | None, info: ValidationInfo) -> float | None:
+        return positive_finite(value, info.field_name or "value")
+
+    @field_validator("api_key")
+    @classmethod
+    def _check_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        key = value.get_secret_value().strip()
+        if not key:
+            raise ValueError("api_key is empty")
+        if not (key.isascii() and key.isprintable()) or " " in key:
+            raise ValueError(
+                "api_key must be printable ASCII without spaces (a pasted key may carry a "
+                "curly quote or a non-breaking space); the value is not shown"
+            )
+        return SecretStr(key)
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url must start with http:// or https://, got {redact_url(value)!r}"
+            )
+        try:
+            host = httpx2.URL(value).host
+        except (httpx2.InvalidURL, ValueError):
+            host = ""
+        if not host:
+            raise ValueError(f"base_url must name a host, got {redact_url(value)!r}")
+        return value.rstrip("/")
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            yield name, redact_url(value) if name == "base_url" else value
+
+    @property
+    def limits(self) -> Limits:
+        """The admission limits of this source."""
+        return Limits(self.requests_per_minute, self.tokens_per_minute)
+
+    @property
+    def effective_inter_chunk_timeout_s(self) -> float:
+        """The watchdog's budget between chunks: ``inter_token_timeout_s`` or ``timeout_s``."""
+        return self.inter_token_timeout_s or self.timeout_s
+
+    @property
+    def chat_url(self) -> str:
+        """The chat completions endpoint."""
+        return f"{self.base_url}/chat/completions"
+
+    @property
+    def embeddings_url(self) -> str:
+        """The embeddings endpoint."""
+        return f"{self.base_url}/embeddings"
+
+    @property
+    def host(self) -> str:
+        """``server.address`` of the endpoint."""
+        return httpx2.URL(self.base_url).host
+
+    @property
+    def port(self) -> int | None:
+        """``server.port`` of the endpoint when the URL names one."""
+        return httpx2.URL(self.base_url).port
+
+    def secrets(self) -> tuple[str, ...]:
+        """Values to redact from any text that leaves the library: the API key and what the
+        base URL carries."""
+        key = (self.api_key.get_secret_value(),) if self.api_key else ()
+        return key + url_secrets(self.base_url)
+
+
+def _source_error(exc: ValidationError) -> ConfigurationError:
+    """A ConfigurationError naming every field of ``exc`` (messages only, never inputs)."""
+    problems = tuple(
+        (
+            ".".join(str(part) for part in error["loc"]) or "fields",
+            str(error["msg"]).removeprefix("Value error, "),
+        )
+        for error in exc.errors()
+    )
+    key, first = problems[0]
+    rest = "".join(f"; Source.{field}: {message}" for field, message in problems[1:])
+    return ConfigurationError(f"Source.{key}", first + rest, fields=problems)

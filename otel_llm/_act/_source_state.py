@@ -1,0 +1,109 @@
+"""What a client knows about each source between calls, and which source a call tries next."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from otel_llm._act._breaker import Breaker
+from otel_llm._act._source import Source
+from otel_llm._defaults import DEFAULTS
+
+
+@dataclass(slots=True)
+class SourceState:
+    """Health of one source: its breaker and until when it is rate limited or out of quota."""
+
+    source: Source
+    breaker: Breaker
+    rate_limited_until: float = 0.0
+    quota_until: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """The source's name."""
+        return self.source.name
+
+    def why_unavailable(self, now: float) -> str:
+        """Why no attempt starts at this source now, for a call that never got to try it."""
+        if self.rate_limited_until > now:
+            return f"rate limited for another {self.rate_limited_until - now:.1f} s"
+        if self.quota_until > now:
+            return f"out of admission quota for another {self.quota_until - now:.1f} s"
+        open_until = self.breaker.open_until()
+        if open_until is not None:
+            return f"circuit breaker open for another {max(0.0, open_until - now):.1f} s"
+        if not self.breaker.allows(now):
+            return "circuit breaker half-open, its probe in flight"
+        return "not tried"
+
+    def available_at(self, now: float) -> float:
+        """Earliest time an attempt at this source could start."""
+        when = max(now, self.rate_limited_until, self.quota_until)
+        open_until = self.breaker.open_until()
+        if open_until is not None:
+            when = max(when, open_until)
+        elif not self.breaker.allows(now):  # half-open with its probe in flight
+            when = max(when, now + DEFAULTS.probe_recheck_s)
+        return when
+
+
+@dataclass(slots=True)
+class Pick:
+    """The source to try next, and how long to wait before it is available (0: now)."""
+
+    state: SourceState
+    wait_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stay:
+    """The next round should stay on ``source`` (a same-source retry) if it is available within
+    ``max_wait_s`` (0 after a transient failure; the 429's wait after a short rate limit)."""
+
+    source: str
+    max_wait_s: float
+
+
+@dataclass(slots=True)
+class Candidates:
+    """Sources of one call in priority order, minus those the call has excluded."""
+
+    states: Sequence[SourceState]
+    excluded: set[str] = field(default_factory=set)
+
+    def remaining(self) -> list[SourceState]:
+        """Sources the call may still use."""
+        return [state for state in self.states if state.name not in self.excluded]
+
+    def pick(
+        self, now: float, *, avoid: str | None = None, stay: Stay | None = None
+    ) -> Pick | None:
+        """The best source now: ``stay``'s source if it is available within its wait; else
+        healthy and free, by priority, ``avoid`` (the source that just failed) last; else the
+        one available soonest. ``None`` when every source is excluded."""
+        remaining = self.remaining()
+        if not remaining:
+            return None
+        if stay is not None:
+            for state in remaining:
+                if state.name == stay.source:
+                    wait = state.available_at(now) - now
+                    if wait <= stay.max_wait_s:
+                        return Pick(state, max(0.0, wait))
+                    avoid = stay.source
+        ordered = sorted(remaining, key=lambda state: state.name == avoid)
+        for state in ordered:
+            if state.available_at(now) <= now:
+                return Pick(state, 0.0)
+        soonest = min(ordered, key=lambda state: state.available_at(now))
+        return Pick(soonest, soonest.available_at(now) - now)
+
+    def hedge_target(self, now: float, primary: str) -> SourceState | None:
+        """A different source a hedge leg may go to now: its breaker allows it, and it is not
+        answering 429 (``rate_limited_until``) nor out of quota — :meth:`SourceState.available_at`
+        covers all three."""
+        for state in self.remaining():
+            if state.name != primary and state.available_at(now) <= now:
+                return state
+        return None

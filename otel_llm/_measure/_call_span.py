@@ -1,0 +1,229 @@
+"""The telemetry of one call — its span and its metrics — for otel-llm's client and for wrapped
+calls alike: one place builds call spans, records their errors and records the call's metrics.
+
+A call span carries the request (operation, model, the GenAI request parameters, the stream
+flag only when streaming), the response facts of the winning attempt, the call's counters
+(attempts, hedges, sources tried, the winner, hedge waste) and, when it failed, its error. The
+deriving processor copies the winning attempt's figures onto it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from otel_llm import _semconv as sc
+from otel_llm._errors import error_type
+from otel_llm._measure._metrics import LlmMetrics
+from otel_llm._measure._response import ResponseFacts
+from otel_llm._measure._stalls import StallFigures
+from otel_llm._redact import redact
+
+_INT_PARAMETERS: tuple[tuple[str, str], ...] = (
+    ("max_tokens", sc.GEN_AI_REQUEST_MAX_TOKENS),
+    ("max_completion_tokens", sc.GEN_AI_REQUEST_MAX_TOKENS),
+    ("seed", sc.GEN_AI_REQUEST_SEED),
+    ("n", sc.GEN_AI_REQUEST_CHOICE_COUNT),
+)
+_FLOAT_PARAMETERS: tuple[tuple[str, str], ...] = (
+    ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE),
+    ("top_p", sc.GEN_AI_REQUEST_TOP_P),
+    ("frequency_penalty", sc.GEN_AI_REQUEST_FREQUENCY_PENALTY),
+    ("presence_penalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY),
+)
+"""OpenAI request fields → the GenAI request attributes the convention defines for them."""
+
+
+def request_attributes(params: Mapping[str, Any] | None) -> dict[str, AttributeValue]:
+    """The GenAI request attributes of an OpenAI-style request body (never its content):
+    ``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_p``, the penalties,
+    ``seed``, ``n`` (only when it is not 1, as the convention asks) and ``stop``."""
+    attrs: dict[str, AttributeValue] = {}
+    if not params:
+        return attrs
+    for field, key in _INT_PARAMETERS:
+        value = params.get(field)
+        if isinstance(value, int) and not isinstance(value, bool):
+            attrs[key] = value
+    for field, key in _FLOAT_PARAMETERS:
+        number = params.get(field)
+        if isinstance(number, int | float) and not isinstance(number, bool):
+            attrs[key] = float(number)
+    if attrs.get(sc.GEN_AI_REQUEST_CHOICE_COUNT) == 1:
+        del attrs[sc.GEN_AI_REQUEST_CHOICE_COUNT]
+    stop = params.get("stop")
+    if isinstance(stop, str):
+        attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = (stop,)
+    elif isinstance(stop, list | tuple) and all(isinstance(item, str) for item in stop):
+        attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = tuple(stop)
+    return attrs
+
+
+def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] = ()) -> None:
+    """``error.type``, an ``exception`` event and an ERROR status on ``span`` — every text
+    redacted first: a provider's error message may echo the API key."""
+    message = redact(str(error), secrets)
+    stack = redact("".join(traceback.format_exception(error)), secrets)
+    span.set_attribute(sc.ERROR_TYPE, error_type(error))
+    span.add_event(
+        "exception",
+        {
+            "exception.type": type(error).__qualname__,
+            "exception.message": message,
+            "exception.stacktrace": stack,
+        },
+    )
+    span.set_status(Status(StatusCode.ERROR, message or type(error).__name__))
+
+
+class CallSpan:
+    """The span of one call, ended exactly once by :meth:`end` (or by leaving a ``with``
+    block), and the call's metrics recorded with it."""
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        metrics: LlmMetrics | None,
+        *,
+        operation: str,
+        model: str | None,
+        stream: bool,
+        provider: str | None = None,
+        request: Mapping[str, Any] | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        """``request`` is the request body (its GenAI parameters are recorded, never its
+        messages); ``provider`` is ``gen_ai.provider.name`` when known at the start (a wrapped
+        SDK's), else it is set with the winner."""
+        self.secrets = tuple(secrets)
+        self.metrics = metrics
+        self.operation = operation
+        self.model = model
+        self.provider = provider
+        attrs: dict[str, AttributeValue] = {
+            sc.SPAN_ROLE: sc.SPAN_ROLE_CALL,
+            sc.GEN_AI_OPERATION_NAME: operation,
+        }
+        if stream:  # the convention sets it if and only if the request streams
+            attrs[sc.GEN_AI_REQUEST_STREAM] = True
+        if model:
+            attrs[sc.GEN_AI_REQUEST_MODEL] = model
+        if provider:
+            attrs[sc.GEN_AI_PROVIDER_NAME] = provider
+        attrs.update(request_attributes(request))
+        attrs.update(attributes or {})
+        self.span = tracer.start_span(
+            sc.span_name(operation, model), kind=SpanKind.CLIENT, attributes=attrs
+        )
+        self.context: Context = trace.set_span_in_context(self.span)
+        self.response_model: str | None = None
+        self._metric_model = model
+        self._ended = False
+
+    def set_provider(
+        self,
+        provider: str,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        *,
+        model: str | None = None,
+    ) -> None:
+        """``gen_ai.provider.name`` once known (the winner's, or the last source tried), with
+        any attributes of that source; ``model`` is the model the metrics record as requested
+        (the winner's source's) when it differs from the span's."""
+        self.provider = provider
+        self.span.set_attribute(sc.GEN_AI_PROVIDER_NAME, provider)
+        if attributes:
+            self.span.set_attributes(attributes)
+        if model:
+            self._metric_model = model
+
+    @property
+    def ended(self) -> bool:
+        """True once the span has ended."""
+        return self._ended
+
+    def record_response(
+        self, facts: ResponseFacts, attributes: Mapping[str, AttributeValue] | None = None
+    ) -> None:
+        """The winning attempt's response facts (and any more attributes)."""
+        self.response_model = facts.model
+        self.span.set_attributes(facts.attributes())
+        if attributes:
+            self.span.set_attributes(attributes)
+
+    def record_counts(
+        self,
+        *,
+        attempts: int,
+        hedges: int,
+        sources_tried: tuple[str, ...] | None = None,
+        hedge_won: bool | None = None,
+        winner: int | None = None,
+        hedge_waste_tokens: int | None = None,
+        hedge_waste_chunks: int | None = None,
+    ) -> None:
+        """How far the call got; ``winner`` is the attempt number whose figures it carries."""
+        pairs: tuple[tuple[str, AttributeValue | None], ...] = (
+            (sc.CALL_ATTEMPTS, attempts),
+            (sc.CALL_HEDGES, hedges),
+            (sc.CALL_SOURCES_TRIED, sources_tried),
+            (sc.CALL_HEDGE_WON, hedge_won),
+            (sc.CALL_WINNER_ATTEMPT, winner),
+            (sc.CALL_HEDGE_WASTE_TOKENS, hedge_waste_tokens),
+            (sc.CALL_HEDGE_WASTE_CHUNKS, hedge_waste_chunks),
+        )
+        self.span.set_attributes({key: value for key, value in pairs if value is not None})
+
+    def end(
+        self,
+        *,
+        duration_s: float,
+        figures: StallFigures | None = None,
+        error: BaseException | None = None,
+        outcome: str | None = None,
+    ) -> None:
+        """End the span (once) and record the call's metrics.
+
+        ``error`` is why the call failed (recorded with an exception event); ``outcome`` a way
+        it ended short of an answer without an error (a wrapped stream ``closed``, ``dropped``
+        or ``cancelled``); ``figures`` the winner's, when observable.
+        """
+        if self._ended:
+            return
+        self._ended = True
+        span = self.span
+        kind: str | None = None
+        if error is not None and not isinstance(error, Exception):  # cancelled
+            outcome = sc.OUTCOME_CANCELLED
+        if error is not None and outcome is None:
+            record_error(span, error, self.secrets)
+            kind = error_type(error)
+        elif outcome is not None and outcome != sc.OUTCOME_OK:
+            span.set_attribute(sc.ERROR_TYPE, outcome)
+            if outcome == sc.OUTCOME_CANCELLED:
+                span.set_attribute(sc.ATTEMPT_OUTCOME, outcome)
+            span.set_status(Status(StatusCode.ERROR, outcome))
+            kind = outcome
+        span.end()
+        if self.metrics is not None:
+            observable = None if outcome in sc.OUTCOMES_WITHOUT_FIGURES else figures
+            self.metrics.record_call(duration_s, observable, self._metric_attributes(kind))
+
+    def _metric_attributes(self, kind: str | None) -> dict[str, AttributeValue]:
+        attrs: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: self.operation}
+        for key, value in (
+            (sc.GEN_AI_PROVIDER_NAME, self.provider),
+            (sc.GEN_AI_REQUEST_MODEL, self._metric_model),
+            (sc.GEN_AI_RESPONSE_MODEL, self.response_model),
+            (sc.ERROR_TYPE, kind),
+        ):
+            if value:
+                attrs[key] = value
+        return attrs

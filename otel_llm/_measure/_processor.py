@@ -1,0 +1,231 @@
+"""The span processor that derives stall figures from chunk events.
+
+SDK spans are immutable once ended, so :class:`DerivingSpanProcessor` wraps the downstream
+processors: it derives the figures of each attempt span from its chunk events, hands the
+downstream an enriched copy, and copies the winning attempt's figures onto the call span. Like
+every span processor it is synchronous, never blocks and never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.util.types import AttributeValue
+
+from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
+from otel_llm._figures import FIGURES
+from otel_llm._measure._events import read_chunk_events
+from otel_llm._measure._stalls import StallFigures, meter, to_ms, validate_threshold_ms
+
+logger = logging.getLogger("otel_llm")
+
+
+def figure_attributes(figures: StallFigures) -> dict[str, AttributeValue]:
+    """The derived figures as span attributes (the table of figures); ``None`` figures are
+    left out."""
+    attrs: dict[str, AttributeValue] = {}
+    for figure in FIGURES:
+        value = getattr(figures, figure.name)
+        if value is not None:
+            attrs[figure.attribute] = value
+    return attrs
+
+
+class _EnrichedSpan(ReadableSpan):
+    """A copy of a finished span with more attributes; keeps the original's dropped counts."""
+
+    def __init__(self, original: ReadableSpan, extra: dict[str, AttributeValue]) -> None:
+        attributes = dict(original.attributes or {})
+        attributes.update(extra)
+        super().__init__(
+            name=original.name,
+            context=original.context,
+            parent=original.parent,
+            resource=original.resource,
+            attributes=attributes,
+            events=original.events,
+            links=original.links,
+            kind=original.kind,
+            status=original.status,
+            start_time=original.start_time,
+            end_time=original.end_time,
+            instrumentation_scope=original.instrumentation_scope,
+        )
+        self._dropped = (
+            original.dropped_attributes,
+            original.dropped_events,
+            original.dropped_links,
+        )
+
+    @property
+    def dropped_attributes(self) -> int:
+        return self._dropped[0]
+
+    @property
+    def dropped_events(self) -> int:
+        return self._dropped[1]
+
+    @property
+    def dropped_links(self) -> int:
+        return self._dropped[2]
+
+
+def derive_attempt(
+    span: ReadableSpan, default_threshold_ms: int
+) -> tuple[StallFigures | None, dict[str, AttributeValue]]:
+    """Derive one attempt span's figures; returns them and the attributes to add."""
+    attributes = span.attributes or {}
+    start, end = span.start_time, span.end_time
+    if start is None or end is None:
+        return None, {}
+    threshold = attributes.get(sc.STALL_THRESHOLD_MS, default_threshold_ms)
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold <= 0:
+        threshold = default_threshold_ms
+    if attributes.get(sc.ATTEMPT_OUTCOME) in sc.OUTCOMES_WITHOUT_FIGURES:
+        return None, {sc.WALL_MS: to_ms(end - start)}
+    recorded = read_chunk_events(
+        attributes,
+        [(event.name, event.timestamp, event.attributes or {}) for event in span.events],
+        start_ns=start,
+        end_ns=end,
+        dropped_events=span.dropped_events,
+    )
+    wall_only: dict[str, AttributeValue] = {sc.WALL_MS: to_ms(end - start)}
+    if recorded.timeline is None:
+        return None, {**wall_only, sc.METERING_STATUS: recorded.status}
+    try:
+        figures = meter(recorded.timeline, threshold)
+    except ValueError:  # below the event floor, and not the threshold measured at
+        return None, {**wall_only, sc.METERING_STATUS: sc.METERING_INCOMPLETE_FLOOR}
+    extra = figure_attributes(figures)
+    extra[sc.METERING_STATUS] = recorded.status
+    extra[sc.STALL_THRESHOLD_MS] = threshold
+    return figures, extra
+
+
+class DerivingSpanProcessor(SpanProcessor):
+    """Derives ``ttft_ms``, ``wall_ms``, ``stall_ms``, ``stall_count``, ``generation_ms``,
+    ``max_inter_chunk_ms`` and ``chunk_count`` and forwards enriched spans downstream.
+
+    ``default_threshold_ms`` applies only to attempt spans that do not record the threshold
+    they were measured with.
+    """
+
+    def __init__(
+        self,
+        downstream: Sequence[SpanProcessor],
+        *,
+        default_threshold_ms: int = DEFAULTS.stall_threshold_ms,
+        max_pending_calls: int = DEFAULTS.pending_call_figures,
+    ) -> None:
+        self._downstream = tuple(downstream)
+        self._default_threshold_ms = validate_threshold_ms(
+            default_threshold_ms, "default_threshold_ms"
+        )
+        self._max_pending = max_pending_calls
+        self._winners: OrderedDict[tuple[int, int], dict[int, dict[str, AttributeValue]]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    @property
+    def downstream(self) -> tuple[SpanProcessor, ...]:
+        """The processors that receive the enriched spans."""
+        return self._downstream
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for processor in self._downstream:
+            try:
+                processor.on_start(span, parent_context=parent_context)
+            except Exception:
+                logger.exception("otel-llm: downstream on_start failed")
+
+    def _on_ending(self, span: Span) -> None:
+        for processor in self._downstream:
+            hook = getattr(processor, "_on_ending", None)
+            if hook is not None:
+                try:
+                    hook(span)
+                except Exception:
+                    logger.exception("otel-llm: downstream _on_ending failed")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            forwarded = self._enrich(span)
+        except Exception:
+            logger.exception("otel-llm: could not derive figures; forwarding the span unchanged")
+            forwarded = span
+        for processor in self._downstream:
+            try:
+                processor.on_end(forwarded)
+            except Exception:
+                logger.exception("otel-llm: downstream on_end failed")
+
+    def shutdown(self) -> None:
+        for processor in self._downstream:
+            try:
+                processor.shutdown()
+            except Exception:
+                logger.exception("otel-llm: downstream shutdown failed")
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        ok = True
+        for processor in self._downstream:
+            try:
+                ok = processor.force_flush(timeout_millis) and ok
+            except Exception:
+                logger.exception("otel-llm: downstream force_flush failed")
+                ok = False
+        return ok
+
+    def _enrich(self, span: ReadableSpan) -> ReadableSpan:
+        attributes = span.attributes or {}
+        role = attributes.get(sc.SPAN_ROLE)
+        if role == sc.SPAN_ROLE_ATTEMPT:
+            figures, extra = derive_attempt(span, self._default_threshold_ms)
+            if figures is not None and attributes.get(sc.ATTEMPT_OUTCOME) == sc.OUTCOME_OK:
+                ttft_s = attributes.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
+                copied = dict(extra)
+                if ttft_s is not None:
+                    copied[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ttft_s
+                self._remember(span, copied)
+            return _EnrichedSpan(span, extra) if extra else span
+        if role == sc.SPAN_ROLE_CALL:
+            extra = self._winner_figures(span)
+            return _EnrichedSpan(span, extra) if extra else span
+        return span
+
+    def _remember(self, span: ReadableSpan, extra: dict[str, AttributeValue]) -> None:
+        parent = span.parent
+        context = span.context
+        number = (span.attributes or {}).get(sc.ATTEMPT_NUMBER, 0)
+        if parent is None or context is None or not isinstance(number, int):
+            return
+        key = (context.trace_id, parent.span_id)
+        with self._lock:
+            self._winners.setdefault(key, {})[number] = extra
+            self._winners.move_to_end(key)
+            while len(self._winners) > self._max_pending:
+                self._winners.popitem(last=False)
+
+    def _winner_figures(self, span: ReadableSpan) -> dict[str, AttributeValue]:
+        context = span.context
+        if context is None:
+            return {}
+        with self._lock:
+            attempts = self._winners.pop((context.trace_id, context.span_id), None)
+        if not attempts:
+            return {}
+        winner: Any = (span.attributes or {}).get(sc.CALL_WINNER_ATTEMPT)
+        if winner in attempts:
+            return dict(attempts[winner])
+        if winner is None and len(attempts) == 1:
+            return dict(next(iter(attempts.values())))
+        return {}

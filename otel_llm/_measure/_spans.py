@@ -1,0 +1,159 @@
+"""Attempt spans whose timestamps all come from one monotonic clock.
+
+The span start is anchored to ``time.time_ns()`` once; every chunk event and the span end are that
+anchor plus a ``time.monotonic_ns()`` offset. So differences between span timestamps are exactly
+the differences the client measured, and the span processor derives the same figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from time import time_ns
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind
+from opentelemetry.util.types import AttributeValue
+
+from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
+from otel_llm._measure import _clock
+from otel_llm._measure._call_span import record_error
+from otel_llm._measure._chunks import ChunkClock
+from otel_llm._measure._events import event_attributes, plan_chunk_events
+from otel_llm._measure._stalls import StallFigures, meter, stall_sum
+
+logger = logging.getLogger("otel_llm")
+
+
+def _event_budget(span: trace.Span) -> int:
+    """Chunk events this span can hold without the SDK dropping any."""
+    limits = getattr(span, "_limits", None)  # SDK spans expose their limits here; others don't
+    limit = getattr(limits, "max_events", None)
+    if isinstance(limit, int) and limit > 0:
+        return max(3, min(DEFAULTS.chunk_event_budget, limit - DEFAULTS.chunk_event_headroom))
+    return DEFAULTS.chunk_event_budget
+
+
+class AttemptSpan:
+    """The span of one attempt and the chunk clock that meters it.
+
+    ``finish()`` ends the span exactly once, on every path, and returns the attempt's figures.
+    """
+
+    __slots__ = ("_anchor_ns", "_figures", "clock", "secrets", "span", "streamed", "threshold_ms")
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        name: str,
+        *,
+        attributes: Mapping[str, AttributeValue],
+        threshold_ms: int,
+        streamed: bool,
+        context: Context | None = None,
+        signal: asyncio.Event | None = None,
+        consumer_aware: bool = False,
+        start_ns: int | None = None,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        """``start_ns`` (a ``time.monotonic_ns()`` value) defaults to now; ``secrets`` are
+        redacted from any error text the span records."""
+        self._anchor_ns = time_ns()
+        start = _clock.now_ns() if start_ns is None else start_ns
+        self.clock = ChunkClock(start, signal, consumer_aware=consumer_aware)
+        self.streamed = streamed
+        self.threshold_ms = threshold_ms
+        self.secrets = tuple(secrets)
+        self._figures: StallFigures | None = None
+        attrs: dict[str, AttributeValue] = {
+            sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
+            sc.STALL_THRESHOLD_MS: threshold_ms,
+        }
+        if streamed:  # the GenAI convention sets it if and only if the request streams
+            attrs[sc.GEN_AI_REQUEST_STREAM] = True
+        attrs.update(attributes)
+        self.span = tracer.start_span(
+            name,
+            context=context,
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=self._anchor_ns,
+        )
+
+    @property
+    def finished(self) -> bool:
+        """True once ``finish()`` has ended the span."""
+        return self._figures is not None
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        """Add response attributes before the span ends."""
+        if self._figures is None:
+            self.span.set_attributes(attributes)
+
+    def finish(
+        self,
+        outcome: str,
+        *,
+        error: BaseException | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        end_ns: int | None = None,
+    ) -> StallFigures:
+        """End the span with ``outcome`` and return the attempt's figures (idempotent).
+
+        ``end_ns`` (a ``time.monotonic_ns()`` value) defaults to now.
+        """
+        if self._figures is not None:
+            return self._figures
+        end_ns = _clock.now_ns() if end_ns is None else end_ns
+        gaps = self.clock.gaps_ns() if self.streamed else []
+        timeline = self.clock.timeline(end_ns, streamed=self.streamed, gaps_ns=gaps)
+        self._figures = figures = meter(timeline, self.threshold_ms)
+        span = self.span
+        try:
+            if attributes:
+                span.set_attributes(attributes)
+            span.set_attribute(sc.ATTEMPT_OUTCOME, outcome)
+            if self.streamed:
+                self._record_chunk_events(span, gaps)
+                if timeline.ttft_ns is not None:
+                    span.set_attribute(
+                        sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, timeline.ttft_ns / 1e9
+                    )
+            if error is not None:
+                record_error(span, error, self.secrets)
+            elif outcome in sc.OUTCOMES_WITHOUT_FIGURES:
+                span.set_attribute(sc.ERROR_TYPE, outcome)
+        except Exception:  # telemetry must never break the call
+            logger.exception("otel-llm: could not record attempt span attributes")
+        finally:
+            span.end(end_time=self._anchor_ns + (end_ns - self.clock.start_ns))
+        return figures
+
+    def _record_chunk_events(self, span: trace.Span, gaps_ns: list[int]) -> None:
+        clock = self.clock
+        plan = plan_chunk_events(
+            clock.arrivals_ns,
+            gaps_ns,
+            start_ns=clock.start_ns,
+            floor_ms=min(DEFAULTS.chunk_event_floor_ms, self.threshold_ms),
+            budget=_event_budget(span),
+        )
+        span.set_attributes(
+            {
+                sc.CHUNK_COUNT_RECORDED: clock.count,
+                sc.CHUNK_EVENTS_RECORDED: len(plan.events),
+                sc.CHUNK_EVENTS_FLOOR_MS: plan.floor_ms,
+            }
+        )
+        if plan.floor_ms > self.threshold_ms:  # events thinned above the threshold
+            stall_ns, stall_count = stall_sum(gaps_ns, self.threshold_ms)
+            span.set_attributes({sc.CHUNK_STALL_NS: stall_ns, sc.CHUNK_STALL_COUNT: stall_count})
+        anchor = self._anchor_ns
+        for event in plan.events:
+            span.add_event(
+                sc.CHUNK_EVENT, event_attributes(event), timestamp=anchor + event.offset_ns
+            )

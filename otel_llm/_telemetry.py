@@ -1,0 +1,204 @@
+"""``otel_llm.init()``: one call that wires tracing, the deriving processor and the DuckDB store."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+from otel_llm import _env as env
+from otel_llm._defaults import DEFAULTS
+from otel_llm._measure._processor import DerivingSpanProcessor
+from otel_llm._measure._stalls import resolve_threshold_ms
+from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm._version import __version__
+
+logger = logging.getLogger("otel_llm")
+
+_MIN_EVENTS = DEFAULTS.chunk_event_budget + 8
+
+
+def store_path() -> Path:
+    """The embedded store's file: ``$OTEL_LLM_DB``, else ``./otel-llm.duckdb``."""
+    return env.env_path(env.OTEL_LLM_DB) or Path(DEFAULTS.db_path)
+
+
+def _otlp_processor() -> SpanProcessor | None:
+    """A batch processor with the OTLP exporter the standard variables describe, if any."""
+    if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
+        return None
+    protocol = env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) or env.env_text(
+        env.OTEL_EXPORTER_OTLP_PROTOCOL
+    )
+    if protocol == "grpc":
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcExporter,
+            )
+        except ImportError:
+            logger.warning(
+                "otel-llm: %s=grpc but the gRPC exporter is not installed "
+                "(pip install opentelemetry-exporter-otlp-proto-grpc); using http",
+                env.OTEL_EXPORTER_OTLP_PROTOCOL,
+            )
+        else:
+            return BatchSpanProcessor(GrpcExporter())
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return BatchSpanProcessor(OTLPSpanExporter())
+
+
+def _otlp_meter_provider(resource: Resource) -> MeterProvider | None:
+    """A meter provider exporting OTLP/HTTP when the standard variables ask for it."""
+    if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
+        return None
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+    return MeterProvider(metric_readers=[reader], resource=resource)
+
+
+@dataclass
+class Telemetry:
+    """What :func:`init` set up. ``shutdown()`` flushes and stops everything it started."""
+
+    tracer_provider: trace.TracerProvider
+    processor: DerivingSpanProcessor | None
+    exporter: DuckDBSpanExporter | None
+    db_path: Path | None
+    stall_threshold_ms: int
+    owns_provider: bool
+    enabled: bool = True
+    meter_provider: MeterProvider | None = None
+    """The OTLP meter provider ``init()`` created, if it created one."""
+    _shut: bool = field(default=False, repr=False)
+
+    @property
+    def tracer(self) -> trace.Tracer:
+        """The tracer otel-llm records its spans with."""
+        return self.tracer_provider.get_tracer("otel_llm", __version__)
+
+    def force_flush(self, timeout_s: float = DEFAULTS.shutdown_timeout_s) -> bool:
+        """Write every finished span now; False if that did not finish in ``timeout_s``."""
+        if self.processor is None:
+            return True
+        return self.processor.force_flush(int(timeout_s * 1000))
+
+    @property
+    def shut(self) -> bool:
+        """True once :meth:`shutdown` ran."""
+        return self._shut
+
+    def shutdown(self) -> None:
+        """Flush and stop what :func:`init` started (idempotent)."""
+        if self._shut:
+            return
+        self._shut = True
+        if self.meter_provider is not None:
+            self.meter_provider.shutdown()
+        if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
+            self.tracer_provider.shutdown()
+        elif self.processor is not None:
+            self.processor.force_flush()
+            self.processor.shutdown()
+
+
+_active: Telemetry | None = None
+"""The handle of the current :func:`init`, so a second call does not wire everything twice."""
+
+
+def init(
+    *,
+    db_path: str | os.PathLike[str] | None = None,
+    service_name: str | None = None,
+    stall_threshold_ms: int | None = None,
+    duckdb: bool = True,
+    otlp: bool | None = None,
+    tracer_provider: TracerProvider | None = None,
+    set_global: bool = True,
+) -> Telemetry:
+    """Wire tracing for otel-llm and return a :class:`Telemetry` handle.
+
+    - ``db_path`` (or ``OTEL_LLM_DB``, default ``./otel-llm.duckdb``): the embedded DuckDB store.
+    - OTLP export is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._TRACES_ENDPOINT`` is set
+      (``otlp=True/False`` forces it on or off).
+    - ``OTEL_SDK_DISABLED=true`` turns everything off: calls still work, nothing is recorded.
+    - ``OTEL_SERVICE_NAME`` (or ``service_name``) names the service.
+    - ``stall_threshold_ms`` (default: ``LLM__STREAM__STALL_THRESHOLD_MS``, else 1000) is what
+      the processor derives with for spans that did not record their own threshold.
+    - If the application already installed an SDK ``TracerProvider`` (or passes one), otel-llm
+      adds its processor to it instead of replacing it; that provider's other processors see the
+      spans without the derived figures, and a warning says so when its event limit is too low.
+    """
+    global _active
+    if _active is not None and not _active.shut:
+        logger.warning(
+            "otel-llm: init() was already called; returning the same handle (call "
+            "shutdown() first to set up again)"
+        )
+        return _active
+    threshold = resolve_threshold_ms(stall_threshold_ms)
+    if env.env_flag(env.OTEL_SDK_DISABLED):
+        return Telemetry(trace.NoOpTracerProvider(), None, None, None, threshold, False, False)
+
+    path = Path(db_path) if db_path else store_path()
+    exporter = DuckDBSpanExporter(path) if duckdb else None
+    downstream: list[SpanProcessor] = []
+    if exporter is not None:
+        downstream.append(SimpleSpanProcessor(exporter))
+    want_otlp = otlp if otlp is not None else True
+    otlp_processor = _otlp_processor() if want_otlp else None
+    if otlp_processor is not None:
+        downstream.append(otlp_processor)
+    processor = DerivingSpanProcessor(downstream, default_threshold_ms=threshold)
+
+    provider = tracer_provider
+    if provider is None:
+        current = trace.get_tracer_provider()
+        provider = current if isinstance(current, TracerProvider) else None
+    owns = provider is None
+    if provider is None:
+        resource = Resource.create({"service.name": service_name} if service_name else {})
+        provider = TracerProvider(
+            resource=resource, span_limits=SpanLimits(max_events=max(128, _MIN_EVENTS))
+        )
+        if set_global:
+            trace.set_tracer_provider(provider)
+    else:
+        _warn_if_limits_bite(provider)
+    provider.add_span_processor(processor)
+    meters = _otlp_meter_provider(provider.resource) if want_otlp else None
+    if meters is not None and set_global:
+        metrics.set_meter_provider(meters)
+    _active = Telemetry(
+        provider,
+        processor,
+        exporter,
+        path if exporter else None,
+        threshold,
+        owns_provider=owns,
+        meter_provider=meters,
+    )
+    return _active
+
+
+def _warn_if_limits_bite(provider: TracerProvider) -> None:
+    limits = getattr(provider, "_span_limits", None)
+    max_events = getattr(limits, "max_events", None)
+    if isinstance(max_events, int) and max_events < _MIN_EVENTS:
+        logger.warning(
+            "otel-llm: the application's TracerProvider keeps only %d events per span; long "
+            "streams with many gaps will record fewer chunk events and their stall figures may "
+            "be flagged incomplete (set %s >= %d)",
+            max_events,
+            env.OTEL_SPAN_EVENT_COUNT_LIMIT,
+            _MIN_EVENTS,
+        )

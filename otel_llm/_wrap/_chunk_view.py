@@ -1,0 +1,135 @@
+"""Reading OpenAI-shaped chunks whatever their form: dicts, or the SDK's pydantic objects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from otel_llm._measure._chunks import delta_has_output, is_incremental, stream_complete
+from otel_llm._measure._response import (
+    ResponseFacts,
+    Usage,
+    field_of,
+    is_mapping,
+    text_or_none,
+)
+
+Classifier = Callable[[Any], bool]
+"""Tells whether one streamed item is an incremental chunk (SPEC §1)."""
+FinishReason = Callable[[Any], "str | None"]
+"""Returns the finish reason an item carries (``None`` for items that carry none)."""
+
+
+_READ_WITH_DEFAULTS: set[type] = set()
+"""Object types that lacked a field once: read with defaults from then on."""
+
+
+def openai_classifier(chunk: Any) -> bool:
+    """The incremental-chunk rule for OpenAI ``chat.completion.chunk`` items, dict or object
+    (:func:`~otel_llm._measure._chunks.delta_has_output` for any choice)."""
+    return is_incremental(chunk)
+
+
+def _index(choice: Any) -> int:
+    """A choice's ``index`` (0 when it has none, or not an integer)."""
+    index = field_of(choice, "index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else 0
+
+
+@dataclass(slots=True)
+class ResponseNotes:
+    """What a stream said about its response: model, id, finish reasons, usage, and — only
+    when content capture is on — the text."""
+
+    capture_text: bool = False
+    model: str | None = None
+    response_id: str | None = None
+    finish_reasons: dict[int, str] = field(default_factory=dict)
+    choices_seen: set[int] = field(default_factory=set)
+    usage: Usage | None = None
+    text: list[str] = field(default_factory=list)
+
+    def feed(self, chunk: Any) -> None:
+        """Take what one OpenAI-shaped chunk says (unknown shapes are ignored)."""
+        self._take(chunk, text_in="delta")
+
+    def feed_and_classify(self, chunk: Any) -> bool:
+        """:meth:`feed` and the chunk rule in one pass over the chunk: the hot path of wrapped
+        OpenAI streams.
+
+        SDK objects are read with plain attribute access, the cheapest read there is. An object
+        that lacks a field (the SDK builds chunks without validation, so a frame without
+        ``choices`` has no such attribute) is read again the careful way, and so is every later
+        chunk of its type. Everything done before such a retry is idempotent; text capture,
+        which is not, always takes the careful path.
+        """
+        if self.model is None:
+            self._identify(chunk)
+        kind = type(chunk)
+        if is_mapping(chunk) or self.capture_text or kind in _READ_WITH_DEFAULTS:
+            return self._feed_carefully(chunk)
+        try:
+            usage = chunk.usage
+            if usage is not None:
+                self.usage = Usage.from_openai(usage)
+            incremental = False
+            for choice in chunk.choices or ():
+                index = choice.index
+                self.choices_seen.add(index if index.__class__ is int else 0)
+                if not incremental:
+                    incremental = delta_has_output(choice.delta)
+                reason = choice.finish_reason
+                if reason:
+                    self._finish(choice, reason)
+            return incremental
+        except AttributeError:
+            _READ_WITH_DEFAULTS.add(kind)  # no second exception per chunk for this type
+            return self._feed_carefully(chunk)
+
+    def _feed_carefully(self, chunk: Any) -> bool:
+        """The careful read: dicts, objects, and any mix of the two at every level."""
+        self._take(chunk, text_in="delta")
+        return is_incremental(chunk)
+
+    def _identify(self, answer: Any) -> None:
+        self.model = text_or_none(field_of(answer, "model"))
+        response_id = field_of(answer, "id")
+        self.response_id = response_id if isinstance(response_id, str) else None
+
+    def _finish(self, choice: Any, reason: Any) -> None:
+        if isinstance(reason, str):
+            self.finish_reasons[_index(choice)] = reason
+
+    @property
+    def complete(self) -> bool:
+        """Whether the stream is complete by the one rule (``stream_complete``)."""
+        return stream_complete(self.choices_seen, self.finish_reasons.keys())
+
+    def facts(self, *, cut_short: bool = False) -> ResponseFacts:
+        """What the response said; a stream ``cut_short`` reports ``error`` as its finish
+        reason when it reported none (the GenAI convention)."""
+        reasons = tuple(reason for _, reason in sorted(self.finish_reasons.items()))
+        if cut_short and not reasons:
+            reasons = ("error",)
+        return ResponseFacts(self.model, self.response_id, reasons, self.usage)
+
+    def feed_completion(self, completion: Any) -> None:
+        """Take a non-streamed ``chat.completion`` or an embeddings answer (dict or object)."""
+        self._take(completion, text_in="message")
+
+    def _take(self, answer: Any, *, text_in: str) -> None:
+        if self.model is None:
+            self._identify(answer)
+        usage = field_of(answer, "usage")
+        if usage is not None:
+            self.usage = Usage.from_openai(usage)
+        for choice in field_of(answer, "choices") or ():
+            self.choices_seen.add(_index(choice))
+            reason = field_of(choice, "finish_reason")
+            if reason:
+                self._finish(choice, reason)
+            if self.capture_text:
+                content = field_of(field_of(choice, text_in), "content")
+                if isinstance(content, str):
+                    self.text.append(content)

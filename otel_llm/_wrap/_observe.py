@@ -1,0 +1,251 @@
+"""``observe_stream()``: meter any sync or async iterator of chunks without changing it.
+
+The wrapper yields exactly the items of the wrapped stream, forwards every other attribute to
+it (``stream.response``, ``stream.close()`` …) and passes ``isinstance`` checks for the wrapped
+type. It ends the spans exactly once: at the end of the stream, on an exception, on ``close()``
+or leaving a ``with`` block early, on task cancellation, or — if the stream is dropped without
+being consumed or closed — when it is garbage-collected (outcome ``dropped``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from types import TracebackType
+from typing import Any, Generic, TypeVar, overload
+
+from opentelemetry import metrics, trace
+
+from otel_llm._measure import _clock
+from otel_llm._measure._metrics import LlmMetrics
+from otel_llm._measure._stalls import resolve_threshold_ms
+from otel_llm._version import __version__
+from otel_llm._wrap._chunk_view import Classifier, FinishReason, openai_classifier
+from otel_llm._wrap._recorder import CallRecorder
+
+T = TypeVar("T")
+
+
+class _Proxy:
+    """Forwards unknown attributes to the wrapped stream and claims its class."""
+
+    _wrapped: Any
+    _recorder: CallRecorder
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("_wrapped", "_recorder", "_step"):
+            raise AttributeError(name)  # not yet set: never recurse
+        return getattr(self._wrapped, name)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(observed, openai.Stream) stays true
+        return type(self._wrapped)
+
+    @property
+    def recorder(self) -> CallRecorder:
+        """The spans of this stream."""
+        return self._recorder
+
+    def __del__(self) -> None:
+        recorder = self.__dict__.get("_recorder")
+        if recorder is not None and not recorder.ended:
+            recorder.end_dropped()
+
+
+class ObservedStream(_Proxy, Generic[T]):
+    """A metered synchronous stream (an iterator and a context manager)."""
+
+    def __init__(self, wrapped: Iterable[T], recorder: CallRecorder) -> None:
+        self._wrapped = wrapped
+        self._recorder = recorder
+        try:
+            iterator = iter(wrapped)
+        except BaseException as exc:
+            recorder.end_error(exc)
+            raise
+        self._step: tuple[Iterator[T], CallRecorder] = (iterator, recorder)
+        """What each read needs, in one attribute: with ``__getattr__`` defined on the class,
+        every attribute read in ``__next__`` takes the slow path."""
+
+    def __iter__(self) -> ObservedStream[T]:
+        return self
+
+    def __next__(self) -> T:
+        iterator, recorder = self._step
+        wait_start = _clock.now_ns()
+        try:
+            item = next(iterator)
+        except StopIteration:
+            recorder.end_ok()
+            raise
+        except BaseException as exc:
+            recorder.end_error(exc)
+            raise
+        recorder.on_item(item, wait_start, _clock.now_ns())
+        return item
+
+    def close(self) -> None:
+        """Close the wrapped stream; spans of an unfinished stream end as ``closed``."""
+        if not self._recorder.ended:
+            self._recorder.end_closed()
+        close = getattr(self._wrapped, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> ObservedStream[T]:
+        enter = getattr(self._wrapped, "__enter__", None)
+        if callable(enter):
+            enter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None and not self._recorder.ended:
+            self._recorder.end_error(exc)
+        self.close()
+
+
+class AsyncObservedStream(_Proxy, Generic[T]):
+    """A metered asynchronous stream (an async iterator and an async context manager)."""
+
+    def __init__(self, wrapped: AsyncIterable[T], recorder: CallRecorder) -> None:
+        self._wrapped = wrapped
+        self._recorder = recorder
+        try:
+            iterator = wrapped.__aiter__()
+        except BaseException as exc:
+            recorder.end_error(exc)
+            raise
+        self._step: tuple[AsyncIterator[T], CallRecorder] = (iterator, recorder)
+
+    def __aiter__(self) -> AsyncObservedStream[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        iterator, recorder = self._step
+        wait_start = _clock.now_ns()
+        try:
+            item = await iterator.__anext__()
+        except StopAsyncIteration:
+            recorder.end_ok()
+            raise
+        except asyncio.CancelledError:
+            recorder.end_cancelled()
+            raise
+        except BaseException as exc:
+            recorder.end_error(exc)
+            raise
+        recorder.on_item(item, wait_start, _clock.now_ns())
+        return item
+
+    async def aclose(self) -> None:
+        """Close the wrapped stream; spans of an unfinished stream end as ``closed``."""
+        if not self._recorder.ended:
+            self._recorder.end_closed()
+        for name in ("aclose", "close"):
+            close = getattr(self._wrapped, name, None)
+            if callable(close):
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+                return
+
+    async def close(self) -> None:
+        """Alias of :meth:`aclose` (``openai.AsyncStream`` spells it ``close``)."""
+        await self.aclose()
+
+    async def __aenter__(self) -> AsyncObservedStream[T]:
+        enter = getattr(self._wrapped, "__aenter__", None)
+        if callable(enter):
+            await enter()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None and not self._recorder.ended:
+            if isinstance(exc, asyncio.CancelledError):
+                self._recorder.end_cancelled()
+            else:
+                self._recorder.end_error(exc)
+        await self.aclose()
+
+
+@overload
+def observe_stream(
+    stream: AsyncIterable[T],
+    *,
+    provider: str,
+    model: str | None = None,
+    operation: str = ...,
+    classifier: Classifier = ...,
+    finish_reason: FinishReason | None = ...,
+    stall_threshold_ms: int = ...,
+    tracer_provider: trace.TracerProvider | None = ...,
+    meter_provider: metrics.MeterProvider | None = ...,
+    started_ns: int | None = ...,
+) -> AsyncObservedStream[T]: ...
+
+
+@overload
+def observe_stream(
+    stream: Iterable[T],
+    *,
+    provider: str,
+    model: str | None = None,
+    operation: str = ...,
+    classifier: Classifier = ...,
+    finish_reason: FinishReason | None = ...,
+    stall_threshold_ms: int = ...,
+    tracer_provider: trace.TracerProvider | None = ...,
+    meter_provider: metrics.MeterProvider | None = ...,
+    started_ns: int | None = ...,
+) -> ObservedStream[T]: ...
+
+
+def observe_stream(
+    stream: Iterable[T] | AsyncIterable[T],
+    *,
+    provider: str,
+    model: str | None = None,
+    operation: str = "chat",
+    classifier: Classifier = openai_classifier,
+    finish_reason: FinishReason | None = None,
+    stall_threshold_ms: int | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    started_ns: int | None = None,
+) -> ObservedStream[T] | AsyncObservedStream[T]:
+    """Meter ``stream`` — any sync or async iterator of chunks — as one call.
+
+    ``classifier(item)`` says whether an item is an incremental chunk; the default understands
+    OpenAI-shaped chunks (dicts or SDK objects). With another classifier, ``finish_reason(item)``
+    tells where the stream says it finished (without it, a stream that simply stops counts as
+    complete; with it, or with OpenAI chunks, a stream without a finish reason was cut short).
+    ``started_ns`` (``time.monotonic_ns()`` when the
+    request was sent) makes the time to first chunk start at the request; by default it starts
+    now. Use the result exactly like the stream (also as a context manager).
+    """
+    recorder = CallRecorder(
+        (tracer_provider or trace.get_tracer_provider()).get_tracer("otel_llm", __version__),
+        LlmMetrics(meter_provider),
+        operation=operation,
+        provider=provider,
+        model=model,
+        streamed=True,
+        threshold_ms=resolve_threshold_ms(stall_threshold_ms),
+        classifier=classifier,
+        finish_reason=finish_reason,
+        started_ns=started_ns,
+    )
+    if isinstance(stream, AsyncIterable):
+        return AsyncObservedStream(stream, recorder)
+    return ObservedStream(stream, recorder)

@@ -1,0 +1,221 @@
+"""The spans of one wrapped call: a call span and one attempt span, ended exactly once.
+
+A wrapped call (an SDK's ``create()`` or any chunk stream) produces the same call span, attempt
+span and chunk events as otel-llm's own client, so the deriving processor, the DuckDB views and
+the dashboards treat it identically. Metering is consumer-aware (SPEC M8): time the application
+holds the stream between reads is measured apart and never counted as stall.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.util.types import AttributeValue
+
+from otel_llm import _semconv as sc
+from otel_llm._content import capture_content, input_messages, output_messages
+from otel_llm._errors import TruncatedStream
+from otel_llm._measure._call_span import CallSpan
+from otel_llm._measure._metrics import LlmMetrics
+from otel_llm._measure._spans import AttemptSpan
+from otel_llm._measure._stalls import to_ms
+from otel_llm._wrap._chunk_view import (
+    Classifier,
+    FinishReason,
+    ResponseNotes,
+    openai_classifier,
+)
+
+logger = logging.getLogger("otel_llm")
+
+
+class CallRecorder:
+    """Spans and metrics of one wrapped call. Thread-safe; every ``end_*`` is idempotent."""
+
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        metrics: LlmMetrics | None,
+        *,
+        operation: str,
+        provider: str,
+        model: str | None,
+        streamed: bool,
+        threshold_ms: int,
+        server_address: str | None = None,
+        server_port: int | None = None,
+        messages: Sequence[Any] | None = None,
+        request: Mapping[str, Any] | None = None,
+        classifier: Classifier = openai_classifier,
+        finish_reason: FinishReason | None = None,
+        started_ns: int | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        self.classifier = classifier
+        self.capture = capture_content()
+        self.notes = ResponseNotes(capture_text=self.capture)
+        self.hold_ns = 0
+        self._last_arrival_ns: int | None = None
+        self._fused = classifier is openai_classifier
+        self._finish_reason = finish_reason
+        self._knows_finish = self._fused or finish_reason is not None
+        """Only then can a missing finish reason be told apart from a normal end."""
+        self._lock = threading.Lock()
+        self._ended = False
+        common: dict[str, AttributeValue] = {}
+        if server_address:
+            common[sc.SERVER_ADDRESS] = server_address
+        if server_port is not None:
+            common[sc.SERVER_PORT] = server_port
+        common.update(attributes or {})
+        call_attributes = dict(common)
+        if self.capture and messages is not None:
+            call_attributes[sc.GEN_AI_INPUT_MESSAGES] = input_messages(messages)
+        self.call = CallSpan(
+            tracer,
+            metrics,
+            operation=operation,
+            model=model,
+            stream=streamed,
+            provider=provider,
+            request=request,
+            attributes=call_attributes,
+            secrets=secrets,
+        )
+        attempt_attributes: dict[str, AttributeValue] = {
+            sc.GEN_AI_OPERATION_NAME: operation,
+            sc.GEN_AI_PROVIDER_NAME: provider,
+            **common,
+            sc.ATTEMPT_NUMBER: 1,
+            sc.ATTEMPT_LEG: sc.LEG_PRIMARY,
+            sc.ATTEMPT_SOURCE: provider,
+        }
+        if model:
+            attempt_attributes[sc.GEN_AI_REQUEST_MODEL] = model
+        self.attempt = AttemptSpan(
+            tracer,
+            sc.span_name(operation, model),
+            attributes=attempt_attributes,
+            threshold_ms=threshold_ms,
+            streamed=streamed,
+            context=self.call.context,
+            consumer_aware=True,
+            start_ns=started_ns,
+            secrets=secrets,
+        )
+        self.secrets = tuple(secrets)
+        self.started_ns = self.attempt.clock.start_ns
+        self._clock = self.attempt.clock
+
+    @property
+    def ended(self) -> bool:
+        """True once the spans have ended."""
+        return self._ended
+
+    # --- the per-item path --------------------------------------------------------------------
+
+    def on_item(self, item: Any, wait_start_ns: int, arrival_ns: int) -> None:
+        """One item came out of the stream: the consumer asked at ``wait_start_ns``.
+
+        The time from the previous item's arrival to this request is the consumer's hold (it
+        includes this method's own few microseconds, which is not provider silence either).
+        """
+        last = self._last_arrival_ns
+        if last is not None and wait_start_ns > last:
+            self.hold_ns += wait_start_ns - last
+        self._last_arrival_ns = arrival_ns
+        try:
+            if self.notes.feed_and_classify(item) if self._fused else self._feed_custom(item):
+                self._clock.mark_with_hold(arrival_ns, self.hold_ns)
+        except Exception:  # a classifier bug must not break the application's stream
+            logger.exception("otel-llm: could not read a streamed item")
+
+    def _feed_custom(self, item: Any) -> bool:
+        """Note what ``item`` says and whether it is an incremental chunk (custom shapes)."""
+        incremental = self.classifier(item)
+        self.notes.feed(item)
+        if self._finish_reason is not None:
+            reason = self._finish_reason(item)
+            if reason:
+                self.notes.finish_reasons[0] = reason
+        return incremental
+
+    # --- endings ------------------------------------------------------------------------------
+
+    def end_ok(self) -> None:
+        """The stream ended. Incomplete by the one rule (``stream_complete``: a finish reason
+        for every choice) it was cut short, recorded as an error — when the stream's shape says
+        where finish reasons are: OpenAI chunks, or a ``finish_reason`` hook. What the
+        application receives is never changed."""
+        if self.attempt.streamed and self._knows_finish and not self.notes.complete:
+            self._end(
+                sc.OUTCOME_ERROR,
+                TruncatedStream("the stream ended without a finish reason"),
+                cut_short=True,
+            )
+        else:
+            self._end(sc.OUTCOME_OK, None)
+
+    def end_completion(self, completion: Any) -> None:
+        """A non-streamed answer arrived."""
+        try:
+            self.notes.feed_completion(completion)
+        except Exception:
+            logger.exception("otel-llm: could not read a completion")
+        self._end(sc.OUTCOME_OK, None)
+
+    def end_error(self, error: BaseException) -> None:
+        """The call or the stream raised."""
+        self._end(sc.OUTCOME_ERROR, error, cut_short=True)
+
+    def end_cancelled(self) -> None:
+        """The consuming task was cancelled."""
+        self._end(sc.OUTCOME_CANCELLED, None, cut_short=True)
+
+    def end_closed(self) -> None:
+        """The consumer closed the stream before its end."""
+        self._end(sc.OUTCOME_CLOSED, None, cut_short=True)
+
+    def end_dropped(self) -> None:
+        """The stream was collected without being consumed or closed."""
+        self._end(sc.OUTCOME_DROPPED, None, cut_short=True)
+
+    def _end(self, outcome: str, error: BaseException | None, *, cut_short: bool = False) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        try:
+            self._finish(outcome, error, cut_short)
+        except Exception:
+            logger.exception("otel-llm: could not end the spans of a wrapped call")
+
+    def _finish(self, outcome: str, error: BaseException | None, cut_short: bool) -> None:
+        notes = self.notes
+        facts = notes.facts(cut_short=cut_short)
+        attempt_extra: dict[str, AttributeValue] = facts.attributes()
+        if self.attempt.streamed:
+            attempt_extra[sc.CONSUMER_HOLD_MS] = to_ms(self.hold_ns)
+        figures = self.attempt.finish(outcome, error=error, attributes=attempt_extra)
+        call = self.call
+        call.record_response(
+            facts, {sc.CONSUMER_HOLD_MS: to_ms(self.hold_ns)} if self.attempt.streamed else None
+        )
+        ok = outcome == sc.OUTCOME_OK
+        call.record_counts(attempts=1, hedges=0, hedge_won=False, winner=1 if ok else None)
+        if self.capture and notes.text:
+            reason = notes.finish_reasons.get(0)
+            call.span.set_attribute(
+                sc.GEN_AI_OUTPUT_MESSAGES, output_messages("".join(notes.text), reason)
+            )
+        call.end(
+            duration_s=figures.wall_ms / 1000,
+            figures=figures,
+            error=error,
+            outcome=None if ok or error is not None else outcome,
+        )

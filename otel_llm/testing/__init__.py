@@ -1,0 +1,56 @@
+"""Test your own code against otel-llm: the doubles otel-llm's own suite uses.
+
+- :class:`SimulatedProvider` (and :class:`Script`, :class:`Silence`): a real OpenAI-compatible
+  server on 127.0.0.1 with scripted timing, silences, errors and faults (needs the ``testing``
+  extra: ``pip install 'otel-llm[testing]'``, for aiohttp).
+- :class:`Scripted` with :func:`sse_answer`, :func:`json_answer`, :func:`error`: a scripted
+  upstream in memory (``httpx2.MockTransport``) for stateful sequences, virtual time included.
+- :func:`run_virtual`: run a coroutine on an event loop whose clock jumps to the next timer
+  (an hour of retries in a millisecond); the metering clock follows the same virtual time.
+- :class:`FakeClock` and :func:`use_clock`: a metering clock that moves only when told.
+- :class:`Spans`: an in-memory span pipeline through the deriving processor, with a check that
+  every started span ended exactly once; :func:`figures_of` reads the figures off a span.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from otel_llm._measure._clock import use_clock
+from otel_llm.testing._clocks import FakeClock
+from otel_llm.testing._scripted import Scripted, error, json_answer, sse_answer
+from otel_llm.testing._spans import Spans, SpanTracker, figures_of
+from otel_llm.testing._virtual import VirtualTimeLoop, run_virtual
+
+__all__ = [
+    "FakeClock",
+    "Script",
+    "Scripted",
+    "Silence",
+    "SimulatedProvider",
+    "SpanTracker",
+    "Spans",
+    "ThreadedProvider",
+    "VirtualTimeLoop",
+    "error",
+    "figures_of",
+    "json_answer",
+    "run_virtual",
+    "sse_answer",
+    "use_clock",
+]
+
+_SIMULATOR = {"SimulatedProvider", "ThreadedProvider", "Script", "Silence"}
+
+
+def __getattr__(name: str) -> Any:
+    """The simulator is imported on first use: it needs aiohttp (the ``testing`` extra)."""
+    if name in _SIMULATOR:
+        try:
+            from otel_llm import simulator
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise ImportError(
+                f"otel_llm.testing.{name} needs aiohttp: pip install 'otel-llm[testing]'"
+            ) from exc
+        return getattr(simulator, name)
+    raise AttributeError(f"module 'otel_llm.testing' has no attribute {name!r}")

@@ -1,0 +1,88 @@
+"""A scripted upstream for the client: answers served through ``httpx2.MockTransport``.
+
+The simulated provider (real HTTP) covers timing; this covers stateful sequences — "429, then
+an answer" — where each request must get a different answer, in memory (so it runs on virtual
+time too).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+import httpx2
+
+Handler = Callable[[httpx2.Request], Awaitable[httpx2.Response]]
+
+
+def sse_answer(words: Iterable[str] = ("hello", " world"), *, model: str = "m") -> httpx2.Response:
+    """A complete streamed answer."""
+    events = []
+    for word in words:
+        chunk = {"id": "x", "model": model, "choices": [{"index": 0, "delta": {"content": word}}]}
+        events.append(f"data: {json.dumps(chunk)}\n\n")
+    finish = {
+        "id": "x",
+        "model": model,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+    }
+    usage = {
+        "id": "x",
+        "choices": [],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+    events += [
+        f"data: {json.dumps(finish)}\n\n",
+        f"data: {json.dumps(usage)}\n\n",
+        "data: [DONE]\n\n",
+    ]
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, text="".join(events))
+
+
+def json_answer(text: str = "hello world", *, model: str = "m") -> httpx2.Response:
+    """A complete non-streamed answer."""
+    return httpx2.Response(
+        200,
+        json={
+            "id": "x",
+            "model": model,
+            "choices": [{"index": 0, "message": {"content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        },
+    )
+
+
+def error(
+    status: int, code: str | None = None, *, retry_after: str | None = None
+) -> httpx2.Response:
+    """An OpenAI-style error answer."""
+    headers = {"retry-after": retry_after} if retry_after is not None else {}
+    body = {"error": {"message": f"scripted {status}", "type": "error", "code": code}}
+    return httpx2.Response(status, headers=headers, json=body)
+
+
+@dataclass
+class Scripted:
+    """Answers each request with the next scripted response for its host's first label (the
+    last one repeats): ``Scripted({"a": [error(429), sse_answer()]})`` answers
+    ``http://a.test/v1`` first with a 429, then with a stream. ``seen`` lists the hosts asked,
+    in order; ``client()`` is an ``httpx2.AsyncClient`` to pass as ``Client(http_client=…)``."""
+
+    answers: dict[str, list[Handler | httpx2.Response]]
+    seen: list[str] = field(default_factory=list)
+
+    async def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        host = request.url.host.split(".")[0]
+        self.seen.append(host)
+        queue = self.answers[host]
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(answer, httpx2.Response):
+            return httpx2.Response(
+                answer.status_code, headers=answer.headers, content=answer.content
+            )
+        return await answer(request)
+
+    def client(self) -> httpx2.AsyncClient:
+        """An ``httpx2.AsyncClient`` whose every request this script answers."""
+        return httpx2.AsyncClient(transport=httpx2.MockTransport(self))
