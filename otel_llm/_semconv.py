@@ -94,14 +94,11 @@ STALL_THRESHOLD_MS: Final = "otel_llm.stall.threshold_ms"
 """Span attribute: the stall threshold in force when the attempt was measured."""
 
 # --- otel_llm namespace: figures derived by the span processor (the table: _figures.py) ------
-_FIGURE: Final = {figure.name: figure.attribute for figure in FIGURES}
-TTFT_MS: Final = _FIGURE["ttft_ms"]
-WALL_MS: Final = _FIGURE["wall_ms"]
-STALL_MS: Final = _FIGURE["stall_ms"]
-STALL_COUNT: Final = _FIGURE["stall_count"]
-GENERATION_MS: Final = _FIGURE["generation_ms"]
-MAX_INTER_CHUNK_MS: Final = _FIGURE["max_inter_chunk_ms"]
-CHUNK_COUNT: Final = _FIGURE["chunk_count"]
+DERIVED_FIGURES: Final = tuple(figure.attribute for figure in FIGURES)
+"""Every figure attribute, in the table's order (``otel_llm.ttft_ms`` …)."""
+(TTFT_MS, WALL_MS, GENERATION_MS, STALL_MS, STALL_COUNT, MAX_INTER_CHUNK_MS, CHUNK_COUNT) = (
+    DERIVED_FIGURES
+)
 METERING_STATUS: Final = "otel_llm.metering.status"
 """``exact``, ``not_streamed``, or ``incomplete:<reason>`` when figures cannot be trusted."""
 
@@ -111,8 +108,6 @@ METERING_INCOMPLETE_DROPPED: Final = "incomplete:events_dropped"
 METERING_INCOMPLETE_MISSING: Final = "incomplete:events_missing"
 METERING_INCOMPLETE_FLOOR: Final = "incomplete:threshold_below_event_floor"
 
-DERIVED_FIGURES: Final = tuple(_FIGURE.values())
-"""Every figure attribute, in the table's order."""
 
 # --- otel_llm namespace: the call span -------------------------------------------------------
 CALL_ATTEMPTS: Final = "otel_llm.call.attempts"

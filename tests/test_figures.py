@@ -39,3 +39,13 @@ def test_the_views_show_every_figure_under_its_name(tmp_path: Path) -> None:
         for view in ("llm_attempts", "llm_calls"):
             names = {row[0] for row in conn.execute(f"DESCRIBE {view}").fetchall()}
             assert set(FIGURE_NAMES) <= names, view
+
+
+def test_each_figure_constant_is_its_own_figure() -> None:
+    """The named constants of the figure attributes follow the table's order correctly."""
+    constants = {
+        "ttft_ms": sc.TTFT_MS, "wall_ms": sc.WALL_MS, "generation_ms": sc.GENERATION_MS,
+        "stall_ms": sc.STALL_MS, "stall_count": sc.STALL_COUNT,
+        "max_inter_chunk_ms": sc.MAX_INTER_CHUNK_MS, "chunk_count": sc.CHUNK_COUNT,
+    }  # fmt: skip
+    assert constants == {name: f"otel_llm.{name}" for name in FIGURE_NAMES}
