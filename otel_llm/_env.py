@@ -47,6 +47,12 @@ def scope_key(scope: str, group: str, field: str) -> str:
     return SEPARATOR.join((scope, group, field)).upper()
 
 
+def stall_threshold_key(scope: str) -> str:
+    """``{SCOPE}__STREAM__STALL_THRESHOLD_MS``: read by the client's settings (group ``stream``,
+    field ``stall_threshold_ms``) and by the wrappers and ``init()`` alike."""
+    return scope_key(scope, "STREAM", "STALL_THRESHOLD_MS")
+
+
 # --- one parser per type ---------------------------------------------------------------------
 
 

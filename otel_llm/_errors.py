@@ -6,6 +6,7 @@
     ├── ConfigurationError            invalid settings; names the key (also a ValueError)
     ├── BackendUnavailable            admission or breaker backend unreachable (fails closed)
     ├── AllSourcesExhausted           a call gave up; carries the reason per source
+    ├── InvalidRequest                the request cannot be sent as given (also a TypeError)
     └── ProviderError                 one attempt against one source failed
         ├── TransientError            worth retrying or failing over
         │   ├── ProviderConnectionError   connect / read failure, connection reset
@@ -171,6 +172,11 @@ class MalformedResponse(PermanentError):
     same source again would get the same shape."""
 
 
+class InvalidRequest(OtelLLMError, TypeError):
+    """The request cannot be sent as given: its body is not JSON (an ``object()`` among the
+    messages, a circular list). Raised before any source is asked; no source is charged."""
+
+
 class AllSourcesExhausted(OtelLLMError):
     """A call gave up. ``reasons`` maps each source tried to why it failed; ``attempts`` and
     ``hedges`` count the requests it made (every one may have been billed)."""
@@ -199,6 +205,7 @@ __all__ = [
     "ConfigurationError",
     "ContentFiltered",
     "ContextLengthExceeded",
+    "InvalidRequest",
     "MalformedResponse",
     "MalformedStream",
     "NotFound",

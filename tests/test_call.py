@@ -16,12 +16,12 @@ from otel_llm import (
     BackendUnavailable,
     Client,
     ContextLengthExceeded,
+    InvalidRequest,
 )
 from otel_llm import _semconv as sc
 from otel_llm._act._admission import Limits, LocalAdmission
 from otel_llm._act._settings import AdmissionSettings, ClientSettings
-from otel_llm.testing import Scripted, error, json_answer, run_virtual, sse_answer
-from tests.conftest import Spans
+from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
 from tests.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
 from tests.scripted_clients import MESSAGES, client, source
 
@@ -565,3 +565,31 @@ async def test_giving_up_keeps_the_attempts_failures_as_exceptions(spans: Spans)
     assert [type(error).__name__ for error in group.exceptions] == ["ServerError"] * 3
     assert [error.status_code for error in group.exceptions] == [500, 500, 502]  # type: ignore[attr-defined]
     assert caught.value.reasons["b"] == str(group.exceptions[-1])
+
+
+@pytest.mark.parametrize(
+    ("messages", "params"),
+    [
+        ([{"role": "user", "content": object()}], {}),
+        (MESSAGES, {"temperature": object()}),
+        (MESSAGES, {"stop": (circular := ["x"], circular.append(circular))[0]}),
+    ],
+    ids=["object-in-messages", "object-param", "circular-list"],
+)
+async def test_a_body_that_is_not_json_is_refused_before_any_source(
+    spans: Spans, messages: list[dict[str, object]], params: dict[str, object]
+) -> None:
+    """A request that cannot be sent as JSON is the caller's error: an ``InvalidRequest``
+    (also a ``TypeError``) before any source is asked or charged, and the call span ends."""
+    script = Scripted({"a": [sse_answer()], "b": [sse_answer()]})
+    async with client(script, spans) as c:
+        with pytest.raises(InvalidRequest, match="not JSON") as caught:
+            await c.chat(messages, **params)
+        assert isinstance(caught.value, TypeError)
+        assert caught.value.__cause__ is None
+        assert caught.value.__context__ is None
+        assert (await c.chat(MESSAGES)).text == "hello world", "no source was charged"
+    assert script.seen == ["a"]
+    failed = spans.calls()[0]
+    assert dict(failed.attributes or {})["error.type"] == "InvalidRequest"
+    assert spans.attempts()[0].attributes[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK  # type: ignore[index]

@@ -11,7 +11,7 @@ import pytest
 from otel_llm import AllSourcesExhausted, Client, Limits, LocalAdmission, Source
 from otel_llm import _semconv as sc
 from otel_llm.simulator import Script, Silence, SimulatedProvider
-from tests.conftest import Spans
+from otel_llm.testing import Spans
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.005, "chunk_count": 20}

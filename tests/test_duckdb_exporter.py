@@ -535,3 +535,17 @@ def test_a_spill_larger_than_the_bound_keeps_its_newest_spans(
     spills = list(store.exporter.spill_dir.glob("*.jsonl"))
     assert sum(spill.stat().st_size for spill in spills) <= 6_000
     assert "larger than the spill bound" in caplog.text
+
+
+def test_only_otel_llm_spans_default_to_not_streamed(tmp_path: Path) -> None:
+    """The convention sets ``gen_ai.request.stream`` only when streaming, so an otel-llm span
+    without it did not stream (``Stream`` false); another library's span in the same file says
+    nothing about streaming, and its ``Stream`` stays NULL."""
+    store = Store(tmp_path / "spans.duckdb")
+    store.tracer.start_span("GET /health", attributes={"http.request.method": "GET"}).end()
+    store.tracer.start_span(
+        "chat m", attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL, sc.GEN_AI_OPERATION_NAME: "chat"}
+    ).end()
+    store.close()
+    rows = query(store.path, "SELECT SpanName, Stream FROM otel_traces ORDER BY SpanName")
+    assert rows == [("GET /health", None), ("chat m", False)]

@@ -15,8 +15,7 @@ from otel_llm import (
     MalformedResponse,
 )
 from otel_llm import _semconv as sc
-from otel_llm.testing import Scripted, error, run_virtual, sse_answer
-from tests.conftest import Spans
+from otel_llm.testing import Scripted, Spans, error, run_virtual, sse_answer
 from tests.scripted_clients import MESSAGES, client, source
 
 

@@ -19,8 +19,8 @@ from otel_llm._measure._clock import use_clock
 from otel_llm._measure._stalls import NS_PER_MS, StallFigures
 from otel_llm._wrap._observe import observe_stream
 from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
+from otel_llm.testing import Spans
 from otel_llm.testing import figures_of as derived
-from tests.conftest import Spans
 
 GAPS_MS = [150, 20, 20, 1_500, 20, 3_000, 20, 999, 1_001]
 """Time to first chunk, then the gap before each following chunk (two stalls at 1000 ms;

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx2
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.trace import StatusCode
 
-from otel_llm import Client, Source
+from otel_llm import AllSourcesExhausted, Client, Source
+from otel_llm import _semconv as sc
 from otel_llm._measure._clock import use_clock
 from otel_llm._measure._metrics import (
     GENERATION_DURATION,
@@ -17,8 +21,7 @@ from otel_llm._measure._metrics import (
     TIME_TO_FIRST_CHUNK,
 )
 from otel_llm._wrap._observe import observe_stream
-from otel_llm.testing import Scripted, error, sse_answer
-from tests.conftest import Spans
+from otel_llm.testing import Scripted, Spans, error, sse_answer
 from tests.stream_scripts import FakeClock, scripted
 
 
@@ -91,4 +94,89 @@ async def test_client_records_calls_and_failures(
     for point in durations:
         kinds[dict(point.attributes or {}).get("error.type")] = point.count
     assert kinds == {None: 1, "BadRequest": 1}
+    provider.shutdown()
+
+
+async def test_a_cancelled_client_call_records_no_duration(
+    spans: Spans, reader: InMemoryMetricReader
+) -> None:
+    """A call whose task is cancelled ends its span (``CancelledError``, marked cancelled, an
+    ERROR status, no exception event) and records no duration: cancelling is the caller's
+    choice, not a duration of the provider's."""
+    provider = MeterProvider(metric_readers=[reader])
+    asked = asyncio.Event()
+
+    async def hang(request: httpx2.Request) -> httpx2.Response:
+        asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    source = Source(name="a", provider="sim", base_url="http://a.test/v1", model="m")
+    async with Client(
+        [source],
+        http_client=Scripted({"a": [hang]}).client(),
+        tracer_provider=spans.provider,
+        meter_provider=provider,
+    ) as client:
+        task = asyncio.ensure_future(client.chat([{"role": "user", "content": "x"}]))
+        await asked.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    (call,) = spans.calls()
+    attributes = dict(call.attributes or {})
+    assert attributes["error.type"] == "CancelledError"
+    assert attributes[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CANCELLED
+    assert call.status.status_code is StatusCode.ERROR
+    assert [event.name for event in call.events] == []
+    assert reader.get_metrics_data() is None, "no metric at all: not even a duration"
+    provider.shutdown()
+
+
+async def test_a_failed_client_call_carries_one_exception_event(
+    spans: Spans, reader: InMemoryMetricReader
+) -> None:
+    """A failed call span carries the error's type, an ``exception`` event with the raised
+    error's own traceback (never its chain), and an ERROR status — the wrappers' shape."""
+    script = Scripted({"a": [error(500)]})
+    source = Source(name="a", provider="sim", base_url="http://a.test/v1", model="m")
+    async with Client(
+        [source], http_client=script.client(), tracer_provider=spans.provider, max_attempts=1
+    ) as client:
+        with pytest.raises(AllSourcesExhausted):
+            await client.chat([{"role": "user", "content": "x"}])
+    (call,) = spans.calls()
+    (event,) = call.events
+    assert event.name == "exception"
+    assert dict(event.attributes or {})["exception.type"] == "AllSourcesExhausted"
+    stack = str(dict(event.attributes or {})["exception.stacktrace"])
+    assert "AllSourcesExhausted" in stack
+    assert "direct cause" not in stack
+    assert "ExceptionGroup" not in stack
+    assert call.status.status_code is StatusCode.ERROR
+
+
+def test_a_closed_wrapped_stream_is_not_an_error(
+    spans: Spans, reader: InMemoryMetricReader
+) -> None:
+    """A wrapped stream the application closes early: ``error.type = closed`` on the span and
+    the metric, but no ERROR status and no exception event — nothing failed."""
+    provider = MeterProvider(metric_readers=[reader])
+    clock = FakeClock()
+    with use_clock(clock):
+        stream = observe_stream(
+            scripted(clock, [40, 5, 5, 5]),
+            provider="sim",
+            model="m",
+            tracer_provider=spans.provider,
+            meter_provider=provider,
+        )
+        next(iter(stream))
+        stream.close()
+    (call,) = spans.calls()
+    assert dict(call.attributes or {})["error.type"] == sc.OUTCOME_CLOSED
+    assert call.status.status_code is StatusCode.UNSET
+    assert list(call.events) == []
+    (duration,) = points(reader)[OPERATION_DURATION]
+    assert dict(duration.attributes or {})["error.type"] == sc.OUTCOME_CLOSED
     provider.shutdown()

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from otel_llm import _semconv as sc
 from otel_llm._measure._clock import use_clock
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
-from tests.conftest import Spans
+from otel_llm.testing import Spans
 from tests.stream_scripts import FakeClock, chunk, scripted
 
 

@@ -13,7 +13,7 @@ import pytest
 from otel_llm import _semconv as sc
 from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 from otel_llm.simulator import Script, Silence, SimulatedProvider, ThreadedProvider
-from tests.conftest import Spans
+from otel_llm.testing import Spans
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.002, "chunk_count": 12}

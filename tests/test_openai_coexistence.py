@@ -12,7 +12,7 @@ from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as Contri
 from otel_llm import _semconv as sc
 from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 from otel_llm.simulator import Script, SimulatedProvider, ThreadedProvider
-from tests.conftest import Spans
+from otel_llm.testing import Spans
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

@@ -10,8 +10,7 @@ from opentelemetry.trace import Span
 from otel_llm import _semconv as sc
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS, StallFigures
-from otel_llm.testing import figures_of
-from tests.conftest import Spans
+from otel_llm.testing import Spans, figures_of
 
 MS = NS_PER_MS
 

@@ -29,6 +29,7 @@ EXPECTED = {
     "EmbeddingsResult",
     "ExportStats",
     "HedgeSettings",
+    "InvalidRequest",
     "Limits",
     "LocalAdmission",
     "MalformedResponse",

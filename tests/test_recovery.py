@@ -11,8 +11,7 @@ import httpx2
 import pytest
 
 from otel_llm import Client
-from otel_llm.testing import error, run_virtual, sse_answer
-from tests.conftest import Spans
+from otel_llm.testing import Spans, error, run_virtual, sse_answer
 from tests.scripted_clients import MESSAGES, source
 
 OUTAGE_START_S = 30.0

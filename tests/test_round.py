@@ -21,7 +21,7 @@ from otel_llm._act import _round
 from otel_llm._act._attempt import Attempt
 from otel_llm._measure import _clock
 from otel_llm._measure._chunks import ChunkClock
-from tests.conftest import Spans
+from otel_llm.testing import Spans
 from tests.round_harness import (
     SLOW,
     TIMER,
@@ -352,4 +352,41 @@ async def test_a_leg_that_will_not_end_is_logged_and_kept(
         await hedge.task
         await asyncio.sleep(0)
     assert hedge.task not in _round._UNENDED
+    assert "ended at last" in caplog.text
+
+
+async def test_a_round_cancelled_again_while_reaping_keeps_its_legs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The caller cancels the round, then cancels it again while it waits for its legs to clean
+    up: the second cancellation propagates at once, and the legs still cleaning up are kept
+    referenced and logged (the loop holds tasks weakly), never dropped unseen."""
+    release = asyncio.Event()
+    cleaning = asyncio.Event()
+
+    async def stubborn(attempt: Attempt) -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cleaning.set()
+            await release.wait()
+        return "late"
+
+    legs = Legs({"a": stubborn}, hedge_target=None)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        task = asyncio.ensure_future(legs.run(TIMER, None))
+        await legs.primary_started.wait()
+        task.cancel()
+        await cleaning.wait()  # the round is reaping: its leg is cleaning up
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        primary = legs.legs[0]
+        assert not primary.task.done()
+        assert primary.task in _round._UNENDED
+        assert "its round was cancelled" in caplog.text
+        release.set()
+        await primary.task
+        await asyncio.sleep(0)
+    assert primary.task not in _round._UNENDED
     assert "ended at last" in caplog.text

@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from otel_llm import AllSourcesExhausted, Client, ConfigurationError, OtelLLMError, Source
 from otel_llm._act._settings import ClientSettings
 from otel_llm.simulator import Script, SimulatedProvider
-from tests.conftest import Spans
+from otel_llm.testing import Spans
 from tests.redis_server import free_port
 
 KEY = "sk-proj-TOPSECRETkey0123456789"

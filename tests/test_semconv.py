@@ -16,8 +16,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from otel_llm import AllSourcesExhausted, Client, Source
 from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
-from otel_llm.testing import Scripted, error, json_answer, sse_answer
-from tests.conftest import Spans
+from otel_llm.testing import Scripted, Spans, error, json_answer, sse_answer
 
 CONVENTION = frozenset(
     {
@@ -144,3 +143,29 @@ async def test_the_conventions_conditions_hold(spans: Spans, reader: InMemoryMet
     ttft = [name for name, _ in metric_records(reader)
             if name == "gen_ai.client.operation.time_to_first_chunk"]  # fmt: skip
     assert len(ttft) == 1, "time to first chunk is reported for streaming calls only"
+
+
+async def test_wrapped_calls_carry_the_request_parameters(spans: Spans) -> None:
+    """A wrapped openai call span carries the GenAI request parameters like the client's; the
+    SDK's "not given" defaults are never written."""
+    instrument_openai(tracer_provider=spans.provider)
+    try:
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda request: sse_answer()))
+        async with openai.AsyncOpenAI(base_url="http://w.test/v1", api_key="sk-x",
+                                      http_client=http) as sdk:  # fmt: skip
+            stream = await sdk.chat.completions.create(
+                model="w", messages=[{"role": "user", "content": "x"}], stream=True, **PARAMS
+            )
+            async for _ in stream:
+                pass
+    finally:
+        uninstrument_openai()
+    (call,) = spans.calls()
+    attributes = dict(call.attributes or {})
+    assert attributes["gen_ai.request.max_tokens"] == 64
+    assert attributes["gen_ai.request.temperature"] == 0.2
+    assert attributes["gen_ai.request.top_p"] == 0.9
+    assert attributes["gen_ai.request.seed"] == 7
+    assert attributes["gen_ai.request.stop_sequences"] == ("END",)
+    assert "gen_ai.request.frequency_penalty" not in attributes
+    assert "gen_ai.request.choice.count" not in attributes

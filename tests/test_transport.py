@@ -17,8 +17,8 @@ from otel_llm._act._source import Source
 from otel_llm._act._transport import chat_completion
 from otel_llm._measure._chunks import ChunkClock
 from otel_llm.simulator import Script, Silence, SimulatedProvider
+from otel_llm.testing import Spans
 from otel_llm.testing import figures_of as derived
-from tests.conftest import Spans
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 SECRET = "sk-test-0123456789abcdefSECRET"

@@ -28,7 +28,7 @@ from otel_llm._act._source import Source
 from otel_llm._act._transport import chat_completion
 from otel_llm._measure._chunks import ChunkClock
 from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
-from tests.conftest import Spans
+from otel_llm.testing import Spans
 
 BAD_BYTE = b"\xff"
 """Not UTF-8: a reader decodes it as U+FFFD."""

@@ -19,6 +19,7 @@ from otel_llm._act._breaker import Breaker
 from otel_llm._act._call import CallOutcome, CallRun, CallShared
 from otel_llm._act._completion import Completion, Embeddings
 from otel_llm._act._hedge_budget import HedgeBudget
+from otel_llm._act._json import require_json
 from otel_llm._act._legs import Request, UsageOf
 from otel_llm._act._pool import Pool
 from otel_llm._act._result import ChatResult, EmbeddingsResult
@@ -26,10 +27,11 @@ from otel_llm._act._settings import CLIENT_ARGUMENTS, ClientSettings, PoolSettin
 from otel_llm._act._source import Source
 from otel_llm._act._source_state import SourceState
 from otel_llm._act._stats import CallStats
+from otel_llm._env import stall_threshold_key
 from otel_llm._measure._call_span import CallSpan
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._response import ResponseFacts
-from otel_llm._measure._stalls import to_ms
+from otel_llm._measure._stalls import to_ms, validate_threshold_ms
 from otel_llm._version import __version__
 
 T = TypeVar("T")
@@ -127,6 +129,8 @@ class Client:
         if settings is None:
             settings_cls = ClientSettings.for_scope(scope) if scope else ClientSettings
             settings = settings_cls()
+        if stall_threshold_ms is not None:  # from code, taken as given: "100" is not a number
+            validate_threshold_ms(stall_threshold_ms, stall_threshold_key(settings.scope))
         self.settings = settings.merged(
             sources=tuple(sources) if sources is not None else None, **chosen
         )
@@ -271,40 +275,45 @@ class Client:
             request=payload,
             secrets=[secret for source in self.sources for secret in source.secrets()],
         )
-        run = CallRun(
-            self._shared(),
-            payload=payload,
-            stream=stream,
-            hedge=operation == sc.OPERATION_CHAT,
-            request=request,
-            usage_of=usage_of,
-            context=call.context,
-            operation=operation,
-        )
+        run: CallRun[T] | None = None
         try:
+            require_json(payload)
+            run = CallRun(
+                self._shared(),
+                payload=payload,
+                stream=stream,
+                hedge=operation == sc.OPERATION_CHAT,
+                request=request,
+                usage_of=usage_of,
+                context=call.context,
+                operation=operation,
+            )
             outcome = await run.run()
-        except BaseException as exc:
-            tried = run.tried[-1] if run.tried else self.sources[0].name
-            call.set_provider(self._source(tried).provider)
+            stats = self._stats(outcome, started)
+            winner = outcome.winner
+            source = winner.state.source
+            call.set_provider(source.provider, {sc.ATTEMPT_SOURCE: source.name}, model=source.model)
+            call.record_response(facts_of(outcome.answer))
             call.record_counts(
-                attempts=run.attempts, hedges=run.hedges, sources_tried=tuple(run.tried)
+                attempts=stats.attempts,
+                hedges=stats.hedges,
+                sources_tried=stats.sources_tried,
+                hedge_won=stats.hedge_won,
+                winner=winner.attempt.number,
+                hedge_waste_tokens=stats.hedge_waste_tokens,
+                hedge_waste_chunks=stats.hedge_waste_chunks,
+            )
+        except BaseException as exc:  # the span ends on every path, with how far the call got
+            tried = run.tried if run is not None else []
+            last = self._source(tried[-1]) if tried else self.sources[0]
+            call.set_provider(last.provider, model=last.model)
+            call.record_counts(
+                attempts=run.attempts if run is not None else 0,
+                hedges=run.hedges if run is not None else 0,
+                sources_tried=tuple(tried),
             )
             call.end(duration_s=(time.monotonic_ns() - started) / 1e9, error=exc)
             raise
-        stats = self._stats(outcome, started)
-        winner = outcome.winner
-        source = winner.state.source
-        call.set_provider(source.provider, {sc.ATTEMPT_SOURCE: source.name}, model=source.model)
-        call.record_response(facts_of(outcome.answer))
-        call.record_counts(
-            attempts=stats.attempts,
-            hedges=stats.hedges,
-            sources_tried=stats.sources_tried,
-            hedge_won=stats.hedge_won,
-            winner=winner.attempt.number,
-            hedge_waste_tokens=stats.hedge_waste_tokens,
-            hedge_waste_chunks=stats.hedge_waste_chunks,
-        )
         call.end(duration_s=(stats.call_ms or 0) / 1000, figures=winner.attempt.figures)
         return outcome, stats
 

@@ -129,7 +129,7 @@ class StreamAssembler:
             self._id = text_or_none(chunk.get("id"))
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
-            self.usage = Usage.from_openai(usage)
+            self.usage = Usage.from_openai(usage, earlier=self.usage)
         choices = _expect(chunk.get("choices"), list, "choices", "a list")
         incremental = False
         for position, choice in enumerate(choices or ()):

@@ -1,4 +1,5 @@
-"""Reading JSON from a provider: every malformed document is a ``ValueError``.
+"""JSON at the boundary: reading a provider's (every malformed document is a ``ValueError``)
+and checking a caller's request body (:func:`require_json`).
 
 ``json.loads`` raises ``RecursionError`` (not ``ValueError``) for a document nested deeper than
 the interpreter's recursion limit — ``[[[[…`` in a 50 KB chunk is enough — so the transport's
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from otel_llm._errors import InvalidRequest
 
 
 class TooDeep(ValueError):
@@ -22,3 +25,15 @@ def loads(text: str | bytes) -> Any:
     except RecursionError:
         problem = TooDeep("JSON nested too deep to parse")
     raise problem  # outside the except: no RecursionError traceback chained
+
+
+def require_json(body: Any) -> None:
+    """Refuse a request body that cannot be sent as JSON, with an :class:`InvalidRequest`
+    naming why (the body itself never appears: it is the caller's content)."""
+    try:
+        json.dumps(body, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = InvalidRequest(f"the request body is not JSON: {type(exc).__name__}: {exc}")
+    else:
+        return
+    raise problem  # unchained, like every error made from a lower layer's

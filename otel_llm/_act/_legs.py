@@ -146,9 +146,10 @@ class LegLedger(Generic[T]):
             self._book_failure(state, exc)
             await self._settle_unknown(state, leg.tokens, attempt.chunks)
             raise
-        except BaseException:
+        except BaseException:  # not the source's fault (a bug, an interpreter exit): no verdict
             state.breaker.release()
             leg.finished_at = self.loop.time()
+            await self._settle_unknown(state, leg.tokens, attempt.chunks)
             raise
         leg.finished_at = self.loop.time()
         state.breaker.record_success()

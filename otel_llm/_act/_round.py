@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -210,16 +210,20 @@ class Round(Generic[T]):
                 leg.attempt.cancel_outcome = sc.OUTCOME_HEDGE_CANCELLED
             leg.task.cancel()
         tasks = [leg.task for leg in running]
-        _, unended = await asyncio.wait(tasks, timeout=self._cleanup_s)
-        for task in unended:
-            logger.warning(
-                "otel-llm: %s did not end within %g s of being cancelled; it is kept and "
-                "reported when it ends",
-                task.get_name(),
-                self._cleanup_s,
-            )
-            _UNENDED.add(task)
-            task.add_done_callback(_unended_finished)
+        try:
+            _, unended = await asyncio.wait(tasks, timeout=self._cleanup_s)
+        except asyncio.CancelledError:  # cancelled again while waiting: keep what still runs
+            _keep([task for task in tasks if not task.done()], "its round was cancelled")
+            raise
+        _keep(unended, f"it did not end within {self._cleanup_s:g} s of being cancelled")
+
+
+def _keep(tasks: Iterable[asyncio.Task[Any]], why: str) -> None:
+    """Hold a reference to legs that have not ended (the loop holds tasks weakly) until they do."""
+    for task in tasks:
+        logger.warning("otel-llm: %s is kept and reported when it ends: %s", task.get_name(), why)
+        _UNENDED.add(task)
+        task.add_done_callback(_unended_finished)
 
 
 def _unended_finished(task: asyncio.Task[Any]) -> None:

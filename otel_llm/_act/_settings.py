@@ -21,7 +21,6 @@ from typing import Any, ClassVar, Final, Literal, Self
 from pydantic import (
     Field,
     SecretStr,
-    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -37,7 +36,7 @@ from otel_llm._act._model import StrictModel
 from otel_llm._act._source import Source
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
-from otel_llm._measure._stalls import threshold_rule
+from otel_llm._measure._stalls import threshold_from_text, threshold_rule
 
 RESERVED_GROUPS = frozenset({"HEDGE", "STREAM", "RETRY", "BREAKER", "ADMISSION", "POOL"})
 """Scope-level groups; never a provider name."""
@@ -71,10 +70,10 @@ class StreamSettings(_Group):
     stall_threshold_ms: int = DEFAULTS.stall_threshold_ms
     """A gap strictly longer than this is a stall (positive integer of milliseconds)."""
 
-    @field_validator("stall_threshold_ms")
+    @field_validator("stall_threshold_ms", mode="before")
     @classmethod
-    def _strict_threshold(cls, value: int) -> int:
-        return threshold_rule(value)  # the one rule (measure._stalls), after parsing
+    def _strict_threshold(cls, value: Any) -> Any:
+        return threshold_rule(threshold_from_text(value))  # the one parser, the one rule
 
 
 class HedgeSettings(_Group):
@@ -354,25 +353,17 @@ class ClientSettings(BaseSettings):
         return data
 
     def merged(self, **overrides: Any) -> Self:
-        """A copy with ``overrides`` (``None`` values ignored) applied and re-validated.
-
-        Values from code are taken as given: a group field's override must already have the
-        field's type (``"100"`` is not a number of milliseconds; text is the environment's).
-        """
+        """A copy with ``overrides`` (``None`` values ignored) applied and re-validated."""
         data = self.model_dump()
         data["sources"] = list(self.sources)
-        problem: ConfigurationError | None = None
         for key, value in overrides.items():
             if value is None:
                 continue
             if "." in key:
                 group, field = key.split(".", 1)
-                problem = problem or self._wrong_type(group, field, value)
                 data[group] = {**data[group], field: value}
             else:
                 data[key] = value
-        if problem is not None:
-            raise problem
         try:
             merged = self.model_validate(data)
         except ValidationError as exc:
@@ -381,18 +372,6 @@ class ClientSettings(BaseSettings):
             check_hedge_assembly(merged)
             return merged
         raise error  # unchained, as in __init__
-
-    def _wrong_type(self, group: str, field: str, value: Any) -> ConfigurationError | None:
-        """A ConfigurationError when ``value`` is not of the field's type (strictly)."""
-        annotation = type(getattr(self, group)).model_fields[field].annotation
-        try:
-            TypeAdapter(annotation).validate_python(value, strict=True)
-        except ValidationError as exc:
-            reason = str(exc.errors()[0]["msg"])
-        else:
-            return None
-        key = _key_for((group, field), self.scope, {})
-        return ConfigurationError(key, f"{reason}, got a {type(value).__name__}")
 
     @classmethod
     def for_scope(cls, scope: str) -> type[ClientSettings]:

@@ -67,9 +67,15 @@ def request_attributes(params: Mapping[str, Any] | None) -> dict[str, AttributeV
 
 def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] = ()) -> None:
     """``error.type``, an ``exception`` event and an ERROR status on ``span`` — every text
-    redacted first: a provider's error message may echo the API key."""
+    redacted first: a provider's error message may echo the API key.
+
+    The event's stack trace is the raised exception's own (``chain=False``): a chained cause
+    is a lower layer's and may hold what the library keeps out (an HTTP request, a validation
+    input), and the cause of an :class:`AllSourcesExhausted` — the group of every attempt's
+    error — is already summed up in its message, so the event stays small.
+    """
     message = redact(str(error), secrets)
-    stack = redact("".join(traceback.format_exception(error)), secrets)
+    stack = redact("".join(traceback.format_exception(error, chain=False)), secrets)
     span.set_attribute(sc.ERROR_TYPE, error_type(error))
     span.add_event(
         "exception",
@@ -83,8 +89,8 @@ def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] 
 
 
 class CallSpan:
-    """The span of one call, ended exactly once by :meth:`end` (or by leaving a ``with``
-    block), and the call's metrics recorded with it."""
+    """The span of one call, ended exactly once by :meth:`end`, and the call's metrics
+    recorded with it. Whoever creates one ends it on every path (``try``/``finally``)."""
 
     def __init__(
         self,
@@ -191,28 +197,37 @@ class CallSpan:
     ) -> None:
         """End the span (once) and record the call's metrics.
 
-        ``error`` is why the call failed (recorded with an exception event); ``outcome`` a way
-        it ended short of an answer without an error (a wrapped stream ``closed``, ``dropped``
-        or ``cancelled``); ``figures`` the winner's, when observable.
+        - ``error`` (an ``Exception``): the call failed — ``error.type``, an ``exception``
+          event and an ERROR status; the duration metric carries the ``error.type``.
+        - ``error`` that is not an ``Exception`` (the calling task was cancelled): an ERROR
+          status and ``error.type`` (no event: nothing went wrong inside), the span marked
+          ``cancelled`` — and no metric: a cancelled call is the caller's choice, not a
+          duration of the provider's.
+        - ``outcome`` (a wrapped stream ``closed``, ``dropped`` or ``cancelled`` by the
+          application): no error status — nothing failed — only ``error.type`` set to the
+          outcome, on the span and the metric (whose figures a cancelled stream does not have).
+        - neither: the call answered; ``figures`` are the winner's.
         """
         if self._ended:
             return
         self._ended = True
         span = self.span
         kind: str | None = None
-        if error is not None and not isinstance(error, Exception):  # cancelled
-            outcome = sc.OUTCOME_CANCELLED
-        if error is not None and outcome is None:
+        recorded = True
+        if isinstance(error, Exception):
             record_error(span, error, self.secrets)
             kind = error_type(error)
+        elif error is not None:  # cancelled: no exception event, nothing went wrong inside
+            span.set_attributes(
+                {sc.ERROR_TYPE: error_type(error), sc.ATTEMPT_OUTCOME: sc.OUTCOME_CANCELLED}
+            )
+            span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+            recorded = False
         elif outcome is not None and outcome != sc.OUTCOME_OK:
             span.set_attribute(sc.ERROR_TYPE, outcome)
-            if outcome == sc.OUTCOME_CANCELLED:
-                span.set_attribute(sc.ATTEMPT_OUTCOME, outcome)
-            span.set_status(Status(StatusCode.ERROR, outcome))
             kind = outcome
         span.end()
-        if self.metrics is not None:
+        if self.metrics is not None and recorded:
             observable = None if outcome in sc.OUTCOMES_WITHOUT_FIGURES else figures
             self.metrics.record_call(duration_s, observable, self._metric_attributes(kind))
 

@@ -125,7 +125,13 @@ class ChunkClock:
     def on_loop(self, ns: int) -> float:
         """The event loop's time of the metering instant ``ns``. Timers (the watchdog, the
         hedge window) run on the loop's clock and figures on the metering clock; the two are
-        tied together once, when a timer first asks (in production both are monotonic)."""
+        tied together once, when a timer first asks.
+
+        In production both are ``time.monotonic`` and the tie is exact. A swapped metering
+        clock (a test's fake clock, virtual time) is tied at that first ask and assumed to run
+        at the loop's rate afterwards: a fake clock moved by hand while the loop's time stands
+        still moves the timers' deadlines with it. ``run_virtual`` drives both from one clock.
+        """
         anchor = self._anchor
         if anchor is None:
             anchor = self._anchor = (asyncio.get_running_loop().time(), _clock.now_ns())

@@ -39,6 +39,10 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _newer(value: int | None, earlier: int | None) -> int | None:
+    return earlier if value is None else value
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token usage as the provider reported it."""
@@ -49,16 +53,30 @@ class Usage:
     total_tokens: int | None = None
 
     @classmethod
-    def from_openai(cls, usage: Any) -> Usage:
+    def from_openai(cls, usage: Any, *, earlier: Usage | None = None) -> Usage:
         """From an OpenAI ``usage`` object, a dict or an SDK object (values of the wrong type
-        are left out: usage is telemetry, never a reason to fail an answer)."""
+        are left out: usage is telemetry, never a reason to fail an answer).
+
+        ``earlier`` is the usage a previous frame of the same stream reported: a count this
+        frame leaves out keeps its earlier value (providers may spread usage over frames).
+        """
         details = field_of(usage, "completion_tokens_details")
         reasoning = field_of(details, "reasoning_tokens") if details is not None else None
-        return cls(
+        read = cls(
             input_tokens=_count(field_of(usage, "prompt_tokens")),
             output_tokens=_count(field_of(usage, "completion_tokens")),
             reasoning_tokens=_count(reasoning),
             total_tokens=_count(field_of(usage, "total_tokens")),
+        )
+        return read if earlier is None else earlier.updated(read)
+
+    def updated(self, newer: Usage) -> Usage:
+        """``newer``'s counts, and this usage's where ``newer`` has none."""
+        return Usage(
+            input_tokens=_newer(newer.input_tokens, self.input_tokens),
+            output_tokens=_newer(newer.output_tokens, self.output_tokens),
+            reasoning_tokens=_newer(newer.reasoning_tokens, self.reasoning_tokens),
+            total_tokens=_newer(newer.total_tokens, self.total_tokens),
         )
 
     @property

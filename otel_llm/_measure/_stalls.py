@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._env import env_text, scope_key
+from otel_llm._env import env_text, stall_threshold_key
 from otel_llm._errors import ConfigurationError
 
 NS_PER_MS = 1_000_000
@@ -123,17 +123,26 @@ def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:
 def threshold_ms_from_env(scope: str = DEFAULTS.scope) -> int:
     """``{scope}__STREAM__STALL_THRESHOLD_MS`` when set (by the one rule), else the default —
     the key the client reads, so wrapped calls and the processor measure like the client."""
-    key = scope_key(scope, "STREAM", "STALL_THRESHOLD_MS")
+    key = stall_threshold_key(scope)
     raw = env_text(key)
     if raw is None:
         return DEFAULTS.stall_threshold_ms
-    return validate_threshold_ms(int(raw) if raw.isdigit() else raw, key)
+    return validate_threshold_ms(threshold_from_text(raw), key)
 
 
 def resolve_threshold_ms(value: object | None) -> int:
     """An explicit threshold (by the one rule), or else the environment's (see
     :func:`threshold_ms_from_env`) — how every entry point that takes one picks it."""
     return threshold_ms_from_env() if value is None else validate_threshold_ms(value)
+
+
+def threshold_from_text(value: object) -> object:
+    """A threshold as the environment gives it: decimal digits become the integer, anything
+    else is left for :func:`threshold_rule` to refuse (``"1000.0"``, ``"+500"``, ``"1_000"``).
+    The one parser of threshold text, for the settings and the wrappers alike."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value
 
 
 def threshold_rule(value: object) -> int:

@@ -99,8 +99,9 @@ def span_row(span: ReadableSpan) -> dict[str, Any]:
         "Links.TraceState": [link.context.trace_state.to_header() for link in span.links],
         "Links.Attributes": [_string_map(link.attributes) for link in span.links],
     }
+    ours = sc.SPAN_ROLE in attributes  # a default speaks for otel-llm's spans only
     for column in TYPED_COLUMNS:
-        value = attributes.get(column.attribute, column.default)
+        value = attributes.get(column.attribute, column.default if ours else None)
         row[column.name] = _typed(value, column.sql_type)
     for name, attribute in CHUNK_COLUMNS:
         row[name] = [(event.attributes or {}).get(attribute) for event in chunk_events]

@@ -79,8 +79,9 @@ BASE_COLUMNS: Final = (
 
 @dataclass(frozen=True, slots=True)
 class TypedColumn:
-    """A typed column filled from one span attribute (``default`` where it is absent: the
-    GenAI convention sets ``gen_ai.request.stream`` only on streaming requests)."""
+    """A typed column filled from one span attribute (``default`` where an otel-llm span lacks
+    it: the GenAI convention sets ``gen_ai.request.stream`` only on streaming requests, so an
+    otel-llm span without it did not stream; another library's span says nothing either way)."""
 
     name: str
     sql_type: str

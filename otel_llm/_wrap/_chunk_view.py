@@ -72,7 +72,7 @@ class ResponseNotes:
         try:
             usage = chunk.usage
             if usage is not None:
-                self.usage = Usage.from_openai(usage)
+                self.usage = Usage.from_openai(usage, earlier=self.usage)
             incremental = False
             for choice in chunk.choices or ():
                 index = choice.index
@@ -123,7 +123,7 @@ class ResponseNotes:
             self._identify(answer)
         usage = field_of(answer, "usage")
         if usage is not None:
-            self.usage = Usage.from_openai(usage)
+            self.usage = Usage.from_openai(usage, earlier=self.usage)
         for choice in field_of(answer, "choices") or ():
             self.choices_seen.add(_index(choice))
             reason = field_of(choice, "finish_reason")

@@ -88,6 +88,7 @@ def _recorder(
         server_address=host,
         server_port=port,
         messages=kwargs.get("messages") if operation == sc.OPERATION_CHAT else None,
+        request=kwargs,  # its GenAI request parameters; the SDK's "not given" marks are skipped
         secrets=_secrets(resource),
     )
 
