@@ -70,6 +70,22 @@ def source(name: str) -> Source:
     return Source(name=name, provider="sim", base_url=f"http://{name}.test/v1", model=f"{name}-m")
 
 
+async def wrapped_stream(spans: Spans, meters: MeterProvider | None = None) -> None:
+    """One streamed call through the instrumented openai SDK, with :data:`PARAMS`."""
+    instrument_openai(tracer_provider=spans.provider, meter_provider=meters)
+    try:
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda request: sse_answer()))
+        async with openai.AsyncOpenAI(base_url="http://w.test/v1", api_key="sk-x",
+                                      http_client=http) as sdk:  # fmt: skip
+            stream = await sdk.chat.completions.create(
+                model="w", messages=[{"role": "user", "content": "x"}], stream=True, **PARAMS
+            )
+            async for _ in stream:
+                pass
+    finally:
+        uninstrument_openai()
+
+
 @pytest.fixture
 def reader() -> InMemoryMetricReader:
     return InMemoryMetricReader()
@@ -92,18 +108,7 @@ async def test_every_emitted_gen_ai_name_is_in_the_convention(
                       meter_provider=meters, max_attempts=1) as failing:  # fmt: skip
         with pytest.raises(AllSourcesExhausted):
             await failing.chat([{"role": "user", "content": "x"}])
-    instrument_openai(tracer_provider=spans.provider, meter_provider=meters)
-    try:
-        http = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda request: sse_answer()))
-        async with openai.AsyncOpenAI(base_url="http://w.test/v1", api_key="sk-x",
-                                      http_client=http) as sdk:  # fmt: skip
-            stream = await sdk.chat.completions.create(
-                model="w", messages=[{"role": "user", "content": "x"}], stream=True, **PARAMS
-            )
-            async for _ in stream:
-                pass
-    finally:
-        uninstrument_openai()
+    await wrapped_stream(spans, meters)
     emitted: set[str] = set()
     for span in spans.finished():
         emitted |= gen_ai_names(span.attributes or {})
@@ -148,18 +153,7 @@ async def test_the_conventions_conditions_hold(spans: Spans, reader: InMemoryMet
 async def test_wrapped_calls_carry_the_request_parameters(spans: Spans) -> None:
     """A wrapped openai call span carries the GenAI request parameters like the client's; the
     SDK's "not given" defaults are never written."""
-    instrument_openai(tracer_provider=spans.provider)
-    try:
-        http = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda request: sse_answer()))
-        async with openai.AsyncOpenAI(base_url="http://w.test/v1", api_key="sk-x",
-                                      http_client=http) as sdk:  # fmt: skip
-            stream = await sdk.chat.completions.create(
-                model="w", messages=[{"role": "user", "content": "x"}], stream=True, **PARAMS
-            )
-            async for _ in stream:
-                pass
-    finally:
-        uninstrument_openai()
+    await wrapped_stream(spans)
     (call,) = spans.calls()
     attributes = dict(call.attributes or {})
     assert attributes["gen_ai.request.max_tokens"] == 64
