@@ -8,17 +8,15 @@ Show: an embedded DuckDB store, a CLI and dashboards.
 from otel_llm._act._admission import Admission, Limits, LocalAdmission
 from otel_llm._act._client import Client
 from otel_llm._act._completion import Completion, Embeddings, ToolCall
-from otel_llm._act._result import ChatResult, EmbeddingsResult
-from otel_llm._act._settings import (
+from otel_llm._act._groups import (
     AdmissionSettings,
     BreakerSettings,
-    ClientSettings,
-    ConfigWarning,
-    EmbeddingSettings,
     HedgeSettings,
     RetrySettings,
     StreamSettings,
 )
+from otel_llm._act._result import ChatResult, EmbeddingsResult
+from otel_llm._act._settings import ClientSettings, ConfigWarning, EmbeddingSettings
 from otel_llm._act._source import Source
 from otel_llm._act._stats import CallStats
 from otel_llm._errors import (

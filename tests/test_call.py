@@ -20,7 +20,8 @@ from otel_llm import (
 )
 from otel_llm import _semconv as sc
 from otel_llm._act._admission import Limits, LocalAdmission
-from otel_llm._act._settings import AdmissionSettings, ClientSettings
+from otel_llm._act._groups import AdmissionSettings
+from otel_llm._act._settings import ClientSettings
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
 from tests.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
 from tests.scripted_clients import MESSAGES, client, source

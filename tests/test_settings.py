@@ -5,14 +5,8 @@ from __future__ import annotations
 import pytest
 
 from otel_llm import CallStats, Client, ConfigurationError, Source
-from otel_llm._act._settings import (
-    ClientSettings,
-    ConfigWarning,
-    EmbeddingSettings,
-    HedgeSettings,
-    RetrySettings,
-    StreamSettings,
-)
+from otel_llm._act._groups import HedgeSettings, RetrySettings, StreamSettings
+from otel_llm._act._settings import ClientSettings, ConfigWarning, EmbeddingSettings
 
 BASE = "http://127.0.0.1:9/v1"
 

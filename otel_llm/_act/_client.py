@@ -18,12 +18,13 @@ from otel_llm._act._attempt import Attempt
 from otel_llm._act._breaker import Breaker
 from otel_llm._act._call import CallOutcome, CallRun, CallShared
 from otel_llm._act._completion import Completion, Embeddings
+from otel_llm._act._groups import PoolSettings
 from otel_llm._act._hedge_budget import HedgeBudget
 from otel_llm._act._json import require_json
 from otel_llm._act._legs import Request, UsageOf
 from otel_llm._act._pool import Pool
 from otel_llm._act._result import ChatResult, EmbeddingsResult
-from otel_llm._act._settings import CLIENT_ARGUMENTS, ClientSettings, PoolSettings
+from otel_llm._act._settings import CLIENT_ARGUMENTS, ClientSettings
 from otel_llm._act._source import Source
 from otel_llm._act._source_state import SourceState
 from otel_llm._act._stats import CallStats

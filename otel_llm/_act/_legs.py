@@ -24,9 +24,9 @@ from otel_llm import _errors as e
 from otel_llm import _semconv as sc
 from otel_llm._act._admission import Admission, estimate_prompt_tokens, estimate_tokens
 from otel_llm._act._attempt import Attempt
+from otel_llm._act._groups import RetrySettings
 from otel_llm._act._hedge_budget import HedgeBudget
 from otel_llm._act._pool import Pool
-from otel_llm._act._settings import RetrySettings
 from otel_llm._act._source_state import Candidates, SourceState
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._response import Usage

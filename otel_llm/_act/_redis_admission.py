@@ -20,7 +20,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from otel_llm._act._admission import Limits
-from otel_llm._act._settings import check_redis_url
+from otel_llm._act._groups import check_redis_url
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import BackendUnavailable, ConfigurationError
 from otel_llm._redact import redact, redact_url, url_secrets

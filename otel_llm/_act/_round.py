@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from otel_llm import _semconv as sc
+from otel_llm._act._groups import HedgeSettings
 from otel_llm._act._legs import Leg
-from otel_llm._act._settings import HedgeSettings
 from otel_llm._act._source_state import SourceState
 from otel_llm._defaults import DEFAULTS
 
