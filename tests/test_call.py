@@ -275,6 +275,48 @@ async def test_unexpected_errors_propagate_without_retry(spans: Spans) -> None:
     assert script.seen == ["a"]
 
 
+class _Unprintable(RuntimeError):
+    def __str__(self) -> str:
+        raise ValueError("cannot print me")
+
+
+async def test_an_error_that_cannot_be_recorded_still_ends_the_call_span(spans: Spans) -> None:
+    """Telemetry never breaks the call: an error whose text cannot even be made reaches the
+    caller unchanged, and the call span still ends (the recording failure is logged)."""
+
+    async def broken(request: httpx2.Request) -> httpx2.Response:
+        raise _Unprintable
+
+    async with client(Scripted({"a": [broken]}), spans) as c:
+        with pytest.raises(_Unprintable):
+            await c.chat(MESSAGES)
+    (call,) = spans.calls()
+    assert call.end_time is not None
+    assert dict(call.attributes or {})["error.type"] == "_Unprintable"
+    (attempt,) = spans.attempts()
+    assert dict(attempt.attributes or {})["error.type"] == "_Unprintable"
+    assert call.status.description == "<exception str() failed>"
+
+
+async def test_a_leg_failing_outside_the_hierarchy_gives_back_its_admission(
+    spans: Spans,
+) -> None:
+    """A leg that fails with an error that is not a provider's (a bug) settles the tokens it
+    reserved: a bug never leaks a source's quota."""
+
+    async def broken(request: httpx2.Request) -> httpx2.Response:
+        raise RuntimeError("bug in a transport")
+
+    admission = LocalAdmission()
+    limits = Limits(tokens_per_minute=1000)
+    limited = source("a", tokens_per_minute=1000)
+    async with client(Scripted({"a": [broken]}), spans, limited, admission=admission) as c:
+        with pytest.raises(RuntimeError, match="bug in a transport"):
+            await c.chat(MESSAGES, max_tokens=900)
+        # nothing was produced: the ~905 tokens reserved are back, so 900 more fit at once
+        assert await admission.acquire("a", limits, 900) == 0.0
+
+
 async def test_shared_redis_admission_through_settings(spans: Spans, redis_url: str) -> None:
     """With ADMISSION backend redis, the client's quota lives in Redis."""
     settings = ClientSettings(
@@ -574,8 +616,10 @@ async def test_giving_up_keeps_the_attempts_failures_as_exceptions(spans: Spans)
         ([{"role": "user", "content": object()}], {}),
         (MESSAGES, {"temperature": object()}),
         (MESSAGES, {"stop": (circular := ["x"], circular.append(circular))[0]}),
+        (MESSAGES, {"temperature": float("nan")}),
+        (MESSAGES, {"max_tokens": float("inf")}),
     ],
-    ids=["object-in-messages", "object-param", "circular-list"],
+    ids=["object-in-messages", "object-param", "circular-list", "nan", "infinity"],
 )
 async def test_a_body_that_is_not_json_is_refused_before_any_source(
     spans: Spans, messages: list[dict[str, object]], params: dict[str, object]

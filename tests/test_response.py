@@ -33,7 +33,9 @@ SPREAD = [  # usage spread over two frames, the second leaving the prompt count 
     _chunk({"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}),
     _chunk({"completion_tokens": 3, "completion_tokens_details": {"reasoning_tokens": 2}}),
 ]
-EXPECTED = Usage(input_tokens=7, output_tokens=3, reasoning_tokens=2, total_tokens=8)
+EXPECTED = Usage(input_tokens=7, output_tokens=3, reasoning_tokens=2)
+"""The second frame changed the output count without a total: the first frame's total (8) is
+stale, and the total is the parts' sum (10)."""
 
 
 def test_usage_spread_over_frames_is_merged_by_the_assembler() -> None:
@@ -42,6 +44,7 @@ def test_usage_spread_over_frames_is_merged_by_the_assembler() -> None:
     for chunk in SPREAD:
         assembler.feed(chunk)
     assert assembler.usage == EXPECTED
+    assert assembler.usage.total == 10
 
 
 def test_usage_spread_over_frames_is_merged_by_the_wrapper() -> None:

@@ -70,7 +70,7 @@ def source(name: str) -> Source:
     return Source(name=name, provider="sim", base_url=f"http://{name}.test/v1", model=f"{name}-m")
 
 
-async def wrapped_stream(spans: Spans, meters: MeterProvider | None = None) -> None:
+async def wrapped_stream(spans: Spans, meters: MeterProvider | None = None, **extra: Any) -> None:
     """One streamed call through the instrumented openai SDK, with :data:`PARAMS`."""
     instrument_openai(tracer_provider=spans.provider, meter_provider=meters)
     try:
@@ -78,7 +78,11 @@ async def wrapped_stream(spans: Spans, meters: MeterProvider | None = None) -> N
         async with openai.AsyncOpenAI(base_url="http://w.test/v1", api_key="sk-x",
                                       http_client=http) as sdk:  # fmt: skip
             stream = await sdk.chat.completions.create(
-                model="w", messages=[{"role": "user", "content": "x"}], stream=True, **PARAMS
+                model="w",
+                messages=[{"role": "user", "content": "x"}],
+                stream=True,
+                **PARAMS,
+                **extra,
             )
             async for _ in stream:
                 pass
@@ -152,8 +156,10 @@ async def test_the_conventions_conditions_hold(spans: Spans, reader: InMemoryMet
 
 async def test_wrapped_calls_carry_the_request_parameters(spans: Spans) -> None:
     """A wrapped openai call span carries the GenAI request parameters like the client's; the
-    SDK's "not given" defaults are never written."""
-    await wrapped_stream(spans)
+    SDK's "not given" marks and ``None`` are never written."""
+    await wrapped_stream(
+        spans, frequency_penalty=openai.NOT_GIVEN, n=openai.omit, presence_penalty=None
+    )
     (call,) = spans.calls()
     attributes = dict(call.attributes or {})
     assert attributes["gen_ai.request.max_tokens"] == 64
@@ -162,4 +168,5 @@ async def test_wrapped_calls_carry_the_request_parameters(spans: Spans) -> None:
     assert attributes["gen_ai.request.seed"] == 7
     assert attributes["gen_ai.request.stop_sequences"] == ("END",)
     assert "gen_ai.request.frequency_penalty" not in attributes
+    assert "gen_ai.request.presence_penalty" not in attributes
     assert "gen_ai.request.choice.count" not in attributes

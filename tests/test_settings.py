@@ -94,6 +94,8 @@ def test_embedding_scope_reads_its_own_keys(env: pytest.MonkeyPatch) -> None:
         ("LLM__STREAM__STALL_THRESHOLD_MS", "0", "LLM__STREAM__STALL_THRESHOLD_MS"),
         ("LLM__STREAM__STALL_THRESHOLD_MS", "1.5", "LLM__STREAM__STALL_THRESHOLD_MS"),
         ("LLM__STREAM__STALL_THRESHOLD_MS", "true", "LLM__STREAM__STALL_THRESHOLD_MS"),
+        ("LLM__STREAM__STALL_THRESHOLD_MS", "\u00b2", "LLM__STREAM__STALL_THRESHOLD_MS"),
+        ("LLM__STREAM__STALL_THRESHOLD_MS", "\uff11\uff12", "LLM__STREAM__STALL_THRESHOLD_MS"),
         ("LLM__HEDGE__AFTER_S", "0", "LLM__HEDGE__AFTER_S"),
         ("LLM__HEDGE__AFTER_S", "inf", "LLM__HEDGE__AFTER_S"),
         ("LLM__HEDGE__AFTR_S", "2", "LLM__HEDGE__AFTR_S"),

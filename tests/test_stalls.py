@@ -13,6 +13,7 @@ from otel_llm._measure._stalls import (
     Timeline,
     meter,
     stall_sum,
+    threshold_ms_from_env,
     to_ms,
     validate_threshold_ms,
 )
@@ -177,3 +178,15 @@ def test_none_exactly_when_fewer_than_two_chunks(gaps: list[int], threshold: int
         assert figures.stall_ms is not None
         assert figures.stall_ms >= 0
         assert figures.stall_count == sum(1 for g in gaps if g > threshold * MS)
+
+
+@pytest.mark.parametrize("text", ["\u00b2", "\uff11\uff12", "\u0661", "1_000", "+500", "1e3"])
+def test_threshold_text_is_ascii_digits_only(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    """The environment's threshold is decimal ASCII digits: a superscript two, full-width or
+    Arabic-Indic digits (``str.isdigit`` says yes to all) are a ConfigurationError naming the
+    key, never a raw ValueError out of ``observe_stream()`` and never a silent 12."""
+    monkeypatch.setenv("LLM__STREAM__STALL_THRESHOLD_MS", text)
+    with pytest.raises(ConfigurationError, match="LLM__STREAM__STALL_THRESHOLD_MS"):
+        threshold_ms_from_env()
+    monkeypatch.setenv("LLM__STREAM__STALL_THRESHOLD_MS", " 250 ")
+    assert threshold_ms_from_env() == 250

@@ -28,10 +28,11 @@ def loads(text: str | bytes) -> Any:
 
 
 def require_json(body: Any) -> None:
-    """Refuse a request body that cannot be sent as JSON, with an :class:`InvalidRequest`
-    naming why (the body itself never appears: it is the caller's content)."""
+    """Refuse a request body that cannot be sent as JSON — an object JSON has no form for, a
+    circular list, NaN or an infinity (JSON has no such numbers) — with an
+    :class:`InvalidRequest` naming why (the body itself never appears: it is the caller's)."""
     try:
-        json.dumps(body, ensure_ascii=False)
+        json.dumps(body, ensure_ascii=False, allow_nan=False)  # as the transport sends it
     except (TypeError, ValueError, RecursionError) as exc:
         problem = InvalidRequest(f"the request body is not JSON: {type(exc).__name__}: {exc}")
     else:

@@ -9,6 +9,8 @@ deriving processor copies the winning attempt's figures onto it.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import traceback
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -24,6 +26,8 @@ from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._response import ResponseFacts
 from otel_llm._measure._stalls import StallFigures
 from otel_llm._redact import redact
+
+logger = logging.getLogger("otel_llm")
 
 _INT_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("max_tokens", sc.GEN_AI_REQUEST_MAX_TOKENS),
@@ -74,9 +78,9 @@ def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] 
     input), and the cause of an :class:`AllSourcesExhausted` — the group of every attempt's
     error — is already summed up in its message, so the event stays small.
     """
-    message = redact(str(error), secrets)
-    stack = redact("".join(traceback.format_exception(error, chain=False)), secrets)
     span.set_attribute(sc.ERROR_TYPE, error_type(error))
+    message = redact(_text_of(error), secrets)
+    stack = redact("".join(traceback.format_exception(error, chain=False)), secrets)
     span.add_event(
         "exception",
         {
@@ -86,6 +90,14 @@ def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] 
         },
     )
     span.set_status(Status(StatusCode.ERROR, message or type(error).__name__))
+
+
+def _text_of(error: BaseException) -> str:
+    """``str(error)``, or Python's own placeholder when the error cannot be printed."""
+    try:
+        return str(error)
+    except Exception:
+        return "<exception str() failed>"
 
 
 class CallSpan:
@@ -197,9 +209,9 @@ class CallSpan:
     ) -> None:
         """End the span (once) and record the call's metrics.
 
-        - ``error`` (an ``Exception``): the call failed — ``error.type``, an ``exception``
-          event and an ERROR status; the duration metric carries the ``error.type``.
-        - ``error`` that is not an ``Exception`` (the calling task was cancelled): an ERROR
+        - ``error``: the call failed — ``error.type``, an ``exception`` event and an ERROR
+          status; the duration metric carries the ``error.type``.
+        - ``error`` that is a ``CancelledError`` (the calling task was cancelled): an ERROR
           status and ``error.type`` (no event: nothing went wrong inside), the span marked
           ``cancelled`` — and no metric: a cancelled call is the caller's choice, not a
           duration of the provider's.
@@ -211,25 +223,32 @@ class CallSpan:
         if self._ended:
             return
         self._ended = True
-        span = self.span
         kind: str | None = None
         recorded = True
-        if isinstance(error, Exception):
-            record_error(span, error, self.secrets)
-            kind = error_type(error)
-        elif error is not None:  # cancelled: no exception event, nothing went wrong inside
-            span.set_attributes(
-                {sc.ERROR_TYPE: error_type(error), sc.ATTEMPT_OUTCOME: sc.OUTCOME_CANCELLED}
-            )
-            span.set_status(Status(StatusCode.ERROR, type(error).__name__))
-            recorded = False
-        elif outcome is not None and outcome != sc.OUTCOME_OK:
-            span.set_attribute(sc.ERROR_TYPE, outcome)
-            kind = outcome
-        span.end()
-        if self.metrics is not None and recorded:
+        try:  # telemetry never breaks the call: whatever fails here, the span ends
+            if isinstance(error, asyncio.CancelledError):  # no event: nothing went wrong
+                self.span.set_attributes(
+                    {sc.ERROR_TYPE: error_type(error), sc.ATTEMPT_OUTCOME: sc.OUTCOME_CANCELLED}
+                )
+                self.span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+                recorded = False
+            elif error is not None:
+                kind = error_type(error)
+                record_error(self.span, error, self.secrets)
+            elif outcome is not None and outcome != sc.OUTCOME_OK:
+                self.span.set_attribute(sc.ERROR_TYPE, outcome)
+                kind = outcome
+        except Exception:
+            logger.exception("otel-llm: could not record how a call ended")
+        finally:
+            self.span.end()
+        if self.metrics is None or not recorded:
+            return
+        try:
             observable = None if outcome in sc.OUTCOMES_WITHOUT_FIGURES else figures
             self.metrics.record_call(duration_s, observable, self._metric_attributes(kind))
+        except Exception:
+            logger.exception("otel-llm: could not record a call's metrics")
 
     def _metric_attributes(self, kind: str | None) -> dict[str, AttributeValue]:
         attrs: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: self.operation}

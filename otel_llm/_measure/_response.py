@@ -71,12 +71,16 @@ class Usage:
         return read if earlier is None else earlier.updated(read)
 
     def updated(self, newer: Usage) -> Usage:
-        """``newer``'s counts, and this usage's where ``newer`` has none."""
+        """``newer``'s counts, and this usage's where ``newer`` has none — except an earlier
+        total once ``newer`` changes the parts without a total of its own: it would be stale,
+        and :attr:`total` adds the parts up instead."""
+        parts_changed = newer.input_tokens is not None or newer.output_tokens is not None
+        earlier_total = None if parts_changed else self.total_tokens
         return Usage(
             input_tokens=_newer(newer.input_tokens, self.input_tokens),
             output_tokens=_newer(newer.output_tokens, self.output_tokens),
             reasoning_tokens=_newer(newer.reasoning_tokens, self.reasoning_tokens),
-            total_tokens=_newer(newer.total_tokens, self.total_tokens),
+            total_tokens=_newer(newer.total_tokens, earlier_total),
         )
 
     @property

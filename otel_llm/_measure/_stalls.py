@@ -138,10 +138,13 @@ def resolve_threshold_ms(value: object | None) -> int:
 
 def threshold_from_text(value: object) -> object:
     """A threshold as the environment gives it: decimal digits become the integer, anything
-    else is left for :func:`threshold_rule` to refuse (``"1000.0"``, ``"+500"``, ``"1_000"``).
+    else is left for :func:`threshold_rule` to refuse (``"1000.0"``, ``"+500"``, ``"1_000"``,
+    ``"²"`` or full-width digits, which ``str.isdigit`` alone would let through).
     The one parser of threshold text, for the settings and the wrappers alike."""
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isascii() and text.isdigit():
+            return int(text)
     return value
 
 
