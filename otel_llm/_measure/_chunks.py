@@ -15,7 +15,7 @@ from operator import sub
 from typing import Any
 
 from otel_llm._measure import _clock
-from otel_llm._measure._response import field_of, is_mapping
+from otel_llm._measure._response import MAPPING_TYPES, field_of, is_mapping
 from otel_llm._measure._stalls import Timeline
 
 
@@ -26,7 +26,10 @@ def delta_has_output(delta: Any) -> bool:
     client's assembler, the wrappers' classifier and their fused reader) asks this function."""
     if delta is None:
         return False
-    if is_mapping(delta):
+    mapping = MAPPING_TYPES.get(delta.__class__)  # per chunk: a lookup, not a call
+    if mapping is None:
+        mapping = is_mapping(delta)
+    if mapping:
         return bool(
             delta.get("content")
             or delta.get("reasoning_content")

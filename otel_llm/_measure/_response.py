@@ -16,17 +16,18 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 
-_MAPPING_TYPES: dict[type, bool] = {dict: True}
-"""Whether a type is a Mapping, remembered: ``isinstance(x, Mapping)`` is an ABC check that
-costs several times a ``getattr`` on SDK objects, and this runs several times per chunk."""
+MAPPING_TYPES: dict[type, bool] = {dict: True}
+"""Whether a type is a Mapping, remembered by :func:`is_mapping`: ``isinstance(x, Mapping)``
+is an ABC check that costs several times a ``getattr`` on SDK objects, and this runs several
+times per chunk. The per-chunk paths look a type up here before calling :func:`is_mapping`."""
 
 
 def is_mapping(item: Any) -> bool:
     """True for mappings (dicts), False for objects — remembered per type."""
     kind = type(item)
-    mapping = _MAPPING_TYPES.get(kind)
+    mapping = MAPPING_TYPES.get(kind)
     if mapping is None:
-        mapping = _MAPPING_TYPES[kind] = isinstance(item, Mapping)
+        mapping = MAPPING_TYPES[kind] = isinstance(item, Mapping)
     return mapping
 
 
