@@ -34,6 +34,12 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = (
 )
 """``true``: prompts and outputs are recorded on call spans (off by default)."""
 
+# --- the terminal's, honoured by the otel-llm command --------------------------------------------
+COLUMNS: Final = "COLUMNS"
+"""The width tables fit in a pipe (on a terminal its own width, which ``COLUMNS`` overrides)."""
+NO_COLOR: Final = "NO_COLOR"
+"""Set to anything: no colour on the terminal (https://no-color.org)."""
+
 # --- otel-llm's own ---------------------------------------------------------------------------
 OTEL_LLM_DB: Final = "OTEL_LLM_DB"
 """The embedded DuckDB file (default ``./otel-llm.duckdb``)."""
@@ -72,6 +78,12 @@ def env_path(name: str) -> Path | None:
     """A path variable (``None`` when unset or blank)."""
     value = env_text(name)
     return Path(value) if value else None
+
+
+def env_count(name: str) -> int | None:
+    """A positive whole-number variable (``None`` when unset, blank, or not one)."""
+    value = env_text(name)
+    return int(value) if value and value.isascii() and value.isdecimal() and int(value) else None
 
 
 def env_any(*names: str) -> bool:

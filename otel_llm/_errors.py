@@ -7,6 +7,7 @@
     ├── BackendUnavailable            admission or breaker backend unreachable (fails closed)
     ├── AllSourcesExhausted           a call gave up; carries the reason per source
     ├── InvalidRequest                the request cannot be sent as given (also a TypeError)
+    ├── NotAStore                     a file to read spans from is not an otel-llm store
     └── ProviderError                 one attempt against one source failed
         ├── TransientError            worth retrying or failing over
         │   ├── ProviderConnectionError   connect / read failure, connection reset
@@ -177,6 +178,16 @@ class InvalidRequest(OtelLLMError, TypeError):
     messages, a circular list). Raised before any source is asked; no source is charged."""
 
 
+class NotAStore(OtelLLMError):
+    """A file given to read spans from is not an otel-llm store: missing, unreadable, not a
+    DuckDB database, or a DuckDB database without the otel-llm tables. The message says which,
+    and how to get a store."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{path} {problem}")
+
+
 class AllSourcesExhausted(OtelLLMError):
     """A call gave up. ``reasons`` maps each source tried to why it failed; ``attempts`` and
     ``hedges`` count the requests it made (every one may have been billed)."""
@@ -208,6 +219,7 @@ __all__ = [
     "InvalidRequest",
     "MalformedResponse",
     "MalformedStream",
+    "NotAStore",
     "NotFound",
     "OtelLLMError",
     "PermanentError",

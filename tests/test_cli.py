@@ -76,7 +76,7 @@ def test_query_reports_bad_sql_clearly(demo_db: Path) -> None:
     """Bad SQL is a clear error and exit code 2, not a traceback."""
     out = otel_llm("query", "--db", str(demo_db), "SELECT nope FROM llm_calls")
     assert out.returncode == 2
-    assert "error:" in out.stdout
+    assert "error:" in out.stderr
     assert "Traceback" not in out.stdout + out.stderr
 
 
@@ -84,7 +84,7 @@ def test_query_on_missing_file_says_so(tmp_path: Path) -> None:
     """Querying a file that does not exist says so and how to create one."""
     out = otel_llm("query", "--db", str(tmp_path / "none.duckdb"))
     assert out.returncode == 2
-    assert "does not exist" in out.stdout
+    assert "does not exist" in out.stderr
 
 
 def test_query_rejects_threshold_below_one(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_provider_refuses_unknown_preset() -> None:
     """`provider --preset` names the known presets when given an unknown one."""
     out = otel_llm("provider", "--port", "0", "--preset", "nope")
     assert out.returncode == 2
-    assert "unknown preset" in out.stdout
+    assert "unknown preset" in out.stderr
 
 
 def test_provider_stall_probability_is_checked() -> None:

@@ -34,6 +34,7 @@ EXPECTED = {
     "LocalAdmission",
     "MalformedResponse",
     "MalformedStream",
+    "NotAStore",
     "NotFound",
     "ObservedStream",
     "OtelLLMError",

@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from otel_llm._errors import ConfigurationError
+from otel_llm._errors import NotAStore
 from otel_llm._measure._stalls import validate_threshold_ms
 
 
@@ -82,13 +82,69 @@ def worst_stalls_sql(limit: int = 5, threshold_ms: int | None = None) -> str:
     """
 
 
-def run_query(path: Path, sql: str, *, attempts: int = 20, wait_s: float = 0.25) -> Table:
-    """Run ``sql`` read-only on ``path``, waiting briefly while a writer holds the file."""
+STORE_HINT = "write spans with otel_llm.init(db_path=...) or run `otel-llm demo --db PATH`"
+"""How to get a store, for every message that says a file is not one."""
+_DUCKDB_MAGIC = b"DUCK"
+"""Bytes 8–11 of every DuckDB database file."""
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_STORE_TABLE = "otel_traces"
+_VIEWS = ("llm_attempts", "llm_calls")
+_READ_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+}
+"""Reading a store never loads or downloads an extension (DuckDB would for a SQLite file)."""
+
+
+def check_store_file(path: Path) -> None:
+    """Raise :class:`NotAStore` unless ``path`` is a readable DuckDB database file."""
     if not path.exists():
-        raise ConfigurationError("--db", f"{path} does not exist (run `otel-llm demo` first?)")
+        raise NotAStore(path, f"does not exist ({STORE_HINT})")
+    if path.is_dir():
+        raise NotAStore(path, "is a directory, not a DuckDB file")
+    try:
+        with path.open("rb") as file:
+            head = file.read(16)
+    except OSError as exc:
+        raise NotAStore(path, f"cannot be read: {exc.strerror or type(exc).__name__}") from None
+    if head.startswith(_SQLITE_MAGIC):
+        raise NotAStore(path, f"is a SQLite database, not an otel-llm store ({STORE_HINT})")
+    if head[8:12] != _DUCKDB_MAGIC:
+        raise NotAStore(path, f"is not a DuckDB database, so not an otel-llm store ({STORE_HINT})")
+
+
+def _check_store(conn: duckdb.DuckDBPyConnection, path: Path, *, views: bool) -> None:
+    names = {
+        name
+        for (name,) in conn.execute(
+            "SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views()"
+        ).fetchall()
+    }
+    if _STORE_TABLE not in names:
+        raise NotAStore(
+            path,
+            f"is a DuckDB database but not an otel-llm store: it has no {_STORE_TABLE} table "
+            f"({STORE_HINT})",
+        )
+    missing = [view for view in _VIEWS if view not in names] if views else []
+    if missing:
+        raise NotAStore(
+            path,
+            f"has no {', '.join(missing)} view: open it once with otel_llm.init(db_path=...) "
+            "to add the views",
+        )
+
+
+def run_query(
+    path: Path, sql: str, *, canned: bool = False, attempts: int = 20, wait_s: float = 0.25
+) -> Table:
+    """Run ``sql`` read-only on the store at ``path``, waiting briefly while a writer holds the
+    file. ``canned``: ``sql`` is one of this module's queries, which need the views."""
+    check_store_file(path)
     for attempt in range(attempts):
         try:
-            with duckdb.connect(str(path), read_only=True) as conn:
+            with duckdb.connect(str(path), read_only=True, config=_READ_CONFIG) as conn:
+                _check_store(conn, path, views=canned)
                 cursor = conn.execute(sql)
                 columns = tuple(d[0] for d in cursor.description or ())
                 return Table(columns, cursor.fetchall())

@@ -16,7 +16,8 @@ from otel_llm._env import OTEL_LLM_DB
 from otel_llm._errors import OtelLLMError
 from otel_llm._show._breakdown import breakdown_sql, run_query, worst_stalls_sql
 from otel_llm._telemetry import store_path
-from otel_llm.cli._render import render
+from otel_llm._version import __version__
+from otel_llm.cli._render import Format, Output
 
 app = typer.Typer(
     name="otel-llm",
@@ -35,17 +36,19 @@ def _db(path: Path | None) -> Path:
     return path or store_path()
 
 
-def _need_simulator(console: Console) -> None:
+def _need_simulator() -> None:
     """The simulated provider needs aiohttp, the ``testing`` extra: say so, not a traceback."""
     if importlib.util.find_spec("aiohttp") is None:
         raise _fail(
-            console,
             "the simulated provider needs aiohttp: pip install 'otel-llm[testing]'",
         )
 
 
-def _fail(console: Console, message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/bold red] {message}")
+def _fail(message: str) -> typer.Exit:
+    """Say what went wrong on standard error; the command exits with code 2."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        f"[bold red]error:[/bold red] {message}", markup=True
+    )
     return typer.Exit(code=2)
 
 
@@ -61,14 +64,32 @@ def demo(
 ) -> None:
     """Run streamed calls against simulated providers and show where their time went."""
     console = Console()
-    _need_simulator(console)
+    _need_simulator()
     from otel_llm.cli._demo import DemoOptions, run_demo
 
     options = DemoOptions(_db(db), calls, concurrency, time_scale, seed)
     try:
         asyncio.run(run_demo(options, console))
     except (OtelLLMError, duckdb.Error) as exc:
-        raise _fail(console, str(exc)) from exc
+        raise _fail(str(exc)) from exc
+
+
+FormatOption = Annotated[
+    Format,
+    typer.Option(
+        "--format",
+        case_sensitive=False,
+        help="table (fits the terminal), csv (RFC 4180), json (one array of objects), markdown.",
+    ),
+]
+WidthOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Cells a table may use (default: the terminal's width; in a pipe $COLUMNS, "
+        "else no limit; 0: no limit).",
+    ),
+]
 
 
 @app.command()
@@ -79,23 +100,37 @@ def query(
         int | None,
         typer.Option(min=1, help="Re-derive stalls at this threshold (ms) from the chunk events."),
     ] = None,
+    worst_stalls: Annotated[
+        bool,
+        typer.Option(
+            "--worst-stalls",
+            help="Only the calls that lost the most time to stalls (csv and json print one "
+            "table: the breakdown, or this).",
+        ),
+    ] = False,
+    limit: Annotated[int, typer.Option(min=1, help="Rows of the worst stalls.")] = 5,
+    output_format: FormatOption = Format.TABLE,
+    width: WidthOption = None,
 ) -> None:
     """Print the wall / stall / net-generation breakdown, or run SQL on the spans."""
-    console = Console()
+    out = Output.stdout(output_format, width)
     path = _db(db)
     try:
         if sql is not None:
-            if threshold_ms is not None:
-                raise _fail(console, "--threshold-ms applies to the breakdown, not to SQL")
-            render(console, run_query(path, sql))
+            if threshold_ms is not None or worst_stalls:
+                raise _fail("--threshold-ms and --worst-stalls apply to the breakdown, not to SQL")
+            out.table(run_query(path, sql))
             return
         label = f"at {threshold_ms} ms" if threshold_ms else "as measured"
-        render(console, run_query(path, breakdown_sql(threshold_ms)), f"Breakdown ({label})")
-        render(
-            console, run_query(path, worst_stalls_sql(threshold_ms=threshold_ms)), "Worst stalls"
-        )
+        stalls = worst_stalls_sql(limit, threshold_ms=threshold_ms)
+        if not worst_stalls:
+            out.table(
+                run_query(path, breakdown_sql(threshold_ms), canned=True), f"Breakdown ({label})"
+            )
+        if worst_stalls or not output_format.one_table:
+            out.table(run_query(path, stalls, canned=True), f"Worst stalls ({label})")
     except (OtelLLMError, duckdb.Error) as exc:
-        raise _fail(console, str(exc)) from exc
+        raise _fail(str(exc)) from exc
 
 
 @app.command()
@@ -116,7 +151,7 @@ def provider(
 ) -> None:
     """Serve the simulated OpenAI-compatible provider until Ctrl-C."""
     console = Console()
-    _need_simulator(console)
+    _need_simulator()
     from otel_llm.simulator import measured, oracle, serve
 
     scripts = (
@@ -135,7 +170,25 @@ def provider(
             announce=console.print,
         )
     except (ValueError, OSError) as exc:
-        raise _fail(console, str(exc)) from exc
+        raise _fail(str(exc)) from exc
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        typer.echo(f"otel-llm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Where the time of every streamed LLM call goes: first chunk, generation, stalls."""
 
 
 def main() -> None:

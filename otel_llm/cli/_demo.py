@@ -14,7 +14,7 @@ from otel_llm._act._client import Client
 from otel_llm._act._source import Source
 from otel_llm._show._breakdown import breakdown_sql, run_query, worst_stalls_sql
 from otel_llm._telemetry import init
-from otel_llm.cli._render import render
+from otel_llm.cli._render import Output
 from otel_llm.simulator import SimulatedProvider
 
 PROMPT = [{"role": "user", "content": "Summarise the benchmark run."}]
@@ -114,10 +114,12 @@ async def run_demo(options: DemoOptions, console: Console) -> None:
         telemetry.shutdown()
     stats = telemetry.exporter.stats if telemetry.exporter else None
     console.print(f"{ok} calls answered, {failed} failed.")
-    render(
-        console, run_query(options.db, breakdown_sql()), "Where the time went (winning attempts)"
+    out = Output.stdout()
+    out.table(
+        run_query(options.db, breakdown_sql(), canned=True),
+        "Where the time went (winning attempts)",
     )
-    render(console, run_query(options.db, worst_stalls_sql()), "Worst stalls")
+    out.table(run_query(options.db, worst_stalls_sql(), canned=True), "Worst stalls")
     if stats is not None:
         console.print(f"[dim]{stats.written} spans written, {stats.dropped} dropped.[/dim]")
     console.print(

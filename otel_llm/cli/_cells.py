@@ -1,0 +1,109 @@
+"""One query value as text for a terminal, and as a JSON value: the one place values are spelled.
+
+DuckDB hands back Python values (``int``, ``float``, ``Decimal``, ``datetime``, ``timedelta``,
+``UUID``, ``bytes``, lists for arrays, dicts for maps and structs). Every output format spells
+them from here: the terminal and Markdown through :func:`cell_text`, JSON and the nested values
+of CSV through :func:`json_value`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import unicodedata
+import uuid
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+NULL_TEXT = "NULL"
+"""How the terminal shows SQL NULL (as DuckDB's CLI and psql do)."""
+
+
+def is_number(value: object) -> bool:
+    """True for the values that are right-aligned and never cut or split: numbers, not bools."""
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+
+
+def numeric_columns(rows: Sequence[Sequence[object]], count: int) -> list[bool]:
+    """Per column, whether it holds numbers: at least one, and nothing else but NULLs."""
+    return [
+        any(row[j] is not None for row in rows)
+        and all(row[j] is None or is_number(row[j]) for row in rows)
+        for j in range(count)
+    ]
+
+
+def number_text(value: int | float | Decimal) -> str:
+    """A number as its shortest exact text (``212.1``, ``1e+20``, ``nan``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return repr(value)  # 3.0, not 3: the column's type stays visible
+    return str(value)
+
+
+def cell_text(value: object) -> str:
+    """``value`` as one line of terminal text: control characters escaped, nothing dropped."""
+    if value is None:
+        return NULL_TEXT
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if is_number(value):
+        return number_text(value)  # type: ignore[arg-type]
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "\\x" + bytes(value).hex()
+    return visible(json.dumps(json_value(value), ensure_ascii=False, separators=(", ", ": ")))
+
+
+def visible(text: str) -> str:
+    """``text`` with every control or format character (newline, tab, an escape sequence's ESC,
+    a bidirectional override) and every line separator written as an escape, so a value can
+    neither break a line nor restyle or reorder the terminal."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for char in text:
+        category = unicodedata.category(char)
+        if category[0] != "C" and category not in ("Zl", "Zp"):
+            out.append(char)
+        else:
+            out.append(_ESCAPES.get(char) or f"\\u{ord(char):04x}")
+    return "".join(out)
+
+
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as a JSON-ready value: numbers stay numbers (non-finite floats become the
+    strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, as protobuf's JSON mapping spells them),
+    times become ISO 8601 text, maps become objects with text keys, bytes become hex text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            return json_value(float(value))
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    if isinstance(value, dict):
+        return {str(key): json_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_value(item) for item in value]
+    return str(value)

@@ -1,0 +1,353 @@
+"""What `otel-llm query` prints: tables that fit the width, the machine formats, a clear word on
+files that are not stores, and `--version`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import pty
+import re
+import sqlite3
+import struct
+import subprocess
+import sys
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.cells import cell_len
+
+from otel_llm._show._breakdown import Table, breakdown_sql, run_query, worst_stalls_sql
+from otel_llm._version import __version__
+from otel_llm.cli._cells import cell_text, is_number, json_value
+from otel_llm.cli._layout import ELLIPSIS, lay_out
+from tests.duckdb_store import Store
+
+WIDTHS = (60, 80, 120)
+
+
+def otel_llm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the command with standard output in a pipe."""
+    return subprocess.run(
+        [sys.executable, "-m", "otel_llm.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env if env is not None else {k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with a few calls whose stalls differ (a long silence, none, several)."""
+    path = tmp_path_factory.mktemp("store") / "spans.duckdb"
+    writer = Store(path)
+    try:
+        writer.call()
+        writer.call([100.0 + 20 * i for i in range(50)], 1200.0)
+        writer.call([300.0, 2500.0, 2600.0, 6000.0, 6100.0], 6200.0)
+    finally:
+        writer.close()
+    return path
+
+
+def numbers_whole(lines: Sequence[str], table: Table) -> list[str]:
+    """The numbers of ``table`` that no line shows whole (as a token of its own)."""
+    text = "\n".join(lines)
+    missing = []
+    for row in table.rows:
+        for value in row:
+            if is_number(value):
+                token = cell_text(value)
+                if not re.search(rf"(?<![\w.]){re.escape(token)}(?![\w.])", text):
+                    missing.append(token)
+    return missing
+
+
+def check_fits(lines: Sequence[str], table: Table, width: int) -> None:
+    """Every line within ``width`` cells, every number whole, every cut announced."""
+    too_wide = [line for line in lines if cell_len(line) > width]
+    assert not too_wide, too_wide
+    assert not numbers_whole(lines, table)
+    if any(ELLIPSIS in line for line in lines):
+        assert "cut short to fit" in " ".join(lines[-3:])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_breakdown_fits_every_width(store: Path, width: int) -> None:
+    """The breakdown and the worst stalls fit 60, 80 and 120 cells, numbers whole."""
+    for sql in (breakdown_sql(), breakdown_sql(500), worst_stalls_sql()):
+        table = run_query(store, sql, canned=True)
+        assert table.rows
+        check_fits(lay_out(table.columns, table.rows, width), table, width)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("view", ["llm_calls", "llm_attempts", "otel_traces"])
+def test_select_star_fits_every_width(store: Path, width: int, view: str) -> None:
+    """`SELECT *` from every view (and the raw table, maps and arrays included) fits."""
+    table = run_query(store, f"SELECT * FROM {view} LIMIT 5")
+    lines = lay_out(table.columns, table.rows, width)
+    check_fits(lines, table, width)
+    for column in table.columns:  # every column is there, its name whole or cut short
+        assert any(column[:8] in line for line in lines), column
+
+
+def test_wide_rows_become_records_at_80(store: Path) -> None:
+    """At 80 cells the 30 columns of llm_calls are shown one record per row (psql's \\x)."""
+    table = run_query(store, "SELECT * FROM llm_calls")
+    lines = lay_out(table.columns, table.rows, 80)
+    assert sum(line.startswith("-[ RECORD") for line in lines) == len(table.rows)
+
+
+def test_narrow_table_is_untouched() -> None:
+    """A table that fits is printed as it is: header, rule, rows, nothing cut or noted."""
+    lines = lay_out(("model", "calls"), [("a", 1), ("bb", 22)], 80)
+    assert lines == ["model  calls", "-----  -----", "a          1", "bb        22"]
+
+
+def test_long_text_is_cut_and_counted() -> None:
+    """A long text value is cut with an ellipsis and the note says how to see it whole."""
+    lines = lay_out(("id", "n", "text"), [("x", 123456789, "word " * 40)], 40)
+    assert max(cell_len(line) for line in lines) <= 40
+    assert "123456789" in "\n".join(lines)
+    assert lines[-2:] == ["(1 value cut short to fit; --format csv", "or json prints them whole)"]
+
+
+def test_control_characters_cannot_break_lines_or_restyle() -> None:
+    """Newlines, escape sequences and bidi overrides in values are shown as escapes."""
+    lines = lay_out(("v",), [("a\nb\x1b[31mred\u202e",)], None)
+    assert lines[-1] == "a\\nb\\u001b[31mred\\u202e"
+
+
+cells = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**12), max_value=10**12),
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.decimals(allow_nan=False, places=3, min_value=-(10**6), max_value=10**6),
+    st.text(max_size=120),
+    st.text(alphabet="漢字かな", max_size=30),
+    st.lists(st.integers(0, 10**9), max_size=40),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=12).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.text(min_size=1, max_size=25), min_size=n, max_size=n),
+            st.lists(st.lists(cells, min_size=n, max_size=n), max_size=6),
+        )
+    ),
+    st.integers(min_value=30, max_value=200),
+)
+def test_any_table_fits_any_width(shape: tuple[list[str], list[list[Any]]], width: int) -> None:
+    """Hostile tables (wide text, CJK, control characters, huge numbers, arrays) at any width:
+    lines fit, numbers are whole, cuts are announced."""
+    columns, rows = shape
+    table = Table(tuple(columns), [tuple(row) for row in rows])
+    lines = lay_out(table.columns, table.rows, width)
+    too_wide = [line for line in lines if cell_len(line) > width]
+    widest_number = max(
+        (cell_len(cell_text(v)) for row in rows for v in row if is_number(v)), default=0
+    )
+    if widest_number + 40 <= width:  # a number wider than a record's value area may overflow
+        assert not too_wide, too_wide
+    assert not numbers_whole(lines, table)
+    assert all("\n" not in line and "\x1b" not in line for line in lines)
+
+
+def test_piped_output_is_plain(store: Path) -> None:
+    """In a pipe: no colour, no box drawing, no width limit unless COLUMNS says one."""
+    out = otel_llm("query", "--db", str(store))
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout
+    assert not set("─│┃━") & set(out.stdout)
+    assert "Breakdown (as measured)" in out.stdout
+    narrow = otel_llm("query", "--db", str(store), env={**os.environ, "COLUMNS": "60"})
+    assert max(cell_len(line) for line in narrow.stdout.splitlines()) <= 60
+
+
+def test_terminal_output_fits_the_terminal(store: Path) -> None:
+    """On a terminal 70 cells wide, the table is drawn with rules and fits."""
+    import fcntl
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 70, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "otel_llm.cli", "query", "--db", str(store)],
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the follower side closed: EIO on Linux
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0
+    text = b"".join(chunks).decode()
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    assert "─" in plain
+    assert "\x1b[1m" in text  # bold headers
+    assert max(cell_len(line) for line in plain.splitlines()) <= 70
+
+
+def expected_rows(store: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    with duckdb.connect(str(store), read_only=True) as conn:
+        cursor = conn.execute(sql)
+        return [d[0] for d in cursor.description or ()], cursor.fetchall()
+
+
+SQL_ALL = "SELECT * FROM otel_traces ORDER BY SpanId"
+
+
+def test_json_is_one_array_of_objects(store: Path) -> None:
+    """`--format json` prints one array with an object per row; values read back equal."""
+    out = otel_llm("query", "--db", str(store), "--format", "json", SQL_ALL)
+    assert out.returncode == 0, out.stderr
+    columns, rows = expected_rows(store, SQL_ALL)
+    parsed = json.loads(out.stdout)
+    assert isinstance(parsed, list)
+    assert len(parsed) == len(rows) == 9
+    for obj, row in zip(parsed, rows, strict=True):
+        assert list(obj) == columns
+        assert list(obj.values()) == [json_value(v) for v in row]
+
+
+def test_csv_reads_back(store: Path) -> None:
+    """`--format csv`: a header row, then one RFC 4180 record per row (CRLF, quoting)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "otel_llm.cli",
+            "query",
+            "--db",
+            str(store),
+            "--format",
+            "csv",
+            *[SQL_ALL],
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    raw = out.stdout.decode()
+    assert raw.endswith("\r\n")
+    records = list(csv.reader(io.StringIO(raw, newline="")))
+    columns, rows = expected_rows(store, SQL_ALL)
+    assert records[0] == columns
+    assert len(records) == len(rows) + 1
+    for record, row in zip(records[1:], rows, strict=True):
+        for field, value in zip(record, row, strict=True):
+            if value is None:
+                assert field == ""
+            elif isinstance(value, str):
+                assert field == value
+            elif is_number(value) and not isinstance(value, Decimal):
+                assert float(field) == pytest.approx(float(value))
+            elif isinstance(value, list | dict):
+                assert json.loads(field) == json_value(value)
+
+
+def test_breakdown_formats(store: Path) -> None:
+    """The breakdown in csv and json is one table (the worst stalls with --worst-stalls);
+    markdown prints both with their titles."""
+    as_json = json.loads(otel_llm("query", "--db", str(store), "--format", "json").stdout)
+    assert [row["calls"] for row in as_json] == [3]
+    stalls = otel_llm("query", "--db", str(store), "--format", "json", "--worst-stalls")
+    assert {"trace", "stall_s", "stalls"} <= set(json.loads(stalls.stdout)[0])
+    as_csv = otel_llm("query", "--db", str(store), "--format", "csv", "--threshold-ms", "500")
+    assert as_csv.stdout.splitlines()[0].startswith("model,calls,wall_s,stall_s")
+    markdown = otel_llm("query", "--db", str(store), "--format", "markdown").stdout
+    assert "**Breakdown (as measured)**" in markdown
+    assert "**Worst stalls (as measured)**" in markdown
+    assert "|---|---:|" in markdown
+
+
+def test_empty_result_in_every_format(store: Path) -> None:
+    """No rows: an empty array, a header alone, `(no rows)`."""
+    sql = "SELECT trace_id, wall_ms FROM llm_calls WHERE false"
+    assert json.loads(otel_llm("query", "--db", str(store), "--format", "json", sql).stdout) == []
+    csv_out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "otel_llm.cli",
+            "query",
+            "--db",
+            str(store),
+            "--format",
+            "csv",
+            *[sql],
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert csv_out == b"trace_id,wall_ms\r\n"
+    assert "(no rows)" in otel_llm("query", "--db", str(store), sql).stdout
+
+
+def test_version() -> None:
+    """`otel-llm --version` prints the version."""
+    out = otel_llm("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"otel-llm {__version__}"
+
+
+def test_sqlite_file_is_not_a_store(tmp_path: Path) -> None:
+    """A SQLite file is named as one, with what to do, and nothing is downloaded."""
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    out = otel_llm("query", "--db", str(path))
+    assert out.returncode == 2
+    assert "is a SQLite database, not an otel-llm store" in out.stderr
+    assert "otel_llm.init(db_path=...)" in out.stderr
+    assert out.stdout == ""
+    assert "extension" not in out.stderr.lower()
+
+
+def test_duckdb_file_without_spans_is_not_a_store(tmp_path: Path) -> None:
+    """A DuckDB database without the otel-llm tables says so (not `Did you mean "pg_class"?`),
+    for the breakdown and for SQL alike."""
+    path = tmp_path / "other.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE sales (x INT)")
+    for args in ((), ("SELECT * FROM llm_calls",)):
+        out = otel_llm("query", "--db", str(path), *args)
+        assert out.returncode == 2
+        assert "is a DuckDB database but not an otel-llm store" in out.stderr
+        assert "pg_class" not in out.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"hello, world\n" * 10])
+def test_other_files_are_not_stores(tmp_path: Path, content: bytes) -> None:
+    """An empty or text file is not a DuckDB database; a directory is a directory."""
+    path = tmp_path / "spans.duckdb"
+    path.write_bytes(content)
+    out = otel_llm("query", "--db", str(path))
+    assert out.returncode == 2
+    assert "is not a DuckDB database, so not an otel-llm store" in out.stderr
+    folder = otel_llm("query", "--db", str(tmp_path))
+    assert "is a directory" in folder.stderr
