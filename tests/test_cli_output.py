@@ -351,3 +351,21 @@ def test_other_files_are_not_stores(tmp_path: Path, content: bytes) -> None:
     assert "is not a DuckDB database, so not an otel-llm store" in out.stderr
     folder = otel_llm("query", "--db", str(tmp_path))
     assert "is a directory" in folder.stderr
+
+
+def test_every_option_has_help() -> None:
+    """Every option and argument of every command says what it does."""
+    import typer.main
+
+    from otel_llm.cli import app
+
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    silent = [
+        f"{name} {param.name}"
+        for name, command in group.commands.items()
+        for param in command.params
+        if not getattr(param, "help", None)
+    ]
+    assert not silent
+    assert {"demo", "query", "provider"} <= set(group.commands)

@@ -136,12 +136,23 @@ def query(
 @app.command()
 def provider(
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535)] = 8080,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free).")
+    ] = 8080,
     preset: Annotated[
         str | None, typer.Option(help="Behaviour of unknown models (e.g. measured, stall).")
     ] = None,
-    time_scale: Annotated[float, typer.Option(min=0.0001, max=100.0)] = 1.0,
-    seed: Annotated[int, typer.Option()] = 0,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            min=0.0001,
+            max=100.0,
+            help="Multiplies every scripted duration: 0.1 runs 10x faster, 2 twice as slow.",
+        ),
+    ] = 1.0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the scripted draws (same seed, same answers).")
+    ] = 0,
     stall_probability: Annotated[
         float | None,
         typer.Option(
