@@ -285,11 +285,14 @@ class CallRun(Generic[T]):
         reason, raised from an ExceptionGroup of the attempts' failures."""
         now = self.loop.time()
         ledger = self.ledger
-        reasons = {name: str(error) for name, error in ledger.last_error_of.items()} or {
+        reasons = {name: error.reason for name, error in ledger.last_error_of.items()} or {
             state.name: f"no attempt was made: {state.why_unavailable(now)}"
             for state in self.candidates.remaining()
         }
-        error = e.AllSourcesExhausted(why, reasons, attempts=self.attempts, hedges=self.hedges)
+        urls = {state.name: state.source.public_url for state in self.candidates.states}
+        error = e.AllSourcesExhausted(
+            why, reasons, urls=urls, attempts=self.attempts, hedges=self.hedges
+        )
         if ledger.errors:
             error.__cause__ = ExceptionGroup(
                 f"the call's failed attempts (the {len(ledger.errors)} most recent)",
