@@ -25,7 +25,7 @@ from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, s
 from tests.scripted_clients import client, source
 
 PROMPT = "what is the capital of Peru"
-MESSAGES = [
+MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "answer briefly"},
     {"role": "user", "content": [{"type": "text", "text": PROMPT}]},
 ]
@@ -151,7 +151,7 @@ async def test_a_wrapped_openai_call_records_content_in_the_same_format(
                 messages=MESSAGES,  # type: ignore[arg-type]
                 stream=True,
             )
-            async for _ in stream:
+            async for _ in stream:  # type: ignore[union-attr]
                 pass
     finally:
         uninstrument_openai()
