@@ -105,6 +105,7 @@ from opentelemetry import trace
 from otel_llm._act._client import Client
 from otel_llm._act._source import Source
 from otel_llm._act._stats import CallStats
+from otel_llm._errors import ProviderError
 from otel_llm.simulator import Script, sample_measured
 
 SOURCES = 3
@@ -294,7 +295,8 @@ def build_client(
 
 def _failure(exc: Exception) -> str:
     """A failure's kind, without the per-call details (chunk numbers, per-source reasons)."""
-    text = str(exc).split(" (", 1)[0]
+    reason = exc.reason if isinstance(exc, ProviderError) else str(exc)
+    text = reason.split(" (", 1)[0]
     return f"{type(exc).__name__}: {text}"
 
 

@@ -72,6 +72,18 @@ class Defaults:
     """Non-productive waiting (backoff, rate-limit waits, 429 attempts, breaker or admission
     waits) after which a call that never got output gives up (SPEC R3)."""
 
+    long_wait_warn_after_s: float = 30.0
+    """A call that has waited this long without progress (the time ``stall_window_s`` counts)
+    logs a warning naming the sources and why they are unavailable. 30 s is past every wait
+    the defaults make on their own (a backoff is capped at 8 s, a rate-limit wait kept on the
+    same source at 10 s), so a warning means a source keeps refusing; it is a tenth of the
+    default window, early enough to act on a call that would otherwise sit silent for 5
+    minutes."""
+
+    long_wait_warn_every_s: float = 60.0
+    """A call still waiting repeats its warning at most this often (five lines at most over
+    the default window)."""
+
     backoff_base_s: float = 0.5
     """First retry waits up to this long (full jitter)."""
 

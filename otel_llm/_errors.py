@@ -64,7 +64,9 @@ class ProviderError(OtelLLMError):
     """One attempt against one source failed.
 
     ``status_code`` is the HTTP status when there was one; ``code`` the provider's own error code
-    (``context_length_exceeded``, ``content_filter`` …); ``source`` the source's name.
+    (``context_length_exceeded``, ``content_filter`` …); ``source`` the source's name and ``url``
+    its base URL without credentials (set by the attempt that failed). ``reason`` says what went
+    wrong without naming the source; ``str()`` names it once, with its URL, before the reason.
     """
 
     def __init__(
@@ -74,24 +76,30 @@ class ProviderError(OtelLLMError):
         status_code: int | None = None,
         code: str | None = None,
         source: str | None = None,
+        url: str | None = None,
     ) -> None:
         self.message = message
         self.status_code = status_code
         self.code = code
         self.source = source
+        self.url = url
         super().__init__(message)
 
-    def __str__(self) -> str:
+    @property
+    def reason(self) -> str:
+        """What went wrong: the message, with the status and the provider's code when the
+        message does not already say them."""
         details = [
             f"{name}={value}"
-            for name, value in (
-                ("status", self.status_code),
-                ("code", self.code),
-                ("source", self.source),
-            )
-            if value is not None
+            for name, value in (("status", self.status_code), ("code", self.code))
+            if value is not None and str(value) not in self.message
         ]
         return f"{self.message} ({', '.join(details)})" if details else self.message
+
+    def __str__(self) -> str:
+        if self.source is None and self.url is None:
+            return self.reason
+        return f"{source_label(self.source, self.url)}: {self.reason}"
 
     @property
     def error_type(self) -> str:
@@ -189,17 +197,36 @@ class NotAStore(OtelLLMError):
 
 
 class AllSourcesExhausted(OtelLLMError):
-    """A call gave up. ``reasons`` maps each source tried to why it failed; ``attempts`` and
-    ``hedges`` count the requests it made (every one may have been billed)."""
+    """A call gave up. ``reasons`` maps each source tried to why it failed (its latest failure's
+    ``reason``, or why no attempt was made); ``urls`` maps sources to their base URLs without
+    credentials; ``attempts`` and ``hedges`` count the requests it made (every one may have been
+    billed). The message names each source once, with its URL, before its reason."""
 
     def __init__(
-        self, message: str, reasons: Mapping[str, str], *, attempts: int = 0, hedges: int = 0
+        self,
+        message: str,
+        reasons: Mapping[str, str],
+        *,
+        urls: Mapping[str, str] | None = None,
+        attempts: int = 0,
+        hedges: int = 0,
     ) -> None:
         self.reasons = dict(reasons)
+        self.urls = dict(urls or {})
         self.attempts = attempts
         self.hedges = hedges
-        detail = "; ".join(f"{name}: {why}" for name, why in self.reasons.items())
+        detail = "; ".join(
+            f"{source_label(name, self.urls.get(name))}: {why}"
+            for name, why in self.reasons.items()
+        )
         super().__init__(f"{message} ({detail})" if detail else message)
+
+
+def source_label(source: str | None, url: str | None) -> str:
+    """How a message names a source: ``name at url`` (either alone when the other is unknown)."""
+    if source is None:
+        return url or "a source"
+    return f"{source} at {url}" if url else source
 
 
 def error_type(error: BaseException) -> str:

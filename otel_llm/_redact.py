@@ -38,6 +38,16 @@ def redact_url(url: str) -> str:
     return f"{parts.scheme}://{netloc}{parts.path}{query}" if parts.scheme else "[REDACTED]"
 
 
+def public_url(url: str) -> str:
+    """``url`` as a message names an endpoint: scheme, host, port and path, without the user
+    information (a password is a secret, and a user name standing alone is a token) and with the
+    query replaced."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    query = "?[REDACTED]" if parts.query else ""
+    return f"{parts.scheme}://{host}{parts.path}{query}" if parts.scheme else "[REDACTED]"
+
+
 def url_secrets(url: str) -> tuple[str, ...]:
     """The secrets a URL carries (its password — or a user name standing alone, a token — raw
     and unquoted, and a ``password`` query value), to redact wherever text leaves the library."""

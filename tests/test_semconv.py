@@ -95,11 +95,16 @@ def reader() -> InMemoryMetricReader:
     return InMemoryMetricReader()
 
 
+@pytest.mark.parametrize("capture", [False, True], ids=["no-capture", "capture"])
 async def test_every_emitted_gen_ai_name_is_in_the_convention(
-    spans: Spans, reader: InMemoryMetricReader
+    spans: Spans, reader: InMemoryMetricReader, monkeypatch: pytest.MonkeyPatch, capture: bool
 ) -> None:
-    """Client calls (streamed, not, embeddings, failed) and wrapped openai calls: no gen_ai.*
-    name outside the convention, on spans, events or metrics."""
+    """Client calls (streamed, not, embeddings, failed) and wrapped openai calls, with content
+    capture off and on: no gen_ai.* name outside the convention, on spans, events or metrics;
+    the content names exactly when capture is on."""
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    if capture:
+        monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
     meters = MeterProvider(metric_readers=[reader])
     vectors = httpx2.Response(200, json={"data": [{"index": 0, "embedding": [0.1]}]})
     script = Scripted({"a": [sse_answer(), json_answer(), vectors], "b": [error(500)]})
@@ -122,6 +127,8 @@ async def test_every_emitted_gen_ai_name_is_in_the_convention(
         emitted |= gen_ai_names([name, *attributes])
     assert emitted - CONVENTION == set()
     assert {"gen_ai.request.max_tokens", "gen_ai.request.stop_sequences"} <= emitted
+    content = {"gen_ai.input.messages", "gen_ai.output.messages"}
+    assert (content & emitted) == (content if capture else set())
 
 
 async def test_the_conventions_conditions_hold(spans: Spans, reader: InMemoryMetricReader) -> None:

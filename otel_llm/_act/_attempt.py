@@ -120,9 +120,15 @@ class Attempt:
         except asyncio.CancelledError:
             self.figures = self.span.finish(self.cancel_outcome)
             raise
-        except e.WatchdogTimeout as exc:
+        except e.ProviderError as exc:
+            exc.source, exc.url = self.source.name, self.source.public_url
             self.error = exc
-            self.figures = self.span.finish(sc.OUTCOME_WATCHDOG_KILLED, error=exc)
+            outcome = (
+                sc.OUTCOME_WATCHDOG_KILLED
+                if isinstance(exc, e.WatchdogTimeout)
+                else sc.OUTCOME_ERROR
+            )
+            self.figures = self.span.finish(outcome, error=exc)
             raise
         except BaseException as exc:
             self.error = exc

@@ -12,6 +12,7 @@ long without any output. A round (:mod:`otel_llm._act._round`) runs the attempts
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,8 +32,11 @@ from otel_llm._act._round import Round, RoundResult
 from otel_llm._act._settings import ClientSettings
 from otel_llm._act._source_state import Candidates, SourceState, Stay
 from otel_llm._act._stall_budget import StallBudget
+from otel_llm._act._wait_warning import WaitWarning, wait_message
 
 T = TypeVar("T")
+
+logger = logging.getLogger("otel_llm")
 
 
 @dataclass
@@ -86,6 +90,8 @@ class CallRun(Generic[T]):
         now = self.loop.time()
         self.deadline = now + self.retry.call_deadline_s if self.retry.call_deadline_s else None
         self.budget = StallBudget(now, self.retry.stall_window_s)
+        self.wait_warning = WaitWarning()
+        self.operation = operation
         self.candidates = Candidates(shared.states)
         self.ledger = LegLedger[T](
             CallContext(
@@ -143,6 +149,7 @@ class CallRun(Generic[T]):
         while True:
             now = self.loop.time()
             self._give_up_if_spent(now)
+            self._warn_if_waiting_long(now)
             pick = self.candidates.pick(now, avoid=avoid, stay=stay)
             if pick is None:
                 raise self._no_source_left()
@@ -211,13 +218,41 @@ class CallRun(Generic[T]):
             )
 
     async def _wait(self, seconds: float) -> None:
-        """Wait non-productively, never past the deadline or the stall window."""
+        """Wait non-productively, never past the deadline or the stall window; a long wait
+        wakes when the long-wait warning is due, to log it on time."""
         now = self.loop.time()
         bound = seconds
         if self.deadline is not None:
             bound = min(bound, self.deadline - now)
-        bound = min(bound, self.budget.remaining_s(now))
-        await asyncio.sleep(max(0.0, bound))
+        end = now + min(bound, self.budget.remaining_s(now))
+        while True:
+            self._warn_if_waiting_long(now)
+            step = min(end - now, self.wait_warning.until_due_s(self.budget.waited_s(now)))
+            await asyncio.sleep(max(0.0, step))
+            now = self.loop.time()
+            if now >= end:
+                return
+
+    def _warn_if_waiting_long(self, now: float) -> None:
+        """Log that the call has waited long without progress, once the warning is due."""
+        waited = self.budget.waited_s(now)
+        if not self.wait_warning.due(waited):
+            return
+        last = self.ledger.last_error_of
+        sources = [
+            (state.name, state.source.public_url, _why_waiting(state, last.get(state.name), now))
+            for state in self.candidates.remaining()
+        ]
+        logger.warning(
+            "%s",
+            wait_message(
+                self.operation,
+                waited,
+                self.retry.stall_window_s,
+                had_output=self.ledger.last_output_at is not None,
+                sources=sources,
+            ),
+        )
 
     async def _run_round(self, state: SourceState) -> RoundResult[T]:
         self.rounds += 1
@@ -241,6 +276,7 @@ class CallRun(Generic[T]):
             # bounded if only 429s and waits follow (R3 holds for calls that never produced
             # output; this keeps later waiting bounded too).
             self.budget = StallBudget(output_at, self.retry.stall_window_s)
+            self.wait_warning = WaitWarning()
         if result.winner is None and any(
             isinstance(leg.error, e.TransientError) for leg in result.failed
         ):
@@ -285,11 +321,14 @@ class CallRun(Generic[T]):
         reason, raised from an ExceptionGroup of the attempts' failures."""
         now = self.loop.time()
         ledger = self.ledger
-        reasons = {name: str(error) for name, error in ledger.last_error_of.items()} or {
+        reasons = {name: error.reason for name, error in ledger.last_error_of.items()} or {
             state.name: f"no attempt was made: {state.why_unavailable(now)}"
             for state in self.candidates.remaining()
         }
-        error = e.AllSourcesExhausted(why, reasons, attempts=self.attempts, hedges=self.hedges)
+        urls = {state.name: state.source.public_url for state in self.candidates.states}
+        error = e.AllSourcesExhausted(
+            why, reasons, urls=urls, attempts=self.attempts, hedges=self.hedges
+        )
         if ledger.errors:
             error.__cause__ = ExceptionGroup(
                 f"the call's failed attempts (the {len(ledger.errors)} most recent)",
@@ -303,3 +342,15 @@ class CallRun(Generic[T]):
         if isinstance(last, e.PermanentError):
             return last
         return self._exhausted("no source left")
+
+
+def _why_waiting(state: SourceState, last: e.ProviderError | None, now: float) -> str:
+    """Why a call is still waiting for ``state``: why it is unavailable now, and its latest
+    failure in this call."""
+    unavailable = state.why_unavailable(now)
+    why = [] if unavailable == "not tried" else [unavailable]
+    if not why and isinstance(last, e.RateLimited):
+        why.append("rate limited")
+    if last is not None:
+        why.append(f"last failure: {last.reason}")
+    return ", ".join(why) or "available"

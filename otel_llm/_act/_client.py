@@ -240,6 +240,7 @@ class Client:
             request=_chat,
             usage_of=lambda completion: completion.usage,
             facts_of=lambda completion: completion.facts,
+            output_of=lambda completion: (completion.text, completion.finish_reason),
         )
         return ChatResult.of(outcome.answer, outcome.winner.state.name, stats)
 
@@ -264,8 +265,11 @@ class Client:
         request: Request[T],
         usage_of: UsageOf[T],
         facts_of: Callable[[T], ResponseFacts],
+        output_of: Callable[[T], tuple[str, str | None]] | None = None,
     ) -> tuple[CallOutcome[T], CallStats]:
-        """One call with its span, stats and metrics (chat is hedged, embeddings never)."""
+        """One call with its span, stats and metrics (chat is hedged, embeddings never).
+        With content capture on, the span records the prompt (``payload["messages"]``) and
+        the winner's answer (``output_of``: its text and finish reason)."""
         started = time.monotonic_ns()
         call = CallSpan(
             self._tracer,
@@ -275,6 +279,7 @@ class Client:
             stream=stream,
             request=payload,
             secrets=[secret for source in self.sources for secret in source.secrets()],
+            messages=payload.get("messages"),
         )
         run: CallRun[T] | None = None
         try:
@@ -295,6 +300,8 @@ class Client:
             source = winner.state.source
             call.set_provider(source.provider, {sc.ATTEMPT_SOURCE: source.name}, model=source.model)
             call.record_response(facts_of(outcome.answer))
+            if output_of is not None:
+                call.record_output(*output_of(outcome.answer))
             call.record_counts(
                 attempts=stats.attempts,
                 hedges=stats.hedges,

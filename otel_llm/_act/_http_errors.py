@@ -95,7 +95,7 @@ def provider_error(
     message, code, kind = _error_fields(body)
     shown = "an error" if status is None else str(status)
     text = redact(message or body.strip()[:500] or f"HTTP {shown}", secrets)
-    text = f"{source} answered {shown}: {text}"
+    text = f"answered {shown}: {text}"
     lowered = " ".join(filter(None, (code, kind, message))).lower()
     kwargs: dict[str, Any] = {"status_code": status, "code": code or kind, "source": source}
     if status == 429:
@@ -145,9 +145,7 @@ def transport_error(
     detail = redact(str(exc), secrets)
     what = f"{name}: {detail}" if detail else name
     if isinstance(exc, httpx2.SSEError):
-        return e.MalformedStream(
-            f"{source} sent an unreadable event stream ({what}) {where}", source=source
-        )
+        return e.MalformedStream(f"sent an unreadable event stream {where} ({what})", source=source)
     if isinstance(exc, httpx2.TimeoutException):
-        return e.ProviderTimeout(f"{source} timed out ({what}) {where}", source=source)
-    return e.ProviderConnectionError(f"{source} connection failed ({what}) {where}", source=source)
+        return e.ProviderTimeout(f"timed out {where} ({what})", source=source)
+    return e.ProviderConnectionError(f"connection failed {where} ({what})", source=source)

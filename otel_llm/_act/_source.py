@@ -13,7 +13,7 @@ from otel_llm._act._admission import Limits
 from otel_llm._act._model import StrictModel
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
-from otel_llm._redact import redact_url, url_secrets
+from otel_llm._redact import public_url, redact_url, url_secrets
 
 
 def positive_finite(value: float | None, field: str) -> float | None:
@@ -126,6 +126,11 @@ class Source(StrictModel):
     def embeddings_url(self) -> str:
         """The embeddings endpoint."""
         return f"{self.base_url}/embeddings"
+
+    @property
+    def public_url(self) -> str:
+        """The base URL as messages show it: no user information, no query."""
+        return public_url(self.base_url)
 
     @property
     def host(self) -> str:

@@ -126,7 +126,7 @@ async def chat_completion(
             if assembler.complete:
                 return assembler.result()
             failure = e.TruncatedStream(
-                f"{source.name} stream ended without a finish reason"
+                "stream ended without a finish reason"
                 + ("" if assembler.finish_reason is None else " for every choice"),
                 source=source.name,
             )
@@ -150,7 +150,7 @@ def _json_body(raw: bytes, source: Source, what: str) -> dict[str, Any]:
         payload = _json.loads(raw)
     except ValueError as exc:
         failure = e.MalformedStream(
-            f"{source.name} answered {what} with a body that is not JSON "
+            f"answered {what} with a body that is not JSON "
             f"({len(raw)} bytes; {_json_problem(exc)})",
             source=source.name,
         )
@@ -158,15 +158,13 @@ def _json_body(raw: bytes, source: Source, what: str) -> dict[str, Any]:
         if isinstance(payload, dict):
             return payload
         failure = e.MalformedStream(
-            f"{source.name} answered {what} with JSON that is not an object", source=source.name
+            f"answered {what} with JSON that is not an object", source=source.name
         )
     raise failure
 
 
 def _malformed_response(exc: ShapeError, source: Source, what: str) -> e.MalformedResponse:
-    return e.MalformedResponse(
-        f"{source.name} answered a {what} of the wrong shape: {exc}", source=source.name
-    )
+    return e.MalformedResponse(f"answered a {what} of the wrong shape: {exc}", source=source.name)
 
 
 def _json_problem(exc: ValueError) -> str:
@@ -192,7 +190,7 @@ async def _read_stream(
     content_type = response.headers.get("content-type", "")
     if "text/event-stream" not in content_type.lower():
         raise e.MalformedStream(
-            f"{source.name} answered a streaming request with content type {content_type!r}",
+            f"answered a streaming request with content type {content_type!r}",
             source=source.name,
         )
     response.encoding = "utf-8-sig"
@@ -234,9 +232,7 @@ async def _read_stream(
         await events.aclose()
     if shape is not None:
         after = f"chunk event after {clock.count} chunks" if clock is not None else "a chunk"
-        raise e.MalformedStream(
-            f"{source.name} sent a malformed {after}: {shape}", source=source.name
-        )
+        raise e.MalformedStream(f"sent a malformed {after}: {shape}", source=source.name)
 
 
 def _chunk(data: str, source: Source, clock: ChunkClock | None) -> dict[str, Any]:
@@ -246,14 +242,13 @@ def _chunk(data: str, source: Source, clock: ChunkClock | None) -> dict[str, Any
         chunk = _json.loads(data)
     except ValueError as exc:
         failure: e.ProviderError = e.MalformedStream(
-            f"{source.name} sent an event that is not JSON ({len(data)} bytes, {after}; "
-            f"{_json_problem(exc)})",
+            f"sent an event that is not JSON ({len(data)} bytes, {after}; {_json_problem(exc)})",
             source=source.name,
         )
     else:
         if not isinstance(chunk, dict):
             failure = e.MalformedStream(
-                f"{source.name} sent a chunk that is not an object ({after})", source=source.name
+                f"sent a chunk that is not an object ({after})", source=source.name
             )
         elif "error" in chunk and not chunk.get("choices"):
             failure = stream_error(chunk, source=source.name, secrets=source.secrets())

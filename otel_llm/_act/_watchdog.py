@@ -91,4 +91,4 @@ class Watchdog:
             return
         # raised outside the except: the cancellation it replaces came through the HTTP
         # library, whose errors may hold the request (see otel_llm._errors)
-        raise WatchdogTimeout(f"{self._source} watchdog: {self.fired}", source=self._source)
+        raise WatchdogTimeout(f"watchdog: {self.fired}", source=self._source)

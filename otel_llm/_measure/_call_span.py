@@ -5,6 +5,10 @@ A call span carries the request (operation, model, the GenAI request parameters,
 flag only when streaming), the response facts of the winning attempt, the call's counters
 (attempts, hedges, sources tried, the winner, hedge waste) and, when it failed, its error. The
 deriving processor copies the winning attempt's figures onto it.
+
+Content — the prompt (``gen_ai.input.messages``) and the answer (``gen_ai.output.messages``) —
+is recorded here and only here, for the client and the wrappers alike, and only when
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (read once, when the call starts).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -21,6 +25,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
+from otel_llm._content import capture_content, input_messages, output_messages
 from otel_llm._errors import error_type
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._response import ResponseFacts
@@ -116,10 +121,14 @@ class CallSpan:
         request: Mapping[str, Any] | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
         secrets: Iterable[str] = (),
+        messages: Sequence[Any] | None = None,
     ) -> None:
         """``request`` is the request body (its GenAI parameters are recorded, never its
         messages); ``provider`` is ``gen_ai.provider.name`` when known at the start (a wrapped
-        SDK's), else it is set with the winner."""
+        SDK's), else it is set with the winner. ``messages`` is the prompt, recorded only when
+        content capture is on (:attr:`capture`)."""
+        self.capture = capture_content()
+        """Whether this call records content: the opt-in as it stood when the call started."""
         self.secrets = tuple(secrets)
         self.metrics = metrics
         self.operation = operation
@@ -137,6 +146,11 @@ class CallSpan:
             attrs[sc.GEN_AI_PROVIDER_NAME] = provider
         attrs.update(request_attributes(request))
         attrs.update(attributes or {})
+        if self.capture and messages is not None:
+            try:  # telemetry never breaks the call: a prompt that is not JSON is not recorded
+                attrs[sc.GEN_AI_INPUT_MESSAGES] = input_messages(messages)
+            except (TypeError, ValueError):
+                logger.warning("otel-llm: the prompt is not JSON; gen_ai.input.messages not set")
         self.span = tracer.start_span(
             sc.span_name(operation, model), kind=SpanKind.CLIENT, attributes=attrs
         )
@@ -175,6 +189,12 @@ class CallSpan:
         self.span.set_attributes(facts.attributes())
         if attributes:
             self.span.set_attributes(attributes)
+
+    def record_output(self, text: str | None, finish_reason: str | None) -> None:
+        """The answer's text (the winning attempt's), when content capture is on and there
+        is text."""
+        if self.capture and text:
+            self.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, output_messages(text, finish_reason))
 
     def record_counts(
         self,

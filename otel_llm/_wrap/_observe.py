@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
 
@@ -192,6 +192,7 @@ def observe_stream(
     tracer_provider: trace.TracerProvider | None = ...,
     meter_provider: metrics.MeterProvider | None = ...,
     started_ns: int | None = ...,
+    messages: Sequence[Any] | None = ...,
 ) -> AsyncObservedStream[T]: ...
 
 
@@ -208,6 +209,7 @@ def observe_stream(
     tracer_provider: trace.TracerProvider | None = ...,
     meter_provider: metrics.MeterProvider | None = ...,
     started_ns: int | None = ...,
+    messages: Sequence[Any] | None = ...,
 ) -> ObservedStream[T]: ...
 
 
@@ -223,6 +225,7 @@ def observe_stream(
     tracer_provider: trace.TracerProvider | None = None,
     meter_provider: metrics.MeterProvider | None = None,
     started_ns: int | None = None,
+    messages: Sequence[Any] | None = None,
 ) -> ObservedStream[T] | AsyncObservedStream[T]:
     """Meter ``stream`` — any sync or async iterator of chunks — as one call.
 
@@ -233,6 +236,10 @@ def observe_stream(
     ``started_ns`` (``time.monotonic_ns()`` when the
     request was sent) makes the time to first chunk start at the request; by default it starts
     now. Use the result exactly like the stream (also as a context manager).
+
+    With ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` the call span records the
+    streamed text as ``gen_ai.output.messages`` and — when ``messages`` (the prompt that was
+    sent) is given — ``gen_ai.input.messages``; a stream cannot know its prompt by itself.
     """
     recorder = CallRecorder(
         (tracer_provider or trace.get_tracer_provider()).get_tracer("otel_llm", __version__),
@@ -245,6 +252,7 @@ def observe_stream(
         classifier=classifier,
         finish_reason=finish_reason,
         started_ns=started_ns,
+        messages=messages,
     )
     if isinstance(stream, AsyncIterable):
         return AsyncObservedStream(stream, recorder)

@@ -17,7 +17,6 @@ from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
-from otel_llm._content import capture_content, input_messages, output_messages
 from otel_llm._errors import TruncatedStream
 from otel_llm._measure._call_span import CallSpan
 from otel_llm._measure._metrics import LlmMetrics
@@ -57,8 +56,6 @@ class CallRecorder:
         secrets: Sequence[str] = (),
     ) -> None:
         self.classifier = classifier
-        self.capture = capture_content()
-        self.notes = ResponseNotes(capture_text=self.capture)
         self.hold_ns = 0
         self._last_arrival_ns: int | None = None
         self._fused = classifier is openai_classifier
@@ -73,9 +70,6 @@ class CallRecorder:
         if server_port is not None:
             common[sc.SERVER_PORT] = server_port
         common.update(attributes or {})
-        call_attributes = dict(common)
-        if self.capture and messages is not None:
-            call_attributes[sc.GEN_AI_INPUT_MESSAGES] = input_messages(messages)
         self.call = CallSpan(
             tracer,
             metrics,
@@ -84,9 +78,11 @@ class CallRecorder:
             stream=streamed,
             provider=provider,
             request=request,
-            attributes=call_attributes,
+            attributes=common,
             secrets=secrets,
+            messages=messages,
         )
+        self.notes = ResponseNotes(capture_text=self.call.capture)
         attempt_attributes: dict[str, AttributeValue] = {
             sc.GEN_AI_OPERATION_NAME: operation,
             sc.GEN_AI_PROVIDER_NAME: provider,
@@ -208,11 +204,8 @@ class CallRecorder:
         )
         ok = outcome == sc.OUTCOME_OK
         call.record_counts(attempts=1, hedges=0, hedge_won=False, winner=1 if ok else None)
-        if self.capture and notes.text:
-            reason = notes.finish_reasons.get(0)
-            call.span.set_attribute(
-                sc.GEN_AI_OUTPUT_MESSAGES, output_messages("".join(notes.text), reason)
-            )
+        if notes.text:
+            call.record_output("".join(notes.text), notes.finish_reasons.get(0))
         call.end(
             duration_s=figures.wall_ms / 1000,
             figures=figures,

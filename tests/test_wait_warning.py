@@ -1,0 +1,131 @@
+"""A call that waits a long time without progress says so: source, reason, time so far —
+first after ``long_wait_warn_after_s``, then at most every ``long_wait_warn_every_s``. On
+virtual time: five minutes of 429s take no real time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+import pytest
+
+from otel_llm import AllSourcesExhausted
+from otel_llm._act._wait_warning import WaitWarning
+from otel_llm._defaults import DEFAULTS
+from otel_llm.testing import Scripted, Spans, error, run_virtual, sse_answer
+from tests.scripted_clients import MESSAGES, client, source
+
+WAITED = re.compile(r"has waited (\d+\.\d) s")
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The long-wait warnings logged through the library's logger."""
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "otel_llm"
+        and record.levelno == logging.WARNING
+        and "has waited" in record.getMessage()
+    ]
+
+
+def waited_of(message: str) -> float:
+    """The time so far a warning reports."""
+    found = WAITED.search(message)
+    assert found is not None, message
+    return float(found.group(1))
+
+
+def test_the_schedule_fires_once_at_the_threshold_then_at_most_every_interval() -> None:
+    """Not due before the threshold; due once when reached; then not again for ``every_s``."""
+    warning = WaitWarning(due_at_s=30.0, every_s=60.0)
+    assert not warning.due(29.9)
+    assert warning.until_due_s(29.0) == pytest.approx(1.0)
+    assert warning.due(30.5)
+    assert not warning.due(31.0)
+    assert not warning.due(90.4)
+    assert warning.due(90.5)
+    assert warning.until_due_s(100.0) == pytest.approx(50.5)
+
+
+def test_a_source_answering_429_for_ever_warns_while_the_call_waits(
+    spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A source that answers 429 for ever: the call warns at 30 s, 90 s, … (source with its
+    URL, rate limited, the last answer, the time so far) and ends at the 300 s window."""
+    script = Scripted({"a": [error(429, retry_after="7")]})
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(script, spans, source("a")) as c:
+            with pytest.raises(AllSourcesExhausted, match="without any output"):
+                await c.chat(MESSAGES)
+        return loop.time() - started
+
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        elapsed = run_virtual(main())
+    assert elapsed == pytest.approx(DEFAULTS.stall_window_s)
+    found = warnings_of(caplog)
+    assert [waited_of(message) for message in found] == [30.0, 90.0, 150.0, 210.0, 270.0]
+    assert found[0] == (
+        "otel-llm: a chat call has waited 30.0 s without any output (it gives up at "
+        "stall_window_s=300): a at http://a.test/v1: rate limited for another 5.0 s, last "
+        "failure: answered 429: scripted 429 (code=error)"
+    )
+
+
+def test_a_breaker_that_stays_open_is_the_reason_given(
+    spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A source whose breaker keeps opening (every probe fails): the warning says the breaker
+    is open and names the last failure."""
+    script = Scripted({"a": [error(500)]})
+
+    async def main() -> None:
+        async with client(
+            script, spans, source("a"), max_attempts=20, breaker_failure_threshold=1
+        ) as c:
+            with pytest.raises(AllSourcesExhausted, match="max_attempts=20 reached"):
+                await c.chat(MESSAGES)
+
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        run_virtual(main())
+    found = warnings_of(caplog)
+    assert found, "the call waited on the breaker for more than 30 s"
+    assert 30.0 <= waited_of(found[0]) < 31.0
+    assert re.search(
+        r"a at http://a\.test/v1: circuit breaker open for another \d+\.\d s, "
+        r"last failure: answered 500: scripted 500",
+        found[0],
+    ), found[0]
+
+
+@pytest.mark.parametrize(
+    ("answers", "options"),
+    [
+        pytest.param([error(429, retry_after="5"), sse_answer()], {}, id="short-wait"),
+        pytest.param([error(429, retry_after="5")], {"stall_window_s": 20}, id="short-window"),
+    ],
+)
+def test_no_warning_before_the_threshold(
+    spans: Spans,
+    caplog: pytest.LogCaptureFixture,
+    answers: list[object],
+    options: dict[str, object],
+) -> None:
+    """A call that waits less than ``long_wait_warn_after_s`` — answered after a short rate
+    limit, or ended sooner by a short stall window — logs no long-wait warning."""
+    script = Scripted({"a": answers})  # type: ignore[dict-item]
+
+    async def main() -> None:
+        async with client(script, spans, source("a"), **options) as c:
+            try:
+                await c.chat(MESSAGES)
+            except AllSourcesExhausted:
+                assert "stall_window_s" in options
+
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        run_virtual(main())
+    assert warnings_of(caplog) == []
