@@ -48,6 +48,12 @@ class Defaults:
     """Bound on how long ``shutdown()`` waits for pending spans (a store that is already
     failing gets one more attempt, not the whole wait)."""
 
+    shutdown_lock_grace_s: float = 2.0
+    """How long ``shutdown()`` keeps trying a file another process holds locked before it
+    spills: writers hold the lock for one batch (tens of milliseconds), so two processes
+    exiting together both land their spans, while a reader that keeps the file open (Grafana)
+    delays an exit by at most this much."""
+
     spill_max_bytes: int = 256 * 1024 * 1024
     """Bound on the spill directory beside a DuckDB file; past it the oldest spill files are
     dropped (counted and announced)."""

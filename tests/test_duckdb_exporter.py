@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from itertools import pairwise
@@ -306,6 +307,44 @@ def test_shutdown_while_locked_spills_and_next_writer_loads(
     assert query(path, "SELECT count(*) FROM otel_traces") == [(6,)]
     assert not list(second.exporter.spill_dir.glob("*.jsonl"))
     assert query(path, "SELECT count(*) FROM llm_calls WHERE stall_ms IS NOT NULL") == [(2,)]
+
+
+def test_shutdown_waits_out_another_writers_lock(tmp_path: Path) -> None:
+    """A file another process holds locked when shutdown begins is tried again for the lock
+    grace: released within it, every span is written and nothing is spilled."""
+    path = tmp_path / "busy.duckdb"
+    duckdb.connect(str(path)).close()
+    holder = Holder(path)
+    store = Store(path, retry_s=0.05, shutdown_timeout_s=120, shutdown_lock_grace_s=120)
+    store.call()
+    closing = threading.Thread(target=store.close)
+    try:
+        assert store.exporter.wait_for(lambda s: s.retries >= 1, 30)
+        before = store.exporter.stats.retries
+        closing.start()
+        assert store.exporter.wait_for(lambda s: s.retries >= before + 2, 30)
+    finally:
+        holder.release()
+    closing.join(60)
+    assert not closing.is_alive()
+    assert store.exporter.stats.spilled == 0
+    assert query(path, "SELECT count(*) FROM otel_traces") == [(3,)]
+
+
+def test_shutdown_gives_a_held_lock_only_the_grace(tmp_path: Path) -> None:
+    """A lock that is not released costs the exit the lock grace, not the shutdown timeout."""
+    path = tmp_path / "busy.duckdb"
+    duckdb.connect(str(path)).close()
+    holder = Holder(path)
+    store = Store(path, retry_s=0.05, shutdown_timeout_s=120, shutdown_lock_grace_s=0.2)
+    try:
+        store.call()
+        started = time.monotonic()
+        store.close()
+        assert time.monotonic() - started < 60  # far below the 120 s timeout
+        assert store.exporter.stats.spilled == 3
+    finally:
+        holder.release()
 
 
 def test_unwritable_location_counts_every_lost_span(

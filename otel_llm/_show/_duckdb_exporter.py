@@ -48,6 +48,11 @@ def is_corrupt(exc: BaseException) -> bool:
     )
 
 
+def is_locked(exc: BaseException) -> bool:
+    """True when another process holds the file's lock (a writer's batch, or a reader)."""
+    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
+
+
 @dataclass(frozen=True, slots=True)
 class ExportStats:
     """Counters of one exporter, for tests, the CLI and operators."""
@@ -79,6 +84,7 @@ class DuckDBSpanExporter(SpanExporter):
         max_pending: int = DEFAULTS.export_max_pending_spans,
         retry_s: float = DEFAULTS.export_lock_retry_s,
         shutdown_timeout_s: float = DEFAULTS.shutdown_timeout_s,
+        shutdown_lock_grace_s: float = DEFAULTS.shutdown_lock_grace_s,
         spill_max_bytes: int = DEFAULTS.spill_max_bytes,
     ) -> None:
         self.path = Path(path)
@@ -86,6 +92,7 @@ class DuckDBSpanExporter(SpanExporter):
         self._spill_max_bytes = spill_max_bytes
         self._retry_s = retry_s
         self._shutdown_timeout_s = shutdown_timeout_s
+        self._lock_grace_s = min(shutdown_timeout_s, shutdown_lock_grace_s)
         self._queue: deque[ReadableSpan] = deque()
         self._cond = threading.Condition()
         self._busy = False
@@ -93,6 +100,8 @@ class DuckDBSpanExporter(SpanExporter):
         self._closed = False
         self._written = self._dropped = self._retries = self._spilled = 0
         self._last_error: str | None = None
+        self._locked = False
+        """Whether the last failure was another process holding the file's lock."""
         self._last_warning = 0.0
         self._unreported_drops = 0
         self._thread: threading.Thread | None = None
@@ -132,13 +141,20 @@ class DuckDBSpanExporter(SpanExporter):
 
         A healthy store is given up to ``shutdown_timeout_s`` to write what is queued; once a
         write fails (before or during that wait) the writer gets one more attempt and stops, so
-        a broken or locked file never holds the process's exit for the whole timeout.
+        a broken file never holds the process's exit for the whole timeout. A file another
+        process holds locked is tried for ``shutdown_lock_grace_s`` first (another writer's
+        batch takes milliseconds; a reader that keeps it open costs that much, no more).
         """
-        deadline = time.monotonic() + self._shutdown_timeout_s
+        started = time.monotonic()
+        deadline = started + self._shutdown_timeout_s
+        lock_deadline = started + self._lock_grace_s
         with self._cond:
             self._cond.notify_all()
-            while (self._queue or self._busy) and self._last_error is None:
-                remaining = deadline - time.monotonic()
+            while self._queue or self._busy:
+                now = time.monotonic()
+                if self._last_error is not None and not (self._locked and now < lock_deadline):
+                    break
+                remaining = (deadline if self._last_error is None else lock_deadline) - now
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)
@@ -293,6 +309,7 @@ class DuckDBSpanExporter(SpanExporter):
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
         with self._cond:
             self._last_error = message
+            self._locked = is_locked(exc)
             pending = len(self._queue) + in_hand
         now = time.monotonic()
         if now - self._last_warning >= DEFAULTS.export_warn_every_s:
