@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 from dataclasses import dataclass, field
@@ -12,13 +13,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import resolve_threshold_ms
 from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm._show._otlp import Collector
 from otel_llm._version import __version__
 
 logger = logging.getLogger("otel_llm")
@@ -31,7 +33,19 @@ def store_path() -> Path:
     return env.env_path(env.OTEL_LLM_DB) or Path(DEFAULTS.db_path)
 
 
-def _otlp_processor() -> SpanProcessor | None:
+def _otlp_collector(store: Path | None) -> Collector | None:
+    """The OTLP endpoint the standard variables name, if any."""
+    endpoint = (
+        env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+        or env.env_text(env.OTEL_EXPORTER_OTLP_ENDPOINT)
+        or env.env_text(env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
+    )
+    if endpoint is None:
+        return None
+    return Collector(endpoint, store=str(store) if store else None)
+
+
+def _otlp_processor(collector: Collector) -> SpanProcessor | None:
     """A batch processor with the OTLP exporter the standard variables describe, if any."""
     if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
         return None
@@ -50,20 +64,21 @@ def _otlp_processor() -> SpanProcessor | None:
                 env.OTEL_EXPORTER_OTLP_PROTOCOL,
             )
         else:
-            return BatchSpanProcessor(GrpcExporter())
+            return collector.span_processor(GrpcExporter())
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return BatchSpanProcessor(OTLPSpanExporter())
+    return collector.span_processor(OTLPSpanExporter())
 
 
-def _otlp_meter_provider(resource: Resource) -> MeterProvider | None:
-    """A meter provider exporting OTLP/HTTP when the standard variables ask for it."""
+def _otlp_meter_provider(resource: Resource, collector: Collector) -> MeterProvider | None:
+    """A meter provider exporting OTLP/HTTP when the standard variables ask for it (shut down
+    by :meth:`Telemetry.shutdown`, at exit too, within the collector's bound)."""
     if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
         return None
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-    return MeterProvider(metric_readers=[reader], resource=resource)
+    reader = PeriodicExportingMetricReader(collector.metric_exporter(OTLPMetricExporter()))
+    return MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
 
 
 @dataclass
@@ -79,6 +94,9 @@ class Telemetry:
     enabled: bool = True
     meter_provider: MeterProvider | None = None
     """The OTLP meter provider ``init()`` created, if it created one."""
+    collector: Collector | None = None
+    """The OTLP endpoint's exporters, when OTLP export is on (one warning per outage, a
+    bounded shutdown)."""
     _shut: bool = field(default=False, repr=False)
 
     @property
@@ -102,13 +120,18 @@ class Telemetry:
         if self._shut:
             return
         self._shut = True
+        if self.collector is not None:
+            atexit.unregister(self.shutdown)
+            self.collector.close()
         if self.meter_provider is not None:
-            self.meter_provider.shutdown()
+            self.meter_provider.shutdown(timeout_millis=DEFAULTS.otlp_shutdown_timeout_s * 1000)
         if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             self.tracer_provider.shutdown()
         elif self.processor is not None:
             self.processor.force_flush()
             self.processor.shutdown()
+        if self.collector is not None:
+            self.collector.finish()
 
 
 _active: Telemetry | None = None
@@ -155,7 +178,8 @@ def init(
     if exporter is not None:
         downstream.append(SimpleSpanProcessor(exporter))
     want_otlp = otlp if otlp is not None else True
-    otlp_processor = _otlp_processor() if want_otlp else None
+    collector = _otlp_collector(path if exporter else None) if want_otlp else None
+    otlp_processor = _otlp_processor(collector) if collector is not None else None
     if otlp_processor is not None:
         downstream.append(otlp_processor)
     processor = DerivingSpanProcessor(downstream, default_threshold_ms=threshold)
@@ -175,7 +199,7 @@ def init(
     else:
         _warn_if_limits_bite(provider)
     provider.add_span_processor(processor)
-    meters = _otlp_meter_provider(provider.resource) if want_otlp else None
+    meters = _otlp_meter_provider(provider.resource, collector) if collector is not None else None
     if meters is not None and set_global:
         metrics.set_meter_provider(meters)
     _active = Telemetry(
@@ -186,7 +210,10 @@ def init(
         threshold,
         owns_provider=owns,
         meter_provider=meters,
+        collector=collector,
     )
+    if collector is not None:
+        atexit.register(_active.shutdown)  # before the SDK's own handlers: they wait 30 s
     return _active
 
 
