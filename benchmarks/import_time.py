@@ -7,6 +7,7 @@ the scenario — interpreter start-up excluded — and which heavy modules the s
 - ``import otel_llm``
 - ``import openai`` (the baseline of the next line: the SDK's own cost)
 - ``import otel_llm; otel_llm.instrument_openai()`` (the web application's one line)
+- the same with ``openai`` already imported (timed after it: otel-llm's own share)
 - ``otel_llm.init()`` (import plus wiring: the SDK, DuckDB, the store's file)
 
 Give ``--tree`` more than once to compare source trees in one invocation, e.g. main (before) and a
@@ -39,16 +40,21 @@ HEAVY = (
 )
 """Modules worth naming when a scenario loads them."""
 
+OPENAI = "import openai.resources.chat.completions, openai.resources.embeddings"
+INSTRUMENT = "import otel_llm\notel_llm.instrument_openai()"
 SCENARIOS = {
-    "import otel_llm": "import otel_llm",
-    "import openai": "import openai.resources.chat.completions, openai.resources.embeddings",
-    "import otel_llm; instrument_openai()": "import otel_llm\notel_llm.instrument_openai()",
-    "otel_llm.init()": "import otel_llm\ntelemetry = otel_llm.init(db_path=DB, otlp=False)",
+    "import otel_llm": ("", "import otel_llm"),
+    "import openai": ("", OPENAI),
+    "import otel_llm; instrument_openai()": ("", INSTRUMENT),
+    "  the same, openai already imported": (OPENAI, INSTRUMENT),
+    "otel_llm.init()": ("", "import otel_llm\ntelemetry = otel_llm.init(db_path=DB, otlp=False)"),
 }
+"""Name → (set-up, not timed; the timed body)."""
 
 CHILD = """\
 import sys, time
 DB = sys.argv[1]
+{setup}
 start = time.perf_counter()
 {body}
 elapsed = time.perf_counter() - start
@@ -70,9 +76,10 @@ class Result:
     heavy: list[str]
 
 
-def run(python: str, tree: Path, body: str, runs: int) -> Result:
-    """The median of ``runs`` fresh-process timings of ``body`` with ``tree`` on the path."""
-    code = CHILD.format(body=body, heavy=HEAVY)
+def run(python: str, tree: Path, scenario: tuple[str, str], runs: int) -> Result:
+    """The median of ``runs`` fresh-process timings of a scenario with ``tree`` on the path."""
+    setup, body = scenario
+    code = CHILD.format(setup=setup, body=body, heavy=HEAVY)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     times: list[float] = []
@@ -108,7 +115,7 @@ def main() -> None:
     try:
         subprocess.run([args.python, "-c", "import openai"], check=True, capture_output=True)
     except subprocess.CalledProcessError:
-        scenarios = {k: v for k, v in SCENARIOS.items() if "openai" not in k}
+        scenarios = {k: v for k, v in SCENARIOS.items() if OPENAI not in v}
         print("openai is not installed: the instrument_openai() scenarios are left out")
     else:
         scenarios = SCENARIOS
@@ -118,8 +125,8 @@ def main() -> None:
     header = "".join(f"{f'tree {n} ms':>12}" for n in range(len(trees)))
     ratio = f"{'ratio':>8}" if len(trees) > 1 else ""
     print(f"{'scenario':<40}{header}{ratio}  heavy modules loaded (per tree)")
-    for name, body in scenarios.items():
-        results = [run(args.python, tree, body, args.runs) for tree in trees]
+    for name, scenario in scenarios.items():
+        results = [run(args.python, tree, scenario, args.runs) for tree in trees]
         cells = "".join(f"{r.median_s * 1000:>12.1f}" for r in results)
         if len(results) > 1:
             cells += f"{results[0].median_s / results[-1].median_s:>7.1f}×"
