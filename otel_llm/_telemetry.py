@@ -33,22 +33,23 @@ def store_path() -> Path:
     return env.env_path(env.OTEL_LLM_DB) or Path(DEFAULTS.db_path)
 
 
-def _otlp_collector(store: Path | None) -> Collector | None:
-    """The OTLP endpoint the standard variables name, if any."""
-    endpoint = (
-        env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
-        or env.env_text(env.OTEL_EXPORTER_OTLP_ENDPOINT)
-        or env.env_text(env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT)
-    )
-    if endpoint is None:
-        return None
-    return Collector(endpoint, store=str(store) if store else None)
+def _otlp_collectors(store: Path | None) -> dict[str, Collector]:
+    """The OTLP endpoints the standard variables name, by signal (``traces``, ``metrics``);
+    the two share one :class:`Collector` when they name the same endpoint."""
+    base = env.env_text(env.OTEL_EXPORTER_OTLP_ENDPOINT)
+    urls = {
+        "traces": env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or base,
+        "metrics": env.env_text(env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) or base,
+    }
+    by_url: dict[str, Collector] = {}
+    for url in urls.values():
+        if url is not None and url not in by_url:
+            by_url[url] = Collector(url, store=str(store) if store else None)
+    return {signal: by_url[url] for signal, url in urls.items() if url is not None}
 
 
-def _otlp_processor(collector: Collector) -> SpanProcessor | None:
-    """A batch processor with the OTLP exporter the standard variables describe, if any."""
-    if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
-        return None
+def _otlp_processor(collector: Collector) -> SpanProcessor:
+    """A batch processor with the OTLP exporter the standard variables describe."""
     protocol = env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) or env.env_text(
         env.OTEL_EXPORTER_OTLP_PROTOCOL
     )
@@ -70,11 +71,9 @@ def _otlp_processor(collector: Collector) -> SpanProcessor | None:
     return collector.span_processor(OTLPSpanExporter())
 
 
-def _otlp_meter_provider(resource: Resource, collector: Collector) -> MeterProvider | None:
-    """A meter provider exporting OTLP/HTTP when the standard variables ask for it (shut down
-    by :meth:`Telemetry.shutdown`, at exit too, within the collector's bound)."""
-    if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
-        return None
+def _otlp_meter_provider(resource: Resource, collector: Collector) -> MeterProvider:
+    """A meter provider exporting OTLP/HTTP (shut down by :meth:`Telemetry.shutdown`, at exit
+    too, within the collector's bound)."""
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
     reader = PeriodicExportingMetricReader(collector.metric_exporter(OTLPMetricExporter()))
@@ -94,8 +93,8 @@ class Telemetry:
     enabled: bool = True
     meter_provider: MeterProvider | None = None
     """The OTLP meter provider ``init()`` created, if it created one."""
-    collector: Collector | None = None
-    """The OTLP endpoint's exporters, when OTLP export is on (one warning per outage, a
+    collectors: tuple[Collector, ...] = ()
+    """The OTLP endpoints' exporters, when OTLP export is on (one warning per outage, a
     bounded shutdown)."""
     _shut: bool = field(default=False, repr=False)
 
@@ -120,9 +119,10 @@ class Telemetry:
         if self._shut:
             return
         self._shut = True
-        if self.collector is not None:
+        if self.collectors:
             atexit.unregister(self.shutdown)
-            self.collector.close()
+        for collector in self.collectors:
+            collector.close()
         if self.meter_provider is not None:
             self.meter_provider.shutdown(timeout_millis=DEFAULTS.otlp_shutdown_timeout_s * 1000)
         if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
@@ -130,8 +130,8 @@ class Telemetry:
         elif self.processor is not None:
             self.processor.force_flush()
             self.processor.shutdown()
-        if self.collector is not None:
-            self.collector.finish()
+        for collector in self.collectors:
+            collector.finish()
 
 
 _active: Telemetry | None = None
@@ -178,8 +178,8 @@ def init(
     if exporter is not None:
         downstream.append(SimpleSpanProcessor(exporter))
     want_otlp = otlp if otlp is not None else True
-    collector = _otlp_collector(path if exporter else None) if want_otlp else None
-    otlp_processor = _otlp_processor(collector) if collector is not None else None
+    collectors = _otlp_collectors(path if exporter else None) if want_otlp else {}
+    otlp_processor = _otlp_processor(collectors["traces"]) if "traces" in collectors else None
     if otlp_processor is not None:
         downstream.append(otlp_processor)
     processor = DerivingSpanProcessor(downstream, default_threshold_ms=threshold)
@@ -199,7 +199,11 @@ def init(
     else:
         _warn_if_limits_bite(provider)
     provider.add_span_processor(processor)
-    meters = _otlp_meter_provider(provider.resource, collector) if collector is not None else None
+    meters = (
+        _otlp_meter_provider(provider.resource, collectors["metrics"])
+        if "metrics" in collectors
+        else None
+    )
     if meters is not None and set_global:
         metrics.set_meter_provider(meters)
     _active = Telemetry(
@@ -210,9 +214,9 @@ def init(
         threshold,
         owns_provider=owns,
         meter_provider=meters,
-        collector=collector,
+        collectors=tuple(dict.fromkeys(collectors.values())),
     )
-    if collector is not None:
+    if collectors:
         atexit.register(_active.shutdown)  # before the SDK's own handlers: they wait 30 s
     return _active
 

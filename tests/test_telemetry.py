@@ -412,3 +412,32 @@ async def test_shutdown_is_bounded_when_the_collector_hangs(
     assert took < 8.0, f"shutdown took {took} s"
     with duckdb.connect(str(tmp_path / "hang.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
+
+
+async def test_a_metrics_endpoint_that_is_down_does_not_cost_the_spans(
+    tmp_path: Path,
+    provider: SimulatedProvider,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Traces and metrics on different endpoints are judged apart: metrics on a closed port
+    warn once naming that endpoint, and the spans still reach the traces collector."""
+    down = f"http://127.0.0.1:{closed_port()}/v1/metrics"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", down)
+    with caplog.at_level(logging.WARNING):
+        telemetry = init(db_path=tmp_path / "split.duckdb", set_global=False)
+        assert len(telemetry.collectors) == 2
+        async with Client(
+            sources(provider),
+            tracer_provider=telemetry.tracer_provider,
+            meter_provider=telemetry.meter_provider,
+        ) as client:
+            await client.chat(MESSAGES)
+        telemetry.shutdown()
+    assert len(receiver.spans()) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert "metrics" in warnings[0]
+    assert down in warnings[0]
