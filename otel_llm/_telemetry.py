@@ -115,7 +115,8 @@ class Telemetry:
         return self._shut
 
     def shutdown(self) -> None:
-        """Flush and stop what :func:`init` started (idempotent)."""
+        """Flush and stop what :func:`init` started (idempotent); OTLP exporters get at most
+        ``DEFAULTS.otlp_shutdown_timeout_s``, none at all once their collector failed."""
         if self._shut:
             return
         self._shut = True
@@ -152,7 +153,8 @@ def init(
 
     - ``db_path`` (or ``OTEL_LLM_DB``, default ``./otel-llm.duckdb``): the embedded DuckDB store.
     - OTLP export is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._TRACES_ENDPOINT`` is set
-      (``otlp=True/False`` forces it on or off).
+      (``otlp=False`` turns it off); a collector that cannot be reached is one warning per
+      outage, and shutdown (registered to run at exit) does not wait on it (:mod:`._show._otlp`).
     - ``OTEL_SDK_DISABLED=true`` turns everything off: calls still work, nothing is recorded.
     - ``OTEL_SERVICE_NAME`` (or ``service_name``) names the service.
     - ``stall_threshold_ms`` (default: ``LLM__STREAM__STALL_THRESHOLD_MS``, else 1000) is what

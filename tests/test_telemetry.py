@@ -359,6 +359,7 @@ async def test_collector_that_is_up_gets_spans_and_metrics_quietly(
 
 
 def finished_span(tracer_provider: TracerProvider) -> list[ReadableSpan]:
+    """A batch of one ended span."""
     span = tracer_provider.get_tracer("test").start_span("x")
     span.end()
     assert isinstance(span, ReadableSpan)
