@@ -3,22 +3,15 @@
 Measure: chunk arrivals, stalls and net generation time on OpenTelemetry spans.
 Act: a resilient async client that hedges a late or stalled stream onto another source.
 Show: an embedded DuckDB store, a CLI and dashboards.
+
+Each name is imported on first use (PEP 562), so ``import otel_llm`` costs little: an application
+that only calls ``instrument_openai()`` loads neither DuckDB nor the OpenTelemetry SDK nor the
+client's settings models; ``init()`` loads what it wires, ``Client`` what the client needs.
 """
 
-from otel_llm._act._admission import Admission, Limits, LocalAdmission
-from otel_llm._act._client import Client
-from otel_llm._act._completion import Completion, Embeddings, ToolCall
-from otel_llm._act._groups import (
-    AdmissionSettings,
-    BreakerSettings,
-    HedgeSettings,
-    RetrySettings,
-    StreamSettings,
-)
-from otel_llm._act._result import ChatResult, EmbeddingsResult
-from otel_llm._act._settings import ClientSettings, ConfigWarning, EmbeddingSettings
-from otel_llm._act._source import Source
-from otel_llm._act._stats import CallStats
+import typing as _typing
+from importlib import import_module as _import_module
+
 from otel_llm._errors import (
     AllSourcesExhausted,
     AuthenticationError,
@@ -43,15 +36,61 @@ from otel_llm._errors import (
     TruncatedStream,
     WatchdogTimeout,
 )
-from otel_llm._measure._processor import DerivingSpanProcessor
-from otel_llm._measure._response import Usage
-from otel_llm._measure._stalls import StallFigures
-from otel_llm._show._duckdb_exporter import DuckDBSpanExporter, ExportStats
-from otel_llm._telemetry import Telemetry, init
 from otel_llm._version import __version__
-from otel_llm._wrap._chunk_view import openai_classifier
-from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
-from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
+
+if _typing.TYPE_CHECKING:  # what _LAZY imports on first use, spelled out for type checkers and IDEs
+    from otel_llm._act._admission import Admission, Limits, LocalAdmission
+    from otel_llm._act._client import Client
+    from otel_llm._act._completion import Completion, Embeddings, ToolCall
+    from otel_llm._act._groups import (
+        AdmissionSettings,
+        BreakerSettings,
+        HedgeSettings,
+        RetrySettings,
+        StreamSettings,
+    )
+    from otel_llm._act._redis_admission import RedisAdmission
+    from otel_llm._act._result import ChatResult, EmbeddingsResult
+    from otel_llm._act._settings import ClientSettings, ConfigWarning, EmbeddingSettings
+    from otel_llm._act._source import Source
+    from otel_llm._act._stats import CallStats
+    from otel_llm._measure._processor import DerivingSpanProcessor
+    from otel_llm._measure._response import Usage
+    from otel_llm._measure._stalls import StallFigures
+    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter, ExportStats
+    from otel_llm._telemetry import Telemetry, init
+    from otel_llm._wrap._chunk_view import openai_classifier
+    from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
+    from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
+
+_LAZY: dict[str, tuple[str, ...]] = {
+    "otel_llm._act._admission": ("Admission", "Limits", "LocalAdmission"),
+    "otel_llm._act._client": ("Client",),
+    "otel_llm._act._completion": ("Completion", "Embeddings", "ToolCall"),
+    "otel_llm._act._groups": (
+        "AdmissionSettings",
+        "BreakerSettings",
+        "HedgeSettings",
+        "RetrySettings",
+        "StreamSettings",
+    ),
+    "otel_llm._act._redis_admission": ("RedisAdmission",),  # needs the ``redis`` extra
+    "otel_llm._act._result": ("ChatResult", "EmbeddingsResult"),
+    "otel_llm._act._settings": ("ClientSettings", "ConfigWarning", "EmbeddingSettings"),
+    "otel_llm._act._source": ("Source",),
+    "otel_llm._act._stats": ("CallStats",),
+    "otel_llm._measure._processor": ("DerivingSpanProcessor",),
+    "otel_llm._measure._response": ("Usage",),
+    "otel_llm._measure._stalls": ("StallFigures",),
+    "otel_llm._show._duckdb_exporter": ("DuckDBSpanExporter", "ExportStats"),
+    "otel_llm._telemetry": ("Telemetry", "init"),
+    "otel_llm._wrap._chunk_view": ("openai_classifier",),
+    "otel_llm._wrap._observe": ("AsyncObservedStream", "ObservedStream", "observe_stream"),
+    "otel_llm._wrap._openai": ("instrument_openai", "uninstrument_openai"),
+}
+"""Module → the public names it defines, imported when one of them is first used."""
+
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
     "Admission",
@@ -114,9 +153,15 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """``RedisAdmission`` is imported on first use: it needs the ``redis`` extra."""
-    if name == "RedisAdmission":
-        from otel_llm._act._redis_admission import RedisAdmission
+    """A public name, imported from its module on first use (then an ordinary attribute)."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'otel_llm' has no attribute {name!r}")
+    value = getattr(_import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return RedisAdmission
-    raise AttributeError(f"module 'otel_llm' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    """Every public name, imported or not yet."""
+    return sorted(set(globals()) | set(__all__))

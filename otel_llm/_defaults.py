@@ -54,6 +54,10 @@ class Defaults:
     exiting together both land their spans, while a reader that keeps the file open (Grafana)
     delays an exit by at most this much."""
 
+    otlp_shutdown_timeout_s: float = 2.0
+    """Bound on how long shutdown waits for the OTLP exporters to send their last batches (a
+    collector that has failed, or fails while closing, gets no wait at all)."""
+
     spill_max_bytes: int = 256 * 1024 * 1024
     """Bound on the spill directory beside a DuckDB file; past it the oldest spill files are
     dropped (counted and announced)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 from dataclasses import dataclass, field
@@ -12,13 +13,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import resolve_threshold_ms
 from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm._show._otlp import Collector
 from otel_llm._version import __version__
 
 logger = logging.getLogger("otel_llm")
@@ -31,10 +33,23 @@ def store_path() -> Path:
     return env.env_path(env.OTEL_LLM_DB) or Path(DEFAULTS.db_path)
 
 
-def _otlp_processor() -> SpanProcessor | None:
-    """A batch processor with the OTLP exporter the standard variables describe, if any."""
-    if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT):
-        return None
+def _otlp_collectors(store: Path | None) -> dict[str, Collector]:
+    """The OTLP endpoints the standard variables name, by signal (``traces``, ``metrics``);
+    the two share one :class:`Collector` when they name the same endpoint."""
+    base = env.env_text(env.OTEL_EXPORTER_OTLP_ENDPOINT)
+    urls = {
+        "traces": env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or base,
+        "metrics": env.env_text(env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) or base,
+    }
+    by_url: dict[str, Collector] = {}
+    for url in urls.values():
+        if url is not None and url not in by_url:
+            by_url[url] = Collector(url, store=str(store) if store else None)
+    return {signal: by_url[url] for signal, url in urls.items() if url is not None}
+
+
+def _otlp_processor(collector: Collector) -> SpanProcessor:
+    """A batch processor with the OTLP exporter the standard variables describe."""
     protocol = env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) or env.env_text(
         env.OTEL_EXPORTER_OTLP_PROTOCOL
     )
@@ -50,20 +65,19 @@ def _otlp_processor() -> SpanProcessor | None:
                 env.OTEL_EXPORTER_OTLP_PROTOCOL,
             )
         else:
-            return BatchSpanProcessor(GrpcExporter())
+            return collector.span_processor(GrpcExporter())
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return BatchSpanProcessor(OTLPSpanExporter())
+    return collector.span_processor(OTLPSpanExporter())
 
 
-def _otlp_meter_provider(resource: Resource) -> MeterProvider | None:
-    """A meter provider exporting OTLP/HTTP when the standard variables ask for it."""
-    if not env.env_any(env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT):
-        return None
+def _otlp_meter_provider(resource: Resource, collector: Collector) -> MeterProvider:
+    """A meter provider exporting OTLP/HTTP (shut down by :meth:`Telemetry.shutdown`, at exit
+    too, within the collector's bound)."""
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-    return MeterProvider(metric_readers=[reader], resource=resource)
+    reader = PeriodicExportingMetricReader(collector.metric_exporter(OTLPMetricExporter()))
+    return MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
 
 
 @dataclass
@@ -79,6 +93,9 @@ class Telemetry:
     enabled: bool = True
     meter_provider: MeterProvider | None = None
     """The OTLP meter provider ``init()`` created, if it created one."""
+    collectors: tuple[Collector, ...] = ()
+    """The OTLP endpoints' exporters, when OTLP export is on (one warning per outage, a
+    bounded shutdown)."""
     _shut: bool = field(default=False, repr=False)
 
     @property
@@ -98,17 +115,24 @@ class Telemetry:
         return self._shut
 
     def shutdown(self) -> None:
-        """Flush and stop what :func:`init` started (idempotent)."""
+        """Flush and stop what :func:`init` started (idempotent); OTLP exporters get at most
+        ``DEFAULTS.otlp_shutdown_timeout_s``, none at all once their collector failed."""
         if self._shut:
             return
         self._shut = True
+        if self.collectors:
+            atexit.unregister(self.shutdown)
+        for collector in self.collectors:
+            collector.close()
         if self.meter_provider is not None:
-            self.meter_provider.shutdown()
+            self.meter_provider.shutdown(timeout_millis=DEFAULTS.otlp_shutdown_timeout_s * 1000)
         if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             self.tracer_provider.shutdown()
         elif self.processor is not None:
             self.processor.force_flush()
             self.processor.shutdown()
+        for collector in self.collectors:
+            collector.finish()
 
 
 _active: Telemetry | None = None
@@ -129,7 +153,8 @@ def init(
 
     - ``db_path`` (or ``OTEL_LLM_DB``, default ``./otel-llm.duckdb``): the embedded DuckDB store.
     - OTLP export is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._TRACES_ENDPOINT`` is set
-      (``otlp=True/False`` forces it on or off).
+      (``otlp=False`` turns it off); a collector that cannot be reached is one warning per
+      outage, and shutdown (registered to run at exit) does not wait on it (:mod:`._show._otlp`).
     - ``OTEL_SDK_DISABLED=true`` turns everything off: calls still work, nothing is recorded.
     - ``OTEL_SERVICE_NAME`` (or ``service_name``) names the service.
     - ``stall_threshold_ms`` (default: ``LLM__STREAM__STALL_THRESHOLD_MS``, else 1000) is what
@@ -155,7 +180,8 @@ def init(
     if exporter is not None:
         downstream.append(SimpleSpanProcessor(exporter))
     want_otlp = otlp if otlp is not None else True
-    otlp_processor = _otlp_processor() if want_otlp else None
+    collectors = _otlp_collectors(path if exporter else None) if want_otlp else {}
+    otlp_processor = _otlp_processor(collectors["traces"]) if "traces" in collectors else None
     if otlp_processor is not None:
         downstream.append(otlp_processor)
     processor = DerivingSpanProcessor(downstream, default_threshold_ms=threshold)
@@ -175,7 +201,11 @@ def init(
     else:
         _warn_if_limits_bite(provider)
     provider.add_span_processor(processor)
-    meters = _otlp_meter_provider(provider.resource) if want_otlp else None
+    meters = (
+        _otlp_meter_provider(provider.resource, collectors["metrics"])
+        if "metrics" in collectors
+        else None
+    )
     if meters is not None and set_global:
         metrics.set_meter_provider(meters)
     _active = Telemetry(
@@ -186,7 +216,10 @@ def init(
         threshold,
         owns_provider=owns,
         meter_provider=meters,
+        collectors=tuple(dict.fromkeys(collectors.values())),
     )
+    if collectors:
+        atexit.register(_active.shutdown)  # before the SDK's own handlers: they wait 30 s
     return _active
 
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -15,6 +20,7 @@ from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 from otel_llm.simulator import Script, Silence, SimulatedProvider, ThreadedProvider
 from otel_llm.testing import Spans
 
+ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "user", "content": "hello"}]
 FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.002, "chunk_count": 12}
 SCRIPTS = {
@@ -329,3 +335,72 @@ def test_api_key_echoed_by_the_provider_never_reaches_spans(
     dumped = "".join(span.to_json() for span in instrumented.finished())
     assert "plain-key-77x" not in dumped
     assert "REDACTED" in dumped
+
+
+NO_PROVIDER_SCRIPT = """
+import sys
+import openai
+import otel_llm
+from otel_llm.simulator import Script, SimulatedProvider
+
+mode = sys.argv[1]
+if mode == "init-first":
+    otel_llm.init(db_path=sys.argv[2])
+otel_llm.instrument_openai()
+if mode == "init-later":
+    otel_llm.init(db_path=sys.argv[2])
+script = Script(first_chunk_delay_s=0.0, chunk_interval_s=0.001, chunk_count=3)
+with SimulatedProvider.start_in_thread(default=script) as sim:
+    with openai.OpenAI(base_url=sim.base_url, api_key="sk-none", max_retries=0) as client:
+        for _ in range(3):
+            for _ in client.chat.completions.create(model="m", messages=[], stream=True):
+                pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "sdk_disabled", "warnings"),
+    [
+        ("alone", False, 1),
+        ("alone", True, 0),
+        ("init-first", False, 0),
+        ("init-later", False, 0),
+    ],
+)
+def test_warns_once_when_no_tracer_provider_is_configured(
+    tmp_path: Path, mode: str, sdk_disabled: bool, warnings: int
+) -> None:
+    """instrument_openai() with no provider anywhere warns once (not per call) that nothing is
+    recorded; init() before or after instrumenting, or OTEL_SDK_DISABLED=true, keeps it quiet."""
+    env = {**os.environ, "OTEL_SDK_DISABLED": "true" if sdk_disabled else "false"}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    out = subprocess.run(
+        [sys.executable, "-c", NO_PROVIDER_SCRIPT, mode, str(tmp_path / "t.duckdb")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if "no tracer provider" in line]
+    assert len(lines) == warnings, out.stderr
+    assert out.stderr.strip() == "\n".join(lines), "nothing else is printed"
+
+
+def test_no_warning_when_a_provider_is_passed(
+    threaded: ThreadedProvider, spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A provider passed to instrument_openai() is used without a look at the global one."""
+    instrument_openai(tracer_provider=spans.provider)
+    try:
+        with (
+            caplog.at_level(logging.WARNING, logger="otel_llm"),
+            openai.OpenAI(base_url=threaded.base_url, api_key="sk-none", max_retries=0) as client,
+        ):
+            client.chat.completions.create(model="smooth", messages=MESSAGES)
+    finally:
+        uninstrument_openai()
+    assert "no tracer provider" not in caplog.text
+    assert len(spans.calls()) == 1

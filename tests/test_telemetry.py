@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import duckdb
 import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace import SpanLimits, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_llm import Client, Source, init
 from otel_llm import _semconv as sc
+from otel_llm._show._otlp import Collector
 from otel_llm.simulator import SimulatedProvider
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,36 +42,52 @@ def sources(provider: SimulatedProvider) -> list[Source]:
 
 
 class Receiver:
-    """A real OTLP/HTTP endpoint on loopback that keeps what it receives."""
+    """A real OTLP/HTTP endpoint on loopback that keeps what it receives: trace requests parsed,
+    every request's path counted. ``status`` is what it answers; with ``hold`` set it never
+    answers until ``release`` is set (a collector that accepts and then hangs)."""
 
     def __init__(self) -> None:
         received: list[ExportTraceServiceRequest] = []
         self.received = received
+        self.paths: list[str] = []
         self.arrived = threading.Event()
+        self.status = 200
+        self.hold = False
+        self.release = threading.Event()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                received.append(request)
-                self.send_response(200)
+                if outer.hold:
+                    outer.release.wait(30)
+                outer.paths.append(self.path)
+                if self.path == "/v1/traces" and outer.status == 200:
+                    request = ExportTraceServiceRequest()
+                    request.ParseFromString(body)
+                    received.append(request)
+                self.send_response(outer.status)
                 self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
                 self.end_headers()
-                self.wfile.write(b"")
-                outer.arrived.set()
+                if outer.status == 200:
+                    outer.arrived.set()
 
             def log_message(self, *args: object) -> None:
                 pass
 
         outer = self
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
     @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        return f"{self.base}/v1/traces"
 
     def spans(self) -> list[dict[str, object]]:
         out = []
@@ -79,6 +100,7 @@ class Receiver:
         return out
 
     def close(self) -> None:
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -249,3 +271,174 @@ async def test_init_twice_wires_once(
     third = init(db_path=tmp_path / "again.duckdb", set_global=False, otlp=False)
     assert third is not first
     third.shutdown()
+
+
+def closed_port() -> int:
+    """A loopback port nobody listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+OTLP_EXIT_SCRIPT = """
+import asyncio, atexit, sys, time
+marks = {}
+# Registered first, so it runs last: after init()'s and the SDK's own exit handlers.
+atexit.register(lambda: print(f"exit_s={time.monotonic() - marks['end']:.3f}", file=sys.stderr))
+import otel_llm
+from otel_llm.testing import Scripted, sse_answer
+
+telemetry = otel_llm.init(db_path=sys.argv[1])
+
+async def main():
+    script = Scripted({"a": [sse_answer()]})
+    source = otel_llm.Source(name="a", provider="openai", base_url="http://a.test/v1", model="m")
+    async with otel_llm.Client([source], http_client=script.client()) as client:
+        await client.chat([{"role": "user", "content": "hi"}], stream=True)
+
+asyncio.run(main())
+marks["end"] = time.monotonic()
+if sys.argv[2] == "shutdown":
+    telemetry.shutdown()
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit", "shutdown"])
+def test_collector_that_is_not_there_costs_one_warning_and_no_wait(
+    tmp_path: Path, ending: str
+) -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT on a closed port: the process prints one warning (endpoint
+    and cause), not a line per batch and retry, and exits at once — whether it calls shutdown()
+    or just ends (it used to take 13 s and print 8 lines); DuckDB still gets every span."""
+    port = closed_port()
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
+    env.pop("OTEL_SDK_DISABLED", None)
+    db = tmp_path / "t.duckdb"
+    out = subprocess.run(
+        [sys.executable, "-c", OTLP_EXIT_SCRIPT, str(db), ending],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    *lines, last = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "cannot export" in lines[0]
+    assert f"127.0.0.1:{port}" in lines[0]
+    exit_s = float(last.removeprefix("exit_s="))
+    assert exit_s < 6.0, f"exit took {exit_s} s (expected well under a second)"
+    with duckdb.connect(str(db), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
+
+
+async def test_collector_that_is_up_gets_spans_and_metrics_quietly(
+    tmp_path: Path,
+    provider: SimulatedProvider,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With OTEL_EXPORTER_OTLP_ENDPOINT on a collector that answers, spans go to /v1/traces
+    and metrics to /v1/metrics, and nothing is logged."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.base)
+    with caplog.at_level(logging.INFO):
+        telemetry = init(db_path=tmp_path / "up.duckdb", set_global=False)
+        async with Client(
+            sources(provider),
+            tracer_provider=telemetry.tracer_provider,
+            meter_provider=telemetry.meter_provider,
+        ) as client:
+            await client.chat(MESSAGES)
+        telemetry.shutdown()
+    assert sorted(set(receiver.paths)) == ["/v1/metrics", "/v1/traces"]
+    assert len(receiver.spans()) == 2
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def finished_span(tracer_provider: TracerProvider) -> list[ReadableSpan]:
+    """A batch of one ended span."""
+    span = tracer_provider.get_tracer("test").start_span("x")
+    span.end()
+    assert isinstance(span, ReadableSpan)
+    return [span]
+
+
+def test_one_warning_per_outage_and_a_line_when_it_ends(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A collector refusing batches (400) is one warning with its reason however many batches
+    fail; the first success after it says so; a new outage warns again. The exporter's own
+    lines never reach the log."""
+    collector = Collector(receiver.base)
+    exporter = collector.span_exporter(OTLPSpanExporter(endpoint=receiver.endpoint))
+    tracer_provider = TracerProvider()
+    with caplog.at_level(logging.INFO):
+        receiver.status = 400
+        assert exporter.export(finished_span(tracer_provider)) is SpanExportResult.FAILURE
+        assert exporter.export(finished_span(tracer_provider)) is SpanExportResult.FAILURE
+        receiver.status = 200
+        assert exporter.export(finished_span(tracer_provider)) is SpanExportResult.SUCCESS
+        receiver.status = 400
+        assert exporter.export(finished_span(tracer_provider)) is SpanExportResult.FAILURE
+    exporter.shutdown()
+    tracer_provider.shutdown()
+    assert {r.name for r in caplog.records} == {"otel_llm"}, "the exporter's lines are held back"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2
+    assert all("400" in w and receiver.base in w for w in warnings)
+    assert any("works again" in r.getMessage() for r in caplog.records)
+    assert collector.failed_exports == 3
+    assert exporter.export(finished_span(tracer_provider)) is SpanExportResult.FAILURE
+
+
+async def test_shutdown_is_bounded_when_the_collector_hangs(
+    tmp_path: Path,
+    provider: SimulatedProvider,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A collector that accepts the connection and never answers holds shutdown() for the
+    bound (2 s), not the exporter's 10 s timeout and the SDK's 30 s wait."""
+    receiver.hold = True
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint)
+    telemetry = init(db_path=tmp_path / "hang.duckdb", set_global=False)
+    async with Client(sources(provider), tracer_provider=telemetry.tracer_provider) as client:
+        await client.chat(MESSAGES)
+    started = time.monotonic()
+    telemetry.shutdown()
+    took = time.monotonic() - started
+    assert took < 8.0, f"shutdown took {took} s"
+    with duckdb.connect(str(tmp_path / "hang.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
+
+
+async def test_a_metrics_endpoint_that_is_down_does_not_cost_the_spans(
+    tmp_path: Path,
+    provider: SimulatedProvider,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Traces and metrics on different endpoints are judged apart: metrics on a closed port
+    warn once naming that endpoint, and the spans still reach the traces collector."""
+    down = f"http://127.0.0.1:{closed_port()}/v1/metrics"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", down)
+    with caplog.at_level(logging.WARNING):
+        telemetry = init(db_path=tmp_path / "split.duckdb", set_global=False)
+        assert len(telemetry.collectors) == 2
+        async with Client(
+            sources(provider),
+            tracer_provider=telemetry.tracer_provider,
+            meter_provider=telemetry.meter_provider,
+        ) as client:
+            await client.chat(MESSAGES)
+        telemetry.shutdown()
+    assert len(receiver.spans()) == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    assert "metrics" in warnings[0]
+    assert down in warnings[0]

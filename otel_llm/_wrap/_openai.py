@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
+from otel_llm import _env as env
 from otel_llm import _semconv as sc
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._stalls import resolve_threshold_ms
@@ -40,6 +42,8 @@ _TARGETS = (
 )
 """(module, class, operation, async?) of every ``create`` that is wrapped."""
 
+logger = logging.getLogger("otel_llm")
+
 
 @dataclass
 class _Config:
@@ -47,6 +51,8 @@ class _Config:
     metrics: LlmMetrics
     threshold_ms: int
     enabled: bool = True
+    provider_checked: bool = False
+    """Set once the first wrapped call looked for a tracer provider (or one was passed)."""
 
 
 _lock = threading.Lock()
@@ -54,6 +60,29 @@ _config: _Config | None = None
 _originals: dict[tuple[str, str], Any] = {}
 _installed: dict[tuple[str, str], Any] = {}
 """Our wrapper on each class (compared by identity: wrapt proxies forward attributes)."""
+_warned_no_provider = False
+_UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+"""The API's stand-ins when no SDK provider is installed: spans through them go nowhere."""
+
+
+def _check_provider(config: _Config) -> None:
+    """Warn once per process when wrapped calls record nothing: no provider was passed and none
+    is installed globally (the API's proxy or no-op stands in), and the SDK is not disabled on
+    purpose. Checked at the first wrapped call, so instrumenting before ``init()`` is fine."""
+    global _warned_no_provider
+    config.provider_checked = True
+    if _warned_no_provider or env.env_flag(env.OTEL_SDK_DISABLED):
+        return
+    if isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
+    ):
+        _warned_no_provider = True
+        logger.warning(
+            "otel-llm: instrument_openai() records nothing: no tracer provider is configured "
+            "(call otel_llm.init() first, install an SDK TracerProvider, or pass "
+            "tracer_provider=; %s=true silences this)",
+            env.OTEL_SDK_DISABLED,
+        )
 
 
 def _provider(resource: Any) -> tuple[str, str | None, int | None]:
@@ -136,6 +165,8 @@ def _wrap(original: Callable[..., Any], operation: str, is_async: bool) -> Calla
             config = _config
             if config is None or not config.enabled:
                 return await original(self, *args, **kwargs)
+            if not config.provider_checked:
+                _check_provider(config)
             recorder = _recorder(config, self, operation, kwargs)
             try:
                 result = await original(self, *args, **kwargs)
@@ -151,6 +182,8 @@ def _wrap(original: Callable[..., Any], operation: str, is_async: bool) -> Calla
         config = _config
         if config is None or not config.enabled:
             return original(self, *args, **kwargs)
+        if not config.provider_checked:
+            _check_provider(config)
         recorder = _recorder(config, self, operation, kwargs)
         try:
             result = original(self, *args, **kwargs)
@@ -174,7 +207,10 @@ def instrument_openai(
     threshold = resolve_threshold_ms(stall_threshold_ms)
     provider = tracer_provider or trace.get_tracer_provider()
     config = _Config(
-        provider.get_tracer("otel_llm", __version__), LlmMetrics(meter_provider), threshold
+        provider.get_tracer("otel_llm", __version__),
+        LlmMetrics(meter_provider),
+        threshold,
+        provider_checked=tracer_provider is not None,
     )
     with _lock:
         _config = config

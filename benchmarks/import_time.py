@@ -1,0 +1,138 @@
+"""Import cost of otel-llm: what a web application pays for ``import otel_llm``.
+
+Each scenario runs in a fresh interpreter (``--runs`` times, after one discarded run that writes
+the bytecode caches) and reports the median wall time from before the first import to the end of
+the scenario — interpreter start-up excluded — and which heavy modules the scenario loaded:
+
+- ``import otel_llm``
+- ``import openai`` (the baseline of the next line: the SDK's own cost)
+- ``import otel_llm; otel_llm.instrument_openai()`` (the web application's one line)
+- the same with ``openai`` already imported (timed after it: otel-llm's own share)
+- ``otel_llm.init()`` (import plus wiring: the SDK, DuckDB, the store's file)
+
+Give ``--tree`` more than once to compare source trees in one invocation, e.g. main (before) and a
+worktree (after); the last tree is compared with the first (ratio = first / last)::
+
+    .venv/bin/python benchmarks/import_time.py --tree /work/main --tree . [--runs 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HEAVY = (
+    "duckdb",
+    "opentelemetry.sdk",
+    "pydantic",
+    "pydantic_settings",
+    "httpx2",
+    "aiohttp",
+    "rich",
+    "typer",
+)
+"""Modules worth naming when a scenario loads them."""
+
+OPENAI = "import openai.resources.chat.completions, openai.resources.embeddings"
+INSTRUMENT = "import otel_llm\notel_llm.instrument_openai()"
+SCENARIOS = {
+    "import otel_llm": ("", "import otel_llm"),
+    "import openai": ("", OPENAI),
+    "import otel_llm; instrument_openai()": ("", INSTRUMENT),
+    "  the same, openai already imported": (OPENAI, INSTRUMENT),
+    "otel_llm.init()": ("", "import otel_llm\ntelemetry = otel_llm.init(db_path=DB, otlp=False)"),
+}
+"""Name → (set-up, not timed; the timed body)."""
+
+CHILD = """\
+import sys, time
+DB = sys.argv[1]
+{setup}
+start = time.perf_counter()
+{body}
+elapsed = time.perf_counter() - start
+import json
+otel_llm = sys.modules.get("otel_llm")
+print(json.dumps({{
+    "s": elapsed,
+    "heavy": [m for m in {heavy!r} if m in sys.modules],
+    "from": getattr(otel_llm, "__file__", None),
+}}))
+if "telemetry" in globals():
+    telemetry.shutdown()
+"""
+
+
+@dataclass
+class Result:
+    median_s: float
+    heavy: list[str]
+
+
+def run(python: str, tree: Path, scenario: tuple[str, str], runs: int) -> Result:
+    """The median of ``runs`` fresh-process timings of a scenario with ``tree`` on the path."""
+    setup, body = scenario
+    code = CHILD.format(setup=setup, body=body, heavy=HEAVY)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    times: list[float] = []
+    heavy: list[str] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for index in range(runs + 1):
+            db = str(Path(scratch) / f"{index}.duckdb")
+            out = subprocess.run(
+                [python, "-c", code, db],
+                cwd=scratch,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
+            )
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            if row["from"] is not None and not Path(row["from"]).is_relative_to(tree):
+                raise SystemExit(f"otel_llm came from {row['from']}, not from {tree}")
+            if index:  # the first run writes the bytecode caches
+                times.append(row["s"])
+            heavy = row["heavy"]
+    return Result(statistics.median(times), heavy)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree", action="append", type=Path, help="a source tree (repeatable)")
+    parser.add_argument("--runs", type=int, default=7, help="timed runs per scenario (median)")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter to run")
+    args = parser.parse_args()
+    trees = [tree.resolve() for tree in args.tree or [Path(__file__).resolve().parent.parent]]
+    try:
+        subprocess.run([args.python, "-c", "import openai"], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        scenarios = {k: v for k, v in SCENARIOS.items() if OPENAI not in v}
+        print("openai is not installed: the instrument_openai() scenarios are left out")
+    else:
+        scenarios = SCENARIOS
+    print(f"median of {args.runs} fresh processes, interpreter start-up excluded ({args.python})")
+    for number, tree in enumerate(trees):
+        print(f"  tree {number}: {tree}")
+    header = "".join(f"{f'tree {n} ms':>12}" for n in range(len(trees)))
+    ratio = f"{'ratio':>8}" if len(trees) > 1 else ""
+    print(f"{'scenario':<40}{header}{ratio}  heavy modules loaded (per tree)")
+    for name, scenario in scenarios.items():
+        results = [run(args.python, tree, scenario, args.runs) for tree in trees]
+        cells = "".join(f"{r.median_s * 1000:>12.1f}" for r in results)
+        if len(results) > 1:
+            cells += f"{results[0].median_s / results[-1].median_s:>7.1f}×"
+        loaded = " | ".join(", ".join(r.heavy) or "-" for r in results)
+        print(f"{name:<40}{cells}  {loaded}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""OTLP export that neither floods the log nor holds the process when the collector is away.
+
+The OpenTelemetry exporters retry a batch for up to their timeout (10 s by default), log every
+attempt, and the SDK waits for them at exit: with ``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at
+nothing, a short script exited 13 s late with 8 error lines. ``init()`` puts one
+:class:`Collector` in front of its OTLP span and metric exporters:
+
+- while otel-llm's exporters run, the OpenTelemetry exporters' own log lines are held back; the
+  first failed export of an outage is one warning naming the endpoint and the cause, and the
+  first success after it one info line;
+- :meth:`Collector.close` bounds shutdown: once an export has failed, or one fails while closing,
+  the exporters are stopped at once (their retries end); a collector that answers gets up to
+  ``DEFAULTS.otlp_shutdown_timeout_s`` to take the last batches.
+
+Export to a collector that is up is unchanged: the same SDK exporters, the same batching.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm._redact import redact, redact_url, url_secrets
+
+logger = logging.getLogger("otel_llm")
+
+_MAX_CAUSE_CHARS = 300
+_RETRY_TAIL = re.compile(r" encountered while exporting.*$")
+"""What follows the cause in the exporter's "Transient error <cause> encountered while
+exporting spans batch, retrying in 1.02s." (the retry it announces is not going to happen)."""
+_OS_ERROR = re.compile(r"\[Errno -?\d+\] [^\"')]+")
+"""The operating system's reason inside urllib3's nested error text ("[Errno 111] Connection
+refused"), which says it all."""
+
+_exporting = threading.local()
+"""``collector``: the :class:`Collector` whose export is running on this thread, if any."""
+
+
+class _HoldBack(logging.Filter):
+    """On the OpenTelemetry exporters' loggers: a record logged while one of otel-llm's exports
+    runs on this thread goes to that export's :class:`Collector` instead of the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        collector: Collector | None = getattr(_exporting, "collector", None)
+        if collector is None:
+            return True
+        collector.held(record)
+        return False
+
+
+_HOLD_BACK = _HoldBack()
+
+
+def _hold_back_logs_of(exporter: object) -> None:
+    """Install the filter on the loggers of the exporter's modules (and of the OTLP HTTP
+    client, which logs on the exporter's logger or its own)."""
+    names = {cls.__module__ for cls in type(exporter).__mro__}
+    names.add("opentelemetry.exporter.otlp.common.http")
+    for name in names:
+        if name.startswith("opentelemetry.exporter"):
+            target = logging.getLogger(name)
+            if _HOLD_BACK not in target.filters:
+                target.addFilter(_HOLD_BACK)
+
+
+class _Stoppable:
+    """An inner exporter that is shut down once, whoever asks first."""
+
+    def __init__(self, inner: SpanExporter | MetricExporter) -> None:
+        self.inner = inner
+        self.stopped = False
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped = True
+        try:
+            self.inner.shutdown()
+        except Exception as exc:  # a telemetry failure never reaches the application
+            logger.debug("otel-llm: OTLP exporter shutdown failed: %r", exc)
+
+
+class Collector:
+    """One OTLP endpoint as ``init()``'s exporters see it: one warning per outage, a bounded
+    shutdown. ``failed_exports`` counts the batches (spans or metrics) that did not go out."""
+
+    def __init__(self, endpoint: str, *, store: str | None = None) -> None:
+        self.endpoint = redact_url(endpoint)
+        self._secrets = url_secrets(endpoint)
+        self._store = store
+        self._lock = threading.Lock()
+        self._exporters: list[_Stoppable] = []
+        self._failing = False
+        self._closing = False
+        self._cause: str | None = None
+        self._timer: threading.Timer | None = None
+        self.failed_exports = 0
+
+    def span_exporter(self, inner: SpanExporter) -> SpanExporter:
+        """``inner`` with its log lines held back and its outcome reported here."""
+        return _SpanExporter(self, self._adopt(inner))
+
+    def metric_exporter(self, inner: MetricExporter) -> MetricExporter:
+        """``inner`` with its log lines held back and its outcome reported here."""
+        return _MetricExporter(self, self._adopt(inner), inner)
+
+    def span_processor(self, inner: SpanExporter) -> BatchSpanProcessor:
+        """A batch processor exporting through ``inner`` whose shutdown is bounded."""
+        return _BoundedBatchSpanProcessor(self, self.span_exporter(inner))
+
+    def _adopt(self, inner: SpanExporter | MetricExporter) -> _Stoppable:
+        _hold_back_logs_of(inner)
+        stoppable = _Stoppable(inner)
+        with self._lock:
+            self._exporters.append(stoppable)
+        return stoppable
+
+    def export(self, exporter: _Stoppable, kind: str, attempt: Callable[[], bool]) -> bool:
+        """Run one export of ``kind`` (``spans``, ``metrics``); never raises."""
+        if exporter.stopped:
+            self._failed(kind, "the exporter was stopped at shutdown")
+            return False
+        _exporting.collector = self
+        try:
+            ok = attempt()
+        except Exception as exc:
+            ok = False
+            self._note(f"{type(exc).__name__}: {exc}")
+        finally:
+            _exporting.collector = None
+        if ok:
+            self._succeeded()
+        else:
+            self._failed(kind, self._take_cause())
+        return ok
+
+    def held(self, record: logging.LogRecord) -> None:
+        """A log line of the exporter during an export: its first one is the outage's cause;
+        while closing it means the collector is not taking the last batch — stop waiting."""
+        try:
+            text = record.getMessage()
+        except Exception:
+            text = str(record.msg)
+        self._note(text)
+        if self._closing and record.levelno >= logging.WARNING:
+            self.stop()
+
+    def _note(self, text: str) -> None:
+        cause = _RETRY_TAIL.sub("", text).removeprefix("Transient error ").strip()
+        os_error = _OS_ERROR.search(cause)
+        if os_error is not None:
+            cause = os_error.group(0).strip()
+        with self._lock:
+            if self._cause is None:
+                self._cause = redact(cause, self._secrets)[:_MAX_CAUSE_CHARS]
+
+    def _take_cause(self) -> str | None:
+        with self._lock:
+            cause, self._cause = self._cause, None
+        return cause
+
+    def _succeeded(self) -> None:
+        with self._lock:
+            recovered, self._failing = self._failing, False
+        if recovered:
+            logger.info("otel-llm: OTLP export to %s works again", self.endpoint)
+
+    def _failed(self, kind: str, cause: str | None) -> None:
+        with self._lock:
+            self.failed_exports += 1
+            announce, self._failing = not self._failing, True
+            closing = self._closing
+        if announce:
+            kept = f" (the DuckDB store {self._store} still gets every span)" if self._store else ""
+            logger.warning(
+                "otel-llm: cannot export %s to the OTLP collector at %s (%s); spans and metrics "
+                "are not exported while it fails%s; not logged again until an export succeeds",
+                kind,
+                self.endpoint,
+                cause or "no reason given",
+                kept,
+            )
+        if closing:
+            self.stop()
+
+    def close(self, timeout_s: float = DEFAULTS.otlp_shutdown_timeout_s) -> None:
+        """Shutdown begins: a collector that is failing gets no wait; otherwise the exporters
+        are stopped after ``timeout_s`` at the latest (idempotent)."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+            failing = self._failing
+        if failing:
+            self.stop()
+            return
+        self._timer = threading.Timer(timeout_s, self.stop)
+        self._timer.daemon = True
+        self._timer.name = "otel-llm OTLP shutdown bound"
+        self._timer.start()
+
+    def stop(self) -> None:
+        """Stop every exporter now: a retry that is waiting ends, later batches are dropped."""
+        with self._lock:
+            exporters = list(self._exporters)
+        for exporter in exporters:
+            exporter.stop()
+
+    def finish(self) -> None:
+        """Shutdown is over: the bound's timer is not needed any more."""
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+
+
+class _SpanExporter(SpanExporter):
+    def __init__(self, collector: Collector, exporter: _Stoppable) -> None:
+        self._collector = collector
+        self._exporter = exporter
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        inner = self._exporter.inner
+        assert isinstance(inner, SpanExporter)
+        ok = self._collector.export(
+            self._exporter, "spans", lambda: inner.export(spans) is SpanExportResult.SUCCESS
+        )
+        return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self._exporter.stop()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class _MetricExporter(MetricExporter):
+    def __init__(self, collector: Collector, exporter: _Stoppable, inner: MetricExporter) -> None:
+        # The reader asks the exporter for these (the SDK reads them off any exporter).
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self._collector = collector
+        self._exporter = exporter
+        self._inner = inner
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        def attempt() -> bool:
+            result = self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+            return result is MetricExportResult.SUCCESS
+
+        ok = self._collector.export(self._exporter, "metrics", attempt)
+        return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._exporter.stop()
+
+
+class _BoundedBatchSpanProcessor(BatchSpanProcessor):
+    """The SDK's batch processor, whose shutdown never waits longer than the collector's bound
+    (the SDK's own waits up to 30 s for an export in flight)."""
+
+    def __init__(self, collector: Collector, exporter: SpanExporter) -> None:
+        super().__init__(exporter)
+        self._collector = collector
+
+    def shutdown(self) -> None:
+        self._collector.close()
+        closing = threading.Thread(
+            target=super().shutdown, name="otel-llm OTLP span shutdown", daemon=True
+        )
+        closing.start()
+        closing.join(DEFAULTS.otlp_shutdown_timeout_s)
+        self._collector.finish()
