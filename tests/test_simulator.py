@@ -769,6 +769,7 @@ def test_public_surface() -> None:
         "PRESETS",
         "SCRIPT_FIELD",
         "SCRIPT_HEADER",
+        "SCRIPT_KEY_FIELD",
         "STATS_KEY",
         "FixedPreset",
         "MeasuredFit",
@@ -777,6 +778,7 @@ def test_public_surface() -> None:
         "ProviderStats",
         "Script",
         "ScriptSource",
+        "ScriptedFigures",
         "Silence",
         "SimulatedProvider",
         "ThreadedProvider",
@@ -784,6 +786,7 @@ def test_public_surface() -> None:
         "measured",
         "oracle",
         "sample_measured",
+        "scripted_figures",
         "serve",
     }
     assert all(hasattr(simulator, name) for name in simulator.__all__)

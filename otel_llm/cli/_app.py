@@ -18,6 +18,10 @@ from otel_llm._show._breakdown import breakdown_sql, run_query, worst_stalls_sql
 from otel_llm._telemetry import store_path
 from otel_llm.cli._render import render
 
+DEMO_CALLS = 200
+DEMO_CONCURRENCY = 32
+DEMO_TIME_SCALE = 0.05
+
 app = typer.Typer(
     name="otel-llm",
     help="Where the time of every streamed LLM call goes: first chunk, generation, stalls.",
@@ -49,26 +53,58 @@ def _fail(console: Console, message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
+DEMO_TOO_BUSY_EXIT = 3
+"""Exit code of a demo that ran but could not measure honestly (the machine was too busy)."""
+
+
 @app.command()
 def demo(
-    db: DbOption = None,
-    calls: Annotated[int, typer.Option(min=1, max=100_000, help="Streamed calls to run.")] = 200,
-    concurrency: Annotated[int, typer.Option(min=1, max=1000)] = 32,
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            "--db",
+            help=f"DuckDB file to add this run's spans to; earlier runs stay in it, the demo's "
+            f"tables show this run only (default: ${OTEL_LLM_DB} or ./{DEFAULTS.db_path}).",
+        ),
+    ] = None,
+    calls: Annotated[
+        int, typer.Option(min=1, max=100_000, help="Streamed calls to run.")
+    ] = DEMO_CALLS,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=1000, help="Calls in flight at once.")
+    ] = DEMO_CONCURRENCY,
     time_scale: Annotated[
-        float, typer.Option(min=0.001, max=1.0, help="Simulated time runs this much slower.")
-    ] = 0.05,
-    seed: Annotated[int, typer.Option()] = 1,
+        float,
+        typer.Option(
+            min=0.01,
+            max=1.0,
+            help="Real seconds per simulated second: 0.05 runs the providers 20x faster, 1 in "
+            "real time. The stall threshold scales with it (1000 ms x F); a larger F is slower "
+            "and measures honestly on a busier machine.",
+        ),
+    ] = DEMO_TIME_SCALE,
+    seed: Annotated[
+        int,
+        typer.Option(help="Seed of the simulated providers: the same seed draws the same calls."),
+    ] = 1,
 ) -> None:
-    """Run streamed calls against simulated providers and show where their time went."""
+    """Run streamed calls against simulated providers, show where their time went, and check
+    the figures against what the providers scripted."""
     console = Console()
     _need_simulator(console)
-    from otel_llm.cli._demo import DemoOptions, run_demo
+    from otel_llm.cli._demo import DemoOptions, run_demo, unwritable
 
-    options = DemoOptions(_db(db), calls, concurrency, time_scale, seed)
+    path = _db(db)
+    problem = unwritable(path)
+    if problem is not None:
+        raise _fail(console, f"cannot write the demo's spans to {path}: {problem}; pass --db PATH")
+    options = DemoOptions(path, calls, concurrency, time_scale, seed)
     try:
-        asyncio.run(run_demo(options, console))
+        honest = asyncio.run(run_demo(options, console))
     except (OtelLLMError, duckdb.Error) as exc:
         raise _fail(console, str(exc)) from exc
+    if not honest:
+        raise typer.Exit(code=DEMO_TOO_BUSY_EXIT)
 
 
 @app.command()
