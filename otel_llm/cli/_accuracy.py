@@ -11,9 +11,9 @@ that, and no more:
 * stall share: within ``Tolerance.share_points`` percentage points, or what the stall-seconds
   allowance amounts to if that is more.
 
-When a source falls outside, when too many calls have a longest gap off by more than ``gap_s``,
-or when the event loop was woken late by more than ``gap_s`` / 2 (p99), the machine was too busy
-to measure honestly and the verdict says so.
+When a source falls outside, when more than ``disagreeing_share`` of the calls count stalls
+outside their own scripted range, or when the event loop was woken late by more than ``gap_s``
+(p99), the machine was too busy to measure honestly and the verdict says so.
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ class Tolerance:
     """A measured gap may differ from its scripted one by this much (real seconds)."""
     share_points: float
     """Stall share (percent of wall time) may differ by this many percentage points."""
-    deviating_share: float
-    """Share of calls whose longest gap may be off by more than ``gap_s``."""
+    disagreeing_share: float
+    """Share of calls that may count stalls outside their own scripted range."""
 
     @property
     def lag_p99_s(self) -> float:
-        """The event loop may wake a sleeper this late (p99) before timing is not trusted."""
-        return self.gap_s / 2
+        """The event loop may wake a sleeper this late (p99) before timing is not trusted: a
+        gap is the difference of two arrivals, each late by about that much."""
+        return self.gap_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,19 +132,17 @@ def check_source(
     return SourceCheck(label, measured, scripted, tuple(problems))
 
 
-def deviating_calls(
-    pairs: Iterable[tuple[float | None, float]], tolerance: Tolerance, *, resolution_s: float
-) -> int:
-    """How many calls have a measured longest gap off by more than ``gap_s`` (plus the
-    meter's rounding, ``resolution_s``) from the scripted one; ``None`` (not observable) when a
-    gap was scripted counts as off."""
-    allowed = tolerance.gap_s + resolution_s
-    return sum(
-        1
-        for measured, scripted in pairs
-        if (measured is None and scripted > 0)
-        or (measured is not None and abs(measured - scripted) > allowed)
-    )
+def disagreeing_calls(pairs: Iterable[tuple[int | None, ScriptedFigures]]) -> int:
+    """How many calls counted a number of stalls outside their own scripted range (``None``,
+    not observable, disagrees with any script that has a gap)."""
+    disagreeing = 0
+    for measured, scripted in pairs:
+        low, high = scripted.stall_count_range
+        if measured is None:
+            disagreeing += scripted.longest_gap_s > 0
+        elif not low <= measured <= high:
+            disagreeing += 1
+    return disagreeing
 
 
 def p99(samples: Sequence[float]) -> float:
@@ -159,8 +158,9 @@ class Verdict:
     """Whether the run measured honestly, and if not, why."""
 
     checks: tuple[SourceCheck, ...]
-    deviating: int
+    disagreeing: int
     calls: int
+    gap_error_p99_s: float
     lag_p99_s: float
     lag_max_s: float
     tolerance: Tolerance
@@ -169,16 +169,17 @@ class Verdict:
     def reasons(self) -> tuple[str, ...]:
         """Why the figures cannot be trusted (empty when they can)."""
         reasons = [f"{check.label}: {p}" for check in self.checks for p in check.problems]
-        allowed = math.floor(self.tolerance.deviating_share * self.calls)
-        if self.deviating > allowed:
+        allowed = math.floor(self.tolerance.disagreeing_share * self.calls)
+        if self.disagreeing > allowed:
             reasons.append(
-                f"{self.deviating} of {self.calls} calls had a longest gap more than "
-                f"{self.tolerance.gap_s * 1000:.0f} ms off the script"
+                f"{self.disagreeing} of {self.calls} calls counted stalls the script does not "
+                f"have (or missed some)"
             )
         if self.lag_p99_s > self.tolerance.lag_p99_s:
             reasons.append(
                 f"the event loop woke {self.lag_p99_s * 1000:.0f} ms late (p99; max "
-                f"{self.lag_max_s * 1000:.0f} ms)"
+                f"{self.lag_max_s * 1000:.0f} ms), more than the "
+                f"{self.tolerance.lag_p99_s * 1000:.0f} ms a gap may be off"
             )
         return tuple(reasons)
 

@@ -18,9 +18,9 @@ from otel_llm._show._breakdown import breakdown_sql, run_query, worst_stalls_sql
 from otel_llm._telemetry import store_path
 from otel_llm.cli._render import render
 
-DEMO_CALLS = 200
-DEMO_CONCURRENCY = 32
-DEMO_TIME_SCALE = 0.05
+DEMO_CALLS = 100
+DEMO_CONCURRENCY = 50
+DEMO_TIME_SCALE = 0.2
 
 app = typer.Typer(
     name="otel-llm",
@@ -78,9 +78,9 @@ def demo(
         typer.Option(
             min=0.01,
             max=1.0,
-            help="Real seconds per simulated second: 0.05 runs the providers 20x faster, 1 in "
-            "real time. The stall threshold scales with it (1000 ms x F); a larger F is slower "
-            "and measures honestly on a busier machine.",
+            help="Real seconds per simulated second: 0.2 runs the providers 5x faster, 0.05 "
+            "20x faster, 1 in real time. The stall threshold scales with it (1000 ms x F); a "
+            "larger F takes longer and measures honestly on a busier machine.",
         ),
     ] = DEMO_TIME_SCALE,
     seed: Annotated[

@@ -259,8 +259,9 @@ async def _chat(request: web.Request) -> web.StreamResponse:
         if script.error_status is not None:
             return _scripted_error(script, headers)
         reply = _reply(sim, script, body, model)
-        if draw_key(body) is not None:
-            sim.stats.record_script(reply.id, script)
+        key = draw_key(body)
+        if key is not None:
+            sim.stats.record_script(reply.id, key, script)
         if body.get("stream") is True:
             return await _stream(request, sim, script, reply, record, headers)
         return await _complete(request, sim, script, reply, record, headers)

@@ -12,7 +12,7 @@ from the same loop, another loop or another thread. Every outcome of a request i
 ``failed``        the handler raised (a simulator bug; aiohttp answers 500).
 
 It also keeps the script that answered each *keyed* chat request (one that carried the body field
-``sim_key``), by the response id the answer carried: the scripted ground truth a meter's figures
+``sim_key``), by the response id the answer carried and by key: the scripted ground truth a meter's figures
 can be checked against (``otel-llm demo`` does). At most :data:`SCRIPTS_KEPT` are kept.
 """
 
@@ -58,6 +58,7 @@ class ProviderStats:
 
     __slots__ = (
         "_changed",
+        "_drawn",
         "_in_flight",
         "_lock",
         "_outcomes",
@@ -76,6 +77,7 @@ class ProviderStats:
         self._shutting_down = False
         self._waiters: list[_Waiter] = []
         self._scripts: dict[str, Script] = {}
+        self._drawn: dict[str, list[Script]] = {}
 
     # Reading.
 
@@ -124,6 +126,11 @@ class ProviderStats:
         :data:`SCRIPTS_KEPT`)."""
         with self._lock:
             return self._scripts.get(response_id)
+
+    def scripts_for(self, key: str) -> tuple[Script, ...]:
+        """The scripts this server drew for ``key``, in the order of its requests."""
+        with self._lock:
+            return tuple(self._drawn.get(key, ()))
 
     def _count(self, outcome: Outcome) -> int:
         with self._lock:
@@ -200,12 +207,15 @@ class ProviderStats:
                 self._outcomes[record.outcome] += 1
                 self._notify()
 
-    def record_script(self, response_id: str, script: Script) -> None:
-        """Keep the script that answered a keyed request under its answer's id."""
+    def record_script(self, response_id: str, key: str, script: Script) -> None:
+        """Keep the script that answered a keyed request, by its answer's id and by its key."""
         with self._lock:
             self._scripts[response_id] = script
+            self._drawn.setdefault(key, []).append(script)
             if len(self._scripts) > SCRIPTS_KEPT:
                 del self._scripts[next(iter(self._scripts))]
+            if len(self._drawn) > SCRIPTS_KEPT:
+                del self._drawn[next(iter(self._drawn))]
 
     def mark_shutting_down(self) -> None:
         """From now on a cancelled request is ``interrupted``, not ``disconnected``."""

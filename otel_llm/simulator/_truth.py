@@ -59,9 +59,7 @@ def scripted_figures(
     for silence in script.silences:
         after.setdefault(silence.after_chunk, []).append(_real(silence.duration_s, time_scale))
     interval = _real(script.chunk_interval_s, time_scale)
-    gaps = [
-        interval + sum(after.get(index, ())) for index in range(max(0, script.chunk_count - 1))
-    ]
+    gaps = [interval + sum(after.get(index, ())) for index in range(max(0, script.chunk_count - 1))]
     tail = sum(after.get(script.chunk_count - 1, ())) if script.chunk_count else 0.0
     wall = (
         _real(script.hold_s, time_scale)
