@@ -12,8 +12,8 @@ from the same loop, another loop or another thread. Every outcome of a request i
 ``failed``        the handler raised (a simulator bug; aiohttp answers 500).
 
 It also keeps the script that answered each *keyed* chat request (one that carried the body field
-``sim_key``), by the response id the answer carried and by key: the scripted ground truth a meter's figures
-can be checked against (``otel-llm demo`` does). At most :data:`SCRIPTS_KEPT` are kept.
+``sim_key``), by the response id of the answer and by key: the scripted ground truth a meter's
+figures can be checked against (``otel-llm demo`` does). At most :data:`SCRIPTS_KEPT` are kept.
 """
 
 from __future__ import annotations
