@@ -8,8 +8,9 @@ that, and no more:
 * stall count: between the scripted count without the stalls within ``gap_s`` of the threshold
   and the scripted count with every gap within ``gap_s`` of it;
 * stall seconds: within ``gap_s`` per stall plus the gaps near the threshold;
-* stall share: within ``Tolerance.share_points`` percentage points, or what the stall-seconds
-  allowance amounts to if that is more.
+* stall share: within ``Tolerance.share_points`` percentage points plus what the stall-seconds
+  allowance and a first chunk late by ``gap_s`` per call (which lengthens the wall time) amount
+  to.
 
 When a source falls outside, when more than ``disagreeing_share`` of the calls count stalls
 outside their own scripted range, or when the event loop was woken late by more than ``gap_s``
@@ -93,9 +94,13 @@ class Scripted:
         return 100.0 * self.stall_s / self.wall_s if self.wall_s > 0 else 0.0
 
     def share_slack(self, tolerance: Tolerance) -> float:
-        """Allowed difference of the stall share, in percentage points."""
-        derived = 100.0 * self.stall_slack_s / self.wall_s if self.wall_s > 0 else 0.0
-        return max(tolerance.share_points, derived)
+        """Allowed difference of the stall share, in percentage points: ``share_points`` plus
+        what the stall-seconds slack and a first chunk late by ``gap_s`` per call amount to."""
+        if self.wall_s <= 0:
+            return tolerance.share_points
+        late_first_chunks_s = self.calls * tolerance.gap_s
+        derived = (100.0 * self.stall_slack_s + self.share * late_first_chunks_s) / self.wall_s
+        return tolerance.share_points + derived
 
 
 @dataclass(frozen=True, slots=True)

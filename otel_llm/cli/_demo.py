@@ -92,6 +92,11 @@ HEDGE_STALL_AFTER_S = 20.0
 """Stall hedge (simulated seconds): on the measured traffic about 19 % of calls have a
 silence this long (SPEC R16), within the default hedge budget of 25 % extra requests."""
 
+START_EVERY_S = 0.1
+"""Calls start this far apart (simulated seconds), at most ``concurrency`` in flight: an
+application's calls arrive over time, and fifty connections opened in the same millisecond
+would make the first chunk of the last one late by the time the others took."""
+
 HEDGE_BUDGET_RATIO = 0.5
 """Hedges earned per call: twice the default; with a burst as large as the concurrency, every
 stalled call can hedge even when they all start at once, so whether a call hedges does not
@@ -198,6 +203,7 @@ async def _run_calls(client: Client, options: DemoOptions, console: Console) -> 
         async with asyncio.TaskGroup() as group:
             for number in range(options.calls):
                 group.create_task(one(number))
+                await asyncio.sleep(options.scaled(START_EVERY_S))
     return RunOutcome(tuple(answers[n] for n in sorted(answers)), failures)
 
 

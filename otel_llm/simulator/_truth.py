@@ -30,7 +30,8 @@ class ScriptedFigures:
     longest_gap_s: float
     """The longest scripted gap (0 for a stream of fewer than two chunks)."""
     near_count: int
-    """Scripted gaps within ``band_s`` of the threshold: a meter may count these either way."""
+    """Scripted gaps closer than ``band_s`` to the threshold: a meter may count these either
+    way."""
     near_s: float
     """Sum of those gaps."""
     near_stall_count: int
@@ -68,7 +69,7 @@ def scripted_figures(
         + tail
     )
     stalls = [gap for gap in gaps if gap > threshold_s]
-    near = [gap for gap in gaps if abs(gap - threshold_s) <= band_s]
+    near = [gap for gap in gaps if abs(gap - threshold_s) < band_s]
     near_stalls = [gap for gap in near if gap > threshold_s]
     return ScriptedFigures(
         wall_s=wall,
