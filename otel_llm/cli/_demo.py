@@ -1,9 +1,9 @@
 """``otel-llm demo``: simulated providers, a batch of streamed calls, the breakdown — checked.
 
-Two simulated providers replay the measured distribution (SPEC §0), time-scaled. Every call
-carries a draw key (``call-<n>``), so its script depends on the seed and the call's number only,
-never on the order in which concurrent requests arrive; the providers keep the script of every
-answer. After the run the demo compares what the SDK measured (read back from the store) with
+Two simulated providers replay the measured distribution (SPEC §0), time-scaled; calls start
+at a steady pace, at most ``concurrency`` in flight. Every call carries a draw key
+(``call-<n>``), so its script depends on the seed and the call's number only, never on the order
+in which concurrent requests arrive; the providers keep the script of every answer. After the run the demo compares what the SDK measured (read back from the store) with
 what the providers scripted for the winning attempts, source by source, within a stated
 tolerance (:mod:`otel_llm.cli._accuracy`) — and when the machine was too busy to measure
 honestly, it says so instead of printing the breakdown.
@@ -90,7 +90,7 @@ HEDGE_AFTER_S = 10.0
 """First-token hedge (simulated seconds): far above the measured median TTFT of 1.63 s."""
 HEDGE_STALL_AFTER_S = 20.0
 """Stall hedge (simulated seconds): on the measured traffic about 19 % of calls have a
-silence this long (SPEC R16), within the default hedge budget of 25 % extra requests."""
+silence this long (SPEC R16)."""
 
 START_EVERY_S = 0.1
 """Calls start this far apart (simulated seconds), at most ``concurrency`` in flight: an
@@ -116,8 +116,8 @@ class DemoOptions:
 
     @property
     def threshold_ms(self) -> int:
-        """The stall threshold, scaled like the simulated time (1000 ms at full scale)."""
-        return max(1, round(1000 * self.time_scale))
+        """The stall threshold, scaled like the simulated time (the default at full scale)."""
+        return max(1, round(DEFAULTS.stall_threshold_ms * self.time_scale))
 
     @property
     def tolerance(self) -> Tolerance:
