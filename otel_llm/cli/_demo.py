@@ -3,9 +3,9 @@
 Two simulated providers replay the measured distribution (SPEC §0), time-scaled; calls start
 at a steady pace, at most ``concurrency`` in flight. Every call carries a draw key
 (``call-<n>``), so its script depends on the seed and the call's number only, never on the order
-in which concurrent requests arrive; the providers keep the script of every answer. After the run the demo compares what the SDK measured (read back from the store) with
-what the providers scripted for the winning attempts, source by source, within a stated
-tolerance (:mod:`otel_llm.cli._accuracy`) — and when the machine was too busy to measure
+in which concurrent requests arrive; the providers keep the script of every answer. After the
+run the demo compares what the SDK measured (read back from the store) with what the providers
+scripted for the winning attempts, source by source, within a stated tolerance (:mod:`otel_llm.cli._accuracy`) — and when the machine was too busy to measure
 honestly, it says so instead of printing the breakdown.
 
 History: the store keeps earlier runs (the default file is the one an application writes, and
