@@ -5,8 +5,9 @@ at a steady pace, at most ``concurrency`` in flight. Every call carries a draw k
 (``call-<n>``), so its script depends on the seed and the call's number only, never on the order
 in which concurrent requests arrive; the providers keep the script of every answer. After the
 run the demo compares what the SDK measured (read back from the store) with what the providers
-scripted for the winning attempts, source by source, within a stated tolerance (:mod:`otel_llm.cli._accuracy`) — and when the machine was too busy to measure
-honestly, it says so instead of printing the breakdown.
+scripted for the winning attempts, source by source, within a stated tolerance
+(:mod:`otel_llm.cli._accuracy`) — and when the machine was too busy to measure honestly, it
+says so instead of printing the breakdown.
 
 History: the store keeps earlier runs (the default file is the one an application writes, and
 the demo never deletes spans); every run's spans carry their own ``service.instance.id``, and
