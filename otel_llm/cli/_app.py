@@ -89,7 +89,8 @@ def demo(
     ] = 1,
 ) -> None:
     """Run streamed calls against simulated providers, show where their time went, and check
-    the figures against what the providers scripted."""
+    the figures against what the providers scripted (exit code 3 when the machine was too busy
+    to measure honestly)."""
     console = Console()
     _need_simulator(console)
     from otel_llm.cli._demo import DemoOptions, run_demo, unwritable
