@@ -68,7 +68,7 @@ def demo(
         ),
     ] = None,
     calls: Annotated[
-        int, typer.Option(min=1, max=100_000, help="Streamed calls to run.")
+        int, typer.Option(min=1, max=10_000, help="Streamed calls to run.")
     ] = DEMO_CALLS,
     concurrency: Annotated[
         int, typer.Option(min=1, max=1000, help="Calls in flight at once.")

@@ -217,7 +217,6 @@ class DemoRun:
     verdict: Verdict
     stats: dict[str, ProviderStats]
     """Each source's simulator counters, with the scripts it drew (by answer id and key)."""
-    lag_samples: int
     written: int
     dropped: int
 
@@ -379,7 +378,6 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
         outcome=outcome,
         verdict=verdict,
         stats={name: provider.stats for name, provider in providers.items()},
-        lag_samples=len(probe.samples),
         written=stats.written if stats else 0,
         dropped=stats.dropped if stats else 0,
     )
