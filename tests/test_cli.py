@@ -30,7 +30,9 @@ def otel_llm(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One demo run shared by the query tests."""
     path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
-    out = otel_llm("demo", "--db", str(path), "--calls", "60", "--time-scale", "0.02")
+    out = otel_llm(
+        "demo", "--db", str(path), "--calls", "12", "--concurrency", "12", "--seed", "529"
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "Where the time went" in out.stdout
     assert "Worst stalls" in out.stdout
@@ -49,8 +51,8 @@ def test_demo_writes_queryable_spans(demo_db: Path) -> None:
     assert calls is not None
     assert stalled is not None
     total, observed, broken = calls
-    assert total == 60
-    assert observed == 60
+    assert total == 12
+    assert observed == 12
     assert broken == 0
     assert stalled[0] > 0, "the measured preset stalls some calls"
 
@@ -69,7 +71,7 @@ def test_query_runs_sql(demo_db: Path) -> None:
     """`query SQL` runs the statement and prints its rows."""
     out = otel_llm("query", "--db", str(demo_db), "SELECT count(*) AS n FROM llm_calls")
     assert out.returncode == 0, out.stderr
-    assert "60" in out.stdout
+    assert "12" in out.stdout
 
 
 def test_query_reports_bad_sql_clearly(demo_db: Path) -> None:

@@ -25,9 +25,11 @@ from pydantic import ValidationError
 from otel_llm import simulator
 from otel_llm._measure._chunks import is_incremental
 from otel_llm.simulator import (
+    MAX_WAIT_S,
     ORIGIN_HEADER,
     PRESETS,
     SCRIPT_HEADER,
+    SCRIPT_KEY_FIELD,
     Script,
     Silence,
     SimulatedProvider,
@@ -35,6 +37,7 @@ from otel_llm.simulator import (
     measured,
     oracle,
     sample_measured,
+    scripted_figures,
     serve,
 )
 from otel_llm.simulator._frames import Pause
@@ -208,6 +211,118 @@ async def test_a_late_write_never_shortens_the_silence_after_it(
         if b'"content"' in data
     }
     assert times["word3"] - times["word2"] >= silence_s
+
+
+async def test_a_late_write_is_caught_up_by_the_cadence_after_it(
+    client: httpx2.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cadence pauses run on the stream's timeline: a chunk written 0.5 s late does not push
+    the chunks after it back by 0.5 s (the stream is not stretched by a busy moment)."""
+    writes: list[tuple[float, bytes]] = []
+    original = web.StreamResponse.write
+
+    async def late_write(self: web.StreamResponse, data: bytes | bytearray | memoryview) -> None:
+        if b"word1" in bytes(data):
+            await asyncio.sleep(0.5)
+        await original(self, data)
+        writes.append((time.monotonic(), bytes(data)))
+
+    monkeypatch.setattr(web.StreamResponse, "write", late_write)
+    interval_s = 0.1
+    script = Script(chunk_count=8, chunk_interval_s=interval_s / SCALE, first_chunk_delay_s=0.0)
+    await read_stream(client, script)
+    times = [at for at, data in writes if b'"content"' in data]
+    assert len(times) == 8
+    # on the timeline the last chunk is due 0.7 s after the first; pushed back it would be 1.2 s
+    assert times[-1] - times[0] < 0.95
+    assert times[1] - times[0] >= 0.5
+
+
+async def test_keyed_draws_do_not_depend_on_arrival_order() -> None:
+    """With sim_key, a preset's draw depends on the seed, the key and how often the key came
+    before, not on arrival order; the server keeps each script by answer id and by key."""
+    keys = [f"call-{n}" for n in range(6)]
+
+    async def draw(order: list[str]) -> tuple[dict[str, list[Script]], dict[str, str]]:
+        async with (
+            SimulatedProvider(time_scale=1e-5, seed=5) as running,
+            httpx2.AsyncClient(base_url=running.base_url, timeout=10.0) as http,
+        ):
+            answers = await asyncio.gather(
+                *(
+                    http.post(
+                        "/chat/completions",
+                        json=chat(stream=False, model="measured", **{SCRIPT_KEY_FIELD: key}),
+                    )
+                    for key in order
+                )
+            )
+            ids = {key: answer.json()["id"] for key, answer in zip(order, answers, strict=True)}
+            again = await http.post(
+                "/chat/completions",
+                json=chat(stream=False, model="measured", **{SCRIPT_KEY_FIELD: keys[0]}),
+            )
+            assert again.status_code == 200
+            by_key = {key: list(running.stats.scripts_for(key)) for key in keys}
+            assert all(running.stats.script_of(ids[key]) == by_key[key][0] for key in keys)
+            return by_key, ids
+
+    forward, _ = await draw(keys)
+    backward, _ = await draw(list(reversed(keys)))
+    assert forward == backward
+    for key in keys:
+        assert forward[key][0] == sample_measured(random.Random(f"5/{key}/0"))
+    assert forward[keys[0]][1] == sample_measured(random.Random(f"5/{keys[0]}/1"))
+    assert len({script.model_dump_json() for script in forward.values() for script in script}) > 1
+
+
+async def test_a_draw_key_must_be_text(client: httpx2.AsyncClient) -> None:
+    """A sim_key that is not text of 1 to 200 characters is a 400 naming the field."""
+    for key in (3, "", "k" * 201):
+        answer = await client.post(
+            "/chat/completions", json=chat(model="measured", **{SCRIPT_KEY_FIELD: key})
+        )
+        assert answer.status_code == 400
+        assert SCRIPT_KEY_FIELD in answer.json()["error"]["message"]
+
+
+def test_scripted_figures_follow_the_script() -> None:
+    """The ground truth: gaps are the cadence plus the silences after a chunk; a gap equal to
+    the threshold is no stall; a tail silence adds wall time, not a gap; gaps within the band
+    are counted apart."""
+    script = Script(
+        first_chunk_delay_s=0.5,
+        chunk_count=5,
+        chunk_interval_s=0.1,
+        hold_s=0.2,
+        silences=(
+            Silence(after_chunk=1, duration_s=1.0),
+            Silence(after_chunk=1, duration_s=0.5),
+            Silence(after_chunk=2, duration_s=0.9),
+            Silence(after_chunk=4, duration_s=3.0),
+        ),
+    )
+    # gaps: 0.1, 1.6, 1.0, 0.1; wall 0.2 + 0.5 + 2.8 + 3.0 (tail)
+    figures = scripted_figures(script, threshold_s=1.0)
+    assert figures.stall_count == 1
+    assert figures.stall_s == pytest.approx(1.6)
+    assert figures.longest_gap_s == pytest.approx(1.6)
+    assert figures.wall_s == pytest.approx(6.5)
+    assert figures.near_count == 0
+    assert figures.stall_count_range == (1, 1)
+    banded = scripted_figures(script, threshold_s=1.0, band_s=0.05)
+    assert (banded.near_count, banded.near_stall_count) == (1, 0)
+    assert banded.stall_count_range == (1, 2)
+    assert scripted_figures(script, threshold_s=0.99, band_s=0.05).stall_count_range == (1, 2)
+    scaled = scripted_figures(script, threshold_s=0.5, time_scale=0.5)
+    assert (scaled.stall_count, scaled.stall_s) == (1, pytest.approx(0.8))
+    assert scaled.wall_s == pytest.approx(3.25)
+    capped = scripted_figures(
+        Script(chunk_count=2, silences=(Silence(after_chunk=0, duration_s=10 * MAX_WAIT_S),)),
+        threshold_s=1.0,
+    )
+    assert capped.longest_gap_s == pytest.approx(MAX_WAIT_S + 0.02)
+    assert scripted_figures(Script(chunk_count=1), threshold_s=1.0).longest_gap_s == 0.0
 
 
 async def test_role_chunk_comes_first_and_is_not_a_chunk(client: httpx2.AsyncClient) -> None:
@@ -769,6 +884,7 @@ def test_public_surface() -> None:
         "PRESETS",
         "SCRIPT_FIELD",
         "SCRIPT_HEADER",
+        "SCRIPT_KEY_FIELD",
         "STATS_KEY",
         "FixedPreset",
         "MeasuredFit",
@@ -777,6 +893,7 @@ def test_public_surface() -> None:
         "ProviderStats",
         "Script",
         "ScriptSource",
+        "ScriptedFigures",
         "Silence",
         "SimulatedProvider",
         "ThreadedProvider",
@@ -784,6 +901,7 @@ def test_public_surface() -> None:
         "measured",
         "oracle",
         "sample_measured",
+        "scripted_figures",
         "serve",
     }
     assert all(hasattr(simulator, name) for name in simulator.__all__)

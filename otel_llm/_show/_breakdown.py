@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from otel_llm._errors import NotAStore
+from otel_llm._errors import ConfigurationError, NotAStore
 from otel_llm._measure._stalls import validate_threshold_ms
 
 
@@ -25,8 +25,25 @@ class Table:
     rows: list[tuple[Any, ...]]
 
 
-def _winners(threshold_ms: int | None) -> str:
-    """Winning attempts at ``threshold_ms`` (``None``: each as measured)."""
+RUN_ATTRIBUTE = "service.instance.id"
+"""The resource attribute that tells one run (one process) from the others in a shared file."""
+
+
+def _run_filter(run: str | None) -> str:
+    """SQL restricting calls ``c`` to the spans of one run (``None``: every run)."""
+    if run is None:
+        return ""
+    if not run.isascii() or not run.replace("-", "").isalnum():
+        raise ConfigurationError(RUN_ATTRIBUTE, f"a run id is letters, digits and '-', not {run!r}")
+    return f"""
+        AND c.span_id IN (
+            SELECT "SpanId" FROM otel_traces
+            WHERE "ResourceAttributes"['{RUN_ATTRIBUTE}'] = '{run}'
+        )"""
+
+
+def _winners(threshold_ms: int | None, run: str | None = None) -> str:
+    """Winning attempts at ``threshold_ms`` (``None``: each as measured), of one run or all."""
     if threshold_ms is None:
         source = "llm_attempts"
     else:
@@ -35,14 +52,15 @@ def _winners(threshold_ms: int | None) -> str:
         SELECT a.*, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
         FROM llm_calls c
         JOIN {source} a ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt
-        WHERE a.trace_id = c.trace_id
+        WHERE a.trace_id = c.trace_id{_run_filter(run)}
     """
 
 
-def breakdown_sql(threshold_ms: int | None = None) -> str:
-    """Per provider and model: calls, wall vs stall vs net generation, stall share, TTFT."""
+def breakdown_sql(threshold_ms: int | None = None, *, run: str | None = None) -> str:
+    """Per provider and model: calls, wall vs stall vs net generation, stall share, TTFT
+    (``run``: only the calls whose spans carry that :data:`RUN_ATTRIBUTE`)."""
     return f"""
-    WITH w AS ({_winners(threshold_ms)})
+    WITH w AS ({_winners(threshold_ms, run)})
     SELECT
         provider || '/' || model AS model,
         count(*) AS calls,
@@ -62,10 +80,29 @@ def breakdown_sql(threshold_ms: int | None = None) -> str:
     """
 
 
-def worst_stalls_sql(limit: int = 5, threshold_ms: int | None = None) -> str:
+def totals_sql(*, run: str | None = None) -> str:
+    """Per provider and model, as measured: calls, stalls, stalled calls, stall and wall ms."""
+    return f"""
+    WITH w AS ({_winners(None, run)})
+    SELECT
+        provider || '/' || model AS model,
+        count(*) AS calls,
+        coalesce(sum(stall_count), 0) AS stalls,
+        count(*) FILTER (WHERE stall_count > 0) AS stalled,
+        coalesce(sum(stall_ms), 0) AS stall_ms,
+        coalesce(sum(wall_ms), 0) AS wall_ms
+    FROM w
+    GROUP BY provider, w.model
+    ORDER BY 1
+    """
+
+
+def worst_stalls_sql(
+    limit: int = 5, threshold_ms: int | None = None, *, run: str | None = None
+) -> str:
     """The calls whose winning attempt lost the most time to stalls."""
     return f"""
-    WITH w AS ({_winners(threshold_ms)})
+    WITH w AS ({_winners(threshold_ms, run)})
     SELECT
         left(trace_id, 16) AS trace,
         provider || '/' || model AS model,

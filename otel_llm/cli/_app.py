@@ -19,6 +19,10 @@ from otel_llm._telemetry import store_path
 from otel_llm._version import __version__
 from otel_llm.cli._render import Format, Output
 
+DEMO_CALLS = 100
+DEMO_CONCURRENCY = 50
+DEMO_TIME_SCALE = 0.2
+
 app = typer.Typer(
     name="otel-llm",
     help="Where the time of every streamed LLM call goes: first chunk, generation, stalls.",
@@ -52,28 +56,6 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-@app.command()
-def demo(
-    db: DbOption = None,
-    calls: Annotated[int, typer.Option(min=1, max=100_000, help="Streamed calls to run.")] = 200,
-    concurrency: Annotated[int, typer.Option(min=1, max=1000)] = 32,
-    time_scale: Annotated[
-        float, typer.Option(min=0.001, max=1.0, help="Simulated time runs this much slower.")
-    ] = 0.05,
-    seed: Annotated[int, typer.Option()] = 1,
-) -> None:
-    """Run streamed calls against simulated providers and show where their time went."""
-    console = Console()
-    _need_simulator()
-    from otel_llm.cli._demo import DemoOptions, run_demo
-
-    options = DemoOptions(_db(db), calls, concurrency, time_scale, seed)
-    try:
-        asyncio.run(run_demo(options, console))
-    except (OtelLLMError, duckdb.Error) as exc:
-        raise _fail(str(exc)) from exc
-
-
 FormatOption = Annotated[
     Format,
     typer.Option(
@@ -90,6 +72,72 @@ WidthOption = Annotated[
         "else no limit; 0: no limit).",
     ),
 ]
+
+
+DEMO_TOO_BUSY_EXIT = 3
+"""Exit code of a demo that ran but could not measure honestly (the machine was too busy)."""
+
+
+@app.command()
+def demo(
+    db: Annotated[
+        Path | None,
+        typer.Option(
+            "--db",
+            help=f"DuckDB file to add this run's spans to; earlier runs stay in it, the demo's "
+            f"tables show this run only (default: ${OTEL_LLM_DB} or ./{DEFAULTS.db_path}).",
+        ),
+    ] = None,
+    calls: Annotated[
+        int, typer.Option(min=1, max=10_000, help="Streamed calls to run.")
+    ] = DEMO_CALLS,
+    concurrency: Annotated[
+        int, typer.Option(min=1, max=1000, help="Calls in flight at once.")
+    ] = DEMO_CONCURRENCY,
+    time_scale: Annotated[
+        float,
+        typer.Option(
+            min=0.01,
+            max=1.0,
+            help="Real seconds per simulated second: 0.2 runs the providers 5x faster, 0.05 "
+            "20x faster, 1 in real time. The stall threshold scales with it (1000 ms x F); a "
+            "larger F takes longer and measures honestly on a busier machine.",
+        ),
+    ] = DEMO_TIME_SCALE,
+    seed: Annotated[
+        int,
+        typer.Option(help="Seed of the simulated providers: the same seed draws the same calls."),
+    ] = 1,
+    output_format: Annotated[
+        Format,
+        typer.Option(
+            "--format",
+            case_sensitive=False,
+            help="Of the tables: table, markdown, or csv / json (then the breakdown alone on "
+            "standard output, everything else on standard error).",
+        ),
+    ] = Format.TABLE,
+    width: WidthOption = None,
+) -> None:
+    """Run streamed calls against simulated providers, show where their time went, and check
+    the figures against what the providers scripted (exit code 3 when the machine was too busy
+    to measure honestly)."""
+    out = Output.stdout(output_format, width)
+    console = Console(stderr=output_format.one_table)
+    _need_simulator()
+    from otel_llm.cli._demo import DemoOptions, run_demo, unwritable
+
+    path = _db(db)
+    problem = unwritable(path)
+    if problem is not None:
+        raise _fail(f"cannot write the demo's spans to {path}: {problem}; pass --db PATH")
+    options = DemoOptions(path, calls, concurrency, time_scale, seed)
+    try:
+        honest = asyncio.run(run_demo(options, console, out))
+    except (OtelLLMError, duckdb.Error) as exc:
+        raise _fail(str(exc)) from exc
+    if not honest:
+        raise typer.Exit(code=DEMO_TOO_BUSY_EXIT)
 
 
 @app.command()

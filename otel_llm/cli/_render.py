@@ -50,7 +50,17 @@ class Output:
     @classmethod
     def stdout(cls, format: Format = Format.TABLE, width: int | None = None) -> Output:
         """Standard output: fit the terminal, or ``width`` (0: no limit)."""
-        stream = sys.stdout
+        return cls.on(sys.stdout, format, width)
+
+    @classmethod
+    def stderr(cls) -> Output:
+        """Standard error, in tables: where a command in a machine format puts the rows that
+        are not its one table."""
+        return cls.on(sys.stderr, Format.TABLE, None)
+
+    @classmethod
+    def on(cls, stream: TextIO, format: Format, width: int | None) -> Output:
+        """``stream``: fit its terminal, or ``width`` (0: no limit)."""
         terminal = stream.isatty()
         if width is None:
             width = shutil.get_terminal_size().columns if terminal else env_count(COLUMNS)

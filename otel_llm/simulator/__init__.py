@@ -6,7 +6,10 @@ benchmarks. A :class:`Script` describes one answer — first-chunk delay, chunk 
 HTTP errors with ``Retry-After``, holds and connection faults. A request picks its script by
 header ``X-Sim-Script``, body field ``sim``, registered model name, preset name or the server's
 default, in that order. The ``measured`` preset reproduces the user's measured distribution of
-4,407 real calls (SPEC §0); ``oracle`` is the same calls without silences.
+4,407 real calls (SPEC §0); ``oracle`` is the same calls without silences. A request carrying
+``sim_key`` draws its script independently of arrival order, and the server keeps that script
+(``stats.script_of(response_id)``); :func:`scripted_figures` turns it into the stall figures an
+honest meter must report — the ground truth ``otel-llm demo`` prints beside its measurements.
 
 ::
 
@@ -29,9 +32,10 @@ from otel_llm.simulator._presets import (
 )
 from otel_llm.simulator._provider import SimulatedProvider, ThreadedProvider, serve
 from otel_llm.simulator._script import Script, Silence
-from otel_llm.simulator._select import SCRIPT_FIELD, SCRIPT_HEADER, ScriptSource
+from otel_llm.simulator._select import SCRIPT_FIELD, SCRIPT_HEADER, SCRIPT_KEY_FIELD, ScriptSource
 from otel_llm.simulator._server import MAX_WAIT_S, ORIGIN_HEADER, STATS_KEY, create_app
 from otel_llm.simulator._stats import ProviderStats
+from otel_llm.simulator._truth import ScriptedFigures, scripted_figures
 
 __all__ = [
     "MAX_WAIT_S",
@@ -40,6 +44,7 @@ __all__ = [
     "PRESETS",
     "SCRIPT_FIELD",
     "SCRIPT_HEADER",
+    "SCRIPT_KEY_FIELD",
     "STATS_KEY",
     "FixedPreset",
     "MeasuredFit",
@@ -48,6 +53,7 @@ __all__ = [
     "ProviderStats",
     "Script",
     "ScriptSource",
+    "ScriptedFigures",
     "Silence",
     "SimulatedProvider",
     "ThreadedProvider",
@@ -55,5 +61,6 @@ __all__ = [
     "measured",
     "oracle",
     "sample_measured",
+    "scripted_figures",
     "serve",
 ]

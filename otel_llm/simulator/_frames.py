@@ -47,10 +47,17 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Pause:
-    """Wait ``seconds`` (scripted), writing ``: ping`` every ``keepalive_every_s`` if set."""
+    """Wait ``seconds`` (scripted), writing ``: ping`` every ``keepalive_every_s`` if set.
+
+    A *silence* (``cadence=False``) runs from the previous write's actual end, so a late write
+    never shortens it. A *cadence* pause (the first-chunk delay, the interval between chunks)
+    runs on the stream's own timeline: it absorbs the lateness of the writes before it, so a
+    loaded machine does not stretch a stream by a little per chunk.
+    """
 
     seconds: float
     keepalive_every_s: float | None = None
+    cadence: bool = False
 
     def keepalive_count(self) -> int:
         """How many pings fall strictly inside the pause (at every multiple of the period
@@ -172,12 +179,12 @@ def stream_plan(script: Script, reply: Reply) -> list[Step]:
     steps: list[Step] = []
     if script.role_chunk:
         steps.append(Send(chunk(reply, {"role": "assistant"})))
-    steps.append(Pause(script.first_chunk_delay_s))
+    steps.append(Pause(script.first_chunk_delay_s, cadence=True))
     if script.fault is not None and script.fault_after_chunk == -1 and _fault(script, steps):
         return steps
     for index, delta in enumerate(incremental_deltas(script, reply)):
         if index:
-            steps.append(Pause(script.chunk_interval_s))
+            steps.append(Pause(script.chunk_interval_s, cadence=True))
         steps.append(Send(chunk(reply, delta)))
         if script.fault is not None and script.fault_after_chunk == index and _fault(script, steps):
             return steps

@@ -8,6 +8,10 @@ Selection order (the first that applies wins):
 4. the request's ``model`` among the named presets (:data:`PRESETS`);
 5. the server's default script.
 
+A sampler draws from the server's generator in arrival order, unless the body carries
+:data:`SCRIPT_KEY_FIELD`: then it draws from a generator of its own, seeded by the server's seed,
+that key and the number of earlier requests with the same key (see ``_Simulator.rng_for``).
+
 A script source is either a fixed :class:`Script` or a :data:`Preset` (a sampler called with the
 server's seeded ``random.Random``, so ``measured`` draws a fresh script per request). A script
 that does not validate, or a name that is neither registered nor a preset, is a
@@ -31,6 +35,13 @@ SCRIPT_HEADER = "X-Sim-Script"
 SCRIPT_FIELD = "sim"
 """Request body field carrying a JSON object script (or a script name)."""
 
+SCRIPT_KEY_FIELD = "sim_key"
+"""Request body field naming the draw of a request (text): a sampling preset then draws from a
+generator seeded by the server's seed, this key and how many earlier requests carried the same
+key, so the script does not depend on the order in which concurrent requests arrive."""
+
+_MAX_KEY = 200
+
 ScriptSource = Script | Preset
 """A fixed script, or a sampler drawing one per request."""
 
@@ -44,6 +55,19 @@ class BadRequest(ValueError):
     def __init__(self, message: str, *, code: str = "invalid_request") -> None:
         self.code = code
         super().__init__(message)
+
+
+def draw_key(body: Mapping[str, object]) -> str | None:
+    """The :data:`SCRIPT_KEY_FIELD` of a request body, if it has one."""
+    value = body.get(SCRIPT_KEY_FIELD)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= _MAX_KEY:
+        raise BadRequest(
+            f"body field {SCRIPT_KEY_FIELD!r} must be text of 1 to {_MAX_KEY} characters",
+            code="invalid_key",
+        )
+    return value
 
 
 def describe(error: ValidationError) -> str:

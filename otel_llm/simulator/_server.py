@@ -22,6 +22,7 @@ import random
 import socket
 import struct
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +47,7 @@ from otel_llm.simulator._select import (
     BadRequest,
     Origin,
     ScriptSource,
+    draw_key,
     resolve_default,
     select_script,
 )
@@ -73,8 +75,23 @@ class _Simulator:
     default: ScriptSource
     time_scale: float
     rng: random.Random
+    seed: int
     stats: ProviderStats
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    draws: Counter[str] = field(default_factory=Counter)
+
+    def rng_for(self, key: str | None) -> random.Random:
+        """The generator a request's script is drawn from.
+
+        Without a key: the server's generator, in arrival order. With one: a generator seeded by
+        ``(seed, key, n)`` where ``n`` counts the earlier requests with that key — the same draw
+        whatever the concurrency, and a retry of the same call draws afresh.
+        """
+        if key is None:
+            return self.rng
+        occurrence = self.draws[key]
+        self.draws[key] = occurrence + 1
+        return random.Random(f"{self.seed}/{key}/{occurrence}")
 
     def real_s(self, scripted_s: float) -> float:
         """Real seconds of a scripted duration."""
@@ -118,7 +135,7 @@ def _script_for(
         model=model,
         registry=sim.scripts,
         default=sim.default,
-        rng=sim.rng,
+        rng=sim.rng_for(draw_key(body)),
     )
 
 
@@ -168,13 +185,19 @@ async def _stream(
     try:
         await response.prepare(request)
         loop = asyncio.get_running_loop()
+        timeline = loop.time()  # when the last pause was due to end
         for step in stream_plan(script, reply):
             if isinstance(step, Send):
                 await response.write(f"data: {step.data}\n\n".encode())
             elif isinstance(step, Pause):
-                # from the previous write's actual end: a late write never shortens the pause
-                # after it (a loaded machine stretches a stream, never hides a silence)
-                await _pause(response, sim, step, loop.time() + sim.real_s(step.seconds))
+                if step.cadence:
+                    # on the stream's timeline: the cadence absorbs late writes before it
+                    timeline += sim.real_s(step.seconds)
+                else:
+                    # from the previous write's actual end: a late write never shortens a
+                    # silence (a loaded machine may stretch a stream, never hide a silence)
+                    timeline = loop.time() + sim.real_s(step.seconds)
+                await _pause(response, sim, step, timeline)
             else:
                 _reset(request)
                 record.outcome = "aborted"
@@ -236,6 +259,9 @@ async def _chat(request: web.Request) -> web.StreamResponse:
         if script.error_status is not None:
             return _scripted_error(script, headers)
         reply = _reply(sim, script, body, model)
+        key = draw_key(body)
+        if key is not None:
+            sim.stats.record_script(reply.id, key, script)
         if body.get("stream") is True:
             return await _stream(request, sim, script, reply, record, headers)
         return await _complete(request, sim, script, reply, record, headers)
@@ -327,7 +353,8 @@ def create_app(
     ``scripts`` maps model names to scripts or presets (a request for that model gets it);
     ``default`` answers every other model — a script, a preset, or a registered/preset name
     (``None`` is ``Script()``). ``time_scale`` multiplies every scripted duration; ``seed`` seeds
-    the generator sampling presets draw from, in request order.
+    the generator sampling presets draw from, in request order (or per :data:`SCRIPT_KEY_FIELD`
+    key, independent of the order).
     """
     if not (math.isfinite(time_scale) and time_scale > 0):
         raise ValueError(f"time_scale must be a positive finite number, not {time_scale!r}")
@@ -340,6 +367,7 @@ def create_app(
         default=resolve_default(default, registry),
         time_scale=time_scale,
         rng=random.Random(seed),
+        seed=seed,
         stats=stats,
     )
     app.on_shutdown.append(_on_shutdown)

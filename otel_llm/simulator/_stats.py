@@ -10,6 +10,10 @@ from the same loop, another loop or another thread. Every outcome of a request i
 ``aborted``       the server reset the connection itself (a ``reset`` fault);
 ``interrupted``   the server shut down while answering;
 ``failed``        the handler raised (a simulator bug; aiohttp answers 500).
+
+It also keeps the script that answered each *keyed* chat request (one that carried the body field
+``sim_key``), by the response id of the answer and by key: the scripted ground truth a meter's
+figures can be checked against (``otel-llm demo`` does). At most :data:`SCRIPTS_KEPT` are kept.
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Literal
+
+from otel_llm.simulator._script import Script
+
+SCRIPTS_KEPT = 100_000
+"""Scripts of keyed requests a :class:`ProviderStats` keeps; the oldest go first."""
 
 Outcome = Literal["completed", "disconnected", "aborted", "interrupted", "failed"]
 
@@ -49,10 +58,12 @@ class ProviderStats:
 
     __slots__ = (
         "_changed",
+        "_drawn",
         "_in_flight",
         "_lock",
         "_outcomes",
         "_requests",
+        "_scripts",
         "_shutting_down",
         "_waiters",
     )
@@ -65,6 +76,8 @@ class ProviderStats:
         self._in_flight = 0
         self._shutting_down = False
         self._waiters: list[_Waiter] = []
+        self._scripts: dict[str, Script] = {}
+        self._drawn: dict[str, list[Script]] = {}
 
     # Reading.
 
@@ -106,6 +119,18 @@ class ProviderStats:
         """Finished requests per outcome."""
         with self._lock:
             return dict(self._outcomes)
+
+    def script_of(self, response_id: str) -> Script | None:
+        """The script of the keyed request whose answer carried ``response_id`` (``None`` for
+        an id this server did not give a keyed request, or one evicted past
+        :data:`SCRIPTS_KEPT`)."""
+        with self._lock:
+            return self._scripts.get(response_id)
+
+    def scripts_for(self, key: str) -> tuple[Script, ...]:
+        """The scripts this server drew for ``key``, in the order of its requests."""
+        with self._lock:
+            return tuple(self._drawn.get(key, ()))
 
     def _count(self, outcome: Outcome) -> int:
         with self._lock:
@@ -181,6 +206,16 @@ class ProviderStats:
                 self._in_flight -= 1
                 self._outcomes[record.outcome] += 1
                 self._notify()
+
+    def record_script(self, response_id: str, key: str, script: Script) -> None:
+        """Keep the script that answered a keyed request, by its answer's id and by its key."""
+        with self._lock:
+            self._scripts[response_id] = script
+            self._drawn.setdefault(key, []).append(script)
+            if len(self._scripts) > SCRIPTS_KEPT:
+                del self._scripts[next(iter(self._scripts))]
+            if len(self._drawn) > SCRIPTS_KEPT:
+                del self._drawn[next(iter(self._drawn))]
 
     def mark_shutting_down(self) -> None:
         """From now on a cancelled request is ``interrupted``, not ``disconnected``."""

@@ -1,0 +1,279 @@
+"""``otel-llm demo``: measured figures checked against the simulator's script, under load too
+(``otel_llm/cli/_demo.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.core import TyperGroup, TyperOption
+
+from otel_llm._show._breakdown import breakdown_sql, run_query
+from otel_llm.cli import app
+from otel_llm.cli._demo import DEMO_FIT, DemoOptions
+from otel_llm.simulator import sample_measured, scripted_figures
+from tests.conftest import require
+
+SEED = 529
+"""Twelve calls of this seed have 15 scripted silences and 4 stalls past the 20 s stall hedge;
+the slowest call takes about 30 simulated seconds, 6 s at --time-scale 0.2."""
+CALLS = 12
+SHORT_SEED = 17
+"""Its first calls are short (at most 10 simulated seconds) and never hedge."""
+
+DRIVER = """
+import asyncio, json, sys
+from pathlib import Path
+from rich.console import Console
+from otel_llm.cli._demo import DemoOptions, measure
+
+db, calls, concurrency, scale, seed = sys.argv[1:]
+options = DemoOptions(Path(db), int(calls), int(concurrency), float(scale), int(seed))
+run = asyncio.run(measure(options, Console(stderr=True)))
+keys = [f"call-{n}" for n in range(int(calls))]
+print(json.dumps({
+    "run_id": run.run_id,
+    "reasons": list(run.verdict.reasons),
+    "checks": [
+        {"label": c.label, "measured": [c.measured.calls, c.measured.stalls, c.measured.stall_s],
+         "scripted": [c.scripted.stalls_min, c.scripted.stalls_max, c.scripted.stall_s]}
+        for c in run.verdict.checks
+    ],
+    "calls": [
+        {"source": r.source, "attempts": r.stats.attempts, "hedges": r.stats.hedges,
+         "stall_count": r.stats.stall_count,
+         "script": run.stats[r.source].script_of(r.response_id).model_dump_json()}
+        for r in run.outcome.results
+    ],
+    "first_draws": {k: run.stats["sim-a"].scripts_for(k)[0].model_dump_json() for k in keys},
+}))
+"""
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "COLUMNS": "160"}
+
+
+def otel_llm(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "otel_llm.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=_env(),
+    )
+
+
+def drive(db: Path, calls: int, concurrency: int, scale: float, seed: int) -> dict[str, Any]:
+    """Run the demo's measurement in a fresh process and return what it found, as JSON."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            DRIVER,
+            str(db),
+            str(calls),
+            str(concurrency),
+            str(scale),
+            str(seed),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+@contextmanager
+def cpu_burners(count: int = 2) -> Iterator[None]:
+    """``count`` processes spinning on the CPU (each stops by itself after 120 s at most)."""
+    code = "import time\nend = time.monotonic() + 120\nwhile time.monotonic() < end: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for burner in burners:
+            burner.kill()
+        for burner in burners:
+            burner.wait(timeout=10)
+
+
+def test_demo_measures_what_the_providers_scripted(tmp_path: Path) -> None:
+    """Every source's stall count and seconds are within tolerance of the script, each call
+    drew the script its seed and key dictate, and unhedged calls count their scripted stalls."""
+    found = drive(tmp_path / "demo.duckdb", CALLS, CALLS, 0.2, SEED)
+    assert found["reasons"] == []
+    assert sum(check["measured"][0] for check in found["checks"]) == CALLS
+    scripted_stalls = sum(check["scripted"][1] for check in found["checks"])
+    assert scripted_stalls >= 5, "the seed scripts stalls: the comparison is not vacuous"
+    for check in found["checks"]:
+        _, stalls, _ = check["measured"]
+        low, high, _ = check["scripted"]
+        assert low <= stalls <= high, check
+    options = DemoOptions(tmp_path / "x.duckdb", CALLS, CALLS, 0.2, SEED)
+    for number, call in enumerate(found["calls"]):
+        drawn = sample_measured(random.Random(f"{SEED}/call-{number}/0"), fit=DEMO_FIT)
+        assert found["first_draws"][f"call-{number}"] == drawn.model_dump_json()
+        if call["attempts"] == 1 and call["hedges"] == 0:
+            assert call["script"] == drawn.model_dump_json()
+            truth = scripted_figures(
+                drawn,
+                threshold_s=options.threshold_ms / 1000,
+                time_scale=0.2,
+                band_s=options.tolerance.gap_s,
+            )
+            low, high = truth.stall_count_range
+            assert low <= call["stall_count"] <= high
+    assert any(call["hedges"] for call in found["calls"]), "the seed hedges some calls"
+
+
+def test_demo_is_accurate_beside_two_cpu_burners(tmp_path: Path) -> None:
+    """With two processes burning the two cores, the demo still matches the script and shows
+    the breakdown."""
+    with cpu_burners(2):
+        out = otel_llm(
+            "demo",
+            "--db",
+            str(tmp_path / "busy.duckdb"),
+            "--calls",
+            str(CALLS),
+            "--concurrency",
+            str(CALLS),
+            "--seed",
+            str(SEED),
+        )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Every figure is within tolerance of the script" in out.stdout
+    assert "Where the time went" in out.stdout
+    assert " NO " not in out.stdout
+
+
+def test_same_seed_draws_the_same_calls_at_any_concurrency(tmp_path: Path) -> None:
+    """The calls of one seed get the same scripts one at a time or all at once."""
+    one = drive(tmp_path / "one.duckdb", 4, 1, 0.02, SHORT_SEED)
+    many = drive(tmp_path / "many.duckdb", 4, 4, 0.02, SHORT_SEED)
+    assert one["first_draws"] == many["first_draws"]
+    assert [c["script"] for c in one["calls"]] == [c["script"] for c in many["calls"]]
+    other = drive(tmp_path / "other.duckdb", 4, 4, 0.02, SHORT_SEED + 1)
+    assert other["first_draws"] != one["first_draws"]
+
+
+def test_the_summary_counts_this_run_only(tmp_path: Path) -> None:
+    """A second run on the same file keeps the first run's spans but reports and tabulates
+    only its own calls."""
+    db = tmp_path / "shared.duckdb"
+    args = ("demo", "--db", str(db), "--calls", "4", "--seed", str(SHORT_SEED))
+    first = otel_llm(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "no earlier runs in the file" in first.stdout
+    second = otel_llm(*args)
+    assert second.returncode == 0, second.stdout + second.stderr
+    text = " ".join(second.stdout.split())
+    assert "4 calls answered, 0 failed" in text
+    assert "also keeps 4 calls of earlier runs" in text
+    run_id = re.search(r"service\.instance\.id ([0-9a-f]{32})", text)
+    assert run_id is not None
+    this_run = run_query(db, breakdown_sql(run=run_id.group(1)))
+    every_run = run_query(db, breakdown_sql())
+    calls = this_run.columns.index("calls")
+    assert sum(row[calls] for row in this_run.rows) == 4
+    assert sum(row[calls] for row in every_run.rows) == 8
+
+
+def _read_only(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``otel-llm`` with ``folder`` read-only: by its mode, or for root (whom modes do
+    not stop) as a read-only bind mount in a private mount namespace."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return otel_llm(*args)
+        finally:
+            folder.chmod(0o755)
+    unshare = shutil.which("unshare")
+    probe = (
+        subprocess.run([unshare, "-m", "true"], capture_output=True, check=False)
+        if unshare
+        else None
+    )
+    require(probe is not None and probe.returncode == 0, "unshare -m (mount namespaces)")
+    assert unshare is not None
+    mount_then_run = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+    command = [unshare, "-m", "sh", "-c", mount_then_run, str(folder), sys.executable]
+    return subprocess.run(
+        [*command, "-m", "otel_llm.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=_env(),
+    )
+
+
+def test_a_read_only_directory_is_said_plainly(tmp_path: Path) -> None:
+    """In a read-only directory the demo says it cannot write there: exit 2, no traceback."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    out = _read_only(folder, "demo", "--db", str(folder / "demo.duckdb"), "--calls", "1")
+    assert out.returncode == 2, out.stdout + out.stderr
+    text = " ".join(out.stdout.split())
+    assert "cannot write the demo's spans to" in text
+    assert "is not writable" in text
+    assert "does not exist" not in text
+    assert "Traceback" not in out.stdout + out.stderr
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["file-parent", "directory", "missing-parent"])
+def test_an_unwritable_db_path_is_said_plainly(tmp_path: Path, where: str) -> None:
+    """A --db under a file, a --db that is a directory, or under a missing folder: exit 2 with
+    the reason, before any call runs."""
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a folder")
+    path = {
+        "file-parent": blocker / "demo.duckdb",
+        "directory": tmp_path,
+        "missing-parent": tmp_path / "nowhere" / "demo.duckdb",
+    }[where]
+    out = otel_llm("demo", "--db", str(path), "--calls", "1")
+    assert out.returncode == 2, out.stdout + out.stderr
+    text = " ".join(out.stdout.split())
+    assert "cannot write the demo's spans to" in text
+    assert "streamed calls" not in text
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_every_demo_option_has_help() -> None:
+    """Each option of `demo` says what it does; --time-scale says 0.05 runs 20x faster."""
+    command = typer.main.get_command(app)
+    assert isinstance(command, TyperGroup)
+    demo = command.commands["demo"]
+    options = [param for param in demo.params if isinstance(param, TyperOption)]
+    assert {option.name for option in options} >= {
+        "db",
+        "calls",
+        "concurrency",
+        "time_scale",
+        "seed",
+    }
+    for option in options:
+        assert option.help, f"--{option.name} has no help"
+    time_scale = next(option for option in options if option.name == "time_scale")
+    assert time_scale.help is not None
+    assert "0.05 20x faster" in " ".join(time_scale.help.split())
+    assert "slower" not in time_scale.help.split("faster")[0]
