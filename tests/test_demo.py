@@ -196,6 +196,19 @@ def test_the_summary_counts_this_run_only(tmp_path: Path) -> None:
     assert sum(row[calls] for row in every_run.rows) == 8
 
 
+def test_json_demo_prints_the_breakdown_alone(tmp_path: Path) -> None:
+    """`demo --format json`: standard output is the breakdown as one JSON array; the prose and
+    the other tables go to standard error."""
+    args = ("--calls", "4", "--seed", str(SHORT_SEED), "--format", "json")
+    out = otel_llm("demo", "--db", str(tmp_path / "json.duckdb"), *args)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = json.loads(out.stdout)
+    assert sum(row["calls"] for row in rows) == 4
+    assert {"model", "wall_s", "stall_s", "net_s", "stall_%"} <= set(rows[0])
+    assert "Measured vs scripted" in out.stderr
+    assert "Worst stalls" in out.stderr
+
+
 def _read_only(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``otel-llm`` with ``folder`` read-only: by its mode, or for root (whom modes do
     not stop) as a read-only bind mount in a private mount namespace."""
@@ -231,7 +244,7 @@ def test_a_read_only_directory_is_said_plainly(tmp_path: Path) -> None:
     folder.mkdir()
     out = _read_only(folder, "demo", "--db", str(folder / "demo.duckdb"), "--calls", "1")
     assert out.returncode == 2, out.stdout + out.stderr
-    text = " ".join(out.stdout.split())
+    text = " ".join(out.stderr.split())
     assert "cannot write the demo's spans to" in text
     assert "is not writable" in text
     assert "does not exist" not in text
@@ -252,7 +265,7 @@ def test_an_unwritable_db_path_is_said_plainly(tmp_path: Path, where: str) -> No
     }[where]
     out = otel_llm("demo", "--db", str(path), "--calls", "1")
     assert out.returncode == 2, out.stdout + out.stderr
-    text = " ".join(out.stdout.split())
+    text = " ".join(out.stderr.split())
     assert "cannot write the demo's spans to" in text
     assert "streamed calls" not in text
     assert "Traceback" not in out.stdout + out.stderr
