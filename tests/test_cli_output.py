@@ -29,20 +29,10 @@ from otel_llm._version import __version__
 from otel_llm.cli._cells import cell_text, is_number, json_value
 from otel_llm.cli._layout import ELLIPSIS, lay_out
 from tests.duckdb_store import Store
+from tests.processes import run_cli as otel_llm
+from tests.processes import run_cli_bytes
 
 WIDTHS = (60, 80, 120)
-
-
-def otel_llm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the command with standard output in a pipe."""
-    return subprocess.run(
-        [sys.executable, "-m", "otel_llm.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env if env is not None else {k: v for k, v in os.environ.items() if k != "COLUMNS"},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +163,7 @@ def test_piped_output_is_plain(store: Path) -> None:
     assert "\x1b" not in out.stdout
     assert not set("─│┃━") & set(out.stdout)
     assert "Breakdown (as measured)" in out.stdout
-    narrow = otel_llm("query", "--db", str(store), env={**os.environ, "COLUMNS": "60"})
+    narrow = otel_llm("query", "--db", str(store), columns=60)
     assert max(cell_len(line) for line in narrow.stdout.splitlines()) <= 60
 
 
@@ -234,22 +224,7 @@ def test_json_is_one_array_of_objects(store: Path) -> None:
 
 def test_csv_reads_back(store: Path) -> None:
     """`--format csv`: a header row, then one RFC 4180 record per row (CRLF, quoting)."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "otel_llm.cli",
-            "query",
-            "--db",
-            str(store),
-            "--format",
-            "csv",
-            *[SQL_ALL],
-        ],
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_cli_bytes("query", "--db", str(store), "--format", "csv", SQL_ALL)
     assert out.returncode == 0, out.stderr
     raw = out.stdout.decode()
     assert raw.endswith("\r\n")
@@ -288,22 +263,7 @@ def test_empty_result_in_every_format(store: Path) -> None:
     """No rows: an empty array, a header alone, `(no rows)`."""
     sql = "SELECT trace_id, wall_ms FROM llm_calls WHERE false"
     assert json.loads(otel_llm("query", "--db", str(store), "--format", "json", sql).stdout) == []
-    csv_out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "otel_llm.cli",
-            "query",
-            "--db",
-            str(store),
-            "--format",
-            "csv",
-            *[sql],
-        ],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    csv_out = run_cli_bytes("query", "--db", str(store), "--format", "csv", sql).stdout
     assert csv_out == b"trace_id,wall_ms\r\n"
     assert "(no rows)" in otel_llm("query", "--db", str(store), sql).stdout
 

@@ -24,6 +24,7 @@ from otel_llm.cli import app
 from otel_llm.cli._demo import DEMO_FIT, DemoOptions
 from otel_llm.simulator import sample_measured, scripted_figures
 from tests.conftest import require
+from tests.processes import run_cli
 
 SEED = 529
 """Twelve calls of this seed have 15 scripted silences and 4 stalls past the 20 s stall hedge;
@@ -66,14 +67,7 @@ def _env() -> dict[str, str]:
 
 
 def otel_llm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "otel_llm.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=_env(),
-    )
+    return run_cli(*args, columns=160)
 
 
 def drive(db: Path, calls: int, concurrency: int, scale: float, seed: int) -> dict[str, Any]:

@@ -6,8 +6,6 @@ import asyncio
 import gc
 import logging
 import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from otel_llm import _semconv as sc
 from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 from otel_llm.simulator import Script, Silence, SimulatedProvider, ThreadedProvider
 from otel_llm.testing import Spans
+from tests.processes import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -374,15 +373,7 @@ def test_warns_once_when_no_tracer_provider_is_configured(
     recorded; init() before or after instrumenting, or OTEL_SDK_DISABLED=true, keeps it quiet."""
     env = {**os.environ, "OTEL_SDK_DISABLED": "true" if sdk_disabled else "false"}
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
-    out = subprocess.run(
-        [sys.executable, "-c", NO_PROVIDER_SCRIPT, mode, str(tmp_path / "t.duckdb")],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_python(NO_PROVIDER_SCRIPT, mode, str(tmp_path / "t.duckdb"), cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr
     lines = [line for line in out.stderr.splitlines() if "no tracer provider" in line]
     assert len(lines) == warnings, out.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -26,6 +24,7 @@ from otel_llm import Client, Source, init
 from otel_llm import _semconv as sc
 from otel_llm._show._otlp import Collector
 from otel_llm.simulator import SimulatedProvider
+from tests.processes import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -240,14 +239,7 @@ def test_global_default_in_a_fresh_process(tmp_path: Path) -> None:
         asyncio.run(main())
         """
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_python(script, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     with duckdb.connect(str(tmp_path / "otel-llm.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM llm_calls").fetchone() == (1,)
@@ -314,15 +306,7 @@ def test_collector_that_is_not_there_costs_one_warning_and_no_wait(
     env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
     env.pop("OTEL_SDK_DISABLED", None)
     db = tmp_path / "t.duckdb"
-    out = subprocess.run(
-        [sys.executable, "-c", OTLP_EXIT_SCRIPT, str(db), ending],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_python(OTLP_EXIT_SCRIPT, str(db), ending, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr
     *lines, last = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
