@@ -25,14 +25,17 @@ def run_python(
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, columns: int | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    columns: int | None = None,
+    timeout_s: float = 120,
 ) -> subprocess.CompletedProcess[str]:
     """``otel-llm ARGS`` with text output; ``columns`` sets ``COLUMNS`` (unset by default)."""
     return subprocess.run(
         [sys.executable, "-m", "otel_llm.cli", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout_s,
         check=False,
         env=_env(env, columns),
     )

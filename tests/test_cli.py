@@ -10,20 +10,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.processes import run_cli
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def otel_llm(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "160"}
-    return subprocess.run(
-        [sys.executable, "-m", "otel_llm.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=cwd,
-        env=env,
-    )
+def otel_llm(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, columns=160, timeout_s=300)
 
 
 @pytest.fixture(scope="module")
