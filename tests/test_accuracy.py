@@ -96,7 +96,7 @@ def test_verdict_names_every_reason() -> None:
     bad = check_source("b", Totals(3, 9, 3, 6.21, wall), scripted, TOLERANCE)
 
     def verdict(checks: tuple[SourceCheck, ...], disagreeing: int, lag_p99_s: float) -> Verdict:
-        return Verdict(checks, disagreeing, 100, 0.01, lag_p99_s, 0.05, TOLERANCE)
+        return Verdict(checks, disagreeing, 100, 0, 0.01, lag_p99_s, 0.05, TOLERANCE)
 
     assert verdict((good,), 2, 0.01).honest
     busy = verdict((good, bad), 3, 0.05)
@@ -105,6 +105,19 @@ def test_verdict_names_every_reason() -> None:
     assert "b: 9 stalls" in busy.reasons[0]
     assert "3 of 100 calls" in busy.reasons[1]
     assert "woke 50 ms late" in busy.reasons[2]
+
+
+def test_failed_or_missing_calls_are_no_honest_run() -> None:
+    """Failures beyond the allowed share, or no answered call at all, are reasons too: an
+    empty comparison proves nothing."""
+    good = check_source("a", Totals(3, 3, 2, 6.21, _scripted().wall_s), _scripted(), TOLERANCE)
+    assert Verdict((good,), 0, 98, 2, 0.01, 0.001, 0.002, TOLERANCE).honest
+    failing = Verdict((good,), 0, 90, 10, 0.01, 0.001, 0.002, TOLERANCE)
+    assert failing.reasons == (
+        "10 of 100 calls failed: the figures of the rest may not describe the providers",
+    )
+    empty = Verdict((), 0, 0, 5, 0.0, 0.001, 0.002, TOLERANCE)
+    assert empty.reasons == ("no call was answered, so nothing could be compared",)
 
 
 def test_p99_is_the_nearest_rank() -> None:

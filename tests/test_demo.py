@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import os
 import random
@@ -17,11 +19,13 @@ from typing import Any
 
 import pytest
 import typer
+from rich.console import Console
 from typer.core import TyperGroup, TyperOption
 
 from otel_llm._show._breakdown import breakdown_sql, run_query
 from otel_llm.cli import app
-from otel_llm.cli._demo import DEMO_FIT, DemoOptions
+from otel_llm.cli._demo import DEMO_FIT, DemoOptions, run_demo
+from otel_llm.cli._render import Format, Output
 from otel_llm.simulator import sample_measured, scripted_figures
 from tests.conftest import require
 from tests.processes import run_cli
@@ -176,6 +180,7 @@ def test_the_summary_counts_this_run_only(tmp_path: Path) -> None:
     first = otel_llm(*args)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "no earlier runs in the file" in first.stdout
+    assert not set("━─│┏\x1b\r") & set(first.stdout), "a pipe gets plain text, no live bar"
     second = otel_llm(*args)
     assert second.returncode == 0, second.stdout + second.stderr
     text = " ".join(second.stdout.split())
@@ -201,6 +206,37 @@ def test_json_demo_prints_the_breakdown_alone(tmp_path: Path) -> None:
     assert {"model", "wall_s", "stall_s", "net_s", "stall_%"} <= set(rows[0])
     assert "Measured vs scripted" in out.stderr
     assert "Worst stalls" in out.stderr
+
+
+def test_a_run_too_busy_to_trust_hides_the_breakdown(tmp_path: Path) -> None:
+    """When timing is off the tolerance (here one no event loop meets), the demo says it was
+    too busy and why, suggests a slower scale, and prints no breakdown."""
+    options = DemoOptions(tmp_path / "busy.duckdb", 4, 4, 0.2, SHORT_SEED, gap_share=1e-6)
+    text = io.StringIO()
+    honest = asyncio.run(
+        run_demo(options, Console(file=text, width=200), Output.on(text, Format.TABLE, None))
+    )
+    printed = text.getvalue()
+    assert honest is False
+    assert "This machine was too busy to measure honestly" in printed
+    assert "the event loop woke" in printed
+    assert "--time-scale 0.8" in printed
+    assert "Where the time went" not in printed
+
+
+def test_a_db_that_is_not_duckdb_is_refused_before_any_call(tmp_path: Path) -> None:
+    """An existing SQLite file given as --db is refused up front: no call runs, nothing is
+    spilled beside it, no extension is fetched."""
+    import sqlite3
+
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    out = otel_llm("demo", "--db", str(path), "--calls", "1")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "is a SQLite database, not an otel-llm store" in " ".join(out.stderr.split())
+    assert "streamed calls" not in out.stdout + out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
 def _read_only(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:

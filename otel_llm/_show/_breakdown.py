@@ -15,6 +15,7 @@ import duckdb
 
 from otel_llm._errors import ConfigurationError, NotAStore
 from otel_llm._measure._stalls import validate_threshold_ms
+from otel_llm._show._duckdb_exporter import connect
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +127,6 @@ _DUCKDB_MAGIC = b"DUCK"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _STORE_TABLE = "otel_traces"
 _VIEWS = ("llm_attempts", "llm_calls")
-_READ_CONFIG: dict[str, str | bool | int | float | list[str]] = {
-    "autoload_known_extensions": False,
-    "autoinstall_known_extensions": False,
-}
-"""Reading a store never loads or downloads an extension (DuckDB would for a SQLite file)."""
 
 
 def check_store_file(path: Path) -> None:
@@ -180,7 +176,7 @@ def run_query(
     check_store_file(path)
     for attempt in range(attempts):
         try:
-            with duckdb.connect(str(path), read_only=True, config=_READ_CONFIG) as conn:
+            with connect(path, read_only=True) as conn:
                 _check_store(conn, path, views=canned)
                 cursor = conn.execute(sql)
                 columns = tuple(d[0] for d in cursor.description or ())

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import duckdb
 from opentelemetry.sdk.trace import ReadableSpan
@@ -65,13 +65,20 @@ class ExportStats:
     last_error: str | None
 
 
+NO_EXTENSIONS: Final = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
+"""Opening a store never loads or downloads a DuckDB extension (DuckDB would, for a SQLite
+file given as the store)."""
+
+
 def connect(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open ``path`` writing the storage format Grafana's embedded DuckDB can read."""
     if read_only:
-        return duckdb.connect(str(path), read_only=True)
-    return duckdb.connect(
-        str(path), config={"storage_compatibility_version": DEFAULTS.duckdb_storage_version}
-    )
+        return duckdb.connect(str(path), read_only=True, config=dict(NO_EXTENSIONS))
+    config: dict[str, str | bool | int | float | list[str]] = {
+        **NO_EXTENSIONS,
+        "storage_compatibility_version": DEFAULTS.duckdb_storage_version,
+    }
+    return duckdb.connect(str(path), config=config)
 
 
 class DuckDBSpanExporter(SpanExporter):

@@ -165,6 +165,9 @@ class Verdict:
     checks: tuple[SourceCheck, ...]
     disagreeing: int
     calls: int
+    """Calls answered."""
+    failed: int
+    """Calls that failed (nothing of theirs is compared)."""
     gap_error_p99_s: float
     lag_p99_s: float
     lag_max_s: float
@@ -174,6 +177,15 @@ class Verdict:
     def reasons(self) -> tuple[str, ...]:
         """Why the figures cannot be trusted (empty when they can)."""
         reasons = [f"{check.label}: {p}" for check in self.checks for p in check.problems]
+        if not self.calls:
+            reasons.append("no call was answered, so nothing could be compared")
+        elif self.failed > math.floor(
+            self.tolerance.disagreeing_share * (self.calls + self.failed)
+        ):
+            reasons.append(
+                f"{self.failed} of {self.calls + self.failed} calls failed: the figures of the "
+                "rest may not describe the providers"
+            )
         allowed = math.floor(self.tolerance.disagreeing_share * self.calls)
         if self.disagreeing > allowed:
             reasons.append(

@@ -10,6 +10,7 @@ from typing import Annotated
 import duckdb
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from otel_llm._defaults import DEFAULTS
 from otel_llm._env import OTEL_LLM_DB
@@ -51,7 +52,7 @@ def _need_simulator() -> None:
 def _fail(message: str) -> typer.Exit:
     """Say what went wrong on standard error; the command exits with code 2."""
     Console(stderr=True, highlight=False, soft_wrap=True).print(
-        f"[bold red]error:[/bold red] {message}", markup=True
+        f"[bold red]error:[/bold red] {escape(message)}", markup=True
     )
     return typer.Exit(code=2)
 
