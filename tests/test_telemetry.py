@@ -383,18 +383,24 @@ async def test_shutdown_is_bounded_when_the_collector_hangs(
     provider: SimulatedProvider,
     receiver: Receiver,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A collector that accepts the connection and never answers holds shutdown() for the
-    bound (2 s), not the exporter's 10 s timeout and the SDK's 30 s wait."""
+    bound (2 s), not the exporter's 10 s timeout and the SDK's 30 s wait, and the lost export
+    is said once."""
     receiver.hold = True
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint)
     telemetry = init(db_path=tmp_path / "hang.duckdb", set_global=False)
     async with Client(sources(provider), tracer_provider=telemetry.tracer_provider) as client:
         await client.chat(MESSAGES)
     started = time.monotonic()
-    telemetry.shutdown()
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        telemetry.shutdown()
     took = time.monotonic() - started
     assert took < 8.0, f"shutdown took {took} s"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "gave up waiting for the OTLP collector" in warnings[0]
     with duckdb.connect(str(tmp_path / "hang.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
 

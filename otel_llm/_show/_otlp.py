@@ -104,6 +104,8 @@ class Collector:
         self._closing = False
         self._cause: str | None = None
         self._timer: threading.Timer | None = None
+        self._in_flight = 0
+        """Exports running now (a collector that never answers keeps one running)."""
         self.failed_exports = 0
 
     def span_exporter(self, inner: SpanExporter) -> SpanExporter:
@@ -131,6 +133,8 @@ class Collector:
             self._failed(kind, "the exporter was stopped at shutdown")
             return False
         _exporting.collector = self
+        with self._lock:
+            self._in_flight += 1
         try:
             ok = attempt()
         except Exception as exc:
@@ -138,6 +142,8 @@ class Collector:
             self._note(f"{type(exc).__name__}: {exc}")
         finally:
             _exporting.collector = None
+            with self._lock:
+                self._in_flight -= 1
         if ok:
             self._succeeded()
         else:
@@ -204,10 +210,28 @@ class Collector:
         if failing:
             self.stop()
             return
-        self._timer = threading.Timer(timeout_s, self.stop)
+        self._timer = threading.Timer(timeout_s, self._give_up, args=(timeout_s,))
         self._timer.daemon = True
         self._timer.name = "otel-llm OTLP shutdown bound"
         self._timer.start()
+
+    def _give_up(self, waited_s: float) -> None:
+        """The shutdown bound is reached: stop, and say so if an export is still waiting on a
+        collector that took the connection and never answered (nothing else would)."""
+        with self._lock:
+            hanging = self._in_flight > 0 and not self._failing
+            self._failing = self._failing or hanging
+        if hanging:
+            kept = f" (the DuckDB store {self._store} has every span)" if self._store else ""
+            logger.warning(
+                "otel-llm: gave up waiting for the OTLP collector at %s after %g s at shutdown: "
+                "it took the connection and did not answer, so what it had not taken is not "
+                "exported%s",
+                self.endpoint,
+                waited_s,
+                kept,
+            )
+        self.stop()
 
     def stop(self) -> None:
         """Stop every exporter now: a retry that is waiting ends, later batches are dropped."""
