@@ -116,7 +116,7 @@ def test_demo_measures_what_the_providers_scripted(tmp_path: Path) -> None:
     """Every source's stall count and seconds are within tolerance of the script, each call
     drew the script its seed and key dictate, and unhedged calls count their scripted stalls."""
     found = drive(tmp_path / "demo.duckdb", CALLS, CALLS, 0.2, SEED)
-    assert found["reasons"] == []
+    assert found["reasons"] == [], "the demo judged this machine too busy to measure honestly"
     assert sum(check["measured"][0] for check in found["checks"]) == CALLS
     scripted_stalls = sum(check["scripted"][1] for check in found["checks"])
     assert scripted_stalls >= 5, "the seed scripts stalls: the comparison is not vacuous"

@@ -233,8 +233,9 @@ async def test_a_late_write_is_caught_up_by_the_cadence_after_it(
     await read_stream(client, script)
     times = [at for at, data in writes if b'"content"' in data]
     assert len(times) == 8
-    # on the timeline the last chunk is due 0.7 s after the first; pushed back it would be 1.2 s
-    assert times[-1] - times[0] < 0.95
+    # on the timeline the last chunk is due 0.7 s after the first; pushed back it would be
+    # 1.2 s at the earliest, so 1.1 leaves a loaded machine 0.4 s of lateness
+    assert times[-1] - times[0] < 1.1
     assert times[1] - times[0] >= 0.5
 
 

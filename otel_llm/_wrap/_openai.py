@@ -73,10 +73,11 @@ def _check_provider(config: _Config) -> None:
     config.provider_checked = True
     if _warned_no_provider or env.env_flag(env.OTEL_SDK_DISABLED):
         return
-    if isinstance(
-        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
-    ):
-        _warned_no_provider = True
+    if not isinstance(trace.get_tracer_provider(), _UNCONFIGURED):
+        return
+    with _lock:  # two threads' first calls warn once between them
+        first, _warned_no_provider = not _warned_no_provider, True
+    if first:
         logger.warning(
             "otel-llm: instrument_openai() records nothing: no tracer provider is configured "
             "(call otel_llm.init() first, install an SDK TracerProvider, or pass "

@@ -66,12 +66,8 @@ def _unique(columns: Sequence[str]) -> list[str]:
 
 def markdown_text(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A GitHub-flavoured pipe table; numeric columns right-aligned; NULL is an empty cell."""
-    lines = [
-        _markdown_row(columns),
-        "|"
-        + "|".join("---:" if right else "---" for right in numeric_columns(rows, len(columns)))
-        + "|",
-    ]
+    aligns = ("---:" if right else "---" for right in numeric_columns(rows, len(columns)))
+    lines = [_markdown_row([cell_text(name) for name in columns]), "|" + "|".join(aligns) + "|"]
     lines.extend(
         _markdown_row(["" if value is None else cell_text(value) for value in row]) for row in rows
     )

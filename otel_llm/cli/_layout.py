@@ -3,11 +3,12 @@
 A result is laid out the first way that fits the width, in this order:
 
 1. one table, every value whole;
-2. one table with long text values cut short (``…``), no text column narrower than
+2. the columns in up to :data:`MAX_BLOCKS` blocks printed one under the other, each repeating
+   the first (key) column — R's way with wide data frames — every value whole;
+3. one table with long text values cut short (``…``), no text column narrower than
    :data:`MIN_TEXT_CELLS`;
-3. the columns in up to :data:`MAX_BLOCKS` blocks printed one under the other, each repeating
-   the first (key) column — R's way with wide data frames;
-4. one record per row, a line per column (psql's ``\\x``, DuckDB's ``.mode line``), long values
+4. blocks again, text cut short;
+5. one record per row, a line per column (psql's ``\\x``, DuckDB's ``.mode line``), long values
    wrapped over up to :data:`MAX_VALUE_LINES` lines.
 
 Numbers are never cut and never split across lines; anything cut short is counted in a note
@@ -204,24 +205,34 @@ def _table(grid: _Grid, chosen: list[int], widths: list[int], style: Style) -> l
 
 
 def _records(grid: _Grid, width: int, style: Style) -> list[str]:
-    """One record per row: ``name │ value`` lines, long values wrapped."""
-    name_width = min(max(cell_len(h) for h in grid.headers), width // 3)
-    value_width = width - name_width - 3
+    """One record per row: ``name │ value`` lines, long values wrapped. A name longer than
+    half the width gets a line of its own with its value indented below, and so does a number
+    too wide to stand beside its name: names and numbers stay whole."""
+    name_width = min(max(cell_len(h) for h in grid.headers), width // 2)
     lines: list[str] = []
     for number, row in enumerate(grid.cells, 1):
         label = f"-[ RECORD {number} ]"
         lines.append(label + style.rule * max(0, min(width, 40) - cell_len(label)))
         for j, text in enumerate(row):
-            name = _pad(_cut_counted(grid, grid.headers[j], name_width), name_width, False)
-            parts = [text] if grid.numbers[number - 1][j] else _wrap(text, value_width)
+            header, is_number = grid.headers[j], grid.numbers[number - 1][j]
+            beside = cell_len(header) <= name_width and not (
+                is_number and cell_len(text) > width - name_width - 3
+            )
+            if beside:
+                first = f"{_pad(header, name_width, False)} {style.bar} "
+                rest = f"{' ' * name_width} {style.bar} "
+            else:
+                lines.append(_cut_counted(grid, header, width))
+                first = rest = "  "
+            room = width - cell_len(first)
+            parts = [text] if is_number else _wrap(text, room)
             if len(parts) > MAX_VALUE_LINES:
                 parts = parts[:MAX_VALUE_LINES]
                 last = parts[-1]
-                parts[-1] = last[: _chars_within(last, value_width - 1)] + ELLIPSIS
+                parts[-1] = last[: _chars_within(last, room - 1)] + ELLIPSIS
                 grid.cut += 1
             for index, part in enumerate(parts):
-                lead = name if index == 0 else " " * name_width
-                lines.append(f"{lead} {style.bar} {part}".rstrip())
+                lines.append(((first if index == 0 else rest) + part).rstrip())
     return lines
 
 
@@ -249,13 +260,18 @@ def _break(text: str, fits: int) -> int:
     for at in range(fits, fits // 2, -1):
         if text[at - 1] in " ,;" or text[at] == " ":
             return at
-    if text[fits - 1].isdigit() and text[fits].isdigit():
+    if _in_number(text[fits - 1]) and _in_number(text[fits]):
         start = fits - 1
-        while start > 0 and text[start - 1].isdigit():
+        while start > 0 and _in_number(text[start - 1]):
             start -= 1
         if start > 0:
             return start
     return fits
+
+
+def _in_number(char: str) -> bool:
+    """Whether ``char`` may be part of a number a line must not split (``30.4``)."""
+    return char.isdigit() or char == "."
 
 
 def _chars_within(text: str, width: int) -> int:

@@ -9,7 +9,7 @@ as ``COLUMNS`` when that is set and as wide as they need otherwise.
 
 from __future__ import annotations
 
-import shutil
+import os
 import sys
 from dataclasses import dataclass
 from enum import StrEnum
@@ -63,7 +63,7 @@ class Output:
         """``stream``: fit its terminal, or ``width`` (0: no limit)."""
         terminal = stream.isatty()
         if width is None:
-            width = shutil.get_terminal_size().columns if terminal else env_count(COLUMNS)
+            width = env_count(COLUMNS) or (_terminal_width(stream) if terminal else None)
         style = Style.terminal(colour=not env_any(NO_COLOR)) if terminal else PLAIN
         return cls(format, width or None, style, stream)
 
@@ -87,3 +87,11 @@ class Output:
             self.stream.write("\n".join(lines) + "\n")
         self.tables += 1
         self.stream.flush()
+
+
+def _terminal_width(stream: TextIO) -> int | None:
+    """The width of the terminal ``stream`` writes to (standard error's own, not stdout's)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or None
+    except (OSError, ValueError):
+        return None
