@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,10 +105,19 @@ class Telemetry:
         return self.tracer_provider.get_tracer("otel_llm", __version__)
 
     def force_flush(self, timeout_s: float = DEFAULTS.shutdown_timeout_s) -> bool:
-        """Write every finished span now; False if that did not finish in ``timeout_s``."""
+        """Write every finished span now — into the DuckDB store too — and export what the
+        other processors hold; False if that did not finish in ``timeout_s``.
+
+        The store's spans wait in its writer's queue, which the SDK's ``SimpleSpanProcessor``
+        does not flush (its ``force_flush`` returns at once), so the store is flushed here."""
         if self.processor is None:
             return True
-        return self.processor.force_flush(int(timeout_s * 1000))
+        deadline = time.monotonic() + timeout_s
+        flushed = self.processor.force_flush(int(timeout_s * 1000))
+        if self.exporter is not None:
+            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            flushed = self.exporter.force_flush(remaining_ms) and flushed
+        return flushed
 
     @property
     def shut(self) -> bool:

@@ -211,6 +211,23 @@ async def test_existing_provider_is_extended_not_replaced(
     app_provider.shutdown()
 
 
+def test_force_flush_writes_the_store(tmp_path: Path) -> None:
+    """`Telemetry.force_flush()` returns once every finished span is in the DuckDB file (the
+    SDK's SimpleSpanProcessor alone returns at once, with the writer's queue still full)."""
+    telemetry = init(db_path=tmp_path / "flush.duckdb", set_global=False, otlp=False)
+    try:
+        tracer = telemetry.tracer_provider.get_tracer("tests")
+        for number in range(3000):
+            tracer.start_span(f"span {number}").end()
+        assert telemetry.force_flush(120)
+        assert telemetry.exporter is not None
+        assert telemetry.exporter.stats.pending == 0
+        with duckdb.connect(str(tmp_path / "flush.duckdb"), read_only=True) as conn:
+            assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (3000,)
+    finally:
+        telemetry.shutdown()
+
+
 def test_threshold_is_validated() -> None:
     """init() rejects a stall threshold that is not a positive integer."""
     with pytest.raises(ValueError, match="positive integer"):
