@@ -150,6 +150,16 @@ _OFFSET_BACKFILL: Final = (
     """epoch_ns("Events.Timestamp"[i]) - epoch_ns("Timestamp"))"""
 )
 
+_IDENTITY: Final = """"ServiceName" AS service,
+    "SpanName" AS span_name,
+    "Operation" AS operation,
+    "Provider" AS provider,
+    "RequestModel" AS model,
+    "ResponseModel" AS response_model,
+    "Source" AS source,
+    "Stream" AS stream"""
+"""The columns that say what a span was, the same in ``llm_attempts`` and ``llm_calls``."""
+
 VIEWS: Final = f"""
 CREATE OR REPLACE VIEW llm_attempts AS
 SELECT
@@ -157,14 +167,7 @@ SELECT
     "TraceId" AS trace_id,
     "SpanId" AS span_id,
     "ParentSpanId" AS call_span_id,
-    "ServiceName" AS service,
-    "SpanName" AS span_name,
-    "Operation" AS operation,
-    "Provider" AS provider,
-    "RequestModel" AS model,
-    "ResponseModel" AS response_model,
-    "Source" AS source,
-    "Stream" AS stream,
+    {_IDENTITY},
     "Leg" AS leg,
     "AttemptNumber" AS attempt,
     "Outcome" AS outcome,
@@ -184,14 +187,7 @@ SELECT
     "Timestamp" AS started_at,
     "TraceId" AS trace_id,
     "SpanId" AS span_id,
-    "ServiceName" AS service,
-    "SpanName" AS span_name,
-    "Operation" AS operation,
-    "Provider" AS provider,
-    "RequestModel" AS model,
-    "ResponseModel" AS response_model,
-    "Source" AS source,
-    "Stream" AS stream,
+    {_IDENTITY},
     "StatusCode" AS status_code,
     "ErrorType" AS error_type,
     "CallAttempts" AS attempts,
