@@ -99,14 +99,27 @@ def span_row(span: ReadableSpan) -> dict[str, Any]:
         "Links.TraceState": [link.context.trace_state.to_header() for link in span.links],
         "Links.Attributes": [_string_map(link.attributes) for link in span.links],
     }
+    chunks = [(event.timestamp, event.attributes or {}) for event in chunk_events]
+    add_typed_columns(row, attributes, chunks, start)
+    return row
+
+
+def add_typed_columns(
+    row: dict[str, Any],
+    attributes: Mapping[str, Any],
+    chunk_events: Sequence[tuple[int, Mapping[str, Any]]],
+    start: int,
+) -> None:
+    """Fill ``row``'s typed columns from the span's attributes and its chunk arrays from its
+    ``otel_llm.chunk`` events, given as (timestamp, attributes) — the part of a row every
+    source of spans (SDK spans, OTLP messages) derives alike."""
     ours = sc.SPAN_ROLE in attributes  # a default speaks for otel-llm's spans only
     for column in TYPED_COLUMNS:
         value = attributes.get(column.attribute, column.default if ours else None)
         row[column.name] = _typed(value, column.sql_type)
     for name, attribute in CHUNK_COLUMNS:
-        row[name] = [(event.attributes or {}).get(attribute) for event in chunk_events]
-    row[CHUNK_OFFSET_COLUMN] = [event.timestamp - start for event in chunk_events]
-    return row
+        row[name] = [chunk.get(attribute) for _, chunk in chunk_events]
+    row[CHUNK_OFFSET_COLUMN] = [timestamp - start for timestamp, _ in chunk_events]
 
 
 def _json_type(sql_type: str) -> str:
