@@ -26,41 +26,52 @@ class Defaults:
     chunk_event_headroom: int = 4
     """Events a span keeps free for others (an exception event) beside its chunk events."""
 
-    db_path: str = "otel-llm.duckdb"
-    """Embedded DuckDB file, relative to the working directory."""
+    db_path: str = "otel-llm-store"
+    """The embedded store: a directory of Parquet segments, relative to the working directory."""
 
     duckdb_storage_version: str = "v1.4.0"
     """DuckDB storage format written, readable by DuckDB 1.4 and later (Grafana's plugin)."""
 
     export_max_pending_spans: int = 100_000
-    """Spans the DuckDB writer holds while the file is busy before it starts dropping."""
+    """Spans the store's writer holds while it cannot write before it starts dropping."""
 
-    export_lock_retry_s: float = 0.5
-    """Pause before the writer tries a busy DuckDB file again."""
+    export_retry_s: float = 0.5
+    """Pause before the writer tries a store it could not write again."""
 
-    export_batch_spans: int = 2000
-    """Spans the DuckDB writer writes in one statement."""
+    export_flush_interval_s: float = 1.0
+    """The writer seals a segment at least this often while spans arrive."""
+
+    export_segment_spans: int = 20_000
+    """The writer seals a segment when this many spans are waiting, interval or not."""
+
+    export_slice_spans: int = 256
+    """Spans the writer converts between two chances for other threads to take the GIL."""
 
     export_warn_every_s: float = 10.0
-    """The DuckDB writer repeats a warning (a busy file, dropped spans) at most this often."""
+    """The writer repeats a warning (an unwritable store, dropped spans) at most this often."""
 
     shutdown_timeout_s: float = 10.0
     """Bound on how long ``shutdown()`` waits for pending spans (a store that is already
     failing gets one more attempt, not the whole wait)."""
 
-    shutdown_lock_grace_s: float = 2.0
-    """How long ``shutdown()`` keeps trying a file another process holds locked before it
-    spills: writers hold the lock for one batch (tens of milliseconds), so two processes
-    exiting together both land their spans, while a reader that keeps the file open (Grafana)
-    delays an exit by at most this much."""
+    segment_small_bytes: int = 8 * 1024 * 1024
+    """Segments smaller than this are merged by compaction."""
+
+    segment_merge_min: int = 16
+    """Compaction waits until at least this many small segments exist."""
+
+    segment_merge_max_bytes: int = 256 * 1024 * 1024
+    """At most this many bytes of segments are merged into one."""
+
+    segment_merge_rows: int = 100_000
+    """Rows per segment when a single-file store is migrated."""
+
+    compact_every_s: float = 30.0
+    """A writer looks for small segments to merge at most this often."""
 
     otlp_shutdown_timeout_s: float = 2.0
     """Bound on how long shutdown waits for the OTLP exporters to send their last batches (a
     collector that has failed, or fails while closing, gets no wait at all)."""
-
-    spill_max_bytes: int = 256 * 1024 * 1024
-    """Bound on the spill directory beside a DuckDB file; past it the oldest spill files are
-    dropped (counted and announced)."""
 
     connect_timeout_s: float = 10.0
     """TCP connect timeout of the transport."""

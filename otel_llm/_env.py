@@ -42,7 +42,7 @@ NO_COLOR: Final = "NO_COLOR"
 
 # --- otel-llm's own ---------------------------------------------------------------------------
 OTEL_LLM_DB: Final = "OTEL_LLM_DB"
-"""The embedded DuckDB file (default ``./otel-llm.duckdb``)."""
+"""The embedded store directory (default ``./otel-llm-store``)."""
 
 SEPARATOR: Final = "__"
 """Between the segments of a client configuration key."""

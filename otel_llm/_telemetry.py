@@ -30,7 +30,7 @@ _MIN_EVENTS = DEFAULTS.chunk_event_budget + 8
 
 
 def store_path() -> Path:
-    """The embedded store's file: ``$OTEL_LLM_DB``, else ``./otel-llm.duckdb``."""
+    """The embedded store: ``$OTEL_LLM_DB``, else ``./otel-llm-store``."""
     return env.env_path(env.OTEL_LLM_DB) or Path(DEFAULTS.db_path)
 
 
@@ -161,7 +161,9 @@ def init(
 ) -> Telemetry:
     """Wire tracing for otel-llm and return a :class:`Telemetry` handle.
 
-    - ``db_path`` (or ``OTEL_LLM_DB``, default ``./otel-llm.duckdb``): the embedded DuckDB store.
+    - ``db_path`` (or ``OTEL_LLM_DB``, default ``./otel-llm-store``): the embedded store, a
+      directory of Parquet segments that DuckDB reads (a single-file store of an earlier
+      version at that path is migrated).
     - OTLP export is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._TRACES_ENDPOINT`` is set
       (``otlp=False`` turns it off); a collector that cannot be reached is one warning per
       outage, and shutdown (registered to run at exit) does not wait on it (:mod:`._show._otlp`).

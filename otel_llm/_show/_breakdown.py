@@ -6,16 +6,13 @@ query answers "as measured" (the configured threshold) and "what if the threshol
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
-from otel_llm._errors import ConfigurationError, NotAStore
+from otel_llm._errors import ConfigurationError
 from otel_llm._measure._stalls import validate_threshold_ms
-from otel_llm._show._duckdb_exporter import connect
+from otel_llm._show._store import open_store
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,69 +117,11 @@ def worst_stalls_sql(
     """
 
 
-STORE_HINT = "write spans with otel_llm.init(db_path=...) or run `otel-llm demo --db PATH`"
-"""How to get a store, for every message that says a file is not one."""
-_DUCKDB_MAGIC = b"DUCK"
-"""Bytes 8–11 of every DuckDB database file."""
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_STORE_TABLE = "otel_traces"
-_VIEWS = ("llm_attempts", "llm_calls")
-
-
-def check_store_file(path: Path) -> None:
-    """Raise :class:`NotAStore` unless ``path`` is a readable DuckDB database file."""
-    if not path.exists():
-        raise NotAStore(path, f"does not exist ({STORE_HINT})")
-    if path.is_dir():
-        raise NotAStore(path, "is a directory, not a DuckDB file")
-    try:
-        with path.open("rb") as file:
-            head = file.read(16)
-    except OSError as exc:
-        raise NotAStore(path, f"cannot be read: {exc.strerror or type(exc).__name__}") from None
-    if head.startswith(_SQLITE_MAGIC):
-        raise NotAStore(path, f"is a SQLite database, not an otel-llm store ({STORE_HINT})")
-    if head[8:12] != _DUCKDB_MAGIC:
-        raise NotAStore(path, f"is not a DuckDB database, so not an otel-llm store ({STORE_HINT})")
-
-
-def _check_store(conn: duckdb.DuckDBPyConnection, path: Path, *, views: bool) -> None:
-    names = {
-        name
-        for (name,) in conn.execute(
-            "SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views()"
-        ).fetchall()
-    }
-    if _STORE_TABLE not in names:
-        raise NotAStore(
-            path,
-            f"is a DuckDB database but not an otel-llm store: it has no {_STORE_TABLE} table "
-            f"({STORE_HINT})",
-        )
-    missing = [view for view in _VIEWS if view not in names] if views else []
-    if missing:
-        raise NotAStore(
-            path,
-            f"has no {', '.join(missing)} view: open it once with otel_llm.init(db_path=...) "
-            "to add the views",
-        )
-
-
-def run_query(
-    path: Path, sql: str, *, canned: bool = False, attempts: int = 20, wait_s: float = 0.25
-) -> Table:
-    """Run ``sql`` read-only on the store at ``path``, waiting briefly while a writer holds the
-    file. ``canned``: ``sql`` is one of this module's queries, which need the views."""
-    check_store_file(path)
-    for attempt in range(attempts):
-        try:
-            with connect(path, read_only=True) as conn:
-                _check_store(conn, path, views=canned)
-                cursor = conn.execute(sql)
-                columns = tuple(d[0] for d in cursor.description or ())
-                return Table(columns, cursor.fetchall())
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or attempt == attempts - 1:
-                raise
-            time.sleep(wait_s)  # another process is writing a batch; it closes the file after
-    raise AssertionError("unreachable")
+def run_query(path: Path, sql: str, *, canned: bool = False) -> Table:
+    """Run ``sql`` read-only on the store at ``path`` (a segment directory, or a single-file
+    store of an earlier version). ``canned``: ``sql`` is one of this module's queries, which
+    need the views."""
+    with open_store(path, views=canned) as conn:
+        cursor = conn.execute(sql)
+        columns = tuple(d[0] for d in cursor.description or ())
+        return Table(columns, cursor.fetchall())

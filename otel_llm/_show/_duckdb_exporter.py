@@ -1,21 +1,20 @@
-"""The embedded default: spans written to a DuckDB file by one writer thread.
+"""The embedded default: spans written by one writer thread as sealed segments of the store.
 
 ``export()`` only queues the spans, so the application's event loop never waits on the disk.
-The writer thread opens the file, writes a batch and closes it again, so other processes (the
-CLI, Grafana, a second application) can open the file between batches. When the file is busy
-or cannot be written, spans stay queued and the write is retried; past ``max_pending`` spans the
-oldest are dropped and counted in a warning. At shutdown, spans that still could not be written
-are spilled to a JSON-lines file beside the database and loaded the next time a write succeeds;
-a store that is already failing gets one last attempt instead of the whole shutdown wait, the
-spill directory is bounded (``spill_max_bytes``, oldest files dropped first), and a file that is
-not a DuckDB database is named as needing repair. Nothing is lost silently, and nothing here
-ever raises into the application.
+The writer thread converts queued spans a slice at a time (so it never holds the GIL for long)
+into Arrow columns, encodes them as one Parquet segment at least every
+``flush_interval_s`` (or sooner, when ``segment_spans`` are waiting, or on ``force_flush``),
+and seals it into the store (:mod:`._segments`). Segments of this process never touch another
+process's files, so any number of writers and readers share a store without a lock.
+
+A segment that cannot be written (a full disk, a path that is not a store) stays in memory as
+its encoded bytes (a few hundred bytes a span) and is retried; past ``max_pending`` spans the
+oldest are dropped and counted in a warning, and so are the spans a shutdown could not write.
+Nothing is lost silently, and nothing here ever raises into the application.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
 import threading
@@ -24,33 +23,17 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
 
-import duckdb
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._rows import batch_json, insert_sql, span_row
-from otel_llm._show._schema import migrate
+from otel_llm._errors import NotAStore
+from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._segments import SegmentStore, encode
+from otel_llm._show._store import prepare_for_writing
 
 logger = logging.getLogger("otel_llm")
-
-_RETRYABLE = (duckdb.IOException, duckdb.TransactionException, OSError)
-"""Failures of the file, not of the rows: the batch waits and is written again."""
-
-
-def is_corrupt(exc: BaseException) -> bool:
-    """True when DuckDB refused the file itself: it is not (or no longer) a DuckDB database."""
-    text = str(exc)
-    return isinstance(exc, duckdb.Error) and (
-        "not a valid DuckDB database" in text or "Corrupt" in text or "corrupt" in text
-    )
-
-
-def is_locked(exc: BaseException) -> bool:
-    """True when another process holds the file's lock (a writer's batch, or a reader)."""
-    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,57 +44,61 @@ class ExportStats:
     pending: int
     dropped: int
     retries: int
-    spilled: int
+    segments: int
     last_error: str | None
 
 
-NO_EXTENSIONS: Final = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
-"""Opening a store never loads or downloads a DuckDB extension (DuckDB would, for a SQLite
-file given as the store)."""
+@dataclass(slots=True)
+class _Encoded:
+    """A segment that is encoded and waits to be sealed."""
 
-
-def connect(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open ``path`` writing the storage format Grafana's embedded DuckDB can read."""
-    if read_only:
-        return duckdb.connect(str(path), read_only=True, config=dict(NO_EXTENSIONS))
-    config: dict[str, str | bool | int | float | list[str]] = {
-        **NO_EXTENSIONS,
-        "storage_compatibility_version": DEFAULTS.duckdb_storage_version,
-    }
-    return duckdb.connect(str(path), config=config)
+    data: bytes
+    spans: int
 
 
 class DuckDBSpanExporter(SpanExporter):
-    """Writes finished spans to ``otel_traces`` in a DuckDB file (see the module docstring)."""
+    """Writes finished spans into the segment store at ``path`` (see the module docstring)."""
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
         max_pending: int = DEFAULTS.export_max_pending_spans,
-        retry_s: float = DEFAULTS.export_lock_retry_s,
+        retry_s: float = DEFAULTS.export_retry_s,
+        flush_interval_s: float = DEFAULTS.export_flush_interval_s,
+        segment_spans: int = DEFAULTS.export_segment_spans,
         shutdown_timeout_s: float = DEFAULTS.shutdown_timeout_s,
-        shutdown_lock_grace_s: float = DEFAULTS.shutdown_lock_grace_s,
-        spill_max_bytes: int = DEFAULTS.spill_max_bytes,
+        compact_every_s: float = DEFAULTS.compact_every_s,
     ) -> None:
         self.path = Path(path)
         self._max_pending = max_pending
-        self._spill_max_bytes = spill_max_bytes
         self._retry_s = retry_s
+        self._flush_interval_s = flush_interval_s
+        self._segment_spans = max(1, segment_spans)
         self._shutdown_timeout_s = shutdown_timeout_s
-        self._lock_grace_s = min(shutdown_timeout_s, shutdown_lock_grace_s)
+        self._compact_every_s = compact_every_s
         self._queue: deque[ReadableSpan] = deque()
+        self._encoded: deque[_Encoded] = deque()
+        self._encoded_spans = 0
+        self._converting = 0
+        """Spans taken from the queue and not yet encoded (the writer holds them)."""
         self._cond = threading.Condition()
+        self._flush_requests = 0
         self._busy = False
         self._stopping = False
         self._closed = False
-        self._written = self._dropped = self._retries = self._spilled = 0
+        self._written = self._dropped = self._retries = self._segments = 0
         self._last_error: str | None = None
-        self._locked = False
-        """Whether the last failure was another process holding the file's lock."""
+        self._failed_at = 0.0
         self._last_warning = 0.0
         self._unreported_drops = 0
+        self._oldest_queued = 0.0
+        self._store: SegmentStore | None = None
+        self._last_compaction = time.monotonic()
         self._thread: threading.Thread | None = None
+        import pyarrow.parquet  # now, not in the writer thread while the event loop runs
+
+        del pyarrow
 
     # --- SpanExporter --------------------------------------------------------------------------
 
@@ -121,50 +108,53 @@ class DuckDBSpanExporter(SpanExporter):
             if self._closed:
                 self._count_drop(len(spans), "the exporter is shut down")
                 return SpanExportResult.FAILURE
+            if not self._queue:
+                self._oldest_queued = time.monotonic()
             self._queue.extend(spans)
-            overflow = len(self._queue) - self._max_pending
-            for _ in range(max(0, overflow)):
-                self._queue.popleft()
-            if overflow > 0:
-                self._count_drop(overflow, f"more than {self._max_pending} spans waiting")
+            self._shed()
             self._ensure_thread()
-            self._cond.notify_all()
+            if len(self._queue) >= self._segment_spans or len(self._queue) == len(spans):
+                self._cond.notify_all()
         return SpanExportResult.SUCCESS
 
+    def _shed(self) -> None:
+        """Drop the oldest spans beyond ``max_pending`` (encoded segments first: they are the
+        oldest). Caller holds the lock."""
+        overflow = self._held() - self._max_pending
+        dropped = 0
+        while overflow > 0 and self._encoded:
+            segment = self._encoded.popleft()
+            self._encoded_spans -= segment.spans
+            overflow -= segment.spans
+            dropped += segment.spans
+        while overflow > 0 and self._queue:
+            self._queue.popleft()
+            overflow -= 1
+            dropped += 1
+        if dropped:
+            self._count_drop(dropped, f"more than {self._max_pending} spans waiting")
+
+    def _held(self) -> int:
+        return len(self._queue) + self._converting + self._encoded_spans
+
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Wait until every queued span is written; False on timeout."""
+        """Seal every queued span into the store now; False on timeout (or when the store
+        cannot be written: the spans stay held and are retried)."""
         deadline = time.monotonic() + timeout_millis / 1000
         with self._cond:
+            self._flush_requests += 1
             self._cond.notify_all()
-            while self._queue or self._busy:
+            while self._held() or self._busy:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
+                if remaining <= 0 or (self._last_error is not None and not self._busy):
+                    return not (self._held() or self._busy)
                 self._cond.wait(remaining)
-        return True
+            return True
 
     def shutdown(self) -> None:
-        """Write what can be written, spill the rest to disk, stop the writer thread.
-
-        A healthy store is given up to ``shutdown_timeout_s`` to write what is queued; once a
-        write fails (before or during that wait) the writer gets one more attempt and stops, so
-        a broken file never holds the process's exit for the whole timeout. A file another
-        process holds locked is tried for ``shutdown_lock_grace_s`` first (another writer's
-        batch takes milliseconds; a reader that keeps it open costs that much, no more).
-        """
-        started = time.monotonic()
-        deadline = started + self._shutdown_timeout_s
-        lock_deadline = started + self._lock_grace_s
-        with self._cond:
-            self._cond.notify_all()
-            while self._queue or self._busy:
-                now = time.monotonic()
-                if self._last_error is not None and not (self._locked and now < lock_deadline):
-                    break
-                remaining = (deadline if self._last_error is None else lock_deadline) - now
-                if remaining <= 0:
-                    break
-                self._cond.wait(remaining)
+        """Write what can be written within ``shutdown_timeout_s``, then stop the writer; the
+        spans it could not write are counted as dropped, with a warning naming the store."""
+        deadline = time.monotonic() + self._shutdown_timeout_s
         with self._cond:
             if self._closed:
                 return
@@ -172,12 +162,17 @@ class DuckDBSpanExporter(SpanExporter):
             self._cond.notify_all()
             thread = self._thread
         if thread is not None:
-            thread.join(self._shutdown_timeout_s)
+            thread.join(max(0.0, deadline - time.monotonic()))
         with self._cond:
-            leftover = list(self._queue)
+            lost = self._held()
             self._queue.clear()
-        if leftover:
-            self._spill(leftover)
+            self._encoded.clear()
+            self._encoded_spans = 0
+            if lost:
+                self._count_drop(lost, f"they could not be written before shutdown ({self._why()})")
+
+    def _why(self) -> str:
+        return self._last_error or f"the writer took longer than {self._shutdown_timeout_s:g} s"
 
     @property
     def stats(self) -> ExportStats:
@@ -199,10 +194,10 @@ class DuckDBSpanExporter(SpanExporter):
     def _stats(self) -> ExportStats:
         return ExportStats(
             written=self._written,
-            pending=len(self._queue),
+            pending=self._held(),
             dropped=self._dropped,
             retries=self._retries,
-            spilled=self._spilled,
+            segments=self._segments,
             last_error=self._last_error,
         )
 
@@ -211,128 +206,141 @@ class DuckDBSpanExporter(SpanExporter):
     def _ensure_thread(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._run, name="otel-llm-duckdb-writer", daemon=True
+                target=self._run, name="otel-llm-store-writer", daemon=True
             )
             self._thread.start()
+
+    def _due(self) -> float | None:
+        """Seconds until the writer should seal a segment (0: now; None: nothing to do).
+        Caller holds the lock."""
+        if self._stopping or self._flush_requests:
+            return 0.0 if (self._queue or self._encoded) else None
+        if self._encoded:
+            if self._last_error is None:
+                return 0.0
+            return max(0.0, self._failed_at + self._retry_s - time.monotonic())
+        if not self._queue:
+            return None
+        if len(self._queue) >= self._segment_spans:
+            return 0.0
+        return max(0.0, self._oldest_queued + self._flush_interval_s - time.monotonic())
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if self._stopping and not self._queue:
-                    return
-                batch = [
-                    self._queue.popleft()
-                    for _ in range(min(DEFAULTS.export_batch_spans, len(self._queue)))
-                ]
+                while True:
+                    due = self._due()
+                    if due == 0.0:
+                        break
+                    if due is None and self._stopping:
+                        return
+                    if due is None and self._flush_requests:
+                        self._flush_requests = 0
+                        self._cond.notify_all()
+                    self._cond.wait(due)
+                flushing = self._flush_requests
                 self._busy = True
             try:
-                written = self._write_spans(batch)
-            except Exception:  # the writer thread must never die: count the batch and go on
-                logger.exception("otel-llm: unexpected error writing %d spans", len(batch))
+                self._convert()
+                self._seal()
+            except Exception:  # the writer thread must never die: count what it held, go on
+                logger.exception("otel-llm: unexpected error in the store writer")
                 with self._cond:
-                    self._count_drop(len(batch), "an unexpected error in the writer")
-                written = 0
+                    lost = self._converting + self._encoded_spans
+                    self._converting = self._encoded_spans = 0
+                    self._encoded.clear()
+                    self._count_drop(lost, "an unexpected error in the writer")
             with self._cond:
                 self._busy = False
-                if written is not None:
-                    self._written += written
-                    self._last_error = None
-                else:
-                    self._queue.extendleft(reversed(batch))
-                    self._retries += 1
+                if flushing and not self._queue and (not self._encoded or self._last_error):
+                    self._flush_requests = max(0, self._flush_requests - flushing)
                 self._cond.notify_all()
-                if written is None:
-                    if self._stopping:
-                        return
-                    self._cond.wait(self._retry_s)
+                if self._stopping and self._encoded and self._last_error is not None:
+                    return  # one last attempt failed: shutdown counts what is left
+            self._maybe_compact()
 
-    def _rows(self, spans: Sequence[ReadableSpan]) -> list[dict[str, Any]]:
-        rows = []
-        for span in spans:
+    def _convert(self) -> None:
+        """Turn up to one segment's worth of queued spans into an encoded segment, a slice at
+        a time, letting other threads (the event loop) run between slices."""
+        columns = SegmentColumns()
+        while True:
+            with self._cond:
+                take = min(
+                    DEFAULTS.export_slice_spans,
+                    len(self._queue),
+                    self._segment_spans - len(columns),
+                )
+                spans = [self._queue.popleft() for _ in range(take)]
+                self._converting += take
+            if not spans:
+                break
+            for span in spans:
+                try:
+                    columns.append_span(span)
+                except Exception:
+                    logger.exception("otel-llm: span %r could not be converted; dropped", span.name)
+                    with self._cond:
+                        self._converting -= 1
+                        self._count_drop(1, "a span could not be converted")
+            time.sleep(0)  # give the GIL away between slices
+        if not len(columns):
+            return
+        data = encode(columns.table())
+        with self._cond:
+            self._converting -= len(columns)
+            self._encoded.append(_Encoded(data, len(columns)))
+            self._encoded_spans += len(columns)
+
+    def _seal(self) -> None:
+        """Seal the encoded segments, oldest first; on failure they stay and are retried."""
+        while True:
+            with self._cond:
+                if not self._encoded:
+                    return
+                segment = self._encoded[0]
             try:
-                rows.append(span_row(span))
-            except Exception:
-                logger.exception("otel-llm: span %r could not be converted; dropped", span.name)
-                with self._cond:
-                    self._count_drop(1, "a span could not be converted")
-        return rows
+                if self._store is None:
+                    self._store = prepare_for_writing(self.path)
+                self._store.write(segment.data)
+            except (OSError, NotAStore, ValueError) as exc:
+                self._note_failure(exc)
+                return
+            except Exception as exc:  # a migration's DuckDB error, and the like
+                self._note_failure(exc)
+                return
+            with self._cond:
+                if self._encoded and self._encoded[0] is segment:
+                    self._encoded.popleft()
+                    self._encoded_spans -= segment.spans
+                self._written += segment.spans
+                self._segments += 1
+                self._last_error = None
 
-    def _write_spans(self, spans: Sequence[ReadableSpan]) -> int | None:
-        """Write ``spans``; the number written, or ``None`` when the file is busy or broken
-        and the whole batch should be retried."""
-        rows = self._rows(spans)
+    def _maybe_compact(self) -> None:
+        store = self._store
+        now = time.monotonic()
+        if store is None or self._stopping or now - self._last_compaction < self._compact_every_s:
+            return
+        self._last_compaction = now
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = connect(self.path)
-        except (duckdb.Error, OSError) as exc:
-            self._note_failure(exc, len(spans))
-            return None
-        try:
-            migrate(conn)
-            written = self._insert(conn, rows)
-        except _RETRYABLE as exc:
-            self._note_failure(exc, len(spans))
-            return None
-        finally:
-            conn.close()
-        return written
+            merged = store.compact()
+        except Exception as exc:  # merging is an optimisation: never lose the writer to it
+            logger.warning("otel-llm: could not merge the segments of %s (%s)", self.path, exc)
+            return
+        if merged:
+            logger.debug("otel-llm: merged %d segments of %s", merged, self.path)
 
-    def _insert(self, conn: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> int:
-        """Insert ``rows`` and then any spilled spans; the number of ``rows`` written."""
-        written = self._insert_rows(conn, rows)
-        try:
-            self._load_spills(conn)
-        except _RETRYABLE as exc:  # the batch is in; the spills wait for the next write
-            logger.warning("otel-llm: spilled spans wait for the next write (%s)", exc)
-        return written
-
-    def _insert_rows(self, conn: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> int:
-        """One statement for all ``rows``; if the rows themselves are refused (not the file),
-        one statement each, counting those refused. File failures propagate."""
-        if not rows:
-            return 0
-        try:
-            conn.execute(insert_sql(), [batch_json(rows)])
-            return len(rows)
-        except _RETRYABLE:
-            raise
-        except duckdb.Error:
-            pass
-        written = 0
-        for row in rows:
-            try:
-                conn.execute(insert_sql(), [batch_json([row])])
-                written += 1
-            except _RETRYABLE:
-                raise
-            except duckdb.Error as exc:
-                with self._cond:
-                    self._count_drop(1, f"a row was refused: {exc}")
-        return written
-
-    def _note_failure(self, exc: BaseException, in_hand: int) -> None:
+    def _note_failure(self, exc: BaseException) -> None:
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
         with self._cond:
             self._last_error = message
-            self._locked = is_locked(exc)
-            pending = len(self._queue) + in_hand
+            self._failed_at = time.monotonic()
+            self._retries += 1
+            self._store = None  # look at the path again next time (it may have been repaired)
+            pending = self._held()
         now = time.monotonic()
         if now - self._last_warning >= DEFAULTS.export_warn_every_s:
             self._last_warning = now
-            if is_corrupt(exc):
-                logger.warning(
-                    "otel-llm: %s is not a readable DuckDB database (corrupt, or another kind "
-                    "of file) and needs repair: move it away or delete it. %d spans held, "
-                    "retrying every %g s; spans still held at exit are spilled to %s (%s)",
-                    self.path,
-                    pending,
-                    self._retry_s,
-                    self.spill_dir,
-                    message,
-                )
-                return
             logger.warning(
                 "otel-llm: cannot write spans to %s (%s); %d spans held, retrying every %g s",
                 self.path,
@@ -356,109 +364,3 @@ class DuckDBSpanExporter(SpanExporter):
                 self._dropped,
             )
             self._unreported_drops = 0
-
-    # --- spill files ----------------------------------------------------------------------------
-
-    @property
-    def spill_dir(self) -> Path:
-        """Where spans that could not be written at shutdown wait for the next write."""
-        return self.path.with_name(self.path.name + ".spill")
-
-    def _spill(self, spans: Sequence[ReadableSpan]) -> None:
-        rows = self._rows(spans)
-        target = self.spill_dir / f"{os.getpid()}-{time.time_ns()}.jsonl"
-        tmp = target.with_suffix(".tmp")
-        lines = [json.dumps(row, separators=(",", ":")) + "\n" for row in rows]
-        kept, size = len(lines), 0
-        for index in range(len(lines) - 1, -1, -1):  # the newest spans that fit the bound
-            size += len(lines[index].encode("utf-8"))
-            if size > self._spill_max_bytes:
-                kept = len(lines) - 1 - index
-                break
-        if kept < len(lines):
-            with self._cond:
-                self._count_drop(
-                    len(lines) - kept,
-                    f"the spill alone is larger than the spill bound ({self._spill_max_bytes} "
-                    "bytes); its oldest spans were left out",
-                )
-            lines = lines[len(lines) - kept :]
-            rows = rows[len(rows) - kept :]
-            if not lines:
-                return
-        text = "".join(lines)
-        try:
-            self.spill_dir.mkdir(parents=True, exist_ok=True)
-            self._make_room(len(text.encode("utf-8")))
-            with tmp.open("w", encoding="utf-8") as handle:
-                handle.write(text)
-            tmp.replace(target)
-        except OSError as exc:
-            with contextlib.suppress(OSError):  # a full disk must not leave half a spill
-                tmp.unlink(missing_ok=True)
-            with self._cond:
-                self._count_drop(len(rows), f"spill to {target} failed: {exc}")
-            return
-        with self._cond:
-            self._spilled += len(rows)
-        logger.warning(
-            "otel-llm: %s was not writable (%s); %d spans saved to %s and will be loaded "
-            "at the next successful write",
-            self.path,
-            self._last_error,
-            len(rows),
-            target,
-        )
-
-    def _make_room(self, needed: int) -> None:
-        """Drop the oldest spill files until ``needed`` more bytes fit the bound."""
-        found: list[tuple[int, Path, int]] = []
-        for spill in self.spill_dir.glob("*.jsonl"):
-            with contextlib.suppress(OSError):  # another process may be loading it
-                info = spill.stat()
-                found.append((info.st_mtime_ns, spill, info.st_size))
-        total = sum(size for _, _, size in found)
-        for _, spill, size in sorted(found):  # oldest first
-            if total + needed <= self._spill_max_bytes:
-                break
-            try:
-                with spill.open("rb") as handle:
-                    lines = sum(1 for _ in handle)
-                spill.unlink()
-            except OSError:
-                continue
-            total -= size
-            with self._cond:
-                self._count_drop(
-                    lines,
-                    f"the spill directory {self.spill_dir} is full "
-                    f"({self._spill_max_bytes} bytes); the oldest spill {spill.name} was dropped",
-                )
-
-    def _load_spills(self, conn: duckdb.DuckDBPyConnection) -> None:
-        """Load spill files left by earlier shutdowns. A busy database leaves them for the next
-        write; lines that are not rows, or rows the table refuses, are counted as dropped."""
-        directory = self.spill_dir
-        if not directory.is_dir():
-            return
-        for spill in sorted(directory.glob("*.jsonl")):
-            claimed = spill.with_suffix(f".loading-{os.getpid()}")
-            try:
-                spill.rename(claimed)
-                lines = [line for line in claimed.read_text("utf-8").splitlines() if line]
-            except OSError:
-                continue  # another process took it, or it cannot be read now
-            rows = []
-            for line in lines:
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    with self._cond:
-                        self._count_drop(1, f"a line of {spill} is not a span")
-            try:
-                written = self._insert_rows(conn, rows)
-            except _RETRYABLE:
-                claimed.rename(spill)  # try again at the next write
-                raise
-            claimed.unlink()
-            logger.info("otel-llm: loaded %d spilled spans from %s", written, spill)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_llm import _semconv as sc
@@ -19,14 +19,14 @@ from otel_llm._show._schema import (
     TYPED_COLUMNS,
 )
 
-_KIND_NAMES: Final = {
+KIND_NAMES: Final = {
     SpanKind.INTERNAL: "Internal",
     SpanKind.SERVER: "Server",
     SpanKind.CLIENT: "Client",
     SpanKind.PRODUCER: "Producer",
     SpanKind.CONSUMER: "Consumer",
 }
-_STATUS_NAMES: Final = {StatusCode.UNSET: "Unset", StatusCode.OK: "Ok", StatusCode.ERROR: "Error"}
+STATUS_NAMES: Final = {StatusCode.UNSET: "Unset", StatusCode.OK: "Ok", StatusCode.ERROR: "Error"}
 
 _SQL_TYPES: Final = {
     **dict(BASE_COLUMNS),
@@ -36,33 +36,109 @@ _SQL_TYPES: Final = {
 }
 
 
+def _render_sequence(value: Any) -> str:
+    return json.dumps(list(value), separators=(",", ":"))
+
+
+RENDER: Final[dict[type, Callable[[Any], str]]] = {
+    str: str.__str__,
+    bool: lambda value: "true" if value else "false",
+    int: int.__repr__,
+    float: float.__repr__,
+    bytes: bytes.hex,
+    tuple: _render_sequence,
+    list: _render_sequence,
+}
+"""Renderers by exact type: the attribute values the SDK stores (it keeps sequences as tuples)."""
+
+
 def attribute_string(value: Any) -> str:
     """An attribute value as the Collector renders it into a ``Map(String, String)``."""
+    render = RENDER.get(type(value))
+    if render is not None:
+        return render(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return value
+        return str(value)
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, Sequence):
-        return json.dumps(list(value), separators=(",", ":"))
+        return _render_sequence(value)
     return str(value)
 
 
+def plain_attributes(attributes: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``attributes`` without the SDK's per-key Python calls: a ``BoundedAttributes`` keeps a
+    plain dict (read here without its lock: a finished span's attributes no longer change)."""
+    if not attributes:
+        return {}
+    inner = getattr(attributes, "_dict", None)
+    return inner if isinstance(inner, dict) else attributes
+
+
 def _string_map(attributes: Mapping[str, Any] | None) -> dict[str, str]:
-    return {key: attribute_string(value) for key, value in (attributes or {}).items()}
+    render = RENDER.get
+    return {
+        key: (r(value) if (r := render(type(value))) is not None else attribute_string(value))
+        for key, value in plain_attributes(attributes).items()
+    }
 
 
-def _typed(value: Any, sql_type: str) -> Any:
-    if value is None:
-        return None
-    if sql_type == "BOOLEAN":
-        return value if isinstance(value, bool) else None
-    if sql_type in ("BIGINT", "INTEGER"):
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return value if isinstance(value, str) else attribute_string(value)
+def _as_bool(value: Any) -> Any:
+    return value if type(value) is bool else None
+
+
+def _as_int(value: Any) -> Any:
+    return value if isinstance(value, int) and type(value) is not bool else None
+
+
+def _as_text(value: Any) -> Any:
+    return value if type(value) is str else attribute_string(value)
+
+
+_TYPED: Final = {"BOOLEAN": _as_bool, "BIGINT": _as_int, "INTEGER": _as_int}
+TYPED_PLAN: Final = tuple(
+    (column.name, column.attribute, column.default, _TYPED.get(column.sql_type, _as_text))
+    for column in TYPED_COLUMNS
+)
+"""Per typed column: name, attribute, default for otel-llm's spans, and the type check."""
+_CHUNK_INDEX, _CHUNK_GAP = (attribute for _, attribute in CHUNK_COLUMNS)
+_CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN = (name for name, _ in CHUNK_COLUMNS)
+
+
+def _event_columns(events: Sequence[Event], start: int, row: dict[str, Any]) -> None:
+    """The event arrays of a row, and the typed chunk arrays, in one pass over the events."""
+    stamps: list[int] = []
+    names: list[str] = []
+    maps: list[dict[str, str]] = []
+    indexes: list[Any] = []
+    gaps: list[Any] = []
+    offsets: list[int] = []
+    for event in events:
+        stamp = event.timestamp
+        name = event.name
+        stamps.append(stamp)
+        names.append(name)
+        inner = plain_attributes(event.attributes)
+        if name == sc.CHUNK_EVENT:
+            index = inner.get(_CHUNK_INDEX)
+            gap = inner.get(_CHUNK_GAP)
+            indexes.append(index)
+            gaps.append(gap)
+            offsets.append(stamp - start)
+            if len(inner) == 2 and type(index) is int and type(gap) is int:
+                maps.append({_CHUNK_INDEX: str(index), _CHUNK_GAP: str(gap)})
+                continue
+        maps.append(_string_map(inner))
+    row["Events.Timestamp"] = stamps
+    row["Events.Name"] = names
+    row["Events.Attributes"] = maps
+    row[_CHUNK_INDEX_COLUMN] = indexes
+    row[_CHUNK_GAP_COLUMN] = gaps
+    row[CHUNK_OFFSET_COLUMN] = offsets
 
 
 def span_row(span: ReadableSpan) -> dict[str, Any]:
@@ -70,11 +146,10 @@ def span_row(span: ReadableSpan) -> dict[str, Any]:
     context = span.context
     start = span.start_time or 0
     end = span.end_time or start
-    attributes = span.attributes or {}
+    plain = plain_attributes(span.attributes)
     resource = span.resource.attributes if span.resource else {}
     scope = span.instrumentation_scope
-    events = span.events
-    chunk_events = [event for event in events if event.name == sc.CHUNK_EVENT]
+    links = span.links
     row: dict[str, Any] = {
         "Timestamp": start,
         "TraceId": format(context.trace_id, "032x") if context else "",
@@ -82,44 +157,27 @@ def span_row(span: ReadableSpan) -> dict[str, Any]:
         "ParentSpanId": format(span.parent.span_id, "016x") if span.parent else "",
         "TraceState": context.trace_state.to_header() if context else "",
         "SpanName": span.name,
-        "SpanKind": _KIND_NAMES.get(span.kind, "Unspecified"),
+        "SpanKind": KIND_NAMES.get(span.kind, "Unspecified"),
         "ServiceName": attribute_string(resource.get("service.name", "")),
         "ResourceAttributes": _string_map(resource),
         "ScopeName": scope.name if scope else "",
         "ScopeVersion": (scope.version or "") if scope else "",
-        "SpanAttributes": _string_map(attributes),
+        "SpanAttributes": _string_map(plain),
         "Duration": max(0, end - start),
-        "StatusCode": _STATUS_NAMES.get(span.status.status_code, "Unset"),
+        "StatusCode": STATUS_NAMES.get(span.status.status_code, "Unset"),
         "StatusMessage": span.status.description or "",
-        "Events.Timestamp": [event.timestamp for event in events],
-        "Events.Name": [event.name for event in events],
-        "Events.Attributes": [_string_map(event.attributes) for event in events],
-        "Links.TraceId": [format(link.context.trace_id, "032x") for link in span.links],
-        "Links.SpanId": [format(link.context.span_id, "016x") for link in span.links],
-        "Links.TraceState": [link.context.trace_state.to_header() for link in span.links],
-        "Links.Attributes": [_string_map(link.attributes) for link in span.links],
+        "Links.TraceId": [format(link.context.trace_id, "032x") for link in links],
+        "Links.SpanId": [format(link.context.span_id, "016x") for link in links],
+        "Links.TraceState": [link.context.trace_state.to_header() for link in links],
+        "Links.Attributes": [_string_map(link.attributes) for link in links],
     }
-    chunks = [(event.timestamp, event.attributes or {}) for event in chunk_events]
-    add_typed_columns(row, attributes, chunks, start)
+    ours = sc.SPAN_ROLE in plain  # a default speaks for otel-llm's spans only
+    get = plain.get
+    for name, attribute, default, typed in TYPED_PLAN:
+        value = get(attribute, default if ours else None)
+        row[name] = None if value is None else typed(value)
+    _event_columns(span.events, start, row)
     return row
-
-
-def add_typed_columns(
-    row: dict[str, Any],
-    attributes: Mapping[str, Any],
-    chunk_events: Sequence[tuple[int, Mapping[str, Any]]],
-    start: int,
-) -> None:
-    """Fill ``row``'s typed columns from the span's attributes and its chunk arrays from its
-    ``otel_llm.chunk`` events, given as (timestamp, attributes) — the part of a row every
-    source of spans (SDK spans, OTLP messages) derives alike."""
-    ours = sc.SPAN_ROLE in attributes  # a default speaks for otel-llm's spans only
-    for column in TYPED_COLUMNS:
-        value = attributes.get(column.attribute, column.default if ours else None)
-        row[column.name] = _typed(value, column.sql_type)
-    for name, attribute in CHUNK_COLUMNS:
-        row[name] = [chunk.get(attribute) for _, chunk in chunk_events]
-    row[CHUNK_OFFSET_COLUMN] = [timestamp - start for timestamp, _ in chunk_events]
 
 
 def _json_type(sql_type: str) -> str:

@@ -33,7 +33,7 @@ app = typer.Typer(
 
 DbOption = Annotated[
     Path | None,
-    typer.Option("--db", help=f"DuckDB file (default: ${OTEL_LLM_DB} or ./{DEFAULTS.db_path})."),
+    typer.Option("--db", help=f"The store (default: ${OTEL_LLM_DB} or ./{DEFAULTS.db_path})."),
 ]
 
 
@@ -85,7 +85,7 @@ def demo(
         Path | None,
         typer.Option(
             "--db",
-            help=f"DuckDB file to add this run's spans to; earlier runs stay in it, the demo's "
+            help=f"The store to add this run's spans to; earlier runs stay in it, the demo's "
             f"tables show this run only (default: ${OTEL_LLM_DB} or ./{DEFAULTS.db_path}).",
         ),
     ] = None,

@@ -41,11 +41,12 @@ from otel_llm._show._breakdown import (
     RUN_ATTRIBUTE,
     Table,
     breakdown_sql,
-    check_store_file,
     run_query,
     totals_sql,
     worst_stalls_sql,
 )
+from otel_llm._show._segments import SEGMENTS
+from otel_llm._show._store import check_store
 from otel_llm._telemetry import _MIN_EVENTS, init
 from otel_llm.cli._accuracy import (
     Scripted,
@@ -140,26 +141,22 @@ class DemoOptions:
 
 def unwritable(path: Path) -> str | None:
     """Why the demo cannot write its store at ``path`` (``None`` when it can): a path it
-    cannot write, or a file that is there and is not a DuckDB database."""
-    if path.is_dir():
-        return f"{path} is a directory"
-    if path.is_file() and path.stat().st_size:
+    cannot write, a directory that is not a store, or a file that is not a DuckDB store (a
+    single-file store of an earlier version is migrated)."""
+    if path.exists() and not (path.is_dir() and not any(path.iterdir())):
         try:
-            check_store_file(path)
+            check_store(path)
         except e.NotAStore as exc:
             return str(exc)
-    folder = path.parent
+    folder = path if path.is_dir() else path.parent
     if not folder.is_dir():
         return f"{folder} is not a directory" if folder.exists() else f"{folder} does not exist"
     try:  # try for real: permission bits do not bind root, a read-only mount binds everyone
-        with tempfile.TemporaryFile(dir=folder, prefix=".otel-llm-write-test-"):
+        target = folder / SEGMENTS if (folder / SEGMENTS).is_dir() else folder
+        with tempfile.TemporaryFile(dir=target, prefix=".otel-llm-write-test-"):
             pass
-        if path.exists():
-            with path.open("r+b"):
-                pass
     except OSError as exc:
-        where = path if path.exists() else folder
-        return f"{where} is not writable ({exc.strerror or exc})"
+        return f"{folder} is not writable ({exc.strerror or exc})"
     return None
 
 

@@ -1,0 +1,204 @@
+"""The store on disk: a directory of sealed Parquet segments in the ``otel_traces`` layout.
+
+Every writing process adds segment files of its own and never changes one: a segment is written
+to a hidden ``.tmp`` file, flushed to disk, then renamed into ``segments/``, so a reader's glob
+sees whole files or nothing, and no process ever waits on another's lock. A store starts with
+an empty segment carrying the schema, so a glob over it always matches. Small segments are
+merged opportunistically (:meth:`SegmentStore.compact`) by whichever writer gets the store's
+compaction lock; readers that need an exact snapshot hold the same lock shared while they read
+(:meth:`SegmentStore.reading`), so a merge never shows them a span twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import itertools
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm._show._columns import SegmentColumns, arrow_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+LAYOUT: Final = 1
+"""Version of the directory layout, recorded in :data:`MARKER`."""
+MARKER: Final = "otel-llm-store.json"
+"""The file that makes a directory an otel-llm store."""
+SEGMENTS: Final = "segments"
+"""Sub-directory holding the segment files (readers glob ``segments/*.parquet``)."""
+SCHEMA_SEGMENT: Final = "00000000000000000000-schema.parquet"
+"""The empty segment every store starts with: the glob always matches, the schema is known."""
+LOCK: Final = ".compaction.lock"
+COMPRESSION: Final = "zstd"
+
+_sequence = itertools.count()
+_sequence_lock = threading.Lock()
+
+
+def encode(table: pa.Table) -> bytes:
+    """``table`` as the bytes of one Parquet file (one row group)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression=COMPRESSION, row_group_size=max(1, table.num_rows))
+    return bytes(sink.getvalue())
+
+
+def encode_rows(rows: Sequence[Mapping[str, Any]]) -> bytes:
+    """Rows as :func:`otel_llm._show._rows.span_row` returns them, as one segment's bytes."""
+    columns = SegmentColumns()
+    for row in rows:
+        columns.append_row(row)
+    return encode(columns.table())
+
+
+def is_store(path: Path) -> bool:
+    """True when ``path`` is a segment store directory."""
+    return (path / MARKER).is_file()
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One sealed segment file."""
+
+    path: Path
+    size: int
+
+
+class SegmentStore:
+    """A store directory: writes sealed segments, lists them, merges small ones."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.segments_dir = self.path / SEGMENTS
+
+    @property
+    def glob(self) -> str:
+        """What readers scan: every sealed segment."""
+        return str(self.segments_dir / "*.parquet")
+
+    def create(self) -> None:
+        """Make ``path`` a store (idempotent; safe when several processes do it at once)."""
+        self.segments_dir.mkdir(parents=True, exist_ok=True)
+        if not (self.segments_dir / SCHEMA_SEGMENT).exists():
+            self._seal(encode(SegmentColumns().table()), SCHEMA_SEGMENT)
+        marker = self.path / MARKER
+        if not marker.exists():
+            text = json.dumps({"layout": LAYOUT, "format": "otel_traces parquet segments"})
+            tmp = self.path / f".{MARKER}.{os.getpid()}.tmp"
+            tmp.write_text(text + "\n", encoding="utf-8")
+            tmp.replace(marker)
+
+    def write(self, data: bytes | Sequence[Mapping[str, Any]], *, name: str | None = None) -> Path:
+        """Seal one segment: ``data`` is a segment's bytes (:func:`encode`) or rows. A given
+        ``name`` makes writing the same data again replace the segment, not add a second one."""
+        if not isinstance(data, bytes):
+            data = encode_rows(data)
+        if name is None:
+            with _sequence_lock:
+                sequence = next(_sequence)
+            name = f"{time.time_ns():020d}-{os.getpid()}-{sequence:06d}.parquet"
+        elif not name.endswith(".parquet") or "/" in name or name.startswith("."):
+            raise ValueError(f"a segment name ends in .parquet and is a plain file name: {name!r}")
+        return self._seal(data, name)
+
+    def _seal(self, data: bytes, name: str) -> Path:
+        target = self.segments_dir / name
+        tmp = self.segments_dir / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with tmp.open("wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            tmp.replace(target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
+        return target
+
+    def segments(self) -> list[Segment]:
+        """The sealed segments, oldest name first."""
+        found = []
+        for path in self.segments_dir.glob("*.parquet"):
+            with contextlib.suppress(OSError):  # merged away while listing
+                found.append(Segment(path, path.stat().st_size))
+        return sorted(found, key=lambda segment: segment.path.name)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold off merges while a reader reads (a shared lock; writers never take it)."""
+        with self._lock(shared=True, wait=True) as held:
+            del held
+            yield
+
+    @contextlib.contextmanager
+    def _lock(self, *, shared: bool, wait: bool) -> Iterator[bool]:
+        try:
+            handle = (self.path / LOCK).open("a+b")
+        except OSError:  # a read-only store: nothing can merge it either
+            yield True
+            return
+        with handle:
+            flags = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
+            try:
+                fcntl.flock(handle.fileno(), flags)
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def compact(
+        self,
+        *,
+        small_bytes: int = DEFAULTS.segment_small_bytes,
+        min_segments: int = DEFAULTS.segment_merge_min,
+        max_bytes: int = DEFAULTS.segment_merge_max_bytes,
+    ) -> int:
+        """Merge small segments into one; the number merged (0 when there were too few, or
+        another process is merging or reading). Only segments of this version's schema merge."""
+        import pyarrow.parquet as pq
+
+        with self._lock(shared=False, wait=False) as held:
+            if not held:
+                return 0
+            schema = arrow_schema()
+            chosen: list[Segment] = []
+            total = 0
+            for segment in self.segments():
+                if segment.path.name == SCHEMA_SEGMENT or segment.size >= small_bytes:
+                    continue
+                if total + segment.size > max_bytes:
+                    break
+                try:
+                    if not pq.read_schema(segment.path).equals(schema, check_metadata=False):
+                        continue
+                except OSError:
+                    continue
+                chosen.append(segment)
+                total += segment.size
+            if len(chosen) < min_segments:
+                return 0
+            tables = [pq.read_table(segment.path, schema=schema) for segment in chosen]
+            import pyarrow as pa
+
+            merged = pa.concat_tables(tables)
+            name = chosen[0].path.name.removesuffix(".parquet") + f"-m{len(chosen)}.parquet"
+            self._seal(encode(merged), name)
+            for segment in chosen:
+                with contextlib.suppress(FileNotFoundError):
+                    segment.path.unlink()
+            return len(chosen)

@@ -1,0 +1,226 @@
+"""Opening a store: the segment directory of today, or a single DuckDB file of earlier versions.
+
+Readers get a DuckDB connection on which ``otel_traces`` and the views (``llm_attempts``,
+``llm_calls``, ``llm_attempts_at``) exist, whichever kind the path is. A segment store is read
+through an in-memory DuckDB over the segments' glob (what Grafana's DuckDB data source does with
+:func:`reader_sql` as its ``initSql``), so any number of readers and writers share it without a
+lock. A single-file store is read as before, and migrated into a segment directory the first
+time a writer opens it (:func:`prepare_for_writing`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import duckdb
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import NotAStore
+from otel_llm._show._columns import SegmentColumns, arrow_schema
+from otel_llm._show._schema import ALL_COLUMNS, TABLE, VIEWS, migrate
+from otel_llm._show._segments import SCHEMA_SEGMENT, SegmentStore, encode, is_store
+
+logger = logging.getLogger("otel_llm")
+
+NO_EXTENSIONS: Final = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
+"""Opening a store never loads or downloads a DuckDB extension (DuckDB would, for a SQLite
+file given as the store)."""
+
+STORE_HINT = "write spans with otel_llm.init(db_path=...) or run `otel-llm demo --db PATH`"
+"""How to get a store, for every message that says a path is not one."""
+_DUCKDB_MAGIC = b"DUCK"
+"""Bytes 8–11 of every DuckDB database file."""
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_VIEWS = ("llm_attempts", "llm_calls")
+LEGACY_SUFFIX: Final = ".v1.duckdb"
+"""A migrated single-file store is kept beside the new directory under this suffix."""
+
+
+def connect(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open a single-file store, writing the storage format Grafana's embedded DuckDB reads."""
+    if read_only:
+        return duckdb.connect(str(path), read_only=True, config=dict(NO_EXTENSIONS))
+    config: dict[str, str | bool | int | float | list[str]] = {
+        **NO_EXTENSIONS,
+        "storage_compatibility_version": DEFAULTS.duckdb_storage_version,
+    }
+    return duckdb.connect(str(path), config=config)
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def reader_sql(path: str | os.PathLike[str]) -> str:
+    """The SQL that makes an in-memory DuckDB read the segment store at ``path``: the
+    ``otel_traces`` view over its segments, then the views. Grafana's ``initSql``."""
+    glob = SegmentStore(Path(path).absolute()).glob
+    return (
+        f"CREATE OR REPLACE VIEW {TABLE} AS SELECT * FROM "
+        f"read_parquet({_sql_text(glob)}, union_by_name = true);\n{VIEWS}"
+    )
+
+
+def check_store(path: Path) -> None:
+    """Raise :class:`NotAStore` unless ``path`` is a segment store or a DuckDB database file."""
+    if not path.exists():
+        raise NotAStore(path, f"does not exist ({STORE_HINT})")
+    if path.is_dir():
+        if not is_store(path):
+            raise NotAStore(path, f"is a directory but not an otel-llm store ({STORE_HINT})")
+        return
+    try:
+        with path.open("rb") as file:
+            head = file.read(16)
+    except OSError as exc:
+        raise NotAStore(path, f"cannot be read: {exc.strerror or type(exc).__name__}") from None
+    if head.startswith(_SQLITE_MAGIC):
+        raise NotAStore(path, f"is a SQLite database, not an otel-llm store ({STORE_HINT})")
+    if head[8:12] != _DUCKDB_MAGIC:
+        raise NotAStore(path, f"is not a DuckDB database, so not an otel-llm store ({STORE_HINT})")
+
+
+def _check_tables(conn: duckdb.DuckDBPyConnection, path: Path, *, views: bool) -> None:
+    names = {
+        name
+        for (name,) in conn.execute(
+            "SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views()"
+        ).fetchall()
+    }
+    if TABLE not in names:
+        raise NotAStore(
+            path,
+            f"is a DuckDB database but not an otel-llm store: it has no {TABLE} table "
+            f"({STORE_HINT})",
+        )
+    missing = [view for view in _VIEWS if view not in names] if views else []
+    if missing:
+        raise NotAStore(
+            path,
+            f"has no {', '.join(missing)} view: open it once with otel_llm.init(db_path=...) "
+            "to add the views",
+        )
+
+
+@contextlib.contextmanager
+def open_store(path: Path, *, views: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only view of the store at ``path`` (see the module docstring). While it is open,
+    no writer merges segments, so every query on it sees each span exactly once."""
+    check_store(path)
+    if path.is_dir():
+        store = SegmentStore(path)
+        with store.reading(), duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
+            conn.execute(reader_sql(path))
+            yield conn
+        return
+    with connect(path, read_only=True) as conn:
+        _check_tables(conn, path, views=views)
+        yield conn
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def prepare_for_writing(path: Path) -> SegmentStore:
+    """The segment store at ``path``, created if missing and migrated from a single-file store.
+
+    Raises :class:`NotAStore` when ``path`` is something else (a file that is not a DuckDB
+    store, a directory with other content); DuckDB and OS errors of a migration propagate."""
+    if path.is_file():
+        migrate_legacy(path)
+    store = SegmentStore(path)
+    if path.is_dir() and not is_store(path) and any(path.iterdir()):
+        raise NotAStore(path, "is a directory with other files in it, not an otel-llm store")
+    store.create()
+    return store
+
+
+def migrate_legacy(path: Path) -> int:
+    """Turn the single-file store at ``path`` into a segment directory at the same path; the
+    number of spans moved. The old file is kept as ``<path>.v1.duckdb``; spans an older
+    version spilled beside it are moved too. Safe when several processes try at once."""
+    check_store(path)
+    lock_path = path.with_name(f".{path.name}.migrate.lock")
+    with lock_path.open("a+b") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if not path.is_file():
+            return 0  # another process migrated it while this one waited
+        staging = path.with_name(f".{path.name}.migrating-{os.getpid()}")
+        store = SegmentStore(staging)
+        store.create()
+        moved = _move_rows(path, store) + _move_spills(path, store)
+        legacy = path.with_name(path.name + LEGACY_SUFFIX)
+        os.replace(path, legacy)
+        try:
+            os.rename(staging, path)
+        except OSError:  # a writer created the directory in between: join it
+            target = SegmentStore(path)
+            target.create()
+            for segment in store.segments():
+                if segment.path.name != SCHEMA_SEGMENT:
+                    os.replace(segment.path, target.segments_dir / segment.path.name)
+            _remove_tree(staging)
+    logger.warning(
+        "otel-llm: %s was a single-file store; its %d spans now live in the segment store at "
+        "the same path (the old file is kept as %s)",
+        path,
+        moved,
+        legacy,
+    )
+    return moved
+
+
+def _move_rows(path: Path, store: SegmentStore) -> int:
+    with connect(path) as conn:
+        _check_tables(conn, path, views=False)
+        migrate(conn)
+        columns = ", ".join(f'"{name}"' for name in ALL_COLUMNS)
+        cursor = conn.execute(f"SELECT {columns} FROM {TABLE}")
+        # DuckDB 2 renamed fetch_record_batch to to_arrow_reader
+        batches = getattr(cursor, "to_arrow_reader", None) or getattr(cursor, "fetch_record_batch")  # noqa: B009
+        reader = batches(DEFAULTS.segment_merge_rows)
+        schema = arrow_schema()
+        import pyarrow as pa
+
+        moved = 0
+        for index, batch in enumerate(reader):
+            table = pa.Table.from_batches([batch]).cast(schema)
+            store.write(encode(table), name=f"{1 + index:020d}-migrated.parquet")
+            moved += table.num_rows
+        return moved
+
+
+def _move_spills(path: Path, store: SegmentStore) -> int:
+    spill_dir = path.with_name(path.name + ".spill")
+    if not spill_dir.is_dir():
+        return 0
+    columns = SegmentColumns()
+    files = sorted(spill_dir.glob("*.jsonl"))
+    for spill in files:
+        for line in spill.read_text("utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                row = json.loads(line)
+                if isinstance(row, dict):
+                    columns.append_row(row)
+    if len(columns):
+        store.write(encode(columns.table()), name="00000000000000000000-spilled.parquet")
+    for spill in files:
+        spill.unlink()
+    with contextlib.suppress(OSError):
+        spill_dir.rmdir()
+    return len(columns)
+
+
+def _remove_tree(path: Path) -> None:
+    for child in sorted(path.rglob("*"), reverse=True):
+        with contextlib.suppress(OSError):
+            child.unlink() if child.is_file() else child.rmdir()
+    with contextlib.suppress(OSError):
+        path.rmdir()
