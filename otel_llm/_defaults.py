@@ -73,6 +73,27 @@ class Defaults:
     """Bound on how long shutdown waits for the OTLP exporters to send their last batches (a
     collector that has failed, or fails while closing, gets no wait at all)."""
 
+    collector_grpc_port: int = 4317
+    """``otel-llm collector``: the OTLP/gRPC port on 127.0.0.1 (OTLP's standard)."""
+
+    collector_http_port: int = 4318
+    """``otel-llm collector``: the OTLP/HTTP port on 127.0.0.1 (OTLP's standard)."""
+
+    collector_health_port: int = 13133
+    """``otel-llm collector``: the health check's port on 127.0.0.1 (the extension's default)."""
+
+    collector_start_timeout_s: float = 30.0
+    """How long ``otel-llm collector`` waits for the collector's health check to answer."""
+
+    collector_stop_timeout_s: float = 30.0
+    """How long a stopping collector may take to write its last batches before it is killed."""
+
+    collector_poll_s: float = 0.5
+    """How often ``otel-llm collector`` looks for finished files to ingest."""
+
+    collector_segment_spans: int = 5000
+    """The ingest seals a segment when a file has given this many spans."""
+
     connect_timeout_s: float = 10.0
     """TCP connect timeout of the transport."""
 

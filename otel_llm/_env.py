@@ -44,6 +44,22 @@ NO_COLOR: Final = "NO_COLOR"
 OTEL_LLM_DB: Final = "OTEL_LLM_DB"
 """The embedded store directory (default ``./otel-llm-store``)."""
 
+OTEL_LLM_COLLECTOR_BIN: Final = "OTEL_LLM_COLLECTOR_BIN"
+"""The collector binary ``otel-llm collector`` runs (default: what ``collector/build.sh``
+builds); ``./dev test`` sets it for the tests."""
+OTEL_LLM_COLLECTOR_SPOOL: Final = "OTEL_LLM_COLLECTOR_SPOOL"
+"""Read by ``collector/duckdb.yaml``: the folder of the file exporter's files (``otel-llm
+collector`` sets it to ``<store>.otlp``)."""
+OTEL_LLM_COLLECTOR_GRPC_PORT: Final = "OTEL_LLM_COLLECTOR_GRPC_PORT"
+"""Read by ``collector/*.yaml``: the OTLP/gRPC port (``otel-llm collector`` sets it)."""
+OTEL_LLM_COLLECTOR_HTTP_PORT: Final = "OTEL_LLM_COLLECTOR_HTTP_PORT"
+"""Read by ``collector/*.yaml``: the OTLP/HTTP port (``otel-llm collector`` sets it)."""
+OTEL_LLM_COLLECTOR_HEALTH_PORT: Final = "OTEL_LLM_COLLECTOR_HEALTH_PORT"
+"""Read by ``collector/*.yaml``: the health check's port (``otel-llm collector`` sets it)."""
+OTEL_LLM_CLICKHOUSE_ENDPOINT: Final = "OTEL_LLM_CLICKHOUSE_ENDPOINT"
+"""Read by ``collector/clickhouse.yaml``: the ClickHouse server (``tcp://127.0.0.1:9000``);
+``OTEL_LLM_CLICKHOUSE_USERNAME`` / ``OTEL_LLM_CLICKHOUSE_PASSWORD`` beside it."""
+
 SEPARATOR: Final = "__"
 """Between the segments of a client configuration key."""
 

@@ -8,6 +8,7 @@
     ├── AllSourcesExhausted           a call gave up; carries the reason per source
     ├── InvalidRequest                the request cannot be sent as given (also a TypeError)
     ├── NotAStore                     a file to read spans from is not an otel-llm store
+    ├── CollectorError                the OpenTelemetry Collector could not be built or run
     └── ProviderError                 one attempt against one source failed
         ├── TransientError            worth retrying or failing over
         │   ├── ProviderConnectionError   connect / read failure, connection reset
@@ -194,6 +195,11 @@ class NotAStore(OtelLLMError):
     def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
         super().__init__(f"{path} {problem}")
+
+
+class CollectorError(OtelLLMError):
+    """The OpenTelemetry Collector could not be built, started or stopped (``otel-llm
+    collector``); the message says what to do (install Go, free a port, read its log)."""
 
 
 class AllSourcesExhausted(OtelLLMError):

@@ -171,13 +171,19 @@ def span_row(span: ReadableSpan) -> dict[str, Any]:
         "Links.TraceState": [link.context.trace_state.to_header() for link in links],
         "Links.Attributes": [_string_map(link.attributes) for link in links],
     }
-    ours = sc.SPAN_ROLE in plain  # a default speaks for otel-llm's spans only
-    get = plain.get
+    typed_columns(plain, row)
+    _event_columns(span.events, start, row)
+    return row
+
+
+def typed_columns(attributes: Mapping[str, Any], row: dict[str, Any]) -> None:
+    """The typed columns of a row from the span's attributes (plain Python values): shared by
+    SDK spans and OTLP messages (:mod:`otel_llm._show._otlp_rows`)."""
+    ours = sc.SPAN_ROLE in attributes  # a default speaks for otel-llm's spans only
+    get = attributes.get
     for name, attribute, default, typed in TYPED_PLAN:
         value = get(attribute, default if ours else None)
         row[name] = None if value is None else typed(value)
-    _event_columns(span.events, start, row)
-    return row
 
 
 def _json_type(sql_type: str) -> str:

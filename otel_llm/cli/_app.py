@@ -233,6 +233,70 @@ def provider(
         raise _fail(str(exc)) from exc
 
 
+COLLECTOR_PROBLEM_EXIT = 1
+"""Exit code of ``otel-llm collector`` when it kept a damaged file or the collector died."""
+
+
+@app.command()
+def collector(
+    db: DbOption = None,
+    config: Annotated[
+        str,
+        typer.Option(
+            help="duckdb (OTLP into the store), clickhouse (OTLP into ClickHouse), or the path "
+            "of a collector config."
+        ),
+    ] = "duckdb",
+    grpc_port: Annotated[
+        int, typer.Option(min=1, max=65535, help="OTLP/gRPC port on 127.0.0.1.")
+    ] = DEFAULTS.collector_grpc_port,
+    http_port: Annotated[
+        int, typer.Option(min=1, max=65535, help="OTLP/HTTP port on 127.0.0.1.")
+    ] = DEFAULTS.collector_http_port,
+    health_port: Annotated[
+        int, typer.Option(min=1, max=65535, help="Health check port on 127.0.0.1.")
+    ] = DEFAULTS.collector_health_port,
+) -> None:
+    """Run the OpenTelemetry Collector (built on first use) until Ctrl-C, ingesting the spans it
+    receives into the store."""
+    from otel_llm.cli._collector import (
+        CollectorRun,
+        Ports,
+        collector_binary,
+        config_path,
+        run_until_stopped,
+        stop_on_signals,
+    )
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def say(message: str) -> None:
+        console.print(message, markup=False)
+
+    ports = Ports(grpc_port, http_port, health_port)
+    store = _db(db) if config != "clickhouse" else None
+    try:
+        with stop_on_signals() as stop:
+            binary = collector_binary(say)
+            run = CollectorRun(binary, config_path(config), store=store, ports=ports)
+            run.start()
+            say(
+                f"collector up: OTLP gRPC 127.0.0.1:{ports.grpc}, HTTP 127.0.0.1:{ports.http} "
+                f"({ports.traces_url}); "
+                + (f"spans into {store}" if store else f"config {config}")
+                + "; Ctrl-C stops it"
+            )
+            code = run_until_stopped(run, stop, say)
+    except (OtelLLMError, duckdb.Error) as exc:
+        raise _fail(str(exc)) from exc
+    report = run.report
+    say(f"collector stopped (exit code {code}); {report.spans} spans ingested in total")
+    for problem in report.problems:
+        console.print(f"[bold red]kept:[/bold red] {escape(problem)}")
+    if report.problems or (code not in (0, None) and not stop.is_set()):
+        raise typer.Exit(code=COLLECTOR_PROBLEM_EXIT)
+
+
 def _version(shown: bool) -> None:
     if shown:
         typer.echo(f"otel-llm {__version__}")

@@ -1,0 +1,219 @@
+"""The Collector file exporter's OTLP protobuf files, ingested into the store.
+
+``collector/duckdb.yaml`` makes the collector write a spool directory: ``traces.binpb`` is the
+file it is writing; full ones are rotated to ``traces-<UTC time>-<reason>.binpb``. A file is a
+sequence of 4-byte big-endian lengths, each followed by one ``ExportTraceServiceRequest``; the
+exporter writes each message with one write into the rotating file, so a message never spans two
+files and a rotated file ends on a message boundary.
+
+:class:`Spool` ingests finished files only — the rotated ones while the collector runs, and the
+current one once it has stopped (:meth:`Spool.seal_current`) — in name order, each into
+segments named after the file, its checksum and the offset of the segment's first message.
+Message boundaries depend on the bytes alone, so ingesting the same file again (after a crash
+between writing its segments and deleting it) writes the same names, which replace the segments
+instead of adding spans twice. A file is deleted only once all its spans are in the store.
+
+Nothing is lost silently: a file whose last message is cut short (the collector was killed while
+writing it) or whose bytes do not parse keeps its name with ``.incomplete`` / ``.corrupt``
+added, the spans of the messages before the damage are ingested, and :class:`IngestReport`
+names the file, the byte offset and why.
+"""
+
+from __future__ import annotations
+
+import datetime
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm._show._otlp_rows import rows_from_export_request
+
+CURRENT: Final = "traces.binpb"
+"""The file the collector is writing (``collector/duckdb.yaml``'s ``path``)."""
+_STEM, _SUFFIX = CURRENT.rsplit(".", 1)
+LENGTH_BYTES: Final = 4
+MAX_MESSAGE_BYTES: Final = 1 << 30
+"""A length above this is not a message the collector wrote (its batches are megabytes)."""
+INCOMPLETE: Final = ".incomplete"
+CORRUPT: Final = ".corrupt"
+
+
+class SegmentWriter(Protocol):
+    """What the ingest needs of the store (:class:`otel_llm._show._segments.SegmentStore`)."""
+
+    def write(self, data: Sequence[Mapping[str, Any]], *, name: str | None = None) -> Path:
+        """Seal one segment of ``data``; a given ``name`` replaces a segment of that name."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """The whole messages at the start of a file's bytes, and what follows them."""
+
+    messages: tuple[tuple[int, memoryview], ...]
+    """(offset of the length prefix, message bytes) of each whole message."""
+    end: int
+    """Bytes taken by the whole messages: where the damage starts when ``problem`` is set."""
+    problem: str | None
+    """Why the bytes after ``end`` are not whole messages (``None``: there are none)."""
+    corrupt: bool = False
+    """The bytes after ``end`` are not a message at all (else: a message cut short)."""
+
+
+def split_messages(data: bytes) -> Framing:
+    """Split the bytes of a spool file into length-prefixed messages."""
+    view = memoryview(data)
+    messages: list[tuple[int, memoryview]] = []
+    offset = 0
+    size = len(data)
+    problem = None
+    corrupt = False
+    while offset < size:
+        if size - offset < LENGTH_BYTES:
+            problem = f"a length prefix cut short ({size - offset} of {LENGTH_BYTES} bytes)"
+            break
+        length = int.from_bytes(view[offset : offset + LENGTH_BYTES], "big")
+        if length > MAX_MESSAGE_BYTES:
+            problem = f"a length of {length} bytes, not a message the collector wrote"
+            corrupt = True
+            break
+        start = offset + LENGTH_BYTES
+        if start + length > size:
+            problem = f"the last message cut short ({size - start} of {length} bytes)"
+            break
+        messages.append((offset, view[start : start + length]))
+        offset = start + length
+    return Framing(tuple(messages), offset, problem, corrupt)
+
+
+@dataclass
+class IngestReport:
+    """What one pass of :meth:`Spool.ingest` did."""
+
+    files: int = 0
+    spans: int = 0
+    problems: list[str] = field(default_factory=list)
+    """One line per file that was kept (its name, the offset, why), for the user."""
+
+    def add(self, other: IngestReport) -> None:
+        """Count ``other``'s files, spans and problems in this report."""
+        self.files += other.files
+        self.spans += other.spans
+        self.problems.extend(other.problems)
+
+
+def _segment_name(path: Path, checksum: int, offset: int) -> str:
+    return f"collector-{path.name.removesuffix('.' + _SUFFIX)}-{checksum:08x}-{offset:012d}.parquet"
+
+
+class Spool:
+    """The collector's spool directory, ingested into ``store``."""
+
+    def __init__(
+        self,
+        folder: Path,
+        store: SegmentWriter,
+        *,
+        segment_spans: int = DEFAULTS.collector_segment_spans,
+    ) -> None:
+        self.folder = folder
+        self.store = store
+        self.segment_spans = segment_spans
+
+    @property
+    def current(self) -> Path:
+        """The file the collector writes."""
+        return self.folder / CURRENT
+
+    def finished(self) -> list[Path]:
+        """The rotated files, oldest first (their names sort by the time they were rotated)."""
+        found = [
+            path
+            for path in self.folder.glob(f"{_STEM}-*.{_SUFFIX}")
+            if path.is_file() and path.name != CURRENT
+        ]
+        return sorted(found, key=lambda path: path.name)
+
+    def seal_current(self) -> Path | None:
+        """Rotate the current file by hand, once no collector writes it (at stop, or one left
+        by a collector that was killed): it is then ingested like the others."""
+        current = self.current
+        if not current.is_file():
+            return None
+        if current.stat().st_size == 0:
+            current.unlink()
+            return None
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H-%M-%S.%f")[:-3]
+        target = self.folder / f"{_STEM}-{now}-stop.{_SUFFIX}"
+        current.rename(target)
+        return target
+
+    def ingest(self) -> IngestReport:
+        """Ingest every finished file, oldest first."""
+        report = IngestReport()
+        for path in self.finished():
+            report.add(self.ingest_file(path))
+        return report
+
+    def ingest_file(self, path: Path) -> IngestReport:
+        """Write the spans of one finished file into the store, then delete it (or keep it
+        under a telling name, when part of it could not be read)."""
+        data = path.read_bytes()
+        checksum = zlib.crc32(data)
+        framing = split_messages(data)
+        report = IngestReport(files=1)
+        problem = framing.problem
+        corrupt = framing.corrupt
+        end = framing.end
+        rows: list[dict[str, Any]] = []
+        first = 0
+        for offset, message in framing.messages:
+            request = ExportTraceServiceRequest()
+            try:
+                request.ParseFromString(message)
+            except DecodeError as exc:
+                problem = f"a message that does not parse ({exc})"
+                corrupt = True
+                end = offset
+                break
+            if not rows:
+                first = offset
+            rows.extend(rows_from_export_request(request))
+            if len(rows) >= self.segment_spans:
+                self._write(rows, path, checksum, first, report)
+                rows = []
+        if rows:
+            self._write(rows, path, checksum, first, report)
+        if problem is None:
+            path.unlink()
+            return report
+        kept = path.with_name(path.name + (CORRUPT if corrupt else INCOMPLETE))
+        path.rename(kept)
+        report.problems.append(
+            f"{path}: {problem} at byte {end} of {len(data)}; the {report.spans} spans before "
+            f"it are in the store, the file is kept as {kept.name}"
+        )
+        return report
+
+    def _write(
+        self,
+        rows: list[dict[str, Any]],
+        path: Path,
+        checksum: int,
+        offset: int,
+        report: IngestReport,
+    ) -> None:
+        self.store.write(rows, name=_segment_name(path, checksum, offset))
+        report.spans += len(rows)
+
+
+def kept_files(folder: Path) -> Iterator[Path]:
+    """Files an earlier ingest kept because part of them could not be read."""
+    for suffix in (INCOMPLETE, CORRUPT):
+        yield from sorted(folder.glob(f"*{suffix}"))

@@ -1,0 +1,272 @@
+"""``otel-llm collector``: build if needed, run the OpenTelemetry Collector, ingest its files.
+
+The collector distribution is the one ``collector/manifest.yaml`` describes, built once per
+manifest by ``collector/build.sh`` (or the binary ``$OTEL_LLM_COLLECTOR_BIN`` names). With the
+``duckdb`` config it receives OTLP on 127.0.0.1 and writes protobuf files into a spool folder
+beside the store (``<store>.otlp``); :class:`CollectorRun` starts it, waits for its health check,
+ingests every finished file into the store while it runs (:class:`~otel_llm._show._otlp_files.
+Spool`), and on stop ends it with SIGTERM (it writes its last batches), then ingests the rest.
+A collector killed earlier leaves its current file behind: it is ingested before the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import otel_llm
+from otel_llm import _env as env
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import CollectorError
+from otel_llm._show._otlp_files import IngestReport, Spool, kept_files
+from otel_llm._show._store import prepare_for_writing
+
+CONFIGS: Final = ("duckdb", "clickhouse")
+"""The configs shipped in ``collector/``, by name (``--config NAME``)."""
+SPOOL_SUFFIX: Final = ".otlp"
+"""The spool folder is the store's path with this added."""
+BUILD_SCRIPT: Final = "build.sh"
+
+
+def collector_dir() -> Path:
+    """The ``collector/`` folder: inside the installed package (a wheel carries it as
+    ``otel_llm/_collector``), else beside the package in a checkout."""
+    package = Path(otel_llm.__file__).resolve().parent
+    for candidate in (package / "_collector", package.parent / "collector"):
+        if (candidate / BUILD_SCRIPT).is_file():
+            return candidate
+    raise CollectorError(
+        f"the collector's build files are missing (looked in {package / '_collector'} and "
+        f"{package.parent / 'collector'}); reinstall otel-llm"
+    )
+
+
+def config_path(choice: str) -> Path:
+    """``duckdb`` / ``clickhouse``: the shipped config; anything else: a path to a config."""
+    if choice in CONFIGS:
+        return collector_dir() / f"{choice}.yaml"
+    path = Path(choice)
+    if not path.is_file():
+        raise CollectorError(f"no collector config at {path} (or name one of {', '.join(CONFIGS)})")
+    return path
+
+
+def collector_binary(announce: Callable[[str], None] | None = None) -> Path:
+    """The collector binary: ``$OTEL_LLM_COLLECTOR_BIN``, else built by ``build.sh`` (a cached
+    binary when the manifest has not changed; the first build takes minutes)."""
+    named = env.env_path(env.OTEL_LLM_COLLECTOR_BIN)
+    if named is not None:
+        if not (named.is_file() and os.access(named, os.X_OK)):
+            raise CollectorError(f"${env.OTEL_LLM_COLLECTOR_BIN}={named} is not an executable")
+        return named
+    script = collector_dir() / BUILD_SCRIPT
+    if announce is not None:
+        announce(f"building the collector if needed ({script}) …")
+    try:
+        done = subprocess.run(
+            ["bash", str(script)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+        )
+    except OSError as exc:
+        raise CollectorError(f"could not run {script}: {exc.strerror or exc}") from exc
+    path = Path(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+    if done.returncode != 0 or path is None or not path.is_file():
+        raise CollectorError(f"{script} failed (exit code {done.returncode}; see above)")
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    """The collector's ports on 127.0.0.1."""
+
+    grpc: int = DEFAULTS.collector_grpc_port
+    http: int = DEFAULTS.collector_http_port
+    health: int = DEFAULTS.collector_health_port
+
+    @classmethod
+    def free(cls) -> Ports:
+        """Three ports nothing listens on (tests, the demo)."""
+        return cls(free_port(), free_port(), free_port())
+
+    @property
+    def traces_url(self) -> str:
+        """Where an SDK sends spans over OTLP/HTTP."""
+        return f"http://127.0.0.1:{self.http}/v1/traces"
+
+
+def spool_path(store: Path) -> Path:
+    """The spool folder of the store at ``store``."""
+    return store.with_name(store.name + SPOOL_SUFFIX)
+
+
+class CollectorRun:
+    """One collector process and the ingest of its files into a store (a context manager:
+    ``__exit__`` stops it and ingests the rest; :attr:`report` says what landed)."""
+
+    def __init__(
+        self,
+        binary: Path,
+        config: Path,
+        *,
+        store: Path | None,
+        ports: Ports | None = None,
+        log: int | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.binary = binary
+        self.config = config
+        self.ports = ports or Ports()
+        self.store_path = store
+        self.spool = (
+            Spool(spool_path(store), prepare_for_writing(store)) if store is not None else None
+        )
+        self.report = IngestReport()
+        self._log = log
+        self._extra_env = extra_env or {}
+        self._process: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def environment(self) -> dict[str, str]:
+        """The collector's environment: ours, with its ports and spool set."""
+        values = {
+            **os.environ,
+            env.OTEL_LLM_COLLECTOR_GRPC_PORT: str(self.ports.grpc),
+            env.OTEL_LLM_COLLECTOR_HTTP_PORT: str(self.ports.http),
+            env.OTEL_LLM_COLLECTOR_HEALTH_PORT: str(self.ports.health),
+            **self._extra_env,
+        }
+        if self.spool is not None:
+            values[env.OTEL_LLM_COLLECTOR_SPOOL] = str(self.spool.folder)
+        return values
+
+    def start(self, timeout_s: float = DEFAULTS.collector_start_timeout_s) -> None:
+        """Ingest what an earlier run left, start the collector, wait for its health check."""
+        if self.spool is not None:
+            self.spool.folder.mkdir(parents=True, exist_ok=True)
+            self.spool.seal_current()
+            self.ingest()
+        try:
+            self._process = subprocess.Popen(
+                [str(self.binary), f"--config={self.config}"],
+                env=self.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                start_new_session=True,  # Ctrl-C reaches us; we stop it in order
+            )
+        except OSError as exc:
+            raise CollectorError(f"could not start {self.binary}: {exc.strerror or exc}") from exc
+        deadline = time.monotonic() + timeout_s
+        url = f"http://127.0.0.1:{self.ports.health}/"
+        while True:
+            code = self._process.poll()
+            if code is not None:
+                raise CollectorError(
+                    f"the collector exited with code {code} before its health check answered "
+                    f"(its log says why: a port in use, a config it refused)"
+                )
+            with (
+                contextlib.suppress(urllib.error.URLError, OSError),
+                urllib.request.urlopen(url, timeout=1.0) as answer,
+            ):
+                if answer.status == 200:
+                    return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise CollectorError(f"the collector's health check ({url}) did not answer")
+            time.sleep(0.05)
+
+    @property
+    def running(self) -> bool:
+        """True while the collector process lives."""
+        return self._process is not None and self._process.poll() is None
+
+    def ingest(self) -> IngestReport:
+        """Ingest the finished files now (what this pass did; also added to :attr:`report`)."""
+        if self.spool is None:
+            return IngestReport()
+        with self._lock:
+            done = self.spool.ingest()
+            self.report.add(done)
+            return done
+
+    def stop(self, timeout_s: float = DEFAULTS.collector_stop_timeout_s) -> int | None:
+        """End the collector (SIGTERM: it writes its last batches; SIGKILL after
+        ``timeout_s``), then ingest every file left. Its exit code (None: not started)."""
+        process = self._process
+        code = None
+        if process is not None:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+            code = process.returncode
+        if self.spool is not None:
+            self.spool.seal_current()
+            self.ingest()
+            for path in kept_files(self.spool.folder):
+                if not any(str(path.name) in problem for problem in self.report.problems):
+                    self.report.problems.append(f"{path}: kept by an earlier ingest")
+        return code
+
+    def __enter__(self) -> CollectorRun:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM while the block runs (the handlers are put back)."""
+    stop = threading.Event()
+    previous = {
+        number: signal.signal(number, lambda *_: stop.set())
+        for number in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield stop
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def run_until_stopped(
+    run: CollectorRun,
+    stop: threading.Event,
+    say: Callable[[str], None],
+    poll_s: float = DEFAULTS.collector_poll_s,
+) -> int | None:
+    """Ingest finished files until ``stop`` is set or the collector exits, then stop it and
+    ingest the rest; the collector's exit code."""
+    while not stop.wait(poll_s):
+        done = run.ingest()
+        for problem in done.problems:
+            say(f"kept a damaged file: {problem}")
+        if done.spans:
+            say(f"{done.spans} spans from {done.files} file(s) into {run.store_path}")
+        if not run.running:
+            say("the collector exited on its own (its log above says why)")
+            break
+    return run.stop()
