@@ -119,6 +119,14 @@ def demo(
         ),
     ] = Format.TABLE,
     width: WidthOption = None,
+    via_collector: Annotated[
+        bool,
+        typer.Option(
+            "--via-collector",
+            help="Send the spans over OTLP through the OpenTelemetry Collector (built on "
+            "first use), which lands them in the store, instead of writing the store here.",
+        ),
+    ] = False,
 ) -> None:
     """Run streamed calls against simulated providers, show where their time went, and check
     the figures against what the providers scripted (exit code 3 when the machine was too busy
@@ -132,7 +140,7 @@ def demo(
     problem = unwritable(path)
     if problem is not None:
         raise _fail(f"cannot write the demo's spans to {path}: {problem}; pass --db PATH")
-    options = DemoOptions(path, calls, concurrency, time_scale, seed)
+    options = DemoOptions(path, calls, concurrency, time_scale, seed, via_collector=via_collector)
     try:
         honest = asyncio.run(run_demo(options, console, out))
     except (OtelLLMError, duckdb.Error) as exc:

@@ -270,3 +270,40 @@ def run_until_stopped(
             say("the collector exited on its own (its log above says why)")
             break
     return run.stop()
+
+
+@contextlib.contextmanager
+def sending_to(ports: Ports) -> Iterator[None]:
+    """While the block runs, the standard variables send spans (and nothing else) over
+    OTLP/HTTP to the collector on ``ports``: what ``init()`` and the SDK's exporter read."""
+    values = {
+        env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: ports.traces_url,
+        env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/protobuf",
+        env.OTEL_EXPORTER_OTLP_ENDPOINT: "",  # blank: no metrics to an endpoint set elsewhere
+        env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: "",
+    }
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def start_for_demo(store: Path, say: Callable[[str], None]) -> CollectorRun:
+    """A collector on free ports with the ``duckdb`` config, ingesting into ``store``, its log
+    kept in the spool folder (``collector.log``)."""
+    binary = collector_binary(say)
+    folder = spool_path(store)
+    folder.mkdir(parents=True, exist_ok=True)
+    log = os.open(folder / "collector.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        run = CollectorRun(binary, config_path("duckdb"), store=store, ports=Ports.free(), log=log)
+        run.start()
+    finally:
+        os.close(log)  # the child has its own copy
+    return run

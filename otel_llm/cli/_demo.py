@@ -17,6 +17,7 @@ the demo's tables show that run only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import tempfile
@@ -58,6 +59,7 @@ from otel_llm.cli._accuracy import (
     disagreeing_calls,
     p99,
 )
+from otel_llm.cli._collector import sending_to, start_for_demo
 from otel_llm.cli._render import Output
 from otel_llm.simulator import (
     MEASURED_FIT,
@@ -119,6 +121,9 @@ class DemoOptions:
     seed: int
     gap_share: float = TOLERANCE_GAP_SHARE
     """How far off its script a measured gap may be, as a share of the threshold."""
+    via_collector: bool = False
+    """Send the spans over OTLP through the OpenTelemetry Collector (``otel-llm collector``'s
+    ``duckdb`` config), which lands them in the store, instead of writing the store here."""
 
     @property
     def threshold_ms(self) -> int:
@@ -327,13 +332,20 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
     """Serve two simulated providers, run the calls, and compare the store with the script."""
     run_id = uuid.uuid4().hex
     tracer_provider = _tracer_provider(run_id)
-    telemetry = init(
-        db_path=options.db,
-        stall_threshold_ms=options.threshold_ms,
-        tracer_provider=tracer_provider,
-        set_global=False,
-        otlp=False,
+    collector = (
+        start_for_demo(options.db, lambda text: console.print(text, markup=False))
+        if options.via_collector
+        else None
     )
+    with sending_to(collector.ports) if collector else contextlib.nullcontext():
+        telemetry = init(
+            db_path=options.db,
+            stall_threshold_ms=options.threshold_ms,
+            tracer_provider=tracer_provider,
+            set_global=False,
+            duckdb=collector is None,
+            otlp=collector is not None,
+        )
     scripts = {DEMO_MODEL: MeasuredPreset(fit=DEMO_FIT)}
     probe = LagProbe()
     # Providers and meter share this process: a full collection over every module's objects
@@ -372,7 +384,11 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
     finally:
         telemetry.shutdown()
         gc.unfreeze()
+        if collector is not None:
+            collector.stop()  # it writes its last batches; the rest of its files are ingested
     stats = telemetry.exporter.stats if telemetry.exporter else None
+    if collector is not None and collector.report.problems:
+        raise e.CollectorError("; ".join(collector.report.problems))
     providers = {"sim-a": first, "sim-b": second}
     labels = {source.name: f"{source.provider}/{source.model}" for source in sources}
     comparison = compare(options, run_id, outcome.results, providers, labels)
@@ -391,7 +407,7 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
         outcome=outcome,
         verdict=verdict,
         stats={name: provider.stats for name, provider in providers.items()},
-        written=stats.written if stats else 0,
+        written=stats.written if stats else collector.report.spans if collector else 0,
         dropped=stats.dropped if stats else 0,
     )
 
