@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
+from otel_llm._show._store import open_store
 from tests.processes import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_demo_writes_queryable_spans(demo_db: Path) -> None:
     """The demo's calls are in the views, with the identity wall = net + stall on every call."""
-    with duckdb.connect(str(demo_db), read_only=True) as conn:
+    with open_store(Path(str(demo_db))) as conn:
         calls = conn.execute(
             "SELECT count(*), count(*) FILTER (WHERE stall_ms IS NOT NULL), "
             "count(*) FILTER (WHERE wall_ms <> generation_ms + stall_ms) FROM llm_calls"

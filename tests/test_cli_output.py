@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 
 from otel_llm._show._breakdown import Table, breakdown_sql, run_query, worst_stalls_sql
+from otel_llm._show._store import open_store
 from otel_llm._version import __version__
 from otel_llm.cli._cells import cell_text, is_number, json_value
 from otel_llm.cli._layout import ELLIPSIS, lay_out
@@ -228,7 +229,7 @@ def test_terminal_output_fits_the_terminal(store: Path) -> None:
 
 
 def expected_rows(store: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    with duckdb.connect(str(store), read_only=True) as conn:
+    with open_store(Path(str(store))) as conn:
         cursor = conn.execute(sql)
         return [d[0] for d in cursor.description or ()], cursor.fetchall()
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -20,9 +17,9 @@ from otel_llm import _semconv as sc
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import Timeline, meter
 from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm._show._rows import batch_json, insert_sql, span_row
 from otel_llm._show._schema import BASE_COLUMNS, BASE_DDL, SCHEMA_VERSION, migrate, stored_version
-from tests.conftest import Spans, require
+from otel_llm._show._store import open_store
+from tests.conftest import Spans
 from tests.duckdb_store import ARRIVALS, END, MS, Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +33,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def query(path: Path, sql: str) -> list[tuple[object, ...]]:
-    with duckdb.connect(str(path), read_only=True) as conn:
+    with open_store(Path(str(path))) as conn:
         return conn.execute(sql).fetchall()
 
 
@@ -158,7 +155,7 @@ def _old_schema_file(path: Path, store: Store) -> None:
     """A file with only the ClickHouse layout (schema 1), holding one call's spans."""
     store.call()
     store.exporter.force_flush(10_000)
-    with duckdb.connect(str(store.path), read_only=True) as src:
+    with open_store(Path(str(store.path))) as src:
         names = ", ".join(f'"{name}"' for name, _ in BASE_COLUMNS)
         rows = src.execute(f"SELECT {names} FROM otel_traces").fetchall()
     with duckdb.connect(str(path)) as conn:
@@ -189,162 +186,6 @@ def test_migration_upgrades_an_old_file_idempotently(tmp_path: Path, store: Stor
     assert first == again
     assert len(first) == 2
     assert rederived == expected
-
-
-def test_exporter_migrates_an_old_file_and_appends(tmp_path: Path, store: Store) -> None:
-    """Pointing the exporter at an old file upgrades it and keeps the old rows."""
-    old = tmp_path / "old.duckdb"
-    _old_schema_file(old, store)
-    other = Store(old)
-    other.call()
-    other.close()
-    assert query(old, "SELECT count(*) FROM llm_attempts") == [(4,)]
-    assert query(old, "SELECT count(*) FROM llm_attempts WHERE stall_ms IS NOT NULL") == [(2,)]
-
-
-def _old_duckdb(version: str) -> Path:
-    return ROOT / ".cache" / f"duckdb-{version}"
-
-
-@pytest.mark.parametrize("version", ["1.4", "1.5"])
-def test_older_duckdb_reads_the_file(store: Store, version: str) -> None:
-    """DuckDB 1.4 and 1.5 (Grafana's plugin) read the file, views and macro included."""
-    target = _old_duckdb(version)
-    require(target.is_dir(), f"DuckDB {version} in {target} (./dev installs it)")
-    store.call()
-    store.close()
-    script = textwrap.dedent(
-        f"""
-        import duckdb
-        assert duckdb.__version__.startswith("{version}."), duckdb.__version__
-        c = duckdb.connect({str(store.path)!r}, read_only=True)
-        print(c.execute("SELECT count(*) FROM llm_attempts").fetchone()[0])
-        sql = "SELECT stall_ms FROM llm_attempts_at(1000) WHERE outcome = 'ok'"
-        print(c.execute(sql).fetchone()[0])
-        """
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [
-        "2",
-        str(query(store.path, "SELECT stall_ms FROM llm_calls")[0][0]),
-    ]
-
-
-class Holder:
-    """A second process holding the DuckDB file open read-write until released."""
-
-    def __init__(self, path: Path) -> None:
-        code = (
-            "import duckdb, sys\n"
-            f"c = duckdb.connect({str(path)!r})\n"
-            "print('locked', flush=True)\n"
-            "sys.stdin.readline()\n"
-            "c.close()\n"
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        assert self.proc.stdout.readline().strip() == "locked"
-
-    def release(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.communicate("\n", timeout=30)
-
-
-def test_locked_file_holds_spans_and_retries(tmp_path: Path) -> None:
-    """While another process holds the file, spans wait; once it lets go they are written."""
-    path = tmp_path / "busy.duckdb"
-    duckdb.connect(str(path)).close()
-    holder = Holder(path)
-    store = Store(path, retry_s=0.05)
-    try:
-        store.call()
-        assert store.exporter.wait_for(lambda s: s.retries >= 1, 30)
-        stats = store.exporter.stats
-        assert stats.pending == 3
-        assert stats.written == 0
-        assert "lock" in (stats.last_error or "").lower()
-    finally:
-        holder.release()
-    assert store.exporter.force_flush(30_000)
-    store.close()
-    assert store.exporter.stats.dropped == 0
-    assert query(path, "SELECT count(*) FROM otel_traces") == [(3,)]
-
-
-def test_shutdown_while_locked_spills_and_next_writer_loads(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """At shutdown on a busy file spans are spilled to disk and loaded by the next writer."""
-    path = tmp_path / "busy.duckdb"
-    duckdb.connect(str(path)).close()
-    holder = Holder(path)
-    store = Store(path, retry_s=0.05, shutdown_timeout_s=0.5)
-    try:
-        store.call()
-        with caplog.at_level(logging.WARNING, logger="otel_llm"):
-            store.close()
-        assert store.exporter.stats.spilled == 3
-        assert list(store.exporter.spill_dir.glob("*.jsonl"))
-        assert "will be loaded" in caplog.text
-    finally:
-        holder.release()
-    second = Store(path)
-    second.call()
-    second.close()
-    assert query(path, "SELECT count(*) FROM otel_traces") == [(6,)]
-    assert not list(second.exporter.spill_dir.glob("*.jsonl"))
-    assert query(path, "SELECT count(*) FROM llm_calls WHERE stall_ms IS NOT NULL") == [(2,)]
-
-
-def test_shutdown_waits_out_another_writers_lock(tmp_path: Path) -> None:
-    """A file another process holds locked when shutdown begins is tried again for the lock
-    grace: released within it, every span is written and nothing is spilled."""
-    path = tmp_path / "busy.duckdb"
-    duckdb.connect(str(path)).close()
-    holder = Holder(path)
-    store = Store(path, retry_s=0.05, shutdown_timeout_s=120, shutdown_lock_grace_s=120)
-    store.call()
-    closing = threading.Thread(target=store.close)
-    try:
-        assert store.exporter.wait_for(lambda s: s.retries >= 1, 30)
-        before = store.exporter.stats.retries
-        closing.start()
-        assert store.exporter.wait_for(lambda s: s.retries >= before + 2, 30)
-    finally:
-        holder.release()
-    closing.join(60)
-    assert not closing.is_alive()
-    assert store.exporter.stats.spilled == 0
-    assert query(path, "SELECT count(*) FROM otel_traces") == [(3,)]
-
-
-def test_shutdown_gives_a_held_lock_only_the_grace(tmp_path: Path) -> None:
-    """A lock that is not released costs the exit the lock grace, not the shutdown timeout."""
-    path = tmp_path / "busy.duckdb"
-    duckdb.connect(str(path)).close()
-    holder = Holder(path)
-    store = Store(path, retry_s=0.05, shutdown_timeout_s=120, shutdown_lock_grace_s=0.2)
-    try:
-        store.call()
-        started = time.monotonic()
-        store.close()
-        assert time.monotonic() - started < 60  # far below the 120 s timeout
-        assert store.exporter.stats.spilled == 3
-    finally:
-        holder.release()
 
 
 def test_unwritable_location_counts_every_lost_span(
@@ -382,18 +223,6 @@ def test_overflow_drops_oldest_with_a_counted_warning(
     exporter.shutdown()
 
 
-def test_rows_round_trip_through_json(store: Store) -> None:
-    """The batch insert writes exactly the row the span converts to."""
-    store.call()
-    store.exporter.force_flush(10_000)
-    with duckdb.connect(str(store.path), read_only=True) as conn:
-        count = conn.execute("SELECT count(*) FROM otel_traces").fetchone()
-    assert count == (3,)
-    assert "from_json" in insert_sql()
-    assert batch_json([{"TraceId": "a"}]).startswith("[{")
-    assert span_row.__doc__
-
-
 def test_two_processes_share_one_file(tmp_path: Path) -> None:
     """Two applications writing the same file both land all their spans."""
     path = tmp_path / "shared.duckdb"
@@ -415,35 +244,6 @@ def test_two_processes_share_one_file(tmp_path: Path) -> None:
     assert query(path, "SELECT count(*) FROM llm_calls") == [(10,)]
 
 
-def test_bad_spill_content_is_counted_and_never_stops_the_writer(tmp_path: Path) -> None:
-    """A spill file with a line that is not JSON and a row the table refuses: both are
-    counted as dropped, the good row and the new batch are written exactly once, and the
-    writer thread keeps working."""
-    path = tmp_path / "spans.duckdb"
-    first = Store(path)
-    first.call()
-    first.exporter.force_flush(10_000)
-    good = query(path, "SELECT count(*) FROM otel_traces")[0][0]
-    row = span_row(first.tracer.start_span("spilled"))  # an unfinished span still converts
-    first.close()
-    refused = dict(row, TraceId=None)  # NOT NULL in otel_traces
-    spill_dir = first.exporter.spill_dir
-    spill_dir.mkdir()
-    (spill_dir / "1-1.jsonl").write_text(
-        "{not json\n" + json.dumps(row) + "\n" + json.dumps(refused) + "\n", "utf-8"
-    )
-    second = Store(path)
-    second.call()
-    assert second.exporter.force_flush(10_000)
-    second.call()
-    second.close()
-    stats = second.exporter.stats
-    assert stats.dropped == 2
-    assert stats.written == 6
-    assert query(path, "SELECT count(*) FROM otel_traces")[0][0] == good + 6 + 1
-    assert not list(spill_dir.iterdir())
-
-
 def test_thinned_chunk_events_still_agree_at_the_measured_threshold(store: Store) -> None:
     """With more stalls than chunk events fit, SQL at the measured threshold returns the
     processor's exact figures, and refuses (NULL) thresholds it cannot know."""
@@ -463,46 +263,6 @@ def test_thinned_chunk_events_still_agree_at_the_measured_threshold(store: Store
     assert row[6] is None
 
 
-def test_a_corrupt_file_is_named_and_exit_is_fast(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A file that is not a DuckDB database: the warning names it as needing repair, and the
-    exit does not wait the whole shutdown timeout (one more attempt, then the spill)."""
-    path = tmp_path / "corrupt.duckdb"
-    path.write_bytes(b"not a database " * 1000)
-    store = Store(path, retry_s=0.05, shutdown_timeout_s=30)
-    with caplog.at_level(logging.WARNING, logger="otel_llm"):
-        store.call()
-        assert store.exporter.wait_for(lambda s: s.retries >= 1, 30)
-        started = time.monotonic()
-        store.close()
-        took = time.monotonic() - started
-    assert took < 10, f"shutdown took {took:.1f} s of its 30 s timeout"
-    assert f"{path} is not a readable DuckDB database" in caplog.text
-    assert "needs repair" in caplog.text
-    assert store.exporter.stats.spilled == 3
-
-
-def test_the_spill_directory_is_bounded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Exit after exit on a broken file: the spill directory stays under its bound, the
-    oldest spills dropped first, every dropped span counted and announced."""
-    path = tmp_path / "corrupt.duckdb"
-    path.write_bytes(b"not a database " * 1000)
-    bound = 30_000
-    sizes = []
-    for _ in range(6):
-        store = Store(path, retry_s=0.05, shutdown_timeout_s=5, spill_max_bytes=bound)
-        store.call()
-        with caplog.at_level(logging.WARNING, logger="otel_llm"):
-            store.close()
-        spills = sorted(store.exporter.spill_dir.glob("*.jsonl"))
-        sizes.append(sum(spill.stat().st_size for spill in spills))
-    assert max(sizes) <= bound
-    assert sizes[-1] > 0, "the newest spill is kept"
-    assert "the spill directory" in caplog.text
-    assert "was dropped" in caplog.text
-
-
 FULL_DISK = """
 import resource, signal, sys
 from pathlib import Path
@@ -518,21 +278,6 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))  # the disk is full afte
 store.close()
 print(store.exporter.stats.dropped, store.exporter.stats.spilled)
 """
-
-
-def test_a_full_disk_leaves_no_partial_spill(tmp_path: Path) -> None:
-    """A spill that cannot be written whole leaves no ``.tmp`` behind; its spans are counted
-    as dropped. (A process whose file-size limit is 2 KB stands in for a full disk.)"""
-    path = tmp_path / "corrupt.duckdb"
-    path.write_bytes(b"x" * 1000)
-    script = FULL_DISK.format(root=str(ROOT), path=str(path))
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
-    )
-    dropped, spilled = map(int, done.stdout.split())
-    assert (dropped, spilled) == (3, 0)
-    spill_dir = path.with_name(path.name + ".spill")
-    assert list(spill_dir.iterdir()) == []
 
 
 def test_a_non_streamed_row_has_null_stall_columns(tmp_path: Path) -> None:
@@ -555,25 +300,6 @@ def test_a_non_streamed_row_has_null_stall_columns(tmp_path: Path) -> None:
         "metering_status FROM llm_attempts",
     )
     assert rows == [(False, None, None, None, 2500, 2500, sc.METERING_NOT_STREAMED)]
-
-
-def test_a_spill_larger_than_the_bound_keeps_its_newest_spans(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """One spill bigger than the whole bound: the newest spans that fit are saved, the older
-    ones are counted as dropped and announced — the directory never exceeds its bound."""
-    path = tmp_path / "corrupt.duckdb"
-    path.write_bytes(b"not a database " * 1000)
-    store = Store(path, retry_s=0.05, shutdown_timeout_s=5, spill_max_bytes=6_000)
-    store.call()
-    with caplog.at_level(logging.WARNING, logger="otel_llm"):
-        store.close()
-    stats = store.exporter.stats
-    assert stats.spilled + stats.dropped == 3
-    assert stats.dropped >= 1
-    spills = list(store.exporter.spill_dir.glob("*.jsonl"))
-    assert sum(spill.stat().st_size for spill in spills) <= 6_000
-    assert "larger than the spill bound" in caplog.text
 
 
 def test_only_otel_llm_spans_default_to_not_streamed(tmp_path: Path) -> None:

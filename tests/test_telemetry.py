@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import duckdb
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -23,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_llm import Client, Source, init
 from otel_llm import _semconv as sc
 from otel_llm._show._otlp import Collector
+from otel_llm._show._store import open_store
 from otel_llm.simulator import SimulatedProvider
 from tests.processes import run_python
 
@@ -117,7 +117,7 @@ async def test_default_writes_duckdb(tmp_path: Path, provider: SimulatedProvider
     async with Client(sources(provider), tracer_provider=telemetry.tracer_provider) as client:
         result = await client.chat(MESSAGES)
     telemetry.shutdown()
-    with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as conn:
+    with open_store(Path(str(tmp_path / "t.duckdb"))) as conn:
         rows = conn.execute("SELECT attempts, stall_count, chunk_count FROM llm_calls").fetchall()
     assert rows == [(1, result.stats.stall_count, result.stats.chunk_count)]
 
@@ -133,7 +133,7 @@ async def test_db_path_from_environment(
     async with Client(sources(provider), tracer_provider=telemetry.tracer_provider) as client:
         await client.chat(MESSAGES)
     telemetry.shutdown()
-    with duckdb.connect(str(tmp_path / "env.duckdb"), read_only=True) as conn:
+    with open_store(Path(str(tmp_path / "env.duckdb"))) as conn:
         services = conn.execute("SELECT DISTINCT service FROM llm_calls").fetchall()
     assert services == [("checkout-bot",)]
 
@@ -171,7 +171,7 @@ async def test_otlp_exported_when_variables_set(
     assert roles == ["attempt", "call"]
     attempt = next(s for s in exported if "attempt" in str(s["attributes"][sc.SPAN_ROLE]))  # type: ignore[index]
     assert sc.STALL_MS in attempt["attributes"]  # type: ignore[operator]
-    with duckdb.connect(str(tmp_path / "both.duckdb"), read_only=True) as conn:
+    with open_store(Path(str(tmp_path / "both.duckdb"))) as conn:
         assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
 
 
@@ -186,7 +186,7 @@ async def test_unreachable_collector_never_breaks_the_call(
         result = await client.chat(MESSAGES)
     telemetry.shutdown()
     assert result.text
-    with duckdb.connect(str(tmp_path / "x.duckdb"), read_only=True) as conn:
+    with open_store(Path(str(tmp_path / "x.duckdb"))) as conn:
         assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
 
 
@@ -206,7 +206,7 @@ async def test_existing_provider_is_extended_not_replaced(
         await client.chat(MESSAGES)
     telemetry.shutdown()
     assert len(theirs.get_finished_spans()) == 2, "the application's processor still gets spans"
-    with duckdb.connect(str(tmp_path / "x.duckdb"), read_only=True) as conn:
+    with open_store(Path(str(tmp_path / "x.duckdb"))) as conn:
         assert conn.execute("SELECT count(*) FROM llm_attempts").fetchone() == (1,)
     app_provider.shutdown()
 
@@ -222,7 +222,7 @@ def test_force_flush_writes_the_store(tmp_path: Path) -> None:
         assert telemetry.force_flush(120)
         assert telemetry.exporter is not None
         assert telemetry.exporter.stats.pending == 0
-        with duckdb.connect(str(tmp_path / "flush.duckdb"), read_only=True) as conn:
+        with open_store(Path(str(tmp_path / "flush.duckdb"))) as conn:
             assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (3000,)
     finally:
         telemetry.shutdown()
@@ -236,7 +236,7 @@ def test_threshold_is_validated() -> None:
 
 def test_global_default_in_a_fresh_process(tmp_path: Path) -> None:
     """In a fresh process, init() with no arguments installs the global provider and writes
-    ./otel-llm.duckdb; a client without an explicit provider uses it."""
+    ./otel-llm-store; a client without an explicit provider uses it."""
     script = textwrap.dedent(
         """
         import asyncio
@@ -258,7 +258,7 @@ def test_global_default_in_a_fresh_process(tmp_path: Path) -> None:
     )
     out = run_python(script, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    with duckdb.connect(str(tmp_path / "otel-llm.duckdb"), read_only=True) as conn:
+    with open_store(Path(str(tmp_path / "otel-llm-store"))) as conn:
         assert conn.execute("SELECT count(*) FROM llm_calls").fetchone() == (1,)
 
 
@@ -274,7 +274,7 @@ async def test_init_twice_wires_once(
     async with Client(sources(provider), tracer_provider=first.tracer_provider) as client:
         await client.chat(MESSAGES)
     first.shutdown()
-    with duckdb.connect(str(tmp_path / "once.duckdb"), read_only=True) as conn:
+    with open_store(Path(str(tmp_path / "once.duckdb"))) as conn:
         assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
     assert not (tmp_path / "other.duckdb").exists()
     third = init(db_path=tmp_path / "again.duckdb", set_global=False, otlp=False)
@@ -331,7 +331,7 @@ def test_collector_that_is_not_there_costs_one_warning_and_no_wait(
     assert f"127.0.0.1:{port}" in lines[0]
     exit_s = float(last.removeprefix("exit_s="))
     assert exit_s < 6.0, f"exit took {exit_s} s (expected well under a second)"
-    with duckdb.connect(str(db), read_only=True) as conn:
+    with open_store(Path(str(db))) as conn:
         assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
 
 
@@ -418,7 +418,7 @@ async def test_shutdown_is_bounded_when_the_collector_hangs(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "gave up waiting for the OTLP collector" in warnings[0]
-    with duckdb.connect(str(tmp_path / "hang.duckdb"), read_only=True) as conn:
+    with open_store(Path(str(tmp_path / "hang.duckdb"))) as conn:
         assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
 
 

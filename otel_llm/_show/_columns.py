@@ -21,6 +21,7 @@ from otel_llm._show._rows import (
     RENDER,
     STATUS_NAMES,
     TYPED_PLAN,
+    as_int,
     attribute_string,
     plain_attributes,
 )
@@ -170,8 +171,8 @@ class SegmentColumns:
             if name == chunk_event:
                 index = inner.get(_CHUNK_INDEX)
                 gap = inner.get(_CHUNK_GAP)
-                indexes.append(index)
-                gaps.append(gap)
+                indexes.append(as_int(index))
+                gaps.append(as_int(gap))
                 arrivals.append(stamp - start)
                 if len(inner) == 2 and type(index) is int and type(gap) is int:
                     keys.extend(_CHUNK_KEYS)

@@ -28,7 +28,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._errors import NotAStore
 from otel_llm._show._columns import SegmentColumns
 from otel_llm._show._segments import SegmentStore, encode
 from otel_llm._show._store import prepare_for_writing
@@ -90,6 +89,8 @@ class DuckDBSpanExporter(SpanExporter):
         self._written = self._dropped = self._retries = self._segments = 0
         self._last_error: str | None = None
         self._failed_at = 0.0
+        self._attempts = 0
+        """Writes tried (a flush waits for one made after it asked)."""
         self._last_warning = 0.0
         self._unreported_drops = 0
         self._oldest_queued = 0.0
@@ -143,11 +144,13 @@ class DuckDBSpanExporter(SpanExporter):
         deadline = time.monotonic() + timeout_millis / 1000
         with self._cond:
             self._flush_requests += 1
+            attempts = self._attempts
             self._cond.notify_all()
             while self._held() or self._busy:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or (self._last_error is not None and not self._busy):
-                    return not (self._held() or self._busy)
+                failed = self._attempts > attempts and self._last_error is not None
+                if remaining <= 0 or (failed and not self._busy):
+                    return False
                 self._cond.wait(remaining)
             return True
 
@@ -302,13 +305,11 @@ class DuckDBSpanExporter(SpanExporter):
                 if self._store is None:
                     self._store = prepare_for_writing(self.path)
                 self._store.write(segment.data)
-            except (OSError, NotAStore, ValueError) as exc:
-                self._note_failure(exc)
-                return
-            except Exception as exc:  # a migration's DuckDB error, and the like
+            except Exception as exc:  # a full disk, not a store, a migration's DuckDB error
                 self._note_failure(exc)
                 return
             with self._cond:
+                self._attempts += 1
                 if self._encoded and self._encoded[0] is segment:
                     self._encoded.popleft()
                     self._encoded_spans -= segment.spans
@@ -333,6 +334,7 @@ class DuckDBSpanExporter(SpanExporter):
     def _note_failure(self, exc: BaseException) -> None:
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
         with self._cond:
+            self._attempts += 1
             self._last_error = message
             self._failed_at = time.monotonic()
             self._retries += 1

@@ -11,11 +11,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_llm import _semconv as sc
 from otel_llm._show._schema import (
-    ALL_COLUMNS,
     BASE_COLUMNS,
     CHUNK_COLUMNS,
     CHUNK_OFFSET_COLUMN,
-    TABLE,
     TYPED_COLUMNS,
 )
 
@@ -91,15 +89,23 @@ def _as_bool(value: Any) -> Any:
     return value if type(value) is bool else None
 
 
-def _as_int(value: Any) -> Any:
-    return value if isinstance(value, int) and type(value) is not bool else None
+def as_int(value: Any) -> Any:
+    """``value`` when it fits a BIGINT, else ``None`` (a bool is not an int here)."""
+    if type(value) is int or (isinstance(value, int) and type(value) is not bool):
+        return value if -(2**63) <= value < 2**63 else None
+    return None
+
+
+def _as_int32(value: Any) -> Any:
+    value = as_int(value)
+    return value if value is None or -(2**31) <= value < 2**31 else None
 
 
 def _as_text(value: Any) -> Any:
     return value if type(value) is str else attribute_string(value)
 
 
-_TYPED: Final = {"BOOLEAN": _as_bool, "BIGINT": _as_int, "INTEGER": _as_int}
+_TYPED: Final = {"BOOLEAN": _as_bool, "BIGINT": as_int, "INTEGER": _as_int32}
 TYPED_PLAN: Final = tuple(
     (column.name, column.attribute, column.default, _TYPED.get(column.sql_type, _as_text))
     for column in TYPED_COLUMNS
@@ -126,8 +132,8 @@ def _event_columns(events: Sequence[Event], start: int, row: dict[str, Any]) -> 
         if name == sc.CHUNK_EVENT:
             index = inner.get(_CHUNK_INDEX)
             gap = inner.get(_CHUNK_GAP)
-            indexes.append(index)
-            gaps.append(gap)
+            indexes.append(as_int(index))
+            gaps.append(as_int(gap))
             offsets.append(stamp - start)
             if len(inner) == 2 and type(index) is int and type(gap) is int:
                 maps.append({_CHUNK_INDEX: str(index), _CHUNK_GAP: str(gap)})
@@ -184,43 +190,3 @@ def typed_columns(attributes: Mapping[str, Any], row: dict[str, Any]) -> None:
     for name, attribute, default, typed in TYPED_PLAN:
         value = get(attribute, default if ours else None)
         row[name] = None if value is None else typed(value)
-
-
-def _json_type(sql_type: str) -> str:
-    if sql_type == "TIMESTAMP_NS":
-        return "BIGINT"
-    if sql_type == "TIMESTAMP_NS[]":
-        return "BIGINT[]"
-    return sql_type
-
-
-def _select_expression(index: int, name: str) -> str:
-    ref = f"r.c{index}"
-    sql_type = _SQL_TYPES[name]
-    if sql_type == "TIMESTAMP_NS":
-        expr = f"make_timestamp_ns({ref})"
-    elif sql_type == "TIMESTAMP_NS[]":
-        expr = f"list_transform({ref}, lambda x: make_timestamp_ns(x))"
-    else:
-        expr = ref
-    return f'{expr} AS "{name}"'
-
-
-def insert_sql(columns: Sequence[str] = ALL_COLUMNS) -> str:
-    """One INSERT that takes a whole batch as a single JSON array parameter."""
-    structure = json.dumps(
-        {f"c{i}": _json_type(_SQL_TYPES[name]) for i, name in enumerate(columns)}
-    )
-    selects = ",\n    ".join(_select_expression(i, name) for i, name in enumerate(columns))
-    return (
-        f"INSERT INTO {TABLE} BY NAME\nSELECT\n    {selects}\n"
-        f"FROM (SELECT unnest(from_json(?::JSON, '[{structure}]')) AS r)"
-    )
-
-
-def batch_json(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] = ALL_COLUMNS) -> str:
-    """The JSON parameter of :func:`insert_sql` for ``rows``."""
-    return json.dumps(
-        [{f"c{i}": row.get(name) for i, name in enumerate(columns)} for row in rows],
-        separators=(",", ":"),
-    )

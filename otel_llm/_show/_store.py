@@ -182,9 +182,9 @@ def _move_rows(path: Path, store: SegmentStore) -> int:
         _check_tables(conn, path, views=False)
         migrate(conn)
         columns = ", ".join(f'"{name}"' for name in ALL_COLUMNS)
-        cursor = conn.execute(f"SELECT {columns} FROM {TABLE}")
-        # DuckDB 2 renamed fetch_record_batch to to_arrow_reader
-        batches = getattr(cursor, "to_arrow_reader", None) or getattr(cursor, "fetch_record_batch")  # noqa: B009
+        relation = conn.cursor().sql(f"SELECT {columns} FROM {TABLE}")
+        # DuckDB 2 renamed fetch_arrow_reader to to_arrow_reader
+        batches = getattr(relation, "to_arrow_reader", None) or relation.fetch_arrow_reader
         reader = batches(DEFAULTS.segment_merge_rows)
         schema = arrow_schema()
         import pyarrow as pa

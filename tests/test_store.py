@@ -1,0 +1,383 @@
+"""The segment store: many writers and readers at once, old DuckDB readers, migration of a
+single-file store, compaction, and a store that cannot be written."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_llm._errors import NotAStore
+from otel_llm._show._breakdown import run_query
+from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._rows import span_row
+from otel_llm._show._schema import migrate
+from otel_llm._show._segments import SCHEMA_SEGMENT, SegmentStore
+from otel_llm._show._store import LEGACY_SUFFIX, connect, open_store, reader_sql
+from tests.conftest import Spans, require
+from tests.duckdb_store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def count(path: Path, sql: str = "SELECT count(*) FROM otel_traces") -> int:
+    with open_store(path, views=False) as conn:
+        row = conn.execute(sql).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_store_is_a_directory_of_sealed_segments(tmp_path: Path) -> None:
+    """Each write seals one Parquet segment; nothing half-written is left, and the views read
+    them (the store starts with an empty schema segment so a glob always matches)."""
+    path = tmp_path / "store"
+    store = Store(path)
+    store.call()
+    assert store.exporter.force_flush(10_000)
+    store.call()
+    store.close()
+    names = sorted(p.name for p in (path / "segments").iterdir())
+    assert names[0] == SCHEMA_SEGMENT
+    assert len(names) == 3
+    assert all(name.endswith(".parquet") for name in names)
+    assert count(path) == 6
+    assert run_query(path, "SELECT count(*) FROM llm_calls").rows == [(2,)]
+    assert store.exporter.stats.segments == 2
+
+
+def test_an_empty_store_reads_as_empty(tmp_path: Path) -> None:
+    """A store with no spans yet answers every view with no rows, not an error."""
+    path = tmp_path / "store"
+    SegmentStore(path).create()
+    assert run_query(path, "SELECT count(*) FROM llm_attempts_at(500)", canned=True).rows == [(0,)]
+
+
+_ATTRIBUTE_VALUES = st.one_of(
+    st.text(max_size=20),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False),
+    st.lists(st.integers(min_value=-(2**31), max_value=2**31), max_size=3),
+    st.lists(st.text(max_size=5), max_size=3),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    attributes=st.dictionaries(st.text(min_size=1, max_size=12), _ATTRIBUTE_VALUES, max_size=6),
+    events=st.lists(
+        st.tuples(
+            st.sampled_from(["otel_llm.chunk", "exception", "x"]),
+            st.dictionaries(
+                st.sampled_from(["otel_llm.chunk.index", "otel_llm.chunk.gap_ns", "k"]),
+                _ATTRIBUTE_VALUES,
+                max_size=3,
+            ),
+        ),
+        max_size=5,
+    ),
+)
+def test_columns_are_the_row_of_every_span(
+    attributes: dict[str, object], events: list[tuple[str, dict[str, object]]]
+) -> None:
+    """Whatever attributes and events a span has, the fast column builder gives exactly the
+    row ``span_row`` gives (the Collector's spans go through rows), and DuckDB reads it back."""
+    spans = Spans()
+    span = spans.tracer.start_span("s", attributes=attributes)  # type: ignore[arg-type]
+    for name, event_attributes in events:
+        span.add_event(name, event_attributes)  # type: ignore[arg-type]
+    span.end()
+    (finished,) = spans.finished()
+    fast = SegmentColumns()
+    fast.append_span(finished)
+    rows = SegmentColumns()
+    rows.append_row(span_row(finished))
+    assert fast.table().equals(rows.table())
+    arrow = fast.table()
+    with duckdb.connect() as conn:
+        conn.register("t", arrow)
+        got = conn.execute('SELECT "SpanAttributes", "Events.Attributes" FROM t').fetchone()
+    assert got is not None
+    row = span_row(finished)
+    assert dict(got[0]) == row["SpanAttributes"]
+    assert [dict(m) for m in got[1]] == row["Events.Attributes"]
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from tests.duckdb_store import Store
+    s = Store(Path({path!r}), flush_interval_s=0.01, compact_every_s=0.05)
+    for i in range({calls}):
+        s.call()
+    s.close()
+    stats = s.exporter.stats
+    assert stats.dropped == 0 and stats.pending == 0, stats
+    print(stats.written)
+    """
+)
+
+_READER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    import duckdb
+    from otel_llm._show._segments import SegmentStore
+    from otel_llm._show._store import reader_sql
+    path = Path({path!r})
+    store = SegmentStore(path)
+    seen = []
+    # one connection for the reader's whole life, as Grafana's DuckDB data source keeps it;
+    # each query holds the store's read lock, so no merge runs under it
+    with duckdb.connect() as conn:
+        conn.execute(reader_sql(path))
+        while not Path({stop!r}).exists():
+            with store.reading():
+                n = conn.execute("SELECT count(*) FROM llm_calls").fetchone()[0]
+                dup = conn.execute(
+                    'SELECT count(*) - count(DISTINCT "SpanId") FROM otel_traces'
+                ).fetchone()[0]
+            assert dup == 0, dup
+            seen.append(n)
+            time.sleep(0.02)
+    assert seen == sorted(seen), seen
+    print(len(seen), seen[-1] if seen else 0)
+    """
+)
+
+
+def test_four_writers_two_readers_nothing_lost(tmp_path: Path) -> None:
+    """Four processes write at once while a long-lived reader keeps one connection open and
+    the CLI queries: nobody waits on a lock or fails, no reader ever sees a span twice (even
+    while writers merge segments), and afterwards rows = spans ended, exactly."""
+    path = tmp_path / "shared"
+    SegmentStore(path).create()
+    stop = tmp_path / "stop"
+    calls = 60
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _READER.format(root=str(ROOT), path=str(path), stop=str(stop))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    code = _WRITER.format(root=str(ROOT), path=str(path), calls=calls)
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    cli_counts = []
+    while any(w.poll() is None for w in writers):
+        out = subprocess.run(
+            [sys.executable, "-m", "otel_llm.cli", "query", "--db", str(path), "--format", "json",
+             "SELECT count(*) AS n FROM llm_calls"],
+            capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        cli_counts.append(json.loads(out.stdout)[0]["n"])
+    results = [w.communicate(timeout=120) for w in writers]
+    assert [w.returncode for w in writers] == [0, 0, 0, 0], [err for _, err in results]
+    assert [int(out.split()[-1]) for out, _ in results] == [3 * calls] * 4
+    stop.touch()
+    out, err = reader.communicate(timeout=60)
+    assert reader.returncode == 0, err
+    assert int(out.split()[0]) >= 1
+    assert cli_counts == sorted(cli_counts)
+    assert count(path) == 4 * 3 * calls
+    assert count(path, "SELECT count(DISTINCT \"SpanId\") FROM otel_traces") == 4 * 3 * calls
+    assert run_query(path, "SELECT count(*) FROM llm_calls").rows == [(4 * calls,)]
+
+
+def test_compaction_merges_small_segments_and_waits_for_readers(tmp_path: Path) -> None:
+    """Small segments merge into one with the same rows; while a reader holds the store open,
+    no merge happens (so the reader never sees a span twice)."""
+    path = tmp_path / "store"
+    store = Store(path, compact_every_s=3600)
+    for _ in range(5):
+        store.call()
+        assert store.exporter.force_flush(10_000)
+    store.close()
+    segments = SegmentStore(path)
+    before = run_query(path, "SELECT span_id, stall_ms FROM llm_attempts ORDER BY 1").rows
+    assert len(segments.segments()) == 6
+    with open_store(path) as conn:
+        assert segments.compact(min_segments=2) == 0  # a reader holds it
+        assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (15,)
+    assert segments.compact(min_segments=2) == 5
+    assert len(segments.segments()) == 2  # the schema segment and the merged one
+    assert run_query(path, "SELECT span_id, stall_ms FROM llm_attempts ORDER BY 1").rows == before
+
+
+def _old_duckdb(version: str) -> Path:
+    return ROOT / ".cache" / f"duckdb-{version}"
+
+
+@pytest.mark.parametrize("version", ["1.4.4", "1.5.4", "1.5.6"])
+def test_older_duckdb_reads_the_store(tmp_path: Path, version: str) -> None:
+    """DuckDB 1.4, 1.5.4 (the engine Grafana's DuckDB plugin embeds) and 1.5.6 read the store
+    through the reader SQL Grafana runs as initSql: views and the re-threshold macro."""
+    target = _old_duckdb(version)
+    require(target.is_dir(), f"DuckDB {version} in {target} (./dev installs it)")
+    store = Store(tmp_path / "store")
+    store.call()
+    store.close()
+    script = textwrap.dedent(
+        f"""
+        import duckdb
+        assert duckdb.__version__ == "{version}", duckdb.__version__
+        c = duckdb.connect()
+        c.execute({reader_sql(store.path)!r})
+        print(c.execute("SELECT count(*) FROM llm_attempts").fetchone()[0])
+        sql = "SELECT stall_ms FROM llm_attempts_at(1000) WHERE outcome = 'ok'"
+        print(c.execute(sql).fetchone()[0])
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    expected = run_query(store.path, "SELECT stall_ms FROM llm_calls").rows[0][0]
+    assert out.stdout.split() == ["2", str(expected)]
+
+
+def _legacy_store(path: Path, tmp_path: Path) -> list[tuple[object, ...]]:
+    """A single-file store as earlier versions wrote it, with one spilled span beside it."""
+    source = Store(tmp_path / "source")
+    source.call()
+    source.close()
+    with open_store(source.path) as conn:
+        rows = conn.execute("SELECT * FROM otel_traces").fetchall()
+        columns = [d[0] for d in conn.description or ()]
+    with connect(path) as conn:
+        migrate(conn)
+        names = ", ".join(f'"{c}"' for c in columns)
+        marks = ", ".join("?" for _ in columns)
+        conn.executemany(f"INSERT INTO otel_traces ({names}) VALUES ({marks})", rows)
+    spans = Spans()
+    spans.tracer.start_span("spilled").end()
+    spilled = span_row(spans.finished()[0])
+    spill = path.with_name(path.name + ".spill")
+    spill.mkdir()
+    (spill / "1-1.jsonl").write_text(json.dumps(spilled) + "\n{not json\n", "utf-8")
+    return run_query(path, "SELECT span_id, stall_ms FROM llm_attempts ORDER BY 1").rows
+
+
+def test_a_single_file_store_is_read_and_migrated(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store of an earlier version (one DuckDB file) is still read as it is; the first writer
+    turns it into a segment store at the same path with every span, the spilled one included,
+    keeps the old file beside it and says so."""
+    path = tmp_path / "old.duckdb"
+    before = _legacy_store(path, tmp_path)
+    assert len(before) == 2
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        store = Store(path)
+        store.call()
+        store.close()
+    assert path.is_dir()
+    assert path.with_name(path.name + LEGACY_SUFFIX).is_file()
+    assert "single-file store" in caplog.text
+    assert count(path) == 3 + 1 + 3
+    rows = run_query(path, "SELECT span_id, stall_ms FROM llm_attempts ORDER BY 1").rows
+    assert set(before) <= set(rows)
+    assert len(rows) == 4
+    assert not path.with_name(path.name + ".spill").exists()
+
+
+def test_paths_that_are_not_stores_are_named(tmp_path: Path) -> None:
+    """Readers refuse what is not a store with a message naming it."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine")
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00not a database" * 10)
+    for path, words in (
+        (plain, "not an otel-llm store"),
+        (junk, "not a DuckDB database"),
+        (tmp_path / "missing", "does not exist"),
+    ):
+        with pytest.raises(NotAStore, match=words):
+            run_query(path, "SELECT 1")
+
+
+def test_a_path_that_is_not_a_store_holds_spans_and_exits_fast(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A writer pointed at someone else's directory never writes into it: the warning names
+    the path, spans are held, and shutdown counts them as lost within its bound."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine")
+    store = Store(plain, retry_s=0.05, shutdown_timeout_s=1.0)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        store.call()
+        assert store.exporter.wait_for(lambda s: s.retries >= 1, 30)
+        assert not store.exporter.force_flush(5_000)
+        started = time.monotonic()
+        store.close()
+    assert time.monotonic() - started < 10
+    assert sorted(p.name for p in plain.iterdir()) == ["notes.txt"]
+    assert store.exporter.stats.dropped == 3
+    assert str(plain) in caplog.text
+    assert "not an otel-llm store" in caplog.text
+
+
+_FULL_DISK = textwrap.dedent(
+    """
+    import resource, signal, sys
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from otel_llm._show._segments import SegmentStore
+    from tests.duckdb_store import Store
+    path = Path({path!r})
+    SegmentStore(path).create()
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200, hard))
+    s = Store(path, retry_s=0.05)
+    s.call()
+    assert s.exporter.wait_for(lambda st: st.retries >= 2, 30), s.exporter.stats
+    assert s.exporter.stats.written == 0
+    leftovers = [p.name for p in (path / "segments").iterdir() if p.name.startswith(".")]
+    assert leftovers == [], leftovers
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # the disk has room again
+    assert s.exporter.force_flush(10_000), s.exporter.stats
+    s.close()
+    print(s.exporter.stats.written, s.exporter.stats.dropped)
+    """
+)
+
+
+def test_a_full_disk_leaves_no_partial_segment_and_loses_nothing(tmp_path: Path) -> None:
+    """While writes fail (a file-size limit stands in for a full disk), no partial segment is
+    left behind and the spans wait; once there is room they are all written."""
+    path = tmp_path / "store"
+    out = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK.format(root=str(ROOT), path=str(path))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["3", "0"]
+    assert count(path) == 3
