@@ -15,7 +15,8 @@ With ``--collector BINARY`` the spans also go through a real collector (OTLP/HTT
 ``duckdb`` config), and the files it wrote are ingested and counted: the end-to-end check that
 every span sent lands::
 
-    .venv/bin/python benchmarks/collector_ingest.py [--spans 20000] [--collector "$(collector/build.sh)"]
+    .venv/bin/python benchmarks/collector_ingest.py [--spans 20000] \
+        [--collector "$(collector/build.sh)"]
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_llm import _semconv as sc
 from otel_llm._measure._processor import DerivingSpanProcessor
