@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from otel_llm._measure._processor import DerivingSpanProcessor
-from otel_llm._show._otlp_rows import any_value, rows_from_export_request
+from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._otlp_rows import any_value, append_export_request, rows_from_export_request
 from otel_llm._show._rows import span_row
 from otel_llm._show._schema import ALL_COLUMNS
 from tests.duckdb_store import Store
@@ -34,11 +35,19 @@ class _Calls(Store):
 
 
 def _through_otlp(spans: Sequence[ReadableSpan]) -> list[dict[str, object]]:
-    """``spans`` as the SDK's OTLP exporter sends them, parsed back, as rows."""
+    """``spans`` as the SDK's OTLP exporter sends them, parsed back, as rows; and (checked
+    here for every test) the ingest's columns of the same bytes equal those of the rows."""
     wire = encode_spans(spans).SerializeToString()
     request = ExportTraceServiceRequest()
     request.ParseFromString(wire)
-    return rows_from_export_request(request)
+    rows = rows_from_export_request(request)
+    from_rows = SegmentColumns()
+    for row in rows:
+        from_rows.append_row(row)
+    direct = SegmentColumns()
+    assert append_export_request(direct, wire) == len(rows)
+    assert direct.table().equals(from_rows.table())
+    return rows
 
 
 def _by_span(rows: Sequence[dict[str, object]]) -> dict[object, dict[str, object]]:

@@ -8,7 +8,9 @@ files and a rotated file ends on a message boundary.
 
 :class:`Spool` ingests finished files only — the rotated ones while the collector runs, and the
 current one once it has stopped (:meth:`Spool.seal_current`) — in name order, each into
-segments named after the file, its checksum and the offset of the segment's first message.
+segments named after the file, its checksum and the offset of the segment's first message
+(the spans go straight into the segment's columns: :func:`~otel_llm._show._otlp_rows.
+append_export_request`).
 Message boundaries depend on the bytes alone, so ingesting the same file again (after a crash
 between writing its segments and deleting it) writes the same names, which replace the segments
 instead of adding spans twice. A file is deleted only once all its spans are in the store.
@@ -29,10 +31,11 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._otlp_rows import rows_from_export_request
+from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._otlp_rows import append_export_request
+from otel_llm._show._segments import encode
 
 CURRENT: Final = "traces.binpb"
 """The file the collector is writing (``collector/duckdb.yaml``'s ``path``)."""
@@ -47,8 +50,9 @@ CORRUPT: Final = ".corrupt"
 class SegmentWriter(Protocol):
     """What the ingest needs of the store (:class:`otel_llm._show._segments.SegmentStore`)."""
 
-    def write(self, data: Sequence[Mapping[str, Any]], *, name: str | None = None) -> Path:
-        """Seal one segment of ``data``; a given ``name`` replaces a segment of that name."""
+    def write(self, data: bytes | Sequence[Mapping[str, Any]], *, name: str | None = None) -> Path:
+        """Seal one segment (its bytes, or rows); a given ``name`` replaces a segment of that
+        name."""
         ...
 
 
@@ -171,25 +175,23 @@ class Spool:
         problem = framing.problem
         corrupt = framing.corrupt
         end = framing.end
-        rows: list[dict[str, Any]] = []
+        columns = SegmentColumns()
         first = 0
         for offset, message in framing.messages:
-            request = ExportTraceServiceRequest()
+            if not len(columns):
+                first = offset
             try:
-                request.ParseFromString(message)
+                append_export_request(columns, message)
             except DecodeError as exc:
                 problem = f"a message that does not parse ({exc})"
                 corrupt = True
                 end = offset
                 break
-            if not rows:
-                first = offset
-            rows.extend(rows_from_export_request(request))
-            if len(rows) >= self.segment_spans:
-                self._write(rows, path, checksum, first, report)
-                rows = []
-        if rows:
-            self._write(rows, path, checksum, first, report)
+            if len(columns) >= self.segment_spans:
+                self._write(columns, path, checksum, first, report)
+                columns = SegmentColumns()
+        if len(columns):
+            self._write(columns, path, checksum, first, report)
         if problem is None:
             path.unlink()
             return report
@@ -203,14 +205,14 @@ class Spool:
 
     def _write(
         self,
-        rows: list[dict[str, Any]],
+        columns: SegmentColumns,
         path: Path,
         checksum: int,
         offset: int,
         report: IngestReport,
     ) -> None:
-        self.store.write(rows, name=_segment_name(path, checksum, offset))
-        report.spans += len(rows)
+        self.store.write(encode(columns.table()), name=_segment_name(path, checksum, offset))
+        report.spans += len(columns)
 
 
 def kept_files(folder: Path) -> Iterator[Path]:

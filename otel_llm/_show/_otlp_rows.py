@@ -14,18 +14,21 @@ link's trace state, so ``Links.TraceState`` of a span that went through OTLP is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Final
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.trace import SpanKind
 
 from otel_llm import _semconv as sc
+from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._otlp_wire import WireRequest, any_value, value_of
 from otel_llm._show._rows import (
     KIND_NAMES,
     STATUS_NAMES,
+    as_int,
     attribute_string,
     typed_columns,
 )
@@ -41,31 +44,6 @@ _PROTO_KINDS: Final = {
 _KIND_BY_NUMBER: Final = {number: KIND_NAMES[kind] for number, kind in _PROTO_KINDS.items()}
 _STATUS_BY_NUMBER: Final = {code.value: name for code, name in STATUS_NAMES.items()}
 (_CHUNK_INDEX_COLUMN, _CHUNK_INDEX), (_CHUNK_GAP_COLUMN, _CHUNK_GAP) = CHUNK_COLUMNS
-
-
-def _array(value: AnyValue) -> tuple[Any, ...]:
-    return tuple(any_value(item) for item in value.array_value.values)
-
-
-def _kvlist(value: AnyValue) -> dict[str, Any]:
-    return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
-
-
-_GETTERS: Final[dict[str | None, Callable[[AnyValue], Any]]] = {
-    "string_value": lambda v: v.string_value,
-    "int_value": lambda v: v.int_value,
-    "bool_value": lambda v: v.bool_value,
-    "double_value": lambda v: v.double_value,
-    "bytes_value": lambda v: v.bytes_value,
-    "array_value": _array,
-    "kvlist_value": _kvlist,
-}
-
-
-def any_value(value: AnyValue) -> Any:
-    """An OTLP ``AnyValue`` as the Python value the SDK held (arrays as tuples; unset: None)."""
-    getter = _GETTERS.get(value.WhichOneof("value"))
-    return None if getter is None else getter(value)
 
 
 def _values_and_strings(attributes: Iterable[KeyValue]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -176,8 +154,8 @@ def _event_columns(span: Span, start: int, row: dict[str, Any]) -> None:
         names.append(name)
         maps.append(strings)
         if name == chunk_event:
-            indexes.append(values.get(_CHUNK_INDEX))
-            gaps.append(values.get(_CHUNK_GAP))
+            indexes.append(as_int(values.get(_CHUNK_INDEX)))
+            gaps.append(as_int(values.get(_CHUNK_GAP)))
             offsets.append(stamp - start)
     row["Events.Timestamp"] = stamps
     row["Events.Name"] = names
@@ -185,3 +163,139 @@ def _event_columns(span: Span, start: int, row: dict[str, Any]) -> None:
     row[_CHUNK_INDEX_COLUMN] = indexes
     row[_CHUNK_GAP_COLUMN] = gaps
     row[CHUNK_OFFSET_COLUMN] = offsets
+
+
+# --- straight into the store's columns ------------------------------------------------------------
+
+
+def _wire_values_and_strings(attributes: Iterable[Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    values: dict[str, Any] = {}
+    strings: dict[str, str] = {}
+    for kv in attributes:
+        key = kv.key
+        values[key], strings[key] = value_of(kv.value)
+    return values, strings
+
+
+def append_export_request(columns: SegmentColumns, data: bytes | memoryview) -> int:
+    """Append every span of the encoded ``ExportTraceServiceRequest`` ``data`` to ``columns``:
+    the values :func:`rows_from_export_request` gives, without a dict per row or per event and
+    with each distinct attribute value decoded once (:mod:`otel_llm._show._otlp_wire`) — the
+    ingest's fast path. The number of spans appended; ``DecodeError`` for bytes that are not
+    such a message.
+
+    It fills :class:`~otel_llm._show._columns.SegmentColumns`' flat lists the way its
+    ``append_span`` does for SDK spans; ``tests/test_collector_rows.py`` proves the table equal
+    to the one built from the rows. (A key sent twice in one attribute list, which OTLP forbids,
+    would be one map entry in a row and two here.)"""
+    request = WireRequest.FromString(data)
+    appended = 0
+    for resource_spans in request.resource_spans:
+        resource, strings = _wire_values_and_strings(resource_spans.resource.attributes)
+        service = attribute_string(resource.get("service.name", ""))
+        resource_keys = list(strings)
+        resource_values = list(strings.values())
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope
+            for span in scope_spans.spans:
+                _append_span(
+                    columns,
+                    span,
+                    resource_keys,
+                    resource_values,
+                    service,
+                    scope.name,
+                    scope.version,
+                )
+                appended += 1
+    return appended
+
+
+def _append_span(
+    columns: SegmentColumns,
+    span: Any,
+    resource_keys: list[str],
+    resource_values: list[str],
+    service: str,
+    scope_name: str,
+    scope_version: str,
+) -> None:
+    start = span.start_time_unix_nano
+    end = span.end_time_unix_nano
+    status = span.status
+    parent = span.parent_span_id
+    s = columns._scalars
+    s["Timestamp"].append(start)
+    s["TraceId"].append(span.trace_id.hex())
+    s["SpanId"].append(span.span_id.hex())
+    s["ParentSpanId"].append(parent.hex() if parent else "")
+    s["TraceState"].append(span.trace_state)
+    s["SpanName"].append(span.name)
+    s["SpanKind"].append(_KIND_BY_NUMBER.get(span.kind, "Unspecified"))
+    s["ServiceName"].append(service)
+    s["ScopeName"].append(scope_name)
+    s["ScopeVersion"].append(scope_version)
+    s["Duration"].append(max(0, end - start))
+    s["StatusCode"].append(_STATUS_BY_NUMBER.get(status.code, "Unset"))
+    s["StatusMessage"].append(status.message)
+    maps = columns._maps["ResourceAttributes"]
+    maps.keys.extend(resource_keys)
+    maps.values.extend(resource_values)
+    maps.offsets.append(len(maps.keys))
+    attributes, strings = _wire_values_and_strings(span.attributes)
+    maps = columns._maps["SpanAttributes"]
+    maps.keys.extend(strings)
+    maps.values.extend(strings.values())
+    maps.offsets.append(len(maps.keys))
+    columns._typed(attributes)
+    links = columns._links
+    link_maps = columns._link_maps
+    for link in span.links:
+        links["Links.TraceId"].append(link.trace_id.hex())
+        links["Links.SpanId"].append(link.span_id.hex())
+        links["Links.TraceState"].append(link.trace_state)
+        link_maps.add(_wire_values_and_strings(link.attributes)[1])
+    link_maps.list_offsets.append(len(link_maps.offsets) - 1)
+    _append_events(columns, span, start)
+    columns._count += 1
+
+
+def _append_events(columns: SegmentColumns, span: Any, start: int) -> None:
+    stamps = columns._event_stamps
+    names = columns._event_names
+    event_maps = columns._event_maps
+    keys, texts, offsets = event_maps.keys, event_maps.values, event_maps.offsets
+    chunks = columns._chunks
+    indexes = chunks[_CHUNK_INDEX_COLUMN]
+    gaps = chunks[_CHUNK_GAP_COLUMN]
+    arrivals = chunks[CHUNK_OFFSET_COLUMN]
+    chunk_event = sc.CHUNK_EVENT
+    decoded = value_of
+    for event in span.events:
+        stamp = event.time_unix_nano
+        name = event.name
+        stamps.append(stamp)
+        names.append(name)
+        if name != chunk_event:
+            for kv in event.attributes:
+                keys.append(kv.key)
+                texts.append(decoded(kv.value)[1])
+            offsets.append(len(keys))
+            continue
+        index: Any = None
+        gap: Any = None
+        for kv in event.attributes:
+            key = kv.key
+            python, text = decoded(kv.value)
+            keys.append(key)
+            texts.append(text)
+            if key == _CHUNK_INDEX:
+                index = python
+            elif key == _CHUNK_GAP:
+                gap = python
+        offsets.append(len(keys))
+        indexes.append(as_int(index))
+        gaps.append(as_int(gap))
+        arrivals.append(stamp - start)
+    event_maps.list_offsets.append(len(offsets) - 1)
+    columns._chunk_offsets.append(len(indexes))
