@@ -44,8 +44,8 @@ class Defaults:
     export_segment_spans: int = 20_000
     """The writer seals a segment when this many spans are waiting, interval or not."""
 
-    export_slice_spans: int = 256
-    """Spans the writer converts between two chances for other threads to take the GIL."""
+    export_slice_spans: int = 1024
+    """Spans the writer converts into one Arrow table (a segment is several such tables)."""
 
     export_warn_every_s: float = 10.0
     """The writer repeats a warning (an unwritable store, dropped spans) at most this often."""

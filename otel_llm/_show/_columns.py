@@ -9,7 +9,7 @@ it (the Collector's spans arrive that way); both give the same table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
@@ -18,10 +18,10 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from otel_llm import _semconv as sc
 from otel_llm._show._rows import (
     KIND_NAMES,
-    RENDER,
     STATUS_NAMES,
     TYPED_PLAN,
     as_int,
+    as_text,
     attribute_string,
     plain_attributes,
 )
@@ -41,10 +41,15 @@ _LIST_COLUMNS: Final = ("Links.TraceId", "Links.SpanId", "Links.TraceState")
 _CHUNK_INDEX, _CHUNK_GAP = (attribute for _, attribute in CHUNK_COLUMNS)
 _CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN = (name for name, _ in CHUNK_COLUMNS)
 _CHUNK_KEYS: Final = (_CHUNK_INDEX, _CHUNK_GAP)
+_TYPED_NAMES: Final = tuple(name for name, _, _, _ in TYPED_PLAN)
+_TYPED_ATTRIBUTES: Final = tuple(attribute for _, attribute, _, _ in TYPED_PLAN)
+_INNER: Final = attrgetter("_dict")
+"""The plain dict inside an SDK ``BoundedAttributes``."""
 _SCALARS: Final = tuple(
     name
     for name in ALL_COLUMNS
-    if name not in _MAP_COLUMNS
+    if name not in _TYPED_NAMES
+    and name not in _MAP_COLUMNS
     and name not in _LIST_COLUMNS
     and not name.startswith(("Events.", "Links."))
     and name not in (_CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN)
@@ -80,13 +85,11 @@ class _Maps:
         self.list_offsets: list[int] = [0]
 
     def add(self, mapping: Mapping[str, Any]) -> None:
-        keys = self.keys
-        values = self.values
-        for key, value in mapping.items():
-            keys.append(key)
-            render = RENDER.get(type(value))
-            values.append(render(value) if render is not None else attribute_string(value))
-        self.offsets.append(len(keys))
+        self.keys.extend(mapping)
+        self.values.extend(
+            [value if type(value) is str else attribute_string(value) for value in mapping.values()]
+        )
+        self.offsets.append(len(self.keys))
 
 
 class SegmentColumns:
@@ -104,6 +107,8 @@ class SegmentColumns:
             name: [] for name in (_CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN)
         }
         self._chunk_offsets: list[int] = [0]
+        self._typed_rows: list[tuple[Any, ...]] = []
+        self._ours: list[bool] = []
         self._count = 0
 
     def __len__(self) -> int:
@@ -148,46 +153,79 @@ class SegmentColumns:
         self._count += 1
 
     def _typed(self, attributes: Mapping[str, Any]) -> None:
-        s = self._scalars
-        get = attributes.get
-        ours = sc.SPAN_ROLE in attributes  # a default speaks for otel-llm's spans only
-        for name, attribute, default, typed in TYPED_PLAN:
-            value = get(attribute, default if ours else None)
-            s[name].append(None if value is None else typed(value))
+        """The typed columns' raw values; typed per column in :meth:`table`."""
+        self._typed_rows.append(tuple(map(attributes.get, _TYPED_ATTRIBUTES)))
+        self._ours.append(sc.SPAN_ROLE in attributes)  # defaults speak for otel-llm's spans only
 
     def _events(self, events: Sequence[Event], start: int) -> None:
-        stamps = self._event_stamps
-        names = self._event_names
+        if events and not self._chunk_events(events, start):
+            self._events_one_by_one(events, start)
+        self._event_maps.list_offsets.append(len(self._event_maps.offsets) - 1)
+        self._chunk_offsets.append(len(self._chunks[_CHUNK_INDEX_COLUMN]))
+
+    def _chunk_events(self, events: Sequence[Event], start: int) -> bool:
+        """Append events that are all well-formed chunk events (an integer index and, but for
+        the first chunk, an integer gap) a list at a time; False (nothing appended) otherwise."""
+        names, stamps, attributes = zip(*map(_EVENT_FIELDS, events), strict=True)
+        count = len(names)
+        if names.count(sc.CHUNK_EVENT) != count:
+            return False
+        try:
+            inners = list(map(_INNER, attributes))
+        except AttributeError:
+            inners = [plain_attributes(a) for a in attributes]
+        first_alone = len(inners[0]) == 1  # the first chunk has no gap before it
+        if set(map(len, inners[first_alone:])) - {2}:
+            return False
+        indexes = [inner.get(_CHUNK_INDEX) for inner in inners]
+        gaps = [inner.get(_CHUNK_GAP) for inner in inners]
+        paired = gaps[first_alone:]
+        if set(map(type, indexes)) != {int} or (paired and set(map(type, paired)) != {int}):
+            return False
+        numbers = indexes + paired
+        if min(numbers) < -(2**63) or max(numbers) >= 2**63:
+            return False
+        self._event_stamps.extend(stamps)
+        self._event_names.extend(names)
+        self._chunks[_CHUNK_INDEX_COLUMN].extend(indexes)
+        self._chunks[_CHUNK_GAP_COLUMN].extend(gaps)
+        self._chunks[CHUNK_OFFSET_COLUMN].extend([stamp - start for stamp in stamps])
         maps = self._event_maps
-        keys, values, offsets = maps.keys, maps.values, maps.offsets
+        if first_alone:
+            maps.keys.append(_CHUNK_INDEX)
+            maps.values.append(str(indexes[0]))
+            maps.offsets.append(len(maps.keys))
+        pairs = count - first_alone
+        base = len(maps.keys)
+        maps.keys.extend(_CHUNK_KEYS * pairs)
+        texts: list[str] = [""] * (2 * pairs)
+        texts[0::2] = map(str, indexes[first_alone:])
+        texts[1::2] = map(str, paired)
+        maps.values.extend(texts)
+        maps.offsets.extend(range(base + 2, base + 2 * pairs + 1, 2))
+        return True
+
+    def _events_one_by_one(self, events: Sequence[Event], start: int) -> None:
+        maps = self._event_maps
         indexes = self._chunks[_CHUNK_INDEX_COLUMN]
         gaps = self._chunks[_CHUNK_GAP_COLUMN]
         arrivals = self._chunks[CHUNK_OFFSET_COLUMN]
-        chunk_event = sc.CHUNK_EVENT
         for name, stamp, attributes in map(_EVENT_FIELDS, events):
-            stamps.append(stamp)
-            names.append(name)
+            self._event_stamps.append(stamp)
+            self._event_names.append(name)
             inner = plain_attributes(attributes)
-            if name == chunk_event:
-                index = inner.get(_CHUNK_INDEX)
-                gap = inner.get(_CHUNK_GAP)
-                indexes.append(as_int(index))
-                gaps.append(as_int(gap))
+            if name == sc.CHUNK_EVENT:
+                indexes.append(as_int(inner.get(_CHUNK_INDEX)))
+                gaps.append(as_int(inner.get(_CHUNK_GAP)))
                 arrivals.append(stamp - start)
-                if len(inner) == 2 and type(index) is int and type(gap) is int:
-                    keys.extend(_CHUNK_KEYS)
-                    values.append(str(index))
-                    values.append(str(gap))
-                    offsets.append(len(keys))
-                    continue
             maps.add(inner)
-        maps.list_offsets.append(len(offsets) - 1)
-        self._chunk_offsets.append(len(indexes))
 
     def append_row(self, row: Mapping[str, Any]) -> None:
         """Append one row keyed by column name, as :func:`span_row` returns it."""
         for name in _SCALARS:
             self._scalars[name].append(row.get(name))
+        self._typed_rows.append(tuple(row.get(name) for name in _TYPED_NAMES))
+        self._ours.append(False)  # the row's defaults are applied already
         for name in _MAP_COLUMNS:
             self._maps[name].add(row.get(name) or {})
         for name in _LIST_COLUMNS:
@@ -215,6 +253,14 @@ class SegmentColumns:
         arrays: dict[str, pa.Array[Any]] = {}
         for name in _SCALARS:
             arrays[name] = pa.array(self._scalars[name], type=schema.field(name).type)
+        raw = list(zip(*self._typed_rows, strict=True)) or [()] * len(TYPED_PLAN)
+        for values, (name, _, default, typed) in zip(raw, TYPED_PLAN, strict=True):
+            if default is not None:
+                values = tuple(
+                    default if value is None and ours else value
+                    for value, ours in zip(values, self._ours, strict=True)
+                )
+            arrays[name] = pa.array(_typed_list(values, typed), type=schema.field(name).type)
         for name in _MAP_COLUMNS:
             arrays[name] = _map_array(self._maps[name])
         link_counts = self._link_maps.list_offsets
@@ -232,9 +278,21 @@ class SegmentColumns:
         )
         arrays["Events.Attributes"] = _list_of_maps(self._event_maps)
         chunk_offsets = pa.array(self._chunk_offsets, pa.int32())
-        for name, values in self._chunks.items():
-            arrays[name] = pa.ListArray.from_arrays(chunk_offsets, pa.array(values, pa.int64()))
+        for name, numbers in self._chunks.items():
+            arrays[name] = pa.ListArray.from_arrays(chunk_offsets, pa.array(numbers, pa.int64()))
         return pa.Table.from_arrays([arrays[name] for name in ALL_COLUMNS], schema=schema)
+
+
+def _typed_list(values: Sequence[Any], typed: Callable[[Any], Any]) -> list[Any]:
+    """``values`` through a typed column's check, the common cases inline."""
+    if typed is as_int:
+        return [
+            v if type(v) is int and -(2**63) <= v < 2**63 else None if v is None else as_int(v)
+            for v in values
+        ]
+    if typed is as_text:
+        return [v if v is None or type(v) is str else as_text(v) for v in values]
+    return [None if v is None else typed(v) for v in values]
 
 
 def _map_array(maps: _Maps) -> pa.Array[Any]:

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -33,6 +34,11 @@ from otel_llm._show._segments import SegmentStore, encode
 from otel_llm._show._store import prepare_for_writing
 
 logger = logging.getLogger("otel_llm")
+
+_YIELD_AFTER_S: Final = 0.002
+"""The writer gives the GIL away after this much work..."""
+_YIELD_S: Final = 0.0001
+"""...for this long: enough for a waiting thread (the event loop) to take it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +103,8 @@ class DuckDBSpanExporter(SpanExporter):
         self._store: SegmentStore | None = None
         self._last_compaction = time.monotonic()
         self._thread: threading.Thread | None = None
-        import pyarrow.parquet  # now, not in the writer thread while the event loop runs
-
-        del pyarrow
+        encode(SegmentColumns().table())  # import Arrow and Parquet now, not in the writer
+        # thread while the event loop runs (the first import holds the GIL for ~100 ms)
 
     # --- SpanExporter --------------------------------------------------------------------------
 
@@ -263,20 +268,25 @@ class DuckDBSpanExporter(SpanExporter):
             self._maybe_compact()
 
     def _convert(self) -> None:
-        """Turn up to one segment's worth of queued spans into an encoded segment, a slice at
-        a time, letting other threads (the event loop) run between slices."""
-        columns = SegmentColumns()
-        while True:
+        """Turn up to one segment's worth of queued spans into an encoded segment. Spans are
+        converted a slice at a time, each slice its own Arrow table (so no single Arrow call
+        holds the GIL for long), and the writer sleeps briefly whenever it has run for
+        ``_YIELD_AFTER_S`` — a thread that only switches when the interpreter forces it would
+        keep the event loop waiting up to the 5 ms switch interval at every wake-up."""
+        import pyarrow as pa
+
+        tables: list[pa.Table] = []
+        converted = 0
+        ran_since = time.perf_counter()
+        while converted < self._segment_spans:
             with self._cond:
-                take = min(
-                    DEFAULTS.export_slice_spans,
-                    len(self._queue),
-                    self._segment_spans - len(columns),
-                )
+                take = min(DEFAULTS.export_slice_spans, len(self._queue))
+                take = min(take, self._segment_spans - converted)
                 spans = [self._queue.popleft() for _ in range(take)]
                 self._converting += take
             if not spans:
                 break
+            columns = SegmentColumns()
             for span in spans:
                 try:
                     columns.append_span(span)
@@ -285,14 +295,20 @@ class DuckDBSpanExporter(SpanExporter):
                     with self._cond:
                         self._converting -= 1
                         self._count_drop(1, "a span could not be converted")
-            time.sleep(0)  # give the GIL away between slices
-        if not len(columns):
+                if time.perf_counter() - ran_since >= _YIELD_AFTER_S:
+                    time.sleep(_YIELD_S)
+                    ran_since = time.perf_counter()
+            del spans
+            converted += len(columns)
+            if len(columns):
+                tables.append(columns.table())
+        if not tables:
             return
-        data = encode(columns.table())
+        data = encode(pa.concat_tables(tables))
         with self._cond:
-            self._converting -= len(columns)
-            self._encoded.append(_Encoded(data, len(columns)))
-            self._encoded_spans += len(columns)
+            self._converting -= converted
+            self._encoded.append(_Encoded(data, converted))
+            self._encoded_spans += converted
 
     def _seal(self) -> None:
         """Seal the encoded segments, oldest first; on failure they stay and are retried."""

@@ -101,13 +101,13 @@ def _as_int32(value: Any) -> Any:
     return value if value is None or -(2**31) <= value < 2**31 else None
 
 
-def _as_text(value: Any) -> Any:
+def as_text(value: Any) -> Any:
     return value if type(value) is str else attribute_string(value)
 
 
 _TYPED: Final = {"BOOLEAN": _as_bool, "BIGINT": as_int, "INTEGER": _as_int32}
 TYPED_PLAN: Final = tuple(
-    (column.name, column.attribute, column.default, _TYPED.get(column.sql_type, _as_text))
+    (column.name, column.attribute, column.default, _TYPED.get(column.sql_type, as_text))
     for column in TYPED_COLUMNS
 )
 """Per typed column: name, attribute, default for otel-llm's spans, and the type check."""

@@ -1,0 +1,313 @@
+"""What the embedded store costs: throughput, event-loop lag, memory per queued span, cost per
+write — beside the store turned off and (``--baseline REV``) the store of an earlier commit, in
+one run. Targets (issue 11) are printed as PASS/FAIL lines:
+
+- ≥ 20,000 attempt spans/s written, with ~30 chunk events each, on one core;
+- event-loop lag p99 ≤ 5 ms and max ≤ 20 ms during a 10,000-span burst (a 1 ms sleep loop
+  measuring its overshoot);
+- ≤ 1 KB held per queued span (while the store cannot be written, spans wait encoded);
+- fixed cost per write ≤ 5 ms (a segment of one span, fsync included).
+
+The cost of a chunk event on the call path is ``benchmarks/chunk_events.py``'s.
+
+    .venv/bin/python benchmarks/store_throughput.py [--spans 20000] [--baseline 219e388]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+from otel_llm import _semconv as sc
+from otel_llm._measure._processor import DerivingSpanProcessor
+from otel_llm._measure._spans import AttemptSpan
+
+ROOT = Path(__file__).resolve().parent.parent
+MS = 1_000_000
+
+
+class _Keep(SpanExporter):
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+
+def attempt_spans(count: int, events: int = 30, seed: int = 11) -> list[ReadableSpan]:
+    """``count`` finished attempt spans of a streamed call, each with ``events`` chunk events
+    (every gap above the 100 ms floor), made by the real processor and attempt span."""
+    keep = _Keep()
+    provider = TracerProvider()
+    provider.add_span_processor(DerivingSpanProcessor([SimpleSpanProcessor(keep)]))
+    tracer = provider.get_tracer("bench")
+    rnd = random.Random(seed)
+    common = {
+        sc.GEN_AI_OPERATION_NAME: "chat",
+        sc.GEN_AI_PROVIDER_NAME: "sim",
+        sc.GEN_AI_REQUEST_MODEL: "sim-model",
+        sc.ATTEMPT_SOURCE: "sim-1",
+    }
+    for _ in range(count):
+        call = tracer.start_span(
+            "chat sim-model",
+            attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL, **common, sc.GEN_AI_REQUEST_STREAM: True},
+            start_time=0,
+        )
+        attempt = AttemptSpan(
+            tracer,
+            "chat sim-model",
+            attributes={**common, sc.ATTEMPT_NUMBER: 1, sc.ATTEMPT_LEG: sc.LEG_PRIMARY},
+            threshold_ms=1000,
+            streamed=True,
+            context=trace.set_span_in_context(call),
+            start_ns=0,
+        )
+        at = 400 * MS
+        for _ in range(events + 1):
+            attempt.clock.mark_at(at)
+            at += (120 + rnd.randrange(1500)) * MS
+        attempt.finish(
+            sc.OUTCOME_OK,
+            attributes={sc.GEN_AI_USAGE_INPUT_TOKENS: 40, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 300},
+            end_ns=at,
+        )
+        call.end(end_time=at)
+    return [s for s in keep.spans if (s.attributes or {}).get(sc.SPAN_ROLE) == sc.SPAN_ROLE_ATTEMPT]
+
+
+# --- throughput, one core -----------------------------------------------------------------------
+
+_THROUGHPUT = textwrap.dedent(
+    """
+    import json, os, sys, time, tempfile
+    sys.path.insert(0, {tree!r})
+    sys.path.insert(1, {bench!r})
+    os.sched_setaffinity(0, {{os.sched_getaffinity(0).pop()}})  # one core for every thread
+    from store_throughput import attempt_spans
+    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+    spans = attempt_spans({spans})
+    events = sum(len(s.events) for s in spans) / len(spans)
+    with tempfile.TemporaryDirectory() as tmp:
+        exporter = DuckDBSpanExporter(os.path.join(tmp, {name!r}))
+        cpu, wall = time.process_time(), time.perf_counter()
+        exporter.export(spans)
+        assert exporter.force_flush(600_000)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        written = exporter.stats.written
+        exporter.shutdown()
+    print(json.dumps(dict(written=written, cpu=cpu, wall=wall, events=events)))
+    """
+)
+
+
+def throughput(tree: Path, spans: int, name: str) -> dict[str, float]:
+    """Spans written per second by the store of ``tree``, all its threads on one core."""
+    code = _THROUGHPUT.format(
+        tree=str(tree), bench=str(ROOT / "benchmarks"), spans=spans, name=name
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=tree
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"throughput run in {tree} failed:\n{out.stderr}")
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+# --- event-loop lag during a burst --------------------------------------------------------------
+
+
+async def _lag_during_burst(
+    spans: list[ReadableSpan], exporter: SpanExporter | None
+) -> list[float]:
+    """Overshoots of a 1 ms sleep loop while ``spans`` end in bursts of 50 every millisecond
+    (as a SimpleSpanProcessor hands them over) and until the store has written them."""
+    samples: list[float] = []
+    done = asyncio.Event()
+
+    async def probe() -> None:
+        while not done.is_set():
+            before = time.perf_counter()
+            await asyncio.sleep(0.001)
+            samples.append(time.perf_counter() - before - 0.001)
+
+    task = asyncio.create_task(probe())
+    await asyncio.sleep(0.05)
+    for start in range(0, len(spans), 50):
+        if exporter is not None:
+            exporter.export(spans[start : start + 50])
+        await asyncio.sleep(0.001)
+    if exporter is not None:
+        flushed = await asyncio.to_thread(exporter.force_flush, 600_000)
+        assert flushed
+    await asyncio.sleep(0.05)
+    done.set()
+    await task
+    return samples
+
+
+def lag(spans: list[ReadableSpan], store: bool) -> list[float]:
+    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+
+    with tempfile.TemporaryDirectory() as tmp:
+        exporter = DuckDBSpanExporter(Path(tmp) / "store") if store else None
+        try:
+            return asyncio.run(_lag_during_burst(spans, exporter))
+        finally:
+            if exporter is not None:
+                exporter.shutdown()
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+# --- memory per queued span ---------------------------------------------------------------------
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def held_per_span(count: int) -> tuple[float, float]:
+    """Bytes held per span while the store cannot be written: exactly (the encoded segments
+    waiting) and as resident memory growth, from the moment the first 2,000 are held (so the
+    transient cost of making spans here is not counted)."""
+    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+
+    chunk = 2000
+    with tempfile.TemporaryDirectory() as tmp:
+        blocker = Path(tmp) / "a-file"
+        blocker.write_text("not a directory")
+        exporter = DuckDBSpanExporter(blocker / "store", retry_s=3600, shutdown_timeout_s=1)
+        before = 0
+        for start in range(0, count + chunk, chunk):
+            exporter.export(attempt_spans(chunk, seed=start))  # made, handed over, dropped
+            exporter.force_flush(120_000)  # fails (unwritable) once the spans are encoded
+            if start == 0:
+                gc.collect()
+                before = _rss()
+        gc.collect()
+        grown = _rss() - before
+        held = sum(len(segment.data) for segment in exporter._encoded)
+        pending = exporter.stats.pending
+        logging.getLogger("otel_llm").disabled = True  # the counted loss at shutdown is expected
+        exporter.shutdown()
+        logging.getLogger("otel_llm").disabled = False
+    return held / pending, grown / count
+
+
+# --- fixed cost per write -----------------------------------------------------------------------
+
+
+def cost_per_write(writes: int) -> tuple[float, float]:
+    """CPU and wall milliseconds to write a segment of one span, over ``writes`` writes."""
+    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+
+    spans = attempt_spans(writes)
+    with tempfile.TemporaryDirectory() as tmp:
+        exporter = DuckDBSpanExporter(Path(tmp) / "store")
+        exporter.export(spans[:1])
+        exporter.force_flush(60_000)  # the store is created once
+        cpu, wall = time.process_time(), time.perf_counter()
+        for span in spans[1:]:
+            exporter.export([span])
+            exporter.force_flush(60_000)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        exporter.shutdown()
+    return cpu / (writes - 1) * 1000, wall / (writes - 1) * 1000
+
+
+def _tree_at(rev: str, into: Path) -> Path:
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "otel_llm"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--spans", type=int, default=20_000)
+    parser.add_argument("--burst", type=int, default=10_000)
+    parser.add_argument("--queued", type=int, default=20_000)
+    parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--baseline", default="219e388", help="commit of the store to compare")
+    args = parser.parse_args()
+    checks: list[tuple[bool, str]] = []
+
+    print(f"== throughput: {args.spans:,} attempt spans, all threads pinned to one core")
+    ours = throughput(ROOT, args.spans, "store")
+    rate = ours["written"] / ours["wall"]
+    print(
+        f"  otel-llm (segments)   {rate:>10,.0f} spans/s   "
+        f"{ours['cpu'] / ours['written'] * 1e6:6.1f} µs CPU/span   "
+        f"{ours['events']:.0f} chunk events/span"
+    )
+    if args.baseline:
+        with tempfile.TemporaryDirectory() as tmp:
+            old = throughput(_tree_at(args.baseline, Path(tmp)), args.spans, "store.duckdb")
+        old_rate = old["written"] / old["wall"]
+        print(
+            f"  {args.baseline} (one file) {old_rate:>10,.0f} spans/s   "
+            f"{old['cpu'] / old['written'] * 1e6:6.1f} µs CPU/span   ratio {rate / old_rate:.1f}x"
+        )
+    checks.append((rate >= 20_000, f"≥ 20,000 spans/s on one core: {rate:,.0f}"))
+
+    print(f"== event-loop lag during a {args.burst:,}-span burst (1 ms sleep loop overshoot)")
+    spans = attempt_spans(args.burst)
+    figures = {}
+    for label, store in (("store off", False), ("store on", True)):
+        samples = lag(spans, store)
+        figures[label] = (percentile(samples, 0.5), percentile(samples, 0.99), max(samples))
+        p50, p99, worst = (x * 1000 for x in figures[label])
+        print(f"  {label:10}  p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   max {worst:6.2f} ms")
+    del spans
+    _, p99, worst = figures["store on"]
+    _, off_p99, off_max = figures["store off"]
+    print(
+        f"  ratio on/off: p99 {p99 / max(off_p99, 1e-6):.1f}x, "
+        f"max {worst / max(off_max, 1e-6):.1f}x"
+    )
+    checks.append((p99 <= 0.005, f"loop lag p99 ≤ 5 ms: {p99 * 1000:.2f} ms"))
+    checks.append((worst <= 0.020, f"loop lag max ≤ 20 ms: {worst * 1000:.2f} ms"))
+
+    print(f"== memory per queued span ({args.queued:,} spans held while the store is unwritable)")
+    exact, resident = held_per_span(args.queued)
+    print(f"  held (encoded, exact) {exact:7.0f} B/span   resident growth {resident:7.0f} B/span")
+    checks.append(
+        (max(exact, resident) <= 1024, f"≤ 1 KB per queued span: {max(exact, resident):.0f} B")
+    )
+
+    print(f"== fixed cost per write ({args.writes} segments of one span, fsync included)")
+    cpu_ms, wall_ms = cost_per_write(args.writes)
+    print(f"  {cpu_ms:.2f} ms CPU, {wall_ms:.2f} ms wall per write")
+    checks.append((cpu_ms <= 5, f"fixed cost per write ≤ 5 ms: {cpu_ms:.2f} ms CPU"))
+
+    print("== targets")
+    for ok, text in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {text}")
+
+
+if __name__ == "__main__":
+    main()
