@@ -337,15 +337,20 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
         if options.via_collector
         else None
     )
-    with sending_to(collector.ports) if collector else contextlib.nullcontext():
-        telemetry = init(
-            db_path=options.db,
-            stall_threshold_ms=options.threshold_ms,
-            tracer_provider=tracer_provider,
-            set_global=False,
-            duckdb=collector is None,
-            otlp=collector is not None,
-        )
+    try:
+        with sending_to(collector.ports) if collector else contextlib.nullcontext():
+            telemetry = init(
+                db_path=options.db,
+                stall_threshold_ms=options.threshold_ms,
+                tracer_provider=tracer_provider,
+                set_global=False,
+                duckdb=collector is None,
+                otlp=collector is not None,
+            )
+    except BaseException:
+        if collector is not None:
+            collector.stop()
+        raise
     scripts = {DEMO_MODEL: MeasuredPreset(fit=DEMO_FIT)}
     probe = LagProbe()
     # Providers and meter share this process: a full collection over every module's objects
