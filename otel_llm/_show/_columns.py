@@ -194,8 +194,8 @@ class SegmentColumns:
             inners = list(map(_INNER, attributes))
         except AttributeError:
             inners = [plain_attributes(a) for a in attributes]
-        first_alone = len(inners[0]) == 1  # the first chunk has no gap before it
-        if set(map(len, inners[first_alone:])) - {2}:
+        first_alone = tuple(inners[0]) == _CHUNK_KEYS[:1]  # no gap before the first chunk
+        if set(map(tuple, inners[first_alone:])) - {_CHUNK_KEYS}:  # keys in this order only
             return False
         indexes = [inner.get(_CHUNK_INDEX) for inner in inners]
         gaps = [inner.get(_CHUNK_GAP) for inner in inners]
