@@ -40,6 +40,7 @@ from otel_llm._measure._spans import AttemptSpan
 
 ROOT = Path(__file__).resolve().parent.parent
 MS = 1_000_000
+Checks = list[tuple[bool, str]]
 
 
 class _Keep(SpanExporter):
@@ -253,9 +254,29 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=20_000)
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--baseline", default="219e388", help="commit of the store to compare")
+    parser.add_argument(
+        "--only",
+        choices=("throughput", "lag", "memory", "write"),
+        action="append",
+        help="run only these parts (repeatable)",
+    )
     args = parser.parse_args()
-    checks: list[tuple[bool, str]] = []
+    parts = set(args.only or ("throughput", "lag", "memory", "write"))
+    checks: Checks = []
+    if "throughput" in parts:
+        _throughput_part(args, checks)
+    if "lag" in parts:
+        _lag_part(args, checks)
+    if "memory" in parts:
+        _memory_part(args, checks)
+    if "write" in parts:
+        _write_part(args, checks)
+    print("== targets")
+    for ok, text in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {text}")
 
+
+def _throughput_part(args: argparse.Namespace, checks: Checks) -> None:
     print(f"== throughput: {args.spans:,} attempt spans, all threads pinned to one core")
     ours = throughput(ROOT, args.spans, "store")
     rate = ours["written"] / ours["wall"]
@@ -274,6 +295,8 @@ def main() -> None:
         )
     checks.append((rate >= 20_000, f"≥ 20,000 spans/s on one core: {rate:,.0f}"))
 
+
+def _lag_part(args: argparse.Namespace, checks: Checks) -> None:
     print(f"== event-loop lag during a {args.burst:,}-span burst (1 ms sleep loop overshoot)")
     spans = attempt_spans(args.burst)
     figures = {}
@@ -292,6 +315,8 @@ def main() -> None:
     checks.append((p99 <= 0.005, f"loop lag p99 ≤ 5 ms: {p99 * 1000:.2f} ms"))
     checks.append((worst <= 0.020, f"loop lag max ≤ 20 ms: {worst * 1000:.2f} ms"))
 
+
+def _memory_part(args: argparse.Namespace, checks: Checks) -> None:
     print(f"== memory per queued span ({args.queued:,} spans held while the store is unwritable)")
     exact, resident = held_per_span(args.queued)
     print(f"  held (encoded, exact) {exact:7.0f} B/span   resident growth {resident:7.0f} B/span")
@@ -299,14 +324,12 @@ def main() -> None:
         (max(exact, resident) <= 1024, f"≤ 1 KB per queued span: {max(exact, resident):.0f} B")
     )
 
+
+def _write_part(args: argparse.Namespace, checks: Checks) -> None:
     print(f"== fixed cost per write ({args.writes} segments of one span, fsync included)")
     cpu_ms, wall_ms = cost_per_write(args.writes)
     print(f"  {cpu_ms:.2f} ms CPU, {wall_ms:.2f} ms wall per write")
     checks.append((cpu_ms <= 5, f"fixed cost per write ≤ 5 ms: {cpu_ms:.2f} ms CPU"))
-
-    print("== targets")
-    for ok, text in checks:
-        print(f"  {'PASS' if ok else 'FAIL'}  {text}")
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ class Defaults:
     export_segment_spans: int = 20_000
     """The writer seals a segment when this many spans are waiting, interval or not."""
 
-    export_slice_spans: int = 1024
+    export_slice_spans: int = 256
     """Spans the writer converts into one Arrow table (a segment is several such tables)."""
 
     export_warn_every_s: float = 10.0

@@ -74,13 +74,19 @@ _EVENT_FIELDS: Final = _event_fields()
 
 
 class _Maps:
-    """A column of ``Map(String, String)`` values, or of lists of them, kept flat."""
+    """A column of ``Map(String, String)`` values, or of lists of them, kept flat.
 
-    __slots__ = ("keys", "list_offsets", "offsets", "values")
+    Chunk events, nearly all of a span's events, are added coded: their keys as indexes into
+    :data:`_CHUNK_KEYS` and their integer values as integers (``None`` stands in the string
+    lists), so Arrow renders them without a Python string per key and value."""
+
+    __slots__ = ("codes", "keys", "list_offsets", "numbers", "offsets", "values")
 
     def __init__(self) -> None:
-        self.keys: list[str] = []
-        self.values: list[str] = []
+        self.keys: list[str | None] = []
+        self.values: list[str | None] = []
+        self.codes: list[int] = []
+        self.numbers: list[int] = []
         self.offsets: list[int] = [0]
         self.list_offsets: list[int] = [0]
 
@@ -89,7 +95,21 @@ class _Maps:
         self.values.extend(
             [value if type(value) is str else attribute_string(value) for value in mapping.values()]
         )
+        if self.codes:
+            self.codes.extend([0] * len(mapping))
+            self.numbers.extend([0] * len(mapping))
         self.offsets.append(len(self.keys))
+
+    def add_coded(self, codes: list[int], numbers: list[int], offsets: range) -> None:
+        """Entries whose keys are ``_CHUNK_KEYS[code]`` and whose values are ``numbers``."""
+        if not self.codes and self.keys:
+            self.codes.extend([0] * len(self.keys))
+            self.numbers.extend([0] * len(self.keys))
+        self.keys.extend([None] * len(codes))
+        self.values.extend([None] * len(codes))
+        self.codes.extend(codes)
+        self.numbers.extend(numbers)
+        self.offsets.extend(offsets)
 
 
 class SegmentColumns:
@@ -174,35 +194,32 @@ class SegmentColumns:
             inners = list(map(_INNER, attributes))
         except AttributeError:
             inners = [plain_attributes(a) for a in attributes]
-        first_alone = len(inners[0]) == 1  # the first chunk has no gap before it
-        if set(map(len, inners[first_alone:])) - {2}:
+        first_alone = tuple(inners[0]) == _CHUNK_KEYS[:1]  # no gap before the first chunk
+        if set(map(tuple, inners[first_alone:])) - {_CHUNK_KEYS}:  # keys in this order only
             return False
         indexes = [inner.get(_CHUNK_INDEX) for inner in inners]
         gaps = [inner.get(_CHUNK_GAP) for inner in inners]
         paired = gaps[first_alone:]
         if set(map(type, indexes)) != {int} or (paired and set(map(type, paired)) != {int}):
             return False
-        numbers = indexes + paired
-        if min(numbers) < -(2**63) or max(numbers) >= 2**63:
+        every = indexes + paired
+        if min(every) < -(2**63) or max(every) >= 2**63:
             return False
         self._event_stamps.extend(stamps)
         self._event_names.extend(names)
         self._chunks[_CHUNK_INDEX_COLUMN].extend(indexes)
         self._chunks[_CHUNK_GAP_COLUMN].extend(gaps)
         self._chunks[CHUNK_OFFSET_COLUMN].extend([stamp - start for stamp in stamps])
-        maps = self._event_maps
-        if first_alone:
-            maps.keys.append(_CHUNK_INDEX)
-            maps.values.append(str(indexes[0]))
-            maps.offsets.append(len(maps.keys))
         pairs = count - first_alone
+        numbers: list[int] = [0] * (2 * pairs)
+        numbers[0::2] = indexes[first_alone:]
+        numbers[1::2] = paired
+        maps = self._event_maps
         base = len(maps.keys)
-        maps.keys.extend(_CHUNK_KEYS * pairs)
-        texts: list[str] = [""] * (2 * pairs)
-        texts[0::2] = map(str, indexes[first_alone:])
-        texts[1::2] = map(str, paired)
-        maps.values.extend(texts)
-        maps.offsets.extend(range(base + 2, base + 2 * pairs + 1, 2))
+        if first_alone:
+            maps.add_coded([0], indexes[:1], range(base + 1, base + 2))
+            base += 1
+        maps.add_coded([0, 1] * pairs, numbers, range(base + 2, base + 2 * pairs + 1, 2))
         return True
 
     def _events_one_by_one(self, events: Sequence[Event], start: int) -> None:
@@ -245,14 +262,16 @@ class SegmentColumns:
 
     # --- the table ------------------------------------------------------------------------------
 
-    def table(self) -> pa.Table:
-        """The appended spans as one Arrow table with :func:`arrow_schema`."""
+    def table(self, pause: Callable[[], None] = lambda: None) -> pa.Table:
+        """The appended spans as one Arrow table with :func:`arrow_schema`; ``pause`` is
+        called between columns (the writer lets other threads run there)."""
         import pyarrow as pa
 
         schema = arrow_schema()
         arrays: dict[str, pa.Array[Any]] = {}
         for name in _SCALARS:
             arrays[name] = pa.array(self._scalars[name], type=schema.field(name).type)
+        pause()
         raw = list(zip(*self._typed_rows, strict=True)) or [()] * len(TYPED_PLAN)
         for values, (name, _, default, typed) in zip(raw, TYPED_PLAN, strict=True):
             if default is not None:
@@ -261,8 +280,10 @@ class SegmentColumns:
                     for value, ours in zip(values, self._ours, strict=True)
                 )
             arrays[name] = pa.array(_typed_list(values, typed), type=schema.field(name).type)
+        pause()
         for name in _MAP_COLUMNS:
             arrays[name] = _map_array(self._maps[name])
+            pause()
         link_counts = self._link_maps.list_offsets
         for name in _LIST_COLUMNS:
             arrays[name] = pa.ListArray.from_arrays(
@@ -276,7 +297,9 @@ class SegmentColumns:
         arrays["Events.Name"] = pa.ListArray.from_arrays(
             event_offsets, pa.array(self._event_names, pa.string())
         )
+        pause()
         arrays["Events.Attributes"] = _list_of_maps(self._event_maps)
+        pause()
         chunk_offsets = pa.array(self._chunk_offsets, pa.int32())
         for name, numbers in self._chunks.items():
             arrays[name] = pa.ListArray.from_arrays(chunk_offsets, pa.array(numbers, pa.int64()))
@@ -297,11 +320,18 @@ def _typed_list(values: Sequence[Any], typed: Callable[[Any], Any]) -> list[Any]
 
 def _map_array(maps: _Maps) -> pa.Array[Any]:
     import pyarrow as pa
+    import pyarrow.compute as pc
 
+    keys = pa.array(maps.keys, pa.string())
+    values = pa.array(maps.values, pa.string())
+    if maps.codes:  # fill the coded entries in, vectorised
+        coded = pc.is_null(keys)
+        named = pc.take(pa.array(_CHUNK_KEYS, pa.string()), pa.array(maps.codes, pa.int8()))
+        keys = pc.if_else(coded, named, keys)
+        rendered = pc.cast(pa.array(maps.numbers, pa.int64()), pa.string())
+        values = pc.if_else(coded, rendered, values)
     array: pa.Array[Any] = pa.MapArray.from_arrays(  # type: ignore[call-overload]
-        pa.array(maps.offsets, pa.int32()),
-        pa.array(maps.keys, pa.string()),
-        pa.array(maps.values, pa.string()),
+        pa.array(maps.offsets, pa.int32()), keys, values
     )
     return array
 

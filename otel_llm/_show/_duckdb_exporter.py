@@ -53,6 +53,20 @@ class ExportStats:
     last_error: str | None
 
 
+class _Pause:
+    """Sleeps ``_YIELD_S`` once ``_YIELD_AFTER_S`` of work went by since the last sleep."""
+
+    __slots__ = ("_since",)
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    def __call__(self) -> None:
+        if time.perf_counter() - self._since >= _YIELD_AFTER_S:
+            time.sleep(_YIELD_S)
+            self._since = time.perf_counter()
+
+
 @dataclass(slots=True)
 class _Encoded:
     """A segment that is encoded and waits to be sealed."""
@@ -277,7 +291,7 @@ class DuckDBSpanExporter(SpanExporter):
 
         tables: list[pa.Table] = []
         converted = 0
-        ran_since = time.perf_counter()
+        pause = _Pause()
         while converted < self._segment_spans:
             with self._cond:
                 take = min(DEFAULTS.export_slice_spans, len(self._queue))
@@ -295,13 +309,11 @@ class DuckDBSpanExporter(SpanExporter):
                     with self._cond:
                         self._converting -= 1
                         self._count_drop(1, "a span could not be converted")
-                if time.perf_counter() - ran_since >= _YIELD_AFTER_S:
-                    time.sleep(_YIELD_S)
-                    ran_since = time.perf_counter()
+                pause()
             del spans
             converted += len(columns)
             if len(columns):
-                tables.append(columns.table())
+                tables.append(columns.table(pause))
         if not tables:
             return
         data = encode(pa.concat_tables(tables))

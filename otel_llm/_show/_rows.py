@@ -113,6 +113,7 @@ TYPED_PLAN: Final = tuple(
 """Per typed column: name, attribute, default for otel-llm's spans, and the type check."""
 _CHUNK_INDEX, _CHUNK_GAP = (attribute for _, attribute in CHUNK_COLUMNS)
 _CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN = (name for name, _ in CHUNK_COLUMNS)
+_CHUNK_PAIR: Final = (_CHUNK_INDEX, _CHUNK_GAP)
 
 
 def _event_columns(events: Sequence[Event], start: int, row: dict[str, Any]) -> None:
@@ -135,7 +136,7 @@ def _event_columns(events: Sequence[Event], start: int, row: dict[str, Any]) -> 
             indexes.append(as_int(index))
             gaps.append(as_int(gap))
             offsets.append(stamp - start)
-            if len(inner) == 2 and type(index) is int and type(gap) is int:
+            if tuple(inner) == _CHUNK_PAIR and type(index) is int and type(gap) is int:
                 maps.append({_CHUNK_INDEX: str(index), _CHUNK_GAP: str(gap)})
                 continue
         maps.append(_string_map(inner))

@@ -16,6 +16,8 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._env import OTEL_LLM_DB
 from otel_llm._errors import OtelLLMError
 from otel_llm._show._breakdown import breakdown_sql, run_query, worst_stalls_sql
+from otel_llm._show._segments import SegmentStore
+from otel_llm._show._store import check_store, reader_sql
 from otel_llm._telemetry import store_path
 from otel_llm._version import __version__
 from otel_llm.cli._render import Format, Output
@@ -188,6 +190,35 @@ def query(
             out.table(run_query(path, stalls, canned=True), f"Worst stalls ({label})")
     except (OtelLLMError, duckdb.Error) as exc:
         raise _fail(str(exc)) from exc
+
+
+@app.command()
+def views(db: DbOption = None) -> None:
+    """Print the SQL that makes a DuckDB read the store: Grafana's DuckDB data source runs it
+    as its initSql (with an empty database path), any DuckDB 1.4 or later can paste it."""
+    path = _db(db)
+    try:
+        check_store(path)
+        if not path.is_dir():
+            raise _fail(f"{path} is a single-file store: DuckDB opens it directly")
+    except OtelLLMError as exc:
+        raise _fail(str(exc)) from exc
+    typer.echo(reader_sql(path))
+
+
+@app.command()
+def compact(db: DbOption = None) -> None:
+    """Merge the store's small segments now (writers also do it on their own, every
+    half minute); waits for no one: a store being read or merged is left for later."""
+    path = _db(db)
+    try:
+        check_store(path)
+        if not path.is_dir():
+            raise _fail(f"{path} is a single-file store: nothing to merge")
+        merged = SegmentStore(path).compact(min_segments=2)
+    except (OtelLLMError, OSError) as exc:
+        raise _fail(str(exc)) from exc
+    typer.echo(f"merged {merged} segments" if merged else "nothing to merge (or the store is busy)")
 
 
 @app.command()

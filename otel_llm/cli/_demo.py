@@ -526,6 +526,8 @@ async def run_demo(options: DemoOptions, console: Console, out: Output) -> bool:
         f"  otel-llm query --db {options.db}\n"
         f"  otel-llm query --db {options.db} --threshold-ms 500\n"
         f'  otel-llm query --db {options.db} "SELECT * FROM llm_calls LIMIT 5"\n'
-        f"or any DuckDB client: views llm_calls, llm_attempts; macro llm_attempts_at(ms)."
+        f"or any DuckDB client (1.4 or later) after running the SQL of\n"
+        f"  otel-llm views --db {options.db}\n"
+        f"(views llm_calls, llm_attempts; macro llm_attempts_at(ms); Grafana: its initSql)."
     )
     return True
