@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from otel_llm import _env as env
+from otel_llm._errors import CollectorError
 from otel_llm._show._store import open_store
 from otel_llm.cli._collector import CollectorRun, Ports, collector_dir, free_port, sending_to
 from tests.conftest import require
@@ -57,6 +58,9 @@ _SENDER = textwrap.dedent(
     calls = Calls(provider)
     for _ in range({calls}):
         calls.call()
+    # Every span handed over first (the OTLP exporter has its own 10 s per batch), so a busy
+    # machine cannot push the last batch past shutdown's bound; then the bounded shutdown.
+    assert telemetry.force_flush(60.0)
     started = time.monotonic()
     telemetry.shutdown()
     print(f"shutdown_s={{time.monotonic() - started:.3f}}")
@@ -181,7 +185,7 @@ def test_spans_of_three_processes_land_as_the_embedded_path_writes_them(
         rows = _table(store, sql)
         assert rows, sql
         assert rows == _table(embedded, sql), sql
-    assert not list(store.with_name(store.name + ".otlp").iterdir())  # every file ingested
+    assert not list(store.with_name(store.name + ".otlp").glob("traces*"))  # all ingested
 
 
 def test_an_unreachable_clickhouse_costs_the_application_nothing(
@@ -261,3 +265,19 @@ def test_build_says_what_is_missing_without_go(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert done.stdout == ""
     assert "no-go-here is not an executable" in done.stderr
+
+
+def test_one_collector_per_store(binary: Path, tmp_path: Path) -> None:
+    """A second collector on the same store is refused (it would write the same files) while
+    the first runs, and allowed once it has stopped."""
+    store = tmp_path / "store"
+    config = collector_dir() / "duckdb.yaml"
+    first = CollectorRun(binary, config, store=store, ports=Ports.free(), log=subprocess.DEVNULL)
+    with first:
+        second = CollectorRun(
+            binary, config, store=store, ports=Ports.free(), log=subprocess.DEVNULL
+        )
+        with pytest.raises(CollectorError, match="another otel-llm collector"):
+            second.start()
+    with second:
+        assert second.running

@@ -12,6 +12,7 @@ A collector killed earlier leaves its current file behind: it is ingested before
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import socket
@@ -23,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 import otel_llm
 from otel_llm import _env as env
@@ -37,6 +38,8 @@ CONFIGS: Final = ("duckdb", "clickhouse")
 SPOOL_SUFFIX: Final = ".otlp"
 """The spool folder is the store's path with this added."""
 BUILD_SCRIPT: Final = "build.sh"
+SPOOL_LOCK: Final = ".collector.lock"
+"""Held by the one ``otel-llm collector`` that uses a spool folder."""
 
 
 def collector_dir() -> Path:
@@ -142,6 +145,7 @@ class CollectorRun:
         self._extra_env = extra_env or {}
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
+        self._spool_lock: BinaryIO | None = None
 
     def environment(self) -> dict[str, str]:
         """The collector's environment: ours, with its ports and spool set."""
@@ -160,6 +164,7 @@ class CollectorRun:
         """Ingest what an earlier run left, start the collector, wait for its health check."""
         if self.spool is not None:
             self.spool.folder.mkdir(parents=True, exist_ok=True)
+            self._hold_spool()
             self.spool.seal_current()
             self.ingest()
         try:
@@ -172,12 +177,14 @@ class CollectorRun:
                 start_new_session=True,  # Ctrl-C reaches us; we stop it in order
             )
         except OSError as exc:
+            self._release_spool()
             raise CollectorError(f"could not start {self.binary}: {exc.strerror or exc}") from exc
         deadline = time.monotonic() + timeout_s
         url = f"http://127.0.0.1:{self.ports.health}/"
         while True:
             code = self._process.poll()
             if code is not None:
+                self._release_spool()
                 raise CollectorError(
                     f"the collector exited with code {code} before its health check answered "
                     f"(its log says why: a port in use, a config it refused)"
@@ -192,6 +199,25 @@ class CollectorRun:
                 self.stop()
                 raise CollectorError(f"the collector's health check ({url}) did not answer")
             time.sleep(0.05)
+
+    def _hold_spool(self) -> None:
+        """One collector per spool: a second one would write the same files."""
+        assert self.spool is not None
+        handle = (self.spool.folder / SPOOL_LOCK).open("a+b")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise CollectorError(
+                f"another otel-llm collector is running on {self.store_path} (its files are in "
+                f"{self.spool.folder}); stop it first"
+            ) from None
+        self._spool_lock = handle
+
+    def _release_spool(self) -> None:
+        if self._spool_lock is not None:
+            self._spool_lock.close()  # closing the file releases the lock
+            self._spool_lock = None
 
     @property
     def running(self) -> bool:
@@ -227,6 +253,7 @@ class CollectorRun:
             for path in kept_files(self.spool.folder):
                 if not any(str(path.name) in problem for problem in self.report.problems):
                     self.report.problems.append(f"{path}: kept by an earlier ingest")
+            self._release_spool()
         return code
 
     def __enter__(self) -> CollectorRun:
