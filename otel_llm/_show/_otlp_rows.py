@@ -261,41 +261,43 @@ def _append_span(
 
 
 def _append_events(columns: SegmentColumns, span: Any, start: int) -> None:
-    stamps = columns._event_stamps
-    names = columns._event_names
     event_maps = columns._event_maps
     keys, texts, offsets = event_maps.keys, event_maps.values, event_maps.offsets
     chunks = columns._chunks
     indexes = chunks[_CHUNK_INDEX_COLUMN]
-    gaps = chunks[_CHUNK_GAP_COLUMN]
-    arrivals = chunks[CHUNK_OFFSET_COLUMN]
+    add_stamp = columns._event_stamps.append
+    add_name = columns._event_names.append
+    add_key, add_text, add_offset = keys.append, texts.append, offsets.append
+    add_index, add_gap = indexes.append, chunks[_CHUNK_GAP_COLUMN].append
+    add_arrival = chunks[CHUNK_OFFSET_COLUMN].append
     chunk_event = sc.CHUNK_EVENT
     decoded = value_of
     for event in span.events:
         stamp = event.time_unix_nano
         name = event.name
-        stamps.append(stamp)
-        names.append(name)
+        add_stamp(stamp)
+        add_name(name)
         if name != chunk_event:
             for kv in event.attributes:
-                keys.append(kv.key)
-                texts.append(decoded(kv.value)[1])
-            offsets.append(len(keys))
+                add_key(kv.key)
+                add_text(decoded(kv.value)[1])
+            add_offset(len(keys))
             continue
         index: Any = None
         gap: Any = None
         for kv in event.attributes:
             key = kv.key
             python, text = decoded(kv.value)
-            keys.append(key)
-            texts.append(text)
+            add_key(key)
+            add_text(text)
             if key == _CHUNK_INDEX:
                 index = python
             elif key == _CHUNK_GAP:
                 gap = python
-        offsets.append(len(keys))
-        indexes.append(as_int(index))
-        gaps.append(as_int(gap))
-        arrivals.append(stamp - start)
+        add_offset(len(keys))
+        # an int here came from an int64 on the wire: it fits a BIGINT, as_int would keep it
+        add_index(index if type(index) is int else as_int(index))
+        add_gap(gap if type(gap) is int else as_int(gap))
+        add_arrival(stamp - start)
     event_maps.list_offsets.append(len(offsets) - 1)
     columns._chunk_offsets.append(len(indexes))
