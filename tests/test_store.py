@@ -197,7 +197,7 @@ def test_four_writers_two_readers_nothing_lost(tmp_path: Path) -> None:
     assert int(out.split()[0]) >= 1
     assert cli_counts == sorted(cli_counts)
     assert count(path) == 4 * 3 * calls
-    assert count(path, "SELECT count(DISTINCT \"SpanId\") FROM otel_traces") == 4 * 3 * calls
+    assert count(path, 'SELECT count(DISTINCT "SpanId") FROM otel_traces') == 4 * 3 * calls
     assert run_query(path, "SELECT count(*) FROM llm_calls").rows == [(4 * calls,)]
 
 
