@@ -56,7 +56,7 @@ def attempt_spans(count: int, events: int = 30, seed: int = 11) -> list[Readable
     """``count`` finished attempt spans of a streamed call, each with ``events`` chunk events
     (every gap above the 100 ms floor), made by the real processor and attempt span."""
     keep = _Keep()
-    provider = TracerProvider()
+    provider = TracerProvider(shutdown_on_exit=False)  # else atexit keeps every span alive
     provider.add_span_processor(DerivingSpanProcessor([SimpleSpanProcessor(keep)]))
     tracer = provider.get_tracer("bench")
     rnd = random.Random(seed)

@@ -319,6 +319,18 @@ def test_paths_that_are_not_stores_are_named(tmp_path: Path) -> None:
             run_query(path, "SELECT 1")
 
 
+def test_a_damaged_segment_is_named(tmp_path: Path) -> None:
+    """A segment damaged outside otel-llm (a copy cut short) is named, with what to do."""
+    path = tmp_path / "store"
+    SegmentStore(path).create()
+    bad = path / "segments" / "00000000000000000001-cut.parquet"
+    bad.write_bytes(b"PAR1" + b"\x00" * 64)
+    with pytest.raises(NotAStore, match="has a segment DuckDB cannot read") as caught:
+        run_query(path, "SELECT count(*) FROM llm_calls")
+    assert bad.name in str(caught.value)
+    assert "move that file out of" in str(caught.value)
+
+
 def test_a_path_that_is_not_a_store_holds_spans_and_exits_fast(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -1,4 +1,5 @@
-"""Canned queries: the wall / stall / net-generation breakdown and the worst stalls.
+"""Canned queries: the wall / stall / net-generation breakdown and the worst stalls, in DuckDB's
+SQL or (``dialect=CLICKHOUSE``) their ClickHouse twins.
 
 Both read the winning attempt of every call through ``llm_attempts_at(threshold)``, so the same
 query answers "as measured" (the configured threshold) and "what if the threshold were N ms".
@@ -11,8 +12,20 @@ from pathlib import Path
 from typing import Any
 
 from otel_llm._errors import ConfigurationError
+from otel_llm._figures import (
+    CHUNK_COUNT,
+    GENERATION_MS,
+    MAX_INTER_CHUNK_MS,
+    STALL_COUNT,
+    STALL_MS,
+    TTFT_MS,
+    WALL_MS,
+    Figure,
+)
 from otel_llm._measure._stalls import validate_threshold_ms
+from otel_llm._show._layout import TABLE
 from otel_llm._show._store import open_store
+from otel_llm._show._views import ATTEMPT_COLUMNS, ATTEMPTS_VIEW, CALLS_VIEW, DUCKDB, Dialect
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +40,7 @@ RUN_ATTRIBUTE = "service.instance.id"
 """The resource attribute that tells one run (one process) from the others in a shared file."""
 
 
-def _run_filter(run: str | None) -> str:
+def _run_filter(run: str | None, dialect: Dialect) -> str:
     """SQL restricting calls ``c`` to the spans of one run (``None``: every run)."""
     if run is None:
         return ""
@@ -35,60 +48,75 @@ def _run_filter(run: str | None) -> str:
         raise ConfigurationError(RUN_ATTRIBUTE, f"a run id is letters, digits and '-', not {run!r}")
     return f"""
         AND c.span_id IN (
-            SELECT "SpanId" FROM otel_traces
+            SELECT "SpanId" FROM {dialect.relation(TABLE)}
             WHERE "ResourceAttributes"['{RUN_ATTRIBUTE}'] = '{run}'
         )"""
 
 
-def _winners(threshold_ms: int | None, run: str | None = None) -> str:
+_ATTEMPT = ", ".join(f"a.{c.alias} AS {c.alias}" for c in ATTEMPT_COLUMNS)
+"""Every column of the attempt, named as in ``llm_attempts`` (ClickHouse would prefix ``a.*``'s
+names that ``llm_calls`` shares)."""
+
+
+def _winners(threshold_ms: int | None, run: str | None, dialect: Dialect) -> str:
     """Winning attempts at ``threshold_ms`` (``None``: each as measured), of one run or all."""
     if threshold_ms is None:
-        source = "llm_attempts"
+        source = dialect.relation(ATTEMPTS_VIEW)
     else:
-        source = f"llm_attempts_at({validate_threshold_ms(threshold_ms, '--threshold-ms')})"
+        source = dialect.at_threshold(validate_threshold_ms(threshold_ms, "--threshold-ms"))
     return f"""
-        SELECT a.*, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
-        FROM llm_calls c
+        SELECT {_ATTEMPT}, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
+        FROM {dialect.relation(CALLS_VIEW)} c
         JOIN {source} a ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt
-        WHERE a.trace_id = c.trace_id{_run_filter(run)}
+        WHERE a.trace_id = c.trace_id{_run_filter(run, dialect)}
     """
 
 
-def breakdown_sql(threshold_ms: int | None = None, *, run: str | None = None) -> str:
+def _seconds(figure: Figure, dialect: Dialect, digits: int, *, total: bool = False) -> str:
+    """A millisecond figure in seconds, rounded (``total``: summed over the group)."""
+    ms = f"sum({figure.name})" if total else figure.name
+    return dialect.round(f"{ms} / 1000.0", digits)
+
+
+def breakdown_sql(
+    threshold_ms: int | None = None, *, run: str | None = None, dialect: Dialect = DUCKDB
+) -> str:
     """Per provider and model: calls, wall vs stall vs net generation, stall share, TTFT
     (``run``: only the calls whose spans carry that :data:`RUN_ATTRIBUTE`)."""
+    wall, stall = WALL_MS.name, STALL_MS.name
+    share = dialect.round(f"100.0 * sum({stall}) / nullif(sum({wall}), 0)", 1)
     return f"""
-    WITH w AS ({_winners(threshold_ms, run)})
+    WITH w AS ({_winners(threshold_ms, run, dialect)})
     SELECT
         provider || '/' || model AS model,
         count(*) AS calls,
-        round(sum(wall_ms) / 1000.0, 1) AS wall_s,
-        round(sum(stall_ms) / 1000.0, 1) AS stall_s,
-        round(sum(generation_ms) / 1000.0, 1) AS net_s,
-        round(100.0 * sum(stall_ms) / nullif(sum(wall_ms), 0), 1) AS "stall_%",
-        count(*) FILTER (WHERE stall_count > 0) AS stalled,
-        count(*) FILTER (WHERE call_hedges > 0) AS hedged,
-        count(*) FILTER (WHERE call_hedge_won) AS hedge_wins,
-        round(quantile_cont(ttft_ms, 0.5) / 1000.0, 2) AS ttft_p50,
-        round(quantile_cont(wall_ms, 0.5) / 1000.0, 2) AS wall_p50,
-        round(quantile_cont(wall_ms, 0.99) / 1000.0, 2) AS wall_p99
+        {_seconds(WALL_MS, dialect, 1, total=True)} AS wall_s,
+        {_seconds(STALL_MS, dialect, 1, total=True)} AS stall_s,
+        {_seconds(GENERATION_MS, dialect, 1, total=True)} AS net_s,
+        {share} AS "stall_%",
+        {dialect.count_if(f"{STALL_COUNT.name} > 0")} AS stalled,
+        {dialect.count_if("call_hedges > 0")} AS hedged,
+        {dialect.count_if("call_hedge_won")} AS hedge_wins,
+        {dialect.round(f"{dialect.quantile(TTFT_MS.name, 0.5)} / 1000.0", 2)} AS ttft_p50,
+        {dialect.round(f"{dialect.quantile(wall, 0.5)} / 1000.0", 2)} AS wall_p50,
+        {dialect.round(f"{dialect.quantile(wall, 0.99)} / 1000.0", 2)} AS wall_p99
     FROM w
     GROUP BY provider, w.model
     ORDER BY 1
     """
 
 
-def totals_sql(*, run: str | None = None) -> str:
+def totals_sql(*, run: str | None = None, dialect: Dialect = DUCKDB) -> str:
     """Per provider and model, as measured: calls, stalls, stalled calls, stall and wall ms."""
     return f"""
-    WITH w AS ({_winners(None, run)})
+    WITH w AS ({_winners(None, run, dialect)})
     SELECT
         provider || '/' || model AS model,
         count(*) AS calls,
-        coalesce(sum(stall_count), 0) AS stalls,
-        count(*) FILTER (WHERE stall_count > 0) AS stalled,
-        coalesce(sum(stall_ms), 0) AS stall_ms,
-        coalesce(sum(wall_ms), 0) AS wall_ms
+        coalesce(sum({STALL_COUNT.name}), 0) AS stalls,
+        {dialect.count_if(f"{STALL_COUNT.name} > 0")} AS stalled,
+        coalesce(sum({STALL_MS.name}), 0) AS {STALL_MS.name},
+        coalesce(sum({WALL_MS.name}), 0) AS {WALL_MS.name}
     FROM w
     GROUP BY provider, w.model
     ORDER BY 1
@@ -96,23 +124,27 @@ def totals_sql(*, run: str | None = None) -> str:
 
 
 def worst_stalls_sql(
-    limit: int = 5, threshold_ms: int | None = None, *, run: str | None = None
+    limit: int = 5,
+    threshold_ms: int | None = None,
+    *,
+    run: str | None = None,
+    dialect: Dialect = DUCKDB,
 ) -> str:
     """The calls whose winning attempt lost the most time to stalls."""
     return f"""
-    WITH w AS ({_winners(threshold_ms, run)})
+    WITH w AS ({_winners(threshold_ms, run, dialect)})
     SELECT
         left(trace_id, 16) AS trace,
         provider || '/' || model AS model,
-        round(wall_ms / 1000.0, 2) AS wall_s,
-        round(stall_ms / 1000.0, 2) AS stall_s,
-        stall_count AS stalls,
-        round(max_inter_chunk_ms / 1000.0, 2) AS longest_gap,
-        round(ttft_ms / 1000.0, 2) AS ttft,
-        chunk_count AS chunks
+        {_seconds(WALL_MS, dialect, 2)} AS wall_s,
+        {_seconds(STALL_MS, dialect, 2)} AS stall_s,
+        {STALL_COUNT.name} AS stalls,
+        {_seconds(MAX_INTER_CHUNK_MS, dialect, 2)} AS longest_gap,
+        {_seconds(TTFT_MS, dialect, 2)} AS ttft,
+        {CHUNK_COUNT.name} AS chunks
     FROM w
-    WHERE stall_ms > 0
-    ORDER BY stall_ms DESC
+    WHERE {STALL_MS.name} > 0
+    ORDER BY {STALL_MS.name} DESC
     LIMIT {int(limit)}
     """
 

@@ -10,7 +10,8 @@ it (the Collector's spans arrive that way); both give the same table.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, itemgetter, sub
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -43,6 +44,8 @@ _CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN = (name for name, _ in CHUNK_COLUMNS)
 _CHUNK_KEYS: Final = (_CHUNK_INDEX, _CHUNK_GAP)
 _TYPED_NAMES: Final = tuple(name for name, _, _, _ in TYPED_PLAN)
 _TYPED_ATTRIBUTES: Final = tuple(attribute for _, attribute, _, _ in TYPED_PLAN)
+_GET_INDEX: Final = itemgetter(_CHUNK_INDEX)
+_GET_GAP: Final = itemgetter(_CHUNK_GAP)
 _INNER: Final = attrgetter("_dict")
 """The plain dict inside an SDK ``BoundedAttributes``."""
 _SCALARS: Final = tuple(
@@ -93,7 +96,10 @@ class _Maps:
     def add(self, mapping: Mapping[str, Any]) -> None:
         self.keys.extend(mapping)
         self.values.extend(
-            [value if type(value) is str else attribute_string(value) for value in mapping.values()]
+            [
+                v if type(v) is str else str(v) if type(v) is int else attribute_string(v)
+                for v in mapping.values()
+            ]
         )
         if self.codes:
             self.codes.extend([0] * len(mapping))
@@ -197,9 +203,9 @@ class SegmentColumns:
         first_alone = tuple(inners[0]) == _CHUNK_KEYS[:1]  # no gap before the first chunk
         if set(map(tuple, inners[first_alone:])) - {_CHUNK_KEYS}:  # keys in this order only
             return False
-        indexes = [inner.get(_CHUNK_INDEX) for inner in inners]
-        gaps = [inner.get(_CHUNK_GAP) for inner in inners]
-        paired = gaps[first_alone:]
+        indexes = list(map(_GET_INDEX, inners))  # every key is there: checked above
+        paired = list(map(_GET_GAP, inners[first_alone:]))
+        gaps: list[int | None] = [None, *paired] if first_alone else paired
         if set(map(type, indexes)) != {int} or (paired and set(map(type, paired)) != {int}):
             return False
         every = indexes + paired
@@ -209,7 +215,7 @@ class SegmentColumns:
         self._event_names.extend(names)
         self._chunks[_CHUNK_INDEX_COLUMN].extend(indexes)
         self._chunks[_CHUNK_GAP_COLUMN].extend(gaps)
-        self._chunks[CHUNK_OFFSET_COLUMN].extend([stamp - start for stamp in stamps])
+        self._chunks[CHUNK_OFFSET_COLUMN].extend(map(sub, stamps, repeat(start, count)))
         pairs = count - first_alone
         numbers: list[int] = [0] * (2 * pairs)
         numbers[0::2] = indexes[first_alone:]

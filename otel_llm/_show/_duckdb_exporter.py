@@ -35,7 +35,7 @@ from otel_llm._show._store import prepare_for_writing
 
 logger = logging.getLogger("otel_llm")
 
-_YIELD_AFTER_S: Final = 0.002
+_YIELD_AFTER_S: Final = 0.0005
 """The writer gives the GIL away after this much work..."""
 _YIELD_S: Final = 0.0001
 """...for this long: enough for a waiting thread (the event loop) to take it."""

@@ -117,7 +117,15 @@ def open_store(path: Path, *, views: bool = True) -> Iterator[duckdb.DuckDBPyCon
     if path.is_dir():
         store = SegmentStore(path)
         with store.reading(), duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
-            conn.execute(reader_sql(path))
+            try:
+                conn.execute(reader_sql(path))
+            except duckdb.Error as exc:  # a segment damaged outside otel-llm (it never is inside)
+                first = str(exc).splitlines()[0]
+                raise NotAStore(
+                    path,
+                    f"has a segment DuckDB cannot read ({first}); move that file out of "
+                    f"{store.segments_dir} to read the rest",
+                ) from None
             yield conn
         return
     with connect(path, read_only=True) as conn:

@@ -1,0 +1,107 @@
+"""The one table of ``otel_traces`` columns: the Collector ClickHouse exporter's base columns and
+otel-llm's typed columns, each typed column filled from one span attribute or the chunk events.
+
+The DuckDB DDL, the row builder, the backfill of older files, the ClickHouse DDL and the views of
+both engines are derived from it (:mod:`otel_llm._show._schema`, :mod:`otel_llm._show._rows`,
+:mod:`otel_llm._show._clickhouse`, :mod:`otel_llm._show._views`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from otel_llm import _semconv as sc
+from otel_llm._figures import FIGURES
+
+TABLE: Final = "otel_traces"
+
+BASE_COLUMNS: Final = (
+    ("Timestamp", "TIMESTAMP_NS"),
+    ("TraceId", "VARCHAR"),
+    ("SpanId", "VARCHAR"),
+    ("ParentSpanId", "VARCHAR"),
+    ("TraceState", "VARCHAR"),
+    ("SpanName", "VARCHAR"),
+    ("SpanKind", "VARCHAR"),
+    ("ServiceName", "VARCHAR"),
+    ("ResourceAttributes", "MAP(VARCHAR, VARCHAR)"),
+    ("ScopeName", "VARCHAR"),
+    ("ScopeVersion", "VARCHAR"),
+    ("SpanAttributes", "MAP(VARCHAR, VARCHAR)"),
+    ("Duration", "UBIGINT"),
+    ("StatusCode", "VARCHAR"),
+    ("StatusMessage", "VARCHAR"),
+    ("Events.Timestamp", "TIMESTAMP_NS[]"),
+    ("Events.Name", "VARCHAR[]"),
+    ("Events.Attributes", "MAP(VARCHAR, VARCHAR)[]"),
+    ("Links.TraceId", "VARCHAR[]"),
+    ("Links.SpanId", "VARCHAR[]"),
+    ("Links.TraceState", "VARCHAR[]"),
+    ("Links.Attributes", "MAP(VARCHAR, VARCHAR)[]"),
+)
+"""The exporter's columns with their DuckDB types, in the exporter's INSERT order."""
+
+
+@dataclass(frozen=True, slots=True)
+class TypedColumn:
+    """A typed column filled from one span attribute (``default`` where an otel-llm span lacks
+    it: the GenAI convention sets ``gen_ai.request.stream`` only on streaming requests, so an
+    otel-llm span without it did not stream; another library's span says nothing either way)."""
+
+    name: str
+    sql_type: str
+    attribute: str
+    default: bool | None = None
+
+
+_FIGURE_COLUMNS: Final = tuple(
+    TypedColumn(figure.column, "BIGINT", figure.attribute) for figure in FIGURES
+)
+
+TYPED_COLUMNS: Final = (
+    TypedColumn("LlmRole", "VARCHAR", sc.SPAN_ROLE),
+    TypedColumn("Operation", "VARCHAR", sc.GEN_AI_OPERATION_NAME),
+    TypedColumn("Provider", "VARCHAR", sc.GEN_AI_PROVIDER_NAME),
+    TypedColumn("RequestModel", "VARCHAR", sc.GEN_AI_REQUEST_MODEL),
+    TypedColumn("ResponseModel", "VARCHAR", sc.GEN_AI_RESPONSE_MODEL),
+    TypedColumn("Source", "VARCHAR", sc.ATTEMPT_SOURCE),
+    TypedColumn("Stream", "BOOLEAN", sc.GEN_AI_REQUEST_STREAM, default=False),
+    TypedColumn("Leg", "VARCHAR", sc.ATTEMPT_LEG),
+    TypedColumn("AttemptNumber", "INTEGER", sc.ATTEMPT_NUMBER),
+    TypedColumn("Outcome", "VARCHAR", sc.ATTEMPT_OUTCOME),
+    TypedColumn("ErrorType", "VARCHAR", sc.ERROR_TYPE),
+    *_FIGURE_COLUMNS,
+    TypedColumn("StallThresholdMs", "BIGINT", sc.STALL_THRESHOLD_MS),
+    TypedColumn("MeteringStatus", "VARCHAR", sc.METERING_STATUS),
+    TypedColumn("ChunkEventsFloorMs", "BIGINT", sc.CHUNK_EVENTS_FLOOR_MS),
+    TypedColumn("InputTokens", "BIGINT", sc.GEN_AI_USAGE_INPUT_TOKENS),
+    TypedColumn("OutputTokens", "BIGINT", sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+    TypedColumn("CallAttempts", "INTEGER", sc.CALL_ATTEMPTS),
+    TypedColumn("CallHedges", "INTEGER", sc.CALL_HEDGES),
+    TypedColumn("CallHedgeWon", "BOOLEAN", sc.CALL_HEDGE_WON),
+    TypedColumn("CallWinnerAttempt", "INTEGER", sc.CALL_WINNER_ATTEMPT),
+    TypedColumn("HedgeWasteTokens", "BIGINT", sc.CALL_HEDGE_WASTE_TOKENS),
+    TypedColumn("HedgeWasteChunks", "BIGINT", sc.CALL_HEDGE_WASTE_CHUNKS),
+)
+
+CHUNK_COLUMNS: Final = (
+    ("ChunkIndex", sc.CHUNK_INDEX),
+    ("ChunkGapNs", sc.CHUNK_GAP_NS),
+)
+"""Typed arrays of the chunk events (one element per ``otel_llm.chunk`` event)."""
+CHUNK_OFFSET_COLUMN: Final = "ChunkOffsetNs"
+"""Arrival of each chunk event, in nanoseconds from the span start."""
+
+ALL_COLUMNS: Final = (
+    *(name for name, _ in BASE_COLUMNS),
+    *(c.name for c in TYPED_COLUMNS),
+    *(name for name, _ in CHUNK_COLUMNS),
+    CHUNK_OFFSET_COLUMN,
+)
+"""Every column the DuckDB exporter writes, in insert order."""
+
+TYPED: Final = {c.name: c for c in TYPED_COLUMNS}
+"""The typed columns by name."""
+FIGURE_COLUMNS: Final = {figure: TYPED[figure.column] for figure in FIGURES}
+"""The typed column of each figure."""

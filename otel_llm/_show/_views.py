@@ -1,0 +1,370 @@
+"""The views ``llm_attempts`` and ``llm_calls`` and the re-threshold ``llm_attempts_at(T)``,
+generated for DuckDB and for ClickHouse from the one table of columns and figures.
+
+A view column is an alias over one ``otel_traces`` column (:data:`ATTEMPT_COLUMNS`,
+:data:`CALL_COLUMNS`); every figure of :data:`otel_llm._figures.FIGURES` appears under its own
+name. ``llm_attempts_at(T)`` has the columns of ``llm_attempts`` in the same order, with the
+figures that depend on the threshold (``Figure.at_threshold``) re-derived from the stored chunk
+gaps at T and ``stall_threshold_ms`` = T. A :class:`Dialect` spells the few constructs the two
+engines write differently (lambdas, integer division, a parameterized view, rounding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from otel_llm import _semconv as sc
+from otel_llm._figures import (
+    CHUNK_COUNT,
+    FIGURES,
+    GENERATION_MS,
+    STALL_COUNT,
+    STALL_MS,
+    WALL_MS,
+    Figure,
+)
+from otel_llm._measure._stalls import NS_PER_MS
+from otel_llm._show._layout import ALL_COLUMNS, TABLE
+
+ATTEMPTS_VIEW: Final = "llm_attempts"
+CALLS_VIEW: Final = "llm_calls"
+ATTEMPTS_AT: Final = "llm_attempts_at"
+THRESHOLD_PARAMETER: Final = "threshold_ms"
+"""The parameter of :data:`ATTEMPTS_AT`, in milliseconds."""
+
+
+class Dialect:
+    """How an engine spells what the views need; this base spells it for DuckDB."""
+
+    def relation(self, name: str) -> str:
+        """A table or view as the views and queries name it."""
+        return name
+
+    def parameter(self) -> str:
+        """The threshold inside :data:`ATTEMPTS_AT`'s body."""
+        return THRESHOLD_PARAMETER
+
+    def filter(self, array: str, var: str, condition: str) -> str:
+        """The elements ``var`` of ``array`` for which ``condition`` is true (NULL: dropped)."""
+        return f"list_filter({array}, lambda {var}: {condition})"
+
+    def array_sum(self, array: str) -> str:
+        """The sum of the non-NULL elements (NULL for an empty list)."""
+        return f"list_sum({array})"
+
+    def length(self, array: str) -> str:
+        """The number of elements."""
+        return f"len({array})"
+
+    def int_div(self, left: str, right: str) -> str:
+        """Integer division, rounding towards zero (the operands here are never negative)."""
+        return f"{left} // {right}"
+
+    def round(self, expr: str, digits: int) -> str:
+        """DuckDB's ``round`` of a DOUBLE at ``digits`` decimals (see :func:`_duckdb_round`)."""
+        return f"round({expr}, {digits})"
+
+    def quantile(self, expr: str, q: float) -> str:
+        """The continuous quantile (linear interpolation between the closest ranks, R-7)."""
+        return f"quantile_cont({expr}, {q})"
+
+    def count_if(self, condition: str) -> str:
+        """Rows of the group for which ``condition`` is true."""
+        return f"count(*) FILTER (WHERE {condition})"
+
+    def prelude(self) -> tuple[str, ...]:
+        """Statements the views and canned queries need before them."""
+        return ()
+
+    def create_view(self, name: str, select: str) -> str:
+        """The statement that (re)defines view ``name``."""
+        return f"CREATE OR REPLACE VIEW {self.relation(name)} AS\n{select}"
+
+    def create_at_threshold(self, name: str, select: str) -> str:
+        """The statement that (re)defines ``name`` taking :data:`THRESHOLD_PARAMETER`."""
+        return f"CREATE OR REPLACE MACRO {name}({THRESHOLD_PARAMETER}) AS TABLE\n{select}"
+
+    def at_threshold(self, threshold_ms: int) -> str:
+        """:data:`ATTEMPTS_AT` at ``threshold_ms``, as a query's FROM names it."""
+        return f"{ATTEMPTS_AT}({int(threshold_ms)})"
+
+
+ROUND_FUNCTION: Final = "otel_llm_round"
+"""ClickHouse function ``(x, 10^digits)``: DuckDB's ``round`` of a DOUBLE."""
+
+
+def _duckdb_round() -> str:
+    """``round(x, digits)`` as DuckDB 2 computes it for a DOUBLE — the exact binary value
+    rounded at ``s = 10^digits``, exact ties away from zero (0.305 → 0.3: the double is below
+    the tie; 0.125 → 0.13) — for ``s`` ≤ 2^7. ``abs(x) * s`` may round onto a tie; the error
+    of that product (Dekker's split of x, exact for such ``s``) then says on which side the
+    exact value lies."""
+    ax = "abs(x)"
+    y = f"({ax} * s)"
+    down = f"floor({y})"
+    high = f"(134217729 * {ax} - (134217729 * {ax} - {ax}))"
+    error = f"(({high} * s - {y}) + ({ax} - {high}) * s)"
+    return (
+        f"sign(x) * multiIf({y} - {down} > 0.5, {down} + 1, {y} - {down} < 0.5, {down}, "
+        f"{error} < 0, {down}, {down} + 1) / s"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClickHouse(Dialect):
+    """ClickHouse (tested with chDB's engine 26.9): views in ``database`` (``ON CLUSTER`` when
+    ``cluster`` is set), the re-threshold a parameterized view, ``round`` as DuckDB rounds
+    (ClickHouse's own ``round`` sends a float's ties to even: 12.25 → 12.2, DuckDB's 12.3)."""
+
+    database: str = "otel"
+    cluster: str | None = None
+
+    def relation(self, name: str) -> str:
+        return f"{self.database}.{name}"
+
+    def on_cluster(self) -> str:
+        """`` ON CLUSTER `name``` for a cluster's DDL, else nothing."""
+        if self.cluster is None:
+            return ""
+        return " ON CLUSTER `" + self.cluster.replace("`", "``") + "`"
+
+    def create_view(self, name: str, select: str) -> str:
+        return f"CREATE OR REPLACE VIEW {self.relation(name)}{self.on_cluster()} AS\n{select}"
+
+    def parameter(self) -> str:
+        return "{" + THRESHOLD_PARAMETER + ":Int64}"
+
+    def filter(self, array: str, var: str, condition: str) -> str:
+        return f"arrayFilter({var} -> {condition}, {array})"
+
+    def array_sum(self, array: str) -> str:
+        return f"arraySum(x -> ifNull(x, 0), {array})"  # 0 for an empty array: coalesced alike
+
+    def length(self, array: str) -> str:
+        return f"length({array})"
+
+    def int_div(self, left: str, right: str) -> str:
+        return f"intDiv({left}, {right})"
+
+    def round(self, expr: str, digits: int) -> str:
+        return f"{ROUND_FUNCTION}({expr}, {10**digits})"
+
+    def prelude(self) -> tuple[str, ...]:
+        return (
+            f"CREATE OR REPLACE FUNCTION {ROUND_FUNCTION}{self.on_cluster()} AS (x, s) -> "
+            f"{_duckdb_round()}",
+        )
+
+    def quantile(self, expr: str, q: float) -> str:
+        return f"quantileExactInclusive({q})({expr})"
+
+    def count_if(self, condition: str) -> str:
+        return f"countIf({condition})"
+
+    def create_at_threshold(self, name: str, select: str) -> str:
+        return self.create_view(name, select)
+
+    def at_threshold(self, threshold_ms: int) -> str:
+        return f"{self.relation(ATTEMPTS_AT)}({THRESHOLD_PARAMETER}={int(threshold_ms)})"
+
+
+DUCKDB: Final = Dialect()
+CLICKHOUSE: Final = ClickHouse()
+
+
+@dataclass(frozen=True, slots=True)
+class ViewColumn:
+    """One column of a view: ``alias`` over the ``otel_traces`` column ``column``."""
+
+    alias: str
+    column: str
+
+
+def _figure_columns() -> tuple[ViewColumn, ...]:
+    return tuple(ViewColumn(figure.name, figure.column) for figure in FIGURES)
+
+
+STARTED_AT: Final = ViewColumn("started_at", "Timestamp")
+TRACE_ID: Final = ViewColumn("trace_id", "TraceId")
+SPAN_ID: Final = ViewColumn("span_id", "SpanId")
+THRESHOLD: Final = ViewColumn("stall_threshold_ms", "StallThresholdMs")
+"""The stall threshold in force when the figures were measured (T in ``llm_attempts_at``)."""
+
+IDENTITY: Final = (
+    ViewColumn("service", "ServiceName"),
+    ViewColumn("span_name", "SpanName"),
+    ViewColumn("operation", "Operation"),
+    ViewColumn("provider", "Provider"),
+    ViewColumn("model", "RequestModel"),
+    ViewColumn("response_model", "ResponseModel"),
+    ViewColumn("source", "Source"),
+    ViewColumn("stream", "Stream"),
+)
+"""The columns that say what a span was, the same in ``llm_attempts`` and ``llm_calls``."""
+
+ATTEMPT_COLUMNS: Final = (
+    STARTED_AT,
+    TRACE_ID,
+    SPAN_ID,
+    ViewColumn("call_span_id", "ParentSpanId"),
+    *IDENTITY,
+    ViewColumn("leg", "Leg"),
+    ViewColumn("attempt", "AttemptNumber"),
+    ViewColumn("outcome", "Outcome"),
+    ViewColumn("error_type", "ErrorType"),
+    ViewColumn("status_code", "StatusCode"),
+    *_figure_columns(),
+    THRESHOLD,
+    ViewColumn("metering_status", "MeteringStatus"),
+    ViewColumn("input_tokens", "InputTokens"),
+    ViewColumn("output_tokens", "OutputTokens"),
+    ViewColumn("duration_ns", "Duration"),
+)
+
+CALL_COLUMNS: Final = (
+    STARTED_AT,
+    TRACE_ID,
+    SPAN_ID,
+    *IDENTITY,
+    ViewColumn("status_code", "StatusCode"),
+    ViewColumn("error_type", "ErrorType"),
+    ViewColumn("attempts", "CallAttempts"),
+    ViewColumn("hedges", "CallHedges"),
+    ViewColumn("hedge_won", "CallHedgeWon"),
+    ViewColumn("winner_attempt", "CallWinnerAttempt"),
+    ViewColumn("hedge_waste_tokens", "HedgeWasteTokens"),
+    ViewColumn("hedge_waste_chunks", "HedgeWasteChunks"),
+    *_figure_columns(),
+    THRESHOLD,
+    ViewColumn("input_tokens", "InputTokens"),
+    ViewColumn("output_tokens", "OutputTokens"),
+    ViewColumn("duration_ns", "Duration"),
+)
+
+_unknown = {c.column for c in (*ATTEMPT_COLUMNS, *CALL_COLUMNS)} - set(ALL_COLUMNS)
+assert not _unknown, f"view columns over no otel_traces column: {_unknown}"
+
+
+def _q(column: str) -> str:
+    return f'"{column}"'
+
+
+def _select(columns: tuple[ViewColumn, ...]) -> str:
+    return ",\n    ".join(f"{_q(c.column)} AS {c.alias}" for c in columns)
+
+
+def _role(role: str) -> str:
+    return f"""{_q("LlmRole")} = '{role}'"""
+
+
+def _measured(figure: Figure) -> str:
+    """The figure as the processor measured it, inside ``llm_attempts_at``."""
+    return f"measured_{figure.name}"
+
+
+_STALL_GAPS: Final = "stall_gaps"
+_STALL_TOTAL: Final = "stall_total_ms"
+
+
+def _rederived(dialect: Dialect) -> Mapping[Figure, tuple[str, str, str | None]]:
+    """For each threshold-dependent figure: its value from the chunk gaps at T when they can
+    decide it, its measured value when T is the measured threshold, and its value for an
+    attempt that cannot stall (not streamed, fewer than two chunks: M3), if any."""
+    wall = WALL_MS.name
+    return {
+        GENERATION_MS: (
+            f"greatest(0, {wall} - {_STALL_TOTAL})",
+            f"greatest(0, {wall} - {_measured(STALL_MS)})",
+            wall,
+        ),
+        STALL_MS: (_STALL_TOTAL, _measured(STALL_MS), None),
+        STALL_COUNT: (dialect.length(_STALL_GAPS), _measured(STALL_COUNT), None),
+    }
+
+
+assert set(_rederived(DUCKDB)) == {f for f in FIGURES if f.at_threshold}, (
+    "every threshold-dependent figure needs its re-derivation in llm_attempts_at"
+)
+
+
+def _attempts_at(dialect: Dialect) -> str:
+    t = dialect.parameter()
+    rederived = _rederived(dialect)
+    kept = tuple(
+        c
+        for c in ATTEMPT_COLUMNS
+        if c != THRESHOLD and not any(f.at_threshold and f.name == c.alias for f in FIGURES)
+    )
+    measured = ",\n        ".join(
+        f"{_q(figure.column)} AS {_measured(figure)}" for figure in rederived
+    )
+    kept_sql = ",\n        ".join(f"{_q(c.column)} AS {c.alias}" for c in kept)
+    outcomes = ", ".join(f"'{outcome}'" for outcome in sorted(sc.OUTCOMES_WITHOUT_FIGURES))
+    complete = f"'{sc.METERING_EXACT}', '{sc.METERING_NOT_STREAMED}'"
+    gap_over = dialect.filter(_q("ChunkGapNs"), "g", f"g > CAST({t} AS BIGINT) * {NS_PER_MS}")
+    by_figure = {figure.name: figure for figure in rederived}
+    outputs: list[str] = []
+    for column in ATTEMPT_COLUMNS:
+        if column == THRESHOLD:
+            outputs.append(f"{t} AS {column.alias}")
+        elif column.alias in by_figure:
+            usable, here, unobservable = rederived[by_figure[column.alias]]
+            tail = (
+                f"\n        WHEN NOT cancelled AND complete AND NOT observable THEN {unobservable}"
+                if unobservable is not None
+                else ""
+            )
+            outputs.append(
+                f"CASE\n        WHEN usable THEN {usable}\n        WHEN measured_here THEN {here}"
+                f"{tail}\n    END AS {column.alias}"
+            )
+        else:
+            outputs.append(column.alias)
+    output_sql = ",\n    ".join(outputs)
+    return f"""WITH flagged AS (
+    SELECT
+        {kept_sql},
+        {measured},
+        {t} = {_q(THRESHOLD.column)} AND {_q(STALL_MS.column)} IS NOT NULL AS measured_here,
+        coalesce({_q("Outcome")}, '') IN ({outcomes}) AS cancelled,
+        coalesce({_q("MeteringStatus")}, '') IN ({complete}) AS complete,
+        coalesce({_q("Stream")}, false) AND coalesce({_q(CHUNK_COUNT.column)}, 0) >= 2
+            AS observable,
+        {t} >= coalesce({_q("ChunkEventsFloorMs")}, 0) AS above_floor,
+        {gap_over} AS {_STALL_GAPS}
+    FROM {dialect.relation(TABLE)}
+    WHERE {_role(sc.SPAN_ROLE_ATTEMPT)}
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        {dialect.int_div(f"coalesce({dialect.array_sum(_STALL_GAPS)}, 0)", str(NS_PER_MS))}
+            AS {_STALL_TOTAL}
+    FROM flagged
+)
+SELECT
+    {output_sql}
+FROM measured"""
+
+
+def view_statements(dialect: Dialect) -> tuple[str, ...]:
+    """The statements that (re)define ``llm_attempts``, ``llm_calls`` and ``llm_attempts_at``."""
+    table = dialect.relation(TABLE)
+    attempts = (
+        f"SELECT\n    {_select(ATTEMPT_COLUMNS)}\nFROM {table}\nWHERE {_role(sc.SPAN_ROLE_ATTEMPT)}"
+    )
+    calls = f"SELECT\n    {_select(CALL_COLUMNS)}\nFROM {table}\nWHERE {_role(sc.SPAN_ROLE_CALL)}"
+    return (
+        *dialect.prelude(),
+        dialect.create_view(ATTEMPTS_VIEW, attempts),
+        dialect.create_view(CALLS_VIEW, calls),
+        dialect.create_at_threshold(ATTEMPTS_AT, _attempts_at(dialect)),
+    )
+
+
+def views_sql(dialect: Dialect) -> str:
+    """:func:`view_statements` as one script."""
+    return "".join(f"{statement};\n\n" for statement in view_statements(dialect))

@@ -1,0 +1,53 @@
+"""The views' generator (``otel_llm/_show/_views.py``): one table of columns and figures, no
+figure named twice, and DuckDB's re-threshold with ``llm_attempts``' columns."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from otel_llm._figures import FIGURES
+from otel_llm._show import _breakdown, _clickhouse, _views
+from otel_llm._show._schema import VIEWS, migrate
+from otel_llm._show._views import ATTEMPT_COLUMNS, CALL_COLUMNS, CLICKHOUSE, DUCKDB, views_sql
+
+
+@pytest.mark.parametrize("module", [_views, _breakdown, _clickhouse])
+def test_no_sql_module_spells_a_figure(module: object) -> None:
+    """The views, the re-threshold, the canned queries and the ClickHouse DDL take every
+    figure's name and column from otel_llm/_figures.py; none is written in their source."""
+    source = Path(str(getattr(module, "__file__", ""))).read_text()
+    spelled = {
+        word
+        for figure in FIGURES
+        for word in (figure.name, figure.column)
+        if re.search(rf"\b{word}\b", source)
+    }
+    assert spelled == set()
+
+
+def test_every_figure_is_in_both_views() -> None:
+    """llm_attempts and llm_calls carry every figure under its name, over its typed column."""
+    for columns in (ATTEMPT_COLUMNS, CALL_COLUMNS):
+        pairs = {(c.alias, c.column) for c in columns}
+        assert {(f.name, f.column) for f in FIGURES} <= pairs
+
+
+def test_the_duckdb_views_are_the_generated_ones() -> None:
+    """_schema.VIEWS is the generator's DuckDB output, and the ClickHouse output differs."""
+    assert views_sql(DUCKDB) == VIEWS
+    assert views_sql(CLICKHOUSE) != VIEWS
+
+
+def test_the_macro_has_the_attempt_views_columns() -> None:
+    """DuckDB's llm_attempts_at(T) has llm_attempts' columns in the same order, with T as the
+    stall threshold."""
+    conn = duckdb.connect()
+    migrate(conn)
+    attempts = conn.execute("SELECT * FROM llm_attempts LIMIT 0").description or []
+    at = conn.execute("SELECT * FROM llm_attempts_at(250) LIMIT 0").description or []
+    assert [d[0] for d in at] == [d[0] for d in attempts] == [c.alias for c in ATTEMPT_COLUMNS]
+    conn.close()
