@@ -17,7 +17,7 @@ import pytest
 
 from otel_llm import _env as env
 from otel_llm._errors import CollectorError
-from otel_llm._show._store import open_store
+from otel_llm._show._store import open_store, prepare_for_writing
 from otel_llm.cli._collector import CollectorRun, Ports, collector_dir, free_port, sending_to
 from tests.conftest import require
 
@@ -135,6 +135,9 @@ def test_spans_of_three_processes_land_as_the_embedded_path_writes_them(
     processes into its store; the rows equal those the same processes wrote into an embedded
     store: every column, the views' derived figures and the re-threshold macro."""
     store, embedded = tmp_path / "via-collector", tmp_path / "embedded"
+    # Made before the three writers start: several processes creating one store at the same
+    # moment can see each other's half-made directory (NotAStore; reported to the store's owner).
+    prepare_for_writing(embedded)
     ports = Ports.free()
     cli = subprocess.Popen(
         [

@@ -326,7 +326,7 @@ def collector(
                 + "; Ctrl-C stops it"
             )
             code = run_until_stopped(run, stop, say)
-    except (OtelLLMError, duckdb.Error) as exc:
+    except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _fail(str(exc)) from exc
     report = run.report
     say(f"collector stopped (exit code {code}); {report.spans} spans ingested in total")

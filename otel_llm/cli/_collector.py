@@ -287,16 +287,19 @@ def run_until_stopped(
 ) -> int | None:
     """Ingest finished files until ``stop`` is set or the collector exits, then stop it and
     ingest the rest; the collector's exit code."""
-    while not stop.wait(poll_s):
-        done = run.ingest()
-        for problem in done.problems:
-            say(f"kept a damaged file: {problem}")
-        if done.spans:
-            say(f"{done.spans} spans from {done.files} file(s) into {run.store_path}")
-        if not run.running:
-            say("the collector exited on its own (its log above says why)")
-            break
-    return run.stop()
+    try:
+        while not stop.wait(poll_s):
+            done = run.ingest()
+            for problem in done.problems:
+                say(f"kept a damaged file: {problem}")
+            if done.spans:
+                say(f"{done.spans} spans from {done.files} file(s) into {run.store_path}")
+            if not run.running:
+                say("the collector exited on its own (its log above says why)")
+                break
+    finally:  # an ingest that failed (a full disk) still ends the collector first
+        code = run.stop()
+    return code
 
 
 @contextlib.contextmanager
