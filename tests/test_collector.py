@@ -88,12 +88,10 @@ def _senders(ports: Ports, embedded: Path, count: int) -> list[subprocess.Popen[
 
 def _finish(processes: list[subprocess.Popen[str]]) -> list[float]:
     """Wait for the senders; each must exit 0. Their shutdown times."""
-    times = []
-    for process in processes:
-        out, err = process.communicate(timeout=120)
+    outputs = [process.communicate(timeout=120) for process in processes]  # all, then check
+    for process, (_, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err
-        times.append(float(out.strip().rsplit("shutdown_s=", 1)[1]))
-    return times
+    return [float(out.strip().rsplit("shutdown_s=", 1)[1]) for out, _ in outputs]
 
 
 def _table(store: Path, sql: str) -> list[tuple[object, ...]]:
