@@ -92,8 +92,8 @@ mkdir "$work/out"
 mv "$work/otelcol-llm/otelcol-llm" "$work/out/otelcol-llm"
 cp "$manifest" "$work/out/manifest.yaml"
 "$work/out/otelcol-llm" --version >&2 || die "the built collector does not run"
-if ! mv "$work/out" "$target" 2>/dev/null || [ ! -x "$binary" ]; then
-  [ -x "$binary" ] || die "could not move the collector into $target"
-fi
+# Without flock (macOS) another run may have finished first: keep its binary, drop ours.
+[ -e "$target" ] || mv "$work/out" "$target" 2>/dev/null || true
+[ -x "$binary" ] || die "could not move the collector into $target"
 say "built in $((SECONDS - started)) s"
 printf '%s\n' "$binary"
