@@ -10,15 +10,18 @@ processes under ``valgrind --tool=callgrind``:
 
 Both streams carry the same bytes through the same code; only the *metering* clock differs. It is
 swapped (``otel_llm.testing.use_clock``) for a counter that moves a fixed step at every read of
-it: 150 ms for ``events``, 1 µs for ``none``. A real 150 ms cadence would also change how the HTTP
+it: 150 ms for ``events``, 1 µs for ``none``, both from the same start of about 11.6 days (so
+timestamps are integers of the same size in both). A real 150 ms cadence would also change how the HTTP
 stack reads the body (one read per chunk instead of many chunks per read) and so be confounded;
 the stepped clock changes nothing but the gaps. The instructions per chunk event are
 
     (instructions of the ``events`` stream - those of the ``none`` stream) / (events - events)
 
 Paths (each worker process warms up with one stream, then streams the measured answer between two
-``os.getppid()`` calls, at which callgrind dumps its counters, exactly as
-``benchmarks/openai_overhead.py`` does):
+``os.getppid()`` calls, at which callgrind dumps its counters, as
+``benchmarks/openai_overhead.py`` does; the cyclic garbage collector is paused for the measured
+stream, since where its collections fall is chance: one landing in either stream would move the
+figure by ~1,500 instructions per event):
 
 * ``openai`` -- ``instrument_openai()`` around the openai SDK's sync client, streaming from the
   simulated provider (its own process, zero cadence), spans through ``DerivingSpanProcessor`` into
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import glob
 import json
 import os
@@ -58,6 +62,11 @@ from typing import Any
 PATHS = ("openai", "client")
 SHAPES = {"events": 150_000_000, "none": 1_000}
 """Metering-clock step per read, in nanoseconds, of each stream shape."""
+START_NS = 10**15
+"""Where the stepped clock starts: about 11.6 days, a ``time.monotonic_ns()`` of a machine that has
+been up a while. Both shapes then compute on integers of the same size, as in production; a
+clock starting near zero would make the ``none`` stream's arithmetic cheaper (CPython adds
+integers below 2**30 on a fast path) and bill that to the events."""
 TARGET = 10_000
 MARKER = "getppid"
 NICE = ["nice", "-n", "10"] if shutil.which("nice") else []
@@ -71,10 +80,10 @@ ROOT = os.path.dirname(HERE)
 
 
 class SteppedClock:
-    """Monotonic nanoseconds that move ``step`` at every read."""
+    """Monotonic nanoseconds that move ``step`` at every read, from ``START_NS``."""
 
     def __init__(self, step: int) -> None:
-        self.ns = 1_000_000_000
+        self.ns = START_NS
         self.step = step
 
     def __call__(self) -> int:
@@ -200,9 +209,12 @@ def worker(args: argparse.Namespace) -> None:
     with use_clock(SteppedClock(SHAPES[args.shape])):
         streamer.stream(args.chunks)
         pipeline.recorded()
+        gc.collect()
+        gc.disable()  # a collection lands in one stream or the other by chance: not in either
         os.getppid()
         streamer.stream(args.chunks)
         os.getppid()
+        gc.enable()
     print(json.dumps({"recorded": pipeline.recorded()}), flush=True)
     streamer.close()
 
