@@ -11,9 +11,9 @@ processes under ``valgrind --tool=callgrind``:
 Both streams carry the same bytes through the same code; only the *metering* clock differs. It is
 swapped (``otel_llm.testing.use_clock``) for a counter that moves a fixed step at every read of
 it: 150 ms for ``events``, 1 µs for ``none``, both from the same start of about 11.6 days (so
-timestamps are integers of the same size in both). A real 150 ms cadence would also change how the HTTP
-stack reads the body (one read per chunk instead of many chunks per read) and so be confounded;
-the stepped clock changes nothing but the gaps. The instructions per chunk event are
+timestamps are integers of the same size in both). A real 150 ms cadence would also change how
+the HTTP stack reads the body (one read per chunk instead of many chunks per read) and so be
+confounded; the stepped clock changes nothing but the gaps. The instructions per chunk event are
 
     (instructions of the ``events`` stream - those of the ``none`` stream) / (events - events)
 
@@ -127,7 +127,9 @@ class Pipeline:
         span = attempts[0]
         attrs = dict(span.attributes or {})
         events = [event for event in span.events if event.name == sc.CHUNK_EVENT]
-        gaps = [g for e in events if isinstance(g := (e.attributes or {}).get(sc.CHUNK_GAP_NS), int)]
+        gaps = [
+            g for e in events if isinstance(g := (e.attributes or {}).get(sc.CHUNK_GAP_NS), int)
+        ]
         return {
             "events": len(events),
             "dropped_events": span.dropped_events,
@@ -269,7 +271,9 @@ def callgrind(args: argparse.Namespace, run: Run, package_dir: str) -> None:
         ]
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise SystemExit(f"{run.path}/{run.shape} under callgrind failed:\n{done.stderr[-3000:]}")
+            raise SystemExit(
+                f"{run.path}/{run.shape} under callgrind failed:\n{done.stderr[-3000:]}"
+            )
         parts = sorted(glob.glob(out + ".*"))
         if parts != [out + ".1", out + ".2"]:
             raise SystemExit(f"{run.path}/{run.shape}: expected two dumps, got {parts}")
@@ -303,7 +307,9 @@ def per_event(runs: dict[tuple[str, str, str], Run], tree: str, path: str) -> fl
     return (with_events.instructions - without.instructions) / extra if extra > 0 else None
 
 
-def report(args: argparse.Namespace, runs: dict[tuple[str, str, str], Run], trees: list[str]) -> str:
+def report(
+    args: argparse.Namespace, runs: dict[tuple[str, str, str], Run], trees: list[str]
+) -> str:
     lines: list[str] = []
     emit: Callable[[str], None] = lines.append
     emit(

@@ -136,7 +136,7 @@ def read_chunk_events(
     ``events`` are ``(name, timestamp_ns, attributes)`` triples in span order
     (:func:`read_chunk_columns` takes them as columns).
     """
-    names, timestamps, event_attributes = zip(*events) if events else ((), (), ())
+    names, timestamps, event_attributes = zip(*events, strict=True) if events else ((), (), ())
     return read_chunk_columns(
         attributes,
         names,
@@ -186,8 +186,8 @@ def read_chunk_columns(
         return RecordedChunks(None, sc.METERING_INCOMPLETE_DROPPED)
     if total == 0:
         return RecordedChunks(Timeline(wall_ns=wall_ns, streamed=True), sc.METERING_EXACT)
-    mappings = (
-        event_attributes
+    mappings: Sequence[Mapping[str, Any]] = (
+        event_attributes  # type: ignore[assignment]  # all() just said: none is None or empty
         if all(event_attributes)
         else [attrs or _NO_ATTRIBUTES for attrs in event_attributes]
     )

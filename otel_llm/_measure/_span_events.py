@@ -14,7 +14,7 @@ exactly as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from itertools import repeat
 from types import MappingProxyType
 from typing import Any
@@ -23,9 +23,9 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import Event
 from opentelemetry.sdk.trace import Span as SdkSpan
 from opentelemetry.sdk.util import BoundedList
-from opentelemetry.util.types import AttributeValue
 
-_SDK_HOOKS = (SdkSpan.add_event, SdkSpan._add_event)  # noqa: SLF001 - the SDK's own, to compare
+_SDK_HOOKS = (SdkSpan.add_event, SdkSpan._add_event)
+"""How the SDK's span adds an event: a subclass that replaces either is left to do it its way."""
 _DIRECT: dict[type, bool] = {}
 """Per span class: whether it adds events the SDK's way (checked once per class)."""
 
@@ -35,12 +35,12 @@ def _adds_like_the_sdk(kind: type) -> bool:
     direct = _DIRECT.get(kind)
     if direct is None:
         direct = _DIRECT[kind] = issubclass(kind, SdkSpan) and (
-            (kind.add_event, kind._add_event) == _SDK_HOOKS  # noqa: SLF001
+            (kind.add_event, kind._add_event) == _SDK_HOOKS
         )
     return direct
 
 
-def _events_list(span: Any, most_attributes: int) -> BoundedList | None:
+def _events_list(span: Any, most_attributes: int) -> BoundedList[Any] | None:
     """The SDK span's bounded event list when adding to it directly equals ``add_event()``."""
     if not _adds_like_the_sdk(type(span)):
         return None
@@ -58,23 +58,25 @@ def add_events(
     span: trace.Span,
     name: str,
     timestamps_ns: Sequence[int],
-    attributes: Sequence[Mapping[str, AttributeValue]],
+    attributes: Sequence[dict[str, Any]],
 ) -> None:
     """Add one event named ``name`` per timestamp (epoch nanoseconds), in order, with the
     matching attributes: what ``span.add_event(name, attributes[i], timestamp=...)`` for each
     would add. Attribute values must be ints, floats or bools (they are not length-limited)
-    and keys non-empty strings: the validation skipped on the direct path is then a no-op."""
+    and keys non-empty strings: the validation skipped on the direct path is then a no-op.
+
+    The dicts are handed over, not copied (the SDK copies each; a copy costs as much as the
+    rest of the event): the events see them through read-only views, so the caller must keep
+    no reference to them."""
     if len(timestamps_ns) != len(attributes):
         raise ValueError("one attribute mapping per timestamp")
     most = max(map(len, attributes), default=0)
     events_list = _events_list(span, most)
     if events_list is not None:
-        events = list(
-            map(Event, repeat(name), map(MappingProxyType, attributes), timestamps_ns)
-        )
-        sdk_span: Any = span
-        with sdk_span._lock:  # noqa: SLF001 - the lock add_event() takes
-            if sdk_span._end_time is None:  # noqa: SLF001
+        events = list(map(Event, repeat(name), map(MappingProxyType, attributes), timestamps_ns))
+        sdk_span: Any = span  # the SDK's private lock and end time, as add_event() reads them
+        with sdk_span._lock:
+            if sdk_span._end_time is None:
                 events_list.extend(events)
                 return
     for timestamp, attrs in zip(timestamps_ns, attributes, strict=True):
