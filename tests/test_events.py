@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from otel_llm import _semconv as sc
 from otel_llm._measure._events import (
+    ChunkEventPlan,
+    RecordedChunks,
     choose_event_indices,
     chunk_event_attributes,
     event_attributes,
@@ -27,7 +29,9 @@ def offsets_for(ttft: int, gaps: list[int]) -> list[int]:
     return list(accumulate([ttft, *gaps]))
 
 
-def read_back(ttft: int, gaps: list[int], *, floor_ms: int, budget: int, tail: int = 0):
+def read_back(
+    ttft: int, gaps: list[int], *, floor_ms: int, budget: int, tail: int = 0
+) -> tuple[ChunkEventPlan, RecordedChunks]:
     offsets = offsets_for(ttft, gaps)
     plan = plan_chunk_events(offsets, gaps, floor_ms=floor_ms, budget=budget)
     attributes = {
@@ -215,7 +219,8 @@ def _reference_read(
     wall_ns = end_ns - start_ns
     total = attributes.get(sc.CHUNK_COUNT_RECORDED)
     expected = attributes.get(sc.CHUNK_EVENTS_RECORDED)
-    assert isinstance(total, int) and isinstance(expected, int)
+    assert isinstance(total, int)
+    assert isinstance(expected, int)
     chunk_events = [(ts, attrs or {}) for name, ts, attrs in events if name == sc.CHUNK_EVENT]
     if len(chunk_events) != expected:
         return None, sc.METERING_INCOMPLETE_DROPPED
