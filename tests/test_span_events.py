@@ -60,7 +60,7 @@ def test_same_events_as_add_event_one_by_one(limits: SpanLimits | None, before: 
     """The span holds exactly what add_event() per event leaves: names, timestamps,
     attributes, dropped attributes, and the count of events the limit dropped."""
     ours, theirs = _both(limits, before=before)
-    add_events(ours, NAME, TIMESTAMPS, [dict(a) for a in ATTRIBUTES])
+    add_events(ours, NAME, TIMESTAMPS, [dict(a) for a in ATTRIBUTES], most_attributes=2)
     _one_by_one(theirs)
     ours.end(end_time=10**19)
     theirs.end(end_time=10**19)
@@ -70,7 +70,7 @@ def test_same_events_as_add_event_one_by_one(limits: SpanLimits | None, before: 
 def test_event_attributes_cannot_be_changed() -> None:
     """Like the SDK's, the events' attributes are read-only mappings."""
     ours, _ = _both()
-    add_events(ours, NAME, TIMESTAMPS, [dict(a) for a in ATTRIBUTES])
+    add_events(ours, NAME, TIMESTAMPS, [dict(a) for a in ATTRIBUTES], most_attributes=2)
     ours.end(end_time=10**19)
     first = ours.events[1].attributes
     assert first == {sc.CHUNK_INDEX: 1, sc.CHUNK_GAP_NS: 150_000_001}
@@ -83,7 +83,7 @@ def test_an_ended_span_takes_no_events_and_says_so(caplog: pytest.LogCaptureFixt
     ours, _ = _both()
     ours.end(end_time=10**19)
     with caplog.at_level(logging.WARNING):
-        add_events(ours, NAME, TIMESTAMPS, ATTRIBUTES)
+        add_events(ours, NAME, TIMESTAMPS, ATTRIBUTES, most_attributes=2)
     assert ours.events == ()
     assert "ended span" in caplog.text
 
@@ -103,7 +103,7 @@ def test_a_span_class_that_overrides_add_event_is_called_for_each() -> None:
     span = _CountingSpan("attempt", context=trace.INVALID_SPAN_CONTEXT)
     span.added = []
     span.start(start_time=1)
-    add_events(span, NAME, TIMESTAMPS, ATTRIBUTES)
+    add_events(span, NAME, TIMESTAMPS, ATTRIBUTES, most_attributes=2)
     span.end(end_time=10**19)
     assert span.added == [NAME] * len(TIMESTAMPS)
     assert [e.timestamp for e in span.events] == TIMESTAMPS
@@ -123,7 +123,7 @@ class _RecordingApiSpan(trace.NonRecordingSpan):
 def test_other_spans_get_add_event_per_event() -> None:
     """A span that is not the SDK's gets add_event() per event, in order."""
     span = _RecordingApiSpan()
-    add_events(span, NAME, TIMESTAMPS, ATTRIBUTES)
+    add_events(span, NAME, TIMESTAMPS, ATTRIBUTES, most_attributes=2)
     assert span.calls == [
         (NAME, attributes, timestamp)
         for timestamp, attributes in zip(TIMESTAMPS, ATTRIBUTES, strict=True)
@@ -134,6 +134,6 @@ def test_one_attribute_mapping_per_timestamp() -> None:
     """Columns of different lengths are refused before anything is added."""
     ours, _ = _both()
     with pytest.raises(ValueError, match="one attribute mapping per timestamp"):
-        add_events(ours, NAME, TIMESTAMPS, ATTRIBUTES[:-1])
+        add_events(ours, NAME, TIMESTAMPS, ATTRIBUTES[:-1], most_attributes=2)
     ours.end(end_time=10**19)
     assert ours.events == ()

@@ -67,8 +67,7 @@ def choose_event_indices(
         floor_ms = -(-first_left_out // NS_PER_MS)  # ceil: every gap above it fits
         floor_ns = floor_ms * NS_PER_MS
         above = [index for index in candidates if gaps_ns[index - 1] > floor_ns]
-    chosen.update(above)
-    return sorted(chosen), floor_ms
+    return sorted([*above, *chosen.difference(above)]), floor_ms  # mostly in order already
 
 
 def plan_chunk_events(
@@ -99,6 +98,10 @@ def event_attributes(event: ChunkEvent) -> dict[str, int]:
     if event.gap_ns is None:
         return {sc.CHUNK_INDEX: event.index}
     return {sc.CHUNK_INDEX: event.index, sc.CHUNK_GAP_NS: event.gap_ns}
+
+
+CHUNK_EVENT_ATTRIBUTES = 2
+"""The most attributes a chunk event has: its index and the gap before it."""
 
 
 def chunk_event_attributes(indices: Sequence[int], gaps_ns: Sequence[int]) -> list[dict[str, int]]:

@@ -59,19 +59,21 @@ def add_events(
     name: str,
     timestamps_ns: Sequence[int],
     attributes: Sequence[dict[str, Any]],
+    *,
+    most_attributes: int,
 ) -> None:
     """Add one event named ``name`` per timestamp (epoch nanoseconds), in order, with the
     matching attributes: what ``span.add_event(name, attributes[i], timestamp=...)`` for each
-    would add. Attribute values must be ints, floats or bools (they are not length-limited)
-    and keys non-empty strings: the validation skipped on the direct path is then a no-op.
+    would add. Attribute values must be ints, floats or bools (they are not length-limited),
+    keys non-empty strings and no event may have more than ``most_attributes`` of them: the
+    validation skipped on the direct path is then a no-op.
 
     The dicts are handed over, not copied (the SDK copies each; a copy costs as much as the
     rest of the event): the events see them through read-only views, so the caller must keep
     no reference to them."""
     if len(timestamps_ns) != len(attributes):
         raise ValueError("one attribute mapping per timestamp")
-    most = max(map(len, attributes), default=0)
-    events_list = _events_list(span, most)
+    events_list = _events_list(span, most_attributes)
     if events_list is not None:
         events = list(map(Event, repeat(name), map(MappingProxyType, attributes), timestamps_ns))
         sdk_span: Any = span  # the SDK's private lock and end time, as add_event() reads them

@@ -23,7 +23,11 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._measure import _clock
 from otel_llm._measure._call_span import record_error
 from otel_llm._measure._chunks import ChunkClock
-from otel_llm._measure._events import choose_event_indices, chunk_event_attributes
+from otel_llm._measure._events import (
+    CHUNK_EVENT_ATTRIBUTES,
+    choose_event_indices,
+    chunk_event_attributes,
+)
 from otel_llm._measure._span_events import add_events
 from otel_llm._measure._stalls import StallFigures, meter, stall_sum
 
@@ -159,4 +163,5 @@ class AttemptSpan:
             sc.CHUNK_EVENT,
             [base + arrivals[index] for index in indices],
             chunk_event_attributes(indices, gaps_ns),
+            most_attributes=CHUNK_EVENT_ATTRIBUTES,
         )
