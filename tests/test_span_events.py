@@ -137,3 +137,16 @@ def test_one_attribute_mapping_per_timestamp() -> None:
         add_events(ours, NAME, TIMESTAMPS, ATTRIBUTES[:-1], most_attributes=2)
     ours.end(end_time=10**19)
     assert ours.events == ()
+
+
+def test_an_sdk_span_without_the_expected_internals_gets_add_event() -> None:
+    """Should an SDK release keep its events elsewhere, the events still arrive, one by one."""
+    ours, theirs = _both()
+    ours._events = list(ours._events)  # not the SDK's BoundedList
+    add_events(ours, NAME, TIMESTAMPS, [dict(a) for a in ATTRIBUTES], most_attributes=2)
+    _one_by_one(theirs)
+    ours.end(end_time=10**19)
+    theirs.end(end_time=10**19)
+    assert [(e.name, e.timestamp, dict(e.attributes or {})) for e in ours.events] == [
+        (e.name, e.timestamp, dict(e.attributes or {})) for e in theirs.events
+    ]

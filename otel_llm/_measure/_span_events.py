@@ -47,6 +47,8 @@ def _events_list(span: Any, most_attributes: int) -> BoundedList[Any] | None:
     events = getattr(span, "_events", None)
     limits = getattr(span, "_limits", None)
     if not isinstance(events, BoundedList) or limits is None:
+        return None  # not the SDK release this was written against: the public way
+    if not hasattr(span, "_lock") or not hasattr(span, "_end_time"):
         return None
     max_attributes = getattr(limits, "max_event_attributes", None)
     if max_attributes is not None and max_attributes < most_attributes:
