@@ -14,30 +14,49 @@ exactly as before.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from functools import cache
 from itertools import repeat
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import Event
-from opentelemetry.sdk.trace import Span as SdkSpan
-from opentelemetry.sdk.util import BoundedList
 
-_SDK_HOOKS = (SdkSpan.add_event, SdkSpan._add_event)
-"""How the SDK's span adds an event: a subclass that replaces either is left to do it its way."""
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.sdk.util import BoundedList
+
+_SDK_TRACE = "opentelemetry.sdk.trace"
+"""Imported by whoever made an SDK span; never by this module (``import otel_llm`` stays light)."""
 _DIRECT: dict[type, bool] = {}
 """Per span class: whether it adds events the SDK's way (checked once per class)."""
 
 
 def _adds_like_the_sdk(kind: type) -> bool:
-    """True for the SDK's span class, and subclasses that keep its way of adding events."""
+    """True for the SDK's span class, and subclasses that keep its way of adding events
+    (``add_event`` and ``_add_event``: a subclass that replaces either is left to do it)."""
     direct = _DIRECT.get(kind)
     if direct is None:
-        direct = _DIRECT[kind] = issubclass(kind, SdkSpan) and (
-            (kind.add_event, kind._add_event) == _SDK_HOOKS
-        )
+        direct = _DIRECT[kind] = _SDK_TRACE in sys.modules and _is_plain_sdk_span(kind)
     return direct
+
+
+def _is_plain_sdk_span(kind: type) -> bool:
+    from opentelemetry.sdk.trace import Span as SdkSpan
+
+    if not issubclass(kind, SdkSpan):
+        return False
+    return (kind.add_event, kind._add_event) == (SdkSpan.add_event, SdkSpan._add_event)
+
+
+@cache
+def _sdk_types() -> tuple[type[Event], type[BoundedList[Any]]]:
+    """The SDK's event class and bounded list (imported once an SDK span was seen)."""
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.sdk.util import BoundedList
+
+    return Event, BoundedList
 
 
 def _events_list(span: Any, most_attributes: int) -> BoundedList[Any] | None:
@@ -46,7 +65,7 @@ def _events_list(span: Any, most_attributes: int) -> BoundedList[Any] | None:
         return None
     events = getattr(span, "_events", None)
     limits = getattr(span, "_limits", None)
-    if not isinstance(events, BoundedList) or limits is None:
+    if not isinstance(events, _sdk_types()[1]) or limits is None:
         return None  # not the SDK release this was written against: the public way
     if not hasattr(span, "_lock") or not hasattr(span, "_end_time"):
         return None
@@ -77,7 +96,8 @@ def add_events(
         raise ValueError("one attribute mapping per timestamp")
     events_list = _events_list(span, most_attributes)
     if events_list is not None:
-        events = list(map(Event, repeat(name), map(MappingProxyType, attributes), timestamps_ns))
+        event = _sdk_types()[0]
+        events = list(map(event, repeat(name), map(MappingProxyType, attributes), timestamps_ns))
         sdk_span: Any = span  # the SDK's private lock and end time, as add_event() reads them
         with sdk_span._lock:
             if sdk_span._end_time is None:
