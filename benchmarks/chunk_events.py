@@ -17,8 +17,8 @@ confounded; the stepped clock changes nothing but the gaps. The instructions per
 
     (instructions of the ``events`` stream - those of the ``none`` stream) / (events - events)
 
-Paths (each worker process warms up with one stream, then streams the measured answer between two
-``os.getppid()`` calls, at which callgrind dumps its counters, as
+Paths (each worker process warms up with one stream, then streams the measured answer
+``--streams`` times between two ``os.getppid()`` calls, at which callgrind dumps its counters, as
 ``benchmarks/openai_overhead.py`` does; the cyclic garbage collector is paused for the measured
 stream, since where its collections fall is chance: one landing in either stream would move the
 figure by ~1,500 instructions per event):
@@ -36,7 +36,7 @@ figure by ~1,500 instructions per event):
 Target: a chunk event <= 10,000 instructions on every path measured.
 
     .venv/bin/python benchmarks/chunk_events.py [--chunks 116] [--paths openai,client]
-        [--baseline REV] [--out FILE]
+        [--streams 4] [--baseline REV] [--out FILE]
 """
 
 from __future__ import annotations
@@ -111,8 +111,9 @@ class Pipeline:
             DerivingSpanProcessor([SimpleSpanProcessor(self.exporter)])
         )
 
-    def recorded(self) -> dict[str, Any]:
-        """The attempt span's chunk events and figures since the last call (and forget them)."""
+    def recorded(self, streams: int = 1) -> dict[str, Any]:
+        """The chunk events and figures of the last of ``streams`` attempt spans ended since the
+        last call (and forget them all)."""
         from otel_llm import _semconv as sc
 
         attempts = [
@@ -122,9 +123,9 @@ class Pipeline:
         ]
         self.exporter.clear()
         self.reader.get_metrics_data()
-        if len(attempts) != 1:
-            raise SystemExit(f"expected one attempt span, got {len(attempts)}")
-        span = attempts[0]
+        if len(attempts) != streams:
+            raise SystemExit(f"expected {streams} attempt spans, got {len(attempts)}")
+        span = attempts[-1]
         attrs = dict(span.attributes or {})
         events = [event for event in span.events if event.name == sc.CHUNK_EVENT]
         gaps = [
@@ -214,10 +215,11 @@ def worker(args: argparse.Namespace) -> None:
         gc.collect()
         gc.disable()  # a collection lands in one stream or the other by chance: not in either
         os.getppid()
-        streamer.stream(args.chunks)
+        for _ in range(args.streams):
+            streamer.stream(args.chunks)
         os.getppid()
         gc.enable()
-    print(json.dumps({"recorded": pipeline.recorded()}), flush=True)
+    print(json.dumps({"recorded": pipeline.recorded(args.streams)}), flush=True)
     streamer.close()
 
 
@@ -231,6 +233,7 @@ class Run:
     path: str
     shape: str
     tree: str
+    streams: int
     instructions: int = 0
     recorded: dict[str, Any] | None = None
 
@@ -264,6 +267,8 @@ def callgrind(args: argparse.Namespace, run: Run, package_dir: str) -> None:
             run.shape,
             "--chunks",
             str(args.chunks),
+            "--streams",
+            str(args.streams),
             "--url",
             args.url,
             "--script-header",
@@ -303,7 +308,7 @@ def per_event(runs: dict[tuple[str, str, str], Run], tree: str, path: str) -> fl
     if with_events is None or without is None or not with_events.recorded:
         return None
     assert without.recorded is not None
-    extra = with_events.recorded["events"] - without.recorded["events"]
+    extra = (with_events.recorded["events"] - without.recorded["events"]) * with_events.streams
     return (with_events.instructions - without.instructions) / extra if extra > 0 else None
 
 
@@ -313,8 +318,9 @@ def report(
     lines: list[str] = []
     emit: Callable[[str], None] = lines.append
     emit(
-        f"chunk events: one measured stream of {args.chunks} chunks per process under callgrind "
-        "(after a warm-up stream), metering clock stepped 150 ms (events) or 1 µs (none) per read"
+        f"chunk events: {args.streams} measured streams of {args.chunks} chunks per process under "
+        "callgrind (after a warm-up stream), metering clock stepped 150 ms (events) or 1 µs "
+        "(none) per read; events = chunk events per span"
     )
     emit("")
     header = (
@@ -330,12 +336,15 @@ def report(
                 rec = run.recorded or {}
                 emit(
                     f"{tree:<10}{path:<8}{shape:<8}{run.instructions:>14,}"
-                    f"{run.instructions / args.chunks:>13,.0f}{rec.get('events', 0):>8}"
+                    f"{run.instructions / (args.chunks * args.streams):>13,.0f}"
+                    f"{rec.get('events', 0):>8}"
                     f"{rec.get('floor_ms', '-')!s:>7}{rec.get('min_gap_ms', 0):>7.0f}ms"
                     f"  {rec.get('status')}"
                 )
     emit("")
-    emit("instructions per chunk event = (events - none) / (events recorded - events recorded)")
+    emit(
+        "instructions per chunk event = (events - none) / ((events recorded - events recorded) x streams)"
+    )
     for path in args.paths:
         figures = {tree: per_event(runs, tree, path) for tree in trees}
         text = ", ".join(
@@ -364,7 +373,7 @@ def main(args: argparse.Namespace) -> None:
     started = time.monotonic()
     trees = ["before", "now"] if args.baseline else ["now"]
     runs = {
-        (tree, path, shape): Run(path, shape, tree)
+        (tree, path, shape): Run(path, shape, tree, args.streams)
         for tree in trees
         for path in args.paths
         for shape in SHAPES
@@ -404,6 +413,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=lambda text: [p for p in text.split(",") if p],
         default=list(PATHS),
         help="comma-separated subset of " + ",".join(PATHS),
+    )
+    parser.add_argument(
+        "--streams", type=int, default=4, help="measured streams per process (averaged)"
     )
     parser.add_argument("--baseline", help="also measure the package at this git revision")
     parser.add_argument("--keep", help="copy the callgrind dumps of the measured streams here")
