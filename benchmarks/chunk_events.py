@@ -343,7 +343,8 @@ def report(
                 )
     emit("")
     emit(
-        "instructions per chunk event = (events - none) / ((events recorded - events recorded) x streams)"
+        "instructions per chunk event = (events - none)"
+        " / ((events recorded - events recorded) x streams)"
     )
     for path in args.paths:
         figures = {tree: per_event(runs, tree, path) for tree in trees}
