@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import random
 from itertools import accumulate
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_llm import _semconv as sc
-from otel_llm._measure._events import event_attributes, plan_chunk_events, read_chunk_events
+from otel_llm._measure._events import (
+    ChunkEventPlan,
+    RecordedChunks,
+    choose_event_indices,
+    chunk_event_attributes,
+    event_attributes,
+    plan_chunk_events,
+    read_chunk_events,
+)
 from otel_llm._measure._stalls import NS_PER_MS, Timeline, meter
 
 MS = NS_PER_MS
@@ -19,7 +29,9 @@ def offsets_for(ttft: int, gaps: list[int]) -> list[int]:
     return list(accumulate([ttft, *gaps]))
 
 
-def read_back(ttft: int, gaps: list[int], *, floor_ms: int, budget: int, tail: int = 0):
+def read_back(
+    ttft: int, gaps: list[int], *, floor_ms: int, budget: int, tail: int = 0
+) -> tuple[ChunkEventPlan, RecordedChunks]:
     offsets = offsets_for(ttft, gaps)
     plan = plan_chunk_events(offsets, gaps, floor_ms=floor_ms, budget=budget)
     attributes = {
@@ -178,3 +190,178 @@ def test_non_streamed_span_reads_wall_only() -> None:
     recorded = read_chunk_events({}, [], start_ns=5, end_ns=105, dropped_events=0)
     assert recorded.status == sc.METERING_NOT_STREAMED
     assert recorded.timeline == Timeline(wall_ns=100, streamed=False)
+
+
+# --- the column-wise choice and read-back equal the per-event rules they replaced ------------
+
+
+def _reference_indices(gaps: list[int], *, floor_ms: int, budget: int) -> tuple[list[int], int]:
+    """The per-event selection as first written (the oracle for ``choose_event_indices``)."""
+    n = len(gaps) + 1
+    chosen = {0, n - 1}
+    if n >= 2:
+        chosen.add(gaps.index(max(gaps)) + 1)
+    room = budget - len(chosen)
+    floor_ns = floor_ms * MS
+    candidates = [i for i, gap in enumerate(gaps, start=1) if gap > floor_ns and i not in chosen]
+    if len(candidates) > room:
+        candidates.sort(key=lambda i: gaps[i - 1], reverse=True)
+        floor_ms = -(-gaps[candidates[room] - 1] // MS)
+        candidates = [i for i in candidates if gaps[i - 1] > floor_ms * MS]
+    chosen.update(candidates)
+    return sorted(chosen), floor_ms
+
+
+def _reference_read(
+    attributes: dict[str, object], events: list[tuple[str, int, Any]], *, start_ns: int, end_ns: int
+) -> tuple[Timeline | None, str]:
+    """The per-event read-back as first written (the oracle for ``read_chunk_events``)."""
+    wall_ns = end_ns - start_ns
+    total = attributes.get(sc.CHUNK_COUNT_RECORDED)
+    expected = attributes.get(sc.CHUNK_EVENTS_RECORDED)
+    assert isinstance(total, int)
+    assert isinstance(expected, int)
+    chunk_events = [(ts, attrs or {}) for name, ts, attrs in events if name == sc.CHUNK_EVENT]
+    if len(chunk_events) != expected:
+        return None, sc.METERING_INCOMPLETE_DROPPED
+    if total == 0:
+        return Timeline(wall_ns=wall_ns, streamed=True), sc.METERING_EXACT
+    by_index: dict[int, tuple[int, Any]] = {}
+    for ts, attrs in chunk_events:
+        index, gap = attrs.get(sc.CHUNK_INDEX), attrs.get(sc.CHUNK_GAP_NS)
+        if not isinstance(index, int) or index in by_index or (index > 0) != isinstance(gap, int):
+            return None, sc.METERING_INCOMPLETE_MISSING
+        by_index[index] = (ts, gap)
+    if 0 not in by_index or total - 1 not in by_index or max(by_index) >= total:
+        return None, sc.METERING_INCOMPLETE_MISSING
+    gaps = [gap for _, (_, gap) in sorted(by_index.items()) if gap is not None]
+    timeline = Timeline(
+        wall_ns=wall_ns,
+        streamed=True,
+        chunk_count=total,
+        ttft_ns=by_index[0][0] - start_ns,
+        gaps_ns=gaps,
+        max_gap_ns=max(gaps) if gaps else None,
+        complete_above_ms=100,
+    )
+    return timeline, sc.METERING_EXACT
+
+
+_GAPS = st.lists(
+    st.one_of(
+        st.integers(min_value=0, max_value=200 * MS),
+        st.integers(min_value=90 * MS, max_value=110 * MS),
+        st.integers(min_value=500 * MS, max_value=90_000 * MS),
+    ),
+    max_size=300,
+)
+
+
+@settings(max_examples=300)
+@given(gaps=_GAPS, budget=st.integers(min_value=3, max_value=130))
+def test_choice_equals_the_per_event_rule(gaps: list[int], budget: int) -> None:
+    """The chosen indices and floor equal the per-event selection's, thinned or not; the
+    events of a plan are those indices."""
+    chosen = choose_event_indices(len(gaps) + 1, gaps, floor_ms=100, budget=budget)
+    assert chosen == _reference_indices(gaps, floor_ms=100, budget=budget)
+    plan = plan_chunk_events(offsets_for(0, gaps), gaps, floor_ms=100, budget=budget)
+    assert [event.index for event in plan.events] == chosen[0]
+    assert plan.floor_ms == chosen[1]
+
+
+@settings(max_examples=200)
+@given(gaps=_GAPS, budget=st.integers(min_value=3, max_value=130))
+def test_batched_attributes_equal_each_events(gaps: list[int], budget: int) -> None:
+    """chunk_event_attributes() of a plan's indices is event_attributes() of each event."""
+    plan = plan_chunk_events(offsets_for(7, gaps), gaps, floor_ms=100, budget=budget)
+    indices = [event.index for event in plan.events]
+    assert chunk_event_attributes(indices, gaps) == [event_attributes(e) for e in plan.events]
+
+
+def test_choice_equals_the_per_event_rule_when_thinned() -> None:
+    """Streams with many more long gaps than the budget choose what the per-event rule does."""
+    rng = random.Random(11)
+    for budget in (3, 4, 10, 60, 120):
+        for _ in range(20):
+            gaps = [rng.randrange(0, 3000 * MS) for _ in range(rng.randrange(1, 400))]
+            chosen = choose_event_indices(len(gaps) + 1, gaps, floor_ms=100, budget=budget)
+            assert chosen == _reference_indices(gaps, floor_ms=100, budget=budget)
+
+
+_VALUES = st.one_of(
+    st.integers(min_value=-2, max_value=8),
+    st.booleans(),
+    st.none(),
+    st.just(2.0),
+    st.just("3"),
+)
+_CHANGES = st.lists(
+    st.tuples(
+        st.sampled_from(["set", "delete", "duplicate", "other-event", "no-attributes"]),
+        st.integers(min_value=0, max_value=7),
+        st.sampled_from([sc.CHUNK_INDEX, sc.CHUNK_GAP_NS]),
+        _VALUES,
+    ),
+    max_size=2,
+)
+
+
+def _changed(
+    events: list[tuple[str, int, Any]], changes: list[tuple[str, int, str, Any]]
+) -> list[tuple[str, int, Any]]:
+    """``events`` with each change applied (a value set or deleted, an event repeated, …)."""
+    events = [(name, ts, dict(attrs)) for name, ts, attrs in events]
+    for change, position, key, value in changes:
+        if not events:
+            break
+        name, ts, attrs = events[position % len(events)]
+        if attrs is None:
+            continue
+        if change == "set":
+            attrs[key] = value
+        elif change == "delete":
+            attrs.pop(key, None)
+        elif change == "duplicate":
+            events.append((name, ts + 1, dict(attrs)))
+        elif change == "other-event":
+            events.insert(position % (len(events) + 1), ("exception", ts, {key: value}))
+        else:
+            events[position % len(events)] = (name, ts, None)
+    return events
+
+
+@settings(max_examples=1500)
+@given(
+    total=st.integers(min_value=0, max_value=7),
+    gaps=st.lists(st.integers(min_value=0, max_value=5 * MS), min_size=6, max_size=6),
+    changes=_CHANGES,
+    order=st.permutations(range(7)),
+    shuffled=st.booleans(),
+    expected_offset=st.sampled_from([0, 0, 0, -1, 1]),
+)
+def test_read_back_equals_the_per_event_rule(
+    total: int,
+    gaps: list[int],
+    changes: list[tuple[str, int, str, Any]],
+    order: list[int],
+    shuffled: bool,
+    expected_offset: int,
+) -> None:
+    """On well-formed chunk events, out of order or not, and on ones made malformed in every
+    way (values of the wrong type, keys missing, repeated events, other events, no attributes),
+    the column-wise read-back gives the per-event rule's timeline and verdict."""
+    attrs = chunk_event_attributes(list(range(total)), gaps[: max(total - 1, 0)])
+    events: list[tuple[str, int, Any]] = [
+        (sc.CHUNK_EVENT, 10 + 3 * i, a) for i, a in enumerate(attrs)
+    ]
+    if shuffled:
+        events = [events[i] for i in order if i < len(events)]
+    events = _changed(events, changes)
+    count = sum(name == sc.CHUNK_EVENT for name, _, _ in events)
+    attributes = {**_attrs(total, max(count + expected_offset, 0)), sc.STALL_THRESHOLD_MS: 1}
+    try:
+        expected = _reference_read(attributes, events, start_ns=3, end_ns=10**7)
+    except TypeError:  # a malformed gap the first rule let through, to fail in metering
+        return
+    recorded = read_chunk_events(attributes, events, start_ns=3, end_ns=10**7, dropped_events=0)
+    assert (recorded.timeline, recorded.status) == expected

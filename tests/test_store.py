@@ -201,6 +201,33 @@ def test_four_writers_two_readers_nothing_lost(tmp_path: Path) -> None:
     assert run_query(path, "SELECT count(*) FROM llm_calls").rows == [(4 * calls,)]
 
 
+_CREATE = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from otel_llm._show._store import prepare_for_writing
+    prepare_for_writing(Path(sys.argv[1])).write([])
+    """
+)
+
+
+def test_processes_making_one_store_at_once_all_succeed(tmp_path: Path) -> None:
+    """Four processes that make the same new store at the same moment all write to it: none
+    takes the half-made directory of another for a foreign one."""
+    code = _CREATE.format(root=str(ROOT))
+    for round_ in range(4):
+        path = tmp_path / f"store-{round_}"
+        procs = [
+            subprocess.Popen([sys.executable, "-c", code, str(path)], stderr=subprocess.PIPE)
+            for _ in range(4)
+        ]
+        errors = [proc.communicate(timeout=120)[1] for proc in procs]
+        assert [proc.returncode for proc in procs] == [0] * 4, errors
+        assert count(path) == 0
+        assert len(SegmentStore(path).segments()) == 5
+
+
 def test_compaction_merges_small_segments_and_waits_for_readers(tmp_path: Path) -> None:
     """Small segments merge into one with the same rows; while a reader holds the store open,
     no merge happens (so the reader never sees a span twice)."""

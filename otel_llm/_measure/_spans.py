@@ -23,7 +23,12 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._measure import _clock
 from otel_llm._measure._call_span import record_error
 from otel_llm._measure._chunks import ChunkClock
-from otel_llm._measure._events import event_attributes, plan_chunk_events
+from otel_llm._measure._events import (
+    CHUNK_EVENT_ATTRIBUTES,
+    choose_event_indices,
+    chunk_event_attributes,
+)
+from otel_llm._measure._span_events import add_events
 from otel_llm._measure._stalls import StallFigures, meter, stall_sum
 
 logger = logging.getLogger("otel_llm")
@@ -135,25 +140,28 @@ class AttemptSpan:
 
     def _record_chunk_events(self, span: trace.Span, gaps_ns: list[int]) -> None:
         clock = self.clock
-        plan = plan_chunk_events(
-            clock.arrivals_ns,
+        indices, floor_ms = choose_event_indices(
+            clock.count,
             gaps_ns,
-            start_ns=clock.start_ns,
             floor_ms=min(DEFAULTS.chunk_event_floor_ms, self.threshold_ms),
             budget=_event_budget(span),
         )
         span.set_attributes(
             {
                 sc.CHUNK_COUNT_RECORDED: clock.count,
-                sc.CHUNK_EVENTS_RECORDED: len(plan.events),
-                sc.CHUNK_EVENTS_FLOOR_MS: plan.floor_ms,
+                sc.CHUNK_EVENTS_RECORDED: len(indices),
+                sc.CHUNK_EVENTS_FLOOR_MS: floor_ms,
             }
         )
-        if plan.floor_ms > self.threshold_ms:  # events thinned above the threshold
+        if floor_ms > self.threshold_ms:  # events thinned above the threshold
             stall_ns, stall_count = stall_sum(gaps_ns, self.threshold_ms)
             span.set_attributes({sc.CHUNK_STALL_NS: stall_ns, sc.CHUNK_STALL_COUNT: stall_count})
-        anchor = self._anchor_ns
-        for event in plan.events:
-            span.add_event(
-                sc.CHUNK_EVENT, event_attributes(event), timestamp=anchor + event.offset_ns
-            )
+        arrivals = clock.arrivals_ns
+        base = self._anchor_ns - clock.start_ns  # event time = anchor + offset from the start
+        add_events(
+            span,
+            sc.CHUNK_EVENT,
+            [base + arrivals[index] for index in indices],
+            chunk_event_attributes(indices, gaps_ns),
+            most_attributes=CHUNK_EVENT_ATTRIBUTES,
+        )

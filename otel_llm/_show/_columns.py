@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter, itemgetter, sub
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -196,10 +197,13 @@ class SegmentColumns:
         count = len(names)
         if names.count(sc.CHUNK_EVENT) != count:
             return False
-        try:
-            inners = list(map(_INNER, attributes))
-        except AttributeError:
-            inners = [plain_attributes(a) for a in attributes]
+        if type(attributes[0]) is MappingProxyType:  # the SDK's view of a plain dict
+            inners: Sequence[Mapping[str, Any]] = attributes
+        else:
+            try:
+                inners = list(map(_INNER, attributes))
+            except AttributeError:
+                inners = [plain_attributes(a) for a in attributes]
         first_alone = tuple(inners[0]) == _CHUNK_KEYS[:1]  # no gap before the first chunk
         if set(map(tuple, inners[first_alone:])) - {_CHUNK_KEYS}:  # keys in this order only
             return False

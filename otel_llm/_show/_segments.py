@@ -101,16 +101,30 @@ class SegmentStore:
         return str(self.segments_dir / "*.parquet")
 
     def create(self) -> None:
-        """Make ``path`` a store (idempotent; safe when several processes do it at once)."""
-        self.segments_dir.mkdir(parents=True, exist_ok=True)
-        if not (self.segments_dir / SCHEMA_SEGMENT).exists():
-            self._seal(encode(SegmentColumns().table()), SCHEMA_SEGMENT)
+        """Make ``path`` a store (idempotent; safe when several processes do it at once: the
+        marker comes first, so a second process never sees a half-made store as foreign)."""
+        self.path.mkdir(parents=True, exist_ok=True)
         marker = self.path / MARKER
         if not marker.exists():
             text = json.dumps({"layout": LAYOUT, "format": "otel_traces parquet segments"})
-            tmp = self.path / f".{MARKER}.{os.getpid()}.tmp"
+            tmp = self.path / f".{MARKER}.{os.getpid()}.{threading.get_ident()}.tmp"
             tmp.write_text(text + "\n", encoding="utf-8")
             tmp.replace(marker)
+        self.segments_dir.mkdir(exist_ok=True)
+        if not (self.segments_dir / SCHEMA_SEGMENT).exists():
+            self._seal(encode(SegmentColumns().table()), SCHEMA_SEGMENT)
+
+    def foreign(self) -> list[str]:
+        """Names in the directory that are not a store's (empty for a store, or a directory
+        a store is being made in)."""
+        if not self.path.is_dir():
+            return []
+        ours = {MARKER, SEGMENTS, LOCK}
+        return sorted(
+            entry.name
+            for entry in self.path.iterdir()
+            if entry.name not in ours and not entry.name.startswith(f".{MARKER}.")
+        )
 
     def write(self, data: bytes | Sequence[Mapping[str, Any]], *, name: str | None = None) -> Path:
         """Seal one segment: ``data`` is a segment's bytes (:func:`encode`) or rows. A given

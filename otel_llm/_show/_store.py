@@ -144,8 +144,12 @@ def prepare_for_writing(path: Path) -> SegmentStore:
     if path.is_file():
         migrate_legacy(path)
     store = SegmentStore(path)
-    if path.is_dir() and not is_store(path) and any(path.iterdir()):
-        raise NotAStore(path, "is a directory with other files in it, not an otel-llm store")
+    if not is_store(path) and (foreign := store.foreign()):
+        raise NotAStore(
+            path,
+            f"is a directory with other files in it ({', '.join(foreign[:3])}), "
+            "not an otel-llm store",
+        )
     store.create()
     return store
 
