@@ -282,3 +282,51 @@ def test_one_collector_per_store(binary: Path, tmp_path: Path) -> None:
             second.start()
     with second:
         assert second.running
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_a_killed_cli_leaves_no_collector_running(binary: Path, tmp_path: Path) -> None:
+    """`otel-llm collector` killed outright (SIGKILL: it cannot stop anything itself): the
+    collector it started ends too instead of running on unowned."""
+    ports = Ports.free()
+    cli = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "otel_llm.cli",
+            "collector",
+            "--db",
+            str(tmp_path / "store"),
+            f"--grpc-port={ports.grpc}",
+            f"--http-port={ports.http}",
+            f"--health-port={ports.health}",
+        ],
+        env={**os.environ, env.OTEL_LLM_COLLECTOR_BIN: str(binary)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert cli.stderr is not None
+        for line in cli.stderr:
+            if "collector up" in line:
+                break
+        children = Path(f"/proc/{cli.pid}/task/{cli.pid}/children").read_text().split()
+        [child] = [int(pid) for pid in children]
+        assert Path(f"/proc/{child}/exe").resolve() == binary.resolve()
+    finally:
+        cli.kill()
+        cli.wait()
+        if cli.stderr is not None:
+            cli.stderr.close()
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            break  # ended and reaped
+        if state in ("Z", "X"):
+            break  # ended (a zombie until its new parent reaps it)
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the collector kept running after otel-llm collector was killed")

@@ -12,11 +12,13 @@ A collector killed earlier leaves its current file behind: it is ingested before
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -86,6 +88,19 @@ def collector_binary(announce: Callable[[str], None] | None = None) -> Path:
     if done.returncode != 0 or path is None or not path.is_file():
         raise CollectorError(f"{script} failed (exit code {done.returncode}; see above)")
     return path
+
+
+_PR_SET_PDEATHSIG: Final = 1
+
+
+def _end_with_parent() -> None:
+    """In the collector's process before it starts: on Linux, SIGTERM it when the process that
+    started it dies (killed outright, it cannot stop the collector itself); elsewhere nothing."""
+    if sys.platform != "linux":
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def free_port() -> int:
@@ -175,6 +190,7 @@ class CollectorRun:
                 stdout=self._log,
                 stderr=self._log,
                 start_new_session=True,  # Ctrl-C reaches us; we stop it in order
+                preexec_fn=_end_with_parent,
             )
         except OSError as exc:
             self._release_spool()
