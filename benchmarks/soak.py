@@ -5,8 +5,10 @@ kills, both hedge triggers and callers that give up — time-scaled so it runs i
 It proves the client can be left running: no failure caused by its own state (every call whose
 script is healthy must be answered, whatever the faulty calls around it did to the pool), no
 slot of the connection pool held once nothing is in flight, file descriptors back to their
-baseline after ``aclose()``, memory flat from the first quarter of the calls to the last, no
-task and no span left behind.
+baseline after ``aclose()``, memory flat from the first quarter of the calls to the last (read
+once the store has sealed its first segment), no task and no span left behind, and every span
+in the embedded store (the spans go through the deriving processor into a segment store, as
+``init()`` wires them), none dropped.
 
     .venv/bin/python benchmarks/soak.py                 # 2,000 calls at concurrency 50
     .venv/bin/python benchmarks/soak.py --calls 20000   # longer
@@ -21,17 +23,23 @@ import asyncio
 import gc
 import os
 import random
+import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from _provider import start_provider
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from otel_llm import Client, OtelLLMError, Source
+from otel_llm import Client, DuckDBSpanExporter, OtelLLMError, Source
+from otel_llm._measure._processor import DerivingSpanProcessor
+from otel_llm._show._breakdown import run_query
 from otel_llm.simulator import Script, Silence
 
 HEALTHY = ("smooth", "late-first", "stall", "keepalive-stall")
@@ -94,6 +102,8 @@ class Report:
     leftover_tasks: list[str] = field(default_factory=list)
     spans_started: int = 0
     spans_ended: int = 0
+    store_rows: int = 0
+    store_dropped: int = 0
     hedges: int = 0
     attempts: int = 0
 
@@ -118,6 +128,8 @@ class Report:
             < 16 * 1024,
             "no task left behind": not self.leftover_tasks,
             "every span ended": self.spans_started == self.spans_ended,
+            "every ended span in the store, none dropped": self.store_rows == self.spans_ended
+            and self.store_dropped == 0,
         }
 
     def print(self) -> None:
@@ -148,7 +160,8 @@ class Report:
         )
         print(
             f"leftover tasks: {len(self.leftover_tasks)}; spans started {self.spans_started}, "
-            f"ended {self.spans_ended}"
+            f"ended {self.spans_ended}; in the store {self.store_rows}, dropped "
+            f"{self.store_dropped}"
         )
         for requirement, ok in self.passed().items():
             print(f"{'PASS' if ok else 'FAIL'}  {requirement}")
@@ -199,6 +212,9 @@ async def soak(
     counter = SpanCounter()
     provider = TracerProvider()
     provider.add_span_processor(counter)
+    store = Path(tempfile.mkdtemp(prefix="otel-llm-soak-")) / "store"
+    exporter = DuckDBSpanExporter(store)  # the embedded default, as init() wires it
+    provider.add_span_processor(DerivingSpanProcessor([SimpleSpanProcessor(exporter)]))
     gc.collect()
     report = Report(calls=calls, seconds=0.0, fds_before=_fds())
     before_tasks = asyncio.all_tasks()
@@ -249,6 +265,8 @@ async def soak(
             report.foreign_errors.append(f"{kind}: {type(exc).__name__}: {exc}")
         done += 1
         if done % quarter == 0 and len(report.rss_quarters_kb) < 4:
+            if not report.rss_quarters_kb:  # the store's first segment sizes Arrow's pool once
+                await asyncio.to_thread(exporter.force_flush)
             report.rss_quarters_kb.append(_rss_kb())
 
     work = ((kind, random.Random(rng.random())) for kind in kinds)
@@ -274,6 +292,9 @@ async def soak(
     ]
     report.fds_after = _fds()
     report.spans_started, report.spans_ended = counter.started, counter.ended
+    report.store_rows = run_query(store, "SELECT count(*) FROM otel_traces").rows[0][0]
+    report.store_dropped = exporter.stats.dropped
+    shutil.rmtree(store.parent, ignore_errors=True)
     return report
 
 
