@@ -81,6 +81,65 @@ def test_ingesting_a_file_again_after_a_crash_adds_nothing(tmp_path: Path) -> No
     assert _count(store.path) == 12
 
 
+def test_a_crash_before_the_delete_survives_a_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between sealing a file's segments and deleting the file leaves them pending:
+    readers see them, a merge leaves them alone, and ingesting the file again replaces them —
+    no span twice even when writers merged the store in between."""
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(4)
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(_framed(messages))
+    spool.segment_spans = 5
+    real_unlink = Path.unlink
+
+    def crash(path: Path, missing_ok: bool = False) -> None:
+        if path == rotated:
+            raise OSError("the process died here")
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", crash)
+    with pytest.raises(OSError, match="died"):
+        spool.ingest()
+    monkeypatch.undo()
+    assert len(store.pending()) == 2
+    assert _count(store.path) == 12  # readers see pending segments
+    other = SegmentStore(store.path)
+    other.write([])  # another writer's small segments, which a merge may take
+    other.write([])
+    assert other.compact(min_segments=2) == 2  # the two small ones; pending ones stay
+    assert len(store.pending()) == 2
+    assert spool.ingest().spans == 12
+    assert store.pending() == []
+    assert not rotated.exists()
+    assert _count(store.path) == 12
+
+
+def test_a_crash_after_the_delete_is_finished_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash after the file is deleted but before its segments got their final names: the
+    next pass gives them their names (so merges may take them) and adds nothing."""
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(2)
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(_framed(messages))
+
+    def crash(name: str) -> None:
+        raise OSError("the process died here")
+
+    monkeypatch.setattr(store, "finalize", crash)
+    with pytest.raises(OSError, match="died"):
+        spool.ingest()
+    monkeypatch.undo()
+    assert not rotated.exists()
+    assert len(store.pending()) == 1
+    assert spool.ingest().spans == 0
+    assert store.pending() == []
+    assert _count(store.path) == 6
+
+
 def test_a_message_cut_short_is_kept_and_reported(tmp_path: Path) -> None:
     """A file whose last message is incomplete (a collector killed mid-write): the whole
     messages land, the file is kept as .incomplete, and the report names it and the offset."""

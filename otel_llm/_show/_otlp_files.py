@@ -35,7 +35,7 @@ from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from otel_llm._defaults import DEFAULTS
 from otel_llm._show._columns import SegmentColumns
 from otel_llm._show._otlp_rows import append_export_request
-from otel_llm._show._segments import encode
+from otel_llm._show._segments import PENDING, encode
 
 CURRENT: Final = "traces.binpb"
 """The file the collector is writing (``collector/duckdb.yaml``'s ``path``)."""
@@ -53,6 +53,14 @@ class SegmentWriter(Protocol):
     def write(self, data: bytes | Sequence[Mapping[str, Any]], *, name: str | None = None) -> Path:
         """Seal one segment (its bytes, or rows); a given ``name`` replaces a segment of that
         name."""
+        ...
+
+    def finalize(self, name: str) -> None:
+        """Give the pending segment ``PENDING + name`` its final name."""
+        ...
+
+    def pending(self) -> list[str]:
+        """The final names of the pending segments."""
         ...
 
 
@@ -104,16 +112,36 @@ class IngestReport:
     spans: int = 0
     problems: list[str] = field(default_factory=list)
     """One line per file that was kept (its name, the offset, why), for the user."""
+    names: list[str] = field(default_factory=list)
+    """The segments written (their final names)."""
 
     def add(self, other: IngestReport) -> None:
         """Count ``other``'s files, spans and problems in this report."""
         self.files += other.files
         self.spans += other.spans
         self.problems.extend(other.problems)
+        self.names.extend(other.names)
+
+
+_SEGMENT_PREFIX: Final = "collector-"
 
 
 def _segment_name(path: Path, checksum: int, offset: int) -> str:
-    return f"collector-{path.name.removesuffix('.' + _SUFFIX)}-{checksum:08x}-{offset:012d}.parquet"
+    stem = path.name.removesuffix("." + _SUFFIX)
+    return f"{_SEGMENT_PREFIX}{stem}-{checksum:08x}-{offset:012d}.parquet"
+
+
+def _stem_of_segment(name: str) -> str | None:
+    """The spool file stem a segment name was made from (``None``: not one of ours)."""
+    if not name.startswith(_SEGMENT_PREFIX):
+        return None
+    parts = name.removeprefix(_SEGMENT_PREFIX).removesuffix(".parquet").rsplit("-", 2)
+    return parts[0] if len(parts) == 3 else None
+
+
+def _source_stem(name: str) -> str:
+    """The stem of a spool file, kept ones (``.incomplete`` / ``.corrupt``) included."""
+    return name.removesuffix(INCOMPLETE).removesuffix(CORRUPT).removesuffix("." + _SUFFIX)
 
 
 class Spool:
@@ -159,8 +187,14 @@ class Spool:
         return target
 
     def ingest(self) -> IngestReport:
-        """Ingest every finished file, oldest first."""
+        """Ingest every finished file, oldest first (first finishing what a crash left: the
+        pending segments of files already gone get their final names)."""
         report = IngestReport()
+        present = {_source_stem(path.name) for path in self.folder.iterdir()}
+        for name in self.store.pending():
+            stem = _stem_of_segment(name)
+            if stem is not None and stem not in present:
+                self.store.finalize(name)
         for path in self.finished():
             report.add(self.ingest_file(path))
         return report
@@ -194,9 +228,13 @@ class Spool:
             self._write(columns, path, checksum, first, report)
         if problem is None:
             path.unlink()
+        else:
+            kept = path.with_name(path.name + (CORRUPT if corrupt else INCOMPLETE))
+            path.rename(kept)
+        for name in report.names:  # the file can no longer be ingested twice: final names
+            self.store.finalize(name)
+        if problem is None:
             return report
-        kept = path.with_name(path.name + (CORRUPT if corrupt else INCOMPLETE))
-        path.rename(kept)
         report.problems.append(
             f"{path}: {problem} at byte {end} of {len(data)}; the {report.spans} spans before "
             f"it are in the store, the file is kept as {kept.name}"
@@ -211,7 +249,9 @@ class Spool:
         offset: int,
         report: IngestReport,
     ) -> None:
-        self.store.write(encode(columns.table()), name=_segment_name(path, checksum, offset))
+        name = _segment_name(path, checksum, offset)
+        self.store.write(encode(columns.table()), name=PENDING + name)
+        report.names.append(name)
         report.spans += len(columns)
 
 

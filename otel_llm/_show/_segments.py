@@ -38,6 +38,11 @@ SEGMENTS: Final = "segments"
 SCHEMA_SEGMENT: Final = "00000000000000000000-schema.parquet"
 """The empty segment every store starts with: the glob always matches, the schema is known."""
 LOCK: Final = ".compaction.lock"
+PENDING: Final = "pending-"
+"""Prefix of a segment whose source may still be ingested again (the Collector's spool file
+is not deleted yet): readers read it, compaction leaves it alone — so writing it again under
+the same name replaces it, never adds its spans twice — and :meth:`SegmentStore.finalize`
+gives it its final name."""
 SMALL_SEGMENT_ROWS: Final = 256
 """Segments of fewer rows are written plainly (snappy, no dictionaries, no statistics): that
 halves the fixed cost of a write, and compaction re-encodes them compactly later."""
@@ -154,6 +159,18 @@ class SegmentStore:
             raise
         return target
 
+    def finalize(self, name: str) -> None:
+        """Give the pending segment ``PENDING + name`` its final name (idempotent)."""
+        try:
+            os.replace(self.segments_dir / (PENDING + name), self.segments_dir / name)
+        except FileNotFoundError:
+            if not (self.segments_dir / name).exists():
+                raise
+
+    def pending(self) -> list[str]:
+        """The final names of the pending segments."""
+        return sorted(p.name.removeprefix(PENDING) for p in self.segments_dir.glob(PENDING + "*"))
+
     def segments(self) -> list[Segment]:
         """The sealed segments, oldest name first."""
         found = []
@@ -206,7 +223,12 @@ class SegmentStore:
             chosen: list[Segment] = []
             total = 0
             for segment in self.segments():
-                if segment.path.name == SCHEMA_SEGMENT or segment.size >= small_bytes:
+                name = segment.path.name
+                if (
+                    name == SCHEMA_SEGMENT
+                    or name.startswith(PENDING)
+                    or segment.size >= small_bytes
+                ):
                     continue
                 if total + segment.size > max_bytes:
                     break
