@@ -235,7 +235,8 @@ class DemoRun:
     stats: dict[str, ProviderStats]
     """Each source's simulator counters, with the scripts it drew (by answer id and key)."""
     written: int
-    dropped: int
+    dropped: int | None
+    """``None`` on the OTLP path: the SDK's exporter does not count what it could not send."""
 
 
 def _tracer_provider(run_id: str) -> TracerProvider:
@@ -413,7 +414,7 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
         verdict=verdict,
         stats={name: provider.stats for name, provider in providers.items()},
         written=stats.written if stats else collector.report.spans if collector else 0,
-        dropped=stats.dropped if stats else 0,
+        dropped=stats.dropped if stats else None,
     )
 
 
@@ -520,7 +521,10 @@ async def run_demo(options: DemoOptions, console: Console, out: Output) -> bool:
     human.table(
         run_query(options.db, worst_stalls_sql(run=run.run_id), canned=True), "Worst stalls"
     )
-    console.print(f"[dim]{run.written} spans written, {run.dropped} dropped.[/dim]")
+    if run.dropped is None:
+        console.print(f"[dim]{run.written} spans landed through the collector.[/dim]")
+    else:
+        console.print(f"[dim]{run.written} spans written, {run.dropped} dropped.[/dim]")
     console.print(
         f"\nSpans are in [bold]{options.db}[/bold]. Query them (every run) with\n"
         f"  otel-llm query --db {options.db}\n"
