@@ -1,4 +1,4 @@
-"""The embedded DuckDB store: views, re-derivation, migrations, old readers, busy files."""
+"""The embedded store through DuckDB: views, re-derivation, migrations, lost spans counted."""
 
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def test_migration_upgrades_an_old_file_idempotently(tmp_path: Path, store: Stor
 def test_unwritable_location_counts_every_lost_span(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """When neither the file nor the spill can be written, losses are counted and announced."""
+    """When the store cannot be written, every lost span is counted and announced."""
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     store = Store(blocker / "spans.duckdb", retry_s=0.05, shutdown_timeout_s=0.3)
@@ -261,23 +261,6 @@ def test_thinned_chunk_events_still_agree_at_the_measured_threshold(store: Store
     assert row[:3] == expected
     assert row[3:6] == expected
     assert row[6] is None
-
-
-FULL_DISK = """
-import resource, signal, sys
-from pathlib import Path
-sys.path.insert(0, {root!r})
-from tests.duckdb_store import Store
-
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
-path = Path({path!r})
-store = Store(path, retry_s=0.05, shutdown_timeout_s=2)
-store.call()
-store.exporter.wait_for(lambda s: s.retries >= 1, 30)
-resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))  # the disk is full after 2 KB
-store.close()
-print(store.exporter.stats.dropped, store.exporter.stats.spilled)
-"""
 
 
 def test_a_non_streamed_row_has_null_stall_columns(tmp_path: Path) -> None:

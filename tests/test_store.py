@@ -16,13 +16,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from otel_llm import _semconv as sc
 from otel_llm._errors import NotAStore
 from otel_llm._show._breakdown import run_query
 from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
 from otel_llm._show._rows import span_row
 from otel_llm._show._schema import migrate
 from otel_llm._show._segments import SCHEMA_SEGMENT, SegmentStore
-from otel_llm._show._store import LEGACY_SUFFIX, connect, open_store, reader_sql
+from otel_llm._show._store import (
+    LEGACY_SUFFIX,
+    connect,
+    open_store,
+    prepare_for_writing,
+    reader_sql,
+)
 from tests.conftest import Spans, require
 from tests.duckdb_store import Store
 
@@ -40,7 +48,7 @@ def test_a_store_is_a_directory_of_sealed_segments(tmp_path: Path) -> None:
     """Each write seals one Parquet segment; nothing half-written is left, and the views read
     them (the store starts with an empty schema segment so a glob always matches)."""
     path = tmp_path / "store"
-    store = Store(path)
+    store = Store(path, flush_interval_s=3600)  # one segment per flush, however slow the call
     store.call()
     assert store.exporter.force_flush(10_000)
     store.call()
@@ -61,6 +69,7 @@ def test_an_empty_store_reads_as_empty(tmp_path: Path) -> None:
     assert run_query(path, "SELECT count(*) FROM llm_attempts_at(500)", canned=True).rows == [(0,)]
 
 
+_OUR_KEYS = (sc.SPAN_ROLE, sc.ATTEMPT_NUMBER, sc.GEN_AI_REQUEST_STREAM, "otel_llm.stall_ms")
 _ATTRIBUTE_VALUES = st.one_of(
     st.text(max_size=20),
     st.booleans(),
@@ -73,7 +82,11 @@ _ATTRIBUTE_VALUES = st.one_of(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    attributes=st.dictionaries(st.text(min_size=1, max_size=12), _ATTRIBUTE_VALUES, max_size=6),
+    attributes=st.dictionaries(
+        st.one_of(st.text(min_size=1, max_size=12), st.sampled_from(_OUR_KEYS)),
+        _ATTRIBUTE_VALUES,
+        max_size=6,
+    ),
     events=st.lists(
         st.tuples(
             st.sampled_from(["otel_llm.chunk", "exception", "x"]),
@@ -98,9 +111,10 @@ def test_columns_are_the_row_of_every_span(
     span.end()
     (finished,) = spans.finished()
     fast = SegmentColumns()
-    fast.append_span(finished)
     rows = SegmentColumns()
-    rows.append_row(span_row(finished))
+    for _ in range(2):  # a table of several spans: the offsets of one follow the other's
+        fast.append_span(finished)
+        rows.append_row(span_row(finished))
     assert fast.table().equals(rows.table())
     arrow = fast.table()
     with duckdb.connect() as conn:
@@ -121,6 +135,7 @@ _WRITER = textwrap.dedent(
     s = Store(Path({path!r}), flush_interval_s=0.01, compact_every_s=0.05)
     for i in range({calls}):
         s.call()
+        assert s.exporter.force_flush(30_000)  # a segment per call: merges must happen
     s.close()
     stats = s.exporter.stats
     assert stats.dropped == 0 and stats.pending == 0, stats
@@ -196,6 +211,7 @@ def test_four_writers_two_readers_nothing_lost(tmp_path: Path) -> None:
     assert reader.returncode == 0, err
     assert int(out.split()[0]) >= 1
     assert cli_counts == sorted(cli_counts)
+    assert any("-m" in segment.path.name for segment in SegmentStore(path).segments())
     assert count(path) == 4 * 3 * calls
     assert count(path, 'SELECT count(DISTINCT "SpanId") FROM otel_traces') == 4 * 3 * calls
     assert run_query(path, "SELECT count(*) FROM llm_calls").rows == [(4 * calls,)]
@@ -232,7 +248,7 @@ def test_compaction_merges_small_segments_and_waits_for_readers(tmp_path: Path) 
     """Small segments merge into one with the same rows; while a reader holds the store open,
     no merge happens (so the reader never sees a span twice)."""
     path = tmp_path / "store"
-    store = Store(path, compact_every_s=3600)
+    store = Store(path, compact_every_s=3600, flush_interval_s=3600)
     for _ in range(5):
         store.call()
         assert store.exporter.force_flush(10_000)
@@ -344,6 +360,130 @@ def test_paths_that_are_not_stores_are_named(tmp_path: Path) -> None:
     ):
         with pytest.raises(NotAStore, match=words):
             run_query(path, "SELECT 1")
+
+
+def test_a_span_that_cannot_be_converted_costs_only_itself(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One span the writer cannot convert (an int too long to render) is dropped and counted;
+    the spans before and after it in the same segment are written."""
+    spans = Spans()
+    for index in range(5):
+        spans.tracer.start_span(f"good-{index}").end()
+    spans.tracer.start_span("bad", attributes={"huge": 10**5000}).end()
+    for index in range(5):
+        spans.tracer.start_span(f"more-{index}").end()
+    exporter = DuckDBSpanExporter(tmp_path / "store")
+    with caplog.at_level(logging.ERROR, logger="otel_llm"):
+        exporter.export(spans.finished())
+        assert exporter.force_flush(30_000)
+    exporter.shutdown()
+    assert (exporter.stats.written, exporter.stats.dropped) == (10, 1)
+    assert count(tmp_path / "store") == 10
+
+
+_FORK = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from tests.duckdb_store import Store
+    s = Store(Path({path!r}), flush_interval_s=0.01)
+    s.call()  # the writer thread runs in the parent
+    assert s.exporter.force_flush(30_000)
+    pid = os.fork()
+    if pid == 0:  # a pre-forking server's worker
+        s.call()
+        ok = s.exporter.force_flush(30_000)
+        s.close()
+        os._exit(0 if ok and s.exporter.stats.written == 3 else 1)
+    _, status = os.waitpid(pid, 0)
+    s.close()
+    print(os.waitstatus_to_exitcode(status), s.exporter.stats.written)
+    """
+)
+
+
+def test_a_forked_child_writes_its_own_spans(tmp_path: Path) -> None:
+    """A process forked after the writer started (gunicorn --preload, multiprocessing) gets a
+    writer of its own and writes its spans; the parent's are written once, by the parent."""
+    path = tmp_path / "store"
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK.format(root=str(ROOT), path=str(path))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "3"]
+    assert count(path) == 6
+
+
+_CRASHED_MERGE = textwrap.dedent(
+    """
+    import os, pathlib, sys
+    sys.path.insert(0, {root!r})
+    from otel_llm._show._segments import SegmentStore
+    real = pathlib.Path.unlink
+    deleted = [0]
+    def unlink(self, *args, **kwargs):
+        if self.suffix == ".parquet":
+            deleted[0] += 1
+            if deleted[0] == 3:
+                os._exit(137)  # killed between the merge's rename and its deletes
+        return real(self, *args, **kwargs)
+    pathlib.Path.unlink = unlink
+    SegmentStore(pathlib.Path({path!r})).compact(min_segments=2)
+    """
+)
+
+
+def test_a_merge_cut_short_by_a_crash_is_finished(tmp_path: Path) -> None:
+    """A writer killed in the middle of a merge leaves an intent; the next reader or writer
+    finishes the merge, so no span is ever counted twice afterwards."""
+    path = tmp_path / "store"
+    store = SegmentStore(path)
+    store.create()
+    spans = Spans()
+    for index in range(8):
+        spans.tracer.start_span(f"s{index}").end()
+    for span in spans.finished():
+        store.write([span_row(span)])
+    out = subprocess.run(
+        [sys.executable, "-c", _CRASHED_MERGE.format(root=str(ROOT), path=str(path))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 137, out.stderr
+    assert list(store.segments_dir.glob(".*.merge"))  # the crash left its intent
+    assert count(path, 'SELECT count(*) - count(DISTINCT "SpanId") FROM otel_traces') == 0
+    assert count(path) == 8
+    assert not list(store.segments_dir.glob(".*.merge"))
+
+
+def test_a_damaged_segment_never_stops_merges(tmp_path: Path) -> None:
+    """Compaction leaves a damaged segment where it is (readers name it) and merges the rest."""
+    path = tmp_path / "store"
+    store = SegmentStore(path)
+    store.create()
+    for _ in range(3):
+        store.write([])
+    (store.segments_dir / "00000000000000000001-cut.parquet").write_bytes(b"PAR1" + b"\x00" * 64)
+    assert store.compact(min_segments=2) == 3
+    assert (store.segments_dir / "00000000000000000001-cut.parquet").exists()
+
+
+@pytest.mark.parametrize("name", ["run[1]", "a*b", "what?"])
+def test_a_path_with_glob_characters_is_refused(tmp_path: Path, name: str) -> None:
+    """DuckDB reads the store through a glob, so a path it would read as a pattern is refused,
+    with the reason, before anything is written."""
+    path = tmp_path / name / "store"
+    with pytest.raises(NotAStore, match="reads as a file pattern"):
+        prepare_for_writing(path)
+    assert not path.exists()
 
 
 def test_a_damaged_segment_is_named(tmp_path: Path) -> None:

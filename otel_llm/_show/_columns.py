@@ -137,14 +137,35 @@ class SegmentColumns:
         self._typed_rows: list[tuple[Any, ...]] = []
         self._ours: list[bool] = []
         self._count = 0
+        self._every = self._lists()
 
     def __len__(self) -> int:
         return self._count
 
     # --- appending ------------------------------------------------------------------------------
 
+    def _lists(self) -> list[list[Any]]:
+        """Every list a span appends to (their identities never change)."""
+        found: list[list[Any]] = [*self._scalars.values(), *self._links.values()]
+        for maps in (*self._maps.values(), self._link_maps, self._event_maps):
+            found += [maps.keys, maps.values, maps.codes, maps.numbers]
+            found += [maps.offsets, maps.list_offsets]
+        found += [self._event_stamps, self._event_names, *self._chunks.values()]
+        found += [self._chunk_offsets, self._typed_rows, self._ours]
+        return found
+
     def append_span(self, span: ReadableSpan) -> None:
-        """Append one finished span (the same values :func:`span_row` gives)."""
+        """Append one finished span (the same values :func:`span_row` gives) — all of it, or
+        nothing: a span that cannot be converted raises and leaves the columns as they were."""
+        lengths = [len(values) for values in self._every]
+        try:
+            self._append_span(span)
+        except BaseException:
+            for values, length in zip(self._every, lengths, strict=True):
+                del values[length:]
+            raise
+
+    def _append_span(self, span: ReadableSpan) -> None:
         context = span.context
         start = span.start_time or 0
         end = span.end_time or start

@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ class ExportStats:
     retries: int
     segments: int
     last_error: str | None
+
+
+def _after_fork(reference: weakref.ref[DuckDBSpanExporter]) -> None:
+    exporter = reference()
+    if exporter is not None:
+        exporter._forked()
 
 
 class _Pause:
@@ -115,8 +122,14 @@ class DuckDBSpanExporter(SpanExporter):
         self._unreported_drops = 0
         self._oldest_queued = 0.0
         self._store: SegmentStore | None = None
+        self._sealing: _Encoded | None = None
+        """The segment being written now (never dropped from under the writer)."""
+        self._abandoned = False
+        """Shutdown gave up waiting; what the writer still seals was counted as dropped."""
         self._last_compaction = time.monotonic()
         self._thread: threading.Thread | None = None
+        reference = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _after_fork(reference))
         encode(SegmentColumns().table())  # import Arrow and Parquet now, not in the writer
         # thread while the event loop runs (the first import holds the GIL for ~100 ms)
 
@@ -137,13 +150,32 @@ class DuckDBSpanExporter(SpanExporter):
                 self._cond.notify_all()
         return SpanExportResult.SUCCESS
 
+    def _forked(self) -> None:
+        """In a child process: a writer of its own, and none of the parent's spans (the
+        parent writes those)."""
+        self._cond = threading.Condition()
+        self._queue.clear()
+        self._encoded.clear()
+        self._encoded_spans = self._converting = self._flush_requests = 0
+        self._written = self._dropped = self._retries = self._segments = self._attempts = 0
+        self._busy = False
+        self._sealing = None
+        self._store = None
+        self._thread = None
+
     def _shed(self) -> None:
         """Drop the oldest spans beyond ``max_pending`` (encoded segments first: they are the
         oldest). Caller holds the lock."""
         overflow = self._held() - self._max_pending
         dropped = 0
         while overflow > 0 and self._encoded:
-            segment = self._encoded.popleft()
+            if self._encoded[0] is self._sealing:  # being written now: the next one goes
+                if len(self._encoded) == 1:
+                    break
+                segment = self._encoded[1]
+                del self._encoded[1]
+            else:
+                segment = self._encoded.popleft()
             self._encoded_spans -= segment.spans
             overflow -= segment.spans
             dropped += segment.spans
@@ -187,11 +219,15 @@ class DuckDBSpanExporter(SpanExporter):
             thread.join(max(0.0, deadline - time.monotonic()))
         with self._cond:
             lost = self._held()
+            self._abandoned = True  # a segment the writer still seals is taken off ``dropped``
             self._queue.clear()
-            self._encoded.clear()
-            self._encoded_spans = 0
+            sealing = self._sealing
+            in_flight = [sealing] if sealing is not None and sealing in self._encoded else []
+            self._encoded = deque(in_flight)
+            self._encoded_spans = sum(segment.spans for segment in in_flight)
             if lost:
                 self._count_drop(lost, f"they could not be written before shutdown ({self._why()})")
+            self._cond.notify_all()
 
     def _why(self) -> str:
         return self._last_error or f"the writer took longer than {self._shutdown_timeout_s:g} s"
@@ -267,10 +303,8 @@ class DuckDBSpanExporter(SpanExporter):
                 self._seal()
             except Exception:  # the writer thread must never die: count what it held, go on
                 logger.exception("otel-llm: unexpected error in the store writer")
-                with self._cond:
-                    lost = self._converting + self._encoded_spans
-                    self._converting = self._encoded_spans = 0
-                    self._encoded.clear()
+                with self._cond:  # the encoded segments are whole: they wait for the next seal
+                    lost, self._converting = self._converting, 0
                     self._count_drop(lost, "an unexpected error in the writer")
             with self._cond:
                 self._busy = False
@@ -328,19 +362,24 @@ class DuckDBSpanExporter(SpanExporter):
             with self._cond:
                 if not self._encoded:
                     return
-                segment = self._encoded[0]
+                segment = self._sealing = self._encoded[0]
             try:
                 if self._store is None:
                     self._store = prepare_for_writing(self.path)
                 self._store.write(segment.data)
             except Exception as exc:  # a full disk, not a store, a migration's DuckDB error
+                with self._cond:
+                    self._sealing = None
                 self._note_failure(exc)
                 return
             with self._cond:
                 self._attempts += 1
+                self._sealing = None
                 if self._encoded and self._encoded[0] is segment:
                     self._encoded.popleft()
                     self._encoded_spans -= segment.spans
+                if self._abandoned:  # shutdown counted these as lost; they made it after all
+                    self._dropped -= segment.spans
                 self._written += segment.spans
                 self._segments += 1
                 self._last_error = None

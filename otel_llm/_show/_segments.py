@@ -16,6 +16,7 @@ import fcntl
 import itertools
 import json
 import os
+import secrets
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -48,6 +49,10 @@ SMALL_SEGMENT_ROWS: Final = 256
 halves the fixed cost of a write, and compaction re-encodes them compactly later."""
 
 _sequence = itertools.count()
+_TOKEN: Final = secrets.token_hex(4)
+"""Names apart the segments of processes that share a pid (containers on one volume)."""
+GLOB_CHARACTERS: Final = frozenset("*?[]{}")
+"""Characters DuckDB's glob would read as a pattern: a store's path has none of them."""
 _sequence_lock = threading.Lock()
 
 
@@ -116,6 +121,7 @@ class SegmentStore:
             tmp.write_text(text + "\n", encoding="utf-8")
             tmp.replace(marker)
         self.segments_dir.mkdir(exist_ok=True)
+        (self.path / LOCK).touch(exist_ok=True)
         if not (self.segments_dir / SCHEMA_SEGMENT).exists():
             self._seal(encode(SegmentColumns().table()), SCHEMA_SEGMENT)
 
@@ -139,7 +145,7 @@ class SegmentStore:
         if name is None:
             with _sequence_lock:
                 sequence = next(_sequence)
-            name = f"{time.time_ns():020d}-{os.getpid()}-{sequence:06d}.parquet"
+            name = f"{time.time_ns():020d}-{os.getpid()}-{_TOKEN}-{sequence:06d}.parquet"
         elif not name.endswith(".parquet") or "/" in name or name.startswith("."):
             raise ValueError(f"a segment name ends in .parquet and is a plain file name: {name!r}")
         return self._seal(data, name)
@@ -188,16 +194,19 @@ class SegmentStore:
 
     @contextlib.contextmanager
     def _lock(self, *, shared: bool, wait: bool) -> Iterator[bool]:
+        """The store's compaction lock: shared for readers (opened read-only, so reading never
+        writes; a store without the lock file has never been merged), exclusive for a merge
+        (which never runs without it)."""
         try:
-            handle = (self.path / LOCK).open("a+b")
-        except OSError:  # a read-only store: nothing can merge it either
-            yield True
+            handle = (self.path / LOCK).open("rb" if shared else "a+b")
+        except OSError:
+            yield shared  # a reader reads on; a merge that cannot lock does not run
             return
         with handle:
             flags = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
             try:
                 fcntl.flock(handle.fileno(), flags)
-            except BlockingIOError:
+            except OSError:
                 yield False
                 return
             try:
@@ -213,41 +222,102 @@ class SegmentStore:
         max_bytes: int = DEFAULTS.segment_merge_max_bytes,
     ) -> int:
         """Merge small segments into one; the number merged (0 when there were too few, or
-        another process is merging or reading). Only segments of this version's schema merge."""
-        import pyarrow.parquet as pq
+        another process is merging or reading). Only whole segments of this version's schema
+        merge (a damaged one is left where it is, for readers to name).
 
+        Crash-safe: before the merged segment is renamed in, an intent file lists its inputs;
+        the inputs are deleted after it, then the intent. A merge cut short anywhere is finished
+        by the next one (:meth:`_finish_merges`), so no span stays in the store twice."""
         with self._lock(shared=False, wait=False) as held:
             if not held:
                 return 0
-            schema = arrow_schema()
-            chosen: list[Segment] = []
-            total = 0
-            for segment in self.segments():
-                name = segment.path.name
-                if (
-                    name == SCHEMA_SEGMENT
-                    or name.startswith(PENDING)
-                    or segment.size >= small_bytes
-                ):
-                    continue
-                if total + segment.size > max_bytes:
-                    break
-                try:
-                    if not pq.read_schema(segment.path).equals(schema, check_metadata=False):
-                        continue
-                except OSError:
-                    continue
-                chosen.append(segment)
-                total += segment.size
+            self._finish_merges()
+            chosen = self._mergeable(small_bytes, max_bytes)
             if len(chosen) < min_segments:
                 return 0
-            tables = [pq.read_table(segment.path, schema=schema) for segment in chosen]
-            import pyarrow as pa
-
-            merged = pa.concat_tables(tables)
             name = chosen[0].path.name.removesuffix(".parquet") + f"-m{len(chosen)}.parquet"
-            self._seal(encode(merged), name)
-            for segment in chosen:
-                with contextlib.suppress(FileNotFoundError):
-                    segment.path.unlink()
+            intent = self.segments_dir / f".{name}.merge"
+            with intent.open("w", encoding="utf-8") as handle:
+                json.dump([segment.path.name for segment in chosen], handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._write_merged(chosen, name)
+            self._finish_merges()
             return len(chosen)
+
+    def repair(self) -> None:
+        """Finish a merge a crash cut short, if any (and nobody else is merging or reading)."""
+        if not any(self.segments_dir.glob(".*.merge")):
+            return
+        with contextlib.suppress(OSError), self._lock(shared=False, wait=False) as held:
+            if held:
+                self._finish_merges()
+
+    def _mergeable(self, small_bytes: int, max_bytes: int) -> list[Segment]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = arrow_schema()
+        chosen: list[Segment] = []
+        total = 0
+        for segment in self.segments():
+            name = segment.path.name
+            if name == SCHEMA_SEGMENT or name.startswith(PENDING) or segment.size >= small_bytes:
+                continue
+            if total + segment.size > max_bytes:
+                break
+            try:
+                if not pq.read_schema(segment.path).equals(schema, check_metadata=False):
+                    continue
+            except (OSError, pa.ArrowException):  # gone, or damaged outside otel-llm
+                continue
+            chosen.append(segment)
+            total += segment.size
+        return chosen
+
+    def _write_merged(self, chosen: Sequence[Segment], name: str) -> None:
+        """Stream ``chosen`` into one zstd segment, a row group per ~100k rows."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = arrow_schema()
+        target = self.segments_dir / name
+        tmp = self.segments_dir / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+                pending: list[pa.Table] = []
+                rows = 0
+                for segment in chosen:
+                    table = pq.read_table(segment.path, schema=schema)
+                    pending.append(table)
+                    rows += table.num_rows
+                    if rows >= DEFAULTS.segment_merge_rows:
+                        writer.write_table(pa.concat_tables(pending))
+                        pending, rows = [], 0
+                if pending:
+                    writer.write_table(pa.concat_tables(pending))
+            with tmp.open("rb") as handle:
+                os.fsync(handle.fileno())
+            tmp.replace(target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
+
+    def _finish_merges(self) -> None:
+        """Complete or undo merges a crash cut short (caller holds the exclusive lock): a
+        merged segment that is there has its listed inputs deleted; an intent whose merged
+        segment never landed is dropped."""
+        for intent in self.segments_dir.glob(".*.merge"):
+            merged = self.segments_dir / intent.name.removeprefix(".").removesuffix(".merge")
+            try:
+                inputs = json.loads(intent.read_text("utf-8"))
+            except (OSError, ValueError):
+                inputs = []
+            if merged.exists():
+                for name in inputs if isinstance(inputs, list) else []:
+                    if isinstance(name, str) and "/" not in name and name != merged.name:
+                        with contextlib.suppress(FileNotFoundError):
+                            (self.segments_dir / name).unlink()
+            with contextlib.suppress(FileNotFoundError):
+                intent.unlink()

@@ -25,7 +25,13 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import NotAStore
 from otel_llm._show._columns import SegmentColumns, arrow_schema
 from otel_llm._show._schema import ALL_COLUMNS, TABLE, VIEWS, migrate
-from otel_llm._show._segments import SCHEMA_SEGMENT, SegmentStore, encode, is_store
+from otel_llm._show._segments import (
+    GLOB_CHARACTERS,
+    SCHEMA_SEGMENT,
+    SegmentStore,
+    encode,
+    is_store,
+)
 
 logger = logging.getLogger("otel_llm")
 
@@ -68,11 +74,22 @@ def reader_sql(path: str | os.PathLike[str]) -> str:
     )
 
 
+def _check_glob_safe(path: Path) -> None:
+    pattern = sorted(GLOB_CHARACTERS.intersection(str(path.absolute())))
+    if pattern:
+        raise NotAStore(
+            path,
+            f"has {' '.join(pattern)} in its path, which DuckDB reads as a file pattern: "
+            "choose a path without them",
+        )
+
+
 def check_store(path: Path) -> None:
     """Raise :class:`NotAStore` unless ``path`` is a segment store or a DuckDB database file."""
     if not path.exists():
         raise NotAStore(path, f"does not exist ({STORE_HINT})")
     if path.is_dir():
+        _check_glob_safe(path)
         if not is_store(path):
             raise NotAStore(path, f"is a directory but not an otel-llm store ({STORE_HINT})")
         return
@@ -116,6 +133,7 @@ def open_store(path: Path, *, views: bool = True) -> Iterator[duckdb.DuckDBPyCon
     check_store(path)
     if path.is_dir():
         store = SegmentStore(path)
+        store.repair()  # a merge cut short by a crash would show its spans twice
         with store.reading(), duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
             try:
                 conn.execute(reader_sql(path))
@@ -141,6 +159,7 @@ def prepare_for_writing(path: Path) -> SegmentStore:
 
     Raises :class:`NotAStore` when ``path`` is something else (a file that is not a DuckDB
     store, a directory with other content); DuckDB and OS errors of a migration propagate."""
+    _check_glob_safe(path)
     if path.is_file():
         migrate_legacy(path)
     store = SegmentStore(path)
@@ -151,6 +170,7 @@ def prepare_for_writing(path: Path) -> SegmentStore:
             "not an otel-llm store",
         )
     store.create()
+    store.repair()
     return store
 
 
@@ -165,9 +185,14 @@ def migrate_legacy(path: Path) -> int:
         if not path.is_file():
             return 0  # another process migrated it while this one waited
         staging = path.with_name(f".{path.name}.migrating-{os.getpid()}")
+        _remove_tree(staging)  # what an earlier attempt of this pid left
         store = SegmentStore(staging)
-        store.create()
-        moved = _move_rows(path, store) + _move_spills(path, store)
+        try:
+            store.create()
+            moved = _move_rows(path, store) + _move_spills(path, store)
+        except BaseException:
+            _remove_tree(staging)  # the single file is untouched: the next attempt starts over
+            raise
         legacy = path.with_name(path.name + LEGACY_SUFFIX)
         os.replace(path, legacy)
         try:

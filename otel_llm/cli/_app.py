@@ -216,7 +216,7 @@ def compact(db: DbOption = None) -> None:
         if not path.is_dir():
             raise _fail(f"{path} is a single-file store: nothing to merge")
         merged = SegmentStore(path).compact(min_segments=2)
-    except (OtelLLMError, OSError) as exc:
+    except (OtelLLMError, OSError, ValueError) as exc:  # ValueError: Arrow's errors
         raise _fail(str(exc)) from exc
     typer.echo(f"merged {merged} segments" if merged else "nothing to merge (or the store is busy)")
 
