@@ -29,6 +29,9 @@ class Defaults:
     db_path: str = "otel-llm-store"
     """The embedded store: a directory of Parquet segments, relative to the working directory."""
 
+    earlier_db_path: str = "otel-llm.duckdb"
+    """The default store of earlier versions (one DuckDB file), used where it exists alone."""
+
     duckdb_storage_version: str = "v1.4.0"
     """DuckDB storage format written, readable by DuckDB 1.4 and later (Grafana's plugin)."""
 

@@ -30,8 +30,14 @@ _MIN_EVENTS = DEFAULTS.chunk_event_budget + 8
 
 
 def store_path() -> Path:
-    """The embedded store: ``$OTEL_LLM_DB``, else ``./otel-llm-store``."""
-    return env.env_path(env.OTEL_LLM_DB) or Path(DEFAULTS.db_path)
+    """The embedded store: ``$OTEL_LLM_DB``, else ``./otel-llm-store`` — or, where only an
+    earlier version's default single-file store ``./otel-llm.duckdb`` exists, that one (its
+    first writer migrates it in place), so no earlier span is left behind."""
+    chosen = env.env_path(env.OTEL_LLM_DB)
+    if chosen is not None:
+        return chosen
+    default, earlier = Path(DEFAULTS.db_path), Path(DEFAULTS.earlier_db_path)
+    return earlier if earlier.exists() and not default.exists() else default
 
 
 def _otlp_collectors(store: Path | None) -> dict[str, Collector]:

@@ -29,6 +29,7 @@ def run_cli(
     env: dict[str, str] | None = None,
     columns: int | None = None,
     timeout_s: float = 120,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``otel-llm ARGS`` with text output; ``columns`` sets ``COLUMNS`` (unset by default)."""
     return subprocess.run(
@@ -38,6 +39,7 @@ def run_cli(
         timeout=timeout_s,
         check=False,
         env=_env(env, columns),
+        cwd=cwd,
     )
 
 

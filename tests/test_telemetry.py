@@ -22,9 +22,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otel_llm import Client, Source, init
 from otel_llm import _semconv as sc
 from otel_llm._show._otlp import Collector
-from otel_llm._show._store import open_store
+from otel_llm._show._schema import migrate
+from otel_llm._show._store import connect, open_store
 from otel_llm.simulator import SimulatedProvider
-from tests.processes import run_python
+from tests.processes import run_cli, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -260,6 +261,37 @@ def test_global_default_in_a_fresh_process(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     with open_store(Path(str(tmp_path / "otel-llm-store"))) as conn:
         assert conn.execute("SELECT count(*) FROM llm_calls").fetchone() == (1,)
+
+
+def test_an_earlier_default_store_is_kept_in_use(tmp_path: Path) -> None:
+    """Where an earlier version left its default single-file store ./otel-llm.duckdb (and no
+    ./otel-llm-store exists), init() with no arguments keeps using it — migrated in place —
+    and `otel-llm query` without --db reads it: no earlier span is left behind."""
+    legacy = tmp_path / "otel-llm.duckdb"
+    with connect(legacy) as conn:
+        migrate(conn)
+        conn.execute(
+            'INSERT INTO otel_traces ("Timestamp", "TraceId", "SpanId", "LlmRole") '
+            "VALUES (make_timestamp_ns(1), 'a', 'b', 'call')"
+        )
+    script = textwrap.dedent(
+        """
+        import otel_llm
+        telemetry = otel_llm.init()
+        tracer = telemetry.tracer_provider.get_tracer("t")
+        tracer.start_span("after").end()
+        telemetry.shutdown()
+        """
+    )
+    out = run_python(script, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert legacy.is_dir()
+    assert not (tmp_path / "otel-llm-store").exists()
+    with open_store(legacy) as conn:
+        assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
+    query = run_cli("query", "SELECT count(*) AS n FROM otel_traces", cwd=tmp_path)
+    assert query.returncode == 0, query.stderr
+    assert "2" in query.stdout
 
 
 async def test_init_twice_wires_once(
