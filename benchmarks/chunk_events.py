@@ -344,7 +344,7 @@ def report(
     emit("")
     emit(
         "instructions per chunk event = (events - none)"
-        " / ((events recorded - events recorded) x streams)"
+        " / ((events recorded with events - events recorded without) x streams)"
     )
     for path in args.paths:
         figures = {tree: per_event(runs, tree, path) for tree in trees}
