@@ -157,7 +157,7 @@ class SegmentColumns:
     def append_span(self, span: ReadableSpan) -> None:
         """Append one finished span (the same values :func:`span_row` gives) — all of it, or
         nothing: a span that cannot be converted raises and leaves the columns as they were."""
-        lengths = [len(values) for values in self._every]
+        lengths = list(map(len, self._every))
         try:
             self._append_span(span)
         except BaseException:
