@@ -190,7 +190,13 @@ def _kinds(rng: random.Random, calls: int) -> list[str]:
 
 
 async def soak(
-    urls: list[str], *, calls: int, concurrency: int, time_scale: float, seed: int
+    urls: list[str],
+    *,
+    calls: int,
+    concurrency: int,
+    time_scale: float,
+    seed: int,
+    with_store: bool = True,
 ) -> Report:
     """Run the soak against providers at ``urls`` (already started)."""
     rng = random.Random(seed)
@@ -214,7 +220,8 @@ async def soak(
     provider.add_span_processor(counter)
     store = Path(tempfile.mkdtemp(prefix="otel-llm-soak-")) / "store"
     exporter = DuckDBSpanExporter(store)  # the embedded default, as init() wires it
-    provider.add_span_processor(DerivingSpanProcessor([SimpleSpanProcessor(exporter)]))
+    if with_store:
+        provider.add_span_processor(DerivingSpanProcessor([SimpleSpanProcessor(exporter)]))
     gc.collect()
     report = Report(calls=calls, seconds=0.0, fds_before=_fds())
     before_tasks = asyncio.all_tasks()
@@ -292,13 +299,20 @@ async def soak(
     ]
     report.fds_after = _fds()
     report.spans_started, report.spans_ended = counter.started, counter.ended
-    report.store_rows = run_query(store, "SELECT count(*) FROM otel_traces").rows[0][0]
+    exporter.shutdown()
+    report.store_rows = (
+        run_query(store, "SELECT count(*) FROM otel_traces").rows[0][0]
+        if with_store
+        else counter.ended
+    )
     report.store_dropped = exporter.stats.dropped
     shutil.rmtree(store.parent, ignore_errors=True)
     return report
 
 
-def run(calls: int, concurrency: int, time_scale: float, seed: int) -> Report:
+def run(
+    calls: int, concurrency: int, time_scale: float, seed: int, with_store: bool = True
+) -> Report:
     """Start two providers, run the soak, stop them."""
     started = [start_provider("--time-scale", str(time_scale), "--seed", str(i)) for i in (1, 2)]
     try:
@@ -309,6 +323,7 @@ def run(calls: int, concurrency: int, time_scale: float, seed: int) -> Report:
                 concurrency=concurrency,
                 time_scale=time_scale,
                 seed=seed,
+                with_store=with_store,
             )
         )
     finally:
@@ -328,8 +343,11 @@ def main() -> None:
         help="every scripted duration is multiplied by this (0.01: 100 times faster)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no-store", action="store_true", help="without the embedded store (to compare)"
+    )
     args = parser.parse_args()
-    report = run(args.calls, args.concurrency, args.time_scale, args.seed)
+    report = run(args.calls, args.concurrency, args.time_scale, args.seed, not args.no_store)
     report.print()
     sys.exit(0 if all(report.passed().values()) else 1)
 
