@@ -69,6 +69,9 @@ class Defaults:
     segment_merge_rows: int = 100_000
     """Rows per segment when a single-file store is migrated."""
 
+    segment_merge_buffer_bytes: int = 16 * 1024 * 1024
+    """A merge holds at most about this much of its rows in memory (one row group each)."""
+
     compact_every_s: float = 30.0
     """A writer looks for small segments to merge at most this often."""
 

@@ -276,7 +276,8 @@ class SegmentStore:
         return chosen
 
     def _write_merged(self, chosen: Sequence[Segment], name: str) -> None:
-        """Stream ``chosen`` into one zstd segment, a row group per ~100k rows."""
+        """Stream ``chosen`` into one zstd segment, holding at most ~16 MiB of rows in memory
+        (a row group each)."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -286,14 +287,14 @@ class SegmentStore:
         try:
             with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
                 pending: list[pa.Table] = []
-                rows = 0
+                held = 0
                 for segment in chosen:
                     table = pq.read_table(segment.path, schema=schema)
                     pending.append(table)
-                    rows += table.num_rows
-                    if rows >= DEFAULTS.segment_merge_rows:
+                    held += table.nbytes
+                    if held >= DEFAULTS.segment_merge_buffer_bytes:  # bounded memory
                         writer.write_table(pa.concat_tables(pending))
-                        pending, rows = [], 0
+                        pending, held = [], 0
                 if pending:
                     writer.write_table(pa.concat_tables(pending))
             with tmp.open("rb") as handle:
