@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Final
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from otel_llm import _semconv as sc
+from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
 from otel_llm._show._rows import (
+    CHUNK_PAIR,
     KIND_NAMES,
     STATUS_NAMES,
     TYPED_PLAN,
@@ -40,13 +42,10 @@ if TYPE_CHECKING:
 
 _MAP_COLUMNS: Final = ("ResourceAttributes", "SpanAttributes")
 _LIST_COLUMNS: Final = ("Links.TraceId", "Links.SpanId", "Links.TraceState")
-_CHUNK_INDEX, _CHUNK_GAP = (attribute for _, attribute in CHUNK_COLUMNS)
-_CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN = (name for name, _ in CHUNK_COLUMNS)
-_CHUNK_KEYS: Final = (_CHUNK_INDEX, _CHUNK_GAP)
 _TYPED_NAMES: Final = tuple(name for name, _, _, _ in TYPED_PLAN)
 _TYPED_ATTRIBUTES: Final = tuple(attribute for _, attribute, _, _ in TYPED_PLAN)
-_GET_INDEX: Final = itemgetter(_CHUNK_INDEX)
-_GET_GAP: Final = itemgetter(_CHUNK_GAP)
+_GET_INDEX: Final = itemgetter(sc.CHUNK_INDEX)
+_GET_GAP: Final = itemgetter(sc.CHUNK_GAP_NS)
 _INNER: Final = attrgetter("_dict")
 """The plain dict inside an SDK ``BoundedAttributes``."""
 _SCALARS: Final = tuple(
@@ -56,7 +55,7 @@ _SCALARS: Final = tuple(
     and name not in _MAP_COLUMNS
     and name not in _LIST_COLUMNS
     and not name.startswith(("Events.", "Links."))
-    and name not in (_CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN)
+    and name not in (CHUNK_INDEX_COLUMN, CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN)
 )
 """Columns holding one value per span."""
 
@@ -81,7 +80,7 @@ class _Maps:
     """A column of ``Map(String, String)`` values, or of lists of them, kept flat.
 
     Chunk events, nearly all of a span's events, are added coded: their keys as indexes into
-    :data:`_CHUNK_KEYS` and their integer values as integers (``None`` stands in the string
+    :data:`CHUNK_PAIR` and their integer values as integers (``None`` stands in the string
     lists), so Arrow renders them without a Python string per key and value."""
 
     __slots__ = ("codes", "keys", "list_offsets", "numbers", "offsets", "values")
@@ -108,7 +107,7 @@ class _Maps:
         self.offsets.append(len(self.keys))
 
     def add_coded(self, codes: list[int], numbers: list[int], offsets: range) -> None:
-        """Entries whose keys are ``_CHUNK_KEYS[code]`` and whose values are ``numbers``."""
+        """Entries whose keys are ``CHUNK_PAIR[code]`` and whose values are ``numbers``."""
         if not self.codes and self.keys:
             self.codes.extend([0] * len(self.keys))
             self.numbers.extend([0] * len(self.keys))
@@ -131,7 +130,7 @@ class SegmentColumns:
         self._event_names: list[str] = []
         self._event_maps = _Maps()
         self._chunks: dict[str, list[Any]] = {
-            name: [] for name in (_CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN)
+            name: [] for name in (CHUNK_INDEX_COLUMN, CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN)
         }
         self._chunk_offsets: list[int] = [0]
         self._typed_rows: list[tuple[Any, ...]] = []
@@ -209,7 +208,7 @@ class SegmentColumns:
         if events and not self._chunk_events(events, start):
             self._events_one_by_one(events, start)
         self._event_maps.list_offsets.append(len(self._event_maps.offsets) - 1)
-        self._chunk_offsets.append(len(self._chunks[_CHUNK_INDEX_COLUMN]))
+        self._chunk_offsets.append(len(self._chunks[CHUNK_INDEX_COLUMN]))
 
     def _chunk_events(self, events: Sequence[Event], start: int) -> bool:
         """Append events that are all well-formed chunk events (an integer index and, but for
@@ -225,8 +224,8 @@ class SegmentColumns:
                 inners = list(map(_INNER, attributes))
             except AttributeError:
                 inners = [plain_attributes(a) for a in attributes]
-        first_alone = tuple(inners[0]) == _CHUNK_KEYS[:1]  # no gap before the first chunk
-        if set(map(tuple, inners[first_alone:])) - {_CHUNK_KEYS}:  # keys in this order only
+        first_alone = tuple(inners[0]) == CHUNK_PAIR[:1]  # no gap before the first chunk
+        if set(map(tuple, inners[first_alone:])) - {CHUNK_PAIR}:  # keys in this order only
             return False
         indexes = list(map(_GET_INDEX, inners))  # every key is there: checked above
         paired = list(map(_GET_GAP, inners[first_alone:]))
@@ -238,8 +237,8 @@ class SegmentColumns:
             return False
         self._event_stamps.extend(stamps)
         self._event_names.extend(names)
-        self._chunks[_CHUNK_INDEX_COLUMN].extend(indexes)
-        self._chunks[_CHUNK_GAP_COLUMN].extend(gaps)
+        self._chunks[CHUNK_INDEX_COLUMN].extend(indexes)
+        self._chunks[CHUNK_GAP_COLUMN].extend(gaps)
         self._chunks[CHUNK_OFFSET_COLUMN].extend(map(sub, stamps, repeat(start, count)))
         pairs = count - first_alone
         numbers: list[int] = [0] * (2 * pairs)
@@ -255,16 +254,16 @@ class SegmentColumns:
 
     def _events_one_by_one(self, events: Sequence[Event], start: int) -> None:
         maps = self._event_maps
-        indexes = self._chunks[_CHUNK_INDEX_COLUMN]
-        gaps = self._chunks[_CHUNK_GAP_COLUMN]
+        indexes = self._chunks[CHUNK_INDEX_COLUMN]
+        gaps = self._chunks[CHUNK_GAP_COLUMN]
         arrivals = self._chunks[CHUNK_OFFSET_COLUMN]
         for name, stamp, attributes in map(_EVENT_FIELDS, events):
             self._event_stamps.append(stamp)
             self._event_names.append(name)
             inner = plain_attributes(attributes)
             if name == sc.CHUNK_EVENT:
-                indexes.append(as_int(inner.get(_CHUNK_INDEX)))
-                gaps.append(as_int(inner.get(_CHUNK_GAP)))
+                indexes.append(as_int(inner.get(sc.CHUNK_INDEX)))
+                gaps.append(as_int(inner.get(sc.CHUNK_GAP_NS)))
                 arrivals.append(stamp - start)
             maps.add(inner)
 
@@ -286,9 +285,9 @@ class SegmentColumns:
         for mapping in row.get("Events.Attributes") or ():
             self._event_maps.add(mapping)
         self._event_maps.list_offsets.append(len(self._event_maps.offsets) - 1)
-        for name in (_CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN):
+        for name in (CHUNK_INDEX_COLUMN, CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN):
             self._chunks[name].extend(row.get(name) or ())
-        self._chunk_offsets.append(len(self._chunks[_CHUNK_INDEX_COLUMN]))
+        self._chunk_offsets.append(len(self._chunks[CHUNK_INDEX_COLUMN]))
         self._count += 1
 
     # --- the table ------------------------------------------------------------------------------
@@ -357,7 +356,7 @@ def _map_array(maps: _Maps) -> pa.Array[Any]:
     values = pa.array(maps.values, pa.string())
     if maps.codes:  # fill the coded entries in, vectorised
         coded = pc.is_null(keys)
-        named = pc.take(pa.array(_CHUNK_KEYS, pa.string()), pa.array(maps.codes, pa.int8()))
+        named = pc.take(pa.array(CHUNK_PAIR, pa.string()), pa.array(maps.codes, pa.int8()))
         keys = pc.if_else(coded, named, keys)
         rendered = pc.cast(pa.array(maps.numbers, pa.int64()), pa.string())
         values = pc.if_else(coded, rendered, values)

@@ -85,9 +85,11 @@ TYPED_COLUMNS: Final = (
     TypedColumn("HedgeWasteChunks", "BIGINT", sc.CALL_HEDGE_WASTE_CHUNKS),
 )
 
+CHUNK_INDEX_COLUMN: Final = "ChunkIndex"
+CHUNK_GAP_COLUMN: Final = "ChunkGapNs"
 CHUNK_COLUMNS: Final = (
-    ("ChunkIndex", sc.CHUNK_INDEX),
-    ("ChunkGapNs", sc.CHUNK_GAP_NS),
+    (CHUNK_INDEX_COLUMN, sc.CHUNK_INDEX),
+    (CHUNK_GAP_COLUMN, sc.CHUNK_GAP_NS),
 )
 """Typed arrays of the chunk events (one element per ``otel_llm.chunk`` event)."""
 CHUNK_OFFSET_COLUMN: Final = "ChunkOffsetNs"

@@ -24,15 +24,16 @@ from opentelemetry.trace import SpanKind
 
 from otel_llm import _semconv as sc
 from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN, CHUNK_OFFSET_COLUMN
 from otel_llm._show._otlp_wire import WireRequest, any_value, value_of
 from otel_llm._show._rows import (
     KIND_NAMES,
     STATUS_NAMES,
     as_int,
     attribute_string,
+    put_event_columns,
     typed_columns,
 )
-from otel_llm._show._schema import CHUNK_COLUMNS, CHUNK_OFFSET_COLUMN
 
 _PROTO_KINDS: Final = {
     Span.SPAN_KIND_INTERNAL: SpanKind.INTERNAL,
@@ -43,7 +44,6 @@ _PROTO_KINDS: Final = {
 }
 _KIND_BY_NUMBER: Final = {number: KIND_NAMES[kind] for number, kind in _PROTO_KINDS.items()}
 _STATUS_BY_NUMBER: Final = {code.value: name for code, name in STATUS_NAMES.items()}
-(_CHUNK_INDEX_COLUMN, _CHUNK_INDEX), (_CHUNK_GAP_COLUMN, _CHUNK_GAP) = CHUNK_COLUMNS
 
 
 def _values_and_strings(attributes: Iterable[KeyValue]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -154,15 +154,10 @@ def _event_columns(span: Span, start: int, row: dict[str, Any]) -> None:
         names.append(name)
         maps.append(strings)
         if name == chunk_event:
-            indexes.append(as_int(values.get(_CHUNK_INDEX)))
-            gaps.append(as_int(values.get(_CHUNK_GAP)))
+            indexes.append(as_int(values.get(sc.CHUNK_INDEX)))
+            gaps.append(as_int(values.get(sc.CHUNK_GAP_NS)))
             offsets.append(stamp - start)
-    row["Events.Timestamp"] = stamps
-    row["Events.Name"] = names
-    row["Events.Attributes"] = maps
-    row[_CHUNK_INDEX_COLUMN] = indexes
-    row[_CHUNK_GAP_COLUMN] = gaps
-    row[CHUNK_OFFSET_COLUMN] = offsets
+    put_event_columns(row, stamps, names, maps, (indexes, gaps, offsets))
 
 
 # --- straight into the store's columns ------------------------------------------------------------
@@ -264,11 +259,11 @@ def _append_events(columns: SegmentColumns, span: Any, start: int) -> None:
     event_maps = columns._event_maps
     keys, texts, offsets = event_maps.keys, event_maps.values, event_maps.offsets
     chunks = columns._chunks
-    indexes = chunks[_CHUNK_INDEX_COLUMN]
+    indexes = chunks[CHUNK_INDEX_COLUMN]
     add_stamp = columns._event_stamps.append
     add_name = columns._event_names.append
     add_key, add_text, add_offset = keys.append, texts.append, offsets.append
-    add_index, add_gap = indexes.append, chunks[_CHUNK_GAP_COLUMN].append
+    add_index, add_gap = indexes.append, chunks[CHUNK_GAP_COLUMN].append
     add_arrival = chunks[CHUNK_OFFSET_COLUMN].append
     chunk_event = sc.CHUNK_EVENT
     decoded = value_of
@@ -290,9 +285,9 @@ def _append_events(columns: SegmentColumns, span: Any, start: int) -> None:
             python, text = decoded(kv.value)
             add_key(key)
             add_text(text)
-            if key == _CHUNK_INDEX:
+            if key == sc.CHUNK_INDEX:
                 index = python
-            elif key == _CHUNK_GAP:
+            elif key == sc.CHUNK_GAP_NS:
                 gap = python
         add_offset(len(keys))
         # an int here came from an int64 on the wire: it fits a BIGINT, as_int would keep it

@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_llm import _semconv as sc
+from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
 from otel_llm._show._schema import (
     BASE_COLUMNS,
     CHUNK_COLUMNS,
@@ -111,9 +112,8 @@ TYPED_PLAN: Final = tuple(
     for column in TYPED_COLUMNS
 )
 """Per typed column: name, attribute, default for otel-llm's spans, and the type check."""
-_CHUNK_INDEX, _CHUNK_GAP = (attribute for _, attribute in CHUNK_COLUMNS)
-_CHUNK_INDEX_COLUMN, _CHUNK_GAP_COLUMN = (name for name, _ in CHUNK_COLUMNS)
-_CHUNK_PAIR: Final = (_CHUNK_INDEX, _CHUNK_GAP)
+CHUNK_PAIR: Final = (sc.CHUNK_INDEX, sc.CHUNK_GAP_NS)
+"""The attributes of a chunk event, in the order otel-llm writes them."""
 
 
 def _event_columns(events: Sequence[Event], start: int, row: dict[str, Any]) -> None:
@@ -131,21 +131,30 @@ def _event_columns(events: Sequence[Event], start: int, row: dict[str, Any]) -> 
         names.append(name)
         inner = plain_attributes(event.attributes)
         if name == sc.CHUNK_EVENT:
-            index = inner.get(_CHUNK_INDEX)
-            gap = inner.get(_CHUNK_GAP)
+            index = inner.get(sc.CHUNK_INDEX)
+            gap = inner.get(sc.CHUNK_GAP_NS)
             indexes.append(as_int(index))
             gaps.append(as_int(gap))
             offsets.append(stamp - start)
-            if tuple(inner) == _CHUNK_PAIR and type(index) is int and type(gap) is int:
-                maps.append({_CHUNK_INDEX: str(index), _CHUNK_GAP: str(gap)})
+            if tuple(inner) == CHUNK_PAIR and type(index) is int and type(gap) is int:
+                maps.append({sc.CHUNK_INDEX: str(index), sc.CHUNK_GAP_NS: str(gap)})
                 continue
         maps.append(_string_map(inner))
+    put_event_columns(row, stamps, names, maps, (indexes, gaps, offsets))
+
+
+def put_event_columns(
+    row: dict[str, Any],
+    stamps: list[int],
+    names: list[str],
+    maps: list[dict[str, str]],
+    chunks: tuple[list[Any], list[Any], list[int]],
+) -> None:
+    """Put a row's event arrays and typed chunk arrays (index, gap, offset) in place."""
     row["Events.Timestamp"] = stamps
     row["Events.Name"] = names
     row["Events.Attributes"] = maps
-    row[_CHUNK_INDEX_COLUMN] = indexes
-    row[_CHUNK_GAP_COLUMN] = gaps
-    row[CHUNK_OFFSET_COLUMN] = offsets
+    row[CHUNK_INDEX_COLUMN], row[CHUNK_GAP_COLUMN], row[CHUNK_OFFSET_COLUMN] = chunks
 
 
 def span_row(span: ReadableSpan) -> dict[str, Any]:
