@@ -44,10 +44,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import glob
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -59,6 +57,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from _callgrind import marked_run, totals_of
+
 PATHS = ("openai", "client")
 SHAPES = {"events": 150_000_000, "none": 1_000}
 """Metering-clock step per read, in nanoseconds, of each stream shape."""
@@ -68,8 +68,6 @@ been up a while. Both shapes then compute on integers of the same size, as in pr
 clock starting near zero would make the ``none`` stream's arithmetic cheaper (CPython adds
 integers below 2**30 on a fast path) and bill that to the events."""
 TARGET = 10_000
-MARKER = "getppid"
-NICE = ["nice", "-n", "10"] if shutil.which("nice") else []
 MODEL = "bench"
 MESSAGES: Any = [{"role": "user", "content": "go"}]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -238,50 +236,28 @@ class Run:
     recorded: dict[str, Any] | None = None
 
 
-def totals_of(path: str) -> int:
-    with open(path, encoding="utf-8") as handle:
-        found = re.search(r"^(?:summary|totals): (\d+)", handle.read(), re.MULTILINE)
-    if found is None:
-        raise SystemExit(f"no instruction total in {path}")
-    return int(found.group(1))
-
-
 def callgrind(args: argparse.Namespace, run: Run, package_dir: str) -> None:
     """Run one worker under callgrind; keep the count of the measured stream."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": package_dir}
-        command = [
-            *NICE,
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            f"--dump-before={MARKER}",
-            sys.executable,
-            os.path.abspath(__file__),
-            "--worker",
-            "--path",
-            run.path,
-            "--shape",
-            run.shape,
-            "--chunks",
-            str(args.chunks),
-            "--streams",
-            str(args.streams),
-            "--url",
-            args.url,
-            "--script-header",
-            args.script_header,
-        ]
-        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise SystemExit(
-                f"{run.path}/{run.shape} under callgrind failed:\n{done.stderr[-3000:]}"
-            )
-        parts = sorted(glob.glob(out + ".*"))
-        if parts != [out + ".1", out + ".2"]:
-            raise SystemExit(f"{run.path}/{run.shape}: expected two dumps, got {parts}")
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": package_dir}
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        "--path",
+        run.path,
+        "--shape",
+        run.shape,
+        "--chunks",
+        str(args.chunks),
+        "--streams",
+        str(args.streams),
+        "--url",
+        args.url,
+        "--script-header",
+        args.script_header,
+    ]
+    with marked_run(command, env, f"{run.path}/{run.shape}") as (done, parts):
         run.instructions = totals_of(parts[1])
         run.recorded = json.loads(done.stdout.strip().splitlines()[-1])["recorded"]
         if args.keep:

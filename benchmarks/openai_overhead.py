@@ -60,15 +60,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import glob
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -76,6 +73,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from _callgrind import marked_run, totals_of
 from _provider import start_provider
 
 VARIANTS = ("bare", "otel-llm", "openllmetry", "contrib")
@@ -84,11 +82,7 @@ MODEL = "bench"
 MESSAGES: Any = [{"role": "user", "content": "go"}]
 EXTRA_ITEMS = 2
 """Items the SDK yields beside the incremental chunks: the role chunk and the finish chunk."""
-MARKER = "getppid"
-"""The C function whose calls make callgrind dump its counters (``os.getppid()``)."""
 TARGET_RATIO = 1.05
-NICE = ["nice", "-n", "10"] if shutil.which("nice") else []
-"""Callgrind runs yield the CPU to other work on the machine: their counts do not change."""
 CONTENT_VARIABLES = (
     "TRACELOOP_TRACE_CONTENT",
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
@@ -349,43 +343,13 @@ def timed(args: argparse.Namespace, results: dict[str, Result]) -> None:
             proc.wait(timeout=60)
 
 
-def totals_of(path: str) -> int:
-    with open(path, encoding="utf-8") as handle:
-        found = re.search(r"^(?:summary|totals): (\d+)", handle.read(), re.MULTILINE)
-    if found is None:
-        raise SystemExit(f"no instruction total in {path}")
-    return int(found.group(1))
-
-
 def callgrind(args: argparse.Namespace, variant: str, result: Result) -> None:
     """Run ``variant`` once under callgrind; keep the count of the measured stream."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        done = subprocess.run(
-            [
-                *NICE,
-                "valgrind",
-                "--tool=callgrind",
-                f"--callgrind-out-file={out}",
-                f"--dump-before={MARKER}",
-                *worker_command(args, variant, "callgrind-worker", args.callgrind_chunks),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise SystemExit(f"{variant} under callgrind failed:\n{done.stderr[-3000:]}")
-        parts = sorted(glob.glob(out + ".*"))
-        if parts != [out + ".1", out + ".2"]:
-            raise SystemExit(
-                f"{variant}: expected two dumps at the {MARKER}() markers, got {parts}; "
-                "something else called it"
-            )
-        counts = [totals_of(part) for part in (*parts, out)]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    command = worker_command(args, variant, "callgrind-worker", args.callgrind_chunks)
+    with marked_run(command, env, variant) as (done, parts):
+        counts = [totals_of(part) for part in parts]
         result.instructions = counts[1]
         result.process_instructions = sum(counts)
         result.recorded = json.loads(done.stdout.strip().splitlines()[-1])["recorded"]
