@@ -33,6 +33,7 @@ from otel_llm._show._store import (
 )
 from tests.conftest import Spans, require
 from tests.duckdb_store import Store
+from tests.processes import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -326,14 +327,8 @@ def test_older_duckdb_reads_the_store(tmp_path: Path, version: str) -> None:
         print(c.execute(sql).fetchone()[0])
         """
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}
+    out = run_python(script, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     expected = run_query(store.path, "SELECT stall_ms FROM llm_calls").rows[0][0]
     assert out.stdout.split() == ["2", str(expected)]
@@ -446,13 +441,7 @@ def test_a_forked_child_writes_its_own_spans(tmp_path: Path) -> None:
     """A process forked after the writer started (gunicorn --preload, multiprocessing) gets a
     writer of its own and writes its spans; the parent's are written once, by the parent."""
     path = tmp_path / "store"
-    out = subprocess.run(
-        [sys.executable, "-c", _FORK.format(root=str(ROOT), path=str(path))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_python(_FORK.format(root=str(ROOT), path=str(path)), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "3"]
     assert count(path) == 6
@@ -488,13 +477,7 @@ def test_a_merge_cut_short_by_a_crash_is_finished(tmp_path: Path) -> None:
         spans.tracer.start_span(f"s{index}").end()
     for span in spans.finished():
         store.write([span_row(span)])
-    out = subprocess.run(
-        [sys.executable, "-c", _CRASHED_MERGE.format(root=str(ROOT), path=str(path))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_python(_CRASHED_MERGE.format(root=str(ROOT), path=str(path)), cwd=tmp_path)
     assert out.returncode == 137, out.stderr
     assert list(store.segments_dir.glob(".*.merge"))  # the crash left its intent
     assert count(path, 'SELECT count(*) - count(DISTINCT "SpanId") FROM otel_traces') == 0
@@ -588,13 +571,7 @@ def test_a_full_disk_leaves_no_partial_segment_and_loses_nothing(tmp_path: Path)
     """While writes fail (a file-size limit stands in for a full disk), no partial segment is
     left behind and the spans wait; once there is room they are all written."""
     path = tmp_path / "store"
-    out = subprocess.run(
-        [sys.executable, "-c", _FULL_DISK.format(root=str(ROOT), path=str(path))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = run_python(_FULL_DISK.format(root=str(ROOT), path=str(path)), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["3", "0"]
     assert count(path) == 3
