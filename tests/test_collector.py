@@ -126,17 +126,8 @@ def test_the_shipped_configs_validate(binary: Path, tmp_path: Path) -> None:
     assert "send_batch_sise" in done.stderr
 
 
-def test_spans_of_three_processes_land_as_the_embedded_path_writes_them(
-    binary: Path, tmp_path: Path
-) -> None:
-    """`otel-llm collector` (the CLI, stopped with SIGTERM) carries the spans of three
-    processes into its store; the rows equal those the same processes wrote into an embedded
-    store: every column, the views' derived figures and the re-threshold macro."""
-    store, embedded = tmp_path / "via-collector", tmp_path / "embedded"
-    # Made before the three writers start: several processes creating one store at the same
-    # moment can see each other's half-made directory (NotAStore; reported to the store's owner).
-    prepare_for_writing(embedded)
-    ports = Ports.free()
+def _collector_cli(store: Path, ports: Ports, binary: Path) -> subprocess.Popen[str]:
+    """`otel-llm collector` on ``ports`` into ``store``, once it says the collector is up."""
     cli = subprocess.Popen(
         [
             sys.executable,
@@ -153,13 +144,25 @@ def test_spans_of_three_processes_land_as_the_embedded_path_writes_them(
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert cli.stderr is not None
+    for line in cli.stderr:
+        if "collector up" in line:
+            return cli
+    pytest.fail(f"otel-llm collector did not come up (exit code {cli.wait()})")
+
+
+def test_spans_of_three_processes_land_as_the_embedded_path_writes_them(
+    binary: Path, tmp_path: Path
+) -> None:
+    """`otel-llm collector` (the CLI, stopped with SIGTERM) carries the spans of three
+    processes into its store; the rows equal those the same processes wrote into an embedded
+    store: every column, the views' derived figures and the re-threshold macro."""
+    store, embedded = tmp_path / "via-collector", tmp_path / "embedded"
+    prepare_for_writing(embedded)  # (processes making one store at once: tests/test_store.py)
+    ports = Ports.free()
+    cli = _collector_cli(store, ports, binary)
     try:
         assert cli.stderr is not None
-        for line in cli.stderr:
-            if "collector up" in line:
-                break
-        else:
-            pytest.fail(f"otel-llm collector did not come up (exit code {cli.wait()})")
         _finish(_senders(ports, embedded, PROCESSES))
         cli.send_signal(signal.SIGTERM)
         rest = cli.stderr.read()
@@ -289,27 +292,8 @@ def test_a_killed_cli_leaves_no_collector_running(binary: Path, tmp_path: Path) 
     """`otel-llm collector` killed outright (SIGKILL: it cannot stop anything itself): the
     collector it started ends too instead of running on unowned."""
     ports = Ports.free()
-    cli = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "otel_llm.cli",
-            "collector",
-            "--db",
-            str(tmp_path / "store"),
-            f"--grpc-port={ports.grpc}",
-            f"--http-port={ports.http}",
-            f"--health-port={ports.health}",
-        ],
-        env={**os.environ, env.OTEL_LLM_COLLECTOR_BIN: str(binary)},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    cli = _collector_cli(tmp_path / "store", ports, binary)
     try:
-        assert cli.stderr is not None
-        for line in cli.stderr:
-            if "collector up" in line:
-                break
         children = Path(f"/proc/{cli.pid}/task/{cli.pid}/children").read_text().split()
         [child] = [int(pid) for pid in children]
         assert Path(f"/proc/{child}/exe").resolve() == binary.resolve()
