@@ -151,19 +151,24 @@ class SegmentStore:
         return self._seal(data, name)
 
     def _seal(self, data: bytes, name: str) -> Path:
-        target = self.segments_dir / name
+        with self._sealing(name) as tmp:
+            tmp.write_bytes(data)
+        return self.segments_dir / name
+
+    @contextlib.contextmanager
+    def _sealing(self, name: str) -> Iterator[Path]:
+        """A hidden file to write segment ``name`` into; once written it is flushed to disk and
+        renamed into place, and on any failure removed (nothing half-written is ever seen)."""
         tmp = self.segments_dir / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
-            with tmp.open("wb") as handle:
-                handle.write(data)
-                handle.flush()
+            yield tmp
+            with tmp.open("rb") as handle:
                 os.fsync(handle.fileno())
-            tmp.replace(target)
+            tmp.replace(self.segments_dir / name)
         except BaseException:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             raise
-        return target
 
     def finalize(self, name: str) -> None:
         """Give the pending segment ``PENDING + name`` its final name (idempotent)."""
@@ -282,28 +287,18 @@ class SegmentStore:
         import pyarrow.parquet as pq
 
         schema = arrow_schema()
-        target = self.segments_dir / name
-        tmp = self.segments_dir / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
-        try:
-            with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-                pending: list[pa.Table] = []
-                held = 0
-                for segment in chosen:
-                    table = pq.read_table(segment.path, schema=schema)
-                    pending.append(table)
-                    held += table.nbytes
-                    if held >= DEFAULTS.segment_merge_buffer_bytes:  # bounded memory
-                        writer.write_table(pa.concat_tables(pending))
-                        pending, held = [], 0
-                if pending:
-                    writer.write_table(pa.concat_tables(pending))
-            with tmp.open("rb") as handle:
-                os.fsync(handle.fileno())
-            tmp.replace(target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            raise
+        with self._sealing(name) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as out:
+            pending: list[pa.Table] = []
+            held = 0
+            for segment in chosen:
+                table = pq.read_table(segment.path, schema=schema)
+                pending.append(table)
+                held += table.nbytes
+                if held >= DEFAULTS.segment_merge_buffer_bytes:  # bounded memory
+                    out.write_table(pa.concat_tables(pending))
+                    pending, held = [], 0
+            if pending:
+                out.write_table(pa.concat_tables(pending))
 
     def _finish_merges(self) -> None:
         """Complete or undo merges a crash cut short (caller holds the exclusive lock): a
