@@ -1,0 +1,285 @@
+"""Grafana's expansion of a panel query, as each data source plugin does it: the template
+variables first (Grafana's front end), then the plugin's macros (its back end).
+
+- Variables (Grafana ``templateSrv.replace``): ``$name`` and ``${name}``; "All" with a custom
+  all value inserts that value as written; otherwise the chosen values are formatted by the
+  plugin — the DuckDB plugin (``@grafana/plugin-ui``'s ``SqlDatasource``) quotes each value of a
+  multi-value or include-all variable (``'a','b'``, quotes doubled) and escapes a single one,
+  the ClickHouse plugin joins a list as ``'a','b'`` and inserts a single value as it is. Before
+  that the ClickHouse plugin replaces ``$__conditionalAll(cond, $var)`` by ``1=1`` when "All" is
+  chosen, else by ``cond``.
+- DuckDB plugin (``sqlds``/``sqlutil`` default macros, its own ``timeFrom``/``timeTo``):
+  ``$__timeFilter(c)`` → ``c >= '<from>' AND c <= '<to>'`` (RFC 3339, UTC, whole seconds),
+  ``$__timeFrom()`` / ``$__timeTo()`` → ``'<from>'`` / ``'<to>'`` (no argument),
+  ``$__interval_ms`` → the interval in milliseconds, ``$__interval`` → ``1m``, ``20s`` ….
+- ClickHouse plugin (``pkg/macros``): ``$__timeFilter(c)`` → ``c >= toDateTime(<unix>) AND
+  c <= toDateTime(<unix>)``, ``$__fromTime`` / ``$__toTime`` → ``toDateTime(<unix>)``,
+  ``$__timeInterval(c)`` → ``toStartOfInterval(toDateTime(c), INTERVAL <s> second)`` with
+  ``s`` = max(interval seconds, 1), ``$__interval_s`` → ``s``.
+
+Only these macros are expanded; any other ``$__name`` or a variable left unexpanded is an
+error (:class:`UnexpandedMacro`), so a panel cannot use a macro this module does not know.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Final, Literal
+
+Engine = Literal["duckdb", "clickhouse"]
+
+ALL: Final = "$__all"
+"""Grafana's value of the "All" option."""
+
+
+class UnexpandedMacro(ValueError):
+    """A query names a macro or variable that is not known, or calls one wrongly."""
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """A template variable as a dashboard defines it, with its current value."""
+
+    value: str | tuple[str, ...]
+    """The chosen value, or values (a multi-value variable); :data:`ALL` for "All"."""
+    multi: bool = False
+    include_all: bool = False
+    all_value: str | None = None
+    """A custom all value (inserted as written), or None: "All" means every option."""
+    options: tuple[str, ...] = ()
+    """Every option's value, for "All" without a custom all value."""
+
+    @property
+    def is_all(self) -> bool:
+        values = self.value if isinstance(self.value, tuple) else (self.value,)
+        return ALL in values
+
+
+@dataclass(frozen=True, slots=True)
+class QueryContext:
+    """What Grafana sends with a query: the time range, the interval, the variables."""
+
+    time_from: datetime
+    time_to: datetime
+    interval: timedelta
+    variables: Mapping[str, Variable] = field(default_factory=dict)
+
+
+_VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+"""Grafana's ``$name`` and ``${name}`` (no ``:format``: the panels use none)."""
+
+
+def _sql_quote(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _format_duckdb(value: str | tuple[str, ...], variable: Variable) -> str:
+    """``@grafana/plugin-ui`` ``SqlDatasource.interpolateVariable``."""
+    if isinstance(value, str):
+        if variable.multi or variable.include_all:
+            return _sql_quote(value)
+        return value.replace("'", "''")
+    return ",".join(_sql_quote(v) for v in value)
+
+
+def _format_clickhouse(value: str | tuple[str, ...], variable: Variable) -> str:
+    """The ClickHouse plugin's ``format``: a list as ``'a','b'``, a single value as it is."""
+    del variable
+    if isinstance(value, str):
+        return value
+    return "'" + "','".join(value) + "'"
+
+
+_FORMATS: Final[Mapping[Engine, Callable[[str | tuple[str, ...], Variable], str]]] = {
+    "duckdb": _format_duckdb,
+    "clickhouse": _format_clickhouse,
+}
+
+
+def _replace_variables(sql: str, context: QueryContext, engine: Engine) -> str:
+    formatter = _FORMATS[engine]
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name.startswith("__"):
+            return match.group(0)  # a macro: the back end's
+        variable = context.variables.get(name)
+        if variable is None:
+            raise UnexpandedMacro(f"no value for the template variable ${name}")
+        if variable.is_all:
+            if variable.all_value is not None:
+                return variable.all_value
+            return formatter(variable.options, variable)
+        return formatter(variable.value, variable)
+
+    return _VARIABLE.sub(replace, sql)
+
+
+def _arguments(sql: str, start: int) -> tuple[list[str], int]:
+    """The arguments of a macro call at ``sql[start:]`` and the length of the call's
+    parenthesis (0 and no arguments when no parenthesis follows), as sqlutil parses them."""
+    if not sql.startswith("(", start):
+        return [], 0
+    depth = 0
+    args: list[str] = []
+    arg: list[str] = []
+    for i in range(start, len(sql)):
+        ch = sql[i]
+        if ch == "(":
+            depth += 1
+            if depth == 1:
+                continue
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                args.append("".join(arg).strip())
+                return args, i + 1 - start
+        elif ch == "," and depth == 1:
+            args.append("".join(arg).strip())
+            arg = []
+            continue
+        arg.append(ch)
+    raise UnexpandedMacro("a macro's argument list has no closing parenthesis")
+
+
+def _conditional_all(sql: str, context: QueryContext) -> str:
+    """The ClickHouse plugin's ``applyConditionalAll``, before the variables."""
+    macro = "$__conditionalAll"
+    while (at := sql.rfind(macro + "(")) != -1:
+        args, length = _arguments(sql, at + len(macro))
+        if len(args) != 2:
+            raise UnexpandedMacro(f"{macro} takes a condition and a variable, not {args}")
+        name = args[1].strip().lstrip("$").strip("{}")
+        variable = context.variables.get(name)
+        if variable is None:
+            raise UnexpandedMacro(f"no value for the template variable ${name}")
+        phrase = "1=1" if variable.is_all or variable.value in ("", ()) else args[0]
+        sql = sql[:at] + phrase + sql[at + len(macro) + length :]
+    return sql
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _unix(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+def format_interval(interval: timedelta) -> str:
+    """Grafana's ``gtime.FormatInterval``: the largest whole unit (``1m``, ``20s``, ``500ms``)."""
+    ms = int(interval / timedelta(milliseconds=1))
+    for unit, size in (("y", 365 * 86_400_000), ("d", 86_400_000), ("h", 3_600_000)):
+        if ms >= size:
+            return f"{ms // size}{unit}"
+    for unit, size in (("m", 60_000), ("s", 1000), ("ms", 1)):
+        if ms >= size:
+            return f"{ms // size}{unit}"
+    return "1ms"
+
+
+Macro = Callable[[QueryContext, list[str]], str]
+
+
+def _arity(name: str, args: list[str], want: int) -> None:
+    got = 0 if args in ([], [""]) else len(args)
+    if got != want:
+        raise UnexpandedMacro(f"$__{name} takes {want} argument(s), not {got}")
+
+
+def _duckdb_macros() -> dict[str, Macro]:
+    def time_filter(c: QueryContext, args: list[str]) -> str:
+        _arity("timeFilter", args, 1)
+        col = args[0]
+        return f"{col} >= '{_rfc3339(c.time_from)}' AND {col} <= '{_rfc3339(c.time_to)}'"
+
+    def time_from(c: QueryContext, args: list[str]) -> str:
+        _arity("timeFrom", args, 0)
+        return f"'{_rfc3339(c.time_from)}'"
+
+    def time_to(c: QueryContext, args: list[str]) -> str:
+        _arity("timeTo", args, 0)
+        return f"'{_rfc3339(c.time_to)}'"
+
+    return {
+        "interval_ms": lambda c, _: str(int(c.interval / timedelta(milliseconds=1))),
+        "interval": lambda c, _: format_interval(c.interval),
+        "timeFilter": time_filter,
+        "timeFrom": time_from,
+        "timeTo": time_to,
+    }
+
+
+def _seconds(c: QueryContext) -> int:
+    return max(int(c.interval.total_seconds()), 1)
+
+
+def _clickhouse_macros() -> dict[str, Macro]:
+    def time_filter(c: QueryContext, args: list[str]) -> str:
+        _arity("timeFilter", args, 1)
+        col = args[0]
+        return (
+            f"{col} >= toDateTime({_unix(c.time_from)}) AND {col} <= toDateTime({_unix(c.time_to)})"
+        )
+
+    def time_interval(c: QueryContext, args: list[str]) -> str:
+        _arity("timeInterval", args, 1)
+        return f"toStartOfInterval(toDateTime({args[0]}), INTERVAL {_seconds(c)} second)"
+
+    return {
+        "timeFilter": time_filter,
+        "timeInterval": time_interval,
+        "fromTime": lambda c, _: f"toDateTime({_unix(c.time_from)})",
+        "toTime": lambda c, _: f"toDateTime({_unix(c.time_to)})",
+        "interval_s": lambda c, _: str(_seconds(c)),
+    }
+
+
+_MACROS: Final[Mapping[Engine, Mapping[str, Macro]]] = {
+    "duckdb": _duckdb_macros(),
+    "clickhouse": _clickhouse_macros(),
+}
+
+
+def _expand_macros(sql: str, context: QueryContext, engine: Engine) -> str:
+    """Longest name first, every call of a name replaced by its expansion (sqlutil's order)."""
+    macros = _MACROS[engine]
+    for name in sorted(macros, key=len, reverse=True):
+        pattern = re.compile(rf"\$__{name}\b")
+        while match := pattern.search(sql):
+            args, length = _arguments(sql, match.end())
+            call = sql[match.start() : match.end() + length]
+            sql = sql.replace(call, macros[name](context, args))
+    left = re.search(r"\$__\w+|\$\{?\w+", sql)
+    if left:
+        raise UnexpandedMacro(f"{left.group(0)} is not a macro of the {engine} data source")
+    return sql
+
+
+def expand(sql: str, context: QueryContext, engine: Engine) -> str:
+    """``sql`` as the ``engine`` data source runs it in Grafana."""
+    if engine == "clickhouse":
+        sql = _conditional_all(sql, context)
+    return _expand_macros(_replace_variables(sql, context, engine), context, engine)
+
+
+_NICE_SECONDS: Final = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800)
+NICE_INTERVALS: Final = tuple(
+    timedelta(seconds=s) for s in (*_NICE_SECONDS, 21600, 43200, 86400, 7 * 86400)
+)
+
+
+def interval_for(time_from: datetime, time_to: datetime, max_points: int = 120) -> timedelta:
+    """An interval giving at most about ``max_points`` buckets, rounded up to a round one
+    (as Grafana picks ``$__interval`` for a panel of that many data points)."""
+    span = max(time_to - time_from, timedelta(seconds=1))
+    raw = span / max_points
+    return next((nice for nice in NICE_INTERVALS if nice >= raw), NICE_INTERVALS[-1])
+
+
+def all_of(options: Sequence[str], *, all_value: str | None = None) -> Variable:
+    """A multi-value, include-all variable with "All" chosen."""
+    return Variable(ALL, multi=True, include_all=True, all_value=all_value, options=tuple(options))

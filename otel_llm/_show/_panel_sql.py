@@ -1,0 +1,118 @@
+"""How a panel's SQL names what Grafana fills in: the time range, the bucket interval, the
+template variables and the threshold the stall figures are re-derived at.
+
+A panel query (:mod:`otel_llm._show._panels`) is written once against a :class:`PanelDialect`;
+the DuckDB and the ClickHouse data source each get their own spelling of the few constructs
+their plugins expand differently (:mod:`otel_llm._show._grafana_macros` expands both exactly as
+the plugins do):
+
+- time range: ``$__timeFilter(col)`` in both; the lower bound alone is ``$__timeFrom()`` in the
+  DuckDB plugin, ``$__fromTime`` in the ClickHouse plugin;
+- bucket: DuckDB ``time_bucket`` over ``$__interval_ms``, ClickHouse ``$__timeInterval(col)``;
+- a multi-value variable with "All": DuckDB compares against the custom all value
+  :data:`ALL_VALUE`, ClickHouse uses its plugin's ``$__conditionalAll``;
+- the threshold variable: :data:`AS_MEASURED` reads ``llm_attempts`` (each attempt at the
+  threshold it was measured at), any other value ``llm_attempts_at(T)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from otel_llm._show._views import ATTEMPTS_VIEW, CLICKHOUSE, DUCKDB, ClickHouse, Dialect
+
+ALL_VALUE: Final = "'__all__'"
+"""The DuckDB dashboards' custom "All" value. Grafana inserts a custom all value as written,
+without quoting it, so this is already a SQL literal."""
+
+AS_MEASURED: Final = 0
+"""The threshold variable's value for "as measured"."""
+
+SERVICE: Final = "service"
+MODEL: Final = "model"
+SOURCE: Final = "source"
+THRESHOLD: Final = "threshold"
+CALL: Final = "trace_id"
+"""The template variables, by name: the filters, the stall threshold, the chosen call."""
+
+FILTERS: Final = (SERVICE, MODEL, SOURCE)
+"""The multi-value variables every panel filters by (a view column of the same name)."""
+
+DATASOURCE: Final = "datasource"
+"""The data source variable every panel and variable names as its data source."""
+
+
+@dataclass(frozen=True, slots=True)
+class PanelDialect:
+    """A data source plugin's spelling of what a panel query leaves to Grafana."""
+
+    plugin: str
+    """The Grafana data source type."""
+    sql: Dialect
+    """How the engine spells the rest (views, quantiles, lambdas)."""
+
+    @property
+    def is_clickhouse(self) -> bool:
+        return isinstance(self.sql, ClickHouse)
+
+    def relation(self, name: str) -> str:
+        return self.sql.relation(name)
+
+    def time_filter(self, column: str) -> str:
+        """``column`` within the dashboard's time range."""
+        return f"$__timeFilter({column})"
+
+    def since_start(self, column: str) -> str:
+        """``column`` at or after the start of the time range."""
+        if self.is_clickhouse:
+            return f"{column} >= $__fromTime"
+        return f"{column} >= $__timeFrom()"
+
+    def bucket(self, column: str) -> str:
+        """The start of the time bucket ``column`` falls in (Grafana's interval)."""
+        if self.is_clickhouse:
+            return f"$__timeInterval({column})"
+        return f"time_bucket(to_milliseconds($__interval_ms), {column})"
+
+    def variable(self, name: str) -> str:
+        return "${" + name + "}"
+
+    def matches(self, column: str, name: str) -> str:
+        """``column`` is one of the values chosen in the multi-value variable ``name``."""
+        values = self.variable(name)
+        if self.is_clickhouse:
+            return f"$__conditionalAll({column} IN ({values}), {values})"
+        return f"({ALL_VALUE} IN ({values}) OR {column} IN ({values}))"
+
+    def filters(self, alias: str = "") -> str:
+        """Every filter variable, on the view columns of that name (``alias.`` prefixed)."""
+        prefix = f"{alias}." if alias else ""
+        return " AND ".join(self.matches(f"{prefix}{name}", name) for name in FILTERS)
+
+    def attempts(self) -> str:
+        """The attempts with their stall figures at the threshold variable."""
+        t = self.variable(THRESHOLD)
+        measured = self.relation(ATTEMPTS_VIEW)
+        if self.is_clickhouse:
+            rederived = f"{self.relation('llm_attempts_at')}(threshold_ms={t})"
+        else:
+            rederived = f"llm_attempts_at({t})"
+        return (
+            f"(SELECT * FROM {measured} WHERE {t} = {AS_MEASURED}\n"
+            f"     UNION ALL\n"
+            f"     SELECT * FROM {rederived} WHERE {t} <> {AS_MEASURED})"
+        )
+
+    def unnest(self, array: str) -> str:
+        """One row per element of ``array`` (in a SELECT list)."""
+        return f"arrayJoin({array})" if self.is_clickhouse else f"unnest({array})"
+
+    def to_double(self, expr: str) -> str:
+        return f"toFloat64({expr})" if self.is_clickhouse else f"CAST({expr} AS DOUBLE)"
+
+
+DUCKDB_PANELS: Final = PanelDialect("motherduck-duckdb-datasource", DUCKDB)
+CLICKHOUSE_PANELS: Final = PanelDialect("grafana-clickhouse-datasource", CLICKHOUSE)
+PANEL_DIALECTS: Final = {"duckdb": DUCKDB_PANELS, "clickhouse": CLICKHOUSE_PANELS}
+"""The two data sources, by the folder their dashboards go in."""

@@ -1,0 +1,511 @@
+"""The one panel specification: every panel of the Grafana dashboards and of ``otel-llm report``,
+its SQL written once for both data sources (:class:`~otel_llm._show._panel_sql.PanelDialect`),
+what it shows, and the definitions of its figures.
+
+The dashboards (:mod:`otel_llm._show._dashboards`) turn each :class:`Panel` into a Grafana panel;
+the report (:mod:`otel_llm._show._report`) runs the same SQL with the macros expanded as the
+DuckDB plugin expands them and draws the result. Every query reads the views, never raw spans,
+and aggregates in SQL: a panel returns at most a few hundred rows whatever the store holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from otel_llm import _semconv as sc
+from otel_llm._figures import (
+    CHUNK_COUNT,
+    GENERATION_MS,
+    MAX_INTER_CHUNK_MS,
+    STALL_COUNT,
+    STALL_MS,
+    TTFT_MS,
+    WALL_MS,
+)
+from otel_llm._measure._stalls import NS_PER_MS
+from otel_llm._show._layout import (
+    CHUNK_GAP_COLUMN,
+    CHUNK_INDEX_COLUMN,
+    CHUNK_OFFSET_COLUMN,
+    TABLE,
+)
+from otel_llm._show._panel_sql import CALL, PanelDialect
+from otel_llm._show._views import ATTEMPT_COLUMNS, CALLS_VIEW
+
+Kind = Literal["timeseries", "barchart", "table", "stat", "xychart"]
+Format = Literal["time_series", "table"]
+
+FORMATS: Final = {"time_series": 0, "table": 1}
+"""The data sources' integer ``format`` of a query (sqlutil's FormatQueryOption)."""
+
+TIME: Final = "time"
+"""The time column every time-series panel selects first."""
+SERIES: Final = "series"
+"""The label column of a time series with one line per source and model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """One panel: its SQL and how to show what it returns."""
+
+    key: str
+    """Stable name (the Grafana panel id follows the order of :data:`PANELS`)."""
+    title: str
+    kind: Kind
+    format: Format
+    description: str
+    """What the panel shows and the definitions of its figures (Grafana's panel info, the
+    report's text beside the chart)."""
+    columns: tuple[str, ...]
+    """The columns the query returns, in order."""
+    sql: Callable[[PanelDialect], str]
+    unit: str = "none"
+    """Grafana unit of the value columns (``s``, ``percent``, ``short``)."""
+    width: int = 12
+    height: int = 8
+    stacked: tuple[str, ...] = ()
+    """Value columns drawn stacked; the other value columns are drawn as lines over them."""
+    x: str | None = None
+    """The category (bar chart) or x column (xy chart)."""
+
+    @property
+    def format_code(self) -> int:
+        return FORMATS[self.format]
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The value columns: every column but time, series and the category."""
+        return tuple(c for c in self.columns if c not in (TIME, SERIES, self.x))
+
+
+def _series(alias: str = "") -> str:
+    prefix = f"{alias}." if alias else ""
+    return f"coalesce({prefix}source, {prefix}provider, '?') || '/' || coalesce({prefix}model, '?')"
+
+
+_ATTEMPT: Final = ", ".join(f"a.{c.alias} AS {c.alias}" for c in ATTEMPT_COLUMNS)
+
+
+def _winners(d: PanelDialect) -> str:
+    """The winning attempt of every call in range, at the threshold variable, filtered."""
+    return f"""w AS (
+    SELECT {_ATTEMPT}, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
+    FROM {d.relation(CALLS_VIEW)} c
+    JOIN {d.attempts()} a
+      ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt AND a.trace_id = c.trace_id
+    WHERE {d.time_filter("c.started_at")} AND {d.since_start("a.started_at")}
+      AND {d.filters("a")}
+)"""
+
+
+def _seconds(expr: str) -> str:
+    return f"{expr} / 1000"
+
+
+def _time_split(d: PanelDialect) -> str:
+    return f"""WITH {_winners(d)}
+SELECT
+    {d.bucket("started_at")} AS {TIME},
+    {_series()} AS {SERIES},
+    {_seconds(f"sum({GENERATION_MS.name})")} AS net_s,
+    {_seconds(f"sum({STALL_MS.name})")} AS stall_s,
+    {_seconds(f"sum({WALL_MS.name})")} AS wall_s
+FROM w
+GROUP BY 1, 2
+ORDER BY 1, 2"""
+
+
+def _stall_share(d: PanelDialect) -> str:
+    share = f"100 * sum({STALL_MS.name}) / nullif(sum({WALL_MS.name}), 0)"
+    return f"""WITH {_winners(d)}
+SELECT
+    {d.bucket("started_at")} AS {TIME},
+    {_series()} AS {SERIES},
+    {d.to_double(share)} AS stall_pct
+FROM w
+GROUP BY 1, 2
+ORDER BY 1, 2"""
+
+
+STALL_COUNT_BUCKETS: Final = 5
+"""The stall-count bar chart's last bar holds this many stalls or more."""
+
+
+def _stall_counts(d: PanelDialect) -> str:
+    n = STALL_COUNT_BUCKETS
+    stalls = f"least(coalesce({STALL_COUNT.name}, 0), {n})"
+    label = f"CASE WHEN {stalls} = {n} THEN '{n}+' ELSE CAST({stalls} AS VARCHAR) END"
+    if d.is_clickhouse:
+        label = f"if({stalls} = {n}, '{n}+', toString({stalls}))"
+    return f"""WITH {_winners(d)}
+SELECT {label} AS stalls, count(*) AS calls
+FROM w
+WHERE {STALL_COUNT.name} IS NOT NULL
+GROUP BY {stalls}
+ORDER BY {stalls}"""
+
+
+def _ttft(d: PanelDialect) -> str:
+    q = d.sql.quantile
+    ttft = TTFT_MS.name
+    return f"""WITH {_winners(d)}
+SELECT
+    {d.bucket("started_at")} AS {TIME},
+    {_series()} AS {SERIES},
+    {_seconds(q(ttft, 0.5))} AS ttft_p50_s,
+    {_seconds(q(ttft, 0.95))} AS ttft_p95_s,
+    {_seconds(q(ttft, 0.99))} AS ttft_p99_s
+FROM w
+WHERE {ttft} IS NOT NULL
+GROUP BY 1, 2
+ORDER BY 1, 2"""
+
+
+GAP_EDGES_MS: Final = (250, 500, 1000, 2000, 5000, 10000, 30000)
+"""Upper edges of the chunk-gap bars above the event floor; the last bar is open."""
+
+
+def _gap_bar(gap_ms: str) -> tuple[str, str]:
+    """The bar (its number, its label) a recorded gap above the floor falls in."""
+
+    def text(ms: int) -> str:
+        return f"{ms // 1000} s" if ms >= 1000 else f"{ms} ms"
+
+    edges = GAP_EDGES_MS
+    number = " ".join(f"WHEN {gap_ms} <= {edge} THEN {i + 1}" for i, edge in enumerate(edges))
+    label = " ".join(f"WHEN {gap_ms} <= {edge} THEN '≤ {text(edge)}'" for edge in edges)
+    return (
+        f"CASE {number} ELSE {len(edges) + 1} END",
+        f"CASE {label} ELSE '> {text(edges[-1])}' END",
+    )
+
+
+def _chunk_gaps(d: PanelDialect) -> str:
+    """Gaps above each attempt's event floor come one by one from its chunk events; the gaps at
+    or below the floor are not recorded one by one, only counted (chunks − 1 − those above)."""
+    role = f"\"LlmRole\" = '{sc.SPAN_ROLE_ATTEMPT}'"
+    floor_ns = f'coalesce("ChunkEventsFloorMs", 0) * {NS_PER_MS}'
+    gaps = d.sql.filter(f'"{CHUNK_GAP_COLUMN}"', "g", f"g > {floor_ns}")
+    attempts = f"""SELECT
+        coalesce("{CHUNK_COUNT.column}", 0) AS chunks,
+        {gaps} AS above
+    FROM {d.relation(TABLE)}
+    WHERE {role} AND coalesce("Stream", false)
+      AND {d.time_filter('"Timestamp"')}
+      AND {d.matches('"ServiceName"', "service")}
+      AND {d.matches('"RequestModel"', "model")}
+      AND {d.matches('"Source"', "source")}"""
+    above = f"{d.unnest('above')} / {NS_PER_MS}"
+    number, label = _gap_bar("gap_ms")
+    return f"""WITH attempts AS (
+    {attempts}
+),
+recorded AS (
+    SELECT {d.to_double(above)} AS gap_ms FROM attempts
+),
+bars AS (
+    SELECT 0 AS bar, '≤ event floor' AS gap,
+        sum(greatest(chunks - 1, 0) - {d.sql.length("above")}) AS gaps
+    FROM attempts
+    UNION ALL
+    SELECT {number} AS bar, {label} AS gap, count(*) AS gaps FROM recorded GROUP BY 1, 2
+)
+SELECT gap, gaps FROM bars WHERE gaps > 0 ORDER BY bar"""
+
+
+def _hedging(d: PanelDialect) -> str:
+    count_if = d.sql.count_if
+    hedged = count_if("hedges > 0")
+    return f"""SELECT
+    count(*) AS calls,
+    {d.to_double(f"100 * {hedged} / nullif(count(*), 0)")} AS hedged_pct,
+    {d.to_double(f"100 * {count_if('hedge_won')} / nullif({hedged}, 0)")} AS hedge_won_pct,
+    coalesce(sum(hedges), 0) AS wasted_requests,
+    coalesce(sum(hedge_waste_tokens), 0) AS wasted_tokens,
+    coalesce(sum(hedge_waste_chunks), 0) AS wasted_chunks
+FROM {d.relation(CALLS_VIEW)}
+WHERE {d.time_filter("started_at")} AND {d.filters()}"""
+
+
+def _hedge_rate(d: PanelDialect) -> str:
+    count_if = d.sql.count_if
+    hedged = count_if("hedges > 0")
+    return f"""SELECT
+    {d.bucket("started_at")} AS {TIME},
+    {d.to_double(f"100 * {hedged} / nullif(count(*), 0)")} AS hedged_pct,
+    {d.to_double(f"100 * {count_if('hedge_won')} / nullif(count(*), 0)")} AS hedge_won_pct
+FROM {d.relation(CALLS_VIEW)}
+WHERE {d.time_filter("started_at")} AND {d.filters()}
+GROUP BY 1
+ORDER BY 1"""
+
+
+def _outcomes(d: PanelDialect) -> str:
+    count_if = d.sql.count_if
+    return f"""SELECT
+    coalesce(outcome, 'unknown') AS outcome,
+    {count_if(f"leg = '{sc.LEG_PRIMARY}'")} AS primary_attempts,
+    {count_if(f"leg = '{sc.LEG_HEDGE}'")} AS hedge_attempts,
+    {count_if(f"coalesce(leg, '') NOT IN ('{sc.LEG_PRIMARY}', '{sc.LEG_HEDGE}')")} AS other_attempts
+FROM {d.relation("llm_attempts")}
+WHERE {d.time_filter("started_at")} AND {d.filters()}
+GROUP BY 1
+ORDER BY 1"""
+
+
+def _errors(d: PanelDialect) -> str:
+    return f"""SELECT
+    {_series()} AS {SERIES},
+    coalesce(outcome, 'unknown') AS outcome,
+    error_type,
+    count(*) AS attempts
+FROM {d.relation("llm_attempts")}
+WHERE {d.time_filter("started_at")} AND {d.filters()} AND error_type IS NOT NULL
+GROUP BY 1, 2, 3
+ORDER BY attempts DESC, 1, 2, 3
+LIMIT 50"""
+
+
+WORST_CALLS: Final = 20
+"""Rows of the worst-stalls table."""
+
+
+def _worst(d: PanelDialect) -> str:
+    return f"""WITH {_winners(d)}
+SELECT
+    started_at,
+    trace_id,
+    {_series()} AS {SERIES},
+    {_seconds(WALL_MS.name)} AS wall_s,
+    {_seconds(STALL_MS.name)} AS stall_s,
+    {STALL_COUNT.name} AS stalls,
+    {_seconds(MAX_INTER_CHUNK_MS.name)} AS longest_gap_s,
+    {_seconds(TTFT_MS.name)} AS ttft_s,
+    {CHUNK_COUNT.name} AS chunks
+FROM w
+WHERE {STALL_MS.name} > 0
+ORDER BY {STALL_MS.name} DESC, trace_id
+LIMIT {WORST_CALLS}"""
+
+
+def worst_trace_ids(d: PanelDialect) -> str:
+    """The chosen-call variable's options: the worst stalled calls in range, worst first."""
+    return f"""WITH {_winners(d)}
+SELECT trace_id FROM w WHERE {STALL_MS.name} > 0
+ORDER BY {STALL_MS.name} DESC, trace_id
+LIMIT {WORST_CALLS}"""
+
+
+def _timeline(d: PanelDialect) -> str:
+    role = f"\"LlmRole\" = '{sc.SPAN_ROLE_ATTEMPT}'"
+    call = f"'{d.variable(CALL)}'"
+    if d.is_clickhouse:
+        arrays = f"""arrayJoin(arrayZip("{CHUNK_OFFSET_COLUMN}", "{CHUNK_GAP_COLUMN}",
+            "{CHUNK_INDEX_COLUMN}")) AS e,
+        tupleElement(e, 1) AS offset_ns, tupleElement(e, 2) AS gap_ns,
+        tupleElement(e, 3) AS chunk"""
+    else:
+        arrays = f"""unnest("{CHUNK_OFFSET_COLUMN}") AS offset_ns,
+        unnest("{CHUNK_GAP_COLUMN}") AS gap_ns,
+        unnest("{CHUNK_INDEX_COLUMN}") AS chunk"""
+    return f"""WITH events AS (
+    SELECT
+        coalesce("Leg", '?') || ' ' || CAST(coalesce("AttemptNumber", 0) AS VARCHAR)
+            || ' (' || coalesce("Source", '?') || ')' AS attempt,
+        {arrays}
+    FROM {d.relation(TABLE)}
+    WHERE {role} AND "TraceId" = {call}
+)
+SELECT
+    {d.to_double(f"offset_ns / {NS_PER_MS}")} / 1000 AS offset_s,
+    {d.to_double(f"coalesce(gap_ns, offset_ns) / {NS_PER_MS}")} / 1000 AS gap_s,
+    chunk,
+    attempt
+FROM events
+ORDER BY attempt, offset_s"""
+
+
+_DEFINITIONS: Final = {
+    "wall": "wall: the attempt's transport call, request issued to stream ended.",
+    "stall": "stall: the sum of the gaps between two chunks longer than the stall threshold.",
+    "net": "net generation: wall − stall.",
+    "ttft": "TTFT: request issued to the first incremental chunk.",
+    "winner": "Each call is counted by its winning attempt.",
+    "threshold": "The threshold variable re-derives stalls from the stored chunk events at "
+    "another threshold ('as measured': each attempt at the threshold it ran with).",
+}
+
+
+def _defs(*keys: str) -> str:
+    return " ".join(_DEFINITIONS[k] for k in keys)
+
+
+PANELS: Final = (
+    Panel(
+        "time_split",
+        "Where the time went: net generation + stall = wall",
+        "timeseries",
+        "time_series",
+        "Per source/model, the seconds of the calls that started in each interval, stacked: "
+        "net generation below, stall above, so the top of the stack is the wall time (the "
+        "dashed line). " + _defs("wall", "stall", "net", "winner", "threshold"),
+        (TIME, SERIES, "net_s", "stall_s", "wall_s"),
+        _time_split,
+        unit="s",
+        width=24,
+        height=9,
+        stacked=("net_s", "stall_s"),
+    ),
+    Panel(
+        "stall_share",
+        "Stall share of wall time",
+        "timeseries",
+        "time_series",
+        "Per source/model: 100 × stall / wall over the calls that started in each interval. "
+        + _defs("stall", "winner", "threshold"),
+        (TIME, SERIES, "stall_pct"),
+        _stall_share,
+        unit="percent",
+    ),
+    Panel(
+        "ttft",
+        "Time to first chunk: p50 / p95 / p99",
+        "timeseries",
+        "time_series",
+        "Per source/model, the percentiles of TTFT over the calls that started in each "
+        "interval. " + _defs("ttft", "winner"),
+        (TIME, SERIES, "ttft_p50_s", "ttft_p95_s", "ttft_p99_s"),
+        _ttft,
+        unit="s",
+    ),
+    Panel(
+        "stall_counts",
+        "Calls by number of stalls",
+        "barchart",
+        "table",
+        f"How many calls stalled 0, 1, 2 … times ({STALL_COUNT_BUCKETS}+: that many or more). "
+        + _defs("stall", "winner", "threshold"),
+        ("stalls", "calls"),
+        _stall_counts,
+        unit="short",
+        width=8,
+        x="stalls",
+    ),
+    Panel(
+        "chunk_gaps",
+        "Gaps between chunks",
+        "barchart",
+        "table",
+        "Every gap between two chunks of every streamed attempt. Gaps above the attempt's "
+        "chunk-event floor (100 ms by default) are stored one by one and fall in their bar; "
+        "the gaps at or below the floor are counted together in the first bar.",
+        ("gap", "gaps"),
+        _chunk_gaps,
+        unit="short",
+        width=8,
+        x="gap",
+    ),
+    Panel(
+        "outcomes",
+        "Attempts by outcome",
+        "barchart",
+        "table",
+        "Every attempt (primary and hedge legs, retries) by how it ended: ok, error, "
+        "watchdog_killed, hedge_cancelled (a leg that lost its hedged round), cancelled, "
+        "closed, dropped.",
+        ("outcome", "primary_attempts", "hedge_attempts", "other_attempts"),
+        _outcomes,
+        unit="short",
+        width=8,
+        stacked=("primary_attempts", "hedge_attempts", "other_attempts"),
+        x="outcome",
+    ),
+    Panel(
+        "hedging",
+        "Hedging: rate, wins and waste",
+        "stat",
+        "table",
+        "hedged: calls that started at least one hedge leg. won: hedged calls a hedge leg won. "
+        "wasted requests: the legs that lost (every hedge issued, since one leg of a round "
+        "wins); wasted tokens and chunks: what the losing legs had streamed when they were "
+        "cancelled.",
+        (
+            "calls",
+            "hedged_pct",
+            "hedge_won_pct",
+            "wasted_requests",
+            "wasted_tokens",
+            "wasted_chunks",
+        ),
+        _hedging,
+        width=12,
+        height=5,
+    ),
+    Panel(
+        "hedge_rate",
+        "Hedge rate and win rate",
+        "timeseries",
+        "time_series",
+        "Of the calls that started in each interval: the share that hedged and the share a "
+        "hedge leg won.",
+        (TIME, "hedged_pct", "hedge_won_pct"),
+        _hedge_rate,
+        unit="percent",
+        width=12,
+        height=5,
+    ),
+    Panel(
+        "errors",
+        "Errors by type",
+        "table",
+        "table",
+        "Attempts that ended with an error type (error.type), by source/model and outcome.",
+        (SERIES, "outcome", "error_type", "attempts"),
+        _errors,
+        unit="short",
+    ),
+    Panel(
+        "worst",
+        "Worst stalled calls",
+        "table",
+        "table",
+        f"The {WORST_CALLS} calls that lost the most time to stalls; a trace id opens its "
+        "chunk timeline below. " + _defs("stall", "winner", "threshold"),
+        (
+            "started_at",
+            "trace_id",
+            SERIES,
+            "wall_s",
+            "stall_s",
+            "stalls",
+            "longest_gap_s",
+            "ttft_s",
+            "chunks",
+        ),
+        _worst,
+        unit="s",
+        width=24,
+        height=9,
+    ),
+    Panel(
+        "timeline",
+        "Chunk timeline of the chosen call",
+        "xychart",
+        "table",
+        "The chosen call's attempts (the trace_id variable): each recorded chunk at its "
+        "arrival after the attempt started (x) with the gap before it (y). The first chunk's "
+        "gap is its TTFT; chunks after gaps at or below the event floor are not recorded one "
+        "by one, except the last.",
+        ("offset_s", "gap_s", "chunk", "attempt"),
+        _timeline,
+        unit="s",
+        width=24,
+        height=9,
+        x="offset_s",
+    ),
+)
+
+_keys = [panel.key for panel in PANELS]
+assert len(set(_keys)) == len(_keys), "panel keys are unique"
