@@ -277,7 +277,7 @@ SELECT
         WHEN measured_here THEN measured_stall_ms
     END AS stall_ms,
     CASE
-        WHEN usable THEN length(stall_gaps)
+        WHEN usable THEN toInt64(length(stall_gaps))
         WHEN measured_here THEN measured_stall_count
     END AS stall_count,
     max_inter_chunk_ms,

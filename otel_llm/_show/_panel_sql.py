@@ -85,10 +85,18 @@ class PanelDialect:
             return f"$__conditionalAll({column} IN ({values}), {values})"
         return f"({ALL_VALUE} IN ({values}) OR {column} IN ({values}))"
 
-    def filters(self, alias: str = "") -> str:
-        """Every filter variable, on the view columns of that name (``alias.`` prefixed)."""
+    def filters(self, alias: str = "", *, repeat: str | None = None) -> str:
+        """Every filter variable, on the view columns of that name (``alias.`` prefixed).
+        ``repeat``: the panel is repeated per value of that variable, which then holds one
+        value in each copy (and the ClickHouse plugin's ``$__conditionalAll`` would read the
+        dashboard's "All" instead of the copy's value)."""
         prefix = f"{alias}." if alias else ""
-        return " AND ".join(self.matches(f"{prefix}{name}", name) for name in FILTERS)
+        return " AND ".join(
+            f"{prefix}{name} IN ({self.variable(name)})"
+            if name == repeat
+            else self.matches(f"{prefix}{name}", name)
+            for name in FILTERS
+        )
 
     def attempts(self) -> str:
         """The attempts with their stall figures at the threshold variable."""

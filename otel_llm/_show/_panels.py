@@ -31,13 +31,13 @@ from otel_llm._show._layout import (
     CHUNK_OFFSET_COLUMN,
     TABLE,
 )
-from otel_llm._show._panel_sql import CALL, PanelDialect
+from otel_llm._show._panel_sql import CALL, SERVICE, SOURCE, PanelDialect
 from otel_llm._show._views import ATTEMPT_COLUMNS, CALLS_VIEW
 
-Kind = Literal["timeseries", "barchart", "table", "stat", "xychart"]
-Format = Literal["time_series", "table"]
+Kind = Literal["timeseries", "barchart", "table", "stat", "xychart", "traces"]
+Format = Literal["time_series", "table", "traces"]
 
-FORMATS: Final = {"time_series": 0, "table": 1}
+FORMATS: Final = {"time_series": 0, "table": 1, "traces": 3}
 """The data sources' integer ``format`` of a query (sqlutil's FormatQueryOption)."""
 
 TIME: Final = "time"
@@ -69,6 +69,9 @@ class Panel:
     """Value columns drawn stacked; the other value columns are drawn as lines over them."""
     x: str | None = None
     """The category (bar chart) or x column (xy chart)."""
+    repeat: str | None = None
+    """A filter variable to draw the panel once per value of (Grafana's panel repeat; the
+    report draws one chart per value)."""
 
     @property
     def format_code(self) -> int:
@@ -88,15 +91,16 @@ def _series(alias: str = "") -> str:
 _ATTEMPT: Final = ", ".join(f"a.{c.alias} AS {c.alias}" for c in ATTEMPT_COLUMNS)
 
 
-def _winners(d: PanelDialect) -> str:
-    """The winning attempt of every call in range, at the threshold variable, filtered."""
+def _winners(d: PanelDialect, repeat: str | None = None) -> str:
+    """The winning attempt of every call in range, at the threshold variable, filtered
+    (``repeat``: the panel is drawn once per value of that variable)."""
     return f"""w AS (
     SELECT {_ATTEMPT}, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
     FROM {d.relation(CALLS_VIEW)} c
     JOIN {d.attempts()} a
       ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt AND a.trace_id = c.trace_id
     WHERE {d.time_filter("c.started_at")} AND {d.since_start("a.started_at")}
-      AND {d.filters("a")}
+      AND {d.filters("a", repeat=repeat)}
 )"""
 
 
@@ -105,16 +109,15 @@ def _seconds(expr: str) -> str:
 
 
 def _time_split(d: PanelDialect) -> str:
-    return f"""WITH {_winners(d)}
+    return f"""WITH {_winners(d, repeat=SOURCE)}
 SELECT
     {d.bucket("started_at")} AS {TIME},
-    {_series()} AS {SERIES},
     {_seconds(f"sum({GENERATION_MS.name})")} AS net_s,
     {_seconds(f"sum({STALL_MS.name})")} AS stall_s,
     {_seconds(f"sum({WALL_MS.name})")} AS wall_s
 FROM w
-GROUP BY 1, 2
-ORDER BY 1, 2"""
+GROUP BY 1
+ORDER BY 1"""
 
 
 def _stall_share(d: PanelDialect) -> str:
@@ -135,16 +138,18 @@ STALL_COUNT_BUCKETS: Final = 5
 
 def _stall_counts(d: PanelDialect) -> str:
     n = STALL_COUNT_BUCKETS
-    stalls = f"least(coalesce({STALL_COUNT.name}, 0), {n})"
-    label = f"CASE WHEN {stalls} = {n} THEN '{n}+' ELSE CAST({stalls} AS VARCHAR) END"
+    label = f"CASE WHEN bar = {n} THEN '{n}+' ELSE CAST(bar AS VARCHAR) END"
     if d.is_clickhouse:
-        label = f"if({stalls} = {n}, '{n}+', toString({stalls}))"
+        label = f"if(bar = {n}, '{n}+', toString(bar))"
     return f"""WITH {_winners(d)}
 SELECT {label} AS stalls, count(*) AS calls
-FROM w
-WHERE {STALL_COUNT.name} IS NOT NULL
-GROUP BY {stalls}
-ORDER BY {stalls}"""
+FROM (
+    SELECT least({STALL_COUNT.name}, CAST({n} AS BIGINT)) AS bar
+    FROM w
+    WHERE {STALL_COUNT.name} IS NOT NULL
+) bars
+GROUP BY bar
+ORDER BY bar"""
 
 
 def _ttft(d: PanelDialect) -> str:
@@ -348,15 +353,16 @@ PANELS: Final = (
         "Where the time went: net generation + stall = wall",
         "timeseries",
         "time_series",
-        "Per source/model, the seconds of the calls that started in each interval, stacked: "
-        "net generation below, stall above, so the top of the stack is the wall time (the "
-        "dashed line). " + _defs("wall", "stall", "net", "winner", "threshold"),
-        (TIME, SERIES, "net_s", "stall_s", "wall_s"),
+        "One chart per source: the seconds of the calls that started in each interval, "
+        "stacked: net generation below, stall above, so the top of the stack is the wall time "
+        "(the dashed line). " + _defs("wall", "stall", "net", "winner", "threshold"),
+        (TIME, "net_s", "stall_s", "wall_s"),
         _time_split,
         unit="s",
-        width=24,
+        width=12,
         height=9,
         stacked=("net_s", "stall_s"),
+        repeat=SOURCE,
     ),
     Panel(
         "stall_share",
@@ -509,3 +515,73 @@ PANELS: Final = (
 
 _keys = [panel.key for panel in PANELS]
 assert len(set(_keys)) == len(_keys), "panel keys are unique"
+
+
+def variable_sql(d: PanelDialect, name: str) -> str:
+    """The options of template variable ``name``: the values seen in the time range."""
+    if name == CALL:
+        return worst_trace_ids(d)
+    view = CALLS_VIEW if name == SERVICE else "llm_attempts"
+    return f"""SELECT DISTINCT {name} FROM {d.relation(view)}
+WHERE {d.time_filter("started_at")} AND {name} IS NOT NULL
+ORDER BY 1"""
+
+
+def trace_view_sql(d: PanelDialect) -> str:
+    """The chosen call as Grafana's trace view reads a trace (ClickHouse only: the columns the
+    ClickHouse plugin's trace-id query selects from the exporter's ``otel_traces``, the chunk
+    events as span logs)."""
+    traces = d.relation(TABLE)
+    tags = "arrayMap(key -> map('key', key, 'value', {m}[key]), mapKeys({m}))"
+    logs = (
+        "arrayMap((name, timestamp, attributes) -> tuple(name, "
+        "toString(toUnixTimestamp64Milli(timestamp)), "
+        "arrayMap(key -> map('key', key, 'value', attributes[key]), mapKeys(attributes)))"
+        "::Tuple(name String, timestamp String, fields Array(Map(String, String))), "
+        '"Events.Name", "Events.Timestamp", "Events.Attributes")'
+    )
+    return f"""SELECT
+    "TraceId" AS traceID,
+    "SpanId" AS spanID,
+    "ParentSpanId" AS parentSpanID,
+    "ServiceName" AS serviceName,
+    "SpanName" AS operationName,
+    multiply(toUnixTimestamp64Nano("Timestamp"), 0.000001) AS startTime,
+    multiply("Duration", 0.000001) AS duration,
+    {tags.format(m='"SpanAttributes"')} AS tags,
+    {tags.format(m='"ResourceAttributes"')} AS serviceTags,
+    if("StatusCode" IN ('Error', 'STATUS_CODE_ERROR'), 2, 0) AS statusCode,
+    {logs} AS logs,
+    "SpanKind" AS kind,
+    "StatusMessage" AS statusMessage
+FROM {traces}
+WHERE "TraceId" = '{d.variable(CALL)}'"""
+
+
+TRACE_VIEW: Final = Panel(
+    "trace",
+    "The chosen call in Grafana's trace view",
+    "traces",
+    "traces",
+    "The call span and its attempt spans (the trace_id variable), with every chunk event "
+    "as a span log.",
+    (
+        "traceID",
+        "spanID",
+        "parentSpanID",
+        "serviceName",
+        "operationName",
+        "startTime",
+        "duration",
+        "tags",
+        "serviceTags",
+        "statusCode",
+        "logs",
+        "kind",
+        "statusMessage",
+    ),
+    trace_view_sql,
+    width=24,
+    height=12,
+)
+"""Only on the ClickHouse dashboard: the DuckDB data source has no trace view."""

@@ -143,7 +143,7 @@ class ClickHouse(Dialect):
         return f"arraySum(x -> ifNull(x, 0), {array})"  # 0 for an empty array: coalesced alike
 
     def length(self, array: str) -> str:
-        return f"length({array})"
+        return f"toInt64(length({array}))"  # BIGINT, as DuckDB's len: no UInt64/Int64 Variant
 
     def int_div(self, left: str, right: str) -> str:
         return f"intDiv({left}, {right})"
