@@ -407,8 +407,8 @@ def clickhouse_datasource() -> str:
             "otel-llm's ClickHouse (the Collector's clickhouse exporter, schema\n"
             "# collector/clickhouse/schema.sql) for grafana-clickhouse-datasource: set\n"
             "# CLICKHOUSE_HOST, CLICKHOUSE_PORT (native protocol, 9000 or 9440 with TLS),\n"
-            "# CLICKHOUSE_USER and CLICKHOUSE_PASSWORD in Grafana's environment. The trace settings\n"
-            "# open a call with its attempts in Grafana's trace view."
+            "# CLICKHOUSE_USER and CLICKHOUSE_PASSWORD in Grafana's environment. The trace\n"
+            "# settings open a call with its attempts in Grafana's trace view."
         )
         + "\n".join(_yaml(config))
         + "\n"
