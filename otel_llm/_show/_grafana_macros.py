@@ -1,7 +1,8 @@
 """Grafana's expansion of a panel query, as each data source plugin does it: the template
 variables first (Grafana's front end), then the plugin's macros (its back end).
 
-- Variables (Grafana ``templateSrv.replace``): ``$name`` and ``${name}``; "All" with a custom
+- Variables (Grafana ``templateSrv.replace``): ``$name``, ``${name}`` and
+  ``${name:singlequote}`` (each value quoted, ``'`` escaped as ``\\'``); "All" with a custom
   all value inserts that value as written; otherwise the chosen values are formatted by the
   plugin — the DuckDB plugin (``@grafana/plugin-ui``'s ``SqlDatasource``) quotes each value of a
   multi-value or include-all variable (``'a','b'``, quotes doubled) and escapes a single one,
@@ -68,8 +69,19 @@ class QueryContext:
     variables: Mapping[str, Variable] = field(default_factory=dict)
 
 
-_VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
-"""Grafana's ``$name`` and ``${name}`` (no ``:format``: the panels use none)."""
+_VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)(?::(\w+))?\}")
+"""Grafana's ``$name``, ``${name}`` and ``${name:format}``."""
+
+
+def _single_quote(value: str | tuple[str, ...], variable: Variable) -> str:
+    """Grafana's ``singlequote`` format: each value in single quotes, ``'`` as ``\\'``."""
+    del variable
+    values = (value,) if isinstance(value, str) else value
+    return ",".join("'" + v.replace("'", "\\'") + "'" for v in values)
+
+
+_NAMED_FORMATS: Final = {"singlequote": _single_quote}
+"""The ``${name:format}`` formats the panels use (Grafana's registry has more)."""
 
 
 def _sql_quote(value: str) -> str:
@@ -109,11 +121,18 @@ def _replace_variables(sql: str, context: QueryContext, engine: Engine) -> str:
         variable = context.variables.get(name)
         if variable is None:
             raise UnexpandedMacro(f"no value for the template variable ${name}")
+        format_name = match.group(3)
+        if format_name is None:
+            chosen = formatter
+        elif format_name in _NAMED_FORMATS:
+            chosen = _NAMED_FORMATS[format_name]
+        else:
+            raise UnexpandedMacro(f"the variable format :{format_name} is not one the panels use")
         if variable.is_all:
             if variable.all_value is not None:
-                return variable.all_value
-            return formatter(variable.options, variable)
-        return formatter(variable.value, variable)
+                return variable.all_value  # a custom all value is inserted as written
+            return chosen(variable.options, variable)
+        return chosen(variable.value, variable)
 
     return _VARIABLE.sub(replace, sql)
 

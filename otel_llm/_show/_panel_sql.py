@@ -78,11 +78,25 @@ class PanelDialect:
     def variable(self, name: str) -> str:
         return "${" + name + "}"
 
+    def values(self, name: str) -> str:
+        """The chosen values of variable ``name`` as a list of SQL string literals (one value
+        in a repeated panel's copy). The ClickHouse plugin inserts a single value unquoted, so
+        its dashboards ask Grafana for the ``singlequote`` format."""
+        if self.is_clickhouse:
+            return "${" + name + ":singlequote}"
+        return self.variable(name)
+
+    def literal(self, name: str) -> str:
+        """The single value of variable ``name`` as a SQL string literal."""
+        if self.is_clickhouse:
+            return self.values(name)
+        return f"'{self.variable(name)}'"  # the DuckDB plugin doubles a single value's quotes
+
     def matches(self, column: str, name: str) -> str:
         """``column`` is one of the values chosen in the multi-value variable ``name``."""
-        values = self.variable(name)
+        values = self.values(name)
         if self.is_clickhouse:
-            return f"$__conditionalAll({column} IN ({values}), {values})"
+            return f"$__conditionalAll({column} IN ({values}), ${name})"
         return f"({ALL_VALUE} IN ({values}) OR {column} IN ({values}))"
 
     def filters(self, alias: str = "", *, repeat: str | None = None) -> str:
@@ -92,7 +106,7 @@ class PanelDialect:
         dashboard's "All" instead of the copy's value)."""
         prefix = f"{alias}." if alias else ""
         return " AND ".join(
-            f"{prefix}{name} IN ({self.variable(name)})"
+            f"{prefix}{name} IN ({self.values(name)})"
             if name == repeat
             else self.matches(f"{prefix}{name}", name)
             for name in FILTERS

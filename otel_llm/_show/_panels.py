@@ -305,7 +305,7 @@ LIMIT {WORST_CALLS}"""
 
 def _timeline(d: PanelDialect) -> str:
     role = f"\"LlmRole\" = '{sc.SPAN_ROLE_ATTEMPT}'"
-    call = f"'{d.variable(CALL)}'"
+    call = d.literal(CALL)
     if d.is_clickhouse:
         arrays = f"""arrayJoin(arrayZip("{CHUNK_OFFSET_COLUMN}", "{CHUNK_GAP_COLUMN}",
             "{CHUNK_INDEX_COLUMN}")) AS e,
@@ -555,7 +555,7 @@ def trace_view_sql(d: PanelDialect) -> str:
     "SpanKind" AS kind,
     "StatusMessage" AS statusMessage
 FROM {traces}
-WHERE "TraceId" = '{d.variable(CALL)}'"""
+WHERE "TraceId" = {d.literal(CALL)}"""
 
 
 TRACE_VIEW: Final = Panel(
