@@ -197,7 +197,7 @@ def _chunk_gaps(d: PanelDialect) -> str:
         coalesce("{CHUNK_COUNT.column}", 0) AS chunks,
         {gaps} AS above
     FROM {d.relation(TABLE)}
-    WHERE {role} AND coalesce("Stream", false)
+    WHERE {role} AND coalesce("Stream", false) AND "MeteringStatus" = '{sc.METERING_EXACT}'
       AND {d.time_filter('"Timestamp"')}
       AND {d.matches('"ServiceName"', "service")}
       AND {d.matches('"RequestModel"', "model")}
@@ -404,9 +404,10 @@ PANELS: Final = (
         "Gaps between chunks",
         "barchart",
         "table",
-        "Every gap between two chunks of every streamed attempt. Gaps above the attempt's "
-        "chunk-event floor (100 ms by default) are stored one by one and fall in their bar; "
-        "the gaps at or below the floor are counted together in the first bar.",
+        "Every gap between two chunks of every streamed attempt whose chunk events are "
+        "complete (metering status exact). Gaps above the attempt's chunk-event floor (100 ms "
+        "by default) are stored one by one and fall in their bar; the gaps at or below the "
+        "floor are counted together in the first bar.",
         ("gap", "gaps"),
         _chunk_gaps,
         unit="short",
