@@ -161,9 +161,14 @@ def _options(panel: Panel) -> dict[str, Any]:
         return {
             "legend": legend,
             "tooltip": {"mode": "single", "sort": "none"},
-            "mapping": "auto",
-            "dims": {"x": panel.x},
-            "series": [],
+            "mapping": "manual",
+            "series": [
+                {
+                    "frame": {"matcher": {"id": "byIndex", "options": 0}},
+                    "x": {"matcher": {"id": "byName", "options": panel.x}},
+                    "y": {"matcher": {"id": "byName", "options": panel.values[0]}},
+                }
+            ],
         }
     return {}
 
