@@ -130,6 +130,17 @@ class PanelDialect:
         """One row per element of ``array`` (in a SELECT list)."""
         return f"arrayJoin({array})" if self.is_clickhouse else f"unnest({array})"
 
+    def total(self, expr: str) -> str:
+        """``sum(expr)`` of integers as a 64-bit integer: DuckDB sums to HUGEINT, which the
+        DuckDB plugin hands to Grafana as a string."""
+        if self.is_clickhouse:
+            return f"toInt64(sum({expr}))"
+        return f"CAST(sum({expr}) AS BIGINT)"
+
+    def timestamp(self, expr: str) -> str:
+        """An instant at the precision both plugins read (DuckDB: TIMESTAMP, microseconds)."""
+        return expr if self.is_clickhouse else f"CAST({expr} AS TIMESTAMP)"
+
     def to_double(self, expr: str) -> str:
         return f"toFloat64({expr})" if self.is_clickhouse else f"CAST({expr} AS DOUBLE)"
 

@@ -212,7 +212,7 @@ recorded AS (
 ),
 bars AS (
     SELECT 0 AS bar, '≤ event floor' AS gap,
-        sum(greatest(chunks - 1, 0) - {d.sql.length("above")}) AS gaps
+        {d.total(f"greatest(chunks - 1, 0) - {d.sql.length('above')}")} AS gaps
     FROM attempts
     UNION ALL
     SELECT {number} AS bar, {label} AS gap, count(*) AS gaps FROM recorded GROUP BY 1, 2
@@ -227,9 +227,9 @@ def _hedging(d: PanelDialect) -> str:
     count(*) AS calls,
     {d.to_double(f"100 * {hedged} / nullif(count(*), 0)")} AS hedged_pct,
     {d.to_double(f"100 * {count_if('hedge_won')} / nullif({hedged}, 0)")} AS hedge_won_pct,
-    coalesce(sum(hedges), 0) AS wasted_requests,
-    coalesce(sum(hedge_waste_tokens), 0) AS wasted_tokens,
-    coalesce(sum(hedge_waste_chunks), 0) AS wasted_chunks
+    coalesce({d.total("hedges")}, 0) AS wasted_requests,
+    coalesce({d.total("hedge_waste_tokens")}, 0) AS wasted_tokens,
+    coalesce({d.total("hedge_waste_chunks")}, 0) AS wasted_chunks
 FROM {d.relation(CALLS_VIEW)}
 WHERE {d.time_filter("started_at")} AND {d.filters()}"""
 
@@ -280,7 +280,7 @@ WORST_CALLS: Final = 20
 def _worst(d: PanelDialect) -> str:
     return f"""WITH {_winners(d)}
 SELECT
-    started_at,
+    {d.timestamp("started_at")} AS started_at,
     trace_id,
     {_series()} AS {SERIES},
     {_seconds(WALL_MS.name)} AS wall_s,
