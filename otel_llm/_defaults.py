@@ -32,6 +32,10 @@ class Defaults:
     earlier_db_path: str = "otel-llm.duckdb"
     """The default store of earlier versions (one DuckDB file), used where it exists alone."""
 
+    report_name: str = "otel-llm-report.html"
+    """``otel-llm report`` and ``otel-llm demo`` write the report under this name next to the
+    store (in the store's parent directory) unless told where."""
+
     duckdb_storage_version: str = "v1.4.0"
     """DuckDB storage format written, readable by DuckDB 1.4 and later (Grafana's plugin)."""
 

@@ -1,0 +1,294 @@
+"""``otel-llm report``: the dashboards' panels, run on a store, in one self-contained HTML file.
+
+Every panel of :data:`~otel_llm._show._panels.PANELS` runs exactly as the Grafana DuckDB data
+source runs it: its SQL for DuckDB with the macros and template variables expanded by
+:func:`~otel_llm._show._grafana_macros.expand` — "All" for service, model and source, the
+threshold variable, the time range and its interval, and as the chosen call of the chunk
+timeline the worst stalled call of the range. The rows (aggregated in SQL: a few hundred per
+panel whatever the store holds) are drawn with Vega-Lite (:mod:`otel_llm._show._report_charts`)
+or written as HTML tables (:mod:`otel_llm._show._report_html`), and the page carries the
+Vega, Vega-Lite and vega-embed runtime inline (from ``vl-convert-python``): it opens from disk,
+offline, with nothing fetched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import ConfigurationError, OtelLLMError
+from otel_llm._measure._stalls import validate_threshold_ms
+from otel_llm._show._grafana_macros import QueryContext, Variable, all_of, expand, interval_for
+from otel_llm._show._panel_sql import (
+    ALL_VALUE,
+    AS_MEASURED,
+    CALL,
+    DUCKDB_PANELS,
+    FILTERS,
+    THRESHOLD,
+)
+from otel_llm._show._panels import PANELS, Panel, worst_trace_ids
+from otel_llm._show._store import open_store
+from otel_llm._show._views import CALLS_VIEW
+
+SINCE_KEY: Final = "--since"
+THRESHOLD_KEY: Final = "--threshold-ms"
+OUTPUT_KEY: Final = "--output"
+
+_DURATION: Final = re.compile(r"(?P<amount>\d+)\s*(?P<unit>s|m|h|d|w)")
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """The start of the range ``--since`` names: a duration back from ``now`` (``90s``,
+    ``15m``, ``6h``, ``7d``, ``2w``) or an ISO 8601 date or time (UTC unless it says
+    otherwise). Raises :class:`ConfigurationError` naming ``--since``."""
+    value = text.strip()
+    if match := _DURATION.fullmatch(value):
+        amount = int(match["amount"])
+        if amount == 0:
+            raise ConfigurationError(SINCE_KEY, f"a duration is longer than 0, got {text!r}")
+        try:
+            return now - timedelta(seconds=amount * _UNITS[match["unit"]])
+        except OverflowError:
+            raise ConfigurationError(SINCE_KEY, f"{text!r} reaches before year 1") from None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ConfigurationError(
+            SINCE_KEY,
+            f"expected a duration (15m, 6h, 7d) or an ISO 8601 time (2026-01-31T12:00Z), "
+            f"got {text!r}",
+        ) from None
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if moment > now:
+        raise ConfigurationError(SINCE_KEY, f"{text!r} is in the future")
+    return moment.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """The range the panels cover (UTC)."""
+
+    start: datetime
+    end: datetime
+
+    def context(self, variables: Mapping[str, Variable]) -> QueryContext:
+        """Grafana's query context for this range: whole seconds (the plugin's RFC 3339
+        literals), the end rounded up so the last call of the range is in it."""
+        start = self.start.replace(microsecond=0)
+        end = self.end.replace(microsecond=0) + timedelta(seconds=bool(self.end.microsecond))
+        return QueryContext(start, end, interval_for(start, end), variables)
+
+
+def _utc(moment: datetime) -> datetime:
+    """DuckDB's naive timestamps are UTC."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def store_range(conn: duckdb.DuckDBPyConnection, now: datetime) -> TimeRange:
+    """Everything in the store: the first to the last call's start (``now`` when empty)."""
+    row = conn.execute(f"SELECT min(started_at), max(started_at) FROM {CALLS_VIEW}").fetchone()
+    if row is None or row[0] is None:
+        return TimeRange(now, now)
+    return TimeRange(_utc(row[0]), _utc(row[1]))
+
+
+def variables(threshold_ms: int | None, trace_id: str = "") -> dict[str, Variable]:
+    """The template variables as the report sets them: "All" filters, the threshold (or as
+    measured), the chosen call."""
+    chosen: dict[str, Variable] = {
+        name: all_of([], all_value=ALL_VALUE) for name in FILTERS
+    }
+    chosen[THRESHOLD] = Variable(str(threshold_ms or AS_MEASURED))
+    chosen[CALL] = Variable(trace_id)
+    return chosen
+
+
+def json_value(value: object) -> object:
+    """A SQL value for the page's JSON: times as epoch milliseconds, decimals as floats, a
+    non-finite float as null, anything else unknown as text."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Decimal):
+        return json_value(float(value))
+    if isinstance(value, datetime):
+        return _utc(value).timestamp() * 1000
+    if isinstance(value, date):
+        return json_value(datetime(value.year, value.month, value.day))
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class PanelResult:
+    """One panel's rows, as the query returned them."""
+
+    panel: Panel
+    rows: list[tuple[Any, ...]]
+
+    def records(self) -> list[dict[str, object]]:
+        """The rows as JSON-ready mappings of column to value."""
+        return [
+            {c: json_value(v) for c, v in zip(self.panel.columns, row, strict=True)}
+            for row in self.rows
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportData:
+    """Everything the page shows."""
+
+    store: Path
+    time_range: TimeRange
+    since: str | None
+    threshold_ms: int | None
+    interval: timedelta
+    generated_at: datetime
+    results: tuple[PanelResult, ...]
+    chosen_call: str | None
+    """The trace id of the chunk timeline's call: the worst stalled call of the range."""
+    calls: int = 0
+    warnings: tuple[str, ...] = field(default=())
+
+
+def _run(conn: duckdb.DuckDBPyConnection, sql: str, panel: str) -> list[tuple[Any, ...]]:
+    try:
+        return conn.execute(sql).fetchall()
+    except duckdb.Error as exc:
+        first = str(exc).splitlines()[0]
+        raise OtelLLMError(f"the {panel} panel's query failed on the store: {first}") from exc
+
+
+def collect(
+    conn: duckdb.DuckDBPyConnection,
+    store: Path,
+    *,
+    since: str | None = None,
+    threshold_ms: int | None = None,
+    now: datetime | None = None,
+) -> ReportData:
+    """Run every panel on the open store ``conn`` (of ``store``) for the range ``since``
+    names (everything in the store when ``None``) at ``threshold_ms`` (as measured when
+    ``None``)."""
+    now = _utc(now or datetime.now(UTC))
+    if threshold_ms is not None:
+        threshold_ms = validate_threshold_ms(threshold_ms, THRESHOLD_KEY)
+    time_range = (
+        TimeRange(parse_since(since, now), now) if since is not None else store_range(conn, now)
+    )
+    context = time_range.context(variables(threshold_ms))
+    worst = _run(conn, expand(worst_trace_ids(DUCKDB_PANELS), context, "duckdb"), "worst call")
+    chosen = str(worst[0][0]) if worst else None
+    context = time_range.context(variables(threshold_ms, chosen or ""))
+    results = tuple(
+        PanelResult(panel, _run(conn, expand(panel.sql(DUCKDB_PANELS), context, "duckdb"), panel.key))
+        for panel in PANELS
+    )
+    calls = _run(
+        conn,
+        f"SELECT count(*) FROM {CALLS_VIEW} WHERE "
+        + expand(DUCKDB_PANELS.time_filter("started_at"), context, "duckdb"),
+        "calls",
+    )[0][0]
+    return ReportData(
+        store=store,
+        time_range=time_range,
+        since=since,
+        threshold_ms=threshold_ms,
+        interval=context.interval,
+        generated_at=now,
+        results=results,
+        chosen_call=chosen,
+        calls=int(calls),
+    )
+
+
+def default_output(store: Path) -> Path:
+    """Where the report goes unless told: :attr:`Defaults.report_name` beside the store."""
+    return store.absolute().parent / DEFAULTS.report_name
+
+
+def check_output(path: Path) -> None:
+    """Raise :class:`ConfigurationError` unless a report can be written at ``path``."""
+    if path.is_dir():
+        raise ConfigurationError(OUTPUT_KEY, f"{path} is a directory; give a file name")
+    folder = path.absolute().parent
+    if not folder.is_dir():
+        problem = "is not a directory" if folder.exists() else "does not exist"
+        raise ConfigurationError(OUTPUT_KEY, f"cannot write {path}: {folder} {problem}")
+    try:  # for real: permission bits do not bind root, a read-only mount binds everyone
+        with tempfile.TemporaryFile(dir=folder, prefix=f".{path.name}."):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigurationError(OUTPUT_KEY, f"cannot write {path}: {reason}") from None
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """``text`` at ``path``: written to a hidden file beside it, flushed, renamed over it —
+    a reader sees the old report or the new one, never half of one."""
+    check_output(path)
+    fd, tmp = tempfile.mkstemp(dir=path.absolute().parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fchmod(file.fileno(), 0o644)
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigurationError(OUTPUT_KEY, f"cannot write {path}: {reason}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What :func:`write_report` wrote."""
+
+    path: Path
+    bytes: int
+    data: ReportData
+
+
+def write_report(
+    store: Path,
+    output: Path | None = None,
+    *,
+    since: str | None = None,
+    threshold_ms: int | None = None,
+    now: datetime | None = None,
+) -> Written:
+    """Run the panels on the store at ``store`` and write the page to ``output`` (default:
+    :func:`default_output`). Raises :class:`NotAStore` or :class:`ConfigurationError`."""
+    from otel_llm._show._report_html import render
+
+    path = output or default_output(store)
+    check_output(path)
+    with open_store(store) as conn:
+        data = collect(conn, store, since=since, threshold_ms=threshold_ms, now=now)
+    page = render(data)
+    write_atomically(path, page)
+    return Written(path, len(page.encode("utf-8")), data)
+
+
+def panel_rows(data: ReportData) -> Mapping[str, Sequence[tuple[Any, ...]]]:
+    """Each panel's rows by key (for tests and the command's summary)."""
+    return {result.panel.key: result.rows for result in data.results}
