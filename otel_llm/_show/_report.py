@@ -109,9 +109,7 @@ def store_range(conn: duckdb.DuckDBPyConnection, now: datetime) -> TimeRange:
 def variables(threshold_ms: int | None, trace_id: str = "") -> dict[str, Variable]:
     """The template variables as the report sets them: "All" filters, the threshold (or as
     measured), the chosen call."""
-    chosen: dict[str, Variable] = {
-        name: all_of([], all_value=ALL_VALUE) for name in FILTERS
-    }
+    chosen: dict[str, Variable] = {name: all_of([], all_value=ALL_VALUE) for name in FILTERS}
     chosen[THRESHOLD] = Variable(str(threshold_ms or AS_MEASURED))
     chosen[CALL] = Variable(trace_id)
     return chosen
@@ -197,7 +195,9 @@ def collect(
     chosen = str(worst[0][0]) if worst else None
     context = time_range.context(variables(threshold_ms, chosen or ""))
     results = tuple(
-        PanelResult(panel, _run(conn, expand(panel.sql(DUCKDB_PANELS), context, "duckdb"), panel.key))
+        PanelResult(
+            panel, _run(conn, expand(panel.sql(DUCKDB_PANELS), context, "duckdb"), panel.key)
+        )
         for panel in PANELS
     )
     calls = _run(

@@ -37,6 +37,11 @@ PALETTE: Final = (
 """Vega's tableau10: the stacked parts, the lines, the bars."""
 OVERLAY_COLOUR: Final = "#222222"
 """The line drawn over a stack (wall over net + stall)."""
+DASHES: Final = ([1, 0], [6, 3], [2, 2], [8, 2, 2, 2], [1, 3])
+"""Stroke dashes of the value columns when colour already tells the series apart."""
+SKEWED: Final = 50
+"""A bar chart whose largest bar is this many times its smallest non-empty one is drawn on a
+symmetric-log scale, so the small bars stay visible (the axis says so)."""
 ROW_PX: Final = 26
 """Pixels of plot height per Grafana grid row of the panel."""
 UNIT_TITLES: Final = {"s": "seconds", "percent": "%", "short": "count", "none": ""}
@@ -222,7 +227,8 @@ def _time_lines(panel: Panel, rows: Sequence[Row]) -> Spec:
             "type": "nominal",
             "title": None,
             "sort": figures,
-            "scale": {"domain": figures, "range": [[1, 0], [6, 3], [2, 2], [8, 2, 2, 2]]},
+            "scale": {"domain": figures, "range": DASHES[: len(figures)]},
+            "legend": {"symbolType": "stroke", "symbolStrokeColor": OVERLAY_COLOUR},
         }
     else:
         encoding["color"] = _colour(_unique([r["label"] for r in values]))
@@ -240,16 +246,19 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
     when the panel does not stack them)."""
     values = _long(rows, panel, panel.values)
     categories = _unique([str(r["x"]) for r in values])
-    x_title = label(panel.x or "")
+    y = _value_axis(panel, stack=bool(panel.stacked))
+    if _skewed(rows, panel):
+        y["scale"] = {"type": "symlog"}
+        y["title"] = f"{y['title']} (log scale)"
     encoding: Spec = {
         "x": {
             "field": "x",
             "type": "ordinal",
-            "title": x_title,
+            "title": label(panel.x or ""),
             "sort": categories,
-            "axis": {"labelAngle": 0, "labelLimit": 120},
+            "axis": {"labelAngle": 0 if len(categories) <= 4 else -35, "labelLimit": 120},
         },
-        "y": _value_axis(panel, stack=bool(panel.stacked)),
+        "y": y,
         "tooltip": _tooltip(("x", "nominal"), ("label", "nominal"), ("value", "quantitative")),
     }
     if len(panel.values) > 1:
@@ -262,6 +271,16 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
     spec["mark"] = {"type": "bar", "tooltip": True}
     spec["encoding"] = encoding
     return spec
+
+
+def _skewed(rows: Sequence[Row], panel: Panel) -> bool:
+    """Whether the bars' totals span more than :data:`SKEWED` times."""
+    totals = [
+        sum(float(v) for c in panel.values if isinstance(v := row.get(c), int | float))
+        for row in rows
+    ]
+    present = [t for t in totals if t > 0]
+    return bool(present) and max(present) > SKEWED * min(present)
 
 
 def _points(panel: Panel, rows: Sequence[Row]) -> Spec:

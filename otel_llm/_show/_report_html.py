@@ -26,6 +26,10 @@ NO_DATA: Final = "no data in this range"
 SPECS_ID: Final = "otel-llm-specs"
 """The id of the JSON block holding every chart's spec, by panel key."""
 
+GLOBALS: Final = "window.vegaEmbed=vegaEmbed;window.vega=vega;window.vegaLite=vegaLite;"
+"""The bundle's snippet (``vl-convert``'s default): the libraries as globals, so the bundle
+is a classic script, not a module."""
+
 _CSS: Final = """
 :root { color-scheme: light; --ink: #1f2328; --muted: #59636e; --line: #d1d9e0; }
 * { box-sizing: border-box; }
@@ -64,7 +68,7 @@ code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
 
 _RENDER: Final = """
 (function () {
-  var specs = JSON.parse(document.getElementById("%s").textContent);
+  var specs = JSON.parse(document.getElementById("SPECS_ID").textContent);
   Object.keys(specs).forEach(function (key) {
     var target = document.getElementById("chart-" + key);
     vegaEmbed(target, specs[key], { actions: false, renderer: "svg" }).then(
@@ -76,7 +80,7 @@ _RENDER: Final = """
       });
   });
 })();
-""" % SPECS_ID
+""".replace("SPECS_ID", SPECS_ID)
 
 
 def script_json(value: object) -> str:
@@ -92,7 +96,7 @@ def vega_runtime() -> str:
     which sets ``window.vegaEmbed``)."""
     import vl_convert
 
-    bundle: str = vl_convert.javascript_bundle()
+    bundle: str = vl_convert.javascript_bundle(GLOBALS)
     lowered = bundle.lower()
     if "</script" in lowered or "<!--" in lowered:
         raise OtelLLMError("the Vega runtime cannot be inlined: it contains '</script' or '<!--'")

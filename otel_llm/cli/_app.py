@@ -129,10 +129,21 @@ def demo(
             "first use), which lands them in the store, instead of writing the store here.",
         ),
     ] = False,
+    report_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help=f"Where to write the report of the store after the run (default: "
+            f"{DEFAULTS.report_name} beside the store).",
+        ),
+    ] = None,
+    no_report: Annotated[
+        bool, typer.Option("--no-report", help="Do not write the report.")
+    ] = False,
 ) -> None:
-    """Run streamed calls against simulated providers, show where their time went, and check
+    """Run streamed calls against simulated providers, show where their time went, check
     the figures against what the providers scripted (exit code 3 when the machine was too busy
-    to measure honestly)."""
+    to measure honestly), and write the report of the store (`otel-llm report`)."""
     out = Output.stdout(output_format, width)
     console = Console(stderr=output_format.one_table)
     _need_simulator()
@@ -143,12 +154,29 @@ def demo(
     if problem is not None:
         raise _fail(f"cannot write the demo's spans to {path}: {problem}; pass --db PATH")
     options = DemoOptions(path, calls, concurrency, time_scale, seed, via_collector=via_collector)
+    if report_path is not None and no_report:
+        raise _fail("--report and --no-report exclude each other")
+    if not no_report:
+        from otel_llm._show._report import check_output, default_output
+
+        try:
+            check_output(report_path or default_output(path))
+        except OtelLLMError as exc:
+            raise _fail(f"cannot write the demo's report: {exc}; pass --report PATH") from exc
     try:
         honest = asyncio.run(run_demo(options, console, out))
     except (OtelLLMError, duckdb.Error) as exc:
         raise _fail(str(exc)) from exc
     if not honest:
         raise typer.Exit(code=DEMO_TOO_BUSY_EXIT)
+    if not no_report:
+        written = _write_report(path, report_path)
+        console.print(
+            f"The report of every run in the store (open it in a browser, offline):\n"
+            f"  [bold]{escape(str(written))}[/bold]\n"
+            f"  (again, any time: otel-llm report --db {escape(str(path))})",
+            soft_wrap=True,
+        )
 
 
 @app.command()
@@ -190,6 +218,53 @@ def query(
             out.table(run_query(path, stalls, canned=True), f"Worst stalls ({label})")
     except (OtelLLMError, duckdb.Error) as exc:
         raise _fail(str(exc)) from exc
+
+
+SinceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        help="The range to show: a duration back from now (15m, 6h, 7d) or an ISO 8601 time "
+        "(2026-01-31T12:00Z); default: everything in the store.",
+    ),
+]
+
+
+def _write_report(
+    store: Path, output: Path | None, since: str | None = None, threshold_ms: int | None = None
+) -> Path:
+    """Write the report; its path (library errors and DuckDB's become exit code 2)."""
+    from otel_llm._show._report import write_report
+
+    try:
+        return write_report(store, output, since=since, threshold_ms=threshold_ms).path
+    except (OtelLLMError, duckdb.Error) as exc:
+        raise _fail(str(exc)) from exc
+
+
+@app.command()
+def report(
+    db: DbOption = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help=f"The HTML file to write (default: {DEFAULTS.report_name} beside the store).",
+        ),
+    ] = None,
+    since: SinceOption = None,
+    threshold_ms: Annotated[
+        int | None,
+        typer.Option(
+            help="Re-derive the stall figures at this threshold (ms) from the chunk events "
+            "(default: as measured)."
+        ),
+    ] = None,
+) -> None:
+    """Write the dashboards' panels, run on the store, into one self-contained HTML file
+    (opens offline: nothing is fetched) and print its path."""
+    typer.echo(_write_report(_db(db), output, since, threshold_ms))
 
 
 @app.command()
