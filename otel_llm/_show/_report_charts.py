@@ -40,8 +40,9 @@ OVERLAY_COLOUR: Final = "#222222"
 DASHES: Final = ([1, 0], [6, 3], [2, 2], [8, 2, 2, 2], [1, 3])
 """Stroke dashes of the value columns when colour already tells the series apart."""
 SKEWED: Final = 50
-"""A bar chart whose largest bar is this many times its smallest non-empty one is drawn on a
-symmetric-log scale, so the small bars stay visible (the axis says so)."""
+"""A bar chart whose largest bar is this many times its smallest non-empty one is drawn on a log
+scale, so the small bars stay visible (the axis says so; the bars are never empty: no
+category of zero is returned)."""
 ROW_PX: Final = 26
 """Pixels of plot height per Grafana grid row of the panel."""
 UNIT_TITLES: Final = {"s": "seconds", "percent": "%", "short": "count", "none": ""}
@@ -228,7 +229,6 @@ def _time_lines(panel: Panel, rows: Sequence[Row]) -> Spec:
             "title": None,
             "sort": figures,
             "scale": {"domain": figures, "range": DASHES[: len(figures)]},
-            "legend": {"symbolType": "stroke", "symbolStrokeColor": OVERLAY_COLOUR},
         }
     else:
         encoding["color"] = _colour(_unique([r["label"] for r in values]))
@@ -236,7 +236,9 @@ def _time_lines(panel: Panel, rows: Sequence[Row]) -> Spec:
         (TIME, "temporal"), ("label", "nominal"), ("value", "quantitative")
     )
     spec = _base(panel, values)
-    spec["mark"] = {"type": "line", "point": {"size": 18}, "strokeWidth": 1.5}
+    # points would hide the dashes in the legend: only lines of one dash get them
+    dashed = "strokeDash" in encoding
+    spec["mark"] = {"type": "line", "point": not dashed and {"size": 18}, "strokeWidth": 1.5}
     spec["encoding"] = encoding
     return spec
 
@@ -248,7 +250,8 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
     categories = _unique([str(r["x"]) for r in values])
     y = _value_axis(panel, stack=bool(panel.stacked))
     if _skewed(rows, panel):
-        y["scale"] = {"type": "symlog"}
+        y["scale"] = {"type": "log"}
+        y["axis"] = {"format": "~s"}
         y["title"] = f"{y['title']} (log scale)"
     encoding: Spec = {
         "x": {
@@ -268,8 +271,19 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
     else:
         encoding["color"] = {"value": PALETTE[0]}
     spec = _base(panel, values)
-    spec["mark"] = {"type": "bar", "tooltip": True}
-    spec["encoding"] = encoding
+    bars: Spec = {"mark": {"type": "bar"}, "encoding": encoding}
+    if len(panel.values) > 1:
+        spec.update(bars)
+        return spec
+    counts: Spec = {  # one bar per category: its count above it
+        "mark": {"type": "text", "dy": -6, "fontSize": 11, "color": "#333"},
+        "encoding": {
+            "x": encoding["x"],
+            "y": encoding["y"],
+            "text": {"field": "value", "type": "quantitative", "format": ","},
+        },
+    }
+    spec["layer"] = [bars, counts]
     return spec
 
 

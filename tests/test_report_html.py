@@ -1,0 +1,146 @@
+"""The report's page and chart specs (``otel_llm/_show/_report_html.py``,
+``otel_llm/_show/_report_charts.py``): escaping, the inlined runtime, each panel's mark."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otel_llm._show._panels import PANELS, Panel
+from otel_llm._show._report_charts import OVERLAY_COLOUR, chart_spec, label
+from otel_llm._show._report_html import cell, script_json, vega_runtime
+
+BY_KEY = {panel.key: panel for panel in PANELS}
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(JSON_VALUES)
+def test_script_json_is_the_same_json_and_never_markup(value: Any) -> None:
+    """Any value comes back from the script block's JSON unchanged, and the text has no
+    ``<``, ``>`` or ``&`` a browser could read as the end of the block or a comment."""
+    text = script_json(value)
+    assert json.loads(text) == value
+    assert not set("<>&") & set(text)
+    assert "\u2028" not in text
+    assert "\u2029" not in text
+
+
+@given(st.text())
+def test_a_table_cell_is_escaped_text(value: str) -> None:
+    """A text cell has no markup of its own: every ``<``, ``&`` and quote is escaped."""
+    text = cell(value, "series")
+    assert "<" not in text
+    assert '"' not in text
+    assert (
+        text.replace("&amp;", "")
+        .replace("&lt;", "")
+        .replace("&gt;", "")
+        .replace("&quot;", "")
+        .replace("&#x27;", "")
+        .count("&")
+        == 0
+    )
+
+
+def test_cells_format_numbers_by_unit() -> None:
+    """Seconds with three decimals, percentages with one, counts with thousands, none as –."""
+    assert cell(12.3456, "stall_s") == "12.346"
+    assert cell(23.04, "hedged_pct") == "23.0"
+    assert cell(1234567, "calls") == "1,234,567"
+    assert cell(None, "ttft_s") == "–"
+
+
+def test_the_runtime_is_a_classic_script_setting_vega_embed() -> None:
+    """The inlined bundle is not an ES module (no import or export), sets window.vegaEmbed,
+    and cannot close its script element."""
+    bundle = vega_runtime()
+    assert "window.vegaEmbed=" in bundle
+    assert "</script" not in bundle.lower()
+    assert not any(line.startswith(("import ", "export ")) for line in bundle.splitlines())
+    assert 500_000 < len(bundle) < 1_500_000
+
+
+def _rows(panel: Panel, n: int = 3) -> list[dict[str, object]]:
+    values: dict[str, object] = {"time": 1_700_000_000_000, "series": "sim-a/m"}
+    return [
+        {
+            c: values.get(c, f"{c}-{i}" if c in ("stalls", "gap", "outcome") else i + 1.0)
+            for c in panel.columns
+        }
+        for i in range(n)
+    ]
+
+
+def test_the_time_split_stacks_net_and_stall_under_the_wall_line() -> None:
+    """Net and stall are stacked areas; wall is a dashed line of its own colour over them,
+    summed over the series (the top of the stack)."""
+    panel = BY_KEY["time_split"]
+    rows = [
+        {"time": t * 1000, "series": s, "net_s": 1.0, "stall_s": 0.5, "wall_s": 1.5 * t}
+        for t in (1, 2, 3)
+        for s in ("sim-a/m", "sim-b/m")
+    ]
+    spec = chart_spec(panel, rows)
+    assert spec is not None
+    area, line = spec["layer"]
+    assert area["mark"]["type"] == "area"
+    assert area["encoding"]["y"]["stack"] == "zero"
+    assert line["mark"]["type"] == "line"
+    assert line["mark"]["strokeDash"]
+    assert line["encoding"]["y"]["stack"] is None
+    colours = dict(
+        zip(*(area["encoding"]["color"]["scale"][k] for k in ("domain", "range")), strict=True)
+    )
+    assert colours["wall"] == OVERLAY_COLOUR
+    assert {"sim-a/m · net", "sim-a/m · stall"} <= set(colours)
+    walls = [v for v in spec["data"]["values"] if v["label"] == "wall"]
+    assert [(w["time"], w["value"]) for w in walls] == [(1000, 3.0), (2000, 6.0), (3000, 9.0)]
+
+
+def test_every_panel_gets_its_mark() -> None:
+    """Time series as lines (or areas), bar charts as bars, the timeline as points; tables
+    and stats are not charts."""
+    marks = {}
+    for panel in PANELS:
+        spec = chart_spec(panel, _rows(panel))
+        if spec is None:
+            marks[panel.kind] = None
+            continue
+        layers = spec.get("layer", [spec])
+        marks[panel.key] = layers[0]["mark"]["type"]
+    assert marks["ttft"] == "line"
+    assert marks["stall_counts"] == "bar"
+    assert marks["outcomes"] == "bar"
+    assert marks["timeline"] == "point"
+    assert marks["table"] is None
+    assert marks["stat"] is None
+
+
+def test_skewed_bars_go_on_a_log_scale() -> None:
+    """A bar chart whose bars span more than 50× is drawn on a log scale and says so."""
+    panel = BY_KEY["chunk_gaps"]
+    even = chart_spec(panel, [{"gap": "a", "gaps": 10}, {"gap": "b", "gaps": 20}])
+    skewed = chart_spec(panel, [{"gap": "a", "gaps": 10_000}, {"gap": "b", "gaps": 3}])
+    assert even is not None
+    assert skewed is not None
+    assert "scale" not in even["layer"][0]["encoding"]["y"]
+    assert skewed["layer"][0]["encoding"]["y"]["scale"] == {"type": "log"}
+    assert "log scale" in skewed["layer"][0]["encoding"]["y"]["title"]
+
+
+def test_labels_name_the_unit() -> None:
+    """Column names read as words with their unit."""
+    assert label("stall_s") == "stall (s)"
+    assert label("hedged_pct") == "hedged (%)"
+    assert label("primary_attempts") == "primary attempts"
