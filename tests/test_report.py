@@ -5,6 +5,7 @@ blocked."""
 from __future__ import annotations
 
 import html
+import os
 import re
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -31,7 +32,7 @@ from otel_llm._show._report import (
 from otel_llm._show._report_html import NO_DATA
 from otel_llm._show._segments import SEGMENTS, SegmentStore
 from otel_llm._show._store import open_store
-from tests.processes import run_cli
+from tests.processes import run_cli, run_python
 from tests.report_browser import loaded
 
 SEED = 529
@@ -41,6 +42,7 @@ HOSTILE = "</script><script>alert('x')</script>\"'&<img src=x onerror=alert(1)>"
 """A name that would run script or break markup if the page did not escape it."""
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 CHARTS = ("timeseries", "barchart", "xychart")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -387,3 +389,16 @@ def test_hostile_names_stay_text_in_the_browser(
         assert "</script><script>" in legend
         errors = page.evaluate("document.querySelector('#table-errors').textContent")
         assert HOSTILE in errors
+
+
+def test_the_charting_runtime_loads_only_for_a_report(tmp_path: Path) -> None:
+    """`import otel_llm` and the command line load neither vl_convert nor the report modules:
+    only writing a report does."""
+    script = (
+        "import sys, otel_llm, otel_llm.cli._app\n"
+        "lazy = ('vl_convert', 'otel_llm._show._report')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(lazy)))"
+    )
+    out = run_python(script, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
