@@ -128,7 +128,7 @@ def test_every_panel_gets_its_mark() -> None:
 
 
 def test_skewed_bars_go_on_a_log_scale() -> None:
-    """A bar chart whose bars span more than 50× is drawn on a log scale and says so."""
+    """A bar chart whose bars span more than 100× is drawn on a log scale and says so."""
     panel = BY_KEY["chunk_gaps"]
     even = chart_spec(panel, [{"gap": "a", "gaps": 10}, {"gap": "b", "gaps": 20}])
     skewed = chart_spec(panel, [{"gap": "a", "gaps": 10_000}, {"gap": "b", "gaps": 3}])

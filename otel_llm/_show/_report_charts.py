@@ -39,7 +39,7 @@ OVERLAY_COLOUR: Final = "#222222"
 """The line drawn over a stack (wall over net + stall)."""
 DASHES: Final = ([1, 0], [6, 3], [2, 2], [8, 2, 2, 2], [1, 3])
 """Stroke dashes of the value columns when colour already tells the series apart."""
-SKEWED: Final = 50
+SKEWED: Final = 100
 """A bar chart whose largest bar is this many times its smallest non-empty one is drawn on a log
 scale, so the small bars stay visible (the axis says so; the bars are never empty: no
 category of zero is returned)."""
@@ -251,7 +251,7 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
     y = _value_axis(panel, stack=bool(panel.stacked))
     if _skewed(rows, panel):
         y["scale"] = {"type": "log"}
-        y["axis"] = {"format": "~s"}
+        y["axis"] = {"format": "~s", "tickCount": 4}
         y["title"] = f"{y['title']} (log scale)"
     encoding: Spec = {
         "x": {
