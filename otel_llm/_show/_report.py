@@ -19,7 +19,7 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -162,7 +162,7 @@ class ReportData:
     chosen_call: str | None
     """The trace id of the chunk timeline's call: the worst stalled call of the range."""
     calls: int = 0
-    warnings: tuple[str, ...] = field(default=())
+    """Calls that started in the range."""
 
 
 def _run(conn: duckdb.DuckDBPyConnection, sql: str, panel: str) -> list[tuple[Any, ...]]:

@@ -129,10 +129,11 @@ def _labelled(row: Row, column: str, panel: Panel) -> str:
 
 def _long(rows: Sequence[Row], panel: Panel, columns: Sequence[str]) -> list[dict[str, Any]]:
     """One row per (row, value column): its x, its legend entry, its value."""
-    key = TIME if TIME in panel.columns else panel.x
+    timed = TIME in panel.columns
+    key = TIME if timed else panel.x or ""
     return [
         {
-            "x" if key != TIME else TIME: row.get(key or ""),
+            TIME if timed else "x": row.get(key),
             "label": _labelled(row, column, panel),
             "figure": figure_name(column),
             "series": str(row.get(SERIES, "")),
