@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import os
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
@@ -17,9 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otel_llm._errors import ConfigurationError, NotAStore
-from otel_llm._show._grafana_macros import expand
+from otel_llm._show._grafana_macros import Variable, expand
 from otel_llm._show._panel_sql import DUCKDB_PANELS
-from otel_llm._show._panels import PANELS, worst_trace_ids
+from otel_llm._show._panels import PANELS, variable_sql, worst_trace_ids
 from otel_llm._show._report import (
     TimeRange,
     collect,
@@ -159,8 +160,20 @@ def test_the_report_runs_the_dashboards_sql(demo: tuple[Path, Path, str]) -> Non
         assert data.chosen_call == worst[0][0], "the demo's seed stalls"
         context = data.time_range.context(variables(None, data.chosen_call))
         for panel in PANELS:
-            sql = expand(panel.sql(DUCKDB_PANELS), context, "duckdb")
-            assert panel_rows(data)[panel.key] == conn.execute(sql).fetchall(), panel.key
+            copies = [r for r in data.results if r.panel.key == panel.key]
+            if panel.repeat is None:
+                sql = expand(panel.sql(DUCKDB_PANELS), context, "duckdb")
+                assert [c.rows for c in copies] == [conn.execute(sql).fetchall()], panel.key
+                continue
+            options = expand(variable_sql(DUCKDB_PANELS, panel.repeat), context, "duckdb")
+            values = [value for (value,) in conn.execute(options).fetchall()]
+            assert [c.repeat_value for c in copies] == values, "one copy per value in range"
+            for copy, value in zip(copies, values, strict=True):
+                one = Variable(value, multi=True, include_all=True)
+                scoped = replace(context, variables={**context.variables, panel.repeat: one})
+                sql = expand(panel.sql(DUCKDB_PANELS), scoped, "duckdb")
+                assert copy.rows == conn.execute(sql).fetchall(), (panel.key, value)
+                assert copy.rows, f"{panel.key} has rows for {value}"
     rows = panel_rows(data)
     assert data.calls == CALLS
     assert sum(row[0] for row in rows["hedging"]) == CALLS
@@ -335,7 +348,7 @@ def test_the_page_renders_offline_in_chromium(demo: tuple[Path, Path, str]) -> N
         assert page.page_errors == []
         sections = page.evaluate(
             """() => [...document.querySelectorAll("section.panel")].map(s => ({
-                key: s.id.replace("panel-", ""), kind: s.dataset.kind, rows: +s.dataset.rows,
+                key: s.dataset.key, kind: s.dataset.kind, rows: +s.dataset.rows,
                 rendered: s.querySelector(".chart")?.dataset.rendered ?? null,
                 svg: (() => { const g = s.querySelector(".chart svg");
                               if (!g) return null; const r = g.getBoundingClientRect();
@@ -344,7 +357,9 @@ def test_the_page_renders_offline_in_chromium(demo: tuple[Path, Path, str]) -> N
                 stats: s.querySelectorAll(".stat").length,
                 noData: s.querySelector(".no-data") !== null }))"""
         )
-        assert [s["key"] for s in sections] == [p.key for p in PANELS]
+        keys = [s["key"] for s in sections]
+        assert list(dict.fromkeys(keys)) == [p.key for p in PANELS]
+        assert keys.count("time_split") == 2, "one chart per source (a repeated panel)"
         for section in sections:
             key, kind, rows = section["key"], section["kind"], section["rows"]
             if rows == 0:
@@ -367,7 +382,7 @@ def test_the_page_renders_offline_in_chromium(demo: tuple[Path, Path, str]) -> N
         assert re.search(r"trace [0-9a-f]{32} \(", chosen), chosen
         shot = page.page.screenshot(full_page=True)
         assert page.distinct_colours(shot) > 50
-        chart = page.page.locator("#chart-time_split").screenshot()
+        chart = page.page.locator("#chart-time_split-0").screenshot()
         assert page.distinct_colours(chart) > 10
 
 

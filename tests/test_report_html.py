@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_llm._show._panels import PANELS, Panel
+from otel_llm._show._panels import PANELS, SERIES, TIME, Panel
 from otel_llm._show._report_charts import OVERLAY_COLOUR, chart_spec, label
 from otel_llm._show._report_html import cell, script_json, vega_runtime
 
@@ -85,7 +86,7 @@ def _rows(panel: Panel, n: int = 3) -> list[dict[str, object]]:
 def test_the_time_split_stacks_net_and_stall_under_the_wall_line() -> None:
     """Net and stall are stacked areas; wall is a dashed line of its own colour over them,
     summed over the series (the top of the stack)."""
-    panel = BY_KEY["time_split"]
+    panel = replace(BY_KEY["time_split"], columns=(TIME, SERIES, "net_s", "stall_s", "wall_s"))
     rows = [
         {"time": t * 1000, "series": s, "net_s": 1.0, "stall_s": 0.5, "wall_s": 1.5 * t}
         for t in (1, 2, 3)
@@ -105,7 +106,16 @@ def test_the_time_split_stacks_net_and_stall_under_the_wall_line() -> None:
     assert colours["wall"] == OVERLAY_COLOUR
     assert {"sim-a/m · net", "sim-a/m · stall"} <= set(colours)
     walls = [v for v in spec["data"]["values"] if v["label"] == "wall"]
+    assert len(walls) == 3, "one wall line over the series"
     assert [(w["time"], w["value"]) for w in walls] == [(1000, 3.0), (2000, 6.0), (3000, 9.0)]
+
+
+def test_without_series_the_stack_is_named_by_its_figures() -> None:
+    """A panel of one source (a repeated copy) stacks "net" and "stall" under "wall"."""
+    panel = BY_KEY["time_split"]
+    spec = chart_spec(panel, [{"time": 0, "net_s": 1.0, "stall_s": 0.5, "wall_s": 1.5}])
+    assert spec is not None
+    assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == ["net", "stall", "wall"]
 
 
 def test_every_panel_gets_its_mark() -> None:

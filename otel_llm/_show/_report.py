@@ -19,7 +19,7 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -39,9 +39,9 @@ from otel_llm._show._panel_sql import (
     FILTERS,
     THRESHOLD,
 )
-from otel_llm._show._panels import PANELS, Panel, worst_trace_ids
+from otel_llm._show._panels import PANELS, Panel, variable_sql, worst_trace_ids
 from otel_llm._show._store import open_store
-from otel_llm._show._views import CALLS_VIEW
+from otel_llm._show._views import ATTEMPTS_VIEW, CALLS_VIEW
 
 SINCE_KEY: Final = "--since"
 THRESHOLD_KEY: Final = "--threshold-ms"
@@ -99,8 +99,12 @@ def _utc(moment: datetime) -> datetime:
 
 
 def store_range(conn: duckdb.DuckDBPyConnection, now: datetime) -> TimeRange:
-    """Everything in the store: the first to the last call's start (``now`` when empty)."""
-    row = conn.execute(f"SELECT min(started_at), max(started_at) FROM {CALLS_VIEW}").fetchone()
+    """Everything in the store: from the first call's start to the last start of a call or
+    an attempt (a hedge leg starts after its call); ``now`` when the store has no call."""
+    row = conn.execute(
+        f"SELECT min(started_at), greatest(max(started_at), "
+        f"(SELECT max(started_at) FROM {ATTEMPTS_VIEW})) FROM {CALLS_VIEW}"
+    ).fetchone()
     if row is None or row[0] is None:
         return TimeRange(now, now)
     return TimeRange(_utc(row[0]), _utc(row[1]))
@@ -135,10 +139,19 @@ def json_value(value: object) -> object:
 
 @dataclass(frozen=True, slots=True)
 class PanelResult:
-    """One panel's rows, as the query returned them."""
+    """One panel's rows, as the query returned them (of one copy, for a repeated panel)."""
 
     panel: Panel
     rows: list[tuple[Any, ...]]
+    repeat_value: str | None = None
+    """The value of the panel's repeat variable this copy shows (``None``: not repeated)."""
+    copy: int = 0
+    """The copy's number among the panel's copies."""
+
+    @property
+    def slot(self) -> str:
+        """Names this copy on the page (the panel's key, numbered when repeated)."""
+        return self.panel.key if self.panel.repeat is None else f"{self.panel.key}-{self.copy}"
 
     def records(self) -> list[dict[str, object]]:
         """The rows as JSON-ready mappings of column to value."""
@@ -173,6 +186,24 @@ def _run(conn: duckdb.DuckDBPyConnection, sql: str, panel: str) -> list[tuple[An
         raise OtelLLMError(f"the {panel} panel's query failed on the store: {first}") from exc
 
 
+def _results(
+    conn: duckdb.DuckDBPyConnection, panel: Panel, context: QueryContext
+) -> list[PanelResult]:
+    """The panel's rows; a repeated panel's once per value of its variable in the range (as
+    Grafana repeats it: that variable holds the one value in each copy)."""
+    if panel.repeat is None:
+        sql = expand(panel.sql(DUCKDB_PANELS), context, "duckdb")
+        return [PanelResult(panel, _run(conn, sql, panel.key))]
+    options = _run(conn, expand(variable_sql(DUCKDB_PANELS, panel.repeat), context, "duckdb"), "")
+    results = []
+    for copy, (value,) in enumerate(options):
+        one = Variable(str(value), multi=True, include_all=True)
+        scoped = replace(context, variables={**context.variables, panel.repeat: one})
+        sql = expand(panel.sql(DUCKDB_PANELS), scoped, "duckdb")
+        results.append(PanelResult(panel, _run(conn, sql, panel.key), str(value), copy))
+    return results or [PanelResult(panel, [])]
+
+
 def collect(
     conn: duckdb.DuckDBPyConnection,
     store: Path,
@@ -194,12 +225,7 @@ def collect(
     worst = _run(conn, expand(worst_trace_ids(DUCKDB_PANELS), context, "duckdb"), "worst call")
     chosen = str(worst[0][0]) if worst else None
     context = time_range.context(variables(threshold_ms, chosen or ""))
-    results = tuple(
-        PanelResult(
-            panel, _run(conn, expand(panel.sql(DUCKDB_PANELS), context, "duckdb"), panel.key)
-        )
-        for panel in PANELS
-    )
+    results = tuple(result for panel in PANELS for result in _results(conn, panel, context))
     calls = _run(
         conn,
         f"SELECT count(*) FROM {CALLS_VIEW} WHERE "
@@ -290,5 +316,8 @@ def write_report(
 
 
 def panel_rows(data: ReportData) -> Mapping[str, Sequence[tuple[Any, ...]]]:
-    """Each panel's rows by key (for tests and the command's summary)."""
-    return {result.panel.key: result.rows for result in data.results}
+    """Each panel's rows by key, a repeated panel's copies one after the other."""
+    rows: dict[str, list[tuple[Any, ...]]] = {}
+    for result in data.results:
+        rows.setdefault(result.panel.key, []).extend(result.rows)
+    return rows

@@ -154,7 +154,7 @@ def _table(result: PanelResult, chosen: str | None) -> str:
         marked = trace is not None and chosen is not None and row[trace] == chosen
         body.append(f'<tr class="chosen">{cells}</tr>' if marked else f"<tr>{cells}</tr>")
     return (
-        f'<div class="table-wrap"><table id="table-{result.panel.key}">'
+        f'<div class="table-wrap"><table id="table-{result.slot}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
 
@@ -171,7 +171,7 @@ def _stats(result: PanelResult) -> str:
         f'<div class="name">{html.escape(label(c).removesuffix(" (%)"))}</div></div>'
         for c, v in zip(result.panel.columns, row, strict=True)
     )
-    return f'<div class="stats" id="stats-{result.panel.key}">{items}</div>'
+    return f'<div class="stats" id="stats-{result.slot}">{items}</div>'
 
 
 def chosen_call_text(data: ReportData) -> str:
@@ -203,8 +203,8 @@ def _body(result: PanelResult, data: ReportData, specs: dict[str, Any]) -> str:
         return f'{intro}<p class="no-data">{NO_DATA}</p>'
     spec = chart_spec(panel, result.records())
     if spec is not None:
-        specs[panel.key] = spec
-        return f'{intro}<div class="chart" id="chart-{panel.key}"></div>'
+        specs[result.slot] = spec
+        return f'{intro}<div class="chart" id="chart-{result.slot}"></div>'
     if panel.kind == "stat":
         return intro + _stats(result)
     return intro + _table(result, data.chosen_call)
@@ -213,10 +213,13 @@ def _body(result: PanelResult, data: ReportData, specs: dict[str, Any]) -> str:
 def _section(result: PanelResult, data: ReportData, specs: dict[str, Any]) -> str:
     panel: Panel = result.panel
     width = panel.width if panel.width in (8, 12, 24) else 24
+    title = html.escape(panel.title)
+    if result.repeat_value is not None:
+        title += f" · {html.escape(panel.repeat or '')} <b>{html.escape(result.repeat_value)}</b>"
     return (
-        f'<section class="panel w{width}" id="panel-{panel.key}" data-kind="{panel.kind}" '
-        f'data-rows="{len(result.rows)}">'
-        f"<h2>{html.escape(panel.title)}</h2>"
+        f'<section class="panel w{width}" id="panel-{result.slot}" data-key="{panel.key}" '
+        f'data-kind="{panel.kind}" data-rows="{len(result.rows)}">'
+        f"<h2>{title}</h2>"
         f'<p class="description">{html.escape(panel.description)}</p>'
         f"{_body(result, data, specs)}</section>"
     )
