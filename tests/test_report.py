@@ -417,3 +417,16 @@ def test_the_charting_runtime_loads_only_for_a_report(tmp_path: Path) -> None:
     out = run_python(script, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_demo_can_skip_the_report(tmp_path: Path) -> None:
+    """`demo --no-report` writes no page; with --report as well it is refused before any call."""
+    store = tmp_path / "store"
+    both = run_cli("demo", "--db", str(store), "--calls", "1", "--report", "x.html", "--no-report")
+    assert both.returncode == 2, both.stdout + both.stderr
+    assert "exclude each other" in both.stderr
+    assert not store.exists(), "refused before any call"
+    out = run_cli("demo", "--db", str(store), "--calls", "1", "--seed", "17", "--no-report")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "report" not in out.stdout.split("Spans are in")[-1].lower()
+    assert not list(tmp_path.glob("*.html"))
