@@ -1,0 +1,635 @@
+"""Every panel of the one panel specification (``otel_llm/_show/_panels.py``), its macros and
+template variables expanded as each Grafana plugin expands them, run on real SDK spans in the
+three engines the dashboards meet: DuckDB over a segment store (``open_store``), DuckDB 1.5.4 —
+the DuckDB plugin's engine — with ``reader_sql`` as its ``initSql``, and chDB with the ClickHouse
+DDL. The three return the same rows; the rows have the panel's columns and types and keep the
+figures' invariants; the filters filter and the threshold re-derives as ``llm_attempts_at``."""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+import pytest
+from chdb import session as chdb_session
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_llm._show import _exporter_sql
+from otel_llm._show._clickhouse import DATABASE, SCHEMA_FILE, statements_of
+from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._grafana_macros import (
+    QueryContext,
+    Variable,
+    all_of,
+    expand,
+)
+from otel_llm._show._layout import TABLE
+from otel_llm._show._panel_sql import (
+    ALL_VALUE,
+    AS_MEASURED,
+    CALL,
+    FILTERS,
+    MODEL,
+    SERVICE,
+    SOURCE,
+    THRESHOLD,
+    PanelDialect,
+)
+from otel_llm._show._panel_sql import (
+    CLICKHOUSE_PANELS as CH,
+)
+from otel_llm._show._panel_sql import (
+    DUCKDB_PANELS as DUCK,
+)
+from otel_llm._show._panels import (
+    PANELS,
+    SERIES,
+    STALL_COUNT_BUCKETS,
+    TIME,
+    WORST_CALLS,
+    Panel,
+    worst_trace_ids,
+)
+from otel_llm._show._rows import span_row
+from otel_llm._show._segments import SegmentStore, encode
+from otel_llm._show._store import open_store, reader_sql
+from otel_llm._show._views import DUCKDB
+from tests.conftest import require
+from tests.panel_calls import BATCH, FRONT, THRESHOLD_MS, panel_spans
+from tests.processes import run_python
+from tests.test_clickhouse import exporter_row
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN_DUCKDB = "1.5.4"
+"""The DuckDB the DuckDB Grafana plugin embeds (duckdb-go v2.10504.0)."""
+INTERVAL = timedelta(seconds=1)
+"""The panels' ``$__interval``: a few buckets over the seconds the calls take."""
+PANEL = {panel.key: panel for panel in PANELS}
+TIMES: Final = {TIME, "started_at"}
+LABELS: Final = {SERIES, "trace_id", "outcome", "error_type", "attempt"}
+"""Columns of text, with a bar chart's category; every other column but :data:`TIMES` is a
+number."""
+REL, ABS = 1e-9, 1e-9
+"""Float tolerance between engines (sums in another order); quantile_cont and
+quantileExactInclusive are both R-7 (linear between the closest ranks), so equal to it too."""
+
+Value = Any
+"""A cell: int, float, str or None (instants as µs since the epoch)."""
+Row = tuple[Value, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A query's columns, the engine's type of each and its rows (instants in µs UTC)."""
+
+    columns: list[str]
+    types: list[str]
+    rows: list[Row]
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """A choice of the template variables: the filters chosen (else All) and the threshold."""
+
+    name: str
+    chosen: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    threshold: int = AS_MEASURED
+
+
+CASES: Final = (
+    Case("all"),
+    Case("at-200", threshold=200),
+    Case("at-400", threshold=400),
+    Case("at-measured", threshold=THRESHOLD_MS),
+    Case("service", {SERVICE: (FRONT,)}),
+    Case("model", {MODEL: ("stalls",)}),
+    Case("source", {SOURCE: ("eu",)}),
+    Case("sources", {SOURCE: ("a", "eu")}),
+)
+CASE = {case.name: case for case in CASES}
+FILTERED: Final = tuple(case for case in CASES if case.chosen)
+
+EMPTY: Final[frozenset[tuple[str, str]]] = frozenset()
+"""(case, panel) pairs that may return no row: none, every panel has rows in every case."""
+
+
+# --- the store and the three engines ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def finished() -> list[ReadableSpan]:
+    """The spans of :func:`tests.panel_calls.panel_spans`."""
+    return panel_spans()
+
+
+def _write_store(path: Path, spans: list[ReadableSpan]) -> Path:
+    """A segment store holding ``spans``, one segment per service (as two processes write)."""
+    store = SegmentStore(path)
+    store.create()
+    for service in (FRONT, BATCH):
+        columns = SegmentColumns()
+        for span in spans:
+            if span.resource.attributes.get("service.name") == service:
+                columns.append_span(span)
+        store.write(encode(columns.table()))
+    return path
+
+
+@pytest.fixture(scope="module")
+def store(finished: list[ReadableSpan], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _write_store(tmp_path_factory.mktemp("panels") / "store", finished)
+
+
+@pytest.fixture(scope="module")
+def duck(store: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The store as every reader opens it."""
+    with open_store(store) as conn:
+        yield conn
+
+
+@pytest.fixture(scope="module")
+def chdb(finished: list[ReadableSpan]) -> Iterator[Any]:
+    """chDB with collector/clickhouse/schema.sql, fed the spans by the exporter's INSERT."""
+    session = chdb_session.Session()
+    for statement in statements_of((ROOT / SCHEMA_FILE).read_text()):
+        session.query(statement)
+    head = _exporter_sql.TRACES_INSERT.split(" VALUES")[0]
+    insert = _exporter_sql.render(head, DATABASE, TABLE, quoted=(0, 1))
+    lines = "\n".join(json.dumps(exporter_row(span_row(span))) for span in finished)
+    session.query(f"{insert} FORMAT JSONEachRow\n{lines}")
+    yield session
+    session.close()
+
+
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _micros(moment: datetime) -> int:
+    naive = moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+    return (naive - _EPOCH) // timedelta(microseconds=1)
+
+
+def _duck_value(value: Any) -> Value:
+    if isinstance(value, datetime):
+        return _micros(value)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float | str) or value is None:
+        return value
+    return float(value)  # a DECIMAL
+
+
+def in_duckdb(conn: duckdb.DuckDBPyConnection, sql: str) -> Result:
+    """``sql`` in this process's DuckDB."""
+    relation = conn.cursor().sql(sql)
+    rows = [tuple(_duck_value(v) for v in row) for row in relation.fetchall()]
+    return Result(list(relation.columns), [str(t) for t in relation.types], rows)
+
+
+def _ch_value(value: Any, sql_type: str) -> Value:
+    if value is None:
+        return None
+    bare = _bare(sql_type)
+    if bare.startswith("DateTime"):
+        whole, _, fraction = str(value).partition(".")
+        moment = datetime.strptime(whole, "%Y-%m-%d %H:%M:%S")
+        return _micros(moment) + int((fraction + "000000")[:6])
+    if bare.startswith(("Int", "UInt")):
+        return int(value)
+    if bare.startswith("Float"):
+        return float(value)
+    return str(value)
+
+
+def in_chdb(session: Any, sql: str) -> Result:
+    """``sql`` in chDB, with ClickHouse's type of each column."""
+    out = json.loads(session.query(sql, "JSONCompact").bytes())
+    names = [column["name"] for column in out["meta"]]
+    types = [column["type"] for column in out["meta"]]
+    rows = [tuple(_ch_value(v, t) for v, t in zip(row, types, strict=True)) for row in out["data"]]
+    return Result(names, types, rows)
+
+
+_PLUGIN_SCRIPT = textwrap.dedent(
+    """
+    import datetime, decimal, json, sys
+    import duckdb
+    assert duckdb.__version__ == sys.argv[1], duckdb.__version__
+    job = json.load(sys.stdin)
+    epoch = datetime.datetime(1970, 1, 1)
+    def plain(v):
+        if isinstance(v, datetime.datetime):
+            if v.tzinfo is not None:
+                v = v.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+            return (v - epoch) // datetime.timedelta(microseconds=1)
+        if isinstance(v, decimal.Decimal):
+            return float(v)
+        if isinstance(v, bool):
+            return int(v)
+        return v
+    conn = duckdb.connect()
+    conn.execute(job["init"])  # the plugin's boot: the whole initSql in one exec
+    out = []
+    for sql in job["queries"]:
+        try:
+            rel = conn.sql(sql)
+            rows = [[plain(v) for v in row] for row in rel.fetchall()]
+            out.append(dict(columns=rel.columns, types=[str(t) for t in rel.types], rows=rows))
+        except duckdb.Error as exc:
+            out.append(dict(error=str(exc)))
+    json.dump(out, sys.stdout)
+    """
+)
+
+
+def in_plugin_duckdb(store: Path, queries: list[str]) -> list[Result | str]:
+    """Each query in DuckDB 1.5.4 on an in-memory database booted with ``reader_sql(store)``
+    as the plugin boots it (its error text when it fails)."""
+    target = ROOT / ".cache" / f"duckdb-{PLUGIN_DUCKDB}"
+    require(target.is_dir(), f"DuckDB {PLUGIN_DUCKDB} in {target} (./dev installs it)")
+    job = json.dumps({"init": reader_sql(store), "queries": queries})
+    script = (
+        "import sys, io; sys.stdin = io.StringIO(sys.argv[2]); "
+        + "exec(compile(sys.argv[3], 'plugin', 'exec'))"
+    )
+    env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}
+    out = run_python(script, PLUGIN_DUCKDB, job, _PLUGIN_SCRIPT, cwd=store, env=env)
+    assert out.returncode == 0, out.stderr
+    results: list[Result | str] = []
+    for item in json.loads(out.stdout):
+        if "error" in item:
+            results.append(item["error"])
+        else:
+            rows = [tuple(row) for row in item["rows"]]
+            results.append(Result(item["columns"], item["types"], rows))
+    return results
+
+
+# --- the variables, as a dashboard sets them ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def time_range(duck: duckdb.DuckDBPyConnection) -> tuple[datetime, datetime]:
+    """The dashboard's range: whole seconds around every span (Grafana sends milliseconds;
+    the DuckDB plugin renders whole seconds)."""
+    first, last = duck.execute(f'SELECT min("Timestamp"), max("Timestamp") FROM {TABLE}').fetchone()
+    start = first.replace(tzinfo=UTC, microsecond=0) - timedelta(seconds=5)
+    end = last.replace(tzinfo=UTC, microsecond=0) + timedelta(seconds=60)
+    return start, end
+
+
+def variables(case: Case, engine: str, trace_id: str = "") -> dict[str, Variable]:
+    """The variables as the engine's dashboard defines them: multi-value filters with "All"
+    (the DuckDB one with its custom all value), the threshold, the chosen call."""
+    all_value = ALL_VALUE if engine == "duckdb" else None
+    found: dict[str, Variable] = {}
+    for name in FILTERS:
+        base = all_of((), all_value=all_value)
+        chosen = case.chosen.get(name)
+        found[name] = base if chosen is None else Variable(chosen, True, True, all_value)
+    found[THRESHOLD] = Variable(str(case.threshold))
+    found[CALL] = Variable(trace_id)
+    return found
+
+
+def _dialect(engine: str) -> PanelDialect:
+    return DUCK if engine == "duckdb" else CH
+
+
+def context(
+    case: Case, engine: str, time_range: tuple[datetime, datetime], trace_id: str = ""
+) -> QueryContext:
+    return QueryContext(*time_range, INTERVAL, variables(case, engine, trace_id))
+
+
+@dataclass
+class Runs:
+    """Every panel of every case, expanded and run once in each engine."""
+
+    trace_ids: dict[str, str]
+    sql: dict[tuple[str, str, str], str]
+    """(case, panel, engine) → the expanded query."""
+    duckdb: dict[tuple[str, str], Result]
+    chdb: dict[tuple[str, str], Result]
+    plugin: dict[tuple[str, str], Result | str]
+
+
+@pytest.fixture(scope="module")
+def runs(
+    duck: duckdb.DuckDBPyConnection,
+    chdb: Any,
+    store: Path,
+    time_range: tuple[datetime, datetime],
+) -> Runs:
+    """The chosen call of each case is the first row of ``worst_trace_ids`` (in DuckDB); its
+    ClickHouse twin must offer the same ones."""
+    trace_ids: dict[str, str] = {}
+    sql: dict[tuple[str, str, str], str] = {}
+    for case in CASES:
+        options = {}
+        for engine, run in (("duckdb", in_duckdb), ("clickhouse", in_chdb)):
+            query = expand(
+                worst_trace_ids(_dialect(engine)), context(case, engine, time_range), engine
+            )
+            session = duck if engine == "duckdb" else chdb
+            options[engine] = [row[0] for row in run(session, query).rows]  # type: ignore[operator]
+        assert options["duckdb"] == options["clickhouse"], case
+        assert options["duckdb"], f"{case.name}: no stalled call to choose"
+        trace_ids[case.name] = str(options["duckdb"][0])
+        for engine in ("duckdb", "clickhouse"):
+            ctx = context(case, engine, time_range, trace_ids[case.name])
+            for panel in PANELS:
+                sql[case.name, panel.key, engine] = expand(panel.sql(_dialect(engine)), ctx, engine)
+    keys = [(case.name, panel.key) for case in CASES for panel in PANELS]
+    plugin_results = in_plugin_duckdb(store, [sql[*key, "duckdb"] for key in keys])
+    return Runs(
+        trace_ids,
+        sql,
+        {key: in_duckdb(duck, sql[*key, "duckdb"]) for key in keys},
+        {key: in_chdb(chdb, sql[*key, "clickhouse"]) for key in keys},
+        dict(zip(keys, plugin_results, strict=True)),
+    )
+
+
+# --- comparing and checking ---------------------------------------------------------------------
+
+
+def _same(left: Value, right: Value, *, column: str) -> bool:
+    if isinstance(left, float) or isinstance(right, float):
+        if left is None or right is None or isinstance(left, str) or isinstance(right, str):
+            return False
+        return math.isclose(left, right, rel_tol=REL, abs_tol=ABS)
+    if column in TIMES and isinstance(left, int) and isinstance(right, int):
+        return abs(left - right) <= 1  # DuckDB's nanoseconds reach Python truncated to µs
+    return left == right
+
+
+def assert_same_rows(expected: Result, got: Result, what: str) -> None:
+    assert got.columns == expected.columns, what
+    assert len(got.rows) == len(expected.rows), f"{what}: {got.rows} != {expected.rows}"
+    for want, row in zip(expected.rows, got.rows, strict=True):
+        assert all(
+            _same(a, b, column=c) for a, b, c in zip(want, row, expected.columns, strict=True)
+        ), f"{what}: {row} != {want}"
+
+
+_DUCK_NUMBERS: Final = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE"}
+"""DuckDB types the DuckDB plugin hands Grafana as numbers (HUGEINT becomes text there, the
+unsigned ones are not converted)."""
+
+
+def _bare(sql_type: str) -> str:
+    for wrapper in ("Nullable(", "LowCardinality("):
+        while sql_type.startswith(wrapper):
+            sql_type = sql_type[len(wrapper) : -1]
+    return sql_type
+
+
+def kind_of(sql_type: str) -> str:
+    """``time``, ``text``, ``number`` or ``other`` for a DuckDB or ClickHouse type."""
+    bare = _bare(sql_type)
+    if bare.startswith(("TIMESTAMP", "DateTime")):
+        return "time"
+    if bare in ("VARCHAR", "String"):
+        return "text"
+    if bare in _DUCK_NUMBERS or bare.startswith(("Int", "UInt", "Float")):
+        return "number"
+    return "other"
+
+
+def expected_kind(panel: Panel, column: str) -> str:
+    if column in TIMES:
+        return "time"
+    text = column in LABELS or (panel.kind == "barchart" and column == panel.x)
+    return "text" if text else "number"
+
+
+def column(result: Result, name: str) -> list[Any]:
+    index = result.columns.index(name)
+    return [row[index] for row in result.rows]
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def check_invariants(panel: Panel, result: Result) -> None:
+    """What every row of the panel keeps, whatever the data."""
+    rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+    for name in result.columns:
+        if expected_kind(panel, name) == "number":
+            assert all(v is None or v >= 0 for v in column(result, name)), name
+    if panel.format == "time_series":
+        times = column(result, TIME)
+        assert result.columns[0] == TIME
+        assert times == sorted(times)
+        assert None not in times
+    for row in rows:
+        if {"wall_s", "stall_s", "net_s"} <= row.keys() and row["wall_s"] is not None:
+            assert row["stall_s"] <= row["wall_s"] + 1e-9, row
+            assert _close(row["net_s"], row["wall_s"] - row["stall_s"]), row
+        for share in ("stall_pct", "hedged_pct", "hedge_won_pct"):
+            if row.get(share) is not None:
+                assert 0 <= row[share] <= 100, row
+    if panel.key == "hedge_rate":
+        assert all(r["hedge_won_pct"] <= r["hedged_pct"] for r in rows)
+    if panel.key == "hedging":
+        (row,) = rows
+        assert row["wasted_requests"] <= row["calls"] * 10
+        assert row["calls"] > 0
+    if panel.key == "stall_counts":
+        labels = [str(n) for n in range(STALL_COUNT_BUCKETS)] + [f"{STALL_COUNT_BUCKETS}+"]
+        assert set(column(result, "stalls")) <= set(labels)
+    if panel.key == "worst":
+        assert len(rows) <= WORST_CALLS
+        stalls = column(result, "stall_s")
+        assert stalls == sorted(stalls, reverse=True)
+        assert all(s > 0 for s in stalls)
+
+
+@pytest.mark.parametrize("case", [c.name for c in CASES])
+@pytest.mark.parametrize("key", list(PANEL))
+def test_panel_in_every_engine(runs: Runs, key: str, case: str) -> None:
+    """The panel's query, expanded for each plugin, returns rows with its columns and their
+    types, keeps the invariants, and gives the same rows in DuckDB, DuckDB 1.5.4 and chDB."""
+    panel = PANEL[key]
+    ours = runs.duckdb[case, key]
+    assert ours.columns == list(panel.columns)
+    assert ours.rows or (case, key) in EMPTY, f"{case}/{key}: no rows"
+    for engine, result in (("duckdb", ours), ("clickhouse", runs.chdb[case, key])):
+        kinds = {c: kind_of(t) for c, t in zip(result.columns, result.types, strict=True)}
+        assert kinds == {c: expected_kind(panel, c) for c in panel.columns}, (engine, result.types)
+    check_invariants(panel, ours)
+    plugin = runs.plugin[case, key]
+    assert isinstance(plugin, Result), f"DuckDB {PLUGIN_DUCKDB}: {plugin}"
+    assert plugin.types == ours.types
+    assert_same_rows(ours, plugin, f"{case}/{key} in DuckDB {PLUGIN_DUCKDB}")
+    assert_same_rows(ours, runs.chdb[case, key], f"{case}/{key} in chDB")
+
+
+def test_the_spans_reach_every_panel_path(duck: duckdb.DuckDBPyConnection) -> None:
+    """The spans hold what the panels show: two services, stalls, a won hedge, hedge-cancelled
+    and caller-cancelled attempts, a watchdog kill, server errors, a non-streamed call."""
+    outcomes = dict(
+        duck.execute("SELECT outcome, count(*) FROM llm_attempts GROUP BY 1").fetchall()
+    )
+    assert {"ok", "hedge_cancelled", "cancelled", "watchdog_killed", "error"} <= set(outcomes)
+    ((services, stalled, won, non_streamed),) = duck.execute(
+        "SELECT (SELECT count(DISTINCT service) FROM llm_calls), "
+        "(SELECT count(*) FROM llm_attempts WHERE stall_count > 0), "
+        "(SELECT count(*) FROM llm_calls WHERE hedge_won), "
+        "(SELECT count(*) FROM llm_attempts WHERE NOT stream)"
+    ).fetchall()
+    assert (services, stalled >= 4, won, non_streamed) == (2, True, 1, 1)
+
+
+def test_the_chosen_call_has_a_timeline(runs: Runs) -> None:
+    """The timeline of the chosen call (the worst stalled call) shows its attempts' chunks, and
+    the first row of the worst-calls table is that call."""
+    for case in CASES:
+        worst = runs.duckdb[case.name, "worst"]
+        assert column(worst, "trace_id")[0] == runs.trace_ids[case.name]
+        timeline = runs.duckdb[case.name, "timeline"]
+        assert len(timeline.rows) >= 2
+        chunks = column(timeline, "chunk")
+        assert chunks[0] == 0
+        assert all(c >= 0 for c in chunks)
+
+
+# --- filters ------------------------------------------------------------------------------------
+
+
+_RESTRICT: Final = {SERVICE: '"ServiceName"', MODEL: '"RequestModel"', SOURCE: '"Source"'}
+
+
+def _restricted(store: Path, case: Case) -> duckdb.DuckDBPyConnection:
+    """A DuckDB reading only the spans of the chosen values (``otel_traces`` restricted, the
+    views over it) — what the filter should leave."""
+    conn = duckdb.connect()
+    conn.execute(reader_sql(store))
+    where = " AND ".join(
+        f"{_RESTRICT[name]} IN ({', '.join(repr(v) for v in values)})"
+        for name, values in case.chosen.items()
+    )
+    glob = SegmentStore(store).glob
+    conn.execute(
+        f"CREATE OR REPLACE VIEW {TABLE} AS SELECT * FROM read_parquet('{glob}', "
+        f"union_by_name = true) WHERE {where}"
+    )
+    return conn
+
+
+UNFILTERED: Final = {"timeline"}
+"""Panels the filters do not restrict (the chosen call is chosen by its trace id)."""
+
+
+@pytest.mark.parametrize("case", [c.name for c in FILTERED])
+def test_a_filter_keeps_only_its_values(
+    runs: Runs, store: Path, time_range: tuple[datetime, datetime], case: str
+) -> None:
+    """Choosing a service, model or source (or two sources) gives every panel exactly what it
+    shows on the spans of those values alone — and less than with "All"."""
+    chosen = CASE[case]
+    conn = _restricted(store, chosen)
+    ctx = context(CASE["all"], "duckdb", time_range, runs.trace_ids[case])
+    fewer = 0
+    for panel in PANELS:
+        if panel.key in UNFILTERED:
+            continue
+        expected = in_duckdb(conn, expand(panel.sql(DUCK), ctx, "duckdb"))
+        got = runs.duckdb[case, panel.key]
+        assert_same_rows(expected, got, f"{case}/{panel.key}")
+        fewer += got.rows != runs.duckdb["all", panel.key].rows
+        if SERIES in panel.columns:
+            for label in column(got, SERIES):
+                source, model = str(label).split("/")
+                assert source in chosen.chosen.get(SOURCE, (source,))
+                assert model in chosen.chosen.get(MODEL, (model,))
+    assert fewer >= len(PANELS) - len(UNFILTERED) - 2  # hedging may be unchanged
+    conn.close()
+
+
+# --- the threshold ------------------------------------------------------------------------------
+
+
+def _by_series(result: Result, *names: str) -> dict[str, tuple[float, ...]]:
+    totals: dict[str, list[float]] = {}
+    for row in result.rows:
+        values = dict(zip(result.columns, row, strict=True))
+        sums = totals.setdefault(str(values[SERIES]), [0.0] * len(names))
+        for i, name in enumerate(names):
+            sums[i] += float(values[name] or 0)
+    return {k: tuple(v) for k, v in totals.items()}
+
+
+def _at_threshold(duck: duckdb.DuckDBPyConnection, threshold: int | None) -> Result:
+    """Per source/model, seconds of net, stall and wall of the winning attempts, read through
+    ``llm_attempts_at(T)`` (or ``llm_attempts``) directly — the breakdown's path."""
+    source = "llm_attempts" if threshold is None else DUCKDB.at_threshold(threshold)
+    return in_duckdb(
+        duck,
+        f"""SELECT coalesce(a.source, a.provider, '?') || '/' || coalesce(a.model, '?')
+                AS {SERIES},
+            sum(a.generation_ms) / 1000 AS net_s, sum(a.stall_ms) / 1000 AS stall_s,
+            sum(a.wall_ms) / 1000 AS wall_s
+        FROM llm_calls c JOIN {source} a
+          ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt
+        GROUP BY 1 ORDER BY 1""",
+    )
+
+
+@pytest.mark.parametrize("case", ["all", "at-200", "at-400", "at-measured"])
+def test_the_threshold_rederives_as_llm_attempts_at(
+    runs: Runs, duck: duckdb.DuckDBPyConnection, case: str
+) -> None:
+    """At each threshold the stall figures of the time split, summed over time, are those of
+    ``llm_attempts_at(T)`` (as measured: ``llm_attempts``); the thresholds disagree with each
+    other; re-deriving at the measured threshold gives the measured figures."""
+    threshold = CASE[case].threshold
+    names = ("net_s", "stall_s", "wall_s")
+    got = _by_series(runs.duckdb[case, "time_split"], *names)
+    expected = _by_series(
+        _at_threshold(duck, None if threshold == AS_MEASURED else threshold), *names
+    )
+    assert got.keys() == expected.keys()
+    for series, sums in got.items():
+        assert all(_close(a, b) for a, b in zip(sums, expected[series], strict=True)), series
+    stalls = {c: runs.duckdb[c, "stall_counts"].rows for c in ("all", "at-200", "at-400")}
+    assert len({json.dumps(rows) for rows in stalls.values()}) == 3
+    for key in ("time_split", "stall_share", "stall_counts", "worst"):
+        assert runs.duckdb["at-measured", key].rows == runs.duckdb["all", key].rows, key
+
+
+# --- the chunk gaps -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", [c.name for c in CASES])
+def test_the_gap_bars_count_every_gap(
+    runs: Runs, duck: duckdb.DuckDBPyConnection, time_range: tuple[datetime, datetime], case: str
+) -> None:
+    """The chunk-gap bars add up to Σ(chunks − 1) over the streamed attempts in range and
+    filtered; the recorded bars count exactly the stored gaps above each attempt's floor."""
+    chosen = CASE[case].chosen
+    where = " AND ".join(
+        f"a.{name} IN ({', '.join(repr(v) for v in values)})" for name, values in chosen.items()
+    )
+    start, end = (t.replace(tzinfo=None) for t in time_range)
+    gaps, above = duck.execute(
+        f"""SELECT sum(greatest(coalesce(a.chunk_count, 0) - 1, 0)),
+            sum(len(list_filter(t."ChunkGapNs",
+                lambda g: g > coalesce(t."ChunkEventsFloorMs", 0) * 1000000)))
+        FROM llm_attempts a JOIN {TABLE} t ON t."SpanId" = a.span_id
+        WHERE coalesce(a.stream, false) AND a.started_at BETWEEN ? AND ?
+          {"AND " + where if where else ""}""",
+        [start, end],
+    ).fetchone()
+    bars = dict(runs.duckdb[case, "chunk_gaps"].rows)
+    assert sum(bars.values()) == gaps > 0  # type: ignore[arg-type]
+    assert sum(n for label, n in bars.items() if label != "≤ event floor") == above > 0  # type: ignore[misc]
