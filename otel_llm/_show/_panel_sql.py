@@ -126,6 +126,11 @@ class PanelDialect:
             f"     SELECT * FROM {rederived} WHERE {t} <> {AS_MEASURED})"
         )
 
+    def span_key(self, column: str) -> str:
+        """A join key equal for equal hex span ids and different for different ones: ClickHouse
+        joins the id's 8 bytes as a UInt64 several times faster than its 16 characters."""
+        return f"reinterpretAsUInt64(unhex({column}))" if self.is_clickhouse else column
+
     def unnest(self, array: str) -> str:
         """One row per element of ``array`` (in a SELECT list)."""
         return f"arrayJoin({array})" if self.is_clickhouse else f"unnest({array})"
