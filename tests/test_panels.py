@@ -433,8 +433,10 @@ def check_invariants(panel: Panel, result: Result) -> None:
         assert None not in times
     for row in rows:
         if {"wall_s", "stall_s", "net_s"} <= row.keys() and row["wall_s"] is not None:
-            assert row["stall_s"] <= row["wall_s"] + 1e-9, row
-            assert _close(row["net_s"], row["wall_s"] - row["stall_s"]), row
+            # a call that cannot stall (not streamed: M3) has no stall and net = wall
+            stall = row["stall_s"] or 0.0
+            assert stall <= row["wall_s"] + 1e-9, row
+            assert _close(row["net_s"], row["wall_s"] - stall), row
         for share in ("stall_pct", "hedged_pct", "hedge_won_pct"):
             if row.get(share) is not None:
                 assert 0 <= row[share] <= 100, row

@@ -18,8 +18,9 @@ variables first (Grafana's front end), then the plugin's macros (its back end).
   ``$__timeInterval(c)`` → ``toStartOfInterval(toDateTime(c), INTERVAL <s> second)`` with
   ``s`` = max(interval seconds, 1), ``$__interval_s`` → ``s``.
 
-Only these macros are expanded; any other ``$__name`` or a variable left unexpanded is an
-error (:class:`UnexpandedMacro`), so a panel cannot use a macro this module does not know.
+Only these macros are expanded; a query written with any other ``$__name``, or with a variable
+that has no value, is an error (:class:`UnexpandedMacro`), so a panel cannot use a macro this
+module does not know.
 """
 
 from __future__ import annotations
@@ -181,7 +182,8 @@ def _conditional_all(sql: str, context: QueryContext) -> str:
 
 
 def _rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Go's ``Format(time.RFC3339)`` of the UTC time: whole seconds, a four-digit year."""
+    return moment.astimezone(UTC).replace(tzinfo=None, microsecond=0).isoformat() + "Z"
 
 
 def _unix(moment: datetime) -> int:
@@ -272,14 +274,28 @@ def _expand_macros(sql: str, context: QueryContext, engine: Engine) -> str:
             args, length = _arguments(sql, match.end())
             call = sql[match.start() : match.end() + length]
             sql = sql.replace(call, macros[name](context, args))
-    left = re.search(r"\$__\w+|\$\{?\w+", sql)
-    if left:
-        raise UnexpandedMacro(f"{left.group(0)} is not a macro of the {engine} data source")
     return sql
+
+
+_FRONT_END_MACROS: Final[Mapping[Engine, frozenset[str]]] = {
+    "duckdb": frozenset(),
+    "clickhouse": frozenset({"conditionalAll"}),
+}
+
+
+def _check_macros(sql: str, engine: Engine) -> None:
+    """Every ``$__name`` the query is written with is a macro of the data source. (A variable's
+    value is not checked: Grafana inserts it as it is, and the plugin leaves a ``$__`` it does
+    not know in place.)"""
+    known = _MACROS[engine].keys() | _FRONT_END_MACROS[engine]
+    for match in re.finditer(r"\$__(\w+)", sql):
+        if match.group(1) not in known:
+            raise UnexpandedMacro(f"{match.group(0)} is not a macro of the {engine} data source")
 
 
 def expand(sql: str, context: QueryContext, engine: Engine) -> str:
     """``sql`` as the ``engine`` data source runs it in Grafana."""
+    _check_macros(sql, engine)
     if engine == "clickhouse":
         sql = _conditional_all(sql, context)
     return _expand_macros(_replace_variables(sql, context, engine), context, engine)
