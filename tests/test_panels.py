@@ -25,6 +25,7 @@ from otel_llm._show import _exporter_sql
 from otel_llm._show._clickhouse import DATABASE, SCHEMA_FILE, statements_of
 from otel_llm._show._columns import SegmentColumns
 from otel_llm._show._grafana_macros import (
+    Engine,
     QueryContext,
     Variable,
     all_of,
@@ -72,6 +73,7 @@ PLUGIN_DUCKDB = "1.5.4"
 INTERVAL = timedelta(seconds=1)
 """The panels' ``$__interval``: a few buckets over the seconds the calls take."""
 PANEL = {panel.key: panel for panel in PANELS}
+ENGINES: Final[tuple[Engine, ...]] = ("duckdb", "clickhouse")
 TIMES: Final = {TIME, "started_at"}
 LABELS: Final = {SERIES, "trace_id", "outcome", "error_type", "attempt"}
 """Columns of text, with a bar chart's category; every other column but :data:`TIMES` is a
@@ -157,7 +159,7 @@ def duck(store: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 @pytest.fixture(scope="module")
 def chdb(finished: list[ReadableSpan]) -> Iterator[Any]:
     """chDB with collector/clickhouse/schema.sql, fed the spans by the exporter's INSERT."""
-    session = chdb_session.Session()
+    session: Any = chdb_session.Session()  # type: ignore[no-untyped-call]
     for statement in statements_of((ROOT / SCHEMA_FILE).read_text()):
         session.query(statement)
     head = _exporter_sql.TRACES_INSERT.split(" VALUES")[0]
@@ -279,13 +281,15 @@ def in_plugin_duckdb(store: Path, queries: list[str]) -> list[Result | str]:
 def time_range(duck: duckdb.DuckDBPyConnection) -> tuple[datetime, datetime]:
     """The dashboard's range: whole seconds around every span (Grafana sends milliseconds;
     the DuckDB plugin renders whole seconds)."""
-    first, last = duck.execute(f'SELECT min("Timestamp"), max("Timestamp") FROM {TABLE}').fetchone()
+    row = duck.execute(f'SELECT min("Timestamp"), max("Timestamp") FROM {TABLE}').fetchone()
+    assert row is not None
+    first, last = row
     start = first.replace(tzinfo=UTC, microsecond=0) - timedelta(seconds=5)
     end = last.replace(tzinfo=UTC, microsecond=0) + timedelta(seconds=60)
     return start, end
 
 
-def variables(case: Case, engine: str, trace_id: str = "") -> dict[str, Variable]:
+def variables(case: Case, engine: Engine, trace_id: str = "") -> dict[str, Variable]:
     """The variables as the engine's dashboard defines them: multi-value filters with "All"
     (the DuckDB one with its custom all value), the threshold, the chosen call."""
     all_value = ALL_VALUE if engine == "duckdb" else None
@@ -299,12 +303,12 @@ def variables(case: Case, engine: str, trace_id: str = "") -> dict[str, Variable
     return found
 
 
-def _dialect(engine: str) -> PanelDialect:
+def _dialect(engine: Engine) -> PanelDialect:
     return DUCK if engine == "duckdb" else CH
 
 
 def context(
-    case: Case, engine: str, time_range: tuple[datetime, datetime], trace_id: str = ""
+    case: Case, engine: Engine, time_range: tuple[datetime, datetime], trace_id: str = ""
 ) -> QueryContext:
     return QueryContext(*time_range, INTERVAL, variables(case, engine, trace_id))
 
@@ -333,17 +337,16 @@ def runs(
     trace_ids: dict[str, str] = {}
     sql: dict[tuple[str, str, str], str] = {}
     for case in CASES:
-        options = {}
-        for engine, run in (("duckdb", in_duckdb), ("clickhouse", in_chdb)):
-            query = expand(
-                worst_trace_ids(_dialect(engine)), context(case, engine, time_range), engine
-            )
-            session = duck if engine == "duckdb" else chdb
-            options[engine] = [row[0] for row in run(session, query).rows]  # type: ignore[operator]
+        options: dict[str, list[Any]] = {}
+        for engine in ENGINES:
+            ctx = context(case, engine, time_range)
+            query = expand(worst_trace_ids(_dialect(engine)), ctx, engine)
+            found = in_duckdb(duck, query) if engine == "duckdb" else in_chdb(chdb, query)
+            options[engine] = [row[0] for row in found.rows]
         assert options["duckdb"] == options["clickhouse"], case
         assert options["duckdb"], f"{case.name}: no stalled call to choose"
         trace_ids[case.name] = str(options["duckdb"][0])
-        for engine in ("duckdb", "clickhouse"):
+        for engine in ENGINES:
             ctx = context(case, engine, time_range, trace_ids[case.name])
             for panel in PANELS:
                 sql[case.name, panel.key, engine] = expand(panel.sql(_dialect(engine)), ctx, engine)
@@ -368,7 +371,7 @@ def _same(left: Value, right: Value, *, column: str) -> bool:
         return math.isclose(left, right, rel_tol=REL, abs_tol=ABS)
     if column in TIMES and isinstance(left, int) and isinstance(right, int):
         return abs(left - right) <= 1  # DuckDB's nanoseconds reach Python truncated to µs
-    return left == right
+    return bool(left == right)
 
 
 def assert_same_rows(expected: Result, got: Result, what: str) -> None:
@@ -623,7 +626,7 @@ def test_the_gap_bars_count_every_gap(
         f"a.{name} IN ({', '.join(repr(v) for v in values)})" for name, values in chosen.items()
     )
     start, end = (t.replace(tzinfo=None) for t in time_range)
-    gaps, above = duck.execute(
+    counted = duck.execute(
         f"""SELECT sum(greatest(coalesce(a.chunk_count, 0) - 1, 0)),
             sum(len(list_filter(t."ChunkGapNs",
                 lambda g: g > coalesce(t."ChunkEventsFloorMs", 0) * 1000000)))
@@ -632,6 +635,8 @@ def test_the_gap_bars_count_every_gap(
           {"AND " + where if where else ""}""",
         [start, end],
     ).fetchone()
-    bars = dict(runs.duckdb[case, "chunk_gaps"].rows)
-    assert sum(bars.values()) == gaps > 0  # type: ignore[arg-type]
-    assert sum(n for label, n in bars.items() if label != "≤ event floor") == above > 0  # type: ignore[misc]
+    assert counted is not None
+    gaps, above = counted
+    bars: dict[str, int] = {str(label): int(n) for label, n in runs.duckdb[case, "chunk_gaps"].rows}
+    assert sum(bars.values()) == gaps > 0
+    assert sum(n for label, n in bars.items() if label != "≤ event floor") == above > 0
