@@ -127,8 +127,8 @@ class PanelDialect:
         )
 
     def span_key(self, column: str) -> str:
-        """A join key equal for equal hex span ids and different for different ones: ClickHouse
-        joins the id's 8 bytes as a UInt64 several times faster than its 16 characters."""
+        """A key equal for equal hex span ids and different for different ones: ClickHouse
+        matches the id's 8 bytes as a UInt64 several times faster than its 16 characters."""
         return f"reinterpretAsUInt64(unhex({column}))" if self.is_clickhouse else column
 
     def unnest(self, array: str) -> str:
