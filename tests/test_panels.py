@@ -56,6 +56,7 @@ from otel_llm._show._panels import (
     TIME,
     WORST_CALLS,
     Panel,
+    variable_sql,
     worst_trace_ids,
 )
 from otel_llm._show._rows import span_row
@@ -289,15 +290,25 @@ def time_range(duck: duckdb.DuckDBPyConnection) -> tuple[datetime, datetime]:
     return start, end
 
 
-def variables(case: Case, engine: Engine, trace_id: str = "") -> dict[str, Variable]:
+Copy = tuple[str, str] | None
+"""A repeated panel's copy: its variable and the one value it holds there (None: not
+repeated)."""
+
+
+def variables(
+    case: Case, engine: Engine, trace_id: str = "", copy: Copy = None
+) -> dict[str, Variable]:
     """The variables as the engine's dashboard defines them: multi-value filters with "All"
-    (the DuckDB one with its custom all value), the threshold, the chosen call."""
+    (the DuckDB one with its custom all value), the threshold, the chosen call; in a repeated
+    panel's copy its variable holds that copy's value."""
     all_value = ALL_VALUE if engine == "duckdb" else None
     found: dict[str, Variable] = {}
     for name in FILTERS:
         base = all_of((), all_value=all_value)
         chosen = case.chosen.get(name)
         found[name] = base if chosen is None else Variable(chosen, True, True, all_value)
+    if copy is not None:
+        found[copy[0]] = Variable((copy[1],), True, True, all_value)
     found[THRESHOLD] = Variable(str(case.threshold))
     found[CALL] = Variable(trace_id)
     return found
@@ -308,9 +319,13 @@ def _dialect(engine: Engine) -> PanelDialect:
 
 
 def context(
-    case: Case, engine: Engine, time_range: tuple[datetime, datetime], trace_id: str = ""
+    case: Case,
+    engine: Engine,
+    time_range: tuple[datetime, datetime],
+    trace_id: str = "",
+    copy: Copy = None,
 ) -> QueryContext:
-    return QueryContext(*time_range, INTERVAL, variables(case, engine, trace_id))
+    return QueryContext(*time_range, INTERVAL, variables(case, engine, trace_id, copy))
 
 
 @dataclass
@@ -318,8 +333,11 @@ class Runs:
     """Every panel of every case, expanded and run once in each engine."""
 
     trace_ids: dict[str, str]
+    copies: dict[str, tuple[str, ...]]
+    """The values a repeated panel is drawn for, by case: those chosen, else every option."""
     sql: dict[tuple[str, str, str], str]
-    """(case, panel, engine) → the expanded query."""
+    """(case, run, engine) → the expanded query; a run is a panel, or a repeated panel's copy
+    (:func:`run_keys`)."""
     duckdb: dict[tuple[str, str], Result]
     chdb: dict[tuple[str, str], Result]
     plugin: dict[tuple[str, str], Result | str]
@@ -333,32 +351,56 @@ def runs(
     time_range: tuple[datetime, datetime],
 ) -> Runs:
     """The chosen call of each case is the first row of ``worst_trace_ids`` (in DuckDB); its
-    ClickHouse twin must offer the same ones."""
+    ClickHouse twin must offer the same ones, and the same options of the variable a panel
+    repeats over (``variable_sql``)."""
     trace_ids: dict[str, str] = {}
+    copies: dict[str, tuple[str, ...]] = {}
     sql: dict[tuple[str, str, str], str] = {}
+    keys: list[tuple[str, str]] = []
     for case in CASES:
         options: dict[str, list[Any]] = {}
+        offered: dict[str, list[Any]] = {}
         for engine in ENGINES:
             ctx = context(case, engine, time_range)
+            run = in_duckdb if engine == "duckdb" else in_chdb
+            session = duck if engine == "duckdb" else chdb
             query = expand(worst_trace_ids(_dialect(engine)), ctx, engine)
-            found = in_duckdb(duck, query) if engine == "duckdb" else in_chdb(chdb, query)
-            options[engine] = [row[0] for row in found.rows]
+            options[engine] = [row[0] for row in run(session, query).rows]
+            query = expand(variable_sql(_dialect(engine), REPEATED), ctx, engine)
+            offered[engine] = [row[0] for row in run(session, query).rows]
         assert options["duckdb"] == options["clickhouse"], case
         assert options["duckdb"], f"{case.name}: no stalled call to choose"
+        assert offered["duckdb"] == offered["clickhouse"], case
+        assert len(offered["duckdb"]) >= 3, offered
         trace_ids[case.name] = str(options["duckdb"][0])
-        for engine in ENGINES:
-            ctx = context(case, engine, time_range, trace_ids[case.name])
-            for panel in PANELS:
-                sql[case.name, panel.key, engine] = expand(panel.sql(_dialect(engine)), ctx, engine)
-    keys = [(case.name, panel.key) for case in CASES for panel in PANELS]
+        copies[case.name] = case.chosen.get(REPEATED, tuple(offered["duckdb"]))
+        for panel in PANELS:
+            for key, copy in run_keys(panel, copies[case.name]):
+                keys.append((case.name, key))
+                for engine in ENGINES:
+                    ctx = context(case, engine, time_range, trace_ids[case.name], copy)
+                    sql[case.name, key, engine] = expand(panel.sql(_dialect(engine)), ctx, engine)
     plugin_results = in_plugin_duckdb(store, [sql[*key, "duckdb"] for key in keys])
     return Runs(
         trace_ids,
+        copies,
         sql,
         {key: in_duckdb(duck, sql[*key, "duckdb"]) for key in keys},
         {key: in_chdb(chdb, sql[*key, "clickhouse"]) for key in keys},
         dict(zip(keys, plugin_results, strict=True)),
     )
+
+
+REPEATED: Final = SOURCE
+"""The variable the repeated panels repeat over."""
+assert {panel.repeat for panel in PANELS} <= {None, REPEATED}
+
+
+def run_keys(panel: Panel, copies: tuple[str, ...]) -> list[tuple[str, Copy]]:
+    """The runs of a panel: itself, or one copy per value of the variable it repeats over."""
+    if panel.repeat is None:
+        return [(panel.key, None)]
+    return [(f"{panel.key}[{value}]", (panel.repeat, value)) for value in copies]
 
 
 # --- comparing and checking ---------------------------------------------------------------------
@@ -465,18 +507,21 @@ def test_panel_in_every_engine(runs: Runs, key: str, case: str) -> None:
     """The panel's query, expanded for each plugin, returns rows with its columns and their
     types, keeps the invariants, and gives the same rows in DuckDB, DuckDB 1.5.4 and chDB."""
     panel = PANEL[key]
-    ours = runs.duckdb[case, key]
-    assert ours.columns == list(panel.columns)
-    assert ours.rows or (case, key) in EMPTY, f"{case}/{key}: no rows"
-    for engine, result in (("duckdb", ours), ("clickhouse", runs.chdb[case, key])):
-        kinds = {c: kind_of(t) for c, t in zip(result.columns, result.types, strict=True)}
-        assert kinds == {c: expected_kind(panel, c) for c in panel.columns}, (engine, result.types)
-    check_invariants(panel, ours)
-    plugin = runs.plugin[case, key]
-    assert isinstance(plugin, Result), f"DuckDB {PLUGIN_DUCKDB}: {plugin}"
-    assert plugin.types == ours.types
-    assert_same_rows(ours, plugin, f"{case}/{key} in DuckDB {PLUGIN_DUCKDB}")
-    assert_same_rows(ours, runs.chdb[case, key], f"{case}/{key} in chDB")
+    runs_of = [run for run, _ in run_keys(panel, runs.copies[case])]
+    assert any(runs.duckdb[case, run].rows for run in runs_of) or (case, key) in EMPTY, case
+    for run in runs_of:
+        ours = runs.duckdb[case, run]
+        assert ours.columns == list(panel.columns)
+        for engine, result in (("duckdb", ours), ("clickhouse", runs.chdb[case, run])):
+            kinds = {c: kind_of(t) for c, t in zip(result.columns, result.types, strict=True)}
+            expected = {c: expected_kind(panel, c) for c in panel.columns}
+            assert kinds == expected, (engine, result.types)
+        check_invariants(panel, ours)
+        plugin = runs.plugin[case, run]
+        assert isinstance(plugin, Result), f"DuckDB {PLUGIN_DUCKDB}: {plugin}"
+        assert plugin.types == ours.types
+        assert_same_rows(ours, plugin, f"{case}/{run} in DuckDB {PLUGIN_DUCKDB}")
+        assert_same_rows(ours, runs.chdb[case, run], f"{case}/{run} in chDB")
 
 
 def test_the_spans_reach_every_panel_path(duck: duckdb.DuckDBPyConnection) -> None:
@@ -543,20 +588,24 @@ def test_a_filter_keeps_only_its_values(
     shows on the spans of those values alone — and less than with "All"."""
     chosen = CASE[case]
     conn = _restricted(store, chosen)
-    ctx = context(CASE["all"], "duckdb", time_range, runs.trace_ids[case])
     fewer = 0
     for panel in PANELS:
         if panel.key in UNFILTERED:
             continue
-        expected = in_duckdb(conn, expand(panel.sql(DUCK), ctx, "duckdb"))
-        got = runs.duckdb[case, panel.key]
-        assert_same_rows(expected, got, f"{case}/{panel.key}")
-        fewer += got.rows != runs.duckdb["all", panel.key].rows
-        if SERIES in panel.columns:
-            for label in column(got, SERIES):
-                source, model = str(label).split("/")
-                assert source in chosen.chosen.get(SOURCE, (source,))
-                assert model in chosen.chosen.get(MODEL, (model,))
+        changed = False
+        for run, copy in run_keys(panel, runs.copies[case]):
+            ctx = context(CASE["all"], "duckdb", time_range, runs.trace_ids[case], copy)
+            expected = in_duckdb(conn, expand(panel.sql(DUCK), ctx, "duckdb"))
+            got = runs.duckdb[case, run]
+            assert_same_rows(expected, got, f"{case}/{run}")
+            changed |= run not in [k for k, _ in run_keys(panel, runs.copies["all"])]
+            changed |= got.rows != runs.duckdb.get(("all", run), got).rows
+            if SERIES in panel.columns:
+                for label in column(got, SERIES):
+                    source, model = str(label).split("/")
+                    assert source in chosen.chosen.get(SOURCE, (source,))
+                    assert model in chosen.chosen.get(MODEL, (model,))
+        fewer += changed
     assert fewer >= len(PANELS) - len(UNFILTERED) - 2  # hedging may be unchanged
     conn.close()
 
@@ -564,28 +613,32 @@ def test_a_filter_keeps_only_its_values(
 # --- the threshold ------------------------------------------------------------------------------
 
 
-def _by_series(result: Result, *names: str) -> dict[str, tuple[float, ...]]:
-    totals: dict[str, list[float]] = {}
-    for row in result.rows:
-        values = dict(zip(result.columns, row, strict=True))
-        sums = totals.setdefault(str(values[SERIES]), [0.0] * len(names))
-        for i, name in enumerate(names):
-            sums[i] += float(values[name] or 0)
-    return {k: tuple(v) for k, v in totals.items()}
+def _sums(result: Result, *names: str) -> tuple[float, ...]:
+    return tuple(sum(float(v or 0) for v in column(result, name)) for name in names)
+
+
+def _by_source(runs: Runs, case: str, key: str, *names: str) -> dict[str, tuple[float, ...]]:
+    """A panel repeated per source: each copy's figures summed over time, by source."""
+    found = {
+        str(copy[1]): _sums(runs.duckdb[case, run], *names)
+        for run, copy in run_keys(PANEL[key], runs.copies[case])
+        if copy is not None and runs.duckdb[case, run].rows
+    }
+    return found
 
 
 def _at_threshold(duck: duckdb.DuckDBPyConnection, threshold: int | None) -> Result:
-    """Per source/model, seconds of net, stall and wall of the winning attempts, read through
+    """Per source, seconds of net, stall and wall of the winning attempts, read through
     ``llm_attempts_at(T)`` (or ``llm_attempts``) directly — the breakdown's path."""
     source = "llm_attempts" if threshold is None else DUCKDB.at_threshold(threshold)
     return in_duckdb(
         duck,
-        f"""SELECT coalesce(a.source, a.provider, '?') || '/' || coalesce(a.model, '?')
-                AS {SERIES},
+        f"""SELECT a.source,
             sum(a.generation_ms) / 1000 AS net_s, sum(a.stall_ms) / 1000 AS stall_s,
             sum(a.wall_ms) / 1000 AS wall_s
         FROM llm_calls c JOIN {source} a
           ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt
+        WHERE a.source IS NOT NULL
         GROUP BY 1 ORDER BY 1""",
     )
 
@@ -599,17 +652,17 @@ def test_the_threshold_rederives_as_llm_attempts_at(
     other; re-deriving at the measured threshold gives the measured figures."""
     threshold = CASE[case].threshold
     names = ("net_s", "stall_s", "wall_s")
-    got = _by_series(runs.duckdb[case, "time_split"], *names)
-    expected = _by_series(
-        _at_threshold(duck, None if threshold == AS_MEASURED else threshold), *names
-    )
+    got = _by_source(runs, case, "time_split", *names)
+    at = _at_threshold(duck, None if threshold == AS_MEASURED else threshold)
+    expected = {str(row[0]): tuple(float(v or 0) for v in row[1:]) for row in at.rows}
     assert got.keys() == expected.keys()
-    for series, sums in got.items():
-        assert all(_close(a, b) for a, b in zip(sums, expected[series], strict=True)), series
+    for source, sums in got.items():
+        assert all(_close(a, b) for a, b in zip(sums, expected[source], strict=True)), source
     stalls = {c: runs.duckdb[c, "stall_counts"].rows for c in ("all", "at-200", "at-400")}
     assert len({json.dumps(rows) for rows in stalls.values()}) == 3
-    for key in ("time_split", "stall_share", "stall_counts", "worst"):
-        assert runs.duckdb["at-measured", key].rows == runs.duckdb["all", key].rows, key
+    for panel in ("time_split", "stall_share", "stall_counts", "worst"):
+        for key, _ in run_keys(PANEL[panel], runs.copies["all"]):
+            assert runs.duckdb["at-measured", key].rows == runs.duckdb["all", key].rows, key
 
 
 # --- the chunk gaps -----------------------------------------------------------------------------
@@ -619,8 +672,9 @@ def test_the_threshold_rederives_as_llm_attempts_at(
 def test_the_gap_bars_count_every_gap(
     runs: Runs, duck: duckdb.DuckDBPyConnection, time_range: tuple[datetime, datetime], case: str
 ) -> None:
-    """The chunk-gap bars add up to Σ(chunks − 1) over the streamed attempts in range and
-    filtered; the recorded bars count exactly the stored gaps above each attempt's floor."""
+    """The chunk-gap bars add up to Σ(chunks − 1) over the streamed attempts with complete
+    chunk events (metering exact) in range and filtered; the recorded bars count exactly the
+    stored gaps above each attempt's floor."""
     chosen = CASE[case].chosen
     where = " AND ".join(
         f"a.{name} IN ({', '.join(repr(v) for v in values)})" for name, values in chosen.items()
@@ -631,7 +685,8 @@ def test_the_gap_bars_count_every_gap(
             sum(len(list_filter(t."ChunkGapNs",
                 lambda g: g > coalesce(t."ChunkEventsFloorMs", 0) * 1000000)))
         FROM llm_attempts a JOIN {TABLE} t ON t."SpanId" = a.span_id
-        WHERE coalesce(a.stream, false) AND a.started_at BETWEEN ? AND ?
+        WHERE coalesce(a.stream, false) AND a.metering_status = 'exact'
+          AND a.started_at BETWEEN ? AND ?
           {"AND " + where if where else ""}""",
         [start, end],
     ).fetchone()

@@ -227,7 +227,7 @@ bars AS (
         {d.total(f"greatest(chunks - 1, 0) - {d.sql.length('above')}")} AS gaps
     FROM attempts
     UNION ALL
-    SELECT {number} AS bar, {label} AS gap, count(*) AS gaps FROM recorded GROUP BY 1, 2
+    SELECT {number} AS bar, {label} AS gap, {d.total("1")} AS gaps FROM recorded GROUP BY 1, 2
 )
 SELECT gap, gaps FROM bars WHERE gaps > 0 ORDER BY bar"""
 
