@@ -54,6 +54,7 @@ from otel_llm._show._panels import (
     SERIES,
     STALL_COUNT_BUCKETS,
     TIME,
+    TRACE_VIEW,
     WORST_CALLS,
     Panel,
     variable_sql,
@@ -551,6 +552,36 @@ def test_the_chosen_call_has_a_timeline(runs: Runs) -> None:
         chunks = column(timeline, "chunk")
         assert chunks[0] == 0
         assert all(c >= 0 for c in chunks)
+
+
+def test_the_trace_view_opens_the_chosen_call(
+    runs: Runs, chdb: Any, duck: duckdb.DuckDBPyConnection, time_range: tuple[datetime, datetime]
+) -> None:
+    """The ClickHouse dashboard's trace view of the chosen call: the columns Grafana's trace
+    view reads, one row per span of the call (the call span and each attempt, parented to it),
+    every chunk event as a log of its attempt."""
+    case = CASES[0]
+    trace_id = runs.trace_ids[case.name]
+    ctx = context(case, "clickhouse", time_range, trace_id)
+    sql = expand(TRACE_VIEW.sql(CH), ctx, "clickhouse")
+    assert tuple(in_chdb(chdb, sql).columns) == TRACE_VIEW.columns
+    got = in_chdb(
+        chdb,
+        f"SELECT spanID, parentSpanID, traceID, length(logs), duration FROM ({sql}) ORDER BY 1",
+    ).rows
+    spans = in_duckdb(
+        duck,
+        f'SELECT "SpanId", "ParentSpanId", len("Events.Name") FROM {TABLE} '
+        f"WHERE \"TraceId\" = '{trace_id}' ORDER BY 1",
+    ).rows
+    assert [(span, parent) for span, parent, *_ in got] == [(s, p) for s, p, _ in spans]
+    (call,) = (span for span, parent, _ in spans if parent not in {s for s, _, _ in spans})
+    assert len(spans) >= 2  # the call and its attempts
+    for (span, parent, trace, logs, duration), (_, _, events) in zip(got, spans, strict=True):
+        assert trace == trace_id
+        assert span == call or parent == call
+        assert logs == events
+        assert duration > 0
 
 
 # --- filters ------------------------------------------------------------------------------------

@@ -10,15 +10,28 @@ import duckdb
 import pytest
 
 from otel_llm._figures import FIGURES
-from otel_llm._show import _breakdown, _clickhouse, _views
+from otel_llm._show import (
+    _breakdown,
+    _clickhouse,
+    _dashboards,
+    _panel_sql,
+    _panels,
+    _report,
+    _report_charts,
+    _views,
+)
 from otel_llm._show._schema import VIEWS, migrate
 from otel_llm._show._views import ATTEMPT_COLUMNS, CALL_COLUMNS, CLICKHOUSE, DUCKDB, views_sql
 
 
-@pytest.mark.parametrize("module", [_views, _breakdown, _clickhouse])
+@pytest.mark.parametrize(
+    "module",
+    [_views, _breakdown, _clickhouse, _panels, _panel_sql, _dashboards, _report, _report_charts],
+)
 def test_no_sql_module_spells_a_figure(module: object) -> None:
-    """The views, the re-threshold, the canned queries and the ClickHouse DDL take every
-    figure's name and column from otel_llm/_figures.py; none is written in their source."""
+    """The views, the re-threshold, the canned queries, the ClickHouse DDL, the panels and the
+    report take every figure's name and column from otel_llm/_figures.py; none is written in
+    their source."""
     source = Path(str(getattr(module, "__file__", ""))).read_text()
     spelled = {
         word
@@ -50,4 +63,16 @@ def test_the_macro_has_the_attempt_views_columns() -> None:
     attempts = conn.execute("SELECT * FROM llm_attempts LIMIT 0").description or []
     at = conn.execute("SELECT * FROM llm_attempts_at(250) LIMIT 0").description or []
     assert [d[0] for d in at] == [d[0] for d in attempts] == [c.alias for c in ATTEMPT_COLUMNS]
+    conn.close()
+
+
+def test_the_macro_has_the_attempt_views_types() -> None:
+    """llm_attempts_at(T)'s columns have llm_attempts' types: a re-derived figure is a BIGINT
+    as the measured one is (a HUGEINT would reach Grafana's DuckDB plugin as text)."""
+    conn = duckdb.connect()
+    migrate(conn)
+    attempts = conn.sql("SELECT * FROM llm_attempts")
+    at = conn.sql("SELECT * FROM llm_attempts_at(250)")
+    assert [str(t) for t in at.types] == [str(t) for t in attempts.types]
+    assert "HUGEINT" not in {str(t) for t in at.types}
     conn.close()

@@ -282,7 +282,7 @@ SELECT
     END AS stall_count,
     max_inter_chunk_ms,
     chunk_count,
-    {threshold_ms:Int64} AS stall_threshold_ms,
+    CAST({threshold_ms:Int64} AS BIGINT) AS stall_threshold_ms,
     metering_status,
     input_tokens,
     output_tokens,

@@ -51,8 +51,9 @@ class Dialect:
         return f"list_filter({array}, lambda {var}: {condition})"
 
     def array_sum(self, array: str) -> str:
-        """The sum of the non-NULL elements (NULL for an empty list)."""
-        return f"list_sum({array})"
+        """The sum of the non-NULL elements (NULL for an empty list), as BIGINT: DuckDB's
+        HUGEINT would reach Grafana as text (the DuckDB plugin has no number type that wide)."""
+        return f"CAST(list_sum({array}) AS BIGINT)"
 
     def length(self, array: str) -> str:
         """The number of elements."""
@@ -308,7 +309,7 @@ def _attempts_at(dialect: Dialect) -> str:
     outputs: list[str] = []
     for column in ATTEMPT_COLUMNS:
         if column == THRESHOLD:
-            outputs.append(f"{t} AS {column.alias}")
+            outputs.append(f"CAST({t} AS BIGINT) AS {column.alias}")
         elif column.alias in by_figure:
             usable, here, unobservable = rederived[by_figure[column.alias]]
             tail = (
