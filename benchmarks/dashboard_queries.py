@@ -267,7 +267,12 @@ def _runs_of(
         return [(panel.key, None)]
     dialect = DUCKDB_PANELS if engine == "duckdb" else CLICKHOUSE_PANELS
     options = run(
-        expand(variable_sql(dialect, panel.repeat), _context(engine, start, end, 0, ""), engine)
+        expand(
+            variable_sql(dialect, panel.repeat),
+            _context(engine, start, end, 0, ""),
+            engine,
+            variable_query=True,
+        )
     )
     return [(f"{panel.key}[{value}]", (panel.repeat, str(value))) for (value,) in options]
 
@@ -282,7 +287,7 @@ def time_panels(
         for threshold in thresholds:
             label = "as measured" if threshold == AS_MEASURED else f"{threshold} ms"
             first = _context(engine, start, end, threshold, "")
-            ids = run(expand(worst_trace_ids(dialect), first, engine))
+            ids = run(expand(worst_trace_ids(dialect), first, engine, variable_query=True))
             trace_id = str(ids[0][0]) if ids else ""
             for panel in PANELS:
                 if threshold != AS_MEASURED and not _depends_on_threshold(panel.sql(dialect)):

@@ -46,6 +46,13 @@ CH_TO = datetime(2015, 11, 12, 11, 45, 26, 371000, tzinfo=UTC)
 
 
 def duck(sql: str, context: QueryContext = SQLUTIL) -> str:
+    """The DuckDB plugin's expansion of a variable's query: its back end's macros, after
+    ``interpolateVariable`` (no ``$__interval`` in scope, as sqlutil's own tests run)."""
+    return expand(sql, context, "duckdb", variable_query=True)
+
+
+def duck_panel(sql: str, context: QueryContext = SQLUTIL) -> str:
+    """The DuckDB plugin's expansion of a panel's query (Grafana's ``sqlstring`` format)."""
     return expand(sql, context, "duckdb")
 
 
@@ -305,6 +312,25 @@ def test_duckdb_quotes_each_value_of_a_multi_value_variable() -> None:
     )
 
 
+def test_duckdb_panels_quote_every_value_as_sqlstring() -> None:
+    """A panel's query goes through DuckDBQueryModel.interpolate, Grafana's ``sqlstring``
+    format (its formatValue tests): every value quoted, a single one of a plain variable too,
+    ``'`` doubled, ``"`` as ``\\"``; the scoped ``$__interval_ms`` and ``$__interval`` as well;
+    a custom all value still as written."""
+    variables = {
+        "m": picked("test", "test'value2", 'test"value3'),
+        "plain": Variable("test'value"),
+        "dq": Variable('test"value'),
+        "all": all_of(("x", "y"), all_value=ALL_VALUE),
+    }
+    context = QueryContext(ZERO, ZERO, SQLUTIL.interval, variables)
+    assert duck_panel("($m) $plain ${dq} $all $__interval_ms $__interval", context) == (
+        "('test','test''value2','test\\\"value3') 'test''value' 'test\\\"value' '__all__' "
+        "'600000' '10m'"
+    )
+    assert duck("$plain $__interval_ms", context) == "test''value 600000"
+
+
 def test_clickhouse_joins_values_as_its_format_does() -> None:
     """CHDatasource.format: a list as 'a','b' (values inserted as they are: the plugin does
     not escape them), a single value as it is; "All" without a custom value: every option."""
@@ -399,8 +425,9 @@ def test_every_panel_expands_fully(
         context = QueryContext(
             start, end, interval_for(start, end), _variables(engine, chosen, threshold)
         )
-        for sql in [panel.sql(dialect) for panel in PANELS] + [worst_trace_ids(dialect)]:
-            expanded = expand(sql, context, engine)
+        queries = [(panel.sql(dialect), False) for panel in PANELS]
+        for sql, variable_query in [*queries, (worst_trace_ids(dialect), True)]:
+            expanded = expand(sql, context, engine, variable_query=variable_query)
             assert "$" not in expanded
             if engine == "duckdb":
                 assert len(duckdb.extract_statements(expanded)) == 1
@@ -417,4 +444,21 @@ def test_hostile_values_are_quoted_by_duckdb(values: list[str], other: str) -> N
     (chosen, unchosen) = conn.execute(listed, [values[0], other]).fetchone() or ()
     assert chosen is True
     assert unchosen is (other in values)
+    conn.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(hostile.filter(lambda v: '"' not in v), min_size=1, max_size=4))
+def test_duckdb_panels_compare_the_chosen_values(values: list[str]) -> None:
+    """In a panel's query, ``col IN ($var)`` matches exactly the chosen values and
+    ``col = $one`` the single one, however they are spelled (but for ``"``: Grafana's
+    ``sqlstring`` writes it as ``\\"``, which DuckDB reads as two characters)."""
+    context = QueryContext(
+        ZERO, ZERO, SQLUTIL.interval, {"v": picked(*values), "one": Variable(values[0])}
+    )
+    conn = duckdb.connect()
+    sql = duck_panel("SELECT list_sort([x FOR x IN ? IF x IN ($v)]), ? = $one", context)
+    (matched, same) = conn.execute(sql, [values, values[0]]).fetchone() or ()
+    assert matched == sorted(values)
+    assert same is True
     conn.close()

@@ -258,13 +258,14 @@ def in_plugin_duckdb(store: Path, queries: list[str]) -> list[Result | str]:
     as the plugin boots it (its error text when it fails)."""
     target = ROOT / ".cache" / f"duckdb-{PLUGIN_DUCKDB}"
     require(target.is_dir(), f"DuckDB {PLUGIN_DUCKDB} in {target} (./dev installs it)")
-    job = json.dumps({"init": reader_sql(store), "queries": queries})
+    job = store.parent / "plugin-queries.json"  # a file: an argument is at most 128 KiB
+    job.write_text(json.dumps({"init": reader_sql(store), "queries": queries}), encoding="utf-8")
     script = (
-        "import sys, io; sys.stdin = io.StringIO(sys.argv[2]); "
+        "import sys; sys.stdin = open(sys.argv[2], encoding='utf-8'); "
         + "exec(compile(sys.argv[3], 'plugin', 'exec'))"
     )
     env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}
-    out = run_python(script, PLUGIN_DUCKDB, job, _PLUGIN_SCRIPT, cwd=store, env=env)
+    out = run_python(script, PLUGIN_DUCKDB, str(job), _PLUGIN_SCRIPT, cwd=store, env=env)
     assert out.returncode == 0, out.stderr
     results: list[Result | str] = []
     for item in json.loads(out.stdout):
@@ -365,9 +366,11 @@ def runs(
             ctx = context(case, engine, time_range)
             run = in_duckdb if engine == "duckdb" else in_chdb
             session = duck if engine == "duckdb" else chdb
-            query = expand(worst_trace_ids(_dialect(engine)), ctx, engine)
+            query = expand(worst_trace_ids(_dialect(engine)), ctx, engine, variable_query=True)
             options[engine] = [row[0] for row in run(session, query).rows]
-            query = expand(variable_sql(_dialect(engine), REPEATED), ctx, engine)
+            query = expand(
+                variable_sql(_dialect(engine), REPEATED), ctx, engine, variable_query=True
+            )
             offered[engine] = [row[0] for row in run(session, query).rows]
         assert options["duckdb"] == options["clickhouse"], case
         assert options["duckdb"], f"{case.name}: no stalled call to choose"

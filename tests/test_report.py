@@ -156,7 +156,9 @@ def test_the_report_runs_the_dashboards_sql(demo: tuple[Path, Path, str]) -> Non
     with open_store(store) as conn:
         data = collect(conn, store, now=datetime.now(UTC))
         context = data.time_range.context(variables(None))
-        worst = conn.execute(expand(worst_trace_ids(DUCKDB_PANELS), context, "duckdb")).fetchall()
+        worst = conn.execute(
+            expand(worst_trace_ids(DUCKDB_PANELS), context, "duckdb", variable_query=True)
+        ).fetchall()
         assert data.chosen_call == worst[0][0], "the demo's seed stalls"
         context = data.time_range.context(variables(None, data.chosen_call))
         for panel in PANELS:
@@ -165,7 +167,9 @@ def test_the_report_runs_the_dashboards_sql(demo: tuple[Path, Path, str]) -> Non
                 sql = expand(panel.sql(DUCKDB_PANELS), context, "duckdb")
                 assert [c.rows for c in copies] == [conn.execute(sql).fetchall()], panel.key
                 continue
-            options = expand(variable_sql(DUCKDB_PANELS, panel.repeat), context, "duckdb")
+            options = expand(
+                variable_sql(DUCKDB_PANELS, panel.repeat), context, "duckdb", variable_query=True
+            )
             values = [value for (value,) in conn.execute(options).fetchall()]
             assert [c.repeat_value for c in copies] == values, "one copy per value in range"
             for copy, value in zip(copies, values, strict=True):

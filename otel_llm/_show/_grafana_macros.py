@@ -4,11 +4,14 @@ variables first (Grafana's front end), then the plugin's macros (its back end).
 - Variables (Grafana ``templateSrv.replace``): ``$name``, ``${name}`` and
   ``${name:singlequote}`` (each value quoted, ``'`` escaped as ``\\'``); "All" with a custom
   all value inserts that value as written; otherwise the chosen values are formatted by the
-  plugin — the DuckDB plugin (``@grafana/plugin-ui``'s ``SqlDatasource``) quotes each value of a
-  multi-value or include-all variable (``'a','b'``, quotes doubled) and escapes a single one,
-  the ClickHouse plugin joins a list as ``'a','b'`` and inserts a single value as it is. Before
-  that the ClickHouse plugin replaces ``$__conditionalAll(cond, $var)`` by ``1=1`` when "All" is
-  chosen, else by ``cond``.
+  plugin. The DuckDB plugin formats a panel's query with Grafana's ``sqlstring`` (every value
+  quoted, a single one too: ``'a'``, ``'a','b'``, ``'`` doubled, ``"`` as ``\\"``) and a
+  variable's query with ``@grafana/plugin-ui``'s ``interpolateVariable`` (values of a
+  multi-value or include-all variable quoted, a single one only escaped). The ClickHouse plugin
+  joins a list as ``'a','b'`` and inserts a single value as it is. A panel's query also has
+  ``$__interval_ms`` and ``$__interval`` in its scope, formatted the same way (the DuckDB
+  plugin's back end then sees ``'60000'``). Before all that the ClickHouse plugin replaces
+  ``$__conditionalAll(cond, $var)`` by ``1=1`` when "All" is chosen, else by ``cond``.
 - DuckDB plugin (``sqlds``/``sqlutil`` default macros, its own ``timeFrom``/``timeTo``):
   ``$__timeFilter(c)`` → ``c >= '<from>' AND c <= '<to>'`` (RFC 3339, UTC, whole seconds),
   ``$__timeFrom()`` / ``$__timeTo()`` → ``'<from>'`` / ``'<to>'`` (no argument),
@@ -90,12 +93,22 @@ def _sql_quote(value: str) -> str:
 
 
 def _format_duckdb(value: str | tuple[str, ...], variable: Variable) -> str:
-    """``@grafana/plugin-ui`` ``SqlDatasource.interpolateVariable``."""
+    """``@grafana/plugin-ui`` ``SqlDatasource.interpolateVariable``: the DuckDB plugin's
+    variable queries (``metricFindQuery``)."""
     if isinstance(value, str):
         if variable.multi or variable.include_all:
             return _sql_quote(value)
         return value.replace("'", "''")
     return ",".join(_sql_quote(v) for v in value)
+
+
+def _sql_string(value: str | tuple[str, ...], variable: Variable) -> str:
+    """Grafana's ``sqlstring`` format, which the DuckDB plugin's panel queries use
+    (``DuckDBQueryModel.interpolate``): every value quoted, a single one too, ``'`` doubled and
+    ``"`` as ``\\"``."""
+    del variable
+    values = (value,) if isinstance(value, str) else value
+    return ",".join("'" + v.replace("'", "''").replace('"', '\\"') + "'" for v in values)
 
 
 def _format_clickhouse(value: str | tuple[str, ...], variable: Variable) -> str:
@@ -106,20 +119,44 @@ def _format_clickhouse(value: str | tuple[str, ...], variable: Variable) -> str:
     return "'" + "','".join(value) + "'"
 
 
-_FORMATS: Final[Mapping[Engine, Callable[[str | tuple[str, ...], Variable], str]]] = {
+Formatter = Callable[[str | tuple[str, ...], Variable], str]
+
+_PANEL_FORMATS: Final[Mapping[Engine, Formatter]] = {
+    "duckdb": _sql_string,
+    "clickhouse": _format_clickhouse,
+}
+_VARIABLE_QUERY_FORMATS: Final[Mapping[Engine, Formatter]] = {
     "duckdb": _format_duckdb,
     "clickhouse": _format_clickhouse,
 }
+_SCOPED: Final = ("__interval_ms", "__interval")
+"""The variables Grafana's front end adds to a panel query's scope (and formats as any other)."""
 
 
-def _replace_variables(sql: str, context: QueryContext, engine: Engine) -> str:
-    formatter = _FORMATS[engine]
+def _scoped(context: QueryContext) -> dict[str, Variable]:
+    ms = str(int(context.interval / timedelta(milliseconds=1)))
+    return {
+        "__interval_ms": Variable(ms),
+        "__interval": Variable(format_interval(context.interval)),
+    }
+
+
+def _replace_variables(
+    sql: str, context: QueryContext, engine: Engine, *, variable_query: bool
+) -> str:
+    formats = _VARIABLE_QUERY_FORMATS if variable_query else _PANEL_FORMATS
+    formatter = formats[engine]
+    scoped = {} if variable_query else _scoped(context)
 
     def replace(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
-        if name.startswith("__"):
+        variable: Variable | None
+        if name in scoped:
+            variable = scoped[name]
+        elif name.startswith("__"):
             return match.group(0)  # a macro: the back end's
-        variable = context.variables.get(name)
+        else:
+            variable = context.variables.get(name)
         if variable is None:
             raise UnexpandedMacro(f"no value for the template variable ${name}")
         format_name = match.group(3)
@@ -293,12 +330,14 @@ def _check_macros(sql: str, engine: Engine) -> None:
             raise UnexpandedMacro(f"{match.group(0)} is not a macro of the {engine} data source")
 
 
-def expand(sql: str, context: QueryContext, engine: Engine) -> str:
-    """``sql`` as the ``engine`` data source runs it in Grafana."""
+def expand(sql: str, context: QueryContext, engine: Engine, *, variable_query: bool = False) -> str:
+    """``sql`` as the ``engine`` data source runs it in Grafana: a panel's query, or
+    (``variable_query``) a template variable's, which the DuckDB plugin formats differently."""
     _check_macros(sql, engine)
     if engine == "clickhouse":
         sql = _conditional_all(sql, context)
-    return _expand_macros(_replace_variables(sql, context, engine), context, engine)
+    replaced = _replace_variables(sql, context, engine, variable_query=variable_query)
+    return _expand_macros(replaced, context, engine)
 
 
 _NICE_SECONDS: Final = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800)

@@ -73,7 +73,7 @@ class PanelDialect:
         """The start of the time bucket ``column`` falls in (Grafana's interval)."""
         if self.is_clickhouse:
             return f"$__timeInterval({column})"
-        return f"time_bucket(to_milliseconds($__interval_ms), {column})"
+        return f"time_bucket(to_milliseconds(CAST($__interval_ms AS BIGINT)), {column})"
 
     def variable(self, name: str) -> str:
         return "${" + name + "}"
@@ -87,10 +87,17 @@ class PanelDialect:
         return self.variable(name)
 
     def literal(self, name: str) -> str:
-        """The single value of variable ``name`` as a SQL string literal."""
+        """The single value of variable ``name`` as a SQL string literal (the DuckDB plugin
+        quotes every value of a panel's query itself: Grafana's ``sqlstring`` format)."""
         if self.is_clickhouse:
             return self.values(name)
-        return f"'{self.variable(name)}'"  # the DuckDB plugin doubles a single value's quotes
+        return self.variable(name)
+
+    def number(self, name: str) -> str:
+        """The value of variable ``name`` as a BIGINT (the DuckDB plugin quotes it)."""
+        if self.is_clickhouse:
+            return self.variable(name)
+        return f"CAST({self.variable(name)} AS BIGINT)"
 
     def matches(self, column: str, name: str) -> str:
         """``column`` is one of the values chosen in the multi-value variable ``name``."""
@@ -114,7 +121,7 @@ class PanelDialect:
 
     def attempts(self) -> str:
         """The attempts with their stall figures at the threshold variable."""
-        t = self.variable(THRESHOLD)
+        t = self.number(THRESHOLD)
         measured = self.relation(ATTEMPTS_VIEW)
         if self.is_clickhouse:
             rederived = f"{self.relation('llm_attempts_at')}(threshold_ms={t})"

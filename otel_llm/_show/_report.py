@@ -194,7 +194,11 @@ def _results(
     if panel.repeat is None:
         sql = expand(panel.sql(DUCKDB_PANELS), context, "duckdb")
         return [PanelResult(panel, _run(conn, sql, panel.key))]
-    options = _run(conn, expand(variable_sql(DUCKDB_PANELS, panel.repeat), context, "duckdb"), "")
+    options = _run(
+        conn,
+        expand(variable_sql(DUCKDB_PANELS, panel.repeat), context, "duckdb", variable_query=True),
+        "",
+    )
     results = []
     for copy, (value,) in enumerate(options):
         one = Variable(str(value), multi=True, include_all=True)
@@ -222,7 +226,11 @@ def collect(
         TimeRange(parse_since(since, now), now) if since is not None else store_range(conn, now)
     )
     context = time_range.context(variables(threshold_ms))
-    worst = _run(conn, expand(worst_trace_ids(DUCKDB_PANELS), context, "duckdb"), "worst call")
+    worst = _run(
+        conn,
+        expand(worst_trace_ids(DUCKDB_PANELS), context, "duckdb", variable_query=True),
+        "worst call",
+    )
     chosen = str(worst[0][0]) if worst else None
     context = time_range.context(variables(threshold_ms, chosen or ""))
     results = tuple(result for panel in PANELS for result in _results(conn, panel, context))
