@@ -27,6 +27,7 @@ with warnings.catch_warnings():
 
 from otel_llm._show import _dashboards
 from otel_llm._show._dashboards import SOURCES, STORE_VARIABLE, dashboard, files, stale
+from otel_llm._show._exporter_sql import TRACE_ID_TS_SUFFIX, TRACE_ID_TS_TABLE
 from otel_llm._show._panel_sql import DATASOURCE, FILTERS
 from otel_llm._show._panels import PANELS, TIME, TRACE_VIEW
 from otel_llm._show._store import reader_sql
@@ -241,6 +242,35 @@ def test_the_duckdb_init_sql_reads_a_store_while_it_is_written(tmp_path: Path) -
         assert conn.execute("SELECT count(*) FROM llm_attempts_at(500)").fetchone() == (4,)
     finally:
         store.close()
+
+
+def test_panel_keys_are_unique() -> None:
+    """Every panel of the specification has its own key (the report's and tests' handle)."""
+    keys = [panel.key for panel in (*PANELS, TRACE_VIEW)]
+    assert len(set(keys)) == len(keys)
+
+
+def test_the_trace_lookup_suffix_is_the_exporters() -> None:
+    """Grafana's traceTimestampTableSuffix names the lookup table the exporter creates."""
+    assert f'"%s"."%s{TRACE_ID_TS_SUFFIX}" %s (' in TRACE_ID_TS_TABLE
+
+
+def test_the_worst_calls_link_keeps_the_dashboards_choices() -> None:
+    """A trace id in the worst-calls table opens this dashboard on that call with the same
+    time range, data source, filters and threshold (else the call may not be among the
+    chosen-call options under the default filters)."""
+    for _, model in _dashboards_json():
+        (worst,) = (p for p in model["panels"] if p["title"] == "Worst stalled calls")
+        (link,) = [
+            link
+            for override in worst["fieldConfig"]["overrides"]
+            for prop in override["properties"]
+            if prop["id"] == "links"
+            for link in prop["value"]
+        ]
+        for name in (DATASOURCE, *FILTERS, "threshold"):
+            assert "${" + name + ":queryparam}" in link["url"]
+        assert "var-trace_id=${__value.raw}" in link["url"]
 
 
 def test_the_dashboard_model_is_json_serialisable_and_stable() -> None:

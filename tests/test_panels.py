@@ -490,7 +490,7 @@ def check_invariants(panel: Panel, result: Result) -> None:
             if row.get(share) is not None:
                 assert 0 <= row[share] <= 100, row
     if panel.key == "hedge_rate":
-        assert all(r["hedge_won_pct"] <= r["hedged_pct"] for r in rows)
+        assert all(r["hedge_won_pct"] is None or r["hedged_pct"] > 0 for r in rows)
     if panel.key == "hedging":
         (row,) = rows
         assert row["wasted_requests"] <= row["calls"] * 10

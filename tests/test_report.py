@@ -33,6 +33,7 @@ from otel_llm._show._report import (
 from otel_llm._show._report_html import NO_DATA
 from otel_llm._show._segments import SEGMENTS, SegmentStore
 from otel_llm._show._store import open_store
+from otel_llm.cli._app import DEMO_TOO_BUSY_EXIT
 from tests.processes import run_cli, run_python
 from tests.report_browser import loaded
 
@@ -53,6 +54,11 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     store, report = folder / "store", folder / "demo-report.html"
     args = ("--calls", str(CALLS), "--concurrency", str(CALLS), "--seed", str(SEED))
     out = run_cli("demo", "--db", str(store), "--report", str(report), *args, timeout_s=120)
+    if out.returncode == DEMO_TOO_BUSY_EXIT:
+        # The machine was too busy for the demo to vouch for its figures, so it wrote no
+        # report; the spans are stored all the same, and the report is written from them.
+        write_report(store, report)
+        return store, report, ""
     assert out.returncode == 0, out.stdout + out.stderr
     return store, report, out.stdout
 
@@ -270,6 +276,8 @@ def test_the_demo_writes_the_report_and_prints_its_path(demo: tuple[Path, Path, 
     """`otel-llm demo --report PATH` ends by writing the report there and printing the path."""
     store, report, printed = demo
     assert report.is_file()
+    if not printed:
+        pytest.skip("the demo found the machine too busy and wrote no report (exit code 3)")
     assert str(report) in printed
     assert f"otel-llm report --db {store}" in " ".join(printed.split())
     assert not default_output(store).exists(), "--report replaced the default path"
@@ -434,3 +442,42 @@ def test_the_demo_can_skip_the_report(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert "report" not in out.stdout.split("Spans are in")[-1].lower()
     assert not list(tmp_path.glob("*.html"))
+
+
+_WITHOUT_RUNTIME = (
+    "import sys; sys.modules['vl_convert'] = None; "  # as if otel-llm[report] were not installed
+    "from otel_llm.cli import main; sys.argv = ['otel-llm', *sys.argv[1:]]; main()"
+)
+
+
+def test_without_the_runtime_the_report_says_what_to_install(
+    demo: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """Without vl-convert-python, `otel-llm report` exits 2 naming the extra to install and
+    writes nothing; the demo runs its calls and says why it writes no report."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = tmp_path / "r.html"
+    report = run_python(
+        _WITHOUT_RUNTIME, "report", "--db", str(demo[0]), "-o", str(out), cwd=tmp_path, env=env
+    )
+    assert report.returncode == 2, report.stdout + report.stderr
+    assert "pip install 'otel-llm[report]'" in " ".join(report.stderr.split())
+    assert not out.exists()
+    store = tmp_path / "store"
+    ran = run_python(
+        _WITHOUT_RUNTIME,
+        "demo",
+        "--db",
+        str(store),
+        "--calls",
+        "1",
+        "--seed",
+        "17",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "No report at the end" in ran.stdout
+    assert "otel-llm[report]" in " ".join(ran.stdout.split())
+    assert not list(tmp_path.glob("*.html"))
+    assert store.is_dir()

@@ -35,7 +35,7 @@ from otel_llm._show._panel_sql import (
     THRESHOLD,
     PanelDialect,
 )
-from otel_llm._show._panels import PANELS, TRACE_VIEW, Panel, variable_sql
+from otel_llm._show._panels import FORMATS, PANELS, TRACE_VIEW, Panel, variable_sql
 from otel_llm._show._store import reader_sql
 
 ROOT: Final = Path("dashboards")
@@ -173,21 +173,19 @@ def _options(panel: Panel) -> dict[str, Any]:
     return {}
 
 
-def _links(source: Source, panel: Panel) -> list[dict[str, Any]]:
-    """The worst-calls table's trace ids open the chosen call below."""
+def _links(panel: Panel) -> list[dict[str, Any]]:
+    """The worst-calls table's trace ids open this dashboard on that call, with the same time
+    range, data source, filters and threshold."""
     if "trace_id" not in panel.columns or panel.kind != "table":
         return []
-    url = (
-        "/d/${__dashboard.uid}?${__url_time_range}&${" + DATASOURCE + ":queryparam}"
-        "&var-" + CALL + "=${__value.raw}"
-    )
-    del source
+    kept = "&".join("${" + name + ":queryparam}" for name in (DATASOURCE, *FILTERS, THRESHOLD))
+    url = "/d/${__dashboard.uid}?${__url_time_range}&" + kept + "&var-" + CALL + "=${__value.raw}"
     return [{"title": "Show this call's chunk timeline", "url": url}]
 
 
 def _panel(source: Source, panel: Panel, panel_id: int, grid: dict[str, int]) -> dict[str, Any]:
     field_config = _field_config(panel)
-    links = _links(source, panel)
+    links = _links(panel)
     if links:
         field_config["overrides"].append(
             {
@@ -231,7 +229,7 @@ def _query_variable(source: Source, name: str, *, multi: bool) -> dict[str, Any]
         "name": name,
         "label": name.replace("_", " "),
         "datasource": _datasource(source),
-        "query": {"rawSql": sql, "format": 1, "refId": f"{name}-options"},
+        "query": {"rawSql": sql, "format": FORMATS["table"], "refId": f"{name}-options"},
         "definition": sql,
         "refresh": 2,  # on time range change
         "sort": 0 if name == CALL else 1,
@@ -411,9 +409,9 @@ def clickhouse_datasource() -> str:
         _provisioning_header(
             "otel-llm's ClickHouse (the Collector's clickhouse exporter, schema\n"
             "# collector/clickhouse/schema.sql) for grafana-clickhouse-datasource: set\n"
-            "# CLICKHOUSE_HOST, CLICKHOUSE_PORT (native protocol, 9000 or 9440 with TLS),\n"
-            "# CLICKHOUSE_USER and CLICKHOUSE_PASSWORD in Grafana's environment. The trace\n"
-            "# settings open a call with its attempts in Grafana's trace view."
+            "# CLICKHOUSE_HOST, CLICKHOUSE_PORT (native protocol: 9000, or 9440 with secure:\n"
+            "# true for TLS), CLICKHOUSE_USER and CLICKHOUSE_PASSWORD in Grafana's environment.\n"
+            "# The trace settings open a call with its attempts in Grafana's trace view."
         )
         + "\n".join(_yaml(config))
         + "\n"

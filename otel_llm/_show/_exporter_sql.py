@@ -68,7 +68,6 @@ TRACE_ID_TS_TABLE: Final = """CREATE TABLE IF NOT EXISTS "%s"."%s_trace_id_ts" %
 """``traces_id_ts_lookup_table.sql``."""
 TRACE_ID_TS_SUFFIX: Final = "_trace_id_ts"
 """The lookup table's name after the traces table's (Grafana's ``traceTimestampTableSuffix``)."""
-assert f'"%s"."%s{TRACE_ID_TS_SUFFIX}" %s (' in TRACE_ID_TS_TABLE
 
 TRACE_ID_TS_VIEW: Final = """CREATE MATERIALIZED VIEW IF NOT EXISTS "%s"."%s_trace_id_ts_mv" %s
 TO "%s"."%s_trace_id_ts"

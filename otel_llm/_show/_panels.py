@@ -252,7 +252,7 @@ def _hedge_rate(d: PanelDialect) -> str:
     return f"""SELECT
     {d.bucket("started_at")} AS {TIME},
     {d.to_double(f"100 * {hedged} / nullif(count(*), 0)")} AS hedged_pct,
-    {d.to_double(f"100 * {count_if('hedge_won')} / nullif(count(*), 0)")} AS hedge_won_pct
+    {d.to_double(f"100 * {count_if('hedge_won')} / nullif({hedged}, 0)")} AS hedge_won_pct
 FROM {d.relation(CALLS_VIEW)}
 WHERE {d.time_filter("started_at")} AND {d.filters()}
 GROUP BY 1
@@ -371,7 +371,7 @@ PANELS: Final = (
         (TIME, "net_s", "stall_s", "wall_s"),
         _time_split,
         unit="s",
-        width=12,
+        width=24,
         height=9,
         stacked=("net_s", "stall_s"),
         repeat=SOURCE,
@@ -467,8 +467,8 @@ PANELS: Final = (
         "Hedge rate and win rate",
         "timeseries",
         "time_series",
-        "Of the calls that started in each interval: the share that hedged and the share a "
-        "hedge leg won.",
+        "Of the calls that started in each interval: the share that hedged, and of those "
+        "hedged calls the share a hedge leg won (as in the Hedging panel).",
         (TIME, "hedged_pct", "hedge_won_pct"),
         _hedge_rate,
         unit="percent",
@@ -525,9 +525,6 @@ PANELS: Final = (
         x="offset_s",
     ),
 )
-
-_keys = [panel.key for panel in PANELS]
-assert len(set(_keys)) == len(_keys), "panel keys are unique"
 
 
 def variable_sql(d: PanelDialect, name: str) -> str:

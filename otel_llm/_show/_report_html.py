@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from otel_llm._errors import OtelLLMError
+from otel_llm._errors import ConfigurationError, OtelLLMError
 from otel_llm._show._grafana_macros import format_interval
 from otel_llm._show._panels import SERIES, Panel
 from otel_llm._show._report import PanelResult, ReportData
@@ -91,9 +91,26 @@ def script_json(value: object) -> str:
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
+RUNTIME_EXTRA: Final = "otel-llm[report]"
+"""The extra that installs the charting runtime (``vl-convert-python``)."""
+
+
+def check_runtime() -> None:
+    """Raise :class:`ConfigurationError` unless the charting runtime is installed."""
+    try:
+        import vl_convert  # noqa: F401
+    except ImportError:
+        raise ConfigurationError(
+            RUNTIME_EXTRA,
+            "the report draws its charts with the Vega-Lite runtime of vl-convert-python, "
+            f"which is not installed: pip install '{RUNTIME_EXTRA}'",
+        ) from None
+
+
 def vega_runtime() -> str:
     """Vega, Vega-Lite and vega-embed as one classic script (``vl-convert-python``'s bundle,
     which sets ``window.vegaEmbed``)."""
+    check_runtime()
     import vl_convert
 
     bundle: str = vl_convert.javascript_bundle(GLOBALS)

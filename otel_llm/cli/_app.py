@@ -158,11 +158,17 @@ def demo(
         raise _fail("--report and --no-report exclude each other")
     if not no_report:
         from otel_llm._show._report import check_output, default_output
+        from otel_llm._show._report_html import check_runtime
 
         try:
             check_output(report_path or default_output(path))
         except OtelLLMError as exc:
             raise _fail(f"cannot write the demo's report: {exc}; pass --report PATH") from exc
+        try:
+            check_runtime()
+        except OtelLLMError as exc:
+            console.print(f"No report at the end: {escape(str(exc))}", soft_wrap=True)
+            no_report = True
     try:
         honest = asyncio.run(run_demo(options, console, out))
     except (OtelLLMError, duckdb.Error) as exc:
