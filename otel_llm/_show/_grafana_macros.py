@@ -348,7 +348,8 @@ NICE_INTERVALS: Final = tuple(
 
 def interval_for(time_from: datetime, time_to: datetime, max_points: int = 120) -> timedelta:
     """An interval giving at most about ``max_points`` buckets, rounded up to a round one
-    (as Grafana picks ``$__interval`` for a panel of that many data points)."""
+    (Grafana's own ``roundInterval`` rounds to the nearest step instead: the report never
+    draws more than ``max_points`` buckets)."""
     span = max(time_to - time_from, timedelta(seconds=1))
     raw = span / max_points
     return next((nice for nice in NICE_INTERVALS if nice >= raw), NICE_INTERVALS[-1])
