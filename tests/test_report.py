@@ -416,6 +416,13 @@ def test_hostile_names_stay_text_in_the_browser(
         assert "</script><script>" in legend
         errors = page.evaluate("document.querySelector('#table-errors').textContent")
         assert HOSTILE in errors
+        # a tooltip (vega-tooltip writes HTML) shows the name as text too
+        page.page.hover("#chart-timeline svg .mark-symbol path")
+        page.page.wait_for_selector("#vg-tooltip-element.visible")
+        tooltip = page.evaluate("document.querySelector('#vg-tooltip-element').textContent")
+        assert "</script><script>alert('x')</script>" in tooltip
+        assert page.evaluate("document.querySelectorAll('#vg-tooltip-element img').length") == 0
+        assert page.dialogs == []
 
 
 def test_the_charting_runtime_loads_only_for_a_report(tmp_path: Path) -> None:
