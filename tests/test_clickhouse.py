@@ -5,7 +5,6 @@ queries as the DuckDB store fed the same spans — row for row."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import re
@@ -19,7 +18,6 @@ from typing import Any, Final
 
 import duckdb
 import pytest
-from chdb import session as chdb_session
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import AllSourcesExhausted, Client, Source
@@ -27,7 +25,6 @@ from otel_llm import _semconv as sc
 from otel_llm._show import _exporter_sql
 from otel_llm._show._breakdown import RUN_ATTRIBUTE, breakdown_sql, totals_sql, worst_stalls_sql
 from otel_llm._show._clickhouse import (
-    DATABASE,
     SCHEMA_FILE,
     exporter_statements,
     main,
@@ -36,8 +33,7 @@ from otel_llm._show._clickhouse import (
     statements_of,
 )
 from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._layout import BASE_COLUMNS, TABLE
-from otel_llm._show._rows import span_row
+from otel_llm._show._layout import BASE_COLUMNS
 from otel_llm._show._segments import SegmentStore, encode
 from otel_llm._show._store import open_store
 from otel_llm._show._views import (
@@ -50,6 +46,7 @@ from otel_llm._show._views import (
 )
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from otel_llm.testing import Spans
+from tests.clickhouse_session import chdb_with, exporter_columns
 from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,38 +142,12 @@ def duck(
         yield conn
 
 
-def exporter_columns() -> list[str]:
-    """The columns the exporter's INSERT names, in its order."""
-    head = _exporter_sql.TRACES_INSERT.split(") VALUES")[0]
-    return [c.strip() for c in head.split("(", 1)[1].split(",")]
-
-
-def _timestamp(ns: int) -> str:
-    """DateTime64(9) as text: seconds since the epoch with nine decimals (UTC)."""
-    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
-
-
-def exporter_row(row: dict[str, Any]) -> dict[str, Any]:
-    """The exporter's columns of one row, as it sends them (timestamps at nanoseconds)."""
-    out = {name: row[name] for name in exporter_columns()}
-    out["Timestamp"] = _timestamp(row["Timestamp"])
-    out["Events.Timestamp"] = [_timestamp(t) for t in row["Events.Timestamp"]]
-    return out
-
-
 @pytest.fixture(scope="module")
 def chdb(finished: list[ReadableSpan]) -> Iterator[Any]:
     """A chDB server with collector/clickhouse/schema.sql applied and the spans inserted with
     the exporter's INSERT (its columns only: ClickHouse computes the typed ones)."""
-    session = chdb_session.Session()
-    for statement in statements_of((ROOT / SCHEMA_FILE).read_text()):
-        session.query(statement)
-    head = _exporter_sql.TRACES_INSERT.split(" VALUES")[0]
-    insert = _exporter_sql.render(head, DATABASE, TABLE, quoted=(0, 1))
-    lines = "\n".join(json.dumps(exporter_row(span_row(span))) for span in finished)
-    session.query(f"{insert} FORMAT JSONEachRow\n{lines}")
-    yield session
-    session.close()
+    with chdb_with(finished) as session:
+        yield session
 
 
 def _plain(value: Any) -> Any:

@@ -18,11 +18,8 @@ from typing import Any, Final
 
 import duckdb
 import pytest
-from chdb import session as chdb_session
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_llm._show import _exporter_sql
-from otel_llm._show._clickhouse import DATABASE, SCHEMA_FILE, statements_of
 from otel_llm._show._columns import SegmentColumns
 from otel_llm._show._grafana_macros import (
     Engine,
@@ -60,14 +57,13 @@ from otel_llm._show._panels import (
     variable_sql,
     worst_trace_ids,
 )
-from otel_llm._show._rows import span_row
 from otel_llm._show._segments import SegmentStore, encode
 from otel_llm._show._store import open_store, reader_sql
 from otel_llm._show._views import DUCKDB
+from tests.clickhouse_session import chdb_with
 from tests.conftest import require
 from tests.panel_calls import BATCH, FRONT, THRESHOLD_MS, panel_spans
 from tests.processes import run_python
-from tests.test_clickhouse import exporter_row
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_DUCKDB = "1.5.4"
@@ -161,15 +157,8 @@ def duck(store: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 @pytest.fixture(scope="module")
 def chdb(finished: list[ReadableSpan]) -> Iterator[Any]:
     """chDB with collector/clickhouse/schema.sql, fed the spans by the exporter's INSERT."""
-    session: Any = chdb_session.Session()  # type: ignore[no-untyped-call]
-    for statement in statements_of((ROOT / SCHEMA_FILE).read_text()):
-        session.query(statement)
-    head = _exporter_sql.TRACES_INSERT.split(" VALUES")[0]
-    insert = _exporter_sql.render(head, DATABASE, TABLE, quoted=(0, 1))
-    lines = "\n".join(json.dumps(exporter_row(span_row(span))) for span in finished)
-    session.query(f"{insert} FORMAT JSONEachRow\n{lines}")
-    yield session
-    session.close()
+    with chdb_with(finished) as session:
+        yield session
 
 
 _EPOCH = datetime(1970, 1, 1)

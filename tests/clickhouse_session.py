@@ -1,0 +1,57 @@
+"""chDB holding SDK spans as the Collector's ClickHouse exporter would have inserted them: the
+schema of collector/clickhouse/schema.sql applied, then the exporter's INSERT with its own 22
+columns (ClickHouse computes otel-llm's typed ones) — the ClickHouse tests' fixture."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from chdb import session as chdb_session
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_llm._show import _exporter_sql
+from otel_llm._show._clickhouse import DATABASE, SCHEMA_FILE, statements_of
+from otel_llm._show._layout import TABLE
+from otel_llm._show._rows import span_row
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def exporter_columns() -> list[str]:
+    """The columns the exporter's INSERT names, in its order."""
+    head = _exporter_sql.TRACES_INSERT.split(") VALUES")[0]
+    return [c.strip() for c in head.split("(", 1)[1].split(",")]
+
+
+def _timestamp(ns: int) -> str:
+    """DateTime64(9) as text: seconds since the epoch with nine decimals (UTC)."""
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d}"
+
+
+def exporter_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The exporter's columns of one row, as it sends them (timestamps at nanoseconds)."""
+    out = {name: row[name] for name in exporter_columns()}
+    out["Timestamp"] = _timestamp(row["Timestamp"])
+    out["Events.Timestamp"] = [_timestamp(t) for t in row["Events.Timestamp"]]
+    return out
+
+
+@contextmanager
+def chdb_with(spans: Sequence[ReadableSpan]) -> Iterator[Any]:
+    """A chDB session with the schema applied and ``spans`` inserted as the exporter inserts
+    them."""
+    session: Any = chdb_session.Session()  # type: ignore[no-untyped-call]
+    try:
+        for statement in statements_of((ROOT / SCHEMA_FILE).read_text()):
+            session.query(statement)
+        head = _exporter_sql.TRACES_INSERT.split(" VALUES")[0]
+        insert = _exporter_sql.render(head, DATABASE, TABLE, quoted=(0, 1))
+        lines = "\n".join(json.dumps(exporter_row(span_row(span))) for span in spans)
+        session.query(f"{insert} FORMAT JSONEachRow\n{lines}")
+        yield session
+    finally:
+        session.close()
