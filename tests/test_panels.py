@@ -20,6 +20,7 @@ import duckdb
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_llm._show._breakdown import worst_stalls_sql
 from otel_llm._show._columns import SegmentColumns
 from otel_llm._show._grafana_macros import (
     Engine,
@@ -686,6 +687,27 @@ def test_the_threshold_rederives_as_llm_attempts_at(
     for panel in ("time_split", "stall_share", "stall_counts", "worst"):
         for key, _ in run_keys(PANEL[panel], runs.copies["all"]):
             assert runs.duckdb["at-measured", key].rows == runs.duckdb["all", key].rows, key
+
+
+@pytest.mark.parametrize("case", ["all", "at-200", "at-400", "at-measured"])
+def test_the_worst_calls_are_the_canned_querys(
+    runs: Runs, duck: duckdb.DuckDBPyConnection, case: str
+) -> None:
+    """The worst-calls table at each threshold lists the calls `otel-llm query`'s worst-stalls
+    query lists at that threshold, with the same stalls: skipping the attempts whose longest
+    gap is shorter than the threshold loses none that stalled."""
+    threshold = CASE[case].threshold
+    canned = worst_stalls_sql(
+        limit=WORST_CALLS, threshold_ms=None if threshold == AS_MEASURED else threshold
+    )
+    expected = {(str(row[0]), round(float(row[3]), 2)) for row in in_duckdb(duck, canned).rows}
+    worst = runs.duckdb[case, "worst"]
+    got = {
+        (str(trace)[:16], round(float(stall), 2))
+        for trace, stall in zip(column(worst, "trace_id"), column(worst, "stall_s"), strict=True)
+    }
+    assert expected
+    assert got == expected
 
 
 # --- the chunk gaps -----------------------------------------------------------------------------

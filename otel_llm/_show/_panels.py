@@ -31,7 +31,7 @@ from otel_llm._show._layout import (
     CHUNK_OFFSET_COLUMN,
     TABLE,
 )
-from otel_llm._show._panel_sql import CALL, SERVICE, SOURCE, PanelDialect
+from otel_llm._show._panel_sql import AS_MEASURED, CALL, SERVICE, SOURCE, THRESHOLD, PanelDialect
 from otel_llm._show._views import ATTEMPT_COLUMNS, CALLS_VIEW
 
 Kind = Literal["timeseries", "barchart", "table", "stat", "xychart", "traces"]
@@ -91,11 +91,13 @@ def _series(alias: str = "") -> str:
 _ATTEMPT: Final = ", ".join(f"a.{c.alias} AS {c.alias}" for c in ATTEMPT_COLUMNS)
 
 
-def _winners(d: PanelDialect, repeat: str | None = None) -> str:
+def _winners(d: PanelDialect, repeat: str | None = None, *, stalled: bool = False) -> str:
     """The winning attempt of every call in range, at the threshold variable, filtered
     (``repeat``: the panel is drawn once per value of that variable): the attempts joined to
     the calls' (span id, winner) — in ClickHouse a set of those keys, as UInt64s, which it
-    probes faster than it joins the calls' rows."""
+    probes faster than it joins the calls' rows. ``stalled``: only attempts that can have
+    stalled at a re-derived threshold T — a gap longer than T makes the longest gap, in whole
+    ms, at least T — so the gaps of the others are never filtered (the same rows, faster)."""
     calls = d.relation(CALLS_VIEW)
     if d.is_clickhouse:
         join = ""
@@ -108,11 +110,16 @@ def _winners(d: PanelDialect, repeat: str | None = None) -> str:
             f"\n    JOIN {calls} c ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt"
         )
         winner = d.time_filter("c.started_at")
+    t = d.number(THRESHOLD)
+    longest = f"a.{MAX_INTER_CHUNK_MS.name}"
+    could_stall = (
+        f"\n      AND ({t} = {AS_MEASURED} OR coalesce({longest}, {t}) >= {t})" if stalled else ""
+    )
     return f"""w AS (
     SELECT {_ATTEMPT}
     FROM {d.attempts()} a{join}
     WHERE {winner}
-      AND {d.since_start("a.started_at")} AND {d.filters("a", repeat=repeat)}
+      AND {d.since_start("a.started_at")} AND {d.filters("a", repeat=repeat)}{could_stall}
 )"""
 
 
@@ -290,7 +297,7 @@ WORST_CALLS: Final = 20
 
 
 def _worst(d: PanelDialect) -> str:
-    return f"""WITH {_winners(d)}
+    return f"""WITH {_winners(d, stalled=True)}
 SELECT
     {d.timestamp("started_at")} AS started_at,
     trace_id,
@@ -309,7 +316,7 @@ LIMIT {WORST_CALLS}"""
 
 def worst_trace_ids(d: PanelDialect) -> str:
     """The chosen-call variable's options: the worst stalled calls in range, worst first."""
-    return f"""WITH {_winners(d)}
+    return f"""WITH {_winners(d, stalled=True)}
 SELECT trace_id FROM w WHERE {STALL_MS.name} > 0
 ORDER BY {STALL_MS.name} DESC, trace_id
 LIMIT {WORST_CALLS}"""
