@@ -165,6 +165,9 @@ async def test_otlp_exported_when_variables_set(
     telemetry = init(db_path=tmp_path / "both.duckdb", set_global=False)
     async with Client(sources(provider), tracer_provider=telemetry.tracer_provider) as client:
         await client.chat(MESSAGES)
+    # flushed first: shutdown gives an answering collector only a bounded wait, which a loaded
+    # machine can exceed (that bound has tests of its own)
+    assert telemetry.tracer_provider.force_flush(30_000)
     telemetry.shutdown()
     assert receiver.arrived.is_set()
     exported = receiver.spans()
