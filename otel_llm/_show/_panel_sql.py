@@ -20,7 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from otel_llm._show._views import ATTEMPTS_VIEW, CLICKHOUSE, DUCKDB, ClickHouse, Dialect
+from otel_llm._show._views import (
+    ATTEMPTS_AT,
+    ATTEMPTS_VIEW,
+    CLICKHOUSE,
+    DUCKDB,
+    THRESHOLD_PARAMETER,
+    ClickHouse,
+    Dialect,
+)
 
 ALL_VALUE: Final = "'__all__'"
 """The DuckDB dashboards' custom "All" value. Grafana inserts a custom all value as written,
@@ -124,9 +132,9 @@ class PanelDialect:
         t = self.number(THRESHOLD)
         measured = self.relation(ATTEMPTS_VIEW)
         if self.is_clickhouse:
-            rederived = f"{self.relation('llm_attempts_at')}(threshold_ms={t})"
+            rederived = f"{self.relation(ATTEMPTS_AT)}({THRESHOLD_PARAMETER}={t})"
         else:
-            rederived = f"llm_attempts_at({t})"
+            rederived = f"{ATTEMPTS_AT}({t})"
         return (
             f"(SELECT * FROM {measured} WHERE {t} = {AS_MEASURED}\n"
             f"     UNION ALL\n"

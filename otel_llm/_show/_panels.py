@@ -32,7 +32,7 @@ from otel_llm._show._layout import (
     TABLE,
 )
 from otel_llm._show._panel_sql import AS_MEASURED, CALL, SERVICE, SOURCE, THRESHOLD, PanelDialect
-from otel_llm._show._views import ATTEMPT_COLUMNS, CALLS_VIEW
+from otel_llm._show._views import ATTEMPT_COLUMNS, ATTEMPTS_VIEW, CALLS_VIEW
 
 Kind = Literal["timeseries", "barchart", "table", "stat", "xychart", "traces"]
 Format = Literal["time_series", "table", "traces"]
@@ -273,7 +273,7 @@ def _outcomes(d: PanelDialect) -> str:
     {count_if(f"leg = '{sc.LEG_PRIMARY}'")} AS primary_attempts,
     {count_if(f"leg = '{sc.LEG_HEDGE}'")} AS hedge_attempts,
     {count_if(f"coalesce(leg, '') NOT IN ('{sc.LEG_PRIMARY}', '{sc.LEG_HEDGE}')")} AS other_attempts
-FROM {d.relation("llm_attempts")}
+FROM {d.relation(ATTEMPTS_VIEW)}
 WHERE {d.time_filter("started_at")} AND {d.filters()}
 GROUP BY 1
 ORDER BY 1"""
@@ -285,7 +285,7 @@ def _errors(d: PanelDialect) -> str:
     coalesce(outcome, 'unknown') AS outcome,
     error_type,
     count(*) AS attempts
-FROM {d.relation("llm_attempts")}
+FROM {d.relation(ATTEMPTS_VIEW)}
 WHERE {d.time_filter("started_at")} AND {d.filters()} AND error_type IS NOT NULL
 GROUP BY 1, 2, 3
 ORDER BY attempts DESC, 1, 2, 3
@@ -538,7 +538,7 @@ def variable_sql(d: PanelDialect, name: str) -> str:
     """The options of template variable ``name``: the values seen in the time range."""
     if name == CALL:
         return worst_trace_ids(d)
-    view = CALLS_VIEW if name == SERVICE else "llm_attempts"
+    view = CALLS_VIEW if name == SERVICE else ATTEMPTS_VIEW
     return f"""SELECT DISTINCT {name} FROM {d.relation(view)}
 WHERE {d.time_filter("started_at")} AND {name} IS NOT NULL
 ORDER BY 1"""
