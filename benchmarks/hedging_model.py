@@ -460,14 +460,19 @@ POLICIES: tuple[Policy, ...] = (
 """The budget policies the study compares for rows with both triggers (at the same ratio)."""
 
 
-def budget_settings() -> list[tuple[float, float, float | None]]:
-    """(stall trigger, first-token trigger, watchdog) of the study."""
-    return [
-        (stall, after, watchdog)
-        for stall in (8.0, 10.0, 15.0)
-        for after in (6.0,)
-        for watchdog in (None, 20.0)
-    ]
+Setting = tuple[float, float, float | None]
+"""(stall trigger, first-token trigger, watchdog), seconds; ``None``: no watchdog."""
+
+
+def budget_settings(
+    stalls: Sequence[float], afters: Sequence[float], watchdogs: Sequence[float | None]
+) -> list[Setting]:
+    """The study's grid: stall trigger × first-token trigger × watchdog."""
+    return [(s, a, w) for s in stalls for a in afters for w in watchdogs]
+
+
+def _seconds(text: str) -> list[float | None]:
+    return [None if item == "none" else float(item) for item in text.split(",")]
 
 
 def budget_rows(stall: float, after: float, watchdog: float | None, ratio: float) -> list[Rules]:
@@ -481,7 +486,12 @@ def budget_rows(stall: float, after: float, watchdog: float | None, ratio: float
 
 
 def budgets_study(
-    preset_name: str, calls: int, seeds: Sequence[int], rounds: int, ratio: float
+    preset_name: str,
+    calls: int,
+    seeds: Sequence[int],
+    rounds: int,
+    ratio: float,
+    settings: Sequence[Setting],
 ) -> None:
     """Print the budget policies' table for ``preset_name`` and which policy meets issue 13's
     criterion: both triggers together never worse (p99, every seed) than the better one alone."""
@@ -507,7 +517,7 @@ def budgets_study(
         for seed in seeds
     }
     worst: dict[str, tuple[float, float]] = {}
-    for stall, after, watchdog in budget_settings():
+    for stall, after, watchdog in settings:
         title = f"stall {stall:g} x first-token {after:g} x " + (
             "no watchdog" if watchdog is None else f"watchdog {watchdog:g}"
         )
@@ -565,10 +575,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--preset", choices=sorted(PRESETS), default="measured")
     parser.add_argument("--ratio", type=float, default=0.25, help="--budgets: the hedge ratio")
+    parser.add_argument("--stall", default="8,10,15", help="--budgets: stall triggers (s)")
+    parser.add_argument("--first-token", default="6", help="--budgets: first-token triggers (s)")
+    parser.add_argument("--watchdog", default="none,20", help="--budgets: watchdogs (s or none)")
     options = parser.parse_args(argv)
     seeds = [int(seed) for seed in options.seeds.split(",")]
     if options.budgets:
-        budgets_study(options.preset, options.calls, seeds, options.max_rounds, options.ratio)
+        stalls = [value for value in _seconds(options.stall) if value is not None]
+        afters = [value for value in _seconds(options.first_token) if value is not None]
+        settings = budget_settings(stalls, afters, _seconds(options.watchdog))
+        budgets_study(
+            options.preset, options.calls, seeds, options.max_rounds, options.ratio, settings
+        )
         return
     if options.preset != "measured":
         parser.error("--preset applies to --budgets only")
