@@ -138,6 +138,10 @@ class Policy:
     """``overflow``: the first-token bucket holds at most this many tokens. The stall bucket has
     the whole ratio and burst; the first-token bucket starts empty and earns only what the full
     stall bucket would have thrown away (so the total stays within ratio × rounds + burst)."""
+    inside: bool = False
+    """``overflow``: the first-token bucket's ``spill`` comes out of the burst (the stall bucket
+    holds at most burst − spill), so that the two never hold more than the burst together and no
+    run of rounds sees more than ratio × its rounds + burst hedges (without it: + burst + spill)."""
     fallthrough: bool = False
     """A first-token hedge the budget refuses leaves the round's one hedge to the stall trigger
     (``False``, today's client: the round does not hedge at all)."""
@@ -149,7 +153,7 @@ class Policy:
         elif self.kind == "priority":
             text = f"priority r{self.reserve:g}"
         elif self.kind == "overflow":
-            text = f"overflow {self.spill:g}"
+            text = f"overflow {self.spill:g}" + (" in" if self.inside else "")
         else:
             text = "shared"
         return text + (" +ft" if self.fallthrough else "")
@@ -179,7 +183,8 @@ class Budgets:
             start = tokens if tokens < 0 else tokens * first_burst / burst
             self._first = HedgeBudget(ratio * (1.0 - share), first_burst, start)
         elif policy.kind == "overflow":
-            self._stall = HedgeBudget(ratio, burst, tokens)
+            stall_burst = burst - policy.spill if policy.inside else burst
+            self._stall = HedgeBudget(ratio, stall_burst, min(stall_burst, tokens))
             self._first = HedgeBudget(0.0, policy.spill, 0.0)
         else:
             self._stall = self._first = HedgeBudget(ratio, burst, tokens)
@@ -193,6 +198,11 @@ class Budgets:
             self._first.tokens = min(self._first.burst, self._first.tokens + spilled)
         elif self._first is not self._stall:
             self._first.earn()
+
+    @property
+    def held(self) -> float:
+        """Tokens held by the buckets together."""
+        return self._stall.tokens + (0.0 if self._first is self._stall else self._first.tokens)
 
     def spend(self, trigger: Trigger) -> bool:
         """Take one hedge for ``trigger`` if the policy lets it."""
@@ -376,6 +386,9 @@ class Measure:
     """Stall hedge legs per call."""
     cap_used: float
     """Hedge legs over the cap (ratio × primary rounds + burst): at most 1 by construction."""
+    burst_used: float
+    """The most hedge legs beyond ratio × primary rounds in any run of consecutive calls, over
+    the burst: at most 1 when no window exceeds the cap (``overflow`` without ``inside`` may)."""
     p99_high: float
     """The upper end of the p99's 95 % order-statistic interval (the sampling noise)."""
 
@@ -389,6 +402,7 @@ def measure(
     budgets = Budgets(rules.policy, rules.budget, BURST)
     walls: list[float] = []
     requests = rounds_run = first_token = stall = 0
+    excess = lowest = widest = 0.0  # hedges - ratio × rounds so far, its minimum, the widest rise
     for index in range(calls):
         sources.start_call(index)
         outcome = simulate_call(rules, sources, budgets, rounds)
@@ -397,6 +411,10 @@ def measure(
         rounds_run += outcome.rounds
         first_token += outcome.first_token_hedges
         stall += outcome.stall_hedges
+        lowest = min(lowest, excess)  # a window may start at this call
+        excess += outcome.first_token_hedges + outcome.stall_hedges
+        excess -= rules.budget * outcome.rounds
+        widest = max(widest, excess - lowest)
     cap = rules.budget * rounds_run + BURST
     p50, p95, p99_ = percentiles(walls)
     return Measure(
@@ -407,6 +425,7 @@ def measure(
         first_token / calls,
         stall / calls,
         (first_token + stall) / cap,
+        widest / BURST,
         p99_upper(walls),
     )
 
@@ -455,6 +474,7 @@ POLICIES: tuple[Policy, ...] = (
     *(Policy("priority", reserve=reserve, fallthrough=True) for reserve in (1, 2, 5, 8, 9)),
     Policy("priority", reserve=5),
     *(Policy("overflow", spill=spill, fallthrough=True) for spill in (1, 2, 5)),
+    *(Policy("overflow", spill=spill, inside=True, fallthrough=True) for spill in (1, 2)),
     Policy("overflow", spill=2),
 )
 """The budget policies the study compares for rows with both triggers (at the same ratio)."""
@@ -508,9 +528,10 @@ def budgets_study(
     print(
         "columns: p50, p95, p99 over the oracle's (worst seed); requests per call (worst seed);\n"
         "  first-token and stall hedge legs per call (mean over seeds); cap = hedge legs over\n"
-        "  (ratio x primary rounds + burst), worst seed; vs best = p99 over the better trigger\n"
-        "  alone's p99 on the same seed, worst seed (<= 1.000: never worse); the alone rows\n"
-        "  show the p99's sampling noise (upper end of its 95 % interval, worst seed)"
+        "  (ratio x primary rounds + burst), worst seed; burst = most hedge legs beyond ratio x\n"
+        "  rounds in any run of consecutive calls, over the burst, worst seed; vs best = p99 over\n"
+        "  the better trigger alone's p99 on the same seed, worst seed (<= 1: never worse); the\n"
+        "  alone rows show the p99's sampling noise (upper end of its 95 % interval, worst seed)"
     )
     pools = {
         seed: (Pool(seed, preset), Pool(seed + 1000, preset), Pool(seed + 2000, preset))
@@ -524,7 +545,7 @@ def budgets_study(
         print(f"\n{title}")
         print(
             f"  {'rules':26} {'p50':>6} {'p95':>6} {'p99':>6} {'req':>7} {'ft/call':>8} "
-            f"{'stall/call':>10} {'cap':>6} {'vs best':>8}"
+            f"{'stall/call':>10} {'cap':>6} {'burst':>6} {'vs best':>8}"
         )
         best_alone: dict[int, Measure] = {}
         for rules in budget_rows(stall, after, watchdog, ratio):
@@ -554,7 +575,8 @@ def budgets_study(
                 f"  {rules.name:26} {line} {max(r.requests for r in results.values()):6.3f}x "
                 f"{statistics.fmean(r.first_token_hedges for r in results.values()):8.3f} "
                 f"{statistics.fmean(r.stall_hedges for r in results.values()):10.3f} "
-                f"{max(r.cap_used for r in results.values()):6.3f} {versus}"
+                f"{max(r.cap_used for r in results.values()):6.3f} "
+                f"{max(r.burst_used for r in results.values()):6.3f} {versus}"
             )
     print(
         "\nboth triggers vs the better one alone, worst setting and seed (p99 factor); 'within\n"

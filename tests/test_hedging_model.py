@@ -167,9 +167,10 @@ def test_shared_is_the_default_and_a_refused_first_token_hedge_ends_the_rounds_h
 
 
 def test_policies_keep_the_request_cap_and_the_stall_buckets_tokens() -> None:
-    """Every policy spends at most ratio × rounds + burst; priority refuses first-token hedges
-    at its reserve but not stall hedges; overflow's first-token bucket earns only what the full
-    stall bucket throws away."""
+    """Every policy spends at most ratio × rounds + burst, and its buckets hold at most the burst
+    together (overflow outside the burst: burst + spill); priority refuses first-token hedges at
+    its reserve but not stall hedges; overflow's first-token bucket earns only what the full stall
+    bucket throws away."""
     priority = MODEL.Budgets(MODEL.Policy("priority", reserve=5.0), 0.25, 10.0, 5.5)
     assert not priority.spend(MODEL.FIRST_TOKEN)
     assert priority.spend(MODEL.STALL)
@@ -182,11 +183,14 @@ def test_policies_keep_the_request_cap_and_the_stall_buckets_tokens() -> None:
     assert not overflow.spend(MODEL.FIRST_TOKEN)
     for policy in MODEL.POLICIES:
         budgets = MODEL.Budgets(policy, 0.25, 10.0)
+        most = 10.0 + (policy.spill if policy.kind == "overflow" and not policy.inside else 0.0)
         spent = 0
         for round_number in range(1, 2001):
             budgets.earn()
-            trigger = MODEL.STALL if round_number % 2 else MODEL.FIRST_TOKEN
-            spent += budgets.spend(trigger)
+            assert budgets.held <= most + 1e-9, policy
+            trigger = MODEL.STALL if round_number % 3 else MODEL.FIRST_TOKEN
+            if round_number > 500:  # quiet at first: full buckets, overflow spills
+                spent += budgets.spend(trigger) + budgets.spend(trigger)
             assert spent <= 0.25 * round_number + 10.0 + 1e-9, policy
 
 
