@@ -240,13 +240,13 @@ FAST_STALLS = MeasuredPreset(
 """Short frequent stalls: 40 % of calls stall, 3 s + LogNormal(median 5 s, σ 0.7), capped at 120 s
 (the measured preset's stall is 20 s + LogNormal(median 34.9 s, σ 1.2) on 19 %)."""
 
-SLOW_FIRST = MeasuredPreset(fit=replace(MEASURED_FIT, ttfc_median_s=3.0, ttfc_sigma=1.1))
-"""The measured stalls with slow first chunks: TTFT LogNormal(median 3 s, σ 1.1), ~23 % > 6 s."""
+SLOW_TTFT = MeasuredPreset(fit=replace(MEASURED_FIT, ttfc_median_s=3.0, ttfc_sigma=1.1))
+"""The measured stalls with slow first chunks: TTFT LogNormal(median 3 s, σ 1.1), ~26 % > 6 s."""
 
 PRESETS: Mapping[str, MeasuredPreset] = {
     "measured": MeasuredPreset(),
     "fast-stalls": FAST_STALLS,
-    "slow-first": SLOW_FIRST,
+    "slow-ttft": SLOW_TTFT,
 }
 """Distributions ``--preset`` offers: the simulator's ``measured`` preset, and two variants of its
 fit made here (the simulator has no other randomly drawn preset)."""
