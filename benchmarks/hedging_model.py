@@ -25,10 +25,13 @@ hedge, unlimited), to show what the target would cost if the design allowed it.
 §1): a :class:`Policy` per row — ``shared`` (today: one bucket for both, and a refused first-token
 hedge ends the round's hedging), ``split`` (each trigger its own bucket with a share of the ratio
 and of the burst), ``priority`` (the first-token hedge spends only while the bucket keeps
-``reserve`` tokens for stall hedges) — and ``fallthrough`` (a refused first-token hedge leaves the
-round's one hedge to the stall trigger, as R10 allows). Every policy keeps R10 and the request cap
-(hedge legs ≤ ratio × primary rounds + burst), which each row checks. ``--preset`` picks the
-distribution (``measured``, or a variant of its fit, see :data:`PRESETS`).
+``reserve`` tokens for stall hedges), ``overflow`` (the stall trigger keeps the whole bucket; the
+first-token trigger spends only what the full bucket would throw away) — and ``fallthrough`` (a
+refused first-token hedge leaves the round's one hedge to the stall trigger, as R10 allows). Every
+policy keeps R10 and the request cap (hedge legs ≤ ratio × primary rounds + burst), which each row
+checks. These rows pair the draws call by call (:class:`Sources`). ``--preset`` picks the
+distribution (``measured``, or a variant of its fit, see :data:`PRESETS`). Findings:
+``benchmarks/results/hedging_budgets.txt``.
 
 The oracle is the same primary draws without silences (``silences=False``, the ``oracle``
 preset). Every row uses the same draws, so rows differ only by their rules.
@@ -141,7 +144,8 @@ class Policy:
     inside: bool = False
     """``overflow``: the first-token bucket's ``spill`` comes out of the burst (the stall bucket
     holds at most burst − spill), so that the two never hold more than the burst together and no
-    run of rounds sees more than ratio × its rounds + burst hedges (without it: + burst + spill)."""
+    run of rounds sees more than ratio × its rounds + burst hedges (without it, up to ratio × its
+    rounds + burst + spill; over the whole run the cap holds either way)."""
     fallthrough: bool = False
     """A first-token hedge the budget refuses leaves the round's one hedge to the stall trigger
     (``False``, today's client: the round does not hedge at all)."""
