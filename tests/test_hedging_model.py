@@ -140,9 +140,10 @@ def test_a_killed_primary_waits_for_the_hedge_then_a_failed_round_retries() -> N
 
 
 def test_shared_is_the_default_and_a_refused_first_token_hedge_ends_the_rounds_hedging() -> None:
-    """Rules default to the shared budget, where a first-token hedge refused by the budget leaves
-    the round unhedged (today's client); with fallthrough the round's one hedge goes to the
-    stall trigger instead, and the call is hedged exactly once (R10)."""
+    """Rules default to the shared budget (today's client), which grants the first-token hedge
+    from the full bucket; without fallthrough a first-token hedge the budget refuses leaves the
+    round unhedged; with it the round's one hedge goes to the stall trigger instead, and the call
+    is hedged exactly once (R10)."""
     assert MODEL.Rules("x").policy == MODEL.SHARED == MODEL.Policy()
     assert MODEL.SHARED.kind == "shared"
     assert not MODEL.SHARED.fallthrough
