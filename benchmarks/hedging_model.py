@@ -21,10 +21,23 @@ design's rules, computed from the scripts alone:
 ``chain`` rows break R10 on purpose: every leg, hedges included, may hedge again (a hedge of a
 hedge, unlimited), to show what the target would cost if the design allowed it.
 
+``--budgets`` prints instead the study of how the two triggers share the hedge budget (issue 13
+§1): a :class:`Policy` per row — ``shared`` (today: one bucket for both, and a refused first-token
+hedge ends the round's hedging), ``split`` (each trigger its own bucket with a share of the ratio
+and of the burst), ``priority`` (the first-token hedge spends only while the bucket keeps
+``reserve`` tokens for stall hedges), ``overflow`` (the stall trigger keeps the whole bucket; the
+first-token trigger spends only what the full bucket would throw away) — and ``fallthrough`` (a
+refused first-token hedge leaves the round's one hedge to the stall trigger, as R10 allows). Every
+policy keeps R10 and the request cap (hedge legs ≤ ratio × primary rounds + burst), which each row
+checks. These rows pair the draws call by call (:class:`Sources`). ``--preset`` picks the
+distribution (``measured``, or a variant of its fit, see :data:`PRESETS`). Findings:
+``benchmarks/results/hedging_budgets.txt``.
+
 The oracle is the same primary draws without silences (``silences=False``, the ``oracle``
 preset). Every row uses the same draws, so rows differ only by their rules.
 
     .venv/bin/python benchmarks/hedging_model.py [--calls 20000] [--seeds 1,2,3]
+    .venv/bin/python benchmarks/hedging_model.py --budgets [--preset measured]
 """
 
 from __future__ import annotations
@@ -33,11 +46,12 @@ import argparse
 import math
 import random
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from otel_llm._act._hedge_budget import HedgeBudget
-from otel_llm.simulator import Script, sample_measured
+from otel_llm.simulator import MEASURED_FIT, MeasuredPreset, Script, sample_measured
 
 TARGET_P99 = 1.3
 TARGET_REQUESTS = 1.25
@@ -78,13 +92,23 @@ class Leg:
 
     def trigger(self, after_s: float | None, stall_after_s: float | None) -> float | None:
         """When a hedge would start, from the leg's start (``None``: never)."""
+        for _, fire in self.triggers(after_s, stall_after_s):
+            return fire
+        return None
+
+    def triggers(
+        self, after_s: float | None, stall_after_s: float | None
+    ) -> Iterator[tuple[Trigger, float]]:
+        """The triggers that fire on this leg, in time order: the first-token trigger (a first
+        chunk later than ``after_s``), then the stall trigger (the first gap after the first
+        chunk longer than ``stall_after_s``)."""
         if after_s is not None and self.first > after_s:
-            return after_s
+            yield FIRST_TOKEN, after_s
         if stall_after_s is not None:
             for before, gap in self.long_gaps:
                 if gap > stall_after_s:
-                    return before + stall_after_s
-        return None
+                    yield STALL, before + stall_after_s
+                    return
 
     def kill(self, watchdog_s: float | None) -> float | None:
         """When the watchdog would kill the leg, from its start (``None``: never)."""
@@ -98,6 +122,101 @@ class Leg:
         return None
 
 
+Trigger = Literal["first-token", "stall"]
+FIRST_TOKEN: Trigger = "first-token"
+STALL: Trigger = "stall"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How the two triggers share the hedge budget of a row (its ratio and burst)."""
+
+    kind: Literal["shared", "split", "priority", "overflow"] = "shared"
+    stall_share: float = 1.0
+    """``split``: the stall bucket's share of the ratio and of the burst (the first-token
+    bucket's burst at least 1, so that it can ever spend); the rest is the first-token bucket's."""
+    reserve: float = 0.0
+    """``priority``: tokens a first-token hedge must leave in the bucket (for stall hedges)."""
+    spill: float = 1.0
+    """``overflow``: the first-token bucket holds at most this many tokens. The stall bucket has
+    the whole ratio and burst; the first-token bucket starts empty and earns only what the full
+    stall bucket would have thrown away (so the total stays within ratio × rounds + burst)."""
+    inside: bool = False
+    """``overflow``: the first-token bucket's ``spill`` comes out of the burst (the stall bucket
+    holds at most burst − spill), so that the two never hold more than the burst together and no
+    run of rounds sees more than ratio × its rounds + burst hedges (without it, up to ratio × its
+    rounds + burst + spill; over the whole run the cap holds either way)."""
+    fallthrough: bool = False
+    """A first-token hedge the budget refuses leaves the round's one hedge to the stall trigger
+    (``False``, today's client: the round does not hedge at all)."""
+
+    @property
+    def label(self) -> str:
+        if self.kind == "split":
+            text = f"split {self.stall_share:g}"
+        elif self.kind == "priority":
+            text = f"priority r{self.reserve:g}"
+        elif self.kind == "overflow":
+            text = f"overflow {self.spill:g}" + (" in" if self.inside else "")
+        else:
+            text = "shared"
+        return text + (" +ft" if self.fallthrough else "")
+
+
+SHARED = Policy()
+"""Today's client: one bucket for both triggers."""
+
+
+class Budgets:
+    """The hedge budget as ``policy`` shares it between the triggers, held in real
+    :class:`~otel_llm._act._hedge_budget.HedgeBudget` buckets (``tokens``: the starting tokens of
+    all buckets together, full when negative)."""
+
+    def __init__(self, policy: Policy, ratio: float, burst: float, tokens: float = -1.0) -> None:
+        self.policy = policy
+        self.ratio = ratio
+        self.burst = burst
+        if policy.kind == "split":
+            share = policy.stall_share
+            if not 0.0 < share < 1.0:
+                raise ValueError(f"a split's stall share must be in (0, 1), not {share}")
+            first_burst = max(1.0, round(burst * (1.0 - share), 9))
+            stall_burst = burst - first_burst
+            start = tokens if tokens < 0 else tokens * stall_burst / burst
+            self._stall = HedgeBudget(ratio * share, stall_burst, start)
+            start = tokens if tokens < 0 else tokens * first_burst / burst
+            self._first = HedgeBudget(ratio * (1.0 - share), first_burst, start)
+        elif policy.kind == "overflow":
+            stall_burst = burst - policy.spill if policy.inside else burst
+            self._stall = HedgeBudget(ratio, stall_burst, min(stall_burst, tokens))
+            self._first = HedgeBudget(0.0, policy.spill, 0.0)
+        else:
+            self._stall = self._first = HedgeBudget(ratio, burst, tokens)
+
+    def earn(self) -> None:
+        """A primary round started."""
+        before = self._stall.tokens
+        self._stall.earn()
+        if self.policy.kind == "overflow":
+            spilled = before + self.ratio - self._stall.tokens
+            self._first.tokens = min(self._first.burst, self._first.tokens + spilled)
+        elif self._first is not self._stall:
+            self._first.earn()
+
+    @property
+    def held(self) -> float:
+        """Tokens held by the buckets together."""
+        return self._stall.tokens + (0.0 if self._first is self._stall else self._first.tokens)
+
+    def spend(self, trigger: Trigger) -> bool:
+        """Take one hedge for ``trigger`` if the policy lets it."""
+        if trigger == STALL:
+            return self._stall.spend()
+        if self.policy.kind == "priority" and self._first.tokens < 1.0 + self.policy.reserve:
+            return False
+        return self._first.spend()
+
+
 @dataclass(frozen=True, slots=True)
 class Rules:
     """One row of the model."""
@@ -108,27 +227,66 @@ class Rules:
     watchdog_s: float | None = None
     budget: float = 0.25
     chain: bool = False
+    policy: Policy = SHARED
+
+
+FAST_STALLS = MeasuredPreset(
+    stall_probability=0.4,
+    fit=replace(
+        MEASURED_FIT,
+        stall_floor_s=3.0,
+        stall_excess_median_s=5.0,
+        stall_sigma=0.7,
+        stall_max_s=120.0,
+        extra_silence_median_s=2.0,
+    ),
+)
+"""Short frequent stalls: 40 % of calls stall, 3 s + LogNormal(median 5 s, σ 0.7), capped at 120 s
+(the measured preset's stall is 20 s + LogNormal(median 34.9 s, σ 1.2) on 19 %)."""
+
+SLOW_TTFT = MeasuredPreset(fit=replace(MEASURED_FIT, ttfc_median_s=3.0, ttfc_sigma=1.1))
+"""The measured stalls with slow first chunks: TTFT LogNormal(median 3 s, σ 1.1), ~26 % > 6 s."""
+
+PRESETS: Mapping[str, MeasuredPreset] = {
+    "measured": MeasuredPreset(),
+    "fast-stalls": FAST_STALLS,
+    "slow-ttft": SLOW_TTFT,
+}
+"""Distributions ``--preset`` offers: the simulator's ``measured`` preset, and two variants of its
+fit made here (the simulator has no other randomly drawn preset)."""
 
 
 class Pool:
     """One simulated provider's draws, made once and replayed for every row."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, preset: MeasuredPreset | None = None) -> None:
         self._rng = random.Random(seed)
+        self._preset = preset
         self._legs: list[Leg] = []
 
     def __getitem__(self, index: int) -> Leg:
         while len(self._legs) <= index:
-            self._legs.append(Leg.of(sample_measured(self._rng)))
+            script = sample_measured(self._rng) if self._preset is None else self._preset(self._rng)
+            self._legs.append(Leg.of(script))
         return self._legs[index]
 
 
 class Sources:
-    """The three simulated providers' independent draws, read in order by one row."""
+    """The three simulated providers' independent draws, read in order by one row.
 
-    def __init__(self, pools: tuple[Pool, Pool, Pool]) -> None:
+    ``stride`` > 0 pairs the draws by call instead: call ``i`` (:meth:`start_call`) reads primary
+    ``i`` and hedge and retry draws from ``i × stride`` on, so a call meets the same legs in every
+    row whatever the calls before it spent (``stride`` at least the rounds per call)."""
+
+    def __init__(self, pools: tuple[Pool, Pool, Pool], stride: int = 0) -> None:
         self._pools = pools
         self._next = [0, 0, 0]
+        self._stride = stride
+
+    def start_call(self, index: int) -> None:
+        """Call ``index`` begins (paired draws only)."""
+        if self._stride:
+            self._next = [index, index * self._stride, index * self._stride]
 
     def draw(self, source: int) -> Leg:
         index = self._next[source]
@@ -139,37 +297,54 @@ class Sources:
 PRIMARY, HEDGE, RETRY = 0, 1, 2
 
 
-def simulate_call(
-    rules: Rules, sources: Sources, budget: HedgeBudget, rounds: int
-) -> tuple[float, int]:
-    """One call under ``rules``: (wall time, requests)."""
+@dataclass(slots=True)
+class Outcome:
+    """One call: its wall time (``inf``: no success), requests, rounds and hedges per trigger."""
+
+    wall: float = math.inf
+    requests: int = 0
+    rounds: int = 0
+    first_token_hedges: int = 0
+    stall_hedges: int = 0
+
+
+def simulate_call(rules: Rules, sources: Sources, budgets: Budgets, rounds: int) -> Outcome:
+    """One call under ``rules``."""
     start = 0.0
-    requests = 0
+    outcome = Outcome()
     for number in range(rounds):
-        budget.earn()
+        budgets.earn()
+        outcome.rounds += 1
         first = sources.draw(PRIMARY if number == 0 else RETRY)
         legs: list[tuple[float, Leg]] = [(start, first)]
-        requests += 1
+        outcome.requests += 1
         index = 0
         while index < len(legs) and (rules.chain or index == 0):
             leg_start, leg = legs[index]
             index += 1
-            fire = leg.trigger(rules.after_s, rules.stall_after_s)
-            if fire is None:
-                continue
-            at = leg_start + fire
-            done = _first_success(legs, rules.watchdog_s)
-            killed = leg.kill(rules.watchdog_s)
-            if at >= done or (killed is not None and fire >= killed) or not budget.spend():
-                continue
-            legs.append((at, sources.draw(HEDGE)))
-            requests += 1
+            for trigger, fire in leg.triggers(rules.after_s, rules.stall_after_s):
+                at = leg_start + fire
+                done = _first_success(legs, rules.watchdog_s)
+                killed = leg.kill(rules.watchdog_s)
+                if at >= done or (killed is not None and fire >= killed):
+                    break
+                if budgets.spend(trigger):
+                    legs.append((at, sources.draw(HEDGE)))
+                    outcome.requests += 1
+                    if trigger == STALL:
+                        outcome.stall_hedges += 1
+                    else:
+                        outcome.first_token_hedges += 1
+                    break
+                if not (trigger == FIRST_TOKEN and rules.policy.fallthrough):
+                    break
         done = _first_success(legs, rules.watchdog_s)
         if done < math.inf:
-            return done, requests
+            outcome.wall = done
+            return outcome
         start = max(s + (leg.kill(rules.watchdog_s) or 0.0) for s, leg in legs)
         start += BACKOFF_MEAN_S[min(number, len(BACKOFF_MEAN_S) - 1)]
-    return math.inf, requests
+    return outcome
 
 
 def _first_success(legs: Sequence[tuple[float, Leg]], watchdog_s: float | None) -> float:
@@ -177,9 +352,15 @@ def _first_success(legs: Sequence[tuple[float, Leg]], watchdog_s: float | None) 
     return min(ends, default=math.inf)
 
 
-def p99(values: Sequence[float]) -> float:
+def percentiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """(p50, p95, p99), a failed call (``inf``) counted as very long."""
     finite = [value if value < math.inf else 1e12 for value in values]
-    return statistics.quantiles(finite, n=100, method="inclusive")[98]
+    cuts = statistics.quantiles(finite, n=100, method="inclusive")
+    return cuts[49], cuts[94], cuts[98]
+
+
+def p99(values: Sequence[float]) -> float:
+    return percentiles(values)[2]
 
 
 def oracle_p99(calls: int, seed: int) -> float:
@@ -187,19 +368,86 @@ def oracle_p99(calls: int, seed: int) -> float:
     return p99([Leg.of(sample_measured(rng, silences=False)).end for _ in range(calls)])
 
 
+def oracle_percentiles(calls: int, seed: int, preset: MeasuredPreset) -> tuple[float, float, float]:
+    """(p50, p95, p99) of the primary draws of ``preset`` without silences."""
+    rng = random.Random(seed)
+    silent = replace(preset, silences=False)
+    return percentiles([Leg.of(silent(rng)).end for _ in range(calls)])
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    """``calls`` calls under one row's rules."""
+
+    p50: float
+    p95: float
+    p99: float
+    requests: float
+    """Requests per call."""
+    first_token_hedges: float
+    """First-token hedge legs per call."""
+    stall_hedges: float
+    """Stall hedge legs per call."""
+    cap_used: float
+    """Hedge legs over the cap (ratio × primary rounds + burst): at most 1 by construction."""
+    burst_used: float
+    """The most hedge legs beyond ratio × primary rounds in any run of consecutive calls, over
+    the burst: at most 1 when no window exceeds the cap (``overflow`` without ``inside`` may)."""
+    p99_high: float
+    """The upper end of the p99's 95 % order-statistic interval (the sampling noise)."""
+
+
+def measure(
+    rules: Rules, calls: int, pools: tuple[Pool, Pool, Pool], rounds: int, paired: bool = False
+) -> Measure:
+    """``calls`` calls under ``rules`` on the same draws as every other row (``paired``: the same
+    draws call by call, see :class:`Sources`)."""
+    sources = Sources(pools, stride=rounds if paired else 0)
+    budgets = Budgets(rules.policy, rules.budget, BURST)
+    walls: list[float] = []
+    requests = rounds_run = first_token = stall = 0
+    excess = lowest = widest = 0.0  # hedges - ratio × rounds so far, its minimum, the widest rise
+    for index in range(calls):
+        sources.start_call(index)
+        outcome = simulate_call(rules, sources, budgets, rounds)
+        walls.append(outcome.wall)
+        requests += outcome.requests
+        rounds_run += outcome.rounds
+        first_token += outcome.first_token_hedges
+        stall += outcome.stall_hedges
+        lowest = min(lowest, excess)  # a window may start at this call
+        excess += outcome.first_token_hedges + outcome.stall_hedges
+        excess -= rules.budget * outcome.rounds
+        widest = max(widest, excess - lowest)
+    cap = rules.budget * rounds_run + BURST
+    p50, p95, p99_ = percentiles(walls)
+    return Measure(
+        p50,
+        p95,
+        p99_,
+        requests / calls,
+        first_token / calls,
+        stall / calls,
+        (first_token + stall) / cap,
+        widest / BURST,
+        p99_upper(walls),
+    )
+
+
+def p99_upper(values: Sequence[float]) -> float:
+    """The value at rank 0.99 n + 1.96 √(n · 0.99 · 0.01): the upper end of a 95 % interval of
+    the p99 (normal approximation of the binomial count of values below it)."""
+    ordered = sorted(values)
+    rank = 0.99 * len(ordered) + 1.96 * math.sqrt(len(ordered) * 0.99 * 0.01)
+    return min(ordered[min(len(ordered) - 1, math.ceil(rank))], 1e12)
+
+
 def run(
     rules: Rules, calls: int, pools: tuple[Pool, Pool, Pool], rounds: int
 ) -> tuple[float, float]:
     """(p99 wall time, requests per call) of ``calls`` calls."""
-    sources = Sources(pools)
-    budget = HedgeBudget(ratio=rules.budget, burst=BURST)
-    walls: list[float] = []
-    requests = 0
-    for _ in range(calls):
-        wall, sent = simulate_call(rules, sources, budget, rounds)
-        walls.append(wall)
-        requests += sent
-    return p99(walls), requests / calls
+    result = measure(rules, calls, pools, rounds)
+    return result.p99, result.requests
 
 
 def grid() -> list[Rules]:
@@ -222,13 +470,157 @@ def grid() -> list[Rules]:
     return rows
 
 
+POLICIES: tuple[Policy, ...] = (
+    SHARED,
+    Policy(fallthrough=True),
+    *(Policy("split", stall_share=share, fallthrough=True) for share in (0.6, 0.8, 0.9, 0.95)),
+    Policy("split", stall_share=0.8),
+    *(Policy("priority", reserve=reserve, fallthrough=True) for reserve in (1, 2, 5, 8, 9)),
+    Policy("priority", reserve=5),
+    *(Policy("overflow", spill=spill, fallthrough=True) for spill in (1, 2, 5)),
+    *(Policy("overflow", spill=spill, inside=True, fallthrough=True) for spill in (1, 2)),
+    Policy("overflow", spill=2),
+)
+"""The budget policies the study compares for rows with both triggers (at the same ratio)."""
+
+
+Setting = tuple[float, float, float | None]
+"""(stall trigger, first-token trigger, watchdog), seconds; ``None``: no watchdog."""
+
+
+def budget_settings(
+    stalls: Sequence[float], afters: Sequence[float], watchdogs: Sequence[float | None]
+) -> list[Setting]:
+    """The study's grid: stall trigger × first-token trigger × watchdog."""
+    return [(s, a, w) for s in stalls for a in afters for w in watchdogs]
+
+
+def _seconds(text: str) -> list[float | None]:
+    return [None if item == "none" else float(item) for item in text.split(",")]
+
+
+def budget_rows(stall: float, after: float, watchdog: float | None, ratio: float) -> list[Rules]:
+    """Each trigger alone, then both under every policy."""
+    rows = [
+        Rules(f"stall {stall:g} alone", None, stall, watchdog, ratio),
+        Rules(f"first-token {after:g} alone", after, None, watchdog, ratio),
+    ]
+    rows += [Rules(f"both {p.label}", after, stall, watchdog, ratio, policy=p) for p in POLICIES]
+    return rows
+
+
+def budgets_study(
+    preset_name: str,
+    calls: int,
+    seeds: Sequence[int],
+    rounds: int,
+    ratio: float,
+    settings: Sequence[Setting],
+) -> None:
+    """Print the budget policies' table for ``preset_name`` and which policy meets issue 13's
+    criterion: both triggers together never worse (p99, every seed) than the better one alone."""
+    preset = PRESETS[preset_name]
+    print(
+        f"hedge budget policies: preset {preset_name}, {calls:,} calls per row and seed, seeds "
+        f"{list(seeds)}, no overhead; ratio {ratio:g}, burst {BURST:g}; at most {rounds} rounds"
+    )
+    oracles = {seed: oracle_percentiles(calls, seed, preset) for seed in seeds}
+    print(
+        "oracle p50/p95/p99: "
+        + ", ".join(f"{a:.1f}/{b:.1f}/{c:.1f} s (seed {s})" for s, (a, b, c) in oracles.items())
+    )
+    print(
+        "columns: p50, p95, p99 over the oracle's (worst seed); requests per call (worst seed);\n"
+        "  first-token and stall hedge legs per call (mean over seeds); cap = hedge legs over\n"
+        "  (ratio x primary rounds + burst), worst seed; burst = most hedge legs beyond ratio x\n"
+        "  rounds in any run of consecutive calls, over the burst, worst seed; vs best = p99 over\n"
+        "  the better trigger alone's p99 on the same seed, worst seed (<= 1: never worse); the\n"
+        "  alone rows show the p99's sampling noise (upper end of its 95 % interval, worst seed)"
+    )
+    pools = {
+        seed: (Pool(seed, preset), Pool(seed + 1000, preset), Pool(seed + 2000, preset))
+        for seed in seeds
+    }
+    worst: dict[str, tuple[float, float]] = {}
+    factors: dict[str, list[float]] = {}
+    for stall, after, watchdog in settings:
+        title = f"stall {stall:g} x first-token {after:g} x " + (
+            "no watchdog" if watchdog is None else f"watchdog {watchdog:g}"
+        )
+        print(f"\n{title}")
+        print(
+            f"  {'rules':26} {'p50':>6} {'p95':>6} {'p99':>6} {'req':>7} {'ft/call':>8} "
+            f"{'stall/call':>10} {'cap':>6} {'burst':>6} {'vs best':>8}"
+        )
+        best_alone: dict[int, Measure] = {}
+        for rules in budget_rows(stall, after, watchdog, ratio):
+            results = {s: measure(rules, calls, pools[s], rounds, paired=True) for s in seeds}
+            alone = rules.name.endswith(" alone")
+            if alone:
+                for seed, result in results.items():
+                    if seed not in best_alone or result.p99 < best_alone[seed].p99:
+                        best_alone[seed] = result
+                noise = max(results[s].p99_high / results[s].p99 - 1.0 for s in seeds)
+                versus = f"   (p99 noise +{noise:.1%})"
+            else:
+                factor = max(results[s].p99 / best_alone[s].p99 for s in seeds)
+                beyond = max(
+                    results[s].p99 / best_alone[s].p99 - best_alone[s].p99_high / best_alone[s].p99
+                    for s in seeds
+                )
+                key = rules.policy.label
+                factors.setdefault(key, []).extend(
+                    results[s].p99 / best_alone[s].p99 for s in seeds
+                )
+                old_factor, old_beyond = worst.get(key, (0.0, -math.inf))
+                worst[key] = (max(old_factor, factor), max(old_beyond, beyond))
+                versus = f"{factor:8.3f}"
+            line = " ".join(
+                f"{max(getattr(results[s], q) / oracles[s][i] for s in seeds):5.2f}x"
+                for i, q in enumerate(("p50", "p95", "p99"))
+            )
+            print(
+                f"  {rules.name:26} {line} {max(r.requests for r in results.values()):6.3f}x "
+                f"{statistics.fmean(r.first_token_hedges for r in results.values()):8.3f} "
+                f"{statistics.fmean(r.stall_hedges for r in results.values()):10.3f} "
+                f"{max(r.cap_used for r in results.values()):6.3f} "
+                f"{max(r.burst_used for r in results.values()):6.3f} {versus}"
+            )
+    print(
+        "\nboth triggers vs the better one alone (p99 factor), worst and mean over settings and\n"
+        "seeds; 'within noise': above 1 but below the upper end of the better one's p99 interval"
+    )
+    for label, (factor, beyond) in worst.items():
+        verdict = "meets" if factor <= 1.0 else "within noise" if beyond <= 0.0 else "fails"
+        mean = statistics.fmean(factors[label])
+        print(f"  {label:22} worst {factor:6.3f}  mean {mean:6.3f}  {verdict}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--max-rounds", type=int, default=5)
+    parser.add_argument(
+        "--budgets", action="store_true", help="the budget policies' study instead of the grid"
+    )
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="measured")
+    parser.add_argument("--ratio", type=float, default=0.25, help="--budgets: the hedge ratio")
+    parser.add_argument("--stall", default="8,10,15", help="--budgets: stall triggers (s)")
+    parser.add_argument("--first-token", default="6", help="--budgets: first-token triggers (s)")
+    parser.add_argument("--watchdog", default="none,20", help="--budgets: watchdogs (s or none)")
     options = parser.parse_args(argv)
     seeds = [int(seed) for seed in options.seeds.split(",")]
+    if options.budgets:
+        stalls = [value for value in _seconds(options.stall) if value is not None]
+        afters = [value for value in _seconds(options.first_token) if value is not None]
+        settings = budget_settings(stalls, afters, _seconds(options.watchdog))
+        budgets_study(
+            options.preset, options.calls, seeds, options.max_rounds, options.ratio, settings
+        )
+        return
+    if options.preset != "measured":
+        parser.error("--preset applies to --budgets only")
     print(
         f"hedging model: {options.calls:,} calls per row and seed, seeds {seeds}, no overhead; "
         f"hedge budget burst {BURST:g}; at most {options.max_rounds} rounds per call"

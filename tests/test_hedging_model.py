@@ -8,6 +8,7 @@ import random
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from otel_llm.simulator import Script, Silence, sample_measured
 
@@ -91,7 +92,7 @@ def stalled(after_chunk: int = 0, seconds: float = 100.0) -> Script:
 
 
 def call(
-    rules: object,
+    rules: Any,
     primary: Script,
     hedge: Script | tuple[Script, ...],
     retry: Script,
@@ -99,9 +100,9 @@ def call(
 ) -> tuple[float, int]:
     hedges = hedge if isinstance(hedge, tuple) else (hedge,)
     sources = MODEL.Sources((Fixed(primary), Fixed(*hedges), Fixed(retry)))
-    budget = MODEL.HedgeBudget(ratio=0.25, burst=10.0, tokens=tokens)
-    result: tuple[float, int] = MODEL.simulate_call(rules, sources, budget, 5)
-    return result
+    budgets = MODEL.Budgets(rules.policy, 0.25, 10.0, tokens)
+    outcome = MODEL.simulate_call(rules, sources, budgets, 5)
+    return outcome.wall, outcome.requests
 
 
 def test_one_hedge_rescues_a_stalled_call() -> None:
@@ -136,3 +137,84 @@ def test_a_killed_primary_waits_for_the_hedge_then_a_failed_round_retries() -> N
     hedge_killed = 11.0 + 1.0 + 20.0  # hedge starts at 11 s, first chunk 1 s later, 20 s of silence
     assert requests == 3
     assert wall == hedge_killed + MODEL.BACKOFF_MEAN_S[0] + CLEAN.nominal_duration_s
+
+
+def test_shared_is_the_default_and_a_refused_first_token_hedge_ends_the_rounds_hedging() -> None:
+    """Rules default to the shared budget (today's client), which grants the first-token hedge
+    from the full bucket; without fallthrough a first-token hedge the budget refuses leaves the
+    round unhedged; with it the round's one hedge goes to the stall trigger instead, and the call
+    is hedged exactly once (R10)."""
+    assert MODEL.Rules("x").policy == MODEL.SHARED == MODEL.Policy()
+    assert MODEL.SHARED.kind == "shared"
+    assert not MODEL.SHARED.fallthrough
+    slow_then_stalled = Script(
+        first_chunk_delay_s=8.0,
+        chunk_count=3,
+        chunk_interval_s=0.5,
+        silences=(Silence(after_chunk=0, duration_s=100.0),),
+    )  # first chunk at 8 s, then 100 s of silence: ends at 109 s
+    shared = MODEL.Rules("both", after_s=6.0, stall_after_s=10.0)
+    # the first-token hedge at 6 s, a clean hedge leg: done at 8 s
+    assert call(shared, slow_then_stalled, CLEAN, CLEAN) == (8.0, 2)
+    overflow = MODEL.Policy("overflow", spill=1.0)
+    assert call(
+        MODEL.Rules("both", 6.0, 10.0, policy=overflow), slow_then_stalled, CLEAN, CLEAN
+    ) == (109.0, 1)  # an empty first-token bucket refuses, and so ends the round's hedging
+    fallthrough = MODEL.Policy("overflow", spill=1.0, fallthrough=True)
+    # refused at 6 s, the stall hedge at 8 + 10 s from the stall bucket: done at 20 s
+    assert call(
+        MODEL.Rules("both", 6.0, 10.0, policy=fallthrough), slow_then_stalled, CLEAN, CLEAN
+    ) == (20.0, 2)
+
+
+def test_policies_keep_the_request_cap_and_the_stall_buckets_tokens() -> None:
+    """Every policy spends at most ratio × rounds + burst, and its buckets hold at most the burst
+    together (overflow outside the burst: burst + spill); priority refuses first-token hedges at
+    its reserve but not stall hedges; overflow's first-token bucket earns only what the full stall
+    bucket throws away."""
+    priority = MODEL.Budgets(MODEL.Policy("priority", reserve=5.0), 0.25, 10.0, 5.5)
+    assert not priority.spend(MODEL.FIRST_TOKEN)
+    assert priority.spend(MODEL.STALL)
+    overflow = MODEL.Budgets(MODEL.Policy("overflow", spill=2.0), 0.25, 10.0, 9.5)
+    overflow.earn()  # 9.5 -> 9.75: nothing spilled
+    assert not overflow.spend(MODEL.FIRST_TOKEN)
+    for _ in range(5):
+        overflow.earn()  # 9.75 -> 10, then 1.0 spilled
+    assert overflow.spend(MODEL.FIRST_TOKEN)
+    assert not overflow.spend(MODEL.FIRST_TOKEN)
+    for policy in MODEL.POLICIES:
+        budgets = MODEL.Budgets(policy, 0.25, 10.0)
+        most = 10.0 + (policy.spill if policy.kind == "overflow" and not policy.inside else 0.0)
+        spent = 0
+        for round_number in range(1, 2001):
+            budgets.earn()
+            assert budgets.held <= most + 1e-9, policy
+            trigger = MODEL.STALL if round_number % 3 else MODEL.FIRST_TOKEN
+            if round_number > 500:  # quiet at first: full buckets, overflow spills
+                spent += budgets.spend(trigger) + budgets.spend(trigger)
+            assert spent <= 0.25 * round_number + 10.0 + 1e-9, policy
+
+
+def test_the_budget_study_is_deterministic_on_paired_draws() -> None:
+    """Two runs of a policy row on fresh pools of the same seeds give the same figures; the
+    shared row equals the default rules' row; the stall trigger alone hedges no first token."""
+    both = MODEL.Rules("both", 6.0, 10.0)
+    overflow = MODEL.Rules("both", 6.0, 10.0, policy=MODEL.Policy("overflow", fallthrough=True))
+
+    def pools() -> tuple[object, object, object]:
+        return (MODEL.Pool(1), MODEL.Pool(1001), MODEL.Pool(2001))
+
+    first = MODEL.measure(overflow, 300, pools(), 5, paired=True)
+    assert first == MODEL.measure(overflow, 300, pools(), 5, paired=True)
+    assert first.stall_hedges > 0
+    assert first.cap_used <= 1.0
+    shared = MODEL.measure(both, 300, pools(), 5, paired=True)
+    explicit = MODEL.Rules("both", 6.0, 10.0, policy=MODEL.Policy("shared"))
+    assert shared == MODEL.measure(explicit, 300, pools(), 5, paired=True)
+    assert shared.first_token_hedges > 0
+    alone = MODEL.measure(MODEL.Rules("stall", None, 10.0), 300, pools(), 5, paired=True)
+    assert alone.first_token_hedges == 0
+    assert MODEL.run(both, 300, pools(), 5) == (
+        MODEL.measure(both, 300, pools(), 5).p99,
+        MODEL.measure(both, 300, pools(), 5).requests,
+    )
