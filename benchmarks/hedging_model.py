@@ -46,11 +46,14 @@ import argparse
 import math
 import random
 import statistics
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from otel_llm._act._hedge_budget import HedgeBudget
+from otel_llm._act._hedge_budget import STALL, HedgeBudget, Trigger
+from otel_llm._tune import _model as model
+from otel_llm._tune._model import Timeline
+from otel_llm._tune._scripted import timeline_of
 from otel_llm.simulator import MEASURED_FIT, MeasuredPreset, Script, sample_measured
 
 TARGET_P99 = 1.3
@@ -64,67 +67,13 @@ LONG_GAP_S = 1.0
 """Gaps a leg keeps: every trigger and watchdog setting here is above it, normal cadence below."""
 
 
-@dataclass(frozen=True, slots=True)
-class Leg:
-    """One attempt's script, read as times from the attempt's start (scripted seconds)."""
-
-    first: float
-    end: float
-    long_gaps: tuple[tuple[float, float], ...]
-    """(arrival of the chunk before the gap, gap) for every gap longer than ``LONG_GAP_S``."""
-
-    @classmethod
-    def of(cls, script: Script) -> Leg:
-        silence: dict[int, float] = {}
-        for item in script.silences:
-            silence[item.after_chunk] = silence.get(item.after_chunk, 0.0) + item.duration_s
-        interval = script.chunk_interval_s
-        if interval > LONG_GAP_S:
-            raise ValueError(f"a chunk interval of {interval} s is above {LONG_GAP_S} s")
-        gaps: list[tuple[float, float]] = []
-        silent_before = 0.0
-        for index, duration in sorted(silence.items()):
-            before = script.first_chunk_delay_s + index * interval + silent_before
-            if interval + duration > LONG_GAP_S:
-                gaps.append((before, interval + duration))
-            silent_before += duration
-        return cls(script.first_chunk_delay_s, script.nominal_duration_s, tuple(gaps))
-
-    def trigger(self, after_s: float | None, stall_after_s: float | None) -> float | None:
-        """When a hedge would start, from the leg's start (``None``: never)."""
-        for _, fire in self.triggers(after_s, stall_after_s):
-            return fire
-        return None
-
-    def triggers(
-        self, after_s: float | None, stall_after_s: float | None
-    ) -> Iterator[tuple[Trigger, float]]:
-        """The triggers that fire on this leg, in time order: the first-token trigger (a first
-        chunk later than ``after_s``), then the stall trigger (the first gap after the first
-        chunk longer than ``stall_after_s``)."""
-        if after_s is not None and self.first > after_s:
-            yield FIRST_TOKEN, after_s
-        if stall_after_s is not None:
-            for before, gap in self.long_gaps:
-                if gap > stall_after_s:
-                    yield STALL, before + stall_after_s
-                    return
-
-    def kill(self, watchdog_s: float | None) -> float | None:
-        """When the watchdog would kill the leg, from its start (``None``: never)."""
-        if watchdog_s is None:
-            return None
-        if self.first > watchdog_s:
-            return watchdog_s
-        for before, gap in self.long_gaps:
-            if gap > watchdog_s:
-                return before + watchdog_s
-        return None
+Leg = Timeline
+"""A leg of the model: one attempt's script as a timeline (scripted seconds)."""
 
 
-Trigger = Literal["first-token", "stall"]
-FIRST_TOKEN: Trigger = "first-token"
-STALL: Trigger = "stall"
+def leg_of(script: Script) -> Leg:
+    """``script`` as the model reads it: gaps above :data:`LONG_GAP_S` kept."""
+    return timeline_of(script, LONG_GAP_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +216,7 @@ class Pool:
     def __getitem__(self, index: int) -> Leg:
         while len(self._legs) <= index:
             script = sample_measured(self._rng) if self._preset is None else self._preset(self._rng)
-            self._legs.append(Leg.of(script))
+            self._legs.append(leg_of(script))
         return self._legs[index]
 
 
@@ -297,66 +246,26 @@ class Sources:
 PRIMARY, HEDGE, RETRY = 0, 1, 2
 
 
-@dataclass(slots=True)
-class Outcome:
-    """One call: its wall time (``inf``: no success), requests, rounds and hedges per trigger."""
-
-    wall: float = math.inf
-    requests: int = 0
-    rounds: int = 0
-    first_token_hedges: int = 0
-    stall_hedges: int = 0
+Outcome = model.Outcome
 
 
 def simulate_call(rules: Rules, sources: Sources, budgets: Budgets, rounds: int) -> Outcome:
-    """One call under ``rules``."""
-    start = 0.0
-    outcome = Outcome()
-    for number in range(rounds):
-        budgets.earn()
-        outcome.rounds += 1
-        first = sources.draw(PRIMARY if number == 0 else RETRY)
-        legs: list[tuple[float, Leg]] = [(start, first)]
-        outcome.requests += 1
-        index = 0
-        while index < len(legs) and (rules.chain or index == 0):
-            leg_start, leg = legs[index]
-            index += 1
-            for trigger, fire in leg.triggers(rules.after_s, rules.stall_after_s):
-                at = leg_start + fire
-                done = _first_success(legs, rules.watchdog_s)
-                killed = leg.kill(rules.watchdog_s)
-                if at >= done or (killed is not None and fire >= killed):
-                    break
-                if budgets.spend(trigger):
-                    legs.append((at, sources.draw(HEDGE)))
-                    outcome.requests += 1
-                    if trigger == STALL:
-                        outcome.stall_hedges += 1
-                    else:
-                        outcome.first_token_hedges += 1
-                    break
-                if not (trigger == FIRST_TOKEN and rules.policy.fallthrough):
-                    break
-        done = _first_success(legs, rules.watchdog_s)
-        if done < math.inf:
-            outcome.wall = done
-            return outcome
-        start = max(s + (leg.kill(rules.watchdog_s) or 0.0) for s, leg in legs)
-        start += BACKOFF_MEAN_S[min(number, len(BACKOFF_MEAN_S) - 1)]
-    return outcome
+    """One call under ``rules`` (the package's model, on these sources and budgets)."""
+    setting = model.Rules(
+        rules.after_s, rules.stall_after_s, rules.watchdog_s, rules.budget, BURST, max_rounds=rounds
+    )
+    roles = {"primary": PRIMARY, "hedge": HEDGE, "retry": RETRY}
+    return model.simulate_call(
+        setting,
+        lambda role: sources.draw(roles[role]),
+        budgets,
+        BACKOFF_MEAN_S,
+        chain=rules.chain,
+        fallthrough=rules.policy.fallthrough,
+    )
 
 
-def _first_success(legs: Sequence[tuple[float, Leg]], watchdog_s: float | None) -> float:
-    ends = [start + leg.end for start, leg in legs if leg.kill(watchdog_s) is None]
-    return min(ends, default=math.inf)
-
-
-def percentiles(values: Sequence[float]) -> tuple[float, float, float]:
-    """(p50, p95, p99), a failed call (``inf``) counted as very long."""
-    finite = [value if value < math.inf else 1e12 for value in values]
-    cuts = statistics.quantiles(finite, n=100, method="inclusive")
-    return cuts[49], cuts[94], cuts[98]
+percentiles = model.percentiles
 
 
 def p99(values: Sequence[float]) -> float:
@@ -365,14 +274,14 @@ def p99(values: Sequence[float]) -> float:
 
 def oracle_p99(calls: int, seed: int) -> float:
     rng = random.Random(seed)
-    return p99([Leg.of(sample_measured(rng, silences=False)).end for _ in range(calls)])
+    return p99([leg_of(sample_measured(rng, silences=False)).end_s for _ in range(calls)])
 
 
 def oracle_percentiles(calls: int, seed: int, preset: MeasuredPreset) -> tuple[float, float, float]:
     """(p50, p95, p99) of the primary draws of ``preset`` without silences."""
     rng = random.Random(seed)
     silent = replace(preset, silences=False)
-    return percentiles([Leg.of(silent(rng)).end for _ in range(calls)])
+    return percentiles([leg_of(silent(rng)).end_s for _ in range(calls)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +319,7 @@ def measure(
     for index in range(calls):
         sources.start_call(index)
         outcome = simulate_call(rules, sources, budgets, rounds)
-        walls.append(outcome.wall)
+        walls.append(outcome.wall_s)
         requests += outcome.requests
         rounds_run += outcome.rounds
         first_token += outcome.first_token_hedges

@@ -217,6 +217,10 @@ class Defaults:
     hedge_budget_burst: float = 10.0
     """Hedge legs that may be started back to back when the budget is full."""
 
+    hedge_first_token_burst: float = 5.0
+    """With both hedge triggers set: the most tokens the first-token trigger may save from what
+    the full hedge budget overflows (the stall trigger keeps the whole budget)."""
+
     output_tokens_estimate: int = 512
     """Output tokens pre-deducted by admission when a request sets no ``max_tokens``."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL
 from otel_llm.simulator import Script, Silence, sample_measured
 
 
@@ -43,9 +44,9 @@ def test_legs_match_the_chunk_by_chunk_timeline() -> None:
     for _ in range(500):
         script = sample_measured(rng)
         times = arrivals(script)
-        leg = MODEL.Leg.of(script)
+        leg = MODEL.leg_of(script)
         expected = [(a, b - a) for a, b in itertools.pairwise(times) if b - a > 1.0]
-        assert abs(leg.end - times[-1]) < 1e-6
+        assert abs(leg.end_s - times[-1]) < 1e-6
         assert len(leg.long_gaps) == len(expected)
         for (before, gap), (want_before, want_gap) in zip(leg.long_gaps, expected, strict=True):
             assert abs(before - want_before) < 1e-6
@@ -60,10 +61,10 @@ def test_triggers_and_kills_follow_the_rules() -> None:
         chunk_interval_s=0.5,
         silences=(Silence(after_chunk=1, duration_s=30.0),),
     )
-    leg = MODEL.Leg.of(script)  # chunks at 2, 2.5, 33, 33.5, 34
-    assert leg.trigger(None, 10.0) == 2.5 + 10.0
-    assert leg.trigger(1.0, 10.0) == 1.0
-    assert leg.trigger(None, 40.0) is None
+    leg = MODEL.leg_of(script)  # chunks at 2, 2.5, 33, 33.5, 34
+    assert list(leg.triggers(None, 10.0)) == [(STALL, 2.5 + 10.0)]
+    assert list(leg.triggers(1.0, 10.0)) == [(FIRST_TOKEN, 1.0), (STALL, 2.5 + 10.0)]
+    assert list(leg.triggers(None, 40.0)) == []
     assert leg.kill(20.0) == 2.5 + 20.0
     assert leg.kill(None) is None
     assert leg.kill(1.5) == 1.5
@@ -73,7 +74,7 @@ class Fixed:
     """A source that answers its requests with the given scripts, the last one repeated."""
 
     def __init__(self, *scripts: Script) -> None:
-        self.legs = [MODEL.Leg.of(script) for script in scripts]
+        self.legs = [MODEL.leg_of(script) for script in scripts]
 
     def __getitem__(self, index: int) -> object:
         return self.legs[min(index, len(self.legs) - 1)]
@@ -102,7 +103,7 @@ def call(
     sources = MODEL.Sources((Fixed(primary), Fixed(*hedges), Fixed(retry)))
     budgets = MODEL.Budgets(rules.policy, 0.25, 10.0, tokens)
     outcome = MODEL.simulate_call(rules, sources, budgets, 5)
-    return outcome.wall, outcome.requests
+    return outcome.wall_s, outcome.requests
 
 
 def test_one_hedge_rescues_a_stalled_call() -> None:
@@ -173,15 +174,15 @@ def test_policies_keep_the_request_cap_and_the_stall_buckets_tokens() -> None:
     its reserve but not stall hedges; overflow's first-token bucket earns only what the full stall
     bucket throws away."""
     priority = MODEL.Budgets(MODEL.Policy("priority", reserve=5.0), 0.25, 10.0, 5.5)
-    assert not priority.spend(MODEL.FIRST_TOKEN)
-    assert priority.spend(MODEL.STALL)
+    assert not priority.spend(FIRST_TOKEN)
+    assert priority.spend(STALL)
     overflow = MODEL.Budgets(MODEL.Policy("overflow", spill=2.0), 0.25, 10.0, 9.5)
     overflow.earn()  # 9.5 -> 9.75: nothing spilled
-    assert not overflow.spend(MODEL.FIRST_TOKEN)
+    assert not overflow.spend(FIRST_TOKEN)
     for _ in range(5):
         overflow.earn()  # 9.75 -> 10, then 1.0 spilled
-    assert overflow.spend(MODEL.FIRST_TOKEN)
-    assert not overflow.spend(MODEL.FIRST_TOKEN)
+    assert overflow.spend(FIRST_TOKEN)
+    assert not overflow.spend(FIRST_TOKEN)
     for policy in MODEL.POLICIES:
         budgets = MODEL.Budgets(policy, 0.25, 10.0)
         most = 10.0 + (policy.spill if policy.kind == "overflow" and not policy.inside else 0.0)
@@ -189,7 +190,7 @@ def test_policies_keep_the_request_cap_and_the_stall_buckets_tokens() -> None:
         for round_number in range(1, 2001):
             budgets.earn()
             assert budgets.held <= most + 1e-9, policy
-            trigger = MODEL.STALL if round_number % 3 else MODEL.FIRST_TOKEN
+            trigger = STALL if round_number % 3 else FIRST_TOKEN
             if round_number > 500:  # quiet at first: full buckets, overflow spills
                 spent += budgets.spend(trigger) + budgets.spend(trigger)
             assert spent <= 0.25 * round_number + 10.0 + 1e-9, policy

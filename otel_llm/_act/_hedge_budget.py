@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass(slots=True)
@@ -34,3 +35,63 @@ class HedgeBudget:
     def refund(self) -> None:
         """Give back a hedge that was not started after all."""
         self.tokens = min(self.burst, self.tokens + 1.0)
+
+
+Trigger = Literal["first_token", "stall"]
+"""What started a hedge: the first chunk was late (R7) or the stream stalled (R8)."""
+FIRST_TOKEN: Trigger = "first_token"
+STALL: Trigger = "stall"
+
+
+@dataclass(slots=True)
+class HedgeBudgets:
+    """The hedge budget of a client, spent per trigger (issue 13 §1; the study behind it is
+    ``benchmarks/results/hedging_budgets.txt``).
+
+    With one trigger set, that trigger has the whole bucket (``ratio``, ``burst``), exactly as
+    before. With both, the stall trigger keeps the whole bucket, as if it were alone, and the
+    first-token trigger spends only what the full bucket would throw away: each round's
+    ``ratio`` that does not fit into the stall bucket flows into a first-token bucket of at most
+    ``first_token_burst`` tokens, which starts empty. So over any run from the start hedge legs
+    stay at most ``ratio`` × primary rounds + ``burst``; a short window may see up to
+    ``first_token_burst`` more, taken from tokens saved earlier.
+    """
+
+    ratio: float
+    burst: float
+    first_token_burst: float
+    both: bool
+    """Whether both triggers are set (else the one set spends the whole bucket)."""
+    stall: HedgeBudget = field(init=False)
+    first_token: HedgeBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.stall = HedgeBudget(self.ratio, self.burst)
+        self.first_token = (
+            HedgeBudget(0.0, self.first_token_burst, 0.0) if self.both else self.stall
+        )
+
+    def earn(self) -> None:
+        """A primary round started."""
+        before = self.stall.tokens
+        self.stall.earn()
+        if self.first_token is not self.stall:
+            spilled = before + self.ratio - self.stall.tokens
+            self.first_token.tokens = min(self.first_token.burst, self.first_token.tokens + spilled)
+
+    def _bucket(self, trigger: Trigger) -> HedgeBudget:
+        return self.stall if trigger == STALL else self.first_token
+
+    def spend(self, trigger: Trigger) -> bool:
+        """Take one hedge for ``trigger`` if its bucket has it."""
+        return self._bucket(trigger).spend()
+
+    def refund(self, trigger: Trigger) -> None:
+        """Give back a hedge of ``trigger`` that was not started after all."""
+        self._bucket(trigger).refund()
+
+    @property
+    def held(self) -> float:
+        """Tokens the buckets hold together."""
+        extra = 0.0 if self.first_token is self.stall else self.first_token.tokens
+        return self.stall.tokens + extra

@@ -1,0 +1,223 @@
+"""The zero-overhead hedging model: one call under the client's hedging rules, computed from the
+timelines of its attempts alone (pure, no clock).
+
+A :class:`Timeline` is one attempt read as times from its start: the first incremental chunk,
+every gap longer than the model's floor (the chunk before it and its length), and the end (its
+last chunk, or the moment it failed). :func:`simulate_call` replays a call through the design's
+rules:
+
+* stall hedge (R8/R9): after the first chunk, the first gap longer than ``stall_after_s`` starts
+  a hedge leg at (chunk before the gap) + ``stall_after_s``; first-token hedge (R7): a first chunk
+  later than ``after_s`` starts it at ``after_s``; at most one hedge per round (R10), paid from the
+  client's own :class:`~otel_llm._act._hedge_budget.HedgeBudgets`; a first-token hedge the budget
+  refuses leaves the round's hedge to the stall trigger;
+* the watchdog (R6, optional) kills a leg ``watchdog_s`` after its start or its last chunk;
+* first success wins; a round whose legs all fail is retried (a new round that may hedge again,
+  R11) after a backoff, at most ``max_rounds`` rounds;
+* a call's wall time is its first success (``inf`` if none); its requests are its legs.
+
+Both ``benchmarks/hedging_model.py`` (on the simulator's draws) and ``otel-llm tune`` (on the
+attempts a store recorded) run this code.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, HedgeBudgets, Trigger
+from otel_llm._defaults import DEFAULTS
+
+Role = Literal["primary", "hedge", "retry"]
+"""Which draw a leg is: a round's first leg (the call's first round, or a retry), or a hedge."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """One attempt as times from its start (seconds)."""
+
+    first_s: float
+    """The first incremental chunk (``inf``: none came)."""
+    end_s: float
+    """Its last chunk when it succeeded, else the moment it failed."""
+    long_gaps: tuple[tuple[float, float], ...] = ()
+    """(arrival of the chunk before the gap, gap) for every gap above the floor, in order."""
+    ok: bool = True
+    """Whether the attempt succeeded (at ``end_s``)."""
+
+    def triggers(
+        self, after_s: float | None, stall_after_s: float | None
+    ) -> Iterator[tuple[Trigger, float]]:
+        """The hedge triggers that fire on this leg, in time order (``fire`` from its start):
+        the first-token trigger (a first chunk later than ``after_s``), then the stall trigger
+        (the first gap after the first chunk longer than ``stall_after_s``). A leg that failed
+        fires nothing after it failed."""
+        if after_s is not None and self.first_s > after_s and (self.ok or self.end_s > after_s):
+            yield FIRST_TOKEN, after_s
+        if stall_after_s is None:
+            return
+        for before, gap in self.long_gaps:
+            if gap > stall_after_s:
+                fire = before + stall_after_s
+                if self.ok or fire < self.end_s:
+                    yield STALL, fire
+                return
+
+    def kill(self, watchdog_s: float | None) -> float | None:
+        """When the watchdog would kill the leg, from its start (``None``: never)."""
+        if watchdog_s is None:
+            return None
+        if self.first_s > watchdog_s and (self.ok or self.end_s > watchdog_s):
+            return watchdog_s
+        for before, gap in self.long_gaps:
+            if gap > watchdog_s and (self.ok or before + watchdog_s < self.end_s):
+                return before + watchdog_s
+        return None
+
+    def success(self, watchdog_s: float | None) -> float:
+        """When the leg succeeds, from its start (``inf``: it fails or is killed)."""
+        return self.end_s if self.ok and self.kill(watchdog_s) is None else math.inf
+
+    def over(self, watchdog_s: float | None) -> float:
+        """When the leg is over, succeeded, failed or killed, from its start."""
+        killed = self.kill(watchdog_s)
+        return self.end_s if killed is None else killed
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """A hedge setting, as the client's keys spell it."""
+
+    after_s: float | None = None
+    """``HEDGE__AFTER_S``."""
+    stall_after_s: float | None = None
+    """``HEDGE__STALL_AFTER_S``."""
+    watchdog_s: float | None = None
+    """The watchdog (``TTFT_TIMEOUT_S`` = ``INTER_TOKEN_TIMEOUT_S``); ``None``: none."""
+    ratio: float = DEFAULTS.hedge_budget_ratio
+    """``HEDGE__BUDGET_RATIO``."""
+    burst: float = DEFAULTS.hedge_budget_burst
+    """``HEDGE__BUDGET_BURST``."""
+    first_token_burst: float = DEFAULTS.hedge_first_token_burst
+    """``HEDGE__FIRST_TOKEN_BURST``."""
+    max_rounds: int = DEFAULTS.max_attempts
+    """Rounds a call may run (the client's ``max_attempts``)."""
+
+    @property
+    def hedging(self) -> bool:
+        """Whether either trigger is set."""
+        return self.after_s is not None or self.stall_after_s is not None
+
+    def budgets(self) -> HedgeBudgets:
+        """A fresh, full budget for a run of calls under these rules."""
+        both = self.after_s is not None and self.stall_after_s is not None
+        return HedgeBudgets(self.ratio, self.burst, self.first_token_burst, both)
+
+
+def mean_backoff_s(
+    rounds: int, base_s: float = DEFAULTS.backoff_base_s, cap_s: float = DEFAULTS.backoff_max_s
+) -> tuple[float, ...]:
+    """The mean wait before each retry under full jitter on ``base_s`` × 2^k capped at ``cap_s``
+    (the client's backoff), for ``rounds`` − 1 retries."""
+    return tuple(min(cap_s, base_s * 2.0**k) / 2.0 for k in range(max(0, rounds - 1)))
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One call: its wall time (``inf``: no success), requests, rounds and hedges per trigger."""
+
+    wall_s: float = math.inf
+    requests: int = 0
+    rounds: int = 0
+    first_token_hedges: int = 0
+    stall_hedges: int = 0
+
+    @property
+    def hedges(self) -> int:
+        """Hedge legs the call started."""
+        return self.first_token_hedges + self.stall_hedges
+
+
+class Budget(Protocol):
+    """What a call spends hedges from (the client's :class:`HedgeBudgets`, or a study's)."""
+
+    def earn(self) -> None:
+        """A primary round started."""
+        ...
+
+    def spend(self, trigger: Trigger) -> bool:
+        """Take one hedge for ``trigger`` if the budget has it."""
+        ...
+
+
+def simulate_call(
+    rules: Rules,
+    draw: Callable[[Role], Timeline],
+    budget: Budget,
+    backoff_s: Sequence[float],
+    *,
+    chain: bool = False,
+    fallthrough: bool = True,
+) -> Outcome:
+    """One call under ``rules``; ``draw`` gives each new leg's timeline. ``chain`` breaks R10 on
+    purpose (every leg may hedge, a study's what-if); ``fallthrough=False`` is the client before
+    issue 13 (a refused first-token hedge ends the round's hedging)."""
+    start = 0.0
+    outcome = Outcome()
+    watchdog = rules.watchdog_s
+    for number in range(rules.max_rounds):
+        budget.earn()
+        outcome.rounds += 1
+        legs: list[tuple[float, Timeline]] = [(start, draw("primary" if number == 0 else "retry"))]
+        outcome.requests += 1
+        index = 0
+        while rules.hedging and index < len(legs) and (chain or index == 0):
+            leg_start, leg = legs[index]
+            index += 1
+            for trigger, fire in leg.triggers(rules.after_s, rules.stall_after_s):
+                at = leg_start + fire
+                killed = leg.kill(watchdog)
+                if at >= first_success(legs, watchdog) or (killed is not None and fire >= killed):
+                    break
+                if budget.spend(trigger):
+                    legs.append((at, draw("hedge")))
+                    outcome.requests += 1
+                    if trigger == STALL:
+                        outcome.stall_hedges += 1
+                    else:
+                        outcome.first_token_hedges += 1
+                    break
+                if not (trigger == FIRST_TOKEN and fallthrough):
+                    break
+        done = first_success(legs, watchdog)
+        if done < math.inf:
+            outcome.wall_s = done
+            return outcome
+        start = max(leg_start + leg.over(watchdog) for leg_start, leg in legs)
+        if number < len(backoff_s):
+            start += backoff_s[number]
+        elif backoff_s:
+            start += backoff_s[-1]
+    return outcome
+
+
+def first_success(legs: Sequence[tuple[float, Timeline]], watchdog_s: float | None) -> float:
+    """When the first of ``legs`` (start, timeline) succeeds (``inf``: none does)."""
+    return min((start + leg.success(watchdog_s) for start, leg in legs), default=math.inf)
+
+
+FAILED_S = 1e12
+"""A failed call's wall time in percentiles: it never answered, so it counts as very long."""
+
+
+def percentiles(walls: Sequence[float]) -> tuple[float, float, float]:
+    """(p50, p95, p99) of wall times, linear interpolation; a failed call (``inf``) counts as
+    :data:`FAILED_S`."""
+    finite = [wall if wall < math.inf else FAILED_S for wall in walls]
+    if len(finite) == 1:
+        return finite[0], finite[0], finite[0]
+    cuts = statistics.quantiles(finite, n=100, method="inclusive")
+    return cuts[49], cuts[94], cuts[98]
