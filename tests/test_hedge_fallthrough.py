@@ -22,7 +22,7 @@ from otel_llm import ChatResult, Client, Limits, LocalAdmission
 from otel_llm import _semconv as sc
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, Trigger
 from otel_llm._act._source_state import SourceState
-from otel_llm.testing import Scripted, Spans, json_answer, run_virtual, sse_answer
+from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
 from otel_llm.testing._scripted import Handler
 from tests.round_harness import SLOW, TIMER, Legs, blocked, streamed, unstreamed
 from tests.scripted_clients import MESSAGES, client, source
@@ -334,3 +334,33 @@ def test_non_streamed_calls_with_both_triggers_spend_the_first_token_bucket(
     first, last, winner, (stall, bucket) = run_virtual(main())
     assert (first, last, winner) == (0, 1, "b")
     assert (stall, bucket) == (10.0, 0.25), "5 rounds spilled 1.25; one hedge spent 1"
+
+
+def test_no_eligible_source_at_the_first_token_trigger_then_the_stall_hedge(spans: Spans) -> None:
+    """Eight quick calls save two first-token tokens. The ninth call's first-token hedge goes to
+    b, which answers 429 (Retry-After 4 s). In the tenth call, the first-token trigger finds no
+    eligible source (b is still rate limited) and spends nothing; by the time its primary
+    stalls, b is eligible again and the stall trigger hedges onto it, from the stall bucket."""
+    late = timed_stream(3.0)
+    late_then_stall = timed_stream(3.0, gap_after=2, gap_s=30.0)
+    script = Scripted(
+        {
+            "a": [*[sse_answer()] * 8, late, late_then_stall],
+            "b": [error(429, retry_after="4"), sse_answer()],
+        }
+    )
+
+    async def main() -> tuple[ChatResult, ChatResult, tuple[float, float], tuple[float, float]]:
+        async with client(script, spans, **BOTH) as c:
+            await quick_calls(c, 8)
+            ninth = await c.chat(MESSAGES)
+            before = tokens(c)
+            tenth = await c.chat(MESSAGES)
+            return ninth, tenth, before, tokens(c)
+
+    ninth, tenth, before, after = run_virtual(main())
+    assert (ninth.source, ninth.stats.hedges, ninth.stats.hedge_won) == ("a", 1, False)
+    assert before == (10.0, 1.25), "2 + 0.25 spilled - 1 for the ninth call's hedge"
+    assert (tenth.source, tenth.stats.hedges, tenth.stats.hedge_won) == ("b", 1, True)
+    assert after == (9.0, 1.5), "the stall bucket paid; the first-token bucket only earned"
+    assert script.seen == ["a"] * 9 + ["b", "a", "b"]
