@@ -143,3 +143,19 @@ def test_the_grid_has_both_triggers_each_alone_and_unhedged() -> None:
     assert len({(s.after_s, s.stall_after_s, s.watchdog_s, s.ratio) for s in settings}) == len(
         settings
     )
+
+
+def test_without_a_watchdog_no_trigger_reaches_the_default_timeout() -> None:
+    """Gaps of minutes: no setting without a watchdog has a trigger at or above the default
+    TIMEOUT_S (60 s), which the client's watchdog falls back to and R13 refuses."""
+    data = _sample(
+        [
+            Timeline(1.0 + 60.0 * (i % 3), 200.0, ((2.0, 50.0 + i),) if i % 2 else ())
+            for i in range(300)
+        ]
+    )
+    assert max(stall_triggers(data)) >= 60.0, "the data suggest one"
+    for setting in grid(data, 1.25):
+        if setting.watchdog_s is None:
+            assert (setting.after_s or 0.0) < 60.0
+            assert (setting.stall_after_s or 0.0) < 60.0
