@@ -158,3 +158,15 @@ def test_errors_are_said_plainly(
     assert message in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+def test_the_commands_defaults_are_the_libraries() -> None:
+    """--budget and --seed default to what the library's tune uses (one owner each)."""
+    from otel_llm._tune._replay import DEFAULT_SEED
+    from otel_llm._tune._tuning import DEFAULT_BUDGET
+    from otel_llm.cli._app import TUNE_SEED, tune
+
+    defaults = tune.__defaults__ or ()
+    assert TUNE_SEED == DEFAULT_SEED
+    assert DEFAULT_BUDGET in defaults
+    assert TUNE_SEED in defaults
