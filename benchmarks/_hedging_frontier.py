@@ -1,0 +1,159 @@
+"""The hedging frontier: the settings no other beats on both p99 and requests, and its picture.
+
+:func:`frontier` picks the non-dominated rows; :func:`frontier_spec` draws p99 over the oracle's
+against extra requests per call (requests per call − 1) as a Vega-Lite spec — the model's grid
+as points, the frontier as a line through its non-dominated ones, and the client benchmark's
+settings (``hedging_tail_latency.py --json``) measured beside the model's replay of the same
+draws — and :func:`write_png` renders it with vl-convert, the library ``otel-llm report`` draws
+its charts with (``vl_convert.vegalite_to_png``, no browser).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import vl_convert
+
+from otel_llm._show._report_charts import PALETTE, SCHEMA
+
+T = TypeVar("T")
+
+Point = tuple[str, float, float]
+"""(setting, requests per call, p99 over the oracle's p99)."""
+
+MODEL_GRID = "model, full grid"
+MODEL_FRONTIER = "model frontier"
+CLIENT = "client, measured"
+CLIENT_MODEL = "model, the client's draws"
+SERIES = (MODEL_GRID, MODEL_FRONTIER, CLIENT_MODEL, CLIENT)
+COLOURS = ("#bab0ac", PALETTE[0], PALETTE[1], PALETTE[3])
+
+
+def frontier(rows: Sequence[T], key: Callable[[T], tuple[float, float]]) -> list[T]:
+    """The rows no other row beats on both figures of ``key`` (requests, p99), by requests:
+    each has a lower p99 than every row with fewer or as many requests."""
+    ordered = sorted(rows, key=key)
+    kept: list[T] = []
+    for row in ordered:
+        if not kept or key(row)[1] < key(kept[-1])[1]:
+            kept.append(row)
+    return kept
+
+
+def load_client_rows(path: str | Path) -> list[tuple[Point, Point]]:
+    """(measured, model) points of every row of a client benchmark's ``--json`` file, each over
+    its own oracle (the measured oracle run, the scripted oracle)."""
+    document = json.loads(Path(path).read_text(encoding="utf-8"))
+    pairs = []
+    for row in document["rows"]:
+        client, model = row["client"], row["model"]
+        pairs.append(
+            (
+                (row["name"], client["requests"], client["p99"] / row["client_oracle_p99"]),
+                (row["name"], model["requests"], model["p99"] / row["model_oracle_p99"]),
+            )
+        )
+    return pairs
+
+
+def _value(series: str, point: Point) -> dict[str, Any]:
+    name, requests, ratio = point
+    return {
+        "series": series,
+        "setting": name,
+        "extra": round(requests - 1.0, 6),
+        "ratio": round(ratio, 6),
+    }
+
+
+def frontier_spec(
+    grid: Sequence[Point], client: Sequence[tuple[Point, Point]], title: str | None = None
+) -> dict[str, Any]:
+    """The picture: the model's ``grid`` points and frontier, the client's (measured, model)
+    pairs."""
+    best = frontier(grid, key=lambda point: (point[1], point[2]))
+    values = [_value(MODEL_GRID, point) for point in grid]
+    values += [_value(MODEL_FRONTIER, point) for point in best]
+    values += [_value(CLIENT_MODEL, model) for _, model in client]
+    values += [_value(CLIENT, measured) for measured, _ in client]
+    colour = {
+        "field": "series",
+        "type": "nominal",
+        "title": None,
+        "scale": {"domain": list(SERIES), "range": list(COLOURS)},
+    }
+    x = {
+        "field": "extra",
+        "type": "quantitative",
+        "title": "extra requests per call (requests per call − 1)",
+        "axis": {"format": ".0%"},
+    }
+    y = {
+        "field": "ratio",
+        "type": "quantitative",
+        "title": "p99 wall time / the oracle's p99 (log)",
+        "scale": {"type": "log", "nice": False, "domain": [1.0, 16.0]},
+        "axis": {"values": [1, 1.3, 1.5, 2, 3, 4, 6, 8, 12, 16]},
+    }
+    tooltip = [
+        {"field": "series", "type": "nominal"},
+        {"field": "setting", "type": "nominal"},
+        {"field": "extra", "type": "quantitative", "format": ".1%"},
+        {"field": "ratio", "type": "quantitative", "format": ".2f"},
+    ]
+
+    def only(*series: str) -> dict[str, Any]:
+        return {"filter": {"field": "series", "oneOf": list(series)}}
+
+    return {
+        "$schema": SCHEMA,
+        "title": title
+        or "Hedging on the measured preset: p99 over the oracle's against extra requests",
+        "width": 760,
+        "height": 460,
+        "data": {"values": values},
+        "encoding": {"x": x, "y": y, "color": colour, "tooltip": tooltip},
+        "layer": [
+            {
+                "transform": [only(MODEL_GRID)],
+                "mark": {"type": "point", "filled": True, "size": 30, "opacity": 0.7},
+            },
+            {
+                "transform": [only(MODEL_FRONTIER)],
+                "mark": {"type": "line", "point": {"filled": True, "size": 45}},
+                "encoding": {"order": {"field": "extra", "type": "quantitative"}},
+            },
+            {
+                "transform": [only(MODEL_FRONTIER)],
+                "mark": {"type": "text", "align": "left", "dx": 6, "dy": -7, "fontSize": 9},
+                "encoding": {"text": {"field": "setting"}, "color": {"value": PALETTE[0]}},
+            },
+            {
+                "transform": [only(CLIENT_MODEL)],
+                "mark": {"type": "point", "shape": "circle", "size": 110, "strokeWidth": 1.5},
+            },
+            {
+                "transform": [only(CLIENT)],
+                "mark": {"type": "point", "shape": "cross", "filled": True, "size": 70},
+            },
+            {
+                "transform": [only(CLIENT)],
+                "mark": {"type": "text", "align": "right", "dx": -8, "dy": 10, "fontSize": 9},
+                "encoding": {"text": {"field": "setting"}, "color": {"value": COLOURS[3]}},
+            },
+        ],
+        "config": {
+            "legend": {"orient": "top-right", "labelFontSize": 11},
+            "axis": {"labelFontSize": 11, "titleFontSize": 12},
+            "view": {"stroke": None},
+        },
+    }
+
+
+def write_png(spec: dict[str, Any], path: str | Path) -> None:
+    """Render ``spec`` to a PNG file (twice the spec's pixels, for sharp text)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_bytes(vl_convert.vegalite_to_png(spec, scale=2))
