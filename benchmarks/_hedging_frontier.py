@@ -44,28 +44,39 @@ def frontier(rows: Sequence[T], key: Callable[[T], tuple[float, float]]) -> list
 
 
 def load_client_rows(path: str | Path) -> list[tuple[Point, Point]]:
-    """(measured, model) points of every row of a client benchmark's ``--json`` file, each over
-    its own oracle (the measured oracle run, the scripted oracle)."""
+    """(measured, model) points of every row of a client benchmark's ``--json`` file, both over
+    the scripted oracle's p99 (so the two differ exactly as their p99s do)."""
     document = json.loads(Path(path).read_text(encoding="utf-8"))
     pairs = []
     for row in document["rows"]:
-        client, model = row["client"], row["model"]
+        client, model, oracle = row["client"], row["model"], row["model_oracle_p99"]
         pairs.append(
             (
-                (row["name"], client["requests"], client["p99"] / row["client_oracle_p99"]),
-                (row["name"], model["requests"], model["p99"] / row["model_oracle_p99"]),
+                (row["name"], client["requests"], client["p99"] / oracle),
+                (row["name"], model["requests"], model["p99"] / oracle),
             )
         )
     return pairs
 
 
-def _value(series: str, point: Point) -> dict[str, Any]:
+def spaced(points: Sequence[Point], extra: float = 0.025, ratio: float = 1.08) -> list[Point]:
+    """The points worth a label: each at least ``extra`` requests per call right of, or
+    ``ratio`` times below, the last labelled one (``points`` by requests)."""
+    kept: list[Point] = []
+    for point in points:
+        if not kept or point[1] - kept[-1][1] >= extra or kept[-1][2] / point[2] >= ratio:
+            kept.append(point)
+    return kept
+
+
+def _value(series: str, point: Point, label: str = "") -> dict[str, Any]:
     name, requests, ratio = point
     return {
         "series": series,
         "setting": name,
         "extra": round(requests - 1.0, 6),
         "ratio": round(ratio, 6),
+        "label": label,
     }
 
 
@@ -75,10 +86,20 @@ def frontier_spec(
     """The picture: the model's ``grid`` points and frontier, the client's (measured, model)
     pairs."""
     best = frontier(grid, key=lambda point: (point[1], point[2]))
+    named = set(spaced(best))
     values = [_value(MODEL_GRID, point) for point in grid]
-    values += [_value(MODEL_FRONTIER, point) for point in best]
+    values += [_value(MODEL_FRONTIER, point, point[0] if point in named else "") for point in best]
     values += [_value(CLIENT_MODEL, model) for _, model in client]
-    values += [_value(CLIENT, measured) for measured, _ in client]
+    values += [
+        _value(CLIENT, measured, str(number))
+        for number, (measured, _) in enumerate(client, start=1)
+    ]
+    key = [f"{number} {measured[0]}" for number, (measured, _) in enumerate(client, start=1)]
+    subtitle = [
+        "+ the client's settings (1,000 calls), o the model on the same draws; "
+        "all over the scripted oracle's p99",
+        *("   ".join(key[start : start + 6]) for start in range(0, len(key), 6)),
+    ]
     colour = {
         "field": "series",
         "type": "nominal",
@@ -110,8 +131,12 @@ def frontier_spec(
 
     return {
         "$schema": SCHEMA,
-        "title": title
-        or "Hedging on the measured preset: p99 over the oracle's against extra requests",
+        "title": {
+            "text": title
+            or "Hedging on the measured preset: p99 over the oracle's against extra requests",
+            "subtitle": subtitle,
+            "subtitleFontSize": 10,
+        },
         "width": 760,
         "height": 460,
         "data": {"values": values},
@@ -129,7 +154,7 @@ def frontier_spec(
             {
                 "transform": [only(MODEL_FRONTIER)],
                 "mark": {"type": "text", "align": "left", "dx": 6, "dy": -7, "fontSize": 9},
-                "encoding": {"text": {"field": "setting"}, "color": {"value": PALETTE[0]}},
+                "encoding": {"text": {"field": "label"}, "color": {"value": PALETTE[0]}},
             },
             {
                 "transform": [only(CLIENT_MODEL)],
@@ -141,8 +166,15 @@ def frontier_spec(
             },
             {
                 "transform": [only(CLIENT)],
-                "mark": {"type": "text", "align": "right", "dx": -8, "dy": 10, "fontSize": 9},
-                "encoding": {"text": {"field": "setting"}, "color": {"value": COLOURS[3]}},
+                "mark": {
+                    "type": "text",
+                    "align": "right",
+                    "dx": -6,
+                    "dy": 9,
+                    "fontSize": 10,
+                    "fontWeight": "bold",
+                },
+                "encoding": {"text": {"field": "label"}, "color": {"value": COLOURS[3]}},
             },
         ],
         "config": {

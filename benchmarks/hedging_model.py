@@ -1,25 +1,36 @@
 """What p99 the hedging rules can reach on the measured distribution at all: a zero-overhead model.
 
 ``hedging_tail_latency.py`` measures the real client against the simulator. This script asks a
-different question: with *no* overhead anywhere, which stall-hedging setting comes closest to the
-issue's target (p99 ≤ 1.3 × the oracle's at ≤ 1.25 × its requests) on the same distribution? It
-replays draws of the simulator's ``measured`` preset (``sample_measured``: the primary source, a
-hedge source and a retry source each draw from their own seeded generator (seeds S, S+1000,
-S+2000, so no two seeds share a generator), as the three simulated providers do) through the
-design's rules, computed from the scripts alone:
+different question: with *no* overhead anywhere, where does each setting of the grid the two
+share (``_hedging_grid.py``: stall trigger × first-token trigger × watchdog × budget ratio; the
+client's default grid, or ``--grid full``) land — p99 over the oracle's against requests per
+call — and which settings form the frontier (no other setting has both a lower p99 and fewer
+requests)? It replays the very draws the client benchmark's providers serve (``measured``
+preset, providers of seeds S, S+1, S+2 for every seed S of ``--seeds``, every request keyed by
+its call: ``_hedging_replay.KeyedScripts``), the calls starting ``1 / (rate × 0.1)`` simulated
+seconds apart as the client benchmark starts them, in one time-ordered pass per setting
+(``_hedging_replay.replay``):
 
 * a leg's chunks arrive at its scripted times; it succeeds at its last chunk;
 * stall hedge (R8/R9): after the first chunk, the first gap longer than ``stall_after_s`` starts
   a hedge leg at (chunk before the gap) + ``stall_after_s``; first-token hedge (R7): a first
-  chunk later than ``after_s`` starts it at ``after_s``; at most one hedge per round (R10), which
-  takes a token from the real :class:`~otel_llm._act._hedge_budget.HedgeBudget`;
+  chunk later than ``after_s`` starts it at ``after_s``; at most one hedge per round (R10), paid
+  from the client's per-trigger :class:`~otel_llm._act._hedge_budget.HedgeBudgets`, earned when
+  a round starts and spent when a trigger fires, in time order across calls;
 * the watchdog (R6, optional) kills a leg at ``watchdog_s`` without an incremental chunk;
 * first success wins; a round whose legs all fail is retried (a new round that may hedge again,
-  R11) after the mean of the client's full-jitter backoff, at most ``--max-rounds`` rounds;
+  R11) after the client's full-jitter backoff, on the same source once, then on the next one,
+  at most ``--max-rounds`` rounds; breakers as the client's;
 * a call's wall time is its first success (``inf`` if it never has one); its requests are its legs.
 
-``chain`` rows break R10 on purpose: every leg, hedges included, may hedge again (a hedge of a
-hedge, unlimited), to show what the target would cost if the design allowed it.
+``--png PATH`` draws the frontier picture (``_hedging_frontier.py``): the grid's points, the
+frontier through the non-dominated ones, and the client benchmark's measured settings
+(``--client``, its ``--json`` file) beside the model's replay of their draws.
+
+``chain`` rows (``--grid full``) break R10 on purpose: every leg, hedges included, may hedge
+again (a hedge of a hedge, unlimited), to show what the target would cost if the design allowed
+it; they run call by call through the package model (``simulate_call(chain=True)``) on the same
+keyed draws (primary, hedge and retry legs at sources 0, 1, 2).
 
 ``--budgets`` prints instead the study of how the two triggers share the hedge budget (issue 13
 §1): a :class:`Policy` per row — ``shared`` (today: one bucket for both, and a refused first-token
@@ -34,9 +45,11 @@ distribution (``measured``, or a variant of its fit, see :data:`PRESETS`). Findi
 ``benchmarks/results/hedging_budgets.txt``.
 
 The oracle is the same primary draws without silences (``silences=False``, the ``oracle``
-preset). Every row uses the same draws, so rows differ only by their rules.
+preset). Every row uses the same draws, so rows differ only by their rules. (The ``--budgets``
+study keeps its own independent pools, seeds S, S+1000, S+2000, paired call by call.)
 
-    .venv/bin/python benchmarks/hedging_model.py [--calls 20000] [--seeds 1,2,3]
+    .venv/bin/python benchmarks/hedging_model.py [--calls 20000] [--seeds 1,4,7] [--grid full]
+        [--png docs/hedging_frontier.png --client benchmarks/results/hedging_client.json]
     .venv/bin/python benchmarks/hedging_model.py --budgets [--preset measured]
 """
 
