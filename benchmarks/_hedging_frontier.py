@@ -59,7 +59,21 @@ def load_client_rows(path: str | Path) -> list[tuple[Point, Point]]:
     return pairs
 
 
-def spaced(points: Sequence[Point], extra: float = 0.025, ratio: float = 1.08) -> list[Point]:
+def save_grid_points(points: Sequence[Point], path: str | Path) -> None:
+    """The model grid's points as JSON (what :func:`load_grid_points` reads)."""
+    rows = [
+        {"name": name, "requests": requests, "p99_ratio": ratio} for name, requests, ratio in points
+    ]
+    Path(path).write_text(json.dumps({"rows": rows}, indent=1) + "\n", encoding="utf-8")
+
+
+def load_grid_points(path: str | Path) -> list[Point]:
+    """The points :func:`save_grid_points` wrote."""
+    document = json.loads(Path(path).read_text(encoding="utf-8"))
+    return [(row["name"], row["requests"], row["p99_ratio"]) for row in document["rows"]]
+
+
+def spaced(points: Sequence[Point], extra: float = 0.04, ratio: float = 1.1) -> list[Point]:
     """The points worth a label: each at least ``extra`` requests per call right of, or
     ``ratio`` times below, the last labelled one (``points`` by requests)."""
     kept: list[Point] = []
@@ -98,7 +112,7 @@ def frontier_spec(
     subtitle = [
         "+ the client's settings (1,000 calls), o the model on the same draws; "
         "all over the scripted oracle's p99",
-        *("   ".join(key[start : start + 6]) for start in range(0, len(key), 6)),
+        *("  ·  ".join(key[start : start + 6]) for start in range(0, len(key), 6)),
     ]
     colour = {
         "field": "series",

@@ -64,7 +64,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from _hedging_frontier import frontier, frontier_spec, load_client_rows, write_png
+from _hedging_frontier import (
+    frontier,
+    frontier_spec,
+    load_client_rows,
+    save_grid_points,
+    write_png,
+)
 from _hedging_grid import BURST, Setting, parse_grid
 from _hedging_replay import ClientShape, Draw, KeyedScripts, replay
 
@@ -598,6 +604,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--rate", type=float, default=20.0, help="calls per real second (the client benchmark's)"
     )
     parser.add_argument("--png", help="write the frontier picture (p99/oracle vs extra requests)")
+    parser.add_argument("--json", help="write the grid's points (hedging_frontier.py redraws)")
     parser.add_argument(
         "--client",
         default="benchmarks/results/hedging_client.json",
@@ -650,9 +657,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("\nfrontier (no other setting has both a lower p99 and fewer requests):")
     for row in frontier(legal, key=lambda row: (row.requests, row.p99_ratio)):
         print(f"  {row.name:32} {row.p99_ratio:10.2f}x {row.requests:8.3f}x")
+    points = [(row.name, row.requests, row.p99_ratio) for row in legal]
+    if options.json is not None:
+        save_grid_points(points, options.json)
     if options.png is not None:
         client = load_client_rows(options.client) if options.client else []
-        points = [(row.name, row.requests, row.p99_ratio) for row in legal]
         write_png(frontier_spec(points, client), options.png)
         print(f"\nfrontier picture written to {options.png}")
 

@@ -400,9 +400,10 @@ def test_the_replay_never_spends_beyond_the_budget_cap(
         assert (outcome.wall_s < math.inf) or outcome.rounds == 5
 
 
-def test_the_frontier_keeps_only_settings_no_other_beats_on_both() -> None:
+def test_the_frontier_keeps_only_settings_no_other_beats_on_both(tmp_path: Path) -> None:
     """A row is on the frontier when every row with fewer or as many requests has a higher p99;
-    the picture renders to a PNG with the model's grid, its frontier and the client's pairs."""
+    saved grid points load back; the picture renders to a PNG with the model's grid, its
+    frontier and the client's pairs."""
     rows = [("a", 1.0, 8.0), ("b", 1.2, 2.5), ("c", 1.25, 2.6), ("d", 1.3, 2.0), ("e", 1.3, 2.2)]
     kept = FRONTIER.frontier(rows, key=lambda row: (row[1], row[2]))
     assert [row[0] for row in kept] == ["a", "b", "d"]
@@ -412,3 +413,7 @@ def test_the_frontier_keeps_only_settings_no_other_beats_on_both() -> None:
     assert series.count(FRONTIER.CLIENT) == series.count(FRONTIER.CLIENT_MODEL) == 1
     png = vl_convert.vegalite_to_png(spec)
     assert png.startswith(b"\x89PNG")
+    FRONTIER.save_grid_points(rows, tmp_path / "grid.json")
+    assert FRONTIER.load_grid_points(tmp_path / "grid.json") == rows
+    assert FRONTIER.spaced(kept) == kept  # far apart: each one labelled
+    assert FRONTIER.spaced([("a", 1.0, 2.0), ("b", 1.01, 1.95)]) == [("a", 1.0, 2.0)]
