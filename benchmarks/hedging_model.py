@@ -60,11 +60,22 @@ import functools
 import math
 import random
 import statistics
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal
 
-from _hedging_frontier import (
+from otel_llm._act._hedge_budget import STALL, HedgeBudget, Trigger
+from otel_llm._tune import _model as model
+from otel_llm._tune._model import Timeline
+from otel_llm._tune._scripted import timeline_of
+from otel_llm.simulator import MEASURED_FIT, MeasuredPreset, Script, sample_measured
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by its path (tests), not run
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _hedging_frontier import (  # the benchmarks' own modules, by bare name
     frontier,
     frontier_spec,
     load_client_rows,
@@ -73,12 +84,6 @@ from _hedging_frontier import (
 )
 from _hedging_grid import BURST, Setting, parse_grid
 from _hedging_replay import ClientShape, Draw, KeyedScripts, replay
-
-from otel_llm._act._hedge_budget import STALL, HedgeBudget, Trigger
-from otel_llm._tune import _model as model
-from otel_llm._tune._model import Timeline
-from otel_llm._tune._scripted import timeline_of
-from otel_llm.simulator import MEASURED_FIT, MeasuredPreset, Script, sample_measured
 
 TARGET_P99 = 1.3
 TARGET_REQUESTS = 1.25
