@@ -578,6 +578,31 @@ def _row(comparison: Comparison) -> str:
     )
 
 
+def at_the_p99(comparison: Comparison, around: int = 6) -> list[str]:
+    """The calls that make the client's p99 of ``comparison`` (the ``around`` either side of its
+    rank, by client wall) beside the model's figures for the same calls: whether the p99 moved by
+    the client's overhead on the same decisions or by a decision taken differently."""
+    client, model = comparison.client, comparison.model.outcomes
+    order = sorted(range(client.calls), key=lambda index: client.walls_s[index])
+    rank = round(0.99 * (client.calls - 1))
+    lines = [
+        f"the calls at the client's p99 of the row furthest from the model ({comparison.name}, "
+        f"dp99 {comparison.p99_difference:+.1%}), by client wall: call, client wall / model wall "
+        "(s), requests and hedges client / model"
+    ]
+    for position in range(max(0, rank - around), min(client.calls, rank + around + 1)):
+        index = order[position]
+        stats = client.stats[index]
+        ours = model[index]
+        requests = "-" if stats is None else f"{stats.attempts}/{stats.hedges}"
+        mark = "  <- p99" if position == rank else ""
+        lines.append(
+            f"  {position + 1:>5}. call {index:>4}  {_seconds(client.walls_s[index]):>6} / "
+            f"{_seconds(ours.wall_s):>6}  {requests} / {ours.requests}/{ours.hedges}{mark}"
+        )
+    return lines
+
+
 def report(
     options: Options,
     outcomes: Sequence[Outcome],
@@ -633,6 +658,8 @@ def report(
     if comparisons:
         overall = "PASS" if all(comparison.passed for comparison in comparisons) else "FAIL"
         lines.append(f"    {overall} overall (PASS if every setting run meets both bounds)")
+        worst = max(comparisons, key=lambda comparison: abs(comparison.p99_difference))
+        lines += ["", *at_the_p99(worst)]
     lines += [
         "",
         "parameters (simulated seconds; the client's durations are scaled like the simulator):",
