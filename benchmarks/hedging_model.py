@@ -1,25 +1,36 @@
 """What p99 the hedging rules can reach on the measured distribution at all: a zero-overhead model.
 
 ``hedging_tail_latency.py`` measures the real client against the simulator. This script asks a
-different question: with *no* overhead anywhere, which stall-hedging setting comes closest to the
-issue's target (p99 ≤ 1.3 × the oracle's at ≤ 1.25 × its requests) on the same distribution? It
-replays draws of the simulator's ``measured`` preset (``sample_measured``: the primary source, a
-hedge source and a retry source each draw from their own seeded generator (seeds S, S+1000,
-S+2000, so no two seeds share a generator), as the three simulated providers do) through the
-design's rules, computed from the scripts alone:
+different question: with *no* overhead anywhere, where does each setting of the grid the two
+share (``_hedging_grid.py``: stall trigger × first-token trigger × watchdog × budget ratio; the
+client's default grid, or ``--grid full``) land — p99 over the oracle's against requests per
+call — and which settings form the frontier (no other setting has both a lower p99 and fewer
+requests)? It replays the very draws the client benchmark's providers serve (``measured``
+preset, providers of seeds S, S+1, S+2 for every seed S of ``--seeds``, every request keyed by
+its call: ``_hedging_replay.KeyedScripts``), the calls starting ``1 / (rate × 0.1)`` simulated
+seconds apart as the client benchmark starts them, in one time-ordered pass per setting
+(``_hedging_replay.replay``):
 
 * a leg's chunks arrive at its scripted times; it succeeds at its last chunk;
 * stall hedge (R8/R9): after the first chunk, the first gap longer than ``stall_after_s`` starts
   a hedge leg at (chunk before the gap) + ``stall_after_s``; first-token hedge (R7): a first
-  chunk later than ``after_s`` starts it at ``after_s``; at most one hedge per round (R10), which
-  takes a token from the real :class:`~otel_llm._act._hedge_budget.HedgeBudget`;
+  chunk later than ``after_s`` starts it at ``after_s``; at most one hedge per round (R10), paid
+  from the client's per-trigger :class:`~otel_llm._act._hedge_budget.HedgeBudgets`, earned when
+  a round starts and spent when a trigger fires, in time order across calls;
 * the watchdog (R6, optional) kills a leg at ``watchdog_s`` without an incremental chunk;
 * first success wins; a round whose legs all fail is retried (a new round that may hedge again,
-  R11) after the mean of the client's full-jitter backoff, at most ``--max-rounds`` rounds;
+  R11) after the client's full-jitter backoff, on the same source once, then on the next one,
+  at most ``--max-rounds`` rounds; breakers as the client's;
 * a call's wall time is its first success (``inf`` if it never has one); its requests are its legs.
 
-``chain`` rows break R10 on purpose: every leg, hedges included, may hedge again (a hedge of a
-hedge, unlimited), to show what the target would cost if the design allowed it.
+``--png PATH`` draws the frontier picture (``_hedging_frontier.py``): the grid's points, the
+frontier through the non-dominated ones, and the client benchmark's measured settings
+(``--client``, its ``--json`` file) beside the model's replay of their draws.
+
+``chain`` rows (``--grid full``) break R10 on purpose: every leg, hedges included, may hedge
+again (a hedge of a hedge, unlimited), to show what the target would cost if the design allowed
+it; they run call by call through the package model (``simulate_call(chain=True)``) on the same
+keyed draws (primary, hedge and retry legs at sources 0, 1, 2).
 
 ``--budgets`` prints instead the study of how the two triggers share the hedge budget (issue 13
 §1): a :class:`Policy` per row — ``shared`` (today: one bucket for both, and a refused first-token
@@ -34,20 +45,25 @@ distribution (``measured``, or a variant of its fit, see :data:`PRESETS`). Findi
 ``benchmarks/results/hedging_budgets.txt``.
 
 The oracle is the same primary draws without silences (``silences=False``, the ``oracle``
-preset). Every row uses the same draws, so rows differ only by their rules.
+preset). Every row uses the same draws, so rows differ only by their rules. (The ``--budgets``
+study keeps its own independent pools, seeds S, S+1000, S+2000, paired call by call.)
 
-    .venv/bin/python benchmarks/hedging_model.py [--calls 20000] [--seeds 1,2,3]
+    .venv/bin/python benchmarks/hedging_model.py [--calls 20000] [--seeds 1,4,7] [--grid full]
+        [--png docs/hedging_frontier.png --client benchmarks/results/hedging_client.json]
     .venv/bin/python benchmarks/hedging_model.py --budgets [--preset measured]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import random
 import statistics
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Literal
 
 from otel_llm._act._hedge_budget import STALL, HedgeBudget, Trigger
@@ -56,9 +72,24 @@ from otel_llm._tune._model import Timeline
 from otel_llm._tune._scripted import timeline_of
 from otel_llm.simulator import MEASURED_FIT, MeasuredPreset, Script, sample_measured
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by its path (tests), not run
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _hedging_frontier import (  # the benchmarks' own modules, by bare name
+    frontier,
+    frontier_spec,
+    load_client_rows,
+    save_grid_points,
+    write_png,
+)
+from _hedging_grid import BURST, Setting, parse_grid
+from _hedging_replay import ClientShape, Draw, KeyedScripts, replay
+
 TARGET_P99 = 1.3
 TARGET_REQUESTS = 1.25
-BURST = 10.0
+REPLAY_TIME_SCALE = 0.1
+"""The client benchmark's time scale: calls start ``1 / (rate × scale)`` simulated s apart, and
+the breaker's first cool-down (1 real second) is ``1 / scale`` simulated seconds."""
 BACKOFF_MEAN_S = (0.25, 0.5, 1.0, 2.0, 4.0)
 """Mean of full jitter on 0.5 × 2^k capped at 8 s (the benchmark client's backoff), per retry."""
 
@@ -272,11 +303,6 @@ def p99(values: Sequence[float]) -> float:
     return percentiles(values)[2]
 
 
-def oracle_p99(calls: int, seed: int) -> float:
-    rng = random.Random(seed)
-    return p99([leg_of(sample_measured(rng, silences=False)).end_s for _ in range(calls)])
-
-
 def oracle_percentiles(calls: int, seed: int, preset: MeasuredPreset) -> tuple[float, float, float]:
     """(p50, p95, p99) of the primary draws of ``preset`` without silences."""
     rng = random.Random(seed)
@@ -359,23 +385,83 @@ def run(
     return result.p99, result.requests
 
 
-def grid() -> list[Rules]:
-    rows = [Rules("none")]
-    for stall in (2.0, 3.0, 5.0, 8.0, 10.0, 15.0):
-        for watchdog in (None, 12.0, 20.0, 30.0):
-            if watchdog is not None and watchdog <= stall:
-                continue
-            for budget in (0.25, 0.5):
-                suffix = "" if watchdog is None else f" wd {watchdog:g}"
-                rows.append(
-                    Rules(f"stall {stall:g}{suffix} b{budget:g}", None, stall, watchdog, budget)
+ROLE_SOURCE: Mapping[model.Role, int] = {"primary": PRIMARY, "hedge": HEDGE, "retry": RETRY}
+"""Which source a leg of a chain row goes to."""
+
+CHAIN: tuple[tuple[float, float], ...] = tuple(
+    (stall, budget) for stall in (5.0, 10.0, 15.0) for budget in (0.25, 0.5, 1.0)
+)
+"""The chain rows of ``--grid full``: (stall trigger, budget ratio)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GridRow:
+    """One setting of the grid over every seed: the worst seed's figures."""
+
+    name: str
+    p99_ratio: float
+    """p99 over the oracle's p99 of the same seed (the worst seed)."""
+    requests: float
+    """Requests per call (the worst seed)."""
+    setting: Setting | None = None
+    """``None``: a chain row (breaks R10)."""
+
+
+def grid_rows(
+    settings: Sequence[Setting], calls: int, seeds: Sequence[int], rounds: int, interval_s: float
+) -> list[GridRow]:
+    """Every setting's calls replayed in time order (``_hedging_replay``) on the keyed draws of
+    providers ``seed``, ``seed + 1``, ``seed + 2`` for every seed, as the client benchmark's."""
+    scripts = {seed: KeyedScripts((seed, seed + 1, seed + 2)) for seed in seeds}
+    oracles = {seed: oracle_of(scripts[seed], calls) for seed in seeds}
+    rows = []
+    for setting in settings:
+        ratios, requests = [], []
+        for seed in seeds:
+            shape = ClientShape.of_benchmark(REPLAY_TIME_SCALE, rounds, seed)
+            result = replay(setting.rules(rounds), calls, interval_s, scripts[seed].draws(), shape)
+            ratios.append(p99([outcome.wall_s for outcome in result.outcomes]) / oracles[seed])
+            requests.append(statistics.fmean(outcome.requests for outcome in result.outcomes))
+        rows.append(GridRow(setting.name, max(ratios), max(requests), setting))
+    return rows
+
+
+def oracle_of(scripts: KeyedScripts, calls: int) -> float:
+    """p99 of the first ``calls`` primaries without silences."""
+    return p99([scripts.oracle_s(index) for index in range(calls)])
+
+
+def _chain_leg(draw: Draw, index: int, role: model.Role) -> Timeline:
+    return draw(ROLE_SOURCE[role], index)
+
+
+def chain_rows(calls: int, seeds: Sequence[int], rounds: int) -> list[GridRow]:
+    """Rows that break R10 on purpose (every leg may hedge again), call by call in sequence
+    (the package model's ``simulate_call``) on the same keyed draws."""
+    rows = []
+    backoff = model.mean_backoff_s(rounds, 0.5, 8.0)
+    for stall, budget in CHAIN:
+        rules = model.Rules(None, stall, None, budget, BURST, max_rounds=rounds)
+        ratios, requests = [], []
+        for seed in seeds:
+            scripts = KeyedScripts((seed, seed + 1, seed + 2))
+            draw = scripts.draws()
+            budgets = rules.budgets()
+
+            walls, sent = [], 0
+            for index in range(calls):
+                outcome = model.simulate_call(
+                    rules,
+                    functools.partial(_chain_leg, draw, index),
+                    budgets,
+                    backoff,
+                    chain=True,
                 )
-                rows.append(
-                    Rules(f"stall {stall:g}{suffix} +ft6 b{budget:g}", 6.0, stall, watchdog, budget)
-                )
-    for stall in (5.0, 10.0, 15.0):
-        for budget in (0.25, 0.5, 1.0):
-            rows.append(Rules(f"chain {stall:g} b{budget:g}", None, stall, None, budget, True))
+                walls.append(outcome.wall_s)
+                sent += outcome.requests
+            ratios.append(p99(walls) / oracle_of(scripts, calls))
+            requests.append(sent / calls)
+        rows.append(GridRow(f"chain {stall:g} b{budget:g}", max(ratios), max(requests)))
     return rows
 
 
@@ -393,13 +479,13 @@ POLICIES: tuple[Policy, ...] = (
 """The budget policies the study compares for rows with both triggers (at the same ratio)."""
 
 
-Setting = tuple[float, float, float | None]
+StudySetting = tuple[float, float, float | None]
 """(stall trigger, first-token trigger, watchdog), seconds; ``None``: no watchdog."""
 
 
 def budget_settings(
     stalls: Sequence[float], afters: Sequence[float], watchdogs: Sequence[float | None]
-) -> list[Setting]:
+) -> list[StudySetting]:
     """The study's grid: stall trigger × first-token trigger × watchdog."""
     return [(s, a, w) for s in stalls for a in afters for w in watchdogs]
 
@@ -424,7 +510,7 @@ def budgets_study(
     seeds: Sequence[int],
     rounds: int,
     ratio: float,
-    settings: Sequence[Setting],
+    settings: Sequence[StudySetting],
 ) -> None:
     """Print the budget policies' table for ``preset_name`` and which policy meets issue 13's
     criterion: both triggers together never worse (p99, every seed) than the better one alone."""
@@ -508,7 +594,7 @@ def budgets_study(
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
-    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--seeds", default="1,4,7")
     parser.add_argument("--max-rounds", type=int, default=5)
     parser.add_argument(
         "--budgets", action="store_true", help="the budget policies' study instead of the grid"
@@ -518,44 +604,71 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--stall", default="8,10,15", help="--budgets: stall triggers (s)")
     parser.add_argument("--first-token", default="6", help="--budgets: first-token triggers (s)")
     parser.add_argument("--watchdog", default="none,20", help="--budgets: watchdogs (s or none)")
+    parser.add_argument("--grid", default="default", help="default, full, or row names")
+    parser.add_argument(
+        "--rate", type=float, default=20.0, help="calls per real second (the client benchmark's)"
+    )
+    parser.add_argument("--png", help="write the frontier picture (p99/oracle vs extra requests)")
+    parser.add_argument("--json", help="write the grid's points (hedging_frontier.py redraws)")
+    parser.add_argument(
+        "--client",
+        default="benchmarks/results/hedging_client.json",
+        help="--png: the client benchmark's --json rows to plot beside the model",
+    )
     options = parser.parse_args(argv)
     seeds = [int(seed) for seed in options.seeds.split(",")]
     if options.budgets:
         stalls = [value for value in _seconds(options.stall) if value is not None]
         afters = [value for value in _seconds(options.first_token) if value is not None]
-        settings = budget_settings(stalls, afters, _seconds(options.watchdog))
+        study = budget_settings(stalls, afters, _seconds(options.watchdog))
         budgets_study(
-            options.preset, options.calls, seeds, options.max_rounds, options.ratio, settings
+            options.preset, options.calls, seeds, options.max_rounds, options.ratio, study
         )
         return
     if options.preset != "measured":
         parser.error("--preset applies to --budgets only")
+    try:
+        settings = parse_grid(options.grid)
+    except ValueError as exc:
+        parser.error(str(exc))
+    interval_s = 1.0 / (options.rate * REPLAY_TIME_SCALE)
     print(
-        f"hedging model: {options.calls:,} calls per row and seed, seeds {seeds}, no overhead; "
-        f"hedge budget burst {BURST:g}; at most {options.max_rounds} rounds per call"
+        f"hedging model: {options.calls:,} calls per row and seed, seeds {seeds} (providers "
+        f"seed..seed+2, keyed draws as the client benchmark's), no overhead; calls every "
+        f"{interval_s:g} simulated s, replayed in time order; hedge budget burst {BURST:g}; at "
+        f"most {options.max_rounds} rounds per call; grid {options.grid}"
     )
-    oracles = {seed: oracle_p99(options.calls, seed) for seed in seeds}
-    pools = {seed: (Pool(seed), Pool(seed + 1000), Pool(seed + 2000)) for seed in seeds}
-    print("oracle p99: " + ", ".join(f"{value:.1f} s (seed {s})" for s, value in oracles.items()))
-    print(f"\n  {'rules':32} {'p99/oracle':>11} {'req/call':>9}   (worst seed)")
-    best: tuple[float, str] | None = None
-    for rules in grid():
-        results = [run(rules, options.calls, pools[seed], options.max_rounds) for seed in seeds]
-        ratio = max(p / oracles[seed] for (p, _), seed in zip(results, seeds, strict=True))
-        requests = max(r for _, r in results)
-        legal = not rules.chain
+    rows = grid_rows(settings, options.calls, seeds, options.max_rounds, interval_s)
+    if options.grid == "full":
+        rows += chain_rows(options.calls, seeds, options.max_rounds)
+    print(f"\n  {'setting':32} {'p99/oracle':>11} {'req/call':>9}   (worst seed)")
+    for row in rows:
         print(
-            f"  {rules.name:32} {ratio:10.2f}x {requests:8.3f}x"
-            + ("" if legal else "   breaks R10")
+            f"  {row.name:32} {row.p99_ratio:10.2f}x {row.requests:8.3f}x"
+            + ("" if row.setting is not None else "   breaks R10")
         )
-        if legal and requests <= TARGET_REQUESTS and (best is None or ratio < best[0]):
-            best = (ratio, rules.name)
+    legal = [row for row in rows if row.setting is not None]
+    best = min(
+        (row for row in legal if row.requests <= TARGET_REQUESTS),
+        key=lambda row: row.p99_ratio,
+        default=None,
+    )
     if best is not None:
-        verdict = "reachable" if best[0] <= TARGET_P99 else "NOT reachable"
+        verdict = "reachable" if best.p99_ratio <= TARGET_P99 else "NOT reachable"
         print(
-            f"\nbest within {TARGET_REQUESTS}x requests under the design's rules: {best[1]} at "
-            f"{best[0]:.2f}x the oracle's p99 -> the target {TARGET_P99}x is {verdict} here"
+            f"\nbest within {TARGET_REQUESTS}x requests under the design's rules: {best.name} at "
+            f"{best.p99_ratio:.2f}x the oracle's p99 -> the target {TARGET_P99}x is {verdict} here"
         )
+    print("\nfrontier (no other setting has both a lower p99 and fewer requests):")
+    for row in frontier(legal, key=lambda row: (row.requests, row.p99_ratio)):
+        print(f"  {row.name:32} {row.p99_ratio:10.2f}x {row.requests:8.3f}x")
+    points = [(row.name, row.requests, row.p99_ratio) for row in legal]
+    if options.json is not None:
+        save_grid_points(points, options.json)
+    if options.png is not None:
+        client = load_client_rows(options.client) if options.client else []
+        write_png(frontier_spec(points, client), options.png)
+        print(f"\nfrontier picture written to {options.png}")
 
 
 if __name__ == "__main__":

@@ -1,21 +1,38 @@
-"""The zero-overhead hedging model (benchmarks/hedging_model.py) reads scripts faithfully."""
+"""The zero-overhead hedging model (benchmarks/hedging_model.py) reads scripts faithfully; the
+grid it shares with the client benchmark, the time-ordered replay of the client's draws and the
+frontier are sound."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 import itertools
+import math
 import random
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+import vl_convert
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL
+from otel_llm._tune._model import Rules, Timeline, simulate_call
 from otel_llm.simulator import Script, Silence, sample_measured
+
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 
 def load_model() -> ModuleType:
-    path = Path(__file__).parent.parent / "benchmarks" / "hedging_model.py"
+    if str(BENCHMARKS) not in sys.path:  # its modules import each other by bare name
+        sys.path.insert(0, str(BENCHMARKS))
+    path = BENCHMARKS / "hedging_model.py"
     spec = importlib.util.spec_from_file_location("hedging_model", path)
     assert spec is not None
     assert spec.loader is not None
@@ -219,3 +236,184 @@ def test_the_budget_study_is_deterministic_on_paired_draws() -> None:
         MODEL.measure(both, 300, pools(), 5).p99,
         MODEL.measure(both, 300, pools(), 5).requests,
     )
+
+
+# --- the grid both benchmarks share, the time-ordered replay, the frontier -----------------------
+
+
+GRID = importlib.import_module("_hedging_grid")  # on the path since load_model()
+REPLAY = importlib.import_module("_hedging_replay")
+FRONTIER = importlib.import_module("_hedging_frontier")
+
+
+def test_the_grid_names_each_setting_once_and_parses_back() -> None:
+    """Row names are unique in both grids and parse back to their settings; the default grid
+    spans the frontier (unhedged, watchdog only, each trigger alone, both, with the 20 s watchdog,
+    both budgets) in 10-14 settings; no watchdog at or below a trigger; the budget is named only
+    where a trigger spends it."""
+    for grid in (GRID.DEFAULT, GRID.FULL):
+        names = [setting.name for setting in grid]
+        assert len(set(names)) == len(names)
+        assert GRID.parse_grid(",".join(names)) == grid
+    assert 10 <= len(GRID.DEFAULT) <= 14
+    kinds = {(s.stall_after_s is not None, s.after_s is not None) for s in GRID.DEFAULT}
+    assert kinds == {(False, False), (True, False), (False, True), (True, True)}
+    assert {s.watchdog_s for s in GRID.DEFAULT} == {None, 20.0}
+    assert {s.budget for s in GRID.DEFAULT if s.hedging} == {0.25, 0.5}
+    for setting in GRID.FULL:
+        triggers = [t for t in (setting.stall_after_s, setting.after_s) if t is not None]
+        assert setting.watchdog_s is None or all(setting.watchdog_s > t for t in triggers)
+        assert ("b0." in setting.name) == setting.hedging
+    assert GRID.Setting(10.0, 6.0, 20.0, 0.5).name == "stall 10 ft 6 wd 20 b0.5"
+    assert GRID.Setting(watchdog_s=20.0).name == "wd 20"
+    assert GRID.parse_grid("full") == GRID.FULL
+    with pytest.raises(ValueError, match="unknown rows"):
+        GRID.parse_grid("stall 11 b0.25")
+
+
+STALLED = Timeline(first_s=1.0, end_s=102.0, long_gaps=((1.0, 100.0),))
+"""First chunk at 1 s, 100 s of silence, last chunk at 102 s."""
+QUICK = Timeline(first_s=1.0, end_s=2.0)
+
+
+def fixed(primary: Timeline, hedge: Timeline) -> Callable[[int, int], Timeline]:
+    """Draws: every request at source 0 gets ``primary``, at any other source ``hedge``."""
+    return lambda source, call: primary if source == 0 else hedge
+
+
+def test_the_replay_spends_the_budget_in_time_order() -> None:
+    """Three stalled calls 5 s apart, ratio 0.5, burst 1: all three rounds have earned (the
+    bucket stays full at 1) before the first stall trigger fires at 11 s, which takes the token;
+    the triggers at 16 s and 21 s find it empty. Call by call (the sequential model) the third
+    call would have earned its token back."""
+    rules = Rules(stall_after_s=10.0, ratio=0.5, burst=1.0)
+    result = REPLAY.replay(rules, 3, 5.0, fixed(STALLED, QUICK))
+    assert [o.wall_s for o in result.outcomes] == [13.0, 102.0, 102.0]
+    assert [o.requests for o in result.outcomes] == [2, 1, 1]
+    assert [o.stall_hedges for o in result.outcomes] == [1, 0, 0]
+    budgets, walls = rules.budgets(), []
+    for _ in range(3):
+        walls.append(
+            simulate_call(
+                rules, lambda role: STALLED if role != "hedge" else QUICK, budgets, ()
+            ).wall_s
+        )
+    assert walls == [13.0, 102.0, 13.0]
+
+
+def test_the_replay_retries_on_the_same_source_then_the_next() -> None:
+    """Watchdog 20 s, every script stalled: the primary (sim-0) dies at 21 s; the first retry
+    stays on sim-0 (same_source_retries 1), the second fails over to sim-1; each retry waits its
+    full-jitter backoff from the client's seeded generator, which also draws the breaker jitter."""
+    rules = Rules(watchdog_s=20.0, max_rounds=3)
+    sources: list[int] = []
+
+    def draw(source: int, call: int) -> Timeline:
+        sources.append(source)
+        return STALLED
+
+    shape = REPLAY.ClientShape(max_attempts=3, seed=7)
+    result = REPLAY.replay(rules, 1, 1.0, draw, shape)
+    assert sources == [0, 0, 1]
+    outcome = result.outcomes[0]
+    assert outcome.wall_s == math.inf
+    assert (outcome.requests, outcome.rounds) == (3, 3)
+
+
+def test_without_hedging_the_replay_gives_the_scripted_walls() -> None:
+    """Unhedged, every call's wall is its primary script's end, for keyed and arrival-order
+    draws; keyed draws are the simulator's (seed/key/occurrence)."""
+    scripts = REPLAY.KeyedScripts((3, 4, 5))
+    result = REPLAY.replay(Rules(), 300, 0.5, scripts.draws())
+    assert [o.wall_s for o in result.outcomes] == pytest.approx(
+        [sample_measured(random.Random(f"3/call-{i}/0")).nominal_duration_s for i in range(300)],
+        abs=1e-9,
+    )
+    arrival = REPLAY.ArrivalDraws((3, 4, 5))
+    rng = random.Random(3)
+    expected = [sample_measured(rng).nominal_duration_s for _ in range(300)]
+    walls = [o.wall_s for o in REPLAY.replay(Rules(), 300, 0.5, arrival.draws()).outcomes]
+    assert walls == pytest.approx(expected, abs=1e-9)
+    assert (
+        scripts.oracle_s(7)
+        == sample_measured(random.Random("3/call-7/0"), silences=False).nominal_duration_s
+    )
+
+
+@given(
+    after=st.one_of(st.none(), st.sampled_from([3.0, 6.0])),
+    stall=st.one_of(st.none(), st.sampled_from([2.0, 5.0, 10.0])),
+    ratio=st.sampled_from([0.1, 0.25, 0.5]),
+    burst=st.sampled_from([1.0, 3.0, 10.0]),
+    seed=st.integers(0, 10_000),
+)
+@settings(max_examples=20, deadline=None)
+def test_far_apart_calls_replay_like_the_sequential_model(
+    after: float | None, stall: float | None, ratio: float, burst: float, seed: int
+) -> None:
+    """Calls that never overlap (a day apart, no watchdog, so no retries) meet the budget in
+    call order: the replay then gives the package model's outcomes call by call."""
+    rules = Rules(after, stall, None, ratio, burst)
+    scripts = REPLAY.KeyedScripts((seed, seed + 1, seed + 2))
+    result = REPLAY.replay(rules, 40, 86_400.0, scripts.draws())
+    draw, budgets = scripts.draws(), rules.budgets()
+    source = {"primary": 0, "hedge": 1, "retry": 2}
+    for index, outcome in enumerate(result.outcomes):
+        expected = simulate_call(
+            rules, functools.partial(lambda i, role: draw(source[role], i), index), budgets, ()
+        )
+        assert outcome.wall_s == pytest.approx(expected.wall_s, abs=1e-6)
+        assert replace(outcome, wall_s=0.0) == replace(expected, wall_s=0.0)
+
+
+@given(
+    after=st.one_of(st.none(), st.sampled_from([3.0, 6.0])),
+    stall=st.one_of(st.none(), st.sampled_from([2.0, 5.0, 10.0])),
+    watchdog=st.one_of(st.none(), st.sampled_from([12.0, 20.0])),
+    ratio=st.sampled_from([0.1, 0.25, 0.5, 1.0]),
+    burst=st.sampled_from([1.0, 3.0, 10.0]),
+    interval=st.sampled_from([0.01, 0.5, 5.0]),
+    per_trigger=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+@settings(max_examples=30, deadline=None)
+def test_the_replay_never_spends_beyond_the_budget_cap(
+    after: float | None,
+    stall: float | None,
+    watchdog: float | None,
+    ratio: float,
+    burst: float,
+    interval: float,
+    per_trigger: bool,
+    seed: int,
+) -> None:
+    """At every hedge, the hedge legs so far are at most ratio × rounds started + burst; a call
+    hedges at most once per round (R10) and sends one request per round and per hedge."""
+    rules = Rules(after, stall, watchdog, ratio, burst, max_rounds=5)
+    shape = REPLAY.ClientShape(seed=seed, per_trigger=per_trigger)
+    scripts = REPLAY.KeyedScripts((seed, seed + 1, seed + 2))
+    result = REPLAY.replay(rules, 120, interval, scripts.draws(), shape)
+    assert result.cap_excess <= 1e-9
+    for outcome in result.outcomes:
+        assert outcome.hedges <= outcome.rounds
+        assert outcome.requests == outcome.rounds + outcome.hedges
+        assert (outcome.wall_s < math.inf) or outcome.rounds == 5
+
+
+def test_the_frontier_keeps_only_settings_no_other_beats_on_both(tmp_path: Path) -> None:
+    """A row is on the frontier when every row with fewer or as many requests has a higher p99;
+    saved grid points load back; the picture renders to a PNG with the model's grid, its
+    frontier and the client's pairs."""
+    rows = [("a", 1.0, 8.0), ("b", 1.2, 2.5), ("c", 1.25, 2.6), ("d", 1.3, 2.0), ("e", 1.3, 2.2)]
+    kept = FRONTIER.frontier(rows, key=lambda row: (row[1], row[2]))
+    assert [row[0] for row in kept] == ["a", "b", "d"]
+    spec = FRONTIER.frontier_spec(rows, [(("b", 1.21, 2.55), ("b", 1.2, 2.5))])
+    series = [value["series"] for value in spec["data"]["values"]]
+    assert series.count(FRONTIER.MODEL_FRONTIER) == 3
+    assert series.count(FRONTIER.CLIENT) == series.count(FRONTIER.CLIENT_MODEL) == 1
+    png = vl_convert.vegalite_to_png(spec)
+    assert png.startswith(b"\x89PNG")
+    FRONTIER.save_grid_points(rows, tmp_path / "grid.json")
+    assert FRONTIER.load_grid_points(tmp_path / "grid.json") == rows
+    assert FRONTIER.spaced(kept) == kept  # far apart: each one labelled
+    assert FRONTIER.spaced([("a", 1.0, 2.0), ("b", 1.01, 1.95)]) == [("a", 1.0, 2.0)]
