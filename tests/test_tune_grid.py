@@ -159,3 +159,19 @@ def test_without_a_watchdog_no_trigger_reaches_the_default_timeout() -> None:
         if setting.watchdog_s is None:
             assert (setting.after_s or 0.0) < 60.0
             assert (setting.stall_after_s or 0.0) < 60.0
+
+
+def test_first_attempts_that_failed_before_a_chunk_count_but_are_no_candidate() -> None:
+    """First attempts that failed before their first chunk (``first_s`` = inf, 5 % of them,
+    or most of them) rank above every candidate and are never one themselves: no error."""
+    some = [
+        Timeline(math.inf, 2.0, ok=False) if i % 20 == 0 else t
+        for i, t in enumerate(_measured_like())
+    ]
+    afters = first_token_triggers(_sample(some))
+    assert afters
+    assert all(math.isfinite(v) for v in afters)
+    assert max(afters) <= 6.0
+    most = [Timeline(math.inf, 2.0, ok=False)] * 90 + [Timeline(1.0, 3.0)] * 10
+    assert all(math.isfinite(v) for v in first_token_triggers(_sample(most)))
+    assert grid(_sample(most), 1.25)

@@ -79,10 +79,13 @@ def longest_silence(timeline: Timeline) -> float:
 def _candidates(
     values: Sequence[float], shares: Iterable[float], floor_s: float
 ) -> tuple[float, ...]:
+    """The sensible seconds that each share of ``values`` exceeds, above ``floor_s``. A
+    non-finite value (a first attempt that failed before its first chunk: ``first_s`` is
+    ``inf``) still counts in the ranks, as exceeding every candidate, but is never one."""
     found: set[float] = set()
     for share in shares:
         value = exceeded_by(values, share)
-        if value is None or value <= 0:
+        if value is None or not math.isfinite(value) or value <= 0:
             continue
         seconds = sensible_seconds(value)
         if seconds > floor_s and any(v > seconds for v in values):
