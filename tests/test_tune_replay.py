@@ -22,7 +22,7 @@ FAST = Scripted(stream(500.0, 20, 20.0), 1_000.0, source="a")
 STALLED = Scripted(stream(1_000.0, 10, 20.0, {2: 10_000.0}), 11_300.0, source="a")
 """First chunk at 1 s, chunk 2 at 1.04 s, then a 10.02 s gap; ends at 11.3 s."""
 FAILS = Scripted(stream(500.0, 5, 20.0), 3_000.0, source="a", outcome=sc.OUTCOME_ERROR)
-"""Fails at 3 s without a long gap."""
+"""Fails at 3 s, 2.42 s after its last chunk (0.58 s): the silence that ended it is its gap."""
 OTHER = Scripted(stream(500.0, 10, 20.0), 2_000.0, source="b")
 """The other source: every hedge or retry leg is this one, 2 s."""
 BACKOFF = mean_backoff_s(Rules().max_rounds)[0]
@@ -65,8 +65,9 @@ def _p(walls: list[float], q: float) -> float:
     [
         # unhedged: 1 s; 11.3 s; fails at 3 s, retried after the backoff on b (2 s)
         (Rules(), [1.0, 11.3, 3.0 + BACKOFF + 2.0], 4),
-        # the stall trigger fires 2 s into the 10 s gap (1.04 + 2), the hedge takes 2 s
-        (Rules(stall_after_s=2.0), [1.0, 1.04 + 2.0 + 2.0, 3.0 + BACKOFF + 2.0], 5),
+        # the stall trigger fires 2 s into the 10 s gap (1.04 + 2), the hedge takes 2 s; and
+        # 2 s into the failing call's last silence (0.58 + 2): its hedge answers, no retry
+        (Rules(stall_after_s=2.0), [1.0, 1.04 + 2.0 + 2.0, 0.58 + 2.0 + 2.0], 5),
         # the first-token trigger fires at 0.8 s on the stalled call only (its first chunk: 1 s)
         (Rules(after_s=0.8), [1.0, 0.8 + 2.0, 3.0 + BACKOFF + 2.0], 5),
         # a 5 s watchdog kills the stalled call at 1.04 + 5, retried after the backoff

@@ -47,8 +47,11 @@ class Scripted:
             for before, after in pairwise(arrivals)
             if after - before > floor_ms
         )
+        ok = self.outcome == sc.OUTCOME_OK
+        if not ok and arrivals and self.end_ms - arrivals[-1] > floor_ms:  # the fatal silence
+            gaps += ((arrivals[-1] / 1000, (self.end_ms - arrivals[-1]) / 1000),)
         first = arrivals[0] / 1000 if arrivals else float("inf")
-        return Timeline(first, self.end_ms / 1000, gaps, ok=self.outcome == sc.OUTCOME_OK)
+        return Timeline(first, self.end_ms / 1000, gaps, ok=ok)
 
 
 def stream(

@@ -10,7 +10,8 @@ quantiles of what the calls' first attempts recorded, rounded to sensible second
   of calls exceed, and the 10th, 25th and 50th percentile of the longest gap of the calls that
   have one above the floor (where stalls are rare or bimodal — a normal cadence, then long
   silences — the shares of all calls land in the cadence, and the best trigger is just above
-  it: the earlier a stalled call hedges, the sooner it ends, as long as the budget pays). Only
+  it: the earlier a stalled call hedges, the sooner it ends, as long as the budget pays). A
+  failed attempt's gaps include the silence that ended it (its last chunk to the failure). Only
   gaps above the chunk-event floor are known, so a candidate at or below the floor is never
   tried (nor recommended);
 * watchdogs (``TTFT_TIMEOUT_S`` = ``INTER_TOKEN_TIMEOUT_S``): none, and the longest silence

@@ -44,7 +44,8 @@ class Timeline:
     end_s: float
     """Its last chunk when it succeeded, else the moment it failed."""
     long_gaps: tuple[tuple[float, float], ...] = ()
-    """(arrival of the chunk before the gap, gap) for every gap above the floor, in order."""
+    """(arrival of the chunk before the gap, gap) for every gap above the floor, in order; a
+    failed attempt's last is the silence that ended it (its last chunk to ``end_s``)."""
     ok: bool = True
     """Whether the attempt succeeded (at ``end_s``)."""
 

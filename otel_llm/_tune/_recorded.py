@@ -4,7 +4,8 @@ One row of ``otel_traces`` per attempt span (streamed or not, of every outcome),
 first up to a cap, each with what the model needs to replay it: its call, source, start, leg,
 number and outcome, whether its metering is complete, and its chunk timeline — the first
 incremental chunk, every gap above the attempt's chunk-event floor with the arrival of the chunk
-before it, and its end (the attempt's wall time). Which of them a replay may use is decided in
+before it (for a failed attempt, also the silence from its last chunk to the failure), and its
+end (the attempt's wall time). Which of them a replay may use is decided in
 :mod:`otel_llm._tune._sample`.
 
 Times come from the stored chunk events (``ChunkOffsetNs``: nanoseconds from the span start,
@@ -85,19 +86,28 @@ def timeline_of_events(
 ) -> Timeline:
     """The timeline of one attempt from its stored chunk events: the first chunk (index 0),
     every recorded gap strictly longer than ``floor_ms`` as (arrival of the chunk before it,
-    gap), and the end (``duration_ns``); ``ok`` when the outcome is ``ok``."""
+    gap), and the end (``duration_ns``); ``ok`` when the outcome is ``ok``.
+
+    A failed attempt's last silence — from its last chunk (always recorded) to the failure or
+    the kill — is a gap too, its last, when it is longer than the floor: the stall that ended
+    it is the one a stall hedge or a shorter watchdog would have cut."""
     first = math.inf
+    last: int | None = None
     gaps: list[tuple[float, float]] = []
     floor_ns = floor_ms * NS_PER_MS
     for index, gap, offset in zip(indexes or (), gaps_ns or (), offsets_ns or (), strict=True):
         if offset is None:
             continue
+        last = offset if last is None else max(last, offset)
         if index == 0:
             first = offset / NS_PER_S
         elif gap is not None and gap > floor_ns:
             gaps.append(((offset - gap) / NS_PER_S, gap / NS_PER_S))
     gaps.sort()
-    return Timeline(first, duration_ns / NS_PER_S, tuple(gaps), ok=outcome == sc.OUTCOME_OK)
+    ok = outcome == sc.OUTCOME_OK
+    if not ok and last is not None and duration_ns - last > floor_ns:
+        gaps.append((last / NS_PER_S, (duration_ns - last) / NS_PER_S))
+    return Timeline(first, duration_ns / NS_PER_S, tuple(gaps), ok=ok)
 
 
 def _q(column: str) -> str:
