@@ -33,20 +33,36 @@ from otel_llm._tune._sample import RULE, Sample, sample
 BUDGET_KEY: Final = "--budget"
 DEFAULT_BUDGET: Final = 1.0 + DEFAULTS.hedge_budget_ratio
 """``--budget``: requests per call, the client's own default hedge budget (1.25)."""
+MAX_BUDGET: Final = 10.0
+"""The largest ``--budget``: a call of the client's default three rounds makes at most six
+requests, so a budget above ten requests per call allows nothing more."""
+TIMEOUT_KEY: Final = "--timeout"
 MAX_CALLS: Final = 10_000
 """The newest calls of the range a run replays (a few seconds of model time per 2,000)."""
 _SLACK: Final = 1e-9
 
 
 def check_budget(budget: float) -> float:
-    """``budget`` if it is a finite number of requests per call ≥ 1, else a
+    """``budget`` if it is a number of requests per call from 1 to :data:`MAX_BUDGET`, else a
     :class:`ConfigurationError` naming ``--budget``."""
-    if isinstance(budget, bool) or not math.isfinite(budget) or budget < 1.0:
+    if isinstance(budget, bool) or not math.isfinite(budget) or not 1.0 <= budget <= MAX_BUDGET:
         raise ConfigurationError(
             BUDGET_KEY,
-            f"requests per call, a finite number >= 1 (1.25: at most 25 % extra), got {budget!r}",
+            f"requests per call, a number from 1 to {MAX_BUDGET:g} (1.25: at most 25 % extra), "
+            f"got {budget!r}",
         )
     return float(budget)
+
+
+def check_timeout(timeout_s: float) -> float:
+    """``timeout_s`` if it is a finite number of seconds > 0 (the client's ``TIMEOUT_S``),
+    else a :class:`ConfigurationError` naming ``--timeout``."""
+    if isinstance(timeout_s, bool) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ConfigurationError(
+            TIMEOUT_KEY,
+            f"the client's TIMEOUT_S, a finite number of seconds > 0, got {timeout_s!r}",
+        )
+    return float(timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +79,7 @@ class Setting:
             "after_s": rules.after_s,
             "stall_after_s": rules.stall_after_s,
             "watchdog_s": rules.watchdog_s,
-            "budget_ratio": rules.ratio,
+            "budget_ratio": rules.ratio if rules.hedging else None,
             **self.figures.as_json(),
         }
 
@@ -74,6 +90,8 @@ class Tuning:
 
     sample: Sample
     budget: float
+    timeout_s: float
+    """The client's ``TIMEOUT_S`` every setting replays (``--timeout``)."""
     seed: int
     max_calls: int
     settings: tuple[Setting, ...]
@@ -118,6 +136,7 @@ class Tuning:
             "max_calls": self.max_calls,
             "source": s.source,
             "seed": self.seed,
+            "timeout_s": self.timeout_s,
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -137,6 +156,7 @@ class Tuning:
         return {
             "data": self.data_json(),
             "budget": self.budget,
+            "timeout_s": self.timeout_s,
             "baseline": baseline.figures.as_json() if baseline else None,
             "recorded": self.recorded.as_json() if self.recorded else None,
             "frontier": [setting.as_json() for setting in self.frontier],
@@ -186,18 +206,21 @@ def tune(
     seed: int = DEFAULT_SEED,
     now: datetime | None = None,
     max_calls: int = MAX_CALLS,
+    timeout_s: float = DEFAULTS.timeout_s,
 ) -> Tuning:
-    """Tune on the open store ``conn`` (see the module docstring). Raises
-    :class:`ConfigurationError` for a bad budget, ``since`` or source."""
+    """Tune on the open store ``conn`` (see the module docstring) for a client whose sources
+    have ``TIMEOUT_S`` = ``timeout_s``. Raises :class:`ConfigurationError` for a bad budget,
+    timeout, ``since`` or source."""
     from otel_llm._show._report import parse_since
 
     budget = check_budget(budget)
+    timeout_s = check_timeout(timeout_s)
     start = parse_since(since, now or datetime.now(UTC)) if since is not None else None
     data = sample(read_recorded(conn, since=start, max_calls=max_calls), source)
     settings: list[Setting] = []
     recorded: Figures | None = None
     if data.calls:
-        rules = grid(data, budget)
+        rules = grid(data, budget, timeout_s)
         draws = Draws.of(data, seed, max(r.max_rounds for r in rules))
         settings = [Setting(r, replay(data, r, draws)) for r in rules]
         recorded = figures_of(
@@ -208,6 +231,7 @@ def tune(
     return Tuning(
         sample=data,
         budget=budget,
+        timeout_s=timeout_s,
         seed=seed,
         max_calls=max_calls,
         settings=tuple(settings),

@@ -130,9 +130,11 @@ def render_table(tuning: Tuning, out: Output) -> None:
         write("Leave the hedge keys unset (hedging off).\n")
     else:
         write("Environment:\n" + "".join(f"  {line}\n" for line in tuning.config.env))
+        if tuning.config.client_kwargs or tuning.config.source_kwargs:
+            write("Or in code:\n")
         if tuning.config.client_kwargs:
             args = ", ".join(f"{k}={v}" for k, v in tuning.config.client_kwargs.items())
-            write(f"Or in code:\n  Client(sources, {args})\n")
+            write(f"  Client(sources, {args})\n")
         if tuning.config.source_kwargs:
             args = ", ".join(f"{k}={v}" for k, v in tuning.config.source_kwargs.items())
             write(f"  Source(..., {args})  # every source\n")
