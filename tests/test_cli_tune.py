@@ -92,6 +92,22 @@ def test_json_is_one_document_with_the_recommendation(store: Path) -> None:
     assert json.loads(other.stdout)["budget"] == 1.5
     timed = run_cli("tune", "--db", str(store), "--format", "json", "--timeout", "45")
     assert json.loads(timed.stdout)["timeout_s"] == 45.0
+    assert document["data"]["single_source"] is False
+    assert document["data"]["notes"] == []
+
+
+def test_one_source_is_said_in_the_table_and_the_json(tmp_path: Path) -> None:
+    """A one-source store: the recommendation stands (hedges drawn from the same pool) with a
+    note in the table and ``data.single_source`` true in the JSON."""
+    write_store(tmp_path / "s", MIN_CALLS + 50)
+    table = run_cli("tune", "--db", str(tmp_path / "s"), columns=200)
+    assert table.returncode == 0, table.stderr
+    assert "Note: one source only" in table.stdout
+    assert "needs a second source" in " ".join(table.stdout.split())
+    document = json.loads(run_cli("tune", "--db", str(tmp_path / "s"), "--format", "json").stdout)
+    assert document["data"]["single_source"] is True
+    assert "needs a second source" in document["data"]["notes"][0]
+    assert document["recommendation"] is not None
 
 
 def test_too_little_data_exits_3_with_the_reason(small: Path) -> None:

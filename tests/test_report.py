@@ -501,9 +501,9 @@ def test_without_the_runtime_the_report_says_what_to_install(
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A store with enough calls for tune to recommend, and its report."""
+    """A store with enough calls of two sources for tune to recommend, and its report."""
     folder = tmp_path_factory.mktemp("tuned")
-    write_store(folder / "store", 1100)
+    write_store(folder / "store", 1100, sources=("sim-1", "sim-2"))
     return folder / "store", write_report(folder / "store", folder / "tuned.html").path
 
 
@@ -531,8 +531,19 @@ def test_the_hedging_panel_is_tune_on_the_range(tuned: tuple[Path, Path]) -> Non
     assert len(marked) == 2, "p99 and p50 of the one recommended setting"
     assert f'data-key="{HEDGING}"' in page
     assert "What hedging would buy" in page
+    assert "needs a second source" not in _hedging_panel(page)
     for line in tuning.config.env:
         assert html.escape(line) in page
+
+
+def test_on_one_source_the_panel_says_a_hedge_needs_a_second_source(tmp_path: Path) -> None:
+    """One source: the panel still recommends (hedge legs drawn from the same pool, as the
+    issue allows) but says prominently that the client needs a second source to hedge."""
+    write_store(tmp_path / "store", 1100)
+    page = write_report(tmp_path / "store", tmp_path / "r.html").path.read_text("utf-8")
+    section = _hedging_panel(page)
+    assert "needs a second source to take effect" in section
+    assert "Recommended for 1.25 requests per call" in section
 
 
 def test_the_hedging_panel_refuses_below_the_rule(demo: tuple[Path, Path, str]) -> None:

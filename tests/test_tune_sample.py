@@ -22,6 +22,7 @@ from otel_llm._tune._sample import (
     MIN_CALLS,
     MIN_POOL,
     NOT_STREAMED,
+    SINGLE_SOURCE_NOTE,
     left_out_because,
     sample,
 )
@@ -112,8 +113,16 @@ def test_calls_replay_their_first_attempt_and_hedge_from_the_other_sources() -> 
 
 
 def test_one_source_draws_hedges_from_its_own_pool() -> None:
-    """With a single source, hedge legs are drawn from all its usable attempts."""
+    """With a single source, hedge legs are drawn from all its usable attempts, and the sample
+    says so (a note, not a refusal: the client needs a second source to hedge); two sources
+    carry no such note."""
     data = sample(_recorded([_attempt(i, end_s=float(i)) for i in range(1, 4)]))
+    assert data.single_source
+    assert data.notes == (SINGLE_SOURCE_NOTE,)
+    assert "needs a second source" in SINGLE_SOURCE_NOTE
+    two = sample(_recorded([_attempt(1, source="a"), _attempt(2, source="b")]))
+    assert not two.single_source
+    assert two.notes == ()
     assert [t.end_s for t in data.pools["a"]] == [1.0, 2.0, 3.0]
 
 

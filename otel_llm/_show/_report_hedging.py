@@ -131,10 +131,11 @@ def _data_text(tuning: Tuning) -> str:
         if s.calls_in_range > tuning.max_calls
         else ""
     )
+    notes = "".join(f" <b>Note:</b> {html.escape(note)}." for note in s.notes)
     return (
         f"Data: <b>{s.calls:,}</b> calls{capped}, {s.attempts_used:,} usable attempts; "
         f"{s.censored:,} censored attempts left out; chunk-event floor {s.floor_ms} ms (no "
-        "trigger at or below it is tried)."
+        f"trigger at or below it is tried).{notes}"
     )
 
 

@@ -18,7 +18,9 @@ wall time, as the recording client saw it). Left out, and counted:
 they started (the hedge budget is spent in that order); a call whose first attempt is not usable
 is left out (counted). ``source`` restricts them to the calls whose first attempt ran on it.
 **Hedge and retry legs** are drawn from the usable attempts of the *other* sources, or of the
-same pool when the range has one source only.
+same pool when the range has one source only (:attr:`Sample.single_source`: the replay then
+says what a second source *like this one* would buy — the client hedges only to a different
+source, so a one-source client never hedges, and the outputs say so).
 
 **The floor**: an attempt records every gap longer than its chunk-event floor
 (``ChunkEventsFloorMs``, 100 ms by default); the sample's floor is the highest of them, and no
@@ -53,6 +55,11 @@ RULE: Final = (
 """The rule, as the outputs state it."""
 
 SOURCE_KEY: Final = "--source"
+SINGLE_SOURCE_NOTE: Final = (
+    "one source only: hedge legs were drawn from its own attempts, but the client hedges only "
+    "to a different source, so a hedge setting needs a second source to take effect (a "
+    "one-source client never hedges)"
+)
 
 HEDGE_LOSER: Final = "hedge_loser"
 CANCELLED: Final = "cancelled"
@@ -102,6 +109,16 @@ class Sample:
     calls_in_range: int
     problems: tuple[str, ...] = field(default=())
     """Why the data is not enough to recommend (empty: it is)."""
+    single_source: bool = False
+    """Whether the usable attempts ran on one source only: hedge legs are then drawn from its
+    own pool, and a hedge setting takes effect only on a client with a second source."""
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a reader of the recommendation must know (not a reason to refuse)."""
+        if not self.single_source:
+            return ()
+        return (SINGLE_SOURCE_NOTE,)
 
     @property
     def calls(self) -> int:
@@ -165,6 +182,7 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
         source=source,
         calls_in_range=recorded.calls_in_range,
         problems=problems,
+        single_source=single,
     )
 
 

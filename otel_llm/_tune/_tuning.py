@@ -117,6 +117,11 @@ class Tuning:
             return f"no setting keeps within {self.budget:g} requests per call"
         if not self.recommendation.rules.hedging:
             return "no hedge setting within the budget beats not hedging"
+        if self.sample.single_source:
+            return (
+                f"the lowest p99 within {self.budget:g} requests per call, with a second "
+                "source like this one (the client hedges only to a different source)"
+            )
         return f"the lowest p99 within {self.budget:g} requests per call"
 
     def data_json(self) -> dict[str, Any]:
@@ -131,6 +136,8 @@ class Tuning:
             "enough": s.enough,
             "rule": RULE,
             "problems": list(s.problems),
+            "single_source": s.single_source,
+            "notes": list(s.notes),
             "left_out": dict(sorted(s.left_out.items())),
             "calls_in_range": s.calls_in_range,
             "max_calls": self.max_calls,

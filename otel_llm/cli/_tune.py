@@ -89,6 +89,7 @@ def data_lines(tuning: Tuning) -> list[str]:
         f"Chunk-event floor {s.floor_ms} ms: only gaps above it are known, so no trigger or "
         "watchdog at or below it is tried or recommended.",
         f"Rule: {'met' if s.enough else 'not met'} — {RULE}.",
+        *(f"Note: {note}." for note in s.notes),
     ]
 
 
