@@ -10,7 +10,7 @@ import pytest
 
 from otel_llm import _semconv as sc
 from otel_llm._show._store import open_store
-from otel_llm._tune._model import Rules, mean_backoff_s
+from otel_llm._tune._model import FAILED_S, Rules, mean_backoff_s
 from otel_llm._tune._recorded import read_recorded
 from otel_llm._tune._replay import Draws, replay
 from otel_llm._tune._sample import Sample, sample
@@ -89,13 +89,20 @@ def test_a_tiny_store_replays_as_computed_by_hand(
 
 def test_tune_replays_the_same_baseline_and_says_it_is_too_little(tiny: Path) -> None:
     """tune on the tiny store: its baseline is the unhedged replay above, the recorded calls'
-    own figures beside it, and no recommendation (3 calls, 2 attempts in the pool)."""
+    own figures beside it (the failed call failed), and no recommendation (3 calls, 2
+    attempts in the pool)."""
     with open_store(tiny) as conn:
         tuning = tune(conn, source="a")
     assert tuning.baseline is not None
     assert tuning.baseline.figures.p50_s == pytest.approx(3.0 + BACKOFF + 2.0)
     assert tuning.recorded is not None
-    assert tuning.recorded.p50_s == pytest.approx(3.0, abs=1e-6), "as recorded: no retry"
+    # as recorded, the failing call had no retry: it failed, and counts as failed (FAILED_S)
+    # the way the replay counts a call that never answers, not as its 3 s
+    assert tuning.recorded.p50_s == pytest.approx(11.3, abs=1e-6)
+    assert tuning.recorded.p99_s > 0.9 * FAILED_S
+    with open_store(tiny) as conn:
+        calls = read_recorded(conn, since=None, max_calls=100).calls.values()
+    assert sorted(call.ok for call in calls) == [False, True, True, True, True]
     assert tuning.recommendation is None
     assert not tuning.sample.enough
     assert len(tuning.sample.problems) == 2

@@ -34,6 +34,8 @@ from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN, CHUNK_O
 from otel_llm._tune._model import Timeline
 
 NS_PER_S: Final = 1_000_000_000
+_ERROR_STATUSES: Final = "'Error', 'STATUS_CODE_ERROR'"
+"""``StatusCode`` of a failed call span (this store's, and the ClickHouse exporter's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +61,12 @@ class RecordedAttempt:
 
 @dataclass(frozen=True, slots=True)
 class RecordedCall:
-    """What a recorded call itself took: its wall time and its requests (the sanity line)."""
+    """What a recorded call itself took: its wall time and its requests (the sanity line), and
+    whether it succeeded (its span's status is not an error)."""
 
     wall_s: float
     requests: int
+    ok: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +153,9 @@ def read_recorded(
     calls_sql = (
         f"SELECT {_q('TraceId')} AS trace_id, {_q('SpanId')} AS span_id, "
         f"{_q('Duration')} AS duration_ns, coalesce({_q('CallAttempts')}, 1) AS requests, "
-        f"{_q('Timestamp')} AS started_at FROM {TABLE} WHERE {' AND '.join(where)}"
+        f"{_q('Timestamp')} AS started_at, "
+        f"coalesce({_q('StatusCode')}, '') NOT IN ({_ERROR_STATUSES}) AS call_ok "
+        f"FROM {TABLE} WHERE {' AND '.join(where)}"
     )
     in_range = conn.execute(f"SELECT count(*) FROM ({calls_sql})", params).fetchone()
     columns = ", ".join(f"a.{_q(c)}" for c in _ATTEMPT_COLUMNS)
@@ -157,7 +163,7 @@ def read_recorded(
         f"""WITH calls AS (
             SELECT * FROM ({calls_sql}) ORDER BY started_at DESC, span_id LIMIT {int(max_calls)}
         )
-        SELECT {columns}, c.duration_ns AS call_ns, c.requests AS call_requests
+        SELECT {columns}, c.duration_ns AS call_ns, c.requests AS call_requests, c.call_ok
         FROM calls c JOIN {TABLE} a
             ON a.{_q("ParentSpanId")} = c.span_id AND a.{_q("TraceId")} = c.trace_id
         WHERE a.{_q("LlmRole")} = '{sc.SPAN_ROLE_ATTEMPT}'
@@ -168,7 +174,7 @@ def read_recorded(
     calls: dict[str, RecordedCall] = {}
     for row in rows:
         (trace, parent, started, source, leg, number, outcome, stream, metering, floor) = row[:10]
-        duration, indexes, gaps, offsets, call_ns, call_requests = row[10:]
+        duration, indexes, gaps, offsets, call_ns, call_requests, call_ok = row[10:]
         call = f"{trace}/{parent}"
         floor_ms = int(floor or 0)
         attempts.append(
@@ -192,6 +198,8 @@ def read_recorded(
                 ),
             )
         )
-        calls[call] = RecordedCall(int(call_ns or 0) / NS_PER_S, int(call_requests))
+        calls[call] = RecordedCall(
+            int(call_ns or 0) / NS_PER_S, int(call_requests), ok=bool(call_ok)
+        )
     total = int(in_range[0]) if in_range else 0
     return Recorded(tuple(attempts), calls, total)

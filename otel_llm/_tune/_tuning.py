@@ -101,7 +101,8 @@ class Tuning:
     config: ConfigLines | None
     """The recommendation's configuration lines."""
     recorded: Figures | None
-    """The replayed calls' own figures, as recorded (the sanity line)."""
+    """The replayed calls' own figures, as recorded (the sanity line); a recorded call that
+    failed counts as failed (:data:`~otel_llm._tune._model.FAILED_S`), as in the replay."""
 
     @property
     def baseline(self) -> Setting | None:
@@ -230,8 +231,9 @@ def tune(
         rules = grid(data, budget, timeout_s)
         draws = Draws.of(data, seed, max(r.max_rounds for r in rules))
         settings = [Setting(r, replay(data, r, draws)) for r in rules]
-        recorded = figures_of(
-            [call.wall_s for call in data.recorded], sum(call.requests for call in data.recorded)
+        recorded = figures_of(  # a failed call counts as failed, as the replay counts it
+            [call.wall_s if call.ok else math.inf for call in data.recorded],
+            sum(call.requests for call in data.recorded),
         )
     chosen = recommend(settings, budget) if data.enough else None
     config = config_lines(chosen.rules, data.sources) if chosen is not None else None

@@ -104,7 +104,10 @@ def render_table(tuning: Tuning, out: Output) -> None:
         return
     write(f"Baseline (unhedged, replayed): {_figures(baseline.figures)}\n")
     if tuning.recorded is not None:
-        write(f"As recorded (the same calls):  {_figures(tuning.recorded)}\n")
+        write(
+            f"As recorded (the same calls):  {_figures(tuning.recorded)} (a failed call counts "
+            "as failed in both)\n"
+        )
     write(
         f"{len(tuning.settings)} settings replayed (seed {tuning.seed}); the frontier, no "
         "setting better on both p99 and requests:\n\n"
