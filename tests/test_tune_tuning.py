@@ -4,7 +4,9 @@ client accepts."""
 
 from __future__ import annotations
 
+import io
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,8 @@ from otel_llm._tune._tuning import (
     recommend,
     tune,
 )
+from otel_llm.cli._render import Format, Output
+from otel_llm.cli._tune import render_table
 from tests.tune_store import write_store
 
 CALLS = MIN_CALLS + 200
@@ -176,6 +180,9 @@ def test_the_json_document_has_the_agreed_shape(store: Path) -> None:
         assert all(isinstance(row[k], float) for k in figures)
         assert all(row[k] is None or isinstance(row[k], float) for k in ("after_s", "watchdog_s"))
     assert all(row in document["settings"] for row in document["frontier"])
+    for row in document["settings"]:  # an unhedged setting has no budget ratio
+        unhedged = row["after_s"] is None and row["stall_after_s"] is None
+        assert (row["budget_ratio"] is None) is unhedged
     recommendation = document["recommendation"]
     assert setting_keys - figures <= set(recommendation)
     assert set(recommendation["predicted"]) == figures
@@ -280,3 +287,21 @@ def test_the_configuration_lines_are_what_the_client_reads(
     other = config_lines(rules, ["my source"])
     assert "LLM__<PROVIDER>__<N>__TTFT_TIMEOUT_S=20" in other.env
     assert config_lines(Rules(), ["a-1"]).env == ()
+
+
+def test_a_watchdog_alone_is_printed_under_its_header(store: Path) -> None:
+    """An unhedged recommendation with a watchdog: the table prints its env lines and, under
+    "Or in code:", the ``Source(...)`` arguments (no ``Client(...)`` line: no hedge key)."""
+    tuning = _tune(store)
+    assert tuning.recommendation is not None
+    chosen = Setting(Rules(watchdog_s=20.0, timeout_s=60.0), tuning.recommendation.figures)
+    watched = replace(
+        tuning, recommendation=chosen, config=config_lines(chosen.rules, ["sim-1", "sim-2"])
+    )
+    stream = io.StringIO()
+    render_table(watched, Output.on(stream, Format.TABLE, 200))
+    text = stream.getvalue()
+    assert "LLM__SIM__1__TTFT_TIMEOUT_S=20" in text
+    assert "Or in code:\n  Source(..., ttft_timeout_s=20, inter_token_timeout_s=20)" in text
+    assert "Client(sources" not in text
+    assert watched.as_json()["recommendation"]["budget_ratio"] is None

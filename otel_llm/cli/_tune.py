@@ -9,7 +9,14 @@ from typing import Final
 from otel_llm._show._breakdown import Table
 from otel_llm._tune._model import FAILED_S
 from otel_llm._tune._replay import Figures
-from otel_llm._tune._sample import CANCELLED, HEDGE_LOSER, INCOMPLETE, NOT_STREAMED, RULE
+from otel_llm._tune._sample import (
+    CANCELLED,
+    FLOOR_ABOVE,
+    HEDGE_LOSER,
+    INCOMPLETE,
+    NOT_STREAMED,
+    RULE,
+)
 from otel_llm._tune._tuning import Setting, Tuning
 from otel_llm.cli._render import Output
 
@@ -78,7 +85,8 @@ def data_lines(tuning: Tuning) -> list[str]:
         f"{s.attempts_used:,} usable attempts ({sources or 'none'}).",
         f"Left out: {s.censored:,} censored attempts (hedge losers {left.get(HEDGE_LOSER, 0):,}, "
         f"cancelled {left.get(CANCELLED, 0):,}), {left.get(INCOMPLETE, 0):,} with incomplete "
-        f"metering, {left.get(NOT_STREAMED, 0):,} not streamed; "
+        f"metering, {left.get(NOT_STREAMED, 0):,} not streamed, {left.get(FLOOR_ABOVE, 0):,} "
+        "with a chunk-event floor above the common one; "
         f"{left.get('calls_left_out', 0):,} calls whose first attempt is not usable"
         + (
             " (a hedge's losing primary is usually the slow one: leaving such calls out makes "
@@ -86,8 +94,8 @@ def data_lines(tuning: Tuning) -> list[str]:
             if left.get("calls_left_out", 0)
             else "."
         ),
-        f"Chunk-event floor {s.floor_ms} ms: only gaps above it are known, so no trigger or "
-        "watchdog at or below it is tried or recommended.",
+        f"Chunk-event floor {s.floor_ms} ms (the one most attempts share): only gaps above it "
+        "are known, so no trigger or watchdog at or below it is tried or recommended.",
         f"Rule: {'met' if s.enough else 'not met'} — {RULE}.",
         *(f"Note: {note}." for note in s.notes),
     ]
