@@ -3,11 +3,13 @@ frontier and the recommended setting for a request budget.
 
 The **frontier** is every setting that no other beats on both p99 wall time and requests per
 call. The **recommendation** is the setting with the lowest p99 among those with requests per
-call within the budget and a ``HEDGE__BUDGET_RATIO`` of at most budget − 1 (so that the client's
-token bucket enforces the budget on live traffic, whatever the traffic does); ties go to fewer
-requests. There is none when the data break the rule of :mod:`otel_llm._tune._sample`: the
-figures are then still computed and shown, but nothing is recommended. Recommendations only: no
-threshold adapts at run time.
+call within the budget and a ``HEDGE__BUDGET_RATIO`` of at most budget − 1 (so that on live
+traffic the client's hedge bucket, which earns that ratio per round started, keeps *hedges*
+near the budget over a long run of calls; it does not cap retries — a retry round even earns —
+and each process starts with a full burst, so a short run, or a run of failures, can cost
+more); ties go to fewer requests. There is none when the data break the rule of
+:mod:`otel_llm._tune._sample`: the figures are then still computed and shown, but nothing is
+recommended. Recommendations only: no threshold adapts at run time.
 """
 
 from __future__ import annotations
@@ -193,7 +195,7 @@ def frontier(settings: Sequence[Setting]) -> tuple[Setting, ...]:
 
 def recommend(settings: Sequence[Setting], budget: float) -> Setting | None:
     """The setting with the lowest p99 whose requests per call are within ``budget`` and
-    whose budget ratio lets the bucket enforce it (ties, to the millisecond the metering
+    whose budget ratio is at most budget − 1 (ties, to the millisecond the metering
     records: fewer requests, then the earlier)."""
     allowed = budget - 1.0 + _SLACK
     eligible = [

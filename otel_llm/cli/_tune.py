@@ -131,7 +131,7 @@ def render_table(tuning: Tuning, out: Output) -> None:
     if marked not in tuning.frontier:
         write(
             "Recommended (off the frontier: what beats it there has a budget ratio above "
-            "budget - 1, so its bucket would not hold the budget):\n"
+            "budget - 1, so its hedge bucket would let hedges exceed the budget):\n"
         )
         out.table(Table(_COLUMNS, [_row(marked, marked)]))
     write(
