@@ -92,8 +92,6 @@ class Tuning:
 
     sample: Sample
     budget: float
-    timeout_s: float
-    """The client's ``TIMEOUT_S`` every setting replays (``--timeout``)."""
     seed: int
     max_calls: int
     settings: tuple[Setting, ...]
@@ -105,6 +103,8 @@ class Tuning:
     recorded: Figures | None
     """The replayed calls' own figures, as recorded (the sanity line); a recorded call that
     failed counts as failed (:data:`~otel_llm._tune._model.FAILED_S`), as in the replay."""
+    timeout_s: float = DEFAULTS.timeout_s
+    """The client's ``TIMEOUT_S`` every setting replays (``--timeout``)."""
 
     @property
     def baseline(self) -> Setting | None:
