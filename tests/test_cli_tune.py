@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from otel_llm._defaults import DEFAULTS
 from otel_llm._show._segments import SEGMENTS, SegmentStore
 from otel_llm._tune._sample import MIN_CALLS
 from otel_llm.cli._tune import TUNE_NOT_ENOUGH_EXIT
@@ -89,11 +90,30 @@ def test_json_is_one_document_with_the_recommendation(store: Path) -> None:
         "tune", "--db", str(store), "--format", "json", "--seed", "9", "--budget", "1.5"
     )
     assert json.loads(other.stdout)["budget"] == 1.5
+    timed = run_cli("tune", "--db", str(store), "--format", "json", "--timeout", "45")
+    assert json.loads(timed.stdout)["timeout_s"] == 45.0
+    assert document["data"]["single_source"] is False
+    assert document["data"]["notes"] == []
+
+
+def test_one_source_is_said_in_the_table_and_the_json(tmp_path: Path) -> None:
+    """A one-source store: the recommendation stands (hedges drawn from the same pool) with a
+    note in the table and ``data.single_source`` true in the JSON."""
+    write_store(tmp_path / "s", MIN_CALLS + 50)
+    table = run_cli("tune", "--db", str(tmp_path / "s"), columns=200)
+    assert table.returncode == 0, table.stderr
+    assert "Note: one source only" in table.stdout
+    assert "needs a second source" in " ".join(table.stdout.split())
+    document = json.loads(run_cli("tune", "--db", str(tmp_path / "s"), "--format", "json").stdout)
+    assert document["data"]["single_source"] is True
+    assert "needs a second source" in document["data"]["notes"][0]
+    assert document["recommendation"] is not None
 
 
 def test_too_little_data_exits_3_with_the_reason(small: Path) -> None:
     """Below the rule: exit code 3, JSON with enough false and no recommendation, and the
-    reason on standard error; the table says so on standard output."""
+    reason on standard error; the table says so on standard output, and on standard error
+    too."""
     result = run_cli("tune", "--db", str(small), "--format", "json")
     assert result.returncode == TUNE_NOT_ENOUGH_EXIT == 3
     document = json.loads(result.stdout)
@@ -104,6 +124,8 @@ def test_too_little_data_exits_3_with_the_reason(small: Path) -> None:
     assert table.returncode == 3
     assert "No recommendation: not enough data" in table.stdout
     assert "Rule: not met" in table.stdout
+    assert "No recommendation: not enough data" in table.stderr
+    assert "50 usable calls, fewer than 1,000" in table.stderr
 
 
 def _damaged(tmp_path: Path) -> Path:
@@ -132,6 +154,9 @@ def _locked(tmp_path: Path) -> tuple[Path, duckdb.DuckDBPyConnection]:
         (("--budget", "0.5"), "--budget: requests per call"),
         (("--budget", "nan"), "--budget: requests per call"),
         (("--budget", "lots"), "'--budget'"),
+        (("--budget", "1e308", "--format", "json"), "--budget: requests per call, a number"),
+        (("--timeout", "0"), "--timeout: the client's TIMEOUT_S"),
+        (("--timeout", "inf", "--format", "json"), "--timeout: the client's TIMEOUT_S"),
         (("--since", "soon"), "--since: expected a duration"),
         (("--since", "2999-01-01"), "--since: '2999-01-01' is in the future"),
         (("--format", "csv"), "'--format'"),
@@ -161,7 +186,8 @@ def test_errors_are_said_plainly(
 
 
 def test_the_commands_defaults_are_the_libraries() -> None:
-    """--budget and --seed default to what the library's tune uses (one owner each)."""
+    """--budget, --seed and --timeout default to what the library's tune uses (one owner
+    each)."""
     from otel_llm._tune._replay import DEFAULT_SEED
     from otel_llm._tune._tuning import DEFAULT_BUDGET
     from otel_llm.cli._app import TUNE_SEED, tune
@@ -170,3 +196,4 @@ def test_the_commands_defaults_are_the_libraries() -> None:
     assert TUNE_SEED == DEFAULT_SEED
     assert DEFAULT_BUDGET in defaults
     assert TUNE_SEED in defaults
+    assert DEFAULTS.timeout_s in defaults

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import random
 import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_llm._errors import ConfigurationError, NotAStore
+from otel_llm import _semconv as sc
+from otel_llm._errors import ConfigurationError, NotAStore, OtelLLMError
 from otel_llm._show._grafana_macros import Variable, expand
 from otel_llm._show._panel_sql import DUCKDB_PANELS
 from otel_llm._show._panels import PANELS, variable_sql, worst_trace_ids
@@ -32,14 +34,14 @@ from otel_llm._show._report import (
     write_report,
 )
 from otel_llm._show._report_hedging import KEY as HEDGING
-from otel_llm._show._report_hedging import frontier_rows
+from otel_llm._show._report_hedging import frontier_rows, hedging_section
 from otel_llm._show._report_html import NO_DATA, SPECS_ID
 from otel_llm._show._segments import SEGMENTS, SegmentStore
 from otel_llm._show._store import open_store
 from otel_llm.cli._app import DEMO_TOO_BUSY_EXIT
 from tests.processes import run_cli, run_python
 from tests.report_browser import loaded
-from tests.tune_store import write_store
+from tests.tune_store import Scripted, TuneStore, measured_like, write_store
 
 SEED = 529
 """Twelve demo calls of this seed stall, hedge, and lose hedge legs (tests/test_demo.py)."""
@@ -499,9 +501,9 @@ def test_without_the_runtime_the_report_says_what_to_install(
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A store with enough calls for tune to recommend, and its report."""
+    """A store with enough calls of two sources for tune to recommend, and its report."""
     folder = tmp_path_factory.mktemp("tuned")
-    write_store(folder / "store", 1100)
+    write_store(folder / "store", 1100, sources=("sim-1", "sim-2"))
     return folder / "store", write_report(folder / "store", folder / "tuned.html").path
 
 
@@ -529,8 +531,19 @@ def test_the_hedging_panel_is_tune_on_the_range(tuned: tuple[Path, Path]) -> Non
     assert len(marked) == 2, "p99 and p50 of the one recommended setting"
     assert f'data-key="{HEDGING}"' in page
     assert "What hedging would buy" in page
+    assert "needs a second source" not in _hedging_panel(page)
     for line in tuning.config.env:
         assert html.escape(line) in page
+
+
+def test_on_one_source_the_panel_says_a_hedge_needs_a_second_source(tmp_path: Path) -> None:
+    """One source: the panel still recommends (hedge legs drawn from the same pool, as the
+    issue allows) but says prominently that the client needs a second source to hedge."""
+    write_store(tmp_path / "store", 1100)
+    page = write_report(tmp_path / "store", tmp_path / "r.html").path.read_text("utf-8")
+    section = _hedging_panel(page)
+    assert "needs a second source to take effect" in section
+    assert "Recommended for 1.25 requests per call" in section
 
 
 def test_the_hedging_panel_refuses_below_the_rule(demo: tuple[Path, Path, str]) -> None:
@@ -565,3 +578,57 @@ def test_the_hedging_chart_renders_offline_in_chromium(tuned: tuple[Path, Path])
         assert height > 150
         assert "recommended" in text
         assert "extra requests" in text
+
+
+def _hedging_panel(page: str) -> str:
+    section = page[page.index(f'id="panel-{HEDGING}"') :]
+    return section[: section.index("</section>")]
+
+
+def test_first_attempts_failed_before_a_chunk_do_not_take_the_report_down(
+    tmp_path: Path,
+) -> None:
+    """A store where some first attempts failed before their first chunk (a 503, then a
+    retry on the other source): the report is written and its hedging panel tunes on it."""
+    rng = random.Random(3)
+    store = TuneStore(tmp_path / "store")
+    for i in range(60):
+        if i % 20 == 0:
+            failed = Scripted((), 2000.0, source="a-1", outcome=sc.OUTCOME_ERROR)
+            store.call([failed, measured_like(rng, "b-1")])
+        else:
+            store.call([measured_like(rng, "a-1" if i % 2 else "b-1")])
+    store.close()
+    page = write_report(tmp_path / "store", tmp_path / "r.html").path.read_text("utf-8")
+    section = _hedging_panel(page)
+    assert "Too little data to say what hedging would buy" in section
+    assert "could not run" not in section
+
+
+def test_a_tune_error_is_shown_in_the_panel_not_raised(
+    demo: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library error of tune on the range is the panel's text; the rest of the report stands.
+    An unexpected exception (a bug) still surfaces."""
+    import otel_llm._show._report as report
+
+    def failing(*_: object, **__: object) -> None:
+        raise OtelLLMError("the store's chunk events are unreadable")
+
+    monkeypatch.setattr(report, "tune", failing)
+    with open_store(demo[0]) as conn:
+        data = collect(conn, demo[0])
+    assert data.hedging is None
+    assert data.hedging_error == "the store's chunk events are unreadable"
+    specs: dict[str, object] = {}
+    section = hedging_section(None, specs, data.hedging_error)
+    assert "otel-llm tune could not run on this range" in section
+    assert "unreadable" in section
+    assert HEDGING not in specs
+
+    def buggy(*_: object, **__: object) -> None:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(report, "tune", buggy)
+    with open_store(demo[0]) as conn, pytest.raises(ValueError, match="a bug"):
+        collect(conn, demo[0])

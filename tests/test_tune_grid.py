@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from otel_llm._defaults import DEFAULTS
 from otel_llm._tune._grid import (
     exceeded_by,
     first_token_triggers,
@@ -19,7 +20,7 @@ from otel_llm._tune._grid import (
     stall_triggers,
     watchdogs,
 )
-from otel_llm._tune._model import Timeline
+from otel_llm._tune._model import Role, Rules, Timeline, simulate_call
 from otel_llm._tune._sample import Sample
 
 
@@ -159,3 +160,67 @@ def test_without_a_watchdog_no_trigger_reaches_the_default_timeout() -> None:
         if setting.watchdog_s is None:
             assert (setting.after_s or 0.0) < 60.0
             assert (setting.stall_after_s or 0.0) < 60.0
+
+
+def test_first_attempts_that_failed_before_a_chunk_count_but_are_no_candidate() -> None:
+    """First attempts that failed before their first chunk (``first_s`` = inf, 5 % of them,
+    or most of them) rank above every candidate and are never one themselves: no error."""
+    some = [
+        Timeline(math.inf, 2.0, ok=False) if i % 20 == 0 else t
+        for i, t in enumerate(_measured_like())
+    ]
+    afters = first_token_triggers(_sample(some))
+    assert afters
+    assert all(math.isfinite(v) for v in afters)
+    assert max(afters) <= 6.0
+    most = [Timeline(math.inf, 2.0, ok=False)] * 90 + [Timeline(1.0, 3.0)] * 10
+    assert all(math.isfinite(v) for v in first_token_triggers(_sample(most)))
+    assert grid(_sample(most), 1.25)
+
+
+def _long_silences() -> list[Timeline]:
+    """A fifth of the calls fall silent for 20–150 s after their first chunk (an SDK with a
+    600 s read timeout would record such silences whole)."""
+    found = []
+    for i in range(1500):
+        first = 1.0 + (i % 10) / 10
+        gaps = ((first + 1.0, 20.0 + 130.0 * ((i * 7) % 100) / 100),) if i % 5 == 0 else ()
+        found.append(Timeline(first, first + 3.0 + sum(g for _, g in gaps), gaps))
+    return found
+
+
+def test_no_watchdog_or_trigger_at_or_above_the_clients_timeout() -> None:
+    """Every setting kills at the client's TIMEOUT_S (default 60 s) without a watchdog, as the
+    client does; no watchdog candidate is at or above it, no trigger either (R13). A longer
+    --timeout lets longer watchdogs in, still below it."""
+    data = _sample(_long_silences())
+    settings = grid(data, 1.25)
+    assert {s.timeout_s for s in settings} == {DEFAULTS.timeout_s}
+    for setting in settings:
+        limits = [t for t in (setting.after_s, setting.stall_after_s, setting.watchdog_s) if t]
+        assert all(t < DEFAULTS.timeout_s for t in limits)
+    longer = watchdogs(data, timeout_s=200.0)
+    assert any(w is not None and w > DEFAULTS.timeout_s for w in longer), "the data suggest one"
+    assert all(w is None or w < 200.0 for w in longer)
+    assert all(s.timeout_s == 200.0 for s in grid(data, 1.25, timeout_s=200.0))
+
+
+def test_no_watchdog_kills_at_the_timeout() -> None:
+    """A leg silent for 80 s after its chunk at 2 s, without a watchdog, is killed at 62 s by
+    the client's 60 s TIMEOUT_S and retried; with no timeout (a study's client) it answers at
+    its own end; a watchdog below the timeout kills first."""
+    stalled = Timeline(1.0, 85.0, ((2.0, 80.0),))
+    good = Timeline(1.0, 3.0)
+
+    def draw(role: Role) -> Timeline:
+        return stalled if role == "primary" else good
+
+    client = Rules(timeout_s=60.0)
+    assert client.kill_after_s == 60.0
+    outcome = simulate_call(client, draw, client.budgets(), (0.25,))
+    assert outcome.rounds == 2
+    assert math.isclose(outcome.wall_s, 2.0 + 60.0 + 0.25 + 3.0)
+    assert simulate_call(Rules(), draw, Rules().budgets(), (0.25,)).wall_s == 85.0
+    watched = Rules(watchdog_s=10.0, timeout_s=60.0)
+    assert watched.kill_after_s == 10.0
+    assert math.isclose(simulate_call(watched, draw, watched.budgets(), (0.25,)).wall_s, 15.25)

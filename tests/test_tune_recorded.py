@@ -20,7 +20,7 @@ from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import NS_PER_MS
 from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
 from otel_llm._show._store import open_store
-from otel_llm._tune._model import Timeline
+from otel_llm._tune._model import Role, Rules, Timeline, simulate_call
 from otel_llm._tune._recorded import read_recorded, timeline_of_events
 from otel_llm._tune._scripted import timeline_of
 from otel_llm.simulator import Script, Silence, SimulatedProvider
@@ -75,6 +75,9 @@ def test_scripted_spans_read_back_as_their_timelines(tmp_path: Path) -> None:
         assert attempt.metering == (None if cancelled else sc.METERING_EXACT)
         assert attempt.streamed
         _close(attempt.timeline, scripted.timeline())
+    failed = by_source[("sim-1", sc.OUTCOME_ERROR)].timeline
+    assert math.isclose(failed.long_gaps[-1][0], 1.68, abs_tol=1e-6), "after the last chunk"
+    assert math.isclose(failed.long_gaps[-1][1], 0.62, abs_tol=1e-6), "the silence that failed"
     first_call = [a for a in recorded.attempts if a.call == recorded.attempts[0].call]
     assert [a.number for a in first_call] == [1, 2]
     assert recorded.calls[first_call[0].call].requests == 2
@@ -110,7 +113,8 @@ def test_any_event_plan_reads_back_as_every_gap_above_its_floor(
 ) -> None:
     """Whatever events the instrumentation chooses (a floor raised when the budget is short,
     the longest gap and the last chunk recorded although below it), the timeline holds exactly
-    the gaps above the plan's floor, each after the chunk before it, and the first chunk."""
+    the gaps above the plan's floor, each after the chunk before it, and the first chunk; a
+    failed attempt also the silence after its last chunk, when above the floor."""
     arrivals = [first]
     for gap in gaps:
         arrivals.append(arrivals[-1] + gap)
@@ -126,6 +130,8 @@ def test_any_event_plan_reads_back_as_every_gap_above_its_floor(
     )
     floor_ns = plan.floor_ms * NS_PER_MS
     expected = [(arrivals[i] / 1e9, gap / 1e9) for i, gap in enumerate(gaps) if gap > floor_ns]
+    if not ok and tail > floor_ns:  # the silence that ended a failed attempt
+        expected.append((arrivals[-1] / 1e9, tail / 1e9))
     assert timeline.first_s == first / 1e9
     assert timeline.end_s == end / 1e9
     assert timeline.ok is ok
@@ -188,3 +194,30 @@ def test_the_clients_spans_read_back_as_the_simulators_script(tmp_path: Path) ->
             assert gap >= want_gap - 0.005, (gap, want_gap)
             assert gap < want_gap + 1.0
             assert before >= want_before * 0.9
+
+
+def test_the_silence_that_ended_a_failed_attempt_hedges_and_kills(tmp_path: Path) -> None:
+    """A primary that streamed 20 chunks from 1 s, then fell silent until the 60 s watchdog
+    killed it: read back, that silence is its last gap, so the model's stall trigger at 4 s
+    hedges it at 5.5 s (the hedge answers 3 s later) and a 10 s watchdog kills it at 11.5 s
+    (the retry answers 3 s after its backoff)."""
+    arrivals = stream(1000.0, 20, 25.0)
+    killed = Scripted(arrivals, arrivals[-1] + 60_000, outcome=sc.OUTCOME_WATCHDOG_KILLED)
+    store = TuneStore(tmp_path / "s")
+    store.call([killed])
+    store.close()
+    with open_store(tmp_path / "s") as conn:
+        timeline = read_recorded(conn, since=None, max_calls=10).attempts[0].timeline
+    assert math.isclose(timeline.long_gaps[-1][0], 1.475, abs_tol=1e-6)
+    assert math.isclose(timeline.long_gaps[-1][1], 60.0, abs_tol=1e-6)
+    good = Timeline(1.0, 3.0)
+
+    def draw(role: Role) -> Timeline:
+        return timeline if role == "primary" else good
+
+    hedged = simulate_call(Rules(stall_after_s=4.0), draw, Rules().budgets(), (0.25, 0.5))
+    assert hedged.stall_hedges == 1
+    assert math.isclose(hedged.wall_s, 1.475 + 4.0 + 3.0, abs_tol=1e-6)
+    watched = simulate_call(Rules(watchdog_s=10.0), draw, Rules().budgets(), (0.25, 0.5))
+    assert watched.rounds == 2
+    assert math.isclose(watched.wall_s, 1.475 + 10.0 + 0.25 + 3.0, abs_tol=1e-6)

@@ -10,7 +10,7 @@ import pytest
 
 from otel_llm import _semconv as sc
 from otel_llm._show._store import open_store
-from otel_llm._tune._model import Rules, mean_backoff_s
+from otel_llm._tune._model import FAILED_S, Rules, mean_backoff_s
 from otel_llm._tune._recorded import read_recorded
 from otel_llm._tune._replay import Draws, replay
 from otel_llm._tune._sample import Sample, sample
@@ -22,7 +22,7 @@ FAST = Scripted(stream(500.0, 20, 20.0), 1_000.0, source="a")
 STALLED = Scripted(stream(1_000.0, 10, 20.0, {2: 10_000.0}), 11_300.0, source="a")
 """First chunk at 1 s, chunk 2 at 1.04 s, then a 10.02 s gap; ends at 11.3 s."""
 FAILS = Scripted(stream(500.0, 5, 20.0), 3_000.0, source="a", outcome=sc.OUTCOME_ERROR)
-"""Fails at 3 s without a long gap."""
+"""Fails at 3 s, 2.42 s after its last chunk (0.58 s): the silence that ended it is its gap."""
 OTHER = Scripted(stream(500.0, 10, 20.0), 2_000.0, source="b")
 """The other source: every hedge or retry leg is this one, 2 s."""
 BACKOFF = mean_backoff_s(Rules().max_rounds)[0]
@@ -65,8 +65,9 @@ def _p(walls: list[float], q: float) -> float:
     [
         # unhedged: 1 s; 11.3 s; fails at 3 s, retried after the backoff on b (2 s)
         (Rules(), [1.0, 11.3, 3.0 + BACKOFF + 2.0], 4),
-        # the stall trigger fires 2 s into the 10 s gap (1.04 + 2), the hedge takes 2 s
-        (Rules(stall_after_s=2.0), [1.0, 1.04 + 2.0 + 2.0, 3.0 + BACKOFF + 2.0], 5),
+        # the stall trigger fires 2 s into the 10 s gap (1.04 + 2), the hedge takes 2 s; and
+        # 2 s into the failing call's last silence (0.58 + 2): its hedge answers, no retry
+        (Rules(stall_after_s=2.0), [1.0, 1.04 + 2.0 + 2.0, 0.58 + 2.0 + 2.0], 5),
         # the first-token trigger fires at 0.8 s on the stalled call only (its first chunk: 1 s)
         (Rules(after_s=0.8), [1.0, 0.8 + 2.0, 3.0 + BACKOFF + 2.0], 5),
         # a 5 s watchdog kills the stalled call at 1.04 + 5, retried after the backoff
@@ -88,13 +89,20 @@ def test_a_tiny_store_replays_as_computed_by_hand(
 
 def test_tune_replays_the_same_baseline_and_says_it_is_too_little(tiny: Path) -> None:
     """tune on the tiny store: its baseline is the unhedged replay above, the recorded calls'
-    own figures beside it, and no recommendation (3 calls, 2 attempts in the pool)."""
+    own figures beside it (the failed call failed), and no recommendation (3 calls, 2
+    attempts in the pool)."""
     with open_store(tiny) as conn:
         tuning = tune(conn, source="a")
     assert tuning.baseline is not None
     assert tuning.baseline.figures.p50_s == pytest.approx(3.0 + BACKOFF + 2.0)
     assert tuning.recorded is not None
-    assert tuning.recorded.p50_s == pytest.approx(3.0, abs=1e-6), "as recorded: no retry"
+    # as recorded, the failing call had no retry: it failed, and counts as failed (FAILED_S)
+    # the way the replay counts a call that never answers, not as its 3 s
+    assert tuning.recorded.p50_s == pytest.approx(11.3, abs=1e-6)
+    assert tuning.recorded.p99_s > 0.9 * FAILED_S
+    with open_store(tiny) as conn:
+        calls = read_recorded(conn, since=None, max_calls=100).calls.values()
+    assert sorted(call.ok for call in calls) == [False, True, True, True, True]
     assert tuning.recommendation is None
     assert not tuning.sample.enough
     assert len(tuning.sample.problems) == 2

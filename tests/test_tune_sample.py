@@ -17,11 +17,14 @@ from otel_llm._tune._model import Timeline
 from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall, read_recorded
 from otel_llm._tune._sample import (
     CANCELLED,
+    FLOOR_ABOVE,
     HEDGE_LOSER,
     INCOMPLETE,
     MIN_CALLS,
     MIN_POOL,
     NOT_STREAMED,
+    SINGLE_SOURCE_NOTE,
+    common_floor_ms,
     left_out_because,
     sample,
 )
@@ -40,6 +43,7 @@ def _attempt(
     streamed: bool = True,
     leg: str = sc.LEG_PRIMARY,
     end_s: float = 1.0,
+    floor_ms: int = 100,
 ) -> RecordedAttempt:
     return RecordedAttempt(
         call=f"t/{call}",
@@ -50,7 +54,7 @@ def _attempt(
         outcome=outcome,
         streamed=streamed,
         metering=metering,
-        floor_ms=100,
+        floor_ms=floor_ms,
         timeline=Timeline(0.5, end_s, ok=outcome == sc.OUTCOME_OK),
     )
 
@@ -112,8 +116,16 @@ def test_calls_replay_their_first_attempt_and_hedge_from_the_other_sources() -> 
 
 
 def test_one_source_draws_hedges_from_its_own_pool() -> None:
-    """With a single source, hedge legs are drawn from all its usable attempts."""
+    """With a single source, hedge legs are drawn from all its usable attempts, and the sample
+    says so (a note, not a refusal: the client needs a second source to hedge); two sources
+    carry no such note."""
     data = sample(_recorded([_attempt(i, end_s=float(i)) for i in range(1, 4)]))
+    assert data.single_source
+    assert data.notes == (SINGLE_SOURCE_NOTE,)
+    assert "needs a second source" in SINGLE_SOURCE_NOTE
+    two = sample(_recorded([_attempt(1, source="a"), _attempt(2, source="b")]))
+    assert not two.single_source
+    assert two.notes == ()
     assert [t.end_s for t in data.pools["a"]] == [1.0, 2.0, 3.0]
 
 
@@ -186,3 +198,19 @@ def test_real_client_spans_are_sorted_as_the_rule_says(tmp_path: Path) -> None:
     assert sc.OUTCOME_WATCHDOG_KILLED in {a.outcome for a in used}
     assert data.floor_ms == 100
     assert not data.enough
+
+
+def test_one_thinned_attempt_does_not_raise_the_floor_for_all() -> None:
+    """The sample's floor is the one most usable attempts share; an attempt whose floor was
+    raised (a long stream that outgrew its event budget) is left out and counted, and its call
+    with it when it was a first attempt."""
+    attempts = [_attempt(i, source="a" if i % 2 else "b") for i in range(1, 10)]
+    attempts.append(_attempt(10, source="a", floor_ms=2_000))
+    data = sample(_recorded(attempts))
+    assert data.floor_ms == 100
+    assert data.left_out[FLOOR_ABOVE] == 1
+    assert data.left_out["calls_left_out"] == 1
+    assert data.calls == 9
+    assert common_floor_ms([100, 2_000, 2_000, 100]) == 100, "a tie: the lowest"
+    assert common_floor_ms([250, 250, 100]) == 250
+    assert common_floor_ms([]) == 0

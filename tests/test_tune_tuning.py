@@ -4,7 +4,9 @@ client accepts."""
 
 from __future__ import annotations
 
+import io
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from otel_llm import Client, Source
 from otel_llm._act._settings import ClientSettings
+from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._show._store import open_store
 from otel_llm._tune._config_lines import config_lines
@@ -21,13 +24,17 @@ from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import MIN_CALLS, RULE
 from otel_llm._tune._tuning import (
     DEFAULT_BUDGET,
+    MAX_BUDGET,
     Setting,
     Tuning,
     check_budget,
+    check_timeout,
     frontier,
     recommend,
     tune,
 )
+from otel_llm.cli._render import Format, Output
+from otel_llm.cli._tune import render_table
 from tests.tune_store import write_store
 
 CALLS = MIN_CALLS + 200
@@ -173,6 +180,9 @@ def test_the_json_document_has_the_agreed_shape(store: Path) -> None:
         assert all(isinstance(row[k], float) for k in figures)
         assert all(row[k] is None or isinstance(row[k], float) for k in ("after_s", "watchdog_s"))
     assert all(row in document["settings"] for row in document["frontier"])
+    for row in document["settings"]:  # an unhedged setting has no budget ratio
+        unhedged = row["after_s"] is None and row["stall_after_s"] is None
+        assert (row["budget_ratio"] is None) is unhedged
     recommendation = document["recommendation"]
     assert setting_keys - figures <= set(recommendation)
     assert set(recommendation["predicted"]) == figures
@@ -180,11 +190,66 @@ def test_the_json_document_has_the_agreed_shape(store: Path) -> None:
     assert all(isinstance(v, int | float) for v in recommendation["client_kwargs"].values())
 
 
-@pytest.mark.parametrize("budget", [0.99, 0.0, -1.0, math.nan, math.inf])
+@pytest.mark.parametrize("budget", [0.99, 0.0, -1.0, math.nan, math.inf, 10.01, 1e308])
 def test_a_budget_below_one_request_per_call_is_refused(budget: float) -> None:
-    """--budget is requests per call: below 1, or not finite, is a clear error."""
+    """--budget is requests per call: below 1, above 10 (a call makes at most six requests:
+    1e308 would make the ratios overflow to inf), or not finite, is a clear error."""
     with pytest.raises(ConfigurationError, match="--budget"):
         check_budget(budget)
+    assert check_budget(MAX_BUDGET) == 10.0
+
+
+@pytest.mark.parametrize("timeout_s", [0.0, -1.0, math.nan, math.inf])
+def test_a_timeout_that_is_no_duration_is_refused(timeout_s: float) -> None:
+    """--timeout is the client's TIMEOUT_S: a finite number of seconds > 0."""
+    with pytest.raises(ConfigurationError, match="--timeout"):
+        check_timeout(timeout_s)
+
+
+def test_a_non_default_timeout_is_among_the_lines_to_paste(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A setting replayed with TIMEOUT_S 200 s prints ``…__TIMEOUT_S=200`` for every source
+    (and ``timeout_s`` for ``Source(...)``): the client built from the lines has that read
+    timeout and accepts an 80 s stall trigger under a 120 s watchdog (R13); the default
+    timeout prints no such line."""
+    rules = Rules(stall_after_s=80.0, watchdog_s=120.0, ratio=0.125, timeout_s=200.0)
+    lines = config_lines(rules, ["openai-1", "azure-2"])
+    assert "LLM__OPENAI__1__TIMEOUT_S=200" in lines.env
+    assert "LLM__AZURE__2__TIMEOUT_S=200" in lines.env
+    assert lines.source_kwargs["timeout_s"] == 200
+    for name in ("OPENAI__1", "AZURE__2"):
+        monkeypatch.setenv(f"LLM__{name}__BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv(f"LLM__{name}__MODEL", "m")
+    for line in lines.env:
+        key, value = line.split("=")
+        monkeypatch.setenv(key, value)
+    settings = ClientSettings()
+    assert {s.timeout_s for s in settings.sources} == {200.0}
+    assert {s.inter_token_timeout_s for s in settings.sources} == {120.0}
+    sources = [
+        Source(
+            name=n, provider="p", base_url="http://127.0.0.1:9/v1", model="m", **lines.source_kwargs
+        )
+        for n in ("a", "b")
+    ]
+    assert Client(sources, **lines.client_kwargs) is not None  # type: ignore[arg-type]
+    default = config_lines(Rules(stall_after_s=4.0, timeout_s=DEFAULTS.timeout_s), ["a-1"])
+    assert not any("TIMEOUT_S" in line for line in default.env)
+    assert "timeout_s" not in default.source_kwargs
+
+
+def test_the_timeout_reaches_every_setting_and_the_json(store: Path) -> None:
+    """tune --timeout 45: every setting replayed kills at 45 s, none has a trigger or
+    watchdog at or above it; the JSON says 45 at the top and in data."""
+    tuning = _tune(store, timeout_s=45.0)
+    assert {s.rules.timeout_s for s in tuning.settings} == {45.0}
+    for setting in tuning.settings:
+        rules = setting.rules
+        assert all(t < 45.0 for t in (rules.after_s, rules.stall_after_s, rules.watchdog_s) if t)
+    document = tuning.as_json()
+    assert document["timeout_s"] == document["data"]["timeout_s"] == 45.0
+    assert _tune(store).as_json()["timeout_s"] == DEFAULTS.timeout_s
 
 
 def test_the_configuration_lines_are_what_the_client_reads(
@@ -222,3 +287,21 @@ def test_the_configuration_lines_are_what_the_client_reads(
     other = config_lines(rules, ["my source"])
     assert "LLM__<PROVIDER>__<N>__TTFT_TIMEOUT_S=20" in other.env
     assert config_lines(Rules(), ["a-1"]).env == ()
+
+
+def test_a_watchdog_alone_is_printed_under_its_header(store: Path) -> None:
+    """An unhedged recommendation with a watchdog: the table prints its env lines and, under
+    "Or in code:", the ``Source(...)`` arguments (no ``Client(...)`` line: no hedge key)."""
+    tuning = _tune(store)
+    assert tuning.recommendation is not None
+    chosen = Setting(Rules(watchdog_s=20.0, timeout_s=60.0), tuning.recommendation.figures)
+    watched = replace(
+        tuning, recommendation=chosen, config=config_lines(chosen.rules, ["sim-1", "sim-2"])
+    )
+    stream = io.StringIO()
+    render_table(watched, Output.on(stream, Format.TABLE, 200))
+    text = stream.getvalue()
+    assert "LLM__SIM__1__TTFT_TIMEOUT_S=20" in text
+    assert "Or in code:\n  Source(..., ttft_timeout_s=20, inter_token_timeout_s=20)" in text
+    assert "Client(sources" not in text
+    assert watched.as_json()["recommendation"]["budget_ratio"] is None

@@ -14,6 +14,7 @@ from time import time_ns
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.trace import Status, StatusCode
 
 from otel_llm import _semconv as sc
 from otel_llm._measure._processor import DerivingSpanProcessor
@@ -47,8 +48,11 @@ class Scripted:
             for before, after in pairwise(arrivals)
             if after - before > floor_ms
         )
+        ok = self.outcome == sc.OUTCOME_OK
+        if not ok and arrivals and self.end_ms - arrivals[-1] > floor_ms:  # the fatal silence
+            gaps += ((arrivals[-1] / 1000, (self.end_ms - arrivals[-1]) / 1000),)
         first = arrivals[0] / 1000 if arrivals else float("inf")
-        return Timeline(first, self.end_ms / 1000, gaps, ok=self.outcome == sc.OUTCOME_OK)
+        return Timeline(first, self.end_ms / 1000, gaps, ok=ok)
 
 
 def stream(
@@ -83,7 +87,7 @@ class TuneStore:
 
     def call(self, attempts: Sequence[Scripted]) -> None:
         """One call of ``attempts`` (numbered in order), its span from the first start to the
-        last end."""
+        last end; failed (an error status) when none of them succeeded."""
         tracer = self.provider.get_tracer("tests")
         anchor = time_ns()
         wall_ms = max(a.start_ms + a.end_ms for a in attempts)
@@ -120,6 +124,8 @@ class TuneStore:
             for arrival in scripted.arrivals_ms:
                 span.clock.mark_at(start + int(arrival * MS))
             span.finish(scripted.outcome, end_ns=start + int(scripted.end_ms * MS))
+        if all(a.outcome != sc.OUTCOME_OK for a in attempts):  # every attempt failed
+            call.set_status(Status(StatusCode.ERROR, "every attempt failed"))
         call.end(end_time=anchor + int(wall_ms * MS))
 
     def close(self) -> None:

@@ -232,6 +232,9 @@ class LegLedger(Generic[T]):
             admitted = await self.admit(target)
         except e.BackendUnavailable:
             admitted = False
+        except BaseException:  # cancelled while waiting for admission: no hedge was started
+            budget.refund(trigger)
+            raise
         if not admitted:
             budget.refund(trigger)
             return None

@@ -181,7 +181,9 @@ class ReportData:
     calls: int = 0
     """Calls that started in the range."""
     hedging: Tuning | None = None
-    """``otel-llm tune`` on the range (``None``: no call to replay)."""
+    """``otel-llm tune`` on the range (``None``: no call to replay, or it failed)."""
+    hedging_error: str | None = None
+    """Why tune could not run on the range (the panel says so; the rest of the page stands)."""
 
 
 def _run(conn: duckdb.DuckDBPyConnection, sql: str, panel: str) -> list[tuple[Any, ...]]:
@@ -246,7 +248,12 @@ def collect(
         + expand(DUCKDB_PANELS.time_filter("started_at"), context, "duckdb"),
         "calls",
     )[0][0]
-    hedging = tune(conn, since=since, now=now, max_calls=REPORT_TUNE_CALLS)
+    hedging: Tuning | None = None
+    hedging_error: str | None = None
+    try:  # the panel must never take the report down: it says why instead
+        hedging = tune(conn, since=since, now=now, max_calls=REPORT_TUNE_CALLS)
+    except (OtelLLMError, duckdb.Error) as exc:
+        hedging_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return ReportData(
         store=store,
         time_range=time_range,
@@ -257,7 +264,8 @@ def collect(
         results=results,
         chosen_call=chosen,
         calls=int(calls),
-        hedging=hedging if hedging.sample.calls else None,
+        hedging=hedging if hedging is not None and hedging.sample.calls else None,
+        hedging_error=hedging_error,
     )
 
 

@@ -131,10 +131,11 @@ def _data_text(tuning: Tuning) -> str:
         if s.calls_in_range > tuning.max_calls
         else ""
     )
+    notes = "".join(f" <b>Note:</b> {html.escape(note)}." for note in s.notes)
     return (
         f"Data: <b>{s.calls:,}</b> calls{capped}, {s.attempts_used:,} usable attempts; "
         f"{s.censored:,} censored attempts left out; chunk-event floor {s.floor_ms} ms (no "
-        "trigger at or below it is tried)."
+        f"trigger at or below it is tried).{notes}"
     )
 
 
@@ -153,14 +154,20 @@ def _recommendation_text(tuning: Tuning) -> str:
     )
 
 
-def hedging_section(tuning: Tuning | None, specs: dict[str, Any]) -> str:
-    """The panel's HTML; its chart's spec goes into ``specs`` (none when it refuses)."""
+def hedging_section(tuning: Tuning | None, specs: dict[str, Any], error: str | None = None) -> str:
+    """The panel's HTML; its chart's spec goes into ``specs`` (none when it refuses). ``error``:
+    why tune could not run on the range (the panel shows it instead of a chart)."""
     rows = len(tuning.frontier) if tuning is not None and tuning.sample.enough else 0
     head = (
         f'<section class="panel w24" id="panel-{KEY}" data-key="{KEY}" data-kind="xychart" '
         f'data-rows="{rows}"><h2>{TITLE}</h2>'
         f'<p class="description">{html.escape(DESCRIPTION)}</p>'
     )
+    if error is not None:
+        return (
+            f'{head}<p class="no-data">otel-llm tune could not run on this range: '
+            f"{html.escape(error)}</p></section>"
+        )
     if tuning is None:
         return f'{head}<p class="no-data">{NO_CALLS}</p></section>'
     data = f'<p class="chosen-call">{_data_text(tuning)}</p>'

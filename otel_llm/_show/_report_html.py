@@ -266,7 +266,7 @@ def render(data: ReportData) -> str:
     """The whole page."""
     specs: dict[str, Any] = {}
     sections = "\n".join(_section(result, data, specs) for result in data.results)
-    sections += "\n" + hedging_section(data.hedging, specs)
+    sections += "\n" + hedging_section(data.hedging, specs, data.hedging_error)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>

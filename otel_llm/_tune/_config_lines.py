@@ -17,12 +17,12 @@ from otel_llm._tune._model import Rules
 
 _HEDGE_GROUP: Final = "HEDGE"
 _AFTER, _STALL, _RATIO = "after_s", "stall_after_s", "budget_ratio"
-_TTFT, _INTER = "ttft_timeout_s", "inter_token_timeout_s"
+_TTFT, _INTER, _TIMEOUT = "ttft_timeout_s", "inter_token_timeout_s", "timeout_s"
 _ENV_SOURCE: Final = re.compile(r"^([a-z0-9_]+)-([0-9]+)$")
 """A source named from its environment keys: ``{provider}-{N}``."""
 
 assert {_AFTER, _STALL, _RATIO} <= set(HedgeSettings.model_fields), "hedge keys renamed"
-assert {_TTFT, _INTER} <= set(Source.model_fields), "watchdog keys renamed"
+assert {_TTFT, _INTER, _TIMEOUT} <= set(Source.model_fields), "watchdog keys renamed"
 
 
 def _number(value: float) -> float | int:
@@ -36,12 +36,15 @@ class ConfigLines:
     env: tuple[str, ...]
     client_kwargs: dict[str, float | int]
     source_kwargs: dict[str, float | int]
-    """The watchdog: per source (``Source(...)``), both timeouts the same."""
+    """The watchdog: per source (``Source(...)``), both timeouts the same; and ``timeout_s``
+    when the setting's ``TIMEOUT_S`` is not the default."""
 
 
 def config_lines(rules: Rules, sources: Iterable[str], scope: str = DEFAULTS.scope) -> ConfigLines:
     """The keys that set ``rules`` on a client of ``sources`` (named ``{provider}-{N}`` when
-    they came from the environment; another name gets ``<PROVIDER>__<N>`` to fill in)."""
+    they came from the environment; another name gets ``<PROVIDER>__<N>`` to fill in): the
+    hedge keys, the watchdog's and, when ``rules.timeout_s`` is not the default, ``TIMEOUT_S``
+    (so that the pasted configuration is the client the replay ran)."""
     prefix = HedgeSettings.argument_prefix or ""
     hedge: dict[str, float | int] = {}
     if rules.after_s is not None:
@@ -55,16 +58,19 @@ def config_lines(rules: Rules, sources: Iterable[str], scope: str = DEFAULTS.sco
         for field, value in hedge.items()
     ]
     source_kwargs: dict[str, float | int] = {}
+    if rules.timeout_s is not None and rules.timeout_s != DEFAULTS.timeout_s:
+        source_kwargs[_TIMEOUT] = _number(rules.timeout_s)
     if rules.watchdog_s is not None:
         seconds = _number(rules.watchdog_s)
-        source_kwargs = {_TTFT: seconds, _INTER: seconds}
+        source_kwargs.update({_TTFT: seconds, _INTER: seconds})
+    if source_kwargs:
         named = sorted({m.groups() for name in sources if (m := _ENV_SOURCE.match(name))})
         if not named or len(named) < len(set(sources)):
             named.append(("<PROVIDER>", "<N>"))
         for provider, number in named:
-            for field in (_TTFT, _INTER):
+            for field, value in source_kwargs.items():
                 key = "__".join((scope, provider.upper(), number, field.upper()))
-                env.append(f"{key}={seconds:g}")
+                env.append(f"{key}={value:g}")
     return ConfigLines(
         tuple(env), {f"{prefix}{field}": value for field, value in hedge.items()}, source_kwargs
     )

@@ -10,14 +10,17 @@ quantiles of what the calls' first attempts recorded, rounded to sensible second
   of calls exceed, and the 10th, 25th and 50th percentile of the longest gap of the calls that
   have one above the floor (where stalls are rare or bimodal — a normal cadence, then long
   silences — the shares of all calls land in the cadence, and the best trigger is just above
-  it: the earlier a stalled call hedges, the sooner it ends, as long as the budget pays). Only
+  it: the earlier a stalled call hedges, the sooner it ends, as long as the budget pays). A
+  failed attempt's gaps include the silence that ended it (its last chunk to the failure). Only
   gaps above the chunk-event floor are known, so a candidate at or below the floor is never
   tried (nor recommended);
 * watchdogs (``TTFT_TIMEOUT_S`` = ``INTER_TOKEN_TIMEOUT_S``): none, and the longest silence
-  (first chunk or gap) that 5 % and 1 % of calls exceed, above the floor; a watchdog is only
-  combined with triggers below it, and without one the triggers stay below the default
-  ``TIMEOUT_S`` (60 s), the watchdog's fallback (the client refuses a trigger the watchdog
-  would pre-empt, R13);
+  (first chunk or gap) that 5 % and 1 % of calls exceed, above the floor and below the
+  client's ``TIMEOUT_S`` (``--timeout``, 60 s by default). "None" is what the client does
+  without one: it kills a leg at ``TIMEOUT_S``, the watchdog's fallback, so every setting
+  replays that kill. A watchdog is only combined with triggers below it, and without one the
+  triggers stay below ``TIMEOUT_S`` (the client refuses a trigger the watchdog would pre-empt,
+  R13);
 * budget ratios (``HEDGE__BUDGET_RATIO``): the one the request budget allows (budget − 1), half
   and twice it.
 
@@ -79,10 +82,13 @@ def longest_silence(timeline: Timeline) -> float:
 def _candidates(
     values: Sequence[float], shares: Iterable[float], floor_s: float
 ) -> tuple[float, ...]:
+    """The sensible seconds that each share of ``values`` exceeds, above ``floor_s``. A
+    non-finite value (a first attempt that failed before its first chunk: ``first_s`` is
+    ``inf``) still counts in the ranks, as exceeding every candidate, but is never one."""
     found: set[float] = set()
     for share in shares:
         value = exceeded_by(values, share)
-        if value is None or value <= 0:
+        if value is None or not math.isfinite(value) or value <= 0:
             continue
         seconds = sensible_seconds(value)
         if seconds > floor_s and any(v > seconds for v in values):
@@ -105,11 +111,13 @@ def stall_triggers(sample: Sample) -> tuple[float, ...]:
     return tuple(sorted(found))
 
 
-def watchdogs(sample: Sample) -> tuple[float | None, ...]:
-    """``None`` (no watchdog) and the watchdog candidates, above the floor."""
+def watchdogs(sample: Sample, timeout_s: float = DEFAULTS.timeout_s) -> tuple[float | None, ...]:
+    """``None`` (no watchdog: the kill at ``timeout_s``) and the watchdog candidates, above the
+    floor and below ``timeout_s``."""
     floor_s = sample.floor_ms / 1000
     silences = [longest_silence(t) for t in sample.primaries]
-    return (None, *_candidates(silences, WATCHDOG_SHARES, floor_s))
+    found = _candidates(silences, WATCHDOG_SHARES, floor_s)
+    return (None, *(watchdog for watchdog in found if watchdog < timeout_s))
 
 
 def ratios(budget: float) -> tuple[float, ...]:
@@ -121,9 +129,10 @@ def ratios(budget: float) -> tuple[float, ...]:
     return tuple(sorted({round(allowed * f, 4) for f in (0.5, 1.0, 2.0)}))
 
 
-def grid(sample: Sample, budget: float) -> list[Rules]:
+def grid(sample: Sample, budget: float, timeout_s: float = DEFAULTS.timeout_s) -> list[Rules]:
     """Every setting to replay: unhedged, each trigger alone and both, with every watchdog and
-    (hedged) every ratio. The unhedged setting without a watchdog comes first."""
+    (hedged) every ratio, each killing a leg at ``timeout_s`` without a watchdog (the client's
+    ``TIMEOUT_S``). The unhedged setting without a watchdog comes first."""
     afters = first_token_triggers(sample)
     stalls = stall_triggers(sample)
     pairs: list[tuple[float | None, float | None]] = [
@@ -131,14 +140,13 @@ def grid(sample: Sample, budget: float) -> list[Rules]:
         *((None, stall) for stall in stalls),
         *((after, stall) for after in afters for stall in stalls),
     ]
-    unhedged_ratio = max(0.0, round(budget - 1.0, 4))
     settings: list[Rules] = []
-    for watchdog in watchdogs(sample):
-        settings.append(Rules(watchdog_s=watchdog, ratio=unhedged_ratio))
+    for watchdog in watchdogs(sample, timeout_s):
+        settings.append(Rules(watchdog_s=watchdog, timeout_s=timeout_s))
         for after, stall in pairs:
             triggers = [t for t in (after, stall) if t is not None]
-            if max(triggers) >= (watchdog or DEFAULTS.timeout_s):
+            if max(triggers) >= (watchdog or timeout_s):
                 continue  # the watchdog would kill the leg before the trigger fires (R13)
             for ratio in ratios(budget):
-                settings.append(Rules(after, stall, watchdog, ratio=ratio))
+                settings.append(Rules(after, stall, watchdog, ratio=ratio, timeout_s=timeout_s))
     return settings

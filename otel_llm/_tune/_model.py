@@ -12,6 +12,7 @@ rules:
   client's own :class:`~otel_llm._act._hedge_budget.HedgeBudgets`; a first-token hedge the budget
   refuses leaves the round's hedge to the stall trigger;
 * the watchdog (R6, optional) kills a leg ``watchdog_s`` after its start or its last chunk;
+  without one, ``timeout_s`` (the client's ``TIMEOUT_S``, when set) does;
 * first success wins; a round whose legs all fail is retried (a new round that may hedge again,
   R11) after a backoff, at most ``max_rounds`` rounds;
 * a call's wall time is its first success (``inf`` if none); its requests are its legs.
@@ -44,7 +45,8 @@ class Timeline:
     end_s: float
     """Its last chunk when it succeeded, else the moment it failed."""
     long_gaps: tuple[tuple[float, float], ...] = ()
-    """(arrival of the chunk before the gap, gap) for every gap above the floor, in order."""
+    """(arrival of the chunk before the gap, gap) for every gap above the floor, in order; a
+    failed attempt's last is the silence that ended it (its last chunk to ``end_s``)."""
     ok: bool = True
     """Whether the attempt succeeded (at ``end_s``)."""
 
@@ -96,7 +98,7 @@ class Rules:
     stall_after_s: float | None = None
     """``HEDGE__STALL_AFTER_S``."""
     watchdog_s: float | None = None
-    """The watchdog (``TTFT_TIMEOUT_S`` = ``INTER_TOKEN_TIMEOUT_S``); ``None``: none."""
+    """The watchdog (``TTFT_TIMEOUT_S`` = ``INTER_TOKEN_TIMEOUT_S``); ``None``: none set."""
     ratio: float = DEFAULTS.hedge_budget_ratio
     """``HEDGE__BUDGET_RATIO``."""
     burst: float = DEFAULTS.hedge_budget_burst
@@ -105,6 +107,17 @@ class Rules:
     """``HEDGE__FIRST_TOKEN_BURST``."""
     max_rounds: int = DEFAULTS.max_attempts
     """Rounds a call may run (the client's ``max_attempts``)."""
+    timeout_s: float | None = None
+    """The client's ``TIMEOUT_S``: the read timeout, and the watchdog's fallback — a client
+    without ``TTFT_TIMEOUT_S`` / ``INTER_TOKEN_TIMEOUT_S`` still kills a leg this long after
+    its start or its last chunk (``None``: no such kill, a study's idealised client)."""
+
+    @property
+    def kill_after_s(self) -> float | None:
+        """The silence that kills a leg: the watchdog, else ``timeout_s`` (the shorter of the
+        two when both are set); ``None``: nothing kills."""
+        limits = [s for s in (self.watchdog_s, self.timeout_s) if s is not None]
+        return min(limits) if limits else None
 
     @property
     def hedging(self) -> bool:
@@ -167,7 +180,7 @@ def simulate_call(
     issue 13 (a refused first-token hedge ends the round's hedging)."""
     start = 0.0
     outcome = Outcome()
-    watchdog = rules.watchdog_s
+    watchdog = rules.kill_after_s
     for number in range(rules.max_rounds):
         budget.earn()
         outcome.rounds += 1

@@ -4,7 +4,8 @@ One row of ``otel_traces`` per attempt span (streamed or not, of every outcome),
 first up to a cap, each with what the model needs to replay it: its call, source, start, leg,
 number and outcome, whether its metering is complete, and its chunk timeline — the first
 incremental chunk, every gap above the attempt's chunk-event floor with the arrival of the chunk
-before it, and its end (the attempt's wall time). Which of them a replay may use is decided in
+before it (for a failed attempt, also the silence from its last chunk to the failure), and its
+end (the attempt's wall time). Which of them a replay may use is decided in
 :mod:`otel_llm._tune._sample`.
 
 Times come from the stored chunk events (``ChunkOffsetNs``: nanoseconds from the span start,
@@ -33,6 +34,8 @@ from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN, CHUNK_O
 from otel_llm._tune._model import Timeline
 
 NS_PER_S: Final = 1_000_000_000
+_ERROR_STATUSES: Final = "'Error', 'STATUS_CODE_ERROR'"
+"""``StatusCode`` of a failed call span (this store's, and the ClickHouse exporter's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +61,12 @@ class RecordedAttempt:
 
 @dataclass(frozen=True, slots=True)
 class RecordedCall:
-    """What a recorded call itself took: its wall time and its requests (the sanity line)."""
+    """What a recorded call itself took: its wall time and its requests (the sanity line), and
+    whether it succeeded (its span's status is not an error)."""
 
     wall_s: float
     requests: int
+    ok: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,19 +90,28 @@ def timeline_of_events(
 ) -> Timeline:
     """The timeline of one attempt from its stored chunk events: the first chunk (index 0),
     every recorded gap strictly longer than ``floor_ms`` as (arrival of the chunk before it,
-    gap), and the end (``duration_ns``); ``ok`` when the outcome is ``ok``."""
+    gap), and the end (``duration_ns``); ``ok`` when the outcome is ``ok``.
+
+    A failed attempt's last silence — from its last chunk (always recorded) to the failure or
+    the kill — is a gap too, its last, when it is longer than the floor: the stall that ended
+    it is the one a stall hedge or a shorter watchdog would have cut."""
     first = math.inf
+    last: int | None = None
     gaps: list[tuple[float, float]] = []
     floor_ns = floor_ms * NS_PER_MS
     for index, gap, offset in zip(indexes or (), gaps_ns or (), offsets_ns or (), strict=True):
         if offset is None:
             continue
+        last = offset if last is None else max(last, offset)
         if index == 0:
             first = offset / NS_PER_S
         elif gap is not None and gap > floor_ns:
             gaps.append(((offset - gap) / NS_PER_S, gap / NS_PER_S))
     gaps.sort()
-    return Timeline(first, duration_ns / NS_PER_S, tuple(gaps), ok=outcome == sc.OUTCOME_OK)
+    ok = outcome == sc.OUTCOME_OK
+    if not ok and last is not None and duration_ns - last > floor_ns:
+        gaps.append((last / NS_PER_S, (duration_ns - last) / NS_PER_S))
+    return Timeline(first, duration_ns / NS_PER_S, tuple(gaps), ok=ok)
 
 
 def _q(column: str) -> str:
@@ -139,7 +153,9 @@ def read_recorded(
     calls_sql = (
         f"SELECT {_q('TraceId')} AS trace_id, {_q('SpanId')} AS span_id, "
         f"{_q('Duration')} AS duration_ns, coalesce({_q('CallAttempts')}, 1) AS requests, "
-        f"{_q('Timestamp')} AS started_at FROM {TABLE} WHERE {' AND '.join(where)}"
+        f"{_q('Timestamp')} AS started_at, "
+        f"coalesce({_q('StatusCode')}, '') NOT IN ({_ERROR_STATUSES}) AS call_ok "
+        f"FROM {TABLE} WHERE {' AND '.join(where)}"
     )
     in_range = conn.execute(f"SELECT count(*) FROM ({calls_sql})", params).fetchone()
     columns = ", ".join(f"a.{_q(c)}" for c in _ATTEMPT_COLUMNS)
@@ -147,7 +163,7 @@ def read_recorded(
         f"""WITH calls AS (
             SELECT * FROM ({calls_sql}) ORDER BY started_at DESC, span_id LIMIT {int(max_calls)}
         )
-        SELECT {columns}, c.duration_ns AS call_ns, c.requests AS call_requests
+        SELECT {columns}, c.duration_ns AS call_ns, c.requests AS call_requests, c.call_ok
         FROM calls c JOIN {TABLE} a
             ON a.{_q("ParentSpanId")} = c.span_id AND a.{_q("TraceId")} = c.trace_id
         WHERE a.{_q("LlmRole")} = '{sc.SPAN_ROLE_ATTEMPT}'
@@ -158,7 +174,7 @@ def read_recorded(
     calls: dict[str, RecordedCall] = {}
     for row in rows:
         (trace, parent, started, source, leg, number, outcome, stream, metering, floor) = row[:10]
-        duration, indexes, gaps, offsets, call_ns, call_requests = row[10:]
+        duration, indexes, gaps, offsets, call_ns, call_requests, call_ok = row[10:]
         call = f"{trace}/{parent}"
         floor_ms = int(floor or 0)
         attempts.append(
@@ -182,6 +198,8 @@ def read_recorded(
                 ),
             )
         )
-        calls[call] = RecordedCall(int(call_ns or 0) / NS_PER_S, int(call_requests))
+        calls[call] = RecordedCall(
+            int(call_ns or 0) / NS_PER_S, int(call_requests), ok=bool(call_ok)
+        )
     total = int(in_range[0]) if in_range else 0
     return Recorded(tuple(attempts), calls, total)

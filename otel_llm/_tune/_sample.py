@@ -18,11 +18,16 @@ wall time, as the recording client saw it). Left out, and counted:
 they started (the hedge budget is spent in that order); a call whose first attempt is not usable
 is left out (counted). ``source`` restricts them to the calls whose first attempt ran on it.
 **Hedge and retry legs** are drawn from the usable attempts of the *other* sources, or of the
-same pool when the range has one source only.
+same pool when the range has one source only (:attr:`Sample.single_source`: the replay then
+says what a second source *like this one* would buy — the client hedges only to a different
+source, so a one-source client never hedges, and the outputs say so).
 
 **The floor**: an attempt records every gap longer than its chunk-event floor
-(``ChunkEventsFloorMs``, 100 ms by default); the sample's floor is the highest of them, and no
-trigger or watchdog at or below it can be evaluated.
+(``ChunkEventsFloorMs``, 100 ms by default; raised on an attempt whose stream outgrew its
+event budget). The sample's floor is the one most usable attempts share (of equally common
+ones, the lowest); an attempt whose floor is above it does not know every gap the replay needs
+and is left out, counted (**floor above the common one**), so that one thinned attempt cannot
+raise the floor for all. No trigger or watchdog at or below the sample's floor is tried.
 
 **The rule** (:data:`MIN_CALLS`, :data:`MIN_POOL`): a recommendation needs at least 1,000 calls
 — the p99 of N calls is decided by its slowest N / 100, so at 1,000 it rests on 10 calls, and
@@ -34,6 +39,8 @@ to ±9 from 20.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -53,11 +60,18 @@ RULE: Final = (
 """The rule, as the outputs state it."""
 
 SOURCE_KEY: Final = "--source"
+SINGLE_SOURCE_NOTE: Final = (
+    "one source only: hedge legs were drawn from its own attempts, but the client hedges only "
+    "to a different source, so a hedge setting needs a second source to take effect (a "
+    "one-source client never hedges)"
+)
 
 HEDGE_LOSER: Final = "hedge_loser"
 CANCELLED: Final = "cancelled"
 INCOMPLETE: Final = "metering_incomplete"
 NOT_STREAMED: Final = "not_streamed"
+FLOOR_ABOVE: Final = "floor_above_common"
+"""An attempt whose chunk-event floor is above the one most attempts share."""
 CENSORED: Final = frozenset({HEDGE_LOSER, CANCELLED})
 """Reasons an attempt is censored (cut short by someone else) rather than unusable."""
 
@@ -102,6 +116,16 @@ class Sample:
     calls_in_range: int
     problems: tuple[str, ...] = field(default=())
     """Why the data is not enough to recommend (empty: it is)."""
+    single_source: bool = False
+    """Whether the usable attempts ran on one source only: hedge legs are then drawn from its
+    own pool, and a hedge setting takes effect only on a client with a second source."""
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a reader of the recommendation must know (not a reason to refuse)."""
+        if not self.single_source:
+            return ()
+        return (SINGLE_SOURCE_NOTE,)
 
     @property
     def calls(self) -> int:
@@ -125,6 +149,13 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
             SOURCE_KEY, f"no attempt ran on source {source!r} in the range (sources: {known})"
         )
     reasons = [left_out_because(a) for a in attempts]
+    floor_ms = common_floor_ms(
+        [a.floor_ms for a, r in zip(attempts, reasons, strict=True) if r is None]
+    )
+    reasons = [
+        FLOOR_ABOVE if reason is None and a.floor_ms > floor_ms else reason
+        for a, reason in zip(attempts, reasons, strict=True)
+    ]
     usable = [i for i, reason in enumerate(reasons) if reason is None]
     usable_sources = sorted({attempts[i].source for i in usable})
     first: dict[str, int] = {}
@@ -143,7 +174,9 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
 
     pool_index = {name: pool_of(name) for name in sorted({attempts[i].source for i in primaries})}
     used = set(primaries).union(*pool_index.values())
-    left: dict[str, int] = dict.fromkeys((HEDGE_LOSER, CANCELLED, INCOMPLETE, NOT_STREAMED), 0)
+    left: dict[str, int] = dict.fromkeys(
+        (HEDGE_LOSER, CANCELLED, INCOMPLETE, NOT_STREAMED, FLOOR_ABOVE), 0
+    )
     for reason in reasons:  # of every attempt read, whichever source it ran on
         if reason is not None:
             left[reason] = left.get(reason, 0) + 1
@@ -160,12 +193,22 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
         attempts_used=len(used),
         censored=sum(left.get(reason, 0) for reason in CENSORED),
         left_out=left,
-        floor_ms=max((attempts[i].floor_ms for i in used), default=0),
+        floor_ms=floor_ms,
         recorded=tuple(recorded.calls[attempts[i].call] for i in primaries),
         source=source,
         calls_in_range=recorded.calls_in_range,
         problems=problems,
+        single_source=single,
     )
+
+
+def common_floor_ms(floors: Sequence[int]) -> int:
+    """The chunk-event floor most of ``floors`` share (of equally common ones, the lowest;
+    0 when there is none)."""
+    if not floors:
+        return 0
+    counts = Counter(floors)
+    return min(counts, key=lambda floor: (-counts[floor], floor))
 
 
 def _problems(calls: int, pools: dict[str, int]) -> tuple[str, ...]:

@@ -3,11 +3,13 @@ frontier and the recommended setting for a request budget.
 
 The **frontier** is every setting that no other beats on both p99 wall time and requests per
 call. The **recommendation** is the setting with the lowest p99 among those with requests per
-call within the budget and a ``HEDGE__BUDGET_RATIO`` of at most budget − 1 (so that the client's
-token bucket enforces the budget on live traffic, whatever the traffic does); ties go to fewer
-requests. There is none when the data break the rule of :mod:`otel_llm._tune._sample`: the
-figures are then still computed and shown, but nothing is recommended. Recommendations only: no
-threshold adapts at run time.
+call within the budget and a ``HEDGE__BUDGET_RATIO`` of at most budget − 1 (so that on live
+traffic the client's hedge bucket, which earns that ratio per round started, keeps *hedges*
+near the budget over a long run of calls; it does not cap retries — a retry round even earns —
+and each process starts with a full burst, so a short run, or a run of failures, can cost
+more); ties go to fewer requests. There is none when the data break the rule of
+:mod:`otel_llm._tune._sample`: the figures are then still computed and shown, but nothing is
+recommended. Recommendations only: no threshold adapts at run time.
 """
 
 from __future__ import annotations
@@ -33,20 +35,36 @@ from otel_llm._tune._sample import RULE, Sample, sample
 BUDGET_KEY: Final = "--budget"
 DEFAULT_BUDGET: Final = 1.0 + DEFAULTS.hedge_budget_ratio
 """``--budget``: requests per call, the client's own default hedge budget (1.25)."""
+MAX_BUDGET: Final = 10.0
+"""The largest ``--budget``: a call of the client's default three rounds makes at most six
+requests, so a budget above ten requests per call allows nothing more."""
+TIMEOUT_KEY: Final = "--timeout"
 MAX_CALLS: Final = 10_000
 """The newest calls of the range a run replays (a few seconds of model time per 2,000)."""
 _SLACK: Final = 1e-9
 
 
 def check_budget(budget: float) -> float:
-    """``budget`` if it is a finite number of requests per call ≥ 1, else a
+    """``budget`` if it is a number of requests per call from 1 to :data:`MAX_BUDGET`, else a
     :class:`ConfigurationError` naming ``--budget``."""
-    if isinstance(budget, bool) or not math.isfinite(budget) or budget < 1.0:
+    if isinstance(budget, bool) or not math.isfinite(budget) or not 1.0 <= budget <= MAX_BUDGET:
         raise ConfigurationError(
             BUDGET_KEY,
-            f"requests per call, a finite number >= 1 (1.25: at most 25 % extra), got {budget!r}",
+            f"requests per call, a number from 1 to {MAX_BUDGET:g} (1.25: at most 25 % extra), "
+            f"got {budget!r}",
         )
     return float(budget)
+
+
+def check_timeout(timeout_s: float) -> float:
+    """``timeout_s`` if it is a finite number of seconds > 0 (the client's ``TIMEOUT_S``),
+    else a :class:`ConfigurationError` naming ``--timeout``."""
+    if isinstance(timeout_s, bool) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ConfigurationError(
+            TIMEOUT_KEY,
+            f"the client's TIMEOUT_S, a finite number of seconds > 0, got {timeout_s!r}",
+        )
+    return float(timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +81,7 @@ class Setting:
             "after_s": rules.after_s,
             "stall_after_s": rules.stall_after_s,
             "watchdog_s": rules.watchdog_s,
-            "budget_ratio": rules.ratio,
+            "budget_ratio": rules.ratio if rules.hedging else None,
             **self.figures.as_json(),
         }
 
@@ -83,7 +101,10 @@ class Tuning:
     config: ConfigLines | None
     """The recommendation's configuration lines."""
     recorded: Figures | None
-    """The replayed calls' own figures, as recorded (the sanity line)."""
+    """The replayed calls' own figures, as recorded (the sanity line); a recorded call that
+    failed counts as failed (:data:`~otel_llm._tune._model.FAILED_S`), as in the replay."""
+    timeout_s: float = DEFAULTS.timeout_s
+    """The client's ``TIMEOUT_S`` every setting replays (``--timeout``)."""
 
     @property
     def baseline(self) -> Setting | None:
@@ -99,6 +120,11 @@ class Tuning:
             return f"no setting keeps within {self.budget:g} requests per call"
         if not self.recommendation.rules.hedging:
             return "no hedge setting within the budget beats not hedging"
+        if self.sample.single_source:
+            return (
+                f"the lowest p99 within {self.budget:g} requests per call, with a second "
+                "source like this one (the client hedges only to a different source)"
+            )
         return f"the lowest p99 within {self.budget:g} requests per call"
 
     def data_json(self) -> dict[str, Any]:
@@ -113,11 +139,14 @@ class Tuning:
             "enough": s.enough,
             "rule": RULE,
             "problems": list(s.problems),
+            "single_source": s.single_source,
+            "notes": list(s.notes),
             "left_out": dict(sorted(s.left_out.items())),
             "calls_in_range": s.calls_in_range,
             "max_calls": self.max_calls,
             "source": s.source,
             "seed": self.seed,
+            "timeout_s": self.timeout_s,
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -137,6 +166,7 @@ class Tuning:
         return {
             "data": self.data_json(),
             "budget": self.budget,
+            "timeout_s": self.timeout_s,
             "baseline": baseline.figures.as_json() if baseline else None,
             "recorded": self.recorded.as_json() if self.recorded else None,
             "frontier": [setting.as_json() for setting in self.frontier],
@@ -165,7 +195,7 @@ def frontier(settings: Sequence[Setting]) -> tuple[Setting, ...]:
 
 def recommend(settings: Sequence[Setting], budget: float) -> Setting | None:
     """The setting with the lowest p99 whose requests per call are within ``budget`` and
-    whose budget ratio lets the bucket enforce it (ties, to the millisecond the metering
+    whose budget ratio is at most budget − 1 (ties, to the millisecond the metering
     records: fewer requests, then the earlier)."""
     allowed = budget - 1.0 + _SLACK
     eligible = [
@@ -186,28 +216,33 @@ def tune(
     seed: int = DEFAULT_SEED,
     now: datetime | None = None,
     max_calls: int = MAX_CALLS,
+    timeout_s: float = DEFAULTS.timeout_s,
 ) -> Tuning:
-    """Tune on the open store ``conn`` (see the module docstring). Raises
-    :class:`ConfigurationError` for a bad budget, ``since`` or source."""
+    """Tune on the open store ``conn`` (see the module docstring) for a client whose sources
+    have ``TIMEOUT_S`` = ``timeout_s``. Raises :class:`ConfigurationError` for a bad budget,
+    timeout, ``since`` or source."""
     from otel_llm._show._report import parse_since
 
     budget = check_budget(budget)
+    timeout_s = check_timeout(timeout_s)
     start = parse_since(since, now or datetime.now(UTC)) if since is not None else None
     data = sample(read_recorded(conn, since=start, max_calls=max_calls), source)
     settings: list[Setting] = []
     recorded: Figures | None = None
     if data.calls:
-        rules = grid(data, budget)
+        rules = grid(data, budget, timeout_s)
         draws = Draws.of(data, seed, max(r.max_rounds for r in rules))
         settings = [Setting(r, replay(data, r, draws)) for r in rules]
-        recorded = figures_of(
-            [call.wall_s for call in data.recorded], sum(call.requests for call in data.recorded)
+        recorded = figures_of(  # a failed call counts as failed, as the replay counts it
+            [call.wall_s if call.ok else math.inf for call in data.recorded],
+            sum(call.requests for call in data.recorded),
         )
     chosen = recommend(settings, budget) if data.enough else None
     config = config_lines(chosen.rules, data.sources) if chosen is not None else None
     return Tuning(
         sample=data,
         budget=budget,
+        timeout_s=timeout_s,
         seed=seed,
         max_calls=max_calls,
         settings=tuple(settings),

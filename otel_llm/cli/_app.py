@@ -311,6 +311,14 @@ def tune(
     seed: Annotated[
         int, typer.Option(help="Seed of the hedge legs' draws (same seed, same figures).")
     ] = TUNE_SEED,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            help="The client's TIMEOUT_S (read timeout, and the watchdog's fallback: a leg "
+            "silent this long is killed even without a watchdog); no trigger or watchdog at "
+            "or above it is tried."
+        ),
+    ] = DEFAULTS.timeout_s,
     output_format: Annotated[
         TuneFormat,
         typer.Option(
@@ -326,18 +334,19 @@ def tune(
 
     out = Output.stdout(Format.TABLE, None)
     try:
-        tuning = tune_store(_db(db), budget=budget, source=source, since=since, seed=seed)
+        tuning = tune_store(
+            _db(db), budget=budget, source=source, since=since, seed=seed, timeout_s=timeout
+        )
     except (OtelLLMError, duckdb.Error) as exc:
         raise _fail(str(exc)) from exc
     if output_format is TuneFormat.JSON:
         render_json(tuning, out)
     else:
         render_table(tuning, out)
-    if not tuning.sample.enough:
-        if output_format is TuneFormat.JSON:  # the table said so on standard output
-            Console(stderr=True, highlight=False, soft_wrap=True).print(
-                f"No recommendation: {tuning.verdict}", markup=False
-            )
+    if not tuning.sample.enough:  # the reason on standard error too, in either format
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
+            f"No recommendation: {tuning.verdict}", markup=False
+        )
         raise typer.Exit(code=TUNE_NOT_ENOUGH_EXIT)
 
 

@@ -9,7 +9,14 @@ from typing import Final
 from otel_llm._show._breakdown import Table
 from otel_llm._tune._model import FAILED_S
 from otel_llm._tune._replay import Figures
-from otel_llm._tune._sample import CANCELLED, HEDGE_LOSER, INCOMPLETE, NOT_STREAMED, RULE
+from otel_llm._tune._sample import (
+    CANCELLED,
+    FLOOR_ABOVE,
+    HEDGE_LOSER,
+    INCOMPLETE,
+    NOT_STREAMED,
+    RULE,
+)
 from otel_llm._tune._tuning import Setting, Tuning
 from otel_llm.cli._render import Output
 
@@ -78,7 +85,8 @@ def data_lines(tuning: Tuning) -> list[str]:
         f"{s.attempts_used:,} usable attempts ({sources or 'none'}).",
         f"Left out: {s.censored:,} censored attempts (hedge losers {left.get(HEDGE_LOSER, 0):,}, "
         f"cancelled {left.get(CANCELLED, 0):,}), {left.get(INCOMPLETE, 0):,} with incomplete "
-        f"metering, {left.get(NOT_STREAMED, 0):,} not streamed; "
+        f"metering, {left.get(NOT_STREAMED, 0):,} not streamed, {left.get(FLOOR_ABOVE, 0):,} "
+        "with a chunk-event floor above the common one; "
         f"{left.get('calls_left_out', 0):,} calls whose first attempt is not usable"
         + (
             " (a hedge's losing primary is usually the slow one: leaving such calls out makes "
@@ -86,9 +94,10 @@ def data_lines(tuning: Tuning) -> list[str]:
             if left.get("calls_left_out", 0)
             else "."
         ),
-        f"Chunk-event floor {s.floor_ms} ms: only gaps above it are known, so no trigger or "
-        "watchdog at or below it is tried or recommended.",
+        f"Chunk-event floor {s.floor_ms} ms (the one most attempts share): only gaps above it "
+        "are known, so no trigger or watchdog at or below it is tried or recommended.",
         f"Rule: {'met' if s.enough else 'not met'} — {RULE}.",
+        *(f"Note: {note}." for note in s.notes),
     ]
 
 
@@ -103,7 +112,10 @@ def render_table(tuning: Tuning, out: Output) -> None:
         return
     write(f"Baseline (unhedged, replayed): {_figures(baseline.figures)}\n")
     if tuning.recorded is not None:
-        write(f"As recorded (the same calls):  {_figures(tuning.recorded)}\n")
+        write(
+            f"As recorded (the same calls):  {_figures(tuning.recorded)} (a failed call counts "
+            "as failed in both)\n"
+        )
     write(
         f"{len(tuning.settings)} settings replayed (seed {tuning.seed}); the frontier, no "
         "setting better on both p99 and requests:\n\n"
@@ -119,7 +131,7 @@ def render_table(tuning: Tuning, out: Output) -> None:
     if marked not in tuning.frontier:
         write(
             "Recommended (off the frontier: what beats it there has a budget ratio above "
-            "budget - 1, so its bucket would not hold the budget):\n"
+            "budget - 1, so its hedge bucket would let hedges exceed the budget):\n"
         )
         out.table(Table(_COLUMNS, [_row(marked, marked)]))
     write(
@@ -130,9 +142,11 @@ def render_table(tuning: Tuning, out: Output) -> None:
         write("Leave the hedge keys unset (hedging off).\n")
     else:
         write("Environment:\n" + "".join(f"  {line}\n" for line in tuning.config.env))
+        if tuning.config.client_kwargs or tuning.config.source_kwargs:
+            write("Or in code:\n")
         if tuning.config.client_kwargs:
             args = ", ".join(f"{k}={v}" for k, v in tuning.config.client_kwargs.items())
-            write(f"Or in code:\n  Client(sources, {args})\n")
+            write(f"  Client(sources, {args})\n")
         if tuning.config.source_kwargs:
             args = ", ".join(f"{k}={v}" for k, v in tuning.config.source_kwargs.items())
             write(f"  Source(..., {args})  # every source\n")
