@@ -1,0 +1,311 @@
+"""``otel-llm tune`` on known ground truth: record unhedged calls of a known distribution into a
+store, ask ``tune`` for a setting, run that setting on fresh draws of the same distribution.
+
+Everything runs the SDK's real path on virtual time (:func:`~otel_llm.testing.run_virtual`):
+``otel_llm.Client`` streams from a :class:`~otel_llm.testing._memory_provider.MemoryProvider`
+(the simulator's scripts event for event, every pause an ``asyncio.sleep`` on the loop), so
+every time below is in simulated seconds and no real clock enters a figure.
+
+* :func:`record` — unhedged calls, as a user with several sources has them: one ``Client`` per
+  source, calls spread over them in turn, spans through the deriving processor into a real
+  embedded store (:class:`~otel_llm._show._duckdb_exporter.DuckDBSpanExporter`), exactly the
+  pipeline ``otel_llm.init()`` builds.
+* :func:`tune` — ``otel-llm tune --db STORE --budget B --format json`` in a process of its own,
+  through the command's real entry point (``python -m otel_llm.cli``).
+* :func:`run_setting` — the recommendation's ``Client(...)`` arguments and watchdog on one
+  ``Client`` over several sources, on draws from seeds the recording never used; a call's wall
+  time is read on the loop's clock around ``client.chat`` (the whole call, as its caller waits
+  for it), its requests are the requests the provider answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+from otel_llm._act._client import Client
+from otel_llm._act._source import Source
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import OtelLLMError
+from otel_llm._measure._processor import DerivingSpanProcessor
+from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm._tune._model import percentiles
+from otel_llm.simulator._presets import MEASURED_FIT, MeasuredPreset, Preset
+from otel_llm.testing._memory_provider import MemoryProvider, Served
+from otel_llm.testing._virtual import run_virtual
+
+NO_TIMEOUT_S = 1000.0
+"""Read timeout of every source: longer than any scripted gap (silences are capped at 600 s),
+so without a watchdog nothing cuts an attempt short and no recorded attempt is censored."""
+
+ARRIVAL_EVERY_S = 1.0
+"""Mean time between call starts (a Poisson arrival process, simulated seconds)."""
+
+MESSAGES: tuple[dict[str, str], ...] = ({"role": "user", "content": "Explain hedged requests."},)
+
+FAST_STALLS = MeasuredPreset(
+    stall_probability=0.4,
+    fit=replace(
+        MEASURED_FIT,
+        stall_floor_s=3.0,
+        stall_excess_median_s=5.0,
+        stall_sigma=0.7,
+        stall_max_s=120.0,
+        extra_silence_median_s=2.0,
+    ),
+)
+"""Short frequent stalls: 40 % of calls stall, 3 s + LogNormal(median 5 s, σ 0.7) capped at
+120 s (the measured preset: 19 %, 20 s + LogNormal(median 34.9 s, σ 1.2) capped at 600 s). The
+same variant as ``benchmarks/hedging_model.py``'s ``FAST_STALLS`` (a test holds them equal)."""
+
+PRESETS: Mapping[str, Preset] = {"measured": MeasuredPreset(), "fast-stalls": FAST_STALLS}
+"""The distributions the proof runs on."""
+
+
+def source_names(count: int) -> tuple[str, ...]:
+    """``sim-1`` … ``sim-<count>``."""
+    return tuple(f"sim-{number}" for number in range(1, count + 1))
+
+
+def source_seeds(seed: int, count: int) -> dict[str, int]:
+    """Each source's generator seed: ``seed × 100 + k`` (so runs of different seeds never share
+    a generator for up to 100 sources)."""
+    return {name: seed * 100 + k for k, name in enumerate(source_names(count))}
+
+
+def _source(name: str, model: str, priority: int, watchdog_s: float | None) -> Source:
+    return Source(
+        name=name,
+        provider="sim",
+        base_url=f"http://{name}.test/v1",
+        model=model,
+        timeout_s=NO_TIMEOUT_S,
+        ttft_timeout_s=watchdog_s,
+        inter_token_timeout_s=watchdog_s,
+        priority=priority,
+    )
+
+
+async def _arrivals(calls: int, seed: int) -> list[float]:
+    """Start times of ``calls`` calls (Poisson, mean gap :data:`ARRIVAL_EVERY_S`)."""
+    rng = random.Random(f"arrivals/{seed}")
+    times, now = [], 0.0
+    for _ in range(calls):
+        times.append(now)
+        now += rng.expovariate(1.0 / ARRIVAL_EVERY_S)
+    return times
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """What :func:`record` wrote: the calls, and every script the provider served."""
+
+    store: Path
+    calls: int
+    served: tuple[Served, ...]
+    spans_written: int
+    spans_dropped: int
+
+
+def record(
+    store: Path, preset: Preset, calls: int, seed: int, *, sources: int = 3, model: str = "sim"
+) -> Recording:
+    """``calls`` unhedged streamed calls of ``preset`` into the store at ``store``, spread in
+    turn over ``sources`` sources (one ``Client`` each), on virtual time."""
+    exporter = DuckDBSpanExporter(store)
+    processor = DerivingSpanProcessor([SimpleSpanProcessor(exporter)])
+    provider = TracerProvider(span_limits=SpanLimits(max_events=DEFAULTS.chunk_event_budget + 8))
+    provider.add_span_processor(processor)
+    upstream = MemoryProvider(preset, source_seeds(seed, sources))
+
+    async def main() -> None:
+        clients = [
+            Client(
+                [_source(name, model, 0, None)],
+                http_client=upstream.client(),
+                tracer_provider=provider,
+                seed=seed,
+            )
+            for name in upstream.seeds
+        ]
+        loop = asyncio.get_running_loop()
+        starts = await _arrivals(calls, seed)
+
+        async def one(index: int) -> None:
+            await asyncio.sleep(starts[index] - loop.time())
+            await clients[index % len(clients)].chat(list(MESSAGES), stream=True)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for index in range(calls):
+                    group.create_task(one(index))
+        finally:
+            for client in clients:
+                await client.aclose()
+
+    try:
+        run_virtual(main())
+    finally:
+        provider.shutdown()
+    stats = exporter.stats
+    return Recording(store, calls, tuple(upstream.served), stats.written, stats.dropped)
+
+
+def tune(store: Path, budget: float, *extra: str, timeout_s: float = 600.0) -> dict[str, Any]:
+    """``otel-llm tune --db STORE --budget BUDGET --format json`` (and ``extra``), run as the
+    command runs (``python -m otel_llm.cli``); its JSON document."""
+    command = [sys.executable, "-m", "otel_llm.cli", "tune", "--db", str(store)]
+    command += ["--budget", f"{budget:g}", "--format", "json", *extra]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"otel-llm tune exited {done.returncode}: {done.stderr.strip()}")
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """A hedge setting as a client runs it: ``Client(**client_kwargs)`` and the watchdog
+    (``TTFT_TIMEOUT_S`` = ``INTER_TOKEN_TIMEOUT_S`` on every source; ``None``: none)."""
+
+    client_kwargs: Mapping[str, Any]
+    watchdog_s: float | None
+
+    @classmethod
+    def recommended(cls, document: Mapping[str, Any]) -> Setting:
+        """The setting ``tune``'s JSON recommends (it must recommend one)."""
+        recommendation = document.get("recommendation")
+        if recommendation is None:
+            raise ValueError("tune recommended nothing")
+        kwargs = dict(recommendation["client_kwargs"])
+        watchdog = recommendation.get("watchdog_s")
+        return cls(kwargs, None if watchdog is None else float(watchdog))
+
+
+UNHEDGED = Setting({}, None)
+"""No hedge keys, no watchdog: exactly the unhedged client (R15)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """What fresh calls under one setting did (simulated seconds)."""
+
+    walls_s: tuple[float, ...]
+    """Each call's wall time (``inf``: it failed)."""
+    requests: int
+    """Requests the provider answered (every attempt, hedge legs included)."""
+    attempts: int
+    """Σ ``CallStats.attempts`` of the calls that succeeded."""
+    hedges: int
+    """Σ ``CallStats.hedges`` of the calls that succeeded."""
+
+    @property
+    def calls(self) -> int:
+        return len(self.walls_s)
+
+    @property
+    def failures(self) -> int:
+        return sum(1 for wall in self.walls_s if wall == math.inf)
+
+    @property
+    def p50_s(self) -> float:
+        return percentiles(self.walls_s)[0]
+
+    @property
+    def p95_s(self) -> float:
+        return percentiles(self.walls_s)[1]
+
+    @property
+    def p99_s(self) -> float:
+        return percentiles(self.walls_s)[2]
+
+    @property
+    def requests_per_call(self) -> float:
+        return self.requests / self.calls
+
+
+def run_setting(
+    setting: Setting,
+    preset: Preset,
+    calls: int,
+    seed: int,
+    *,
+    sources: int = 3,
+    model: str = "sim",
+    tracer_provider: trace.TracerProvider | None = None,
+) -> Measured:
+    """``calls`` streamed calls of ``preset`` through one ``Client`` over ``sources`` sources
+    (priority in order) under ``setting``, on virtual time. Tracing is off unless
+    ``tracer_provider`` is given: what is measured is the call's time on the loop's clock."""
+    upstream = MemoryProvider(preset, source_seeds(seed, sources))
+    provider = tracer_provider if tracer_provider is not None else trace.NoOpTracerProvider()
+    walls: list[float] = [math.inf] * calls
+    attempts = hedges = 0
+
+    async def main() -> None:
+        nonlocal attempts, hedges
+        names = list(upstream.seeds)
+        sources_ = [
+            _source(name, model, priority, setting.watchdog_s)
+            for priority, name in enumerate(names)
+        ]
+        loop = asyncio.get_running_loop()
+        starts = await _arrivals(calls, seed)
+        async with Client(
+            sources_,
+            http_client=upstream.client(),
+            tracer_provider=provider,
+            seed=seed,
+            **setting.client_kwargs,
+        ) as client:
+
+            async def one(index: int) -> None:
+                nonlocal attempts, hedges
+                await asyncio.sleep(starts[index] - loop.time())
+                started = loop.time()
+                try:
+                    result = await client.chat(list(MESSAGES), stream=True)
+                except OtelLLMError:
+                    return
+                walls[index] = loop.time() - started
+                attempts += result.stats.attempts
+                hedges += result.stats.hedges
+
+            async with asyncio.TaskGroup() as group:
+                for index in range(calls):
+                    group.create_task(one(index))
+
+    run_virtual(main())
+    return Measured(tuple(walls), len(upstream.served), attempts, hedges)
+
+
+def ratio(measured: float, predicted: float) -> float:
+    """``measured / predicted`` (how far the measurement is from the prediction)."""
+    return measured / predicted
+
+
+def within(measured: float, predicted: float, tolerance: float) -> bool:
+    """Whether ``measured`` is within ``tolerance`` (a fraction) of ``predicted``."""
+    return abs(measured - predicted) <= tolerance * predicted
+
+
+def sources_of(served: Sequence[Served]) -> dict[str, int]:
+    """Requests served per source."""
+    counts: dict[str, int] = {}
+    for item in served:
+        counts[item.source] = counts.get(item.source, 0) + 1
+    return counts
