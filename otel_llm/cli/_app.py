@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -271,6 +272,64 @@ def report(
     """Write the dashboards' panels, run on the store, into one self-contained HTML file
     (opens offline: nothing is fetched) and print its path."""
     typer.echo(_write_report(_db(db), output, since, threshold_ms))
+
+
+class TuneFormat(StrEnum):
+    """``otel-llm tune --format``: for people, or one JSON document."""
+
+    TABLE = "table"
+    JSON = "json"
+
+
+@app.command()
+def tune(
+    db: DbOption = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            help="Replay the calls whose first attempt ran on this source (hedge legs are "
+            "drawn from the other sources); default: every call."
+        ),
+    ] = None,
+    budget: Annotated[
+        float,
+        typer.Option(
+            help="Requests per call the recommendation may cost: 1.25 = at most 25 % extra "
+            "requests (hedges and retries)."
+        ),
+    ] = 1.0 + DEFAULTS.hedge_budget_ratio,
+    since: SinceOption = None,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the hedge legs' draws (same seed, same figures).")
+    ] = 1,
+    output_format: Annotated[
+        TuneFormat,
+        typer.Option(
+            "--format", case_sensitive=False, help="table (for people) or json (one document)."
+        ),
+    ] = TuneFormat.TABLE,
+) -> None:
+    """Replay the store's own attempts through the hedging model: the frontier of p99 against
+    requests per call, and the hedge setting to paste for a request budget (exit code 3 when
+    the data are too few to recommend)."""
+    from otel_llm._tune._tuning import tune_store
+    from otel_llm.cli._tune import TUNE_NOT_ENOUGH_EXIT, render_json, render_table
+
+    out = Output.stdout(Format.TABLE, None)
+    try:
+        tuning = tune_store(_db(db), budget=budget, source=source, since=since, seed=seed)
+    except (OtelLLMError, duckdb.Error) as exc:
+        raise _fail(str(exc)) from exc
+    if output_format is TuneFormat.JSON:
+        render_json(tuning, out)
+    else:
+        render_table(tuning, out)
+    if not tuning.sample.enough:
+        if output_format is TuneFormat.JSON:  # the table said so on standard output
+            Console(stderr=True, highlight=False, soft_wrap=True).print(
+                f"No recommendation: {tuning.verdict}", markup=False
+            )
+        raise typer.Exit(code=TUNE_NOT_ENOUGH_EXIT)
 
 
 @app.command()

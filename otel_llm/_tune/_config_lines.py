@@ -1,0 +1,70 @@
+"""A hedge setting as the configuration to paste: environment keys and ``Client(...)`` and
+``Source(...)`` keyword arguments, named from the settings model itself (so a renamed key
+cannot leave tune printing the old one)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from otel_llm._act._groups import HedgeSettings
+from otel_llm._act._source import Source
+from otel_llm._defaults import DEFAULTS
+from otel_llm._env import scope_key
+from otel_llm._tune._model import Rules
+
+_HEDGE_GROUP: Final = "HEDGE"
+_AFTER, _STALL, _RATIO = "after_s", "stall_after_s", "budget_ratio"
+_TTFT, _INTER = "ttft_timeout_s", "inter_token_timeout_s"
+_ENV_SOURCE: Final = re.compile(r"^([a-z0-9_]+)-([0-9]+)$")
+"""A source named from its environment keys: ``{provider}-{N}``."""
+
+assert {_AFTER, _STALL, _RATIO} <= set(HedgeSettings.model_fields), "hedge keys renamed"
+assert {_TTFT, _INTER} <= set(Source.model_fields), "watchdog keys renamed"
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigLines:
+    """The configuration of one setting."""
+
+    env: tuple[str, ...]
+    client_kwargs: dict[str, float | int]
+    source_kwargs: dict[str, float | int]
+    """The watchdog: per source (``Source(...)``), both timeouts the same."""
+
+
+def config_lines(rules: Rules, sources: Iterable[str], scope: str = DEFAULTS.scope) -> ConfigLines:
+    """The keys that set ``rules`` on a client of ``sources`` (named ``{provider}-{N}`` when
+    they came from the environment; another name gets ``<PROVIDER>__<N>`` to fill in)."""
+    prefix = HedgeSettings.argument_prefix or ""
+    hedge: dict[str, float | int] = {}
+    if rules.after_s is not None:
+        hedge[_AFTER] = _number(rules.after_s)
+    if rules.stall_after_s is not None:
+        hedge[_STALL] = _number(rules.stall_after_s)
+    if hedge:
+        hedge[_RATIO] = _number(rules.ratio)
+    env = [
+        f"{scope_key(scope, _HEDGE_GROUP, field.upper())}={value:g}"
+        for field, value in hedge.items()
+    ]
+    source_kwargs: dict[str, float | int] = {}
+    if rules.watchdog_s is not None:
+        seconds = _number(rules.watchdog_s)
+        source_kwargs = {_TTFT: seconds, _INTER: seconds}
+        named = sorted({m.groups() for name in sources if (m := _ENV_SOURCE.match(name))})
+        if not named or len(named) < len(set(sources)):
+            named.append(("<PROVIDER>", "<N>"))
+        for provider, number in named:
+            for field in (_TTFT, _INTER):
+                key = "__".join((scope, provider.upper(), number, field.upper()))
+                env.append(f"{key}={seconds:g}")
+    return ConfigLines(
+        tuple(env), {f"{prefix}{field}": value for field, value in hedge.items()}, source_kwargs
+    )

@@ -1,0 +1,187 @@
+"""The attempts a store recorded, read as the hedging model's timelines.
+
+One row of ``otel_traces`` per attempt span (streamed or not, of every outcome), newest calls
+first up to a cap, each with what the model needs to replay it: its call, source, start, leg,
+number and outcome, whether its metering is complete, and its chunk timeline — the first
+incremental chunk, every gap above the attempt's chunk-event floor with the arrival of the chunk
+before it, and its end (the attempt's wall time). Which of them a replay may use is decided in
+:mod:`otel_llm._tune._sample`.
+
+Times come from the stored chunk events (``ChunkOffsetNs``: nanoseconds from the span start,
+``ChunkGapNs``: the silence before the chunk) and the span's ``Duration``: the same monotonic
+clock the client metered with (SPEC §5), so a timeline equals the attempt as it happened to the
+nanosecond the span recorded.
+
+The end of a successful attempt is its wall time, not its last chunk: the call returns when the
+stream ends, and the tail after the last chunk (a usage frame, ``[DONE]``) is latency the caller
+waits for that no hedge can shorten (a finished stream starts no hedge, trips no watchdog).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import duckdb
+
+from otel_llm import _semconv as sc
+from otel_llm._measure._stalls import NS_PER_MS
+from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN, CHUNK_OFFSET_COLUMN, TABLE
+from otel_llm._tune._model import Timeline
+
+NS_PER_S: Final = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedAttempt:
+    """One attempt span of the store."""
+
+    call: str
+    """Its call's trace and span id (``trace/span``): the attempts of one call share it."""
+    started_at: datetime
+    source: str
+    leg: str | None
+    """``primary`` or ``hedge``."""
+    number: int
+    """``otel_llm.attempt.number``: 1 for the call's first attempt."""
+    outcome: str | None
+    streamed: bool
+    metering: str | None
+    """``otel_llm.metering.status`` (``exact`` when every figure can be trusted)."""
+    floor_ms: int
+    """Every gap longer than this has a chunk event (``ChunkEventsFloorMs``)."""
+    timeline: Timeline
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCall:
+    """What a recorded call itself took: its wall time and its requests (the sanity line)."""
+
+    wall_s: float
+    requests: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The attempts of the newest calls of a range, and those calls' own figures."""
+
+    attempts: tuple[RecordedAttempt, ...]
+    calls: dict[str, RecordedCall]
+    calls_in_range: int
+    """Calls in the range (more than :attr:`calls` when the cap left older ones out)."""
+
+
+def timeline_of_events(
+    *,
+    outcome: str | None,
+    duration_ns: int,
+    floor_ms: int,
+    indexes: Sequence[int | None] | None,
+    gaps_ns: Sequence[int | None] | None,
+    offsets_ns: Sequence[int | None] | None,
+) -> Timeline:
+    """The timeline of one attempt from its stored chunk events: the first chunk (index 0),
+    every recorded gap strictly longer than ``floor_ms`` as (arrival of the chunk before it,
+    gap), and the end (``duration_ns``); ``ok`` when the outcome is ``ok``."""
+    first = math.inf
+    gaps: list[tuple[float, float]] = []
+    floor_ns = floor_ms * NS_PER_MS
+    for index, gap, offset in zip(indexes or (), gaps_ns or (), offsets_ns or (), strict=True):
+        if offset is None:
+            continue
+        if index == 0:
+            first = offset / NS_PER_S
+        elif gap is not None and gap > floor_ns:
+            gaps.append(((offset - gap) / NS_PER_S, gap / NS_PER_S))
+    gaps.sort()
+    return Timeline(first, duration_ns / NS_PER_S, tuple(gaps), ok=outcome == sc.OUTCOME_OK)
+
+
+def _q(column: str) -> str:
+    return f'"{column}"'
+
+
+_ATTEMPT_COLUMNS: Final = (
+    "TraceId",
+    "ParentSpanId",
+    "Timestamp",
+    "Source",
+    "Leg",
+    "AttemptNumber",
+    "Outcome",
+    "Stream",
+    "MeteringStatus",
+    "ChunkEventsFloorMs",
+    "Duration",
+    CHUNK_INDEX_COLUMN,
+    CHUNK_GAP_COLUMN,
+    CHUNK_OFFSET_COLUMN,
+)
+
+
+def _role(role: str) -> str:
+    return f"{_q('LlmRole')} = '{role}'"
+
+
+def read_recorded(
+    conn: duckdb.DuckDBPyConnection, *, since: datetime | None, max_calls: int
+) -> Recorded:
+    """The attempts of the newest ``max_calls`` chat calls that started at or after ``since``
+    (every call when ``None``), in the order they started, with those calls' own figures."""
+    where = [_role(sc.SPAN_ROLE_CALL), f"coalesce({_q('Operation')}, '') = '{sc.OPERATION_CHAT}'"]
+    params: list[Any] = []
+    if since is not None:
+        where.append(f"{_q('Timestamp')} >= ?")
+        params.append(since.astimezone(UTC).replace(tzinfo=None) if since.tzinfo else since)
+    calls_sql = (
+        f"SELECT {_q('TraceId')} AS trace_id, {_q('SpanId')} AS span_id, "
+        f"{_q('Duration')} AS duration_ns, coalesce({_q('CallAttempts')}, 1) AS requests, "
+        f"{_q('Timestamp')} AS started_at FROM {TABLE} WHERE {' AND '.join(where)}"
+    )
+    in_range = conn.execute(f"SELECT count(*) FROM ({calls_sql})", params).fetchone()
+    columns = ", ".join(f"a.{_q(c)}" for c in _ATTEMPT_COLUMNS)
+    rows = conn.execute(
+        f"""WITH calls AS (
+            SELECT * FROM ({calls_sql}) ORDER BY started_at DESC, span_id LIMIT {int(max_calls)}
+        )
+        SELECT {columns}, c.duration_ns AS call_ns, c.requests AS call_requests
+        FROM calls c JOIN {TABLE} a
+            ON a.{_q("ParentSpanId")} = c.span_id AND a.{_q("TraceId")} = c.trace_id
+        WHERE a.{_q("LlmRole")} = '{sc.SPAN_ROLE_ATTEMPT}'
+        ORDER BY a.{_q("Timestamp")}, a.{_q("AttemptNumber")}""",
+        params,
+    ).fetchall()
+    attempts: list[RecordedAttempt] = []
+    calls: dict[str, RecordedCall] = {}
+    for row in rows:
+        (trace, parent, started, source, leg, number, outcome, stream, metering, floor) = row[:10]
+        duration, indexes, gaps, offsets, call_ns, call_requests = row[10:]
+        call = f"{trace}/{parent}"
+        floor_ms = int(floor or 0)
+        attempts.append(
+            RecordedAttempt(
+                call=call,
+                started_at=started,
+                source=str(source or ""),
+                leg=leg,
+                number=int(number or 1),
+                outcome=outcome,
+                streamed=bool(stream),
+                metering=metering,
+                floor_ms=floor_ms,
+                timeline=timeline_of_events(
+                    outcome=outcome,
+                    duration_ns=int(duration or 0),
+                    floor_ms=floor_ms,
+                    indexes=indexes,
+                    gaps_ns=gaps,
+                    offsets_ns=offsets,
+                ),
+            )
+        )
+        calls[call] = RecordedCall(int(call_ns or 0) / NS_PER_S, int(call_requests))
+    total = int(in_range[0]) if in_range else 0
+    return Recorded(tuple(attempts), calls, total)

@@ -1,0 +1,181 @@
+"""Which recorded attempts a replay may use, the calls it replays, the pools its hedge legs are
+drawn from, and whether that is enough to recommend a setting.
+
+**Usable attempts** are the streamed chat attempts whose metering is complete (``exact``) and
+that ended by themselves: ``ok``, or failed (``error``, ``watchdog_killed``: a failure at its
+wall time, as the recording client saw it). Left out, and counted:
+
+* **censored** — a hedge loser (``hedge_cancelled``, primary or hedge leg), an attempt the caller
+  cancelled (``cancelled``), a wrapped stream its consumer closed or dropped: each was cut short
+  by someone else, so its end says nothing about when it would have finished. (On a store of
+  hedged traffic this drops the slow primaries whose hedge won, which makes the replay
+  optimistic: tune is honest on unhedged traffic, and says how much it left out.)
+* **incomplete metering** — an attempt whose chunk events were dropped or are missing
+  (``incomplete:*``): its gaps cannot be trusted.
+* **not streamed** — no chunk timeline, nothing for a stall trigger to see.
+
+**Calls** are replayed through their first attempt (``otel_llm.attempt.number`` 1), in the order
+they started (the hedge budget is spent in that order); a call whose first attempt is not usable
+is left out (counted). ``source`` restricts them to the calls whose first attempt ran on it.
+**Hedge and retry legs** are drawn from the usable attempts of the *other* sources, or of the
+same pool when the range has one source only.
+
+**The floor**: an attempt records every gap longer than its chunk-event floor
+(``ChunkEventsFloorMs``, 100 ms by default); the sample's floor is the highest of them, and no
+trigger or watchdog at or below it can be evaluated.
+
+**The rule** (:data:`MIN_CALLS`, :data:`MIN_POOL`): a recommendation needs at least 1,000 calls
+— the p99 of N calls is decided by its slowest N / 100, so at 1,000 it rests on 10 calls, and
+fewer leave it to a handful — and at least 200 attempts in every pool hedge legs are drawn from:
+a hedge leg wins or loses by its first chunk and its own stalls, and a rate such as the 19 % of
+calls with a silence above 20 s is known to ±3 points (one standard error) from 200 attempts,
+to ±9 from 20.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from otel_llm import _semconv as sc
+from otel_llm._errors import ConfigurationError
+from otel_llm._tune._model import Timeline
+from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall
+
+MIN_CALLS: Final = 1000
+"""Calls (usable first attempts) a recommendation needs: its p99 rests on ≥ 10 of them."""
+MIN_POOL: Final = 200
+"""Usable attempts every pool of hedge legs needs."""
+RULE: Final = (
+    f"at least {MIN_CALLS:,} usable calls (so a p99 rests on at least {MIN_CALLS // 100} calls "
+    f"above it) and at least {MIN_POOL} usable attempts in every pool hedge legs are drawn from"
+)
+"""The rule, as the outputs state it."""
+
+SOURCE_KEY: Final = "--source"
+
+HEDGE_LOSER: Final = "hedge_loser"
+CANCELLED: Final = "cancelled"
+INCOMPLETE: Final = "metering_incomplete"
+NOT_STREAMED: Final = "not_streamed"
+CENSORED: Final = frozenset({HEDGE_LOSER, CANCELLED})
+"""Reasons an attempt is censored (cut short by someone else) rather than unusable."""
+
+_FAILED_BY_THEMSELVES: Final = frozenset({sc.OUTCOME_ERROR, sc.OUTCOME_WATCHDOG_KILLED})
+_CUT_SHORT: Final = frozenset({sc.OUTCOME_CANCELLED, sc.OUTCOME_CLOSED, sc.OUTCOME_DROPPED})
+
+
+def left_out_because(attempt: RecordedAttempt) -> str | None:
+    """Why a replay may not use ``attempt`` (one of the reasons above); ``None``: usable."""
+    if attempt.outcome == sc.OUTCOME_HEDGE_CANCELLED:
+        return HEDGE_LOSER
+    if attempt.outcome in _CUT_SHORT:
+        return CANCELLED
+    if not attempt.streamed or attempt.metering == sc.METERING_NOT_STREAMED:
+        return NOT_STREAMED
+    if attempt.metering != sc.METERING_EXACT:
+        return INCOMPLETE
+    if attempt.outcome != sc.OUTCOME_OK and attempt.outcome not in _FAILED_BY_THEMSELVES:
+        return INCOMPLETE  # no outcome recorded: the span did not say how it ended
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """What a replay runs on: the calls' first attempts in time order and the hedge pools."""
+
+    primaries: tuple[Timeline, ...]
+    primary_sources: tuple[str, ...]
+    """The source of each primary."""
+    pools: dict[str, tuple[Timeline, ...]]
+    """The pool hedge and retry legs are drawn from, for a primary of each source."""
+    sources: dict[str, int]
+    """Usable attempts per source, of those the replay uses."""
+    attempts_used: int
+    censored: int
+    left_out: dict[str, int]
+    """Attempts left out by reason (censored ones included), and ``calls_left_out``."""
+    floor_ms: int
+    recorded: tuple[RecordedCall, ...]
+    """The replayed calls as they were recorded (the sanity line)."""
+    source: str | None
+    calls_in_range: int
+    problems: tuple[str, ...] = field(default=())
+    """Why the data is not enough to recommend (empty: it is)."""
+
+    @property
+    def calls(self) -> int:
+        """Calls the replay runs."""
+        return len(self.primaries)
+
+    @property
+    def enough(self) -> bool:
+        """Whether :data:`RULE` holds."""
+        return not self.problems
+
+
+def sample(recorded: Recorded, source: str | None = None) -> Sample:
+    """The sample of ``recorded`` (see the module docstring); ``source`` that has no attempt in
+    the range is a :class:`ConfigurationError` naming ``--source``."""
+    attempts = recorded.attempts
+    every_source = sorted({a.source for a in attempts})
+    if source is not None and source not in every_source:
+        known = ", ".join(every_source) or "none"
+        raise ConfigurationError(
+            SOURCE_KEY, f"no attempt ran on source {source!r} in the range (sources: {known})"
+        )
+    reasons = [left_out_because(a) for a in attempts]
+    usable = [i for i, reason in enumerate(reasons) if reason is None]
+    usable_sources = sorted({attempts[i].source for i in usable})
+    first: dict[str, int] = {}
+    for index, attempt in enumerate(attempts):
+        known_first = first.get(attempt.call)
+        if known_first is None or attempt.number < attempts[known_first].number:
+            first[attempt.call] = index
+    firsts = sorted(first.values())  # the attempts are in start order
+    if source is not None:
+        firsts = [i for i in firsts if attempts[i].source == source]
+    primaries = [i for i in firsts if reasons[i] is None]
+    single = len(usable_sources) <= 1
+
+    def pool_of(primary_source: str) -> list[int]:
+        return [i for i in usable if single or attempts[i].source != primary_source]
+
+    pool_index = {name: pool_of(name) for name in sorted({attempts[i].source for i in primaries})}
+    used = set(primaries).union(*pool_index.values())
+    left: dict[str, int] = dict.fromkeys((HEDGE_LOSER, CANCELLED, INCOMPLETE, NOT_STREAMED), 0)
+    for reason in reasons:  # of every attempt read, whichever source it ran on
+        if reason is not None:
+            left[reason] = left.get(reason, 0) + 1
+    left["calls_left_out"] = len(firsts) - len(primaries)
+    problems = _problems(len(primaries), {k: len(v) for k, v in pool_index.items()})
+    counts: dict[str, int] = {}
+    for i in sorted(used):
+        counts[attempts[i].source] = counts.get(attempts[i].source, 0) + 1
+    return Sample(
+        primaries=tuple(attempts[i].timeline for i in primaries),
+        primary_sources=tuple(attempts[i].source for i in primaries),
+        pools={name: tuple(attempts[i].timeline for i in v) for name, v in pool_index.items()},
+        sources=counts,
+        attempts_used=len(used),
+        censored=sum(left.get(reason, 0) for reason in CENSORED),
+        left_out=left,
+        floor_ms=max((attempts[i].floor_ms for i in used), default=0),
+        recorded=tuple(recorded.calls[attempts[i].call] for i in primaries),
+        source=source,
+        calls_in_range=recorded.calls_in_range,
+        problems=problems,
+    )
+
+
+def _problems(calls: int, pools: dict[str, int]) -> tuple[str, ...]:
+    found: list[str] = []
+    if calls < MIN_CALLS:
+        found.append(f"{calls:,} usable calls, fewer than {MIN_CALLS:,}")
+    for name, size in pools.items():
+        if size < MIN_POOL:
+            found.append(
+                f"{size:,} usable attempts to draw hedge legs from for calls on {name}, "
+                f"fewer than {MIN_POOL}"
+            )
+    return tuple(found)

@@ -1,0 +1,226 @@
+"""``otel-llm tune``: a store's attempts → timelines → the hedging model over a grid → the
+frontier and the recommended setting for a request budget.
+
+The **frontier** is every setting that no other beats on both p99 wall time and requests per
+call. The **recommendation** is the setting with the lowest p99 among those with requests per
+call within the budget and a ``HEDGE__BUDGET_RATIO`` of at most budget − 1 (so that the client's
+token bucket enforces the budget on live traffic, whatever the traffic does); ties go to fewer
+requests. There is none when the data break the rule of :mod:`otel_llm._tune._sample`: the
+figures are then still computed and shown, but nothing is recommended. Recommendations only: no
+threshold adapts at run time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+
+from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import ConfigurationError
+from otel_llm._tune._config_lines import ConfigLines, config_lines
+from otel_llm._tune._grid import grid
+from otel_llm._tune._model import Rules
+from otel_llm._tune._recorded import read_recorded
+from otel_llm._tune._replay import DEFAULT_SEED, Draws, Figures, figures_of, replay
+from otel_llm._tune._sample import RULE, Sample, sample
+
+BUDGET_KEY: Final = "--budget"
+DEFAULT_BUDGET: Final = 1.0 + DEFAULTS.hedge_budget_ratio
+"""``--budget``: requests per call, the client's own default hedge budget (1.25)."""
+MAX_CALLS: Final = 10_000
+"""The newest calls of the range a run replays (a few seconds of model time per 2,000)."""
+_SLACK: Final = 1e-9
+
+
+def check_budget(budget: float) -> float:
+    """``budget`` if it is a finite number of requests per call ≥ 1, else a
+    :class:`ConfigurationError` naming ``--budget``."""
+    if isinstance(budget, bool) or not math.isfinite(budget) or budget < 1.0:
+        raise ConfigurationError(
+            BUDGET_KEY,
+            f"requests per call, a finite number >= 1 (1.25: at most 25 % extra), got {budget!r}",
+        )
+    return float(budget)
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One setting and what the replay gave it."""
+
+    rules: Rules
+    figures: Figures
+
+    def as_json(self) -> dict[str, Any]:
+        """The setting's fields and figures, as ``--format json`` prints them."""
+        rules = self.rules
+        return {
+            "after_s": rules.after_s,
+            "stall_after_s": rules.stall_after_s,
+            "watchdog_s": rules.watchdog_s,
+            "budget_ratio": rules.ratio,
+            **self.figures.as_json(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """Everything one run of ``otel-llm tune`` found."""
+
+    sample: Sample
+    budget: float
+    seed: int
+    max_calls: int
+    settings: tuple[Setting, ...]
+    """Every setting replayed; the first is the baseline (unhedged, no watchdog)."""
+    frontier: tuple[Setting, ...]
+    recommendation: Setting | None
+    config: ConfigLines | None
+    """The recommendation's configuration lines."""
+    recorded: Figures | None
+    """The replayed calls' own figures, as recorded (the sanity line)."""
+
+    @property
+    def baseline(self) -> Setting | None:
+        """The unhedged replay without a watchdog (``None``: no call to replay)."""
+        return self.settings[0] if self.settings else None
+
+    @property
+    def verdict(self) -> str:
+        """Why there is no recommendation, or which it is, in one sentence."""
+        if not self.sample.enough:
+            return "not enough data to recommend: " + "; ".join(self.sample.problems)
+        if self.recommendation is None:
+            return f"no setting keeps within {self.budget:g} requests per call"
+        if not self.recommendation.rules.hedging:
+            return "no hedge setting within the budget beats not hedging"
+        return f"the lowest p99 within {self.budget:g} requests per call"
+
+    def data_json(self) -> dict[str, Any]:
+        """How much data the run used, and the rule."""
+        s = self.sample
+        return {
+            "attempts_used": s.attempts_used,
+            "calls": s.calls,
+            "censored": s.censored,
+            "sources": dict(sorted(s.sources.items())),
+            "floor_ms": s.floor_ms,
+            "enough": s.enough,
+            "rule": RULE,
+            "problems": list(s.problems),
+            "left_out": dict(sorted(s.left_out.items())),
+            "calls_in_range": s.calls_in_range,
+            "max_calls": self.max_calls,
+            "source": s.source,
+            "seed": self.seed,
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        """The document ``--format json`` prints."""
+        recommendation: dict[str, Any] | None = None
+        if self.recommendation is not None and self.config is not None:
+            fields = self.recommendation.as_json()
+            recommendation = {
+                key: fields[key] for key in ("after_s", "stall_after_s", "watchdog_s")
+            }
+            recommendation["budget_ratio"] = fields["budget_ratio"]
+            recommendation["predicted"] = self.recommendation.figures.as_json()
+            recommendation["env"] = list(self.config.env)
+            recommendation["client_kwargs"] = dict(self.config.client_kwargs)
+            recommendation["source_kwargs"] = dict(self.config.source_kwargs)
+        baseline = self.baseline
+        return {
+            "data": self.data_json(),
+            "budget": self.budget,
+            "baseline": baseline.figures.as_json() if baseline else None,
+            "recorded": self.recorded.as_json() if self.recorded else None,
+            "frontier": [setting.as_json() for setting in self.frontier],
+            "settings": [setting.as_json() for setting in self.settings],
+            "recommendation": recommendation,
+            "verdict": self.verdict,
+        }
+
+
+def frontier(settings: Sequence[Setting]) -> tuple[Setting, ...]:
+    """The settings no other beats on both p99 and requests per call (fewest requests first);
+    of equal ones, the first."""
+    kept: list[Setting] = []
+    best = math.inf
+    order = sorted(
+        range(len(settings)),
+        key=lambda i: (settings[i].figures.requests_per_call, settings[i].figures.p99_s, i),
+    )
+    for index in order:
+        setting = settings[index]
+        if setting.figures.p99_s < best:
+            kept.append(setting)
+            best = setting.figures.p99_s
+    return tuple(kept)
+
+
+def recommend(settings: Sequence[Setting], budget: float) -> Setting | None:
+    """The setting with the lowest p99 whose requests per call are within ``budget`` and
+    whose budget ratio lets the bucket enforce it (ties, to the millisecond the metering
+    records: fewer requests, then the earlier)."""
+    allowed = budget - 1.0 + _SLACK
+    eligible = [
+        (round(s.figures.p99_s, 3), s.figures.requests_per_call, index, s)
+        for index, s in enumerate(settings)
+        if s.figures.requests_per_call <= budget + _SLACK
+        and (not s.rules.hedging or s.rules.ratio <= allowed)
+    ]
+    return min(eligible, key=lambda item: item[:3])[3] if eligible else None
+
+
+def tune(
+    conn: duckdb.DuckDBPyConnection,
+    *,
+    budget: float = DEFAULT_BUDGET,
+    source: str | None = None,
+    since: str | None = None,
+    seed: int = DEFAULT_SEED,
+    now: datetime | None = None,
+    max_calls: int = MAX_CALLS,
+) -> Tuning:
+    """Tune on the open store ``conn`` (see the module docstring). Raises
+    :class:`ConfigurationError` for a bad budget, ``since`` or source."""
+    from otel_llm._show._report import parse_since
+
+    budget = check_budget(budget)
+    start = parse_since(since, now or datetime.now(UTC)) if since is not None else None
+    data = sample(read_recorded(conn, since=start, max_calls=max_calls), source)
+    settings: list[Setting] = []
+    recorded: Figures | None = None
+    if data.calls:
+        rules = grid(data, budget)
+        draws = Draws.of(data, seed, max(r.max_rounds for r in rules))
+        settings = [Setting(r, replay(data, r, draws)) for r in rules]
+        recorded = figures_of(
+            [call.wall_s for call in data.recorded], sum(call.requests for call in data.recorded)
+        )
+    chosen = recommend(settings, budget) if data.enough else None
+    config = config_lines(chosen.rules, data.sources) if chosen is not None else None
+    return Tuning(
+        sample=data,
+        budget=budget,
+        seed=seed,
+        max_calls=max_calls,
+        settings=tuple(settings),
+        frontier=frontier(settings),
+        recommendation=chosen,
+        config=config,
+        recorded=recorded,
+    )
+
+
+def tune_store(path: Path, **options: Any) -> Tuning:
+    """:func:`tune` on the store at ``path`` (:class:`NotAStore` when it is not one)."""
+    from otel_llm._show._store import open_store
+
+    with open_store(path) as conn:
+        return tune(conn, **options)
