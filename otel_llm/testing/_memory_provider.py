@@ -115,8 +115,9 @@ async def _events(script: Script, reply: Reply) -> AsyncIterator[bytes]:
             start = timeline if step.cadence else loop.time()
             timeline = start + step.seconds
             if step.keepalive_every_s is not None:
+                every = step.keepalive_every_s
                 for beat in range(1, step.keepalive_count() + 1):
-                    await asyncio.sleep(max(0.0, start + beat * step.keepalive_every_s - loop.time()))
+                    await asyncio.sleep(max(0.0, start + beat * every - loop.time()))
                     yield _KEEPALIVE
             await asyncio.sleep(max(0.0, timeline - loop.time()))
         else:

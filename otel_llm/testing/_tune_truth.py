@@ -41,7 +41,10 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import OtelLLMError
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm._tune._model import percentiles
+from otel_llm._tune._model import Rules, percentiles
+from otel_llm._tune._recorded import read_recorded
+from otel_llm._tune._sample import Sample, sample
+from otel_llm._tune._tuning import MAX_CALLS
 from otel_llm.simulator._presets import MEASURED_FIT, MeasuredPreset, Preset
 from otel_llm.testing._memory_provider import MemoryProvider, Served
 from otel_llm.testing._virtual import run_virtual
@@ -85,16 +88,15 @@ def source_seeds(seed: int, count: int) -> dict[str, int]:
     return {name: seed * 100 + k for k, name in enumerate(source_names(count))}
 
 
-def _source(name: str, model: str, priority: int, watchdog_s: float | None) -> Source:
+def _source(name: str, model: str, priority: int, **fields: Any) -> Source:
     return Source(
         name=name,
         provider="sim",
         base_url=f"http://{name}.test/v1",
         model=model,
         timeout_s=NO_TIMEOUT_S,
-        ttft_timeout_s=watchdog_s,
-        inter_token_timeout_s=watchdog_s,
         priority=priority,
+        **fields,
     )
 
 
@@ -133,7 +135,7 @@ def record(
     async def main() -> None:
         clients = [
             Client(
-                [_source(name, model, 0, None)],
+                [_source(name, model, 0)],
                 http_client=upstream.client(),
                 tracer_provider=provider,
                 seed=seed,
@@ -168,9 +170,7 @@ def tune(store: Path, budget: float, *extra: str, timeout_s: float = 600.0) -> d
     command runs (``python -m otel_llm.cli``); its JSON document."""
     command = [sys.executable, "-m", "otel_llm.cli", "tune", "--db", str(store)]
     command += ["--budget", f"{budget:g}", "--format", "json", *extra]
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout_s, check=False
-    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"otel-llm tune exited {done.returncode}: {done.stderr.strip()}")
     document: dict[str, Any] = json.loads(done.stdout)
@@ -179,11 +179,11 @@ def tune(store: Path, budget: float, *extra: str, timeout_s: float = 600.0) -> d
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """A hedge setting as a client runs it: ``Client(**client_kwargs)`` and the watchdog
-    (``TTFT_TIMEOUT_S`` = ``INTER_TOKEN_TIMEOUT_S`` on every source; ``None``: none)."""
+    """A hedge setting as a client runs it: ``Client(**client_kwargs)`` and
+    ``Source(**source_kwargs)`` on every source (the watchdog's timeouts)."""
 
     client_kwargs: Mapping[str, Any]
-    watchdog_s: float | None
+    source_kwargs: Mapping[str, Any]
 
     @classmethod
     def recommended(cls, document: Mapping[str, Any]) -> Setting:
@@ -191,12 +191,10 @@ class Setting:
         recommendation = document.get("recommendation")
         if recommendation is None:
             raise ValueError("tune recommended nothing")
-        kwargs = dict(recommendation["client_kwargs"])
-        watchdog = recommendation.get("watchdog_s")
-        return cls(kwargs, None if watchdog is None else float(watchdog))
+        return cls(dict(recommendation["client_kwargs"]), dict(recommendation["source_kwargs"]))
 
 
-UNHEDGED = Setting({}, None)
+UNHEDGED = Setting({}, {})
 """No hedge keys, no watchdog: exactly the unhedged client (R15)."""
 
 
@@ -260,7 +258,7 @@ def run_setting(
         nonlocal attempts, hedges
         names = list(upstream.seeds)
         sources_ = [
-            _source(name, model, priority, setting.watchdog_s)
+            _source(name, model, priority, **setting.source_kwargs)
             for priority, name in enumerate(names)
         ]
         loop = asyncio.get_running_loop()
@@ -309,3 +307,22 @@ def sources_of(served: Sequence[Served]) -> dict[str, int]:
     for item in served:
         counts[item.source] = counts.get(item.source, 0) + 1
     return counts
+
+
+def read_sample(store: Path) -> Sample:
+    """The sample ``otel-llm tune`` replays from ``store`` (its own reader and rules)."""
+    from otel_llm._show._store import open_store
+
+    with open_store(store) as conn:
+        return sample(read_recorded(conn, since=None, max_calls=MAX_CALLS))
+
+
+def rules_of(recommendation: Mapping[str, Any]) -> Rules:
+    """The model's rules for a recommendation of ``tune``'s JSON (the defaults it tuned with
+    for everything the recommendation does not name)."""
+    return Rules(
+        after_s=recommendation["after_s"],
+        stall_after_s=recommendation["stall_after_s"],
+        watchdog_s=recommendation["watchdog_s"],
+        ratio=recommendation["budget_ratio"],
+    )
