@@ -326,3 +326,73 @@ def rules_of(recommendation: Mapping[str, Any]) -> Rules:
         watchdog_s=recommendation["watchdog_s"],
         ratio=recommendation["budget_ratio"],
     )
+
+
+FRESH_SEED_OFFSET = 1000
+"""Fresh draws use seed + 1000: generators (``source_seeds``) the recording never used."""
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """One preset's proof: the recording, tune's document, its sample, the fresh run."""
+
+    preset: str
+    recording: Recording
+    document: dict[str, Any]
+    sample: Sample
+    """What tune replayed, read from the store by tune's own reader."""
+    fresh_seed: int
+    measured: Measured
+    """The recommended setting on fresh draws."""
+
+    @property
+    def recommendation(self) -> dict[str, Any]:
+        """Tune's recommendation (the proof needs one)."""
+        found: dict[str, Any] | None = self.document["recommendation"]
+        if found is None:
+            raise ValueError(f"tune recommended nothing: {self.document.get('verdict')}")
+        return found
+
+    @property
+    def predicted_p99_s(self) -> float:
+        return float(self.recommendation["predicted"]["p99_s"])
+
+
+def prove(
+    preset: str, recorded: int, fresh: int, seed: int, budget: float, directory: Path
+) -> Proof:
+    """Record ``recorded`` unhedged calls of ``PRESETS[preset]`` into a store under
+    ``directory``, tune it with ``budget`` through the CLI, run the recommendation on ``fresh``
+    calls from fresh seeds."""
+    store = directory / f"{preset}-store"
+    recording = record(store, PRESETS[preset], recorded, seed)
+    document = tune(store, budget)
+    data = read_sample(store)
+    fresh_seed = seed + FRESH_SEED_OFFSET
+    measured = run_setting(Setting.recommended(document), PRESETS[preset], fresh, fresh_seed)
+    return Proof(preset, recording, document, data, fresh_seed, measured)
+
+
+def prove_all(
+    presets: Sequence[str],
+    recorded: int,
+    fresh: int,
+    seed: int,
+    budget: float,
+    directory: Path,
+    *,
+    processes: int = 2,
+) -> dict[str, Proof]:
+    """:func:`prove` for each preset, in up to ``processes`` processes of their own at once
+    (the runs are on virtual time: how many run together changes no figure)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if processes <= 1:
+        return {p: prove(p, recorded, fresh, seed, budget, directory) for p in presets}
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=processes, mp_context=context) as pool:
+        futures = {
+            p: pool.submit(prove, p, recorded, fresh, seed, budget, directory) for p in presets
+        }
+        return {p: future.result() for p, future in futures.items()}
