@@ -35,8 +35,11 @@ meet, and how often each wrong prediction would pass.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +47,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from _provider import launch, read_url
 
 from otel_llm._tune._model import Rules
 from otel_llm._tune._replay import Figures
@@ -58,14 +63,20 @@ from otel_llm.testing._tune_noise import (
     wrong_floor,
 )
 from otel_llm.testing._tune_truth import (
+    FRESH_SEED_OFFSET,
     PRESETS,
     UNHEDGED,
     Measured,
     Setting,
+    Upstream,
     read_sample,
     record,
+    record_calls,
     rules_of,
+    run_calls,
     run_setting,
+    source_seeds,
+    store_pipeline,
     tune,
 )
 
@@ -178,10 +189,6 @@ def noise(options: argparse.Namespace) -> None:
             )
 
 
-FRESH_SEED_OFFSET = 1000
-"""Fresh draws use seed + 1000: generators the recording never used."""
-
-
 def _figures(label: str, p50: float, p95: float, p99: float, requests: float) -> str:
     return f"  {label:34} p50 {p50:7.2f}  p95 {p95:7.2f}  p99 {p99:7.2f}  req/call {requests:.4f}"
 
@@ -276,6 +283,99 @@ def proof(name: str, preset: Preset, options: argparse.Namespace, directory: Pat
         )
 
 
+def _providers(seed: int, scale: float) -> tuple[list[subprocess.Popen[str]], Upstream]:
+    """Three ``otel-llm provider --preset measured`` processes (seeds as :func:`source_seeds`)."""
+    procs: list[subprocess.Popen[str]] = []
+    urls: dict[str, str] = {}
+    for name, source_seed in source_seeds(seed, 3).items():
+        proc = launch(
+            "--preset", "measured", "--time-scale", f"{scale:g}", "--seed", f"{source_seed}"
+        )
+        procs.append(proc)
+        urls[name] = read_url(proc)
+    return procs, Upstream(urls, lambda: None, time_scale=scale, model="measured")
+
+
+def _stop(procs: Sequence[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        proc.send_signal(signal.SIGINT)
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def loopback(options: argparse.Namespace, directory: Path) -> None:
+    """The measured preset's proof over real loopback HTTP at a time scale (real time)."""
+    scale, every_s = options.time_scale, 1.0 / options.rate
+    store = directory / "loopback-store"
+    print(
+        f"\nloopback: measured preset over real HTTP (otel-llm provider processes), time scale "
+        f"{scale:g} (1 s real = {1 / scale:g} s simulated), {options.rate:g} calls per second"
+    )
+    procs, upstream = _providers(options.seed, scale)
+    pipeline, exporter = store_pipeline(store)
+    started = time.perf_counter()
+    try:
+        asyncio.run(record_calls(upstream, pipeline, options.recorded, options.seed, every_s))
+    finally:
+        pipeline.shutdown()
+        _stop(procs)
+    print(
+        f"  recorded {options.recorded:,} calls in {time.perf_counter() - started:.0f} s "
+        f"({exporter.stats.written:,} spans, {exporter.stats.dropped} dropped)"
+    )
+    document = tune(store, options.budget)
+    recommendation = document["recommendation"]
+    data = document["data"]
+    print(f"  tune used {data['calls']:,} calls, floor {data['floor_ms']} ms")
+    if recommendation is None:
+        print(f"  no recommendation: {document.get('verdict')}")
+        return
+    rules = rules_of(recommendation)
+    setting = Setting.recommended(document)
+    print(f"  recommended (real seconds): {describe(rules)} -> {', '.join(recommendation['env'])}")
+    fresh_seed = options.seed + FRESH_SEED_OFFSET
+    procs, upstream = _providers(fresh_seed, scale)
+    started = time.perf_counter()
+    try:
+        walls, attempts, hedges = asyncio.run(
+            run_calls(setting, upstream, options.fresh, fresh_seed, every_s)
+        )
+    finally:
+        _stop(procs)
+    measured = Measured(tuple(walls), attempts, attempts, hedges)
+    print(f"  fresh run: {options.fresh:,} calls in {time.perf_counter() - started:.0f} s")
+    predicted = recommendation["predicted"]
+    for label, factor in (("real s", 1.0), ("simulated s", 1.0 / scale)):
+        print(
+            _figures(
+                f"predicted ({label})",
+                predicted["p50_s"] * factor,
+                predicted["p95_s"] * factor,
+                predicted["p99_s"] * factor,
+                predicted["requests_per_call"],
+            )
+        )
+        print(
+            _figures(
+                f"measured ({label})",
+                measured.p50_s * factor,
+                measured.p95_s * factor,
+                measured.p99_s * factor,
+                measured.requests_per_call,
+            )
+            + (f"  ({measured.failures} failed)" if measured.failures else "")
+        )
+    ratio = measured.p99_s / predicted["p99_s"]
+    print(
+        f"  measured / predicted p99 {ratio:.3f}, requests per call "
+        f"{measured.requests_per_call:.4f} (sum of CallStats.attempts over the calls)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--presets", default="measured,fast-stalls")
@@ -289,7 +389,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--no-baseline", dest="baseline", action="store_false", help="skip the unhedged run"
     )
+    parser.add_argument(
+        "--loopback", action="store_true", help="the measured preset over real loopback HTTP"
+    )
+    parser.add_argument("--time-scale", type=float, default=0.1, help="--loopback: real/simulated")
+    parser.add_argument("--rate", type=float, default=20.0, help="--loopback: calls per second")
     options = parser.parse_args(argv)
+    if options.loopback:
+        with tempfile.TemporaryDirectory(prefix="tune-truth-") as scratch:
+            directory = options.store_dir or Path(scratch)
+            directory.mkdir(parents=True, exist_ok=True)
+            loopback(options, directory)
+        return
     if options.noise:
         noise(options)
         return

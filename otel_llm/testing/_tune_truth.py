@@ -26,11 +26,12 @@ import math
 import random
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from opentelemetry import trace
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -88,31 +89,50 @@ def source_seeds(seed: int, count: int) -> dict[str, int]:
     return {name: seed * 100 + k for k, name in enumerate(source_names(count))}
 
 
-def _source(name: str, model: str, priority: int, **fields: Any) -> Source:
-    return Source(
-        name=name,
-        provider="sim",
-        base_url=f"http://{name}.test/v1",
-        model=model,
-        timeout_s=NO_TIMEOUT_S,
-        priority=priority,
-        **fields,
-    )
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """Where the sources are: each source's base URL, the HTTP client that reaches them
+    (``None``: the ``Client``'s own), and the scale of their time (the simulator's
+    ``--time-scale``: every timeout the proof sets is scaled by it)."""
+
+    base_urls: Mapping[str, str]
+    http_client: Callable[[], httpx2.AsyncClient | None]
+    time_scale: float = 1.0
+    model: str = "sim"
+
+    def source(self, name: str, priority: int, **fields: Any) -> Source:
+        """Source ``name`` with the read timeout that never fires (scaled)."""
+        return Source(
+            name=name,
+            provider="sim",
+            base_url=self.base_urls[name],
+            model=self.model,
+            timeout_s=NO_TIMEOUT_S * self.time_scale,
+            priority=priority,
+            **fields,
+        )
 
 
-async def _arrivals(calls: int, seed: int) -> list[float]:
-    """Start times of ``calls`` calls (Poisson, mean gap :data:`ARRIVAL_EVERY_S`)."""
+def in_memory(provider: MemoryProvider) -> Upstream:
+    """The sources of an in-memory provider (``http://<source>.test/v1``)."""
+    urls = {name: f"http://{name}.test/v1" for name in provider.seeds}
+    return Upstream(urls, provider.client)
+
+
+def _arrivals(calls: int, seed: int, every_s: float) -> list[float]:
+    """Start times of ``calls`` calls, from 0 (Poisson, mean gap ``every_s``)."""
     rng = random.Random(f"arrivals/{seed}")
     times, now = [], 0.0
     for _ in range(calls):
         times.append(now)
-        now += rng.expovariate(1.0 / ARRIVAL_EVERY_S)
+        now += rng.expovariate(1.0 / every_s)
     return times
 
 
 @dataclass(frozen=True, slots=True)
 class Recording:
-    """What :func:`record` wrote: the calls, and every script the provider served."""
+    """What :func:`record` wrote: the calls, and every script the provider served (in
+    memory; empty over HTTP)."""
 
     store: Path
     calls: int
@@ -121,60 +141,80 @@ class Recording:
     spans_dropped: int
 
 
-def record(
-    store: Path, preset: Preset, calls: int, seed: int, *, sources: int = 3, model: str = "sim"
-) -> Recording:
-    """``calls`` unhedged streamed calls of ``preset`` into the store at ``store``, spread in
-    turn over ``sources`` sources (one ``Client`` each), on virtual time."""
+def store_pipeline(store: Path) -> tuple[TracerProvider, DuckDBSpanExporter]:
+    """The pipeline ``otel_llm.init(db_path=store)`` builds: an SDK tracer provider whose
+    spans go through the deriving processor into the embedded store (not installed globally)."""
     exporter = DuckDBSpanExporter(store)
     processor = DerivingSpanProcessor([SimpleSpanProcessor(exporter)])
     provider = TracerProvider(span_limits=SpanLimits(max_events=DEFAULTS.chunk_event_budget + 8))
     provider.add_span_processor(processor)
-    upstream = MemoryProvider(preset, source_seeds(seed, sources))
+    return provider, exporter
 
-    async def main() -> None:
-        clients = [
-            Client(
-                [_source(name, model, 0)],
-                http_client=upstream.client(),
-                tracer_provider=provider,
-                seed=seed,
-            )
-            for name in upstream.seeds
-        ]
-        loop = asyncio.get_running_loop()
-        starts = await _arrivals(calls, seed)
 
-        async def one(index: int) -> None:
-            await asyncio.sleep(starts[index] - loop.time())
-            await clients[index % len(clients)].chat(list(MESSAGES), stream=True)
+async def record_calls(
+    upstream: Upstream, provider: trace.TracerProvider, calls: int, seed: int, every_s: float
+) -> None:
+    """``calls`` unhedged streamed calls, spread in turn over the upstream's sources (one
+    ``Client`` each), started ``every_s`` apart on average."""
+    clients = [
+        Client(
+            [upstream.source(name, 0)],
+            http_client=upstream.http_client(),
+            tracer_provider=provider,
+            seed=seed,
+        )
+        for name in upstream.base_urls
+    ]
+    loop = asyncio.get_running_loop()
+    origin = loop.time()
+    starts = _arrivals(calls, seed, every_s)
 
-        try:
-            async with asyncio.TaskGroup() as group:
-                for index in range(calls):
-                    group.create_task(one(index))
-        finally:
-            for client in clients:
-                await client.aclose()
+    async def one(index: int) -> None:
+        await asyncio.sleep(origin + starts[index] - loop.time())
+        await clients[index % len(clients)].chat(list(MESSAGES), stream=True)
 
     try:
-        run_virtual(main())
+        async with asyncio.TaskGroup() as group:
+            for index in range(calls):
+                group.create_task(one(index))
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+def record(store: Path, preset: Preset, calls: int, seed: int, *, sources: int = 3) -> Recording:
+    """``calls`` unhedged streamed calls of ``preset`` into the store at ``store``, spread in
+    turn over ``sources`` sources, on virtual time (:func:`record_calls`)."""
+    provider, exporter = store_pipeline(store)
+    upstream = MemoryProvider(preset, source_seeds(seed, sources))
+    try:
+        run_virtual(record_calls(in_memory(upstream), provider, calls, seed, ARRIVAL_EVERY_S))
     finally:
         provider.shutdown()
     stats = exporter.stats
     return Recording(store, calls, tuple(upstream.served), stats.written, stats.dropped)
 
 
-def tune(store: Path, budget: float, *extra: str, timeout_s: float = 600.0) -> dict[str, Any]:
+def tune_run(
+    store: Path, budget: float, *extra: str, timeout_s: float = 600.0
+) -> tuple[dict[str, Any], int]:
     """``otel-llm tune --db STORE --budget BUDGET --format json`` (and ``extra``), run as the
-    command runs (``python -m otel_llm.cli``); its JSON document."""
+    command runs (``python -m otel_llm.cli``): its JSON document and exit code, 0 or
+    :data:`~otel_llm.cli._tune.TUNE_NOT_ENOUGH_EXIT` (too few data to recommend)."""
+    from otel_llm.cli._tune import TUNE_NOT_ENOUGH_EXIT
+
     command = [sys.executable, "-m", "otel_llm.cli", "tune", "--db", str(store)]
     command += ["--budget", f"{budget:g}", "--format", "json", *extra]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-    if done.returncode != 0:
+    if done.returncode not in (0, TUNE_NOT_ENOUGH_EXIT):
         raise RuntimeError(f"otel-llm tune exited {done.returncode}: {done.stderr.strip()}")
     document: dict[str, Any] = json.loads(done.stdout)
-    return document
+    return document, done.returncode
+
+
+def tune(store: Path, budget: float, *extra: str) -> dict[str, Any]:
+    """:func:`tune_run`'s document."""
+    return tune_run(store, budget, *extra)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +276,55 @@ class Measured:
         return self.requests / self.calls
 
 
+async def run_calls(
+    setting: Setting,
+    upstream: Upstream,
+    calls: int,
+    seed: int,
+    every_s: float,
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+) -> tuple[list[float], int, int]:
+    """``calls`` streamed calls through one ``Client`` over the upstream's sources (priority
+    in order) under ``setting``: each call's wall time on the loop's clock (``inf``: failed),
+    and Σ ``CallStats.attempts`` and ``.hedges`` of the calls that succeeded. Tracing is off
+    unless ``tracer_provider`` is given."""
+    provider = tracer_provider if tracer_provider is not None else trace.NoOpTracerProvider()
+    walls: list[float] = [math.inf] * calls
+    attempts = hedges = 0
+    sources = [
+        upstream.source(name, priority, **setting.source_kwargs)
+        for priority, name in enumerate(upstream.base_urls)
+    ]
+    loop = asyncio.get_running_loop()
+    origin = loop.time()
+    starts = _arrivals(calls, seed, every_s)
+    async with Client(
+        sources,
+        http_client=upstream.http_client(),
+        tracer_provider=provider,
+        seed=seed,
+        **setting.client_kwargs,
+    ) as client:
+
+        async def one(index: int) -> None:
+            nonlocal attempts, hedges
+            await asyncio.sleep(origin + starts[index] - loop.time())
+            started = loop.time()
+            try:
+                result = await client.chat(list(MESSAGES), stream=True)
+            except OtelLLMError:
+                return
+            walls[index] = loop.time() - started
+            attempts += result.stats.attempts
+            hedges += result.stats.hedges
+
+        async with asyncio.TaskGroup() as group:
+            for index in range(calls):
+                group.create_task(one(index))
+    return walls, attempts, hedges
+
+
 def run_setting(
     setting: Setting,
     preset: Preset,
@@ -243,51 +332,22 @@ def run_setting(
     seed: int,
     *,
     sources: int = 3,
-    model: str = "sim",
     tracer_provider: trace.TracerProvider | None = None,
 ) -> Measured:
-    """``calls`` streamed calls of ``preset`` through one ``Client`` over ``sources`` sources
-    (priority in order) under ``setting``, on virtual time. Tracing is off unless
-    ``tracer_provider`` is given: what is measured is the call's time on the loop's clock."""
+    """``calls`` streamed calls of ``preset`` under ``setting`` (:func:`run_calls`) on
+    virtual time, against an in-memory provider seeded from ``seed``; its requests are the
+    requests the provider answered."""
     upstream = MemoryProvider(preset, source_seeds(seed, sources))
-    provider = tracer_provider if tracer_provider is not None else trace.NoOpTracerProvider()
-    walls: list[float] = [math.inf] * calls
-    attempts = hedges = 0
-
-    async def main() -> None:
-        nonlocal attempts, hedges
-        names = list(upstream.seeds)
-        sources_ = [
-            _source(name, model, priority, **setting.source_kwargs)
-            for priority, name in enumerate(names)
-        ]
-        loop = asyncio.get_running_loop()
-        starts = await _arrivals(calls, seed)
-        async with Client(
-            sources_,
-            http_client=upstream.client(),
-            tracer_provider=provider,
-            seed=seed,
-            **setting.client_kwargs,
-        ) as client:
-
-            async def one(index: int) -> None:
-                nonlocal attempts, hedges
-                await asyncio.sleep(starts[index] - loop.time())
-                started = loop.time()
-                try:
-                    result = await client.chat(list(MESSAGES), stream=True)
-                except OtelLLMError:
-                    return
-                walls[index] = loop.time() - started
-                attempts += result.stats.attempts
-                hedges += result.stats.hedges
-
-            async with asyncio.TaskGroup() as group:
-                for index in range(calls):
-                    group.create_task(one(index))
-
-    run_virtual(main())
+    walls, attempts, hedges = run_virtual(
+        run_calls(
+            setting,
+            in_memory(upstream),
+            calls,
+            seed,
+            ARRIVAL_EVERY_S,
+            tracer_provider=tracer_provider,
+        )
+    )
     return Measured(tuple(walls), len(upstream.served), attempts, hedges)
 
 
