@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
@@ -130,6 +131,13 @@ def tune_sample(data: Sample, budget: float, seed: int = DEFAULT_SEED) -> Tuned:
 def predict(data: Sample, rules: Rules, seed: int = DEFAULT_SEED) -> Figures:
     """Tune's replay of one setting on ``data``."""
     return replay(data, rules, Draws.of(data, seed, rules.max_rounds))
+
+
+def averaged_p99(data: Sample, rules: Rules, seeds: Iterable[int]) -> float:
+    """The mean of tune's predicted p99 for ``rules`` over the draw ``seeds`` (the replay's own
+    noise — which hedge legs the recorded calls meet — averaged out; the recorded sample's
+    stays)."""
+    return statistics.fmean(predict(data, rules, seed).p99_s for seed in seeds)
 
 
 def model_run(rules: Rules, preset: Preset, calls: int, seed: int) -> Figures:
