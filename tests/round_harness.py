@@ -13,6 +13,7 @@ from otel_llm import _semconv as sc
 from otel_llm._act._attempt import Attempt
 from otel_llm._act._breaker import Breaker
 from otel_llm._act._groups import HedgeSettings
+from otel_llm._act._hedge_budget import Trigger
 from otel_llm._act._legs import Leg
 from otel_llm._act._round import Round, RoundResult
 from otel_llm._act._source import Source
@@ -88,6 +89,8 @@ class Legs:
     hedge_target: str | None = "b"
     primary_started: asyncio.Event = field(default_factory=asyncio.Event)
     hedge_started: asyncio.Event = field(default_factory=asyncio.Event)
+    asked: list[Trigger] = field(default_factory=list)
+    """The triggers the round asked a hedge for, in order."""
     tracer: Tracer = field(default_factory=lambda: NoOpTracerProvider().get_tracer("t"))
 
     def new_leg(
@@ -116,8 +119,11 @@ class Legs:
         finally:
             leg.finished_at = asyncio.get_running_loop().time()
 
-    async def find_hedge(self, primary: SourceState) -> tuple[SourceState, int] | None:
+    async def find_hedge(
+        self, primary: SourceState, trigger: Trigger
+    ) -> tuple[SourceState, int] | None:
         assert primary.name == "a"
+        self.asked.append(trigger)
         return (state(self.hedge_target), 1) if self.hedge_target else None
 
     make_signal: Callable[[], asyncio.Event] = asyncio.Event

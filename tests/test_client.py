@@ -220,7 +220,7 @@ async def test_hedge_budget_caps_extra_requests(provider: SimulatedProvider, spa
     async with Client(
         sources, hedge_stall_after_s=0.1, hedge_budget_ratio=0.0, tracer_provider=spans.provider
     ) as client:
-        client._hedge_budget.tokens = 1.0  # one hedge left
+        client._hedge_budgets.stall.tokens = 1.0  # one hedge left
         first = await client.chat(MESSAGES)
         second = await client.chat(MESSAGES)
     assert first.stats.hedges == 1

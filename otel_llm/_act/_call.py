@@ -25,7 +25,7 @@ from otel_llm import _errors as e
 from otel_llm import _semconv as sc
 from otel_llm._act._admission import Admission
 from otel_llm._act._backoff import backoff_delay
-from otel_llm._act._hedge_budget import HedgeBudget
+from otel_llm._act._hedge_budget import HedgeBudgets
 from otel_llm._act._legs import CallContext, Leg, LegLedger, Request, UsageOf
 from otel_llm._act._pool import Pool
 from otel_llm._act._round import Round, RoundResult
@@ -64,7 +64,7 @@ class CallShared:
     settings: ClientSettings
     states: list[SourceState]
     admission: Admission
-    hedge_budget: HedgeBudget
+    hedge_budget: HedgeBudgets
     rng: random.Random = field(default_factory=random.Random)
 
 

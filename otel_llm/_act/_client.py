@@ -19,7 +19,7 @@ from otel_llm._act._breaker import Breaker
 from otel_llm._act._call import CallOutcome, CallRun, CallShared
 from otel_llm._act._completion import Completion, Embeddings
 from otel_llm._act._groups import PoolSettings
-from otel_llm._act._hedge_budget import HedgeBudget
+from otel_llm._act._hedge_budget import HedgeBudgets
 from otel_llm._act._json import require_json
 from otel_llm._act._legs import Request, UsageOf
 from otel_llm._act._pool import Pool
@@ -100,6 +100,7 @@ class Client:
         hedge_stall_after_s: float | None = None,
         hedge_budget_ratio: float | None = None,
         hedge_budget_burst: float | None = None,
+        hedge_first_token_burst: float | None = None,
         max_attempts: int | None = None,
         call_deadline_s: float | None = None,
         stall_window_s: float | None = None,
@@ -166,7 +167,10 @@ class Client:
         self._admission = admission or _admission(self.settings)
         self._owns_admission = admission is None
         hedge = self.settings.hedge
-        self._hedge_budget = HedgeBudget(hedge.budget_ratio, hedge.budget_burst)
+        both = hedge.after_s is not None and hedge.stall_after_s is not None
+        self._hedge_budgets = HedgeBudgets(
+            hedge.budget_ratio, hedge.budget_burst, hedge.first_token_burst, both
+        )
         self._rng = random.Random(seed)
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -218,7 +222,7 @@ class Client:
             settings=self.settings,
             states=self._states,
             admission=self._admission,
-            hedge_budget=self._hedge_budget,
+            hedge_budget=self._hedge_budgets,
             rng=self._rng,
         )
 

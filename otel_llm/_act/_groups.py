@@ -57,6 +57,10 @@ class HedgeSettings(Group):
     """Hedge legs are capped at this fraction of primary rounds (plus ``budget_burst``)."""
     budget_burst: float = DEFAULTS.hedge_budget_burst
     """Hedge legs that may start back to back when the budget is full."""
+    first_token_burst: float = DEFAULTS.hedge_first_token_burst
+    """With both triggers set, the stall trigger keeps the whole budget and the first-token
+    trigger spends only what the full budget overflows, saving at most this many hedges
+    (:class:`~otel_llm._act._hedge_budget.HedgeBudgets`); unused with one trigger."""
 
     @field_validator("after_s", "stall_after_s")
     @classmethod
@@ -64,13 +68,19 @@ class HedgeSettings(Group):
         _positive(value)
         return value
 
-    @model_validator(mode="after")
-    def _check(self) -> Self:
-        if not math.isfinite(self.budget_ratio) or self.budget_ratio < 0:
-            raise ValueError(f"budget_ratio must be a finite number >= 0, got {self.budget_ratio}")
-        if not math.isfinite(self.budget_burst) or self.budget_burst < 1:
-            raise ValueError(f"budget_burst must be a finite number >= 1, got {self.budget_burst}")
-        return self
+    @field_validator("budget_ratio")
+    @classmethod
+    def _ratio(cls, value: float) -> float:
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"must be a finite number >= 0, got {value!r}")
+        return value
+
+    @field_validator("budget_burst", "first_token_burst")
+    @classmethod
+    def _burst(cls, value: float) -> float:
+        if not math.isfinite(value) or value < 1:
+            raise ValueError(f"must be a finite number >= 1, got {value!r}")
+        return value
 
     @property
     def enabled(self) -> bool:

@@ -54,7 +54,11 @@ class HedgeBudgets:
     ``ratio`` that does not fit into the stall bucket flows into a first-token bucket of at most
     ``first_token_burst`` tokens, which starts empty. So over any run from the start hedge legs
     stay at most ``ratio`` × primary rounds + ``burst``; a short window may see up to
-    ``first_token_burst`` more, taken from tokens saved earlier.
+    ``first_token_burst`` more, taken from tokens saved earlier. A first-token hedge never takes
+    a stall token: the stall bucket earns and spends exactly as with the stall trigger alone.
+    (That a refused first-token hedge leaves the round's one hedge to the stall trigger is the
+    round's part, :mod:`otel_llm._act._round`; a non-streamed call, where only the first-token
+    trigger applies, spends from the first-token bucket all the same.)
     """
 
     ratio: float
@@ -75,9 +79,14 @@ class HedgeBudgets:
         """A primary round started."""
         before = self.stall.tokens
         self.stall.earn()
-        if self.first_token is not self.stall:
-            spilled = before + self.ratio - self.stall.tokens
-            self.first_token.tokens = min(self.first_token.burst, self.first_token.tokens + spilled)
+        self._spill(before + self.ratio - self.stall.tokens)
+
+    def _spill(self, tokens: float) -> None:
+        """``tokens`` the full stall bucket could not hold go to the first-token bucket (up to
+        its burst; with one trigger there is no second bucket and they are lost, as before)."""
+        if self.first_token is not self.stall and tokens > 0:
+            first = self.first_token
+            first.tokens = min(first.burst, first.tokens + tokens)
 
     def _bucket(self, trigger: Trigger) -> HedgeBudget:
         return self.stall if trigger == STALL else self.first_token
@@ -87,8 +96,14 @@ class HedgeBudgets:
         return self._bucket(trigger).spend()
 
     def refund(self, trigger: Trigger) -> None:
-        """Give back a hedge of ``trigger`` that was not started after all."""
-        self._bucket(trigger).refund()
+        """Give back a hedge of ``trigger`` that was not started after all. A stall token the
+        stall bucket can no longer hold (it filled up meanwhile) spills like an earned one."""
+        if trigger == STALL:
+            before = self.stall.tokens
+            self.stall.refund()
+            self._spill(before + 1.0 - self.stall.tokens)
+        else:
+            self.first_token.refund()
 
     @property
     def held(self) -> float:

@@ -25,7 +25,7 @@ from otel_llm import _semconv as sc
 from otel_llm._act._admission import Admission, estimate_prompt_tokens, estimate_tokens
 from otel_llm._act._attempt import Attempt
 from otel_llm._act._groups import RetrySettings
-from otel_llm._act._hedge_budget import HedgeBudget
+from otel_llm._act._hedge_budget import HedgeBudgets, Trigger
 from otel_llm._act._pool import Pool
 from otel_llm._act._source_state import Candidates, SourceState
 from otel_llm._defaults import DEFAULTS
@@ -69,7 +69,7 @@ class CallContext:
     tracer: trace.Tracer
     pool: Pool
     admission: Admission
-    hedge_budget: HedgeBudget
+    hedge_budget: HedgeBudgets
     retry: RetrySettings
     threshold_ms: int
     context: Context
@@ -217,24 +217,32 @@ class LegLedger(Generic[T]):
 
     # --- hedging ------------------------------------------------------------------------------
 
-    async def find_hedge(self, primary: SourceState) -> tuple[SourceState, int] | None:
-        """A different, eligible source with quota, within the hedge budget; else ``None``
-        (then the round silently does not hedge, R10 — also when the admission backend cannot
-        be reached now: the primary runs on, R5)."""
+    async def find_hedge(
+        self, primary: SourceState, trigger: Trigger
+    ) -> tuple[SourceState, int] | None:
+        """A different, eligible source with quota, within ``trigger``'s share of the hedge
+        budget; else ``None`` (then this trigger silently does not hedge, R10 — also when the
+        admission backend cannot be reached now: the primary runs on, R5). A budget token taken
+        for a hedge that then cannot start goes back to the trigger's own bucket."""
         budget = self.call.hedge_budget
         target = self.candidates.hedge_target(self.loop.time(), primary=primary.name)
-        if target is None or not budget.spend():
+        if target is None or not budget.spend(trigger):
             return None
         try:
             admitted = await self.admit(target)
         except e.BackendUnavailable:
             admitted = False
         if not admitted:
-            budget.refund()
+            budget.refund(trigger)
             return None
         if not target.breaker.acquire(self.loop.time()):
-            await self.refund(target)
-            budget.refund()
+            budget.refund(trigger)
+            try:
+                await self.refund(target)
+            except e.BackendUnavailable as exc:  # the primary runs on all the same (R5)
+                logger.warning(
+                    "otel-llm: could not give back admission for %s: %s", target.name, exc
+                )
             return None
         return target, self.tokens
 

@@ -1,5 +1,7 @@
 """One round of a call: the primary leg and, when its first chunk is late or its stream stalls,
-one hedge leg on another source (SPEC R7–R11, R14).
+one hedge leg on another source (SPEC R7–R11, R14). A first-token hedge the ledger refuses (no
+eligible source, no budget, admission, the breaker) has not hedged the round: its window goes on
+to the stall phase, so the stall trigger may still start the round's one hedge.
 
 The shape is trio's happy eyeballs (``open_tcp_stream``): :meth:`Round.run` alone creates the
 tasks of a round — the legs and the waiter on the chunk signal — races them, and reaps them.
@@ -23,6 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from otel_llm import _semconv as sc
 from otel_llm._act._groups import HedgeSettings
+from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, Trigger
 from otel_llm._act._legs import Leg
 from otel_llm._act._source_state import SourceState
 from otel_llm._defaults import DEFAULTS
@@ -42,6 +45,12 @@ class RoundResult(Generic[T]):
     failed: list[Leg[T]] = field(default_factory=list)
     losers: list[Leg[T]] = field(default_factory=list)
     hedges: int = 0
+    trigger: Trigger | None = None
+    """What started the round's hedge (``None``: it did not hedge)."""
+
+
+Hedge = tuple[SourceState, int, Trigger]
+"""A hedge to start: its source, its pre-admitted tokens, and the trigger that asked for it."""
 
 
 class LegAccounting(Protocol[T]):
@@ -57,8 +66,11 @@ class LegAccounting(Protocol[T]):
         """The leg's work: its attempt and the accounting of its outcome."""
         ...
 
-    async def find_hedge(self, primary: SourceState) -> tuple[SourceState, int] | None:
-        """An eligible, admitted hedge target other than the primary's source, or ``None``."""
+    async def find_hedge(
+        self, primary: SourceState, trigger: Trigger
+    ) -> tuple[SourceState, int] | None:
+        """An eligible, admitted hedge target other than the primary's source, paid from
+        ``trigger``'s share of the hedge budget, or ``None``."""
         ...
 
 
@@ -106,13 +118,14 @@ class Round(Generic[T]):
         signal = self._make_signal() if self.hedging and self._stream else None
         legs = [self._start(primary, tokens, sc.LEG_PRIMARY, signal)]
         try:
-            if self.hedging and await self._hedge_window(legs[0], signal):
-                target = await self._ledger.find_hedge(primary)
-                if target is not None:
-                    state, hedge_tokens = target
-                    legs.append(self._start(state, hedge_tokens, sc.LEG_HEDGE, None))
+            hedge = await self._hedge_window(legs[0], signal) if self.hedging else None
+            trigger = None
+            if hedge is not None:
+                state, hedge_tokens, trigger = hedge
+                legs.append(self._start(state, hedge_tokens, sc.LEG_HEDGE, None))
             result = await self._race(legs)
             result.hedges = len(legs) - 1
+            result.trigger = trigger
             return result
         finally:
             await self._cancel_running(legs)
@@ -129,26 +142,48 @@ class Round(Generic[T]):
 
     # --- the hedge window (R9) ---------------------------------------------------------------
 
-    async def _hedge_window(self, leg: Leg[T], signal: asyncio.Event | None) -> bool:
-        """Wait until a hedge is due (True) or the primary finished first (False)."""
+    async def _hedge_window(self, leg: Leg[T], signal: asyncio.Event | None) -> Hedge | None:
+        """Wait until a hedge is due and find it its target, until the primary finished first
+        (``None``), or until no hedge is left to try (``None``). A first-token hedge the ledger
+        refuses — no eligible source, no budget, no admission, an open breaker — has not hedged
+        the round, so the window goes on: the stall trigger may still start the round's one
+        hedge (R10)."""
         primary = leg.task
+        state = leg.state
         if signal is None:  # not streamed: only the first-token trigger applies
             if self._after_s is None:
-                return False
+                return None
             done, _ = await asyncio.wait({primary}, timeout=self._after_s)
-            return not done
+            return None if done else await self._target(state, FIRST_TOKEN)
         # Phase 1, before the first chunk: AFTER_S if set; otherwise wait for the first chunk
         # without a timer (pre-first-chunk silence is never judged by the stall timer).
         await self._wait_for_signal(primary, signal, self._after_s)
         if primary.done():
-            return False
-        if not signal.is_set():
-            return True  # no first chunk within AFTER_S
-        if self._stall_after_s is None:
-            return False
-        # Phase 2, after the first chunk: a gap may last STALL_AFTER_S. The timer is armed from
-        # the last chunk's arrival on the chunk clock, so this wakes once per window rather than
-        # once per chunk; on waking, the signal tells whether chunks came in the meantime.
+            return None
+        if not signal.is_set():  # no first chunk within AFTER_S
+            target = await self._target(state, FIRST_TOKEN)
+            if target is not None or self._stall_after_s is None:
+                return target
+            # Refused: wait for the first chunk without a timer, then the stall phase.
+            await self._wait_for_signal(primary, signal, None)
+            if primary.done():
+                return None
+        if self._stall_after_s is None or not await self._stalled(leg, signal):
+            return None
+        return await self._target(state, STALL)
+
+    async def _target(self, primary: SourceState, trigger: Trigger) -> Hedge | None:
+        """The hedge ``trigger`` asks for, if the ledger finds and admits one."""
+        target = await self._ledger.find_hedge(primary, trigger)
+        return (*target, trigger) if target is not None else None
+
+    async def _stalled(self, leg: Leg[T], signal: asyncio.Event) -> bool:
+        """Phase 2, after the first chunk: wait until a gap lasts STALL_AFTER_S (True) or the
+        primary finished first (False). The timer is armed from the last chunk's arrival on the
+        chunk clock, so this wakes once per window rather than once per chunk; on waking, the
+        signal tells whether chunks came in the meantime."""
+        assert self._stall_after_s is not None
+        primary = leg.task
         chunks = leg.attempt.span.clock
         window_s = self._stall_after_s
         loop = asyncio.get_running_loop()

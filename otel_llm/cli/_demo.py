@@ -103,11 +103,32 @@ START_EVERY_S = 0.1
 application's calls arrive over time, and fifty connections opened in the same millisecond
 would make the first chunk of the last one late by the time the others took."""
 
-HEDGE_BUDGET_RATIO = 0.5
-"""Hedges earned per call: twice the default; with a burst as large as the concurrency, every
-stalled call can hedge even when they all start at once, so whether a call hedges does not
-depend on how the calls interleave (the default budget would leave some to run out a 60 s
-read timeout)."""
+
+@dataclass(frozen=True, slots=True)
+class DemoBudget:
+    """The demo's hedge budget: never the reason a call does not hedge, so whether a call
+    hedges does not depend on how the calls interleave (the default budget would leave some to
+    run out a 60 s read timeout).
+
+    Both triggers are set, so the stall trigger has a bucket of ``burst`` tokens and the
+    first-token trigger one of ``first_token_burst``, filled only by what the full stall bucket
+    overflows and empty at the start (:class:`~otel_llm._act._hedge_budget.HedgeBudgets`): a
+    wide first-token burst alone would leave a run's first late first chunk unhedged when its
+    call runs alone and hedged when others started before it. With both bursts at least the
+    concurrency and a ratio above the burst, every round's earning fills the stall bucket and
+    spills at least one token into the first-token bucket; at most ``concurrency`` rounds run
+    at once, each hedging at most once, so each bucket always holds a token for every round in
+    flight, at any number of calls (``tests/test_hedge_budgets.py`` checks it)."""
+
+    ratio: float
+    burst: float
+    first_token_burst: float
+
+    @classmethod
+    def for_concurrency(cls, concurrency: int) -> DemoBudget:
+        """The budget of a run with at most ``concurrency`` calls in flight."""
+        burst = float(max(DEFAULTS.hedge_budget_burst, concurrency))
+        return cls(ratio=burst + 1.0, burst=burst, first_token_burst=burst)
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,14 +390,16 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
             ) as second,
         ):
             sources = _sources(options, first, second)
+            budget = DemoBudget.for_concurrency(options.concurrency)
             async with (
                 Client(
                     sources,
                     stall_threshold_ms=options.threshold_ms,
                     hedge_after_s=options.scaled(HEDGE_AFTER_S),
                     hedge_stall_after_s=options.scaled(HEDGE_STALL_AFTER_S),
-                    hedge_budget_ratio=HEDGE_BUDGET_RATIO,
-                    hedge_budget_burst=float(max(DEFAULTS.hedge_budget_burst, options.concurrency)),
+                    hedge_budget_ratio=budget.ratio,
+                    hedge_budget_burst=budget.burst,
+                    hedge_first_token_burst=budget.first_token_burst,
                     tracer_provider=tracer_provider,
                     seed=options.seed,
                 ) as client,
