@@ -5,6 +5,7 @@ blocked."""
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 from dataclasses import replace
@@ -30,12 +31,15 @@ from otel_llm._show._report import (
     variables,
     write_report,
 )
-from otel_llm._show._report_html import NO_DATA
+from otel_llm._show._report_hedging import KEY as HEDGING
+from otel_llm._show._report_hedging import frontier_rows
+from otel_llm._show._report_html import NO_DATA, SPECS_ID
 from otel_llm._show._segments import SEGMENTS, SegmentStore
 from otel_llm._show._store import open_store
 from otel_llm.cli._app import DEMO_TOO_BUSY_EXIT
 from tests.processes import run_cli, run_python
 from tests.report_browser import loaded
+from tests.tune_store import write_store
 
 SEED = 529
 """Twelve demo calls of this seed stall, hedge, and lose hedge legs (tests/test_demo.py)."""
@@ -370,7 +374,7 @@ def test_the_page_renders_offline_in_chromium(demo: tuple[Path, Path, str]) -> N
                 noData: s.querySelector(".no-data") !== null }))"""
         )
         keys = [s["key"] for s in sections]
-        assert list(dict.fromkeys(keys)) == [p.key for p in PANELS]
+        assert list(dict.fromkeys(keys)) == [*(p.key for p in PANELS), HEDGING]
         assert keys.count("time_split") == 2, "one chart per source (a repeated panel)"
         for section in sections:
             key, kind, rows = section["key"], section["kind"], section["rows"]
@@ -488,3 +492,76 @@ def test_without_the_runtime_the_report_says_what_to_install(
     assert "otel-llm[report]" in " ".join(ran.stdout.split())
     assert not list(tmp_path.glob("*.html"))
     assert store.is_dir()
+
+
+# --- what hedging would buy ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A store with enough calls for tune to recommend, and its report."""
+    folder = tmp_path_factory.mktemp("tuned")
+    write_store(folder / "store", 1100)
+    return folder / "store", write_report(folder / "store", folder / "tuned.html").path
+
+
+def _specs(page: str) -> dict[str, object]:
+    start = page.index(f'id="{SPECS_ID}">') + len(f'id="{SPECS_ID}">')
+    return json.loads(page[start : page.index("</script>", start)])  # type: ignore[no-any-return]
+
+
+def test_the_hedging_panel_is_tune_on_the_range(tuned: tuple[Path, Path]) -> None:
+    """With enough calls the panel charts tune's frontier on the report's range (its rows are
+    the frontier's, the recommendation marked) and prints the lines to paste."""
+    store, report = tuned
+    page = report.read_text("utf-8")
+    with open_store(store) as conn:
+        data = collect(conn, store)
+    tuning = data.hedging
+    assert tuning is not None
+    assert tuning.sample.calls == 1100
+    assert tuning.recommendation is not None
+    assert tuning.config is not None
+    spec = _specs(page)[HEDGING]
+    assert isinstance(spec, dict)
+    assert spec["data"]["values"] == frontier_rows(tuning)
+    marked = [row for row in spec["data"]["values"] if row["recommended"]]
+    assert len(marked) == 2, "p99 and p50 of the one recommended setting"
+    assert f'data-key="{HEDGING}"' in page
+    assert "What hedging would buy" in page
+    for line in tuning.config.env:
+        assert html.escape(line) in page
+
+
+def test_the_hedging_panel_refuses_below_the_rule(demo: tuple[Path, Path, str]) -> None:
+    """The demo's dozen calls: the panel says there is too little data, and why, and draws
+    nothing."""
+    page = demo[1].read_text("utf-8")
+    section = page[page.index(f'id="panel-{HEDGING}"') :]
+    section = section[: section.index("</section>")]
+    assert 'data-rows="0"' in section
+    assert "Too little data to say what hedging would buy" in section
+    assert "fewer than 1,000" in section
+    assert f'id="chart-{HEDGING}"' not in section
+    assert HEDGING not in _specs(page)
+
+
+@pytest.mark.timeout(120)
+def test_the_hedging_chart_renders_offline_in_chromium(tuned: tuple[Path, Path]) -> None:
+    """The frontier chart draws in a browser with the network blocked, the recommended point
+    labelled, nothing logged."""
+    with loaded(tuned[1]) as page:
+        assert page.blocked == []
+        assert page.console == []
+        assert page.page_errors == []
+        chart = page.evaluate(
+            f"""() => {{ const c = document.querySelector("#chart-{HEDGING}");
+                const g = c.querySelector("svg"); const r = g.getBoundingClientRect();
+                return [c.dataset.rendered, r.width, r.height, g.textContent]; }}"""
+        )
+        rendered, width, height, text = chart
+        assert rendered == "true"
+        assert width > 300
+        assert height > 150
+        assert "recommended" in text
+        assert "extra requests" in text

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 
 from otel_llm._show._panels import PANELS, SERIES, TIME, Panel
 from otel_llm._show._report_charts import OVERLAY_COLOUR, chart_spec, label
+from otel_llm._show._report_hedging import NO_CALLS, frontier_spec, hedging_section
 from otel_llm._show._report_html import cell, script_json, vega_runtime
+from otel_llm._tune._model import Rules
+from otel_llm._tune._replay import Figures
+from otel_llm._tune._sample import Sample
+from otel_llm._tune._tuning import Setting, Tuning
 
 BY_KEY = {panel.key: panel for panel in PANELS}
 JSON_VALUES = st.recursive(
@@ -154,3 +159,32 @@ def test_labels_name_the_unit() -> None:
     assert label("stall_s") == "stall (s)"
     assert label("hedged_pct") == "hedged (%)"
     assert label("primary_attempts") == "primary attempts"
+
+
+def _tuning(recommended: int | None) -> Tuning:
+    """A tuning whose frontier is three settings, one of them recommended."""
+    frontier = tuple(
+        Setting(Rules(stall_after_s=stall, ratio=0.25), Figures(2.0, 9.0, p99, requests))
+        for stall, p99, requests in ((None, 30.0, 1.0), (10.0, 22.0, 1.1), (4.0, 19.0, 1.24))
+    )
+    data = Sample((), (), {}, {}, 0, 0, {}, 100, (), None, 0)
+    chosen = frontier[recommended] if recommended is not None else None
+    return Tuning(data, 1.25, 1, 10, frontier, frontier, chosen, None, None)
+
+
+def test_the_hedging_frontier_is_p99_and_p50_against_extra_requests() -> None:
+    """Two lines with points (p99, p50) over the extra requests in %, the recommended point
+    ringed and labelled; no ring when nothing is recommended."""
+    spec = frontier_spec(_tuning(2))
+    line, ring, text = spec["layer"]
+    assert line["mark"]["type"] == "line"
+    assert line["encoding"]["color"]["scale"]["domain"] == ["p99", "p50"]
+    assert ring["transform"] == [{"filter": {"field": "recommended", "equal": True}}]
+    assert text["encoding"]["text"] == {"value": "recommended"}
+    values = spec["data"]["values"]
+    assert [v["extra_requests_pct"] for v in values if v["figure"] == "p99"] == [0.0, 10.0, 24.0]
+    assert [v["seconds"] for v in values if v["figure"] == "p99"] == [30.0, 22.0, 19.0]
+    assert [v["setting"] for v in values if v["recommended"]] == ["stall 4 s · ratio 0.25"] * 2
+    assert values[0]["setting"] == "unhedged"
+    assert not any(v["recommended"] for v in frontier_spec(_tuning(None))["data"]["values"])
+    assert NO_CALLS in hedging_section(None, {})

@@ -42,8 +42,12 @@ from otel_llm._show._panel_sql import (
 from otel_llm._show._panels import PANELS, Panel, variable_sql, worst_trace_ids
 from otel_llm._show._store import open_store
 from otel_llm._show._views import ATTEMPTS_VIEW, CALLS_VIEW
+from otel_llm._tune._tuning import Tuning, tune
 
 SINCE_KEY: Final = "--since"
+REPORT_TUNE_CALLS: Final = 2_000
+"""The newest calls of the range the "What hedging would buy" panel replays: twice what the
+rule of ``otel-llm tune`` asks, about a second of model time (``otel-llm tune`` takes 10,000)."""
 THRESHOLD_KEY: Final = "--threshold-ms"
 OUTPUT_KEY: Final = "--output"
 
@@ -176,6 +180,8 @@ class ReportData:
     """The trace id of the chunk timeline's call: the worst stalled call of the range."""
     calls: int = 0
     """Calls that started in the range."""
+    hedging: Tuning | None = None
+    """``otel-llm tune`` on the range (``None``: no call to replay)."""
 
 
 def _run(conn: duckdb.DuckDBPyConnection, sql: str, panel: str) -> list[tuple[Any, ...]]:
@@ -240,6 +246,7 @@ def collect(
         + expand(DUCKDB_PANELS.time_filter("started_at"), context, "duckdb"),
         "calls",
     )[0][0]
+    hedging = tune(conn, since=since, now=now, max_calls=REPORT_TUNE_CALLS)
     return ReportData(
         store=store,
         time_range=time_range,
@@ -250,6 +257,7 @@ def collect(
         results=results,
         chosen_call=chosen,
         calls=int(calls),
+        hedging=hedging if hedging.sample.calls else None,
     )
 
 

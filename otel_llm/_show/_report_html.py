@@ -20,6 +20,7 @@ from otel_llm._show._grafana_macros import format_interval
 from otel_llm._show._panels import SERIES, Panel
 from otel_llm._show._report import PanelResult, ReportData
 from otel_llm._show._report_charts import chart_spec, label
+from otel_llm._show._report_hedging import hedging_section
 from otel_llm._version import __version__
 
 NO_DATA: Final = "no data in this range"
@@ -265,6 +266,7 @@ def render(data: ReportData) -> str:
     """The whole page."""
     specs: dict[str, Any] = {}
     sections = "\n".join(_section(result, data, specs) for result in data.results)
+    sections += "\n" + hedging_section(data.hedging, specs)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -15,7 +15,9 @@ quantiles of what the calls' first attempts recorded, rounded to sensible second
   tried (nor recommended);
 * watchdogs (``TTFT_TIMEOUT_S`` = ``INTER_TOKEN_TIMEOUT_S``): none, and the longest silence
   (first chunk or gap) that 5 % and 1 % of calls exceed, above the floor; a watchdog is only
-  combined with triggers below it (the client refuses a trigger the watchdog would pre-empt);
+  combined with triggers below it, and without one the triggers stay below the default
+  ``TIMEOUT_S`` (60 s), the watchdog's fallback (the client refuses a trigger the watchdog
+  would pre-empt, R13);
 * budget ratios (``HEDGE__BUDGET_RATIO``): the one the request budget allows (budget − 1), half
   and twice it.
 
@@ -135,7 +137,7 @@ def grid(sample: Sample, budget: float) -> list[Rules]:
         settings.append(Rules(watchdog_s=watchdog, ratio=unhedged_ratio))
         for after, stall in pairs:
             triggers = [t for t in (after, stall) if t is not None]
-            if watchdog is not None and max(triggers) >= watchdog:
+            if max(triggers) >= (watchdog or DEFAULTS.timeout_s):
                 continue  # the watchdog would kill the leg before the trigger fires (R13)
             for ratio in ratios(budget):
                 settings.append(Rules(after, stall, watchdog, ratio=ratio))

@@ -1,4 +1,4 @@
-"""The ``otel-llm`` command line: ``demo``, ``query`` and ``provider``."""
+"""The ``otel-llm`` command line: ``demo``, ``query``, ``report``, ``tune``, ``provider`` …"""
 
 from otel_llm.cli._app import app, main
 

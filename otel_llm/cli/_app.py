@@ -23,6 +23,8 @@ from otel_llm._telemetry import store_path
 from otel_llm._version import __version__
 from otel_llm.cli._render import Format, Output
 
+TUNE_SEED = 1
+"""``otel-llm tune --seed`` when not given (``otel_llm._tune._replay.DEFAULT_SEED``)."""
 DEMO_CALLS = 100
 DEMO_CONCURRENCY = 50
 DEMO_TIME_SCALE = 0.2
@@ -298,10 +300,17 @@ def tune(
             "requests (hedges and retries)."
         ),
     ] = 1.0 + DEFAULTS.hedge_budget_ratio,
-    since: SinceOption = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="The calls to replay: those that started after a duration back from now (6h, "
+            "7d) or an ISO 8601 time (2026-01-31T12:00Z); default: the newest 10,000.",
+        ),
+    ] = None,
     seed: Annotated[
         int, typer.Option(help="Seed of the hedge legs' draws (same seed, same figures).")
-    ] = 1,
+    ] = TUNE_SEED,
     output_format: Annotated[
         TuneFormat,
         typer.Option(

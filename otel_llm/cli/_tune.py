@@ -79,7 +79,13 @@ def data_lines(tuning: Tuning) -> list[str]:
         f"Left out: {s.censored:,} censored attempts (hedge losers {left.get(HEDGE_LOSER, 0):,}, "
         f"cancelled {left.get(CANCELLED, 0):,}), {left.get(INCOMPLETE, 0):,} with incomplete "
         f"metering, {left.get(NOT_STREAMED, 0):,} not streamed; "
-        f"{left.get('calls_left_out', 0):,} calls whose first attempt is not usable.",
+        f"{left.get('calls_left_out', 0):,} calls whose first attempt is not usable"
+        + (
+            " (a hedge's losing primary is usually the slow one: leaving such calls out makes "
+            "the replay optimistic; tune is most faithful on unhedged traffic)."
+            if left.get("calls_left_out", 0)
+            else "."
+        ),
         f"Chunk-event floor {s.floor_ms} ms: only gaps above it are known, so no trigger or "
         "watchdog at or below it is tried or recommended.",
         f"Rule: {'met' if s.enough else 'not met'} — {RULE}.",

@@ -1,0 +1,224 @@
+"""``otel_llm/_tune/_tuning.py`` and ``_config_lines.py``: the frontier, the recommendation
+within the budget, the refusal below the rule, the JSON document, and configuration lines the
+client accepts."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otel_llm import Client, Source
+from otel_llm._act._settings import ClientSettings
+from otel_llm._errors import ConfigurationError
+from otel_llm._show._store import open_store
+from otel_llm._tune._config_lines import config_lines
+from otel_llm._tune._model import Rules
+from otel_llm._tune._replay import Figures
+from otel_llm._tune._sample import MIN_CALLS, RULE
+from otel_llm._tune._tuning import (
+    DEFAULT_BUDGET,
+    Setting,
+    Tuning,
+    check_budget,
+    frontier,
+    recommend,
+    tune,
+)
+from tests.tune_store import write_store
+
+CALLS = MIN_CALLS + 200
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """1,200 unhedged calls of one source drawn like the user's traffic."""
+    path = tmp_path_factory.mktemp("tune") / "s"
+    write_store(path, CALLS)
+    return path
+
+
+def _tune(path: Path, **options: object) -> Tuning:
+    with open_store(path) as conn:
+        return tune(conn, **options)  # type: ignore[arg-type]
+
+
+def _setting(p99: float, requests: float, ratio: float = 0.25, hedged: bool = True) -> Setting:
+    rules = Rules(stall_after_s=5.0 if hedged else None, ratio=ratio)
+    return Setting(rules, Figures(p99 / 2, p99 * 0.9, p99, requests))
+
+
+POINTS = st.lists(
+    st.tuples(st.floats(min_value=1.0, max_value=100.0), st.floats(min_value=1.0, max_value=2.0)),
+    min_size=1,
+    max_size=30,
+)
+
+
+@given(POINTS)
+def test_the_frontier_is_every_setting_no_other_beats_on_both(
+    points: list[tuple[float, float]],
+) -> None:
+    """No frontier setting is beaten on both p99 and requests by any setting, and every other
+    setting is matched or beaten on both by one on the frontier; fewest requests first."""
+    settings = [_setting(p99, requests) for p99, requests in points]
+    kept = frontier(settings)
+    for s in kept:
+        f = s.figures
+        assert not any(
+            o.figures.p99_s <= f.p99_s
+            and o.figures.requests_per_call <= f.requests_per_call
+            and (o.figures.p99_s, o.figures.requests_per_call) != (f.p99_s, f.requests_per_call)
+            for o in settings
+        )
+    for s in settings:
+        assert any(
+            k.figures.p99_s <= s.figures.p99_s
+            and k.figures.requests_per_call <= s.figures.requests_per_call
+            for k in kept
+        )
+    assert [k.figures.requests_per_call for k in kept] == sorted(
+        k.figures.requests_per_call for k in kept
+    )
+
+
+def test_the_recommendation_is_the_lowest_p99_the_budget_and_its_bucket_allow() -> None:
+    """Lowest p99 within the budget; a ratio above budget − 1 is never chosen (its bucket
+    would not hold the budget); ties go to fewer requests; nothing fits: None."""
+    unhedged = _setting(30.0, 1.0, hedged=False)
+    cheap = _setting(20.0, 1.10)
+    best = _setting(15.0, 1.24)
+    over = _setting(10.0, 1.30)
+    loose_bucket = _setting(12.0, 1.20, ratio=0.5)
+    tie = _setting(15.0, 1.20)
+    assert recommend([unhedged, cheap, best, over, loose_bucket], 1.25) is best
+    assert recommend([unhedged, cheap, best, tie], 1.25) is tie
+    assert recommend([unhedged, cheap], 1.05) is unhedged
+    assert recommend([cheap, over], 1.05) is None
+
+
+@pytest.mark.parametrize("budget", [1.1, DEFAULT_BUDGET, 1.5])
+def test_on_a_store_the_recommendation_keeps_within_the_budget(store: Path, budget: float) -> None:
+    """On 1,200 recorded calls: the recommendation costs at most the budget, its ratio lets
+    the bucket enforce it, no setting within those bounds has a lower p99, and it beats not
+    hedging; its configuration sets exactly its keys."""
+    tuning = _tune(store, budget=budget)
+    chosen = tuning.recommendation
+    assert tuning.sample.enough
+    assert tuning.sample.calls == CALLS
+    assert chosen is not None
+    assert tuning.baseline is not None
+    assert chosen.figures.requests_per_call <= budget
+    assert chosen.rules.ratio <= budget - 1 + 1e-9
+    within = [
+        s
+        for s in tuning.settings
+        if s.figures.requests_per_call <= budget
+        and (not s.rules.hedging or s.rules.ratio <= budget - 1 + 1e-9)
+    ]
+    assert round(chosen.figures.p99_s, 3) == min(round(s.figures.p99_s, 3) for s in within)
+    assert chosen.rules.hedging, "the stalls of this traffic are worth hedging"
+    assert chosen.figures.p99_s < tuning.baseline.figures.p99_s
+    assert tuning.config is not None
+    assert tuning.config.client_kwargs["hedge_budget_ratio"] == pytest.approx(chosen.rules.ratio)
+    assert chosen.rules.stall_after_s is None or (
+        tuning.config.client_kwargs["hedge_stall_after_s"] == chosen.rules.stall_after_s
+    )
+    assert chosen.rules.stall_after_s is None or chosen.rules.stall_after_s > 0.1, "above floor"
+
+
+def test_the_replay_of_unhedged_calls_matches_their_recording(store: Path) -> None:
+    """The baseline (unhedged, replayed) of calls recorded unhedged is their own figures."""
+    tuning = _tune(store)
+    assert tuning.baseline is not None
+    assert tuning.recorded is not None
+    assert tuning.baseline.figures.p99_s == pytest.approx(tuning.recorded.p99_s, abs=1e-6)
+    assert tuning.baseline.figures.requests_per_call == tuning.recorded.requests_per_call == 1.0
+
+
+def test_below_the_rule_nothing_is_recommended(tmp_path: Path) -> None:
+    """Fewer calls than the rule asks: the figures are computed, the recommendation is None,
+    the JSON says enough: false and names what is short."""
+    write_store(tmp_path / "s", 120)
+    tuning = _tune(tmp_path / "s")
+    assert not tuning.sample.enough
+    assert tuning.recommendation is None
+    assert tuning.settings
+    document = tuning.as_json()
+    assert document["recommendation"] is None
+    assert document["data"]["enough"] is False
+    assert "120 usable calls" in document["data"]["problems"][0]
+    assert tuning.verdict.startswith("not enough data")
+
+
+def test_the_json_document_has_the_agreed_shape(store: Path) -> None:
+    """Every key helper scripts rely on, with its type; settings include the frontier."""
+    document = _tune(store, source="sim-1", seed=3).as_json()
+    data = document["data"]
+    assert {
+        k: type(data[k]) for k in ("attempts_used", "calls", "censored", "floor_ms")
+    } == dict.fromkeys(("attempts_used", "calls", "censored", "floor_ms"), int)
+    assert data["sources"] == {"sim-1": CALLS}
+    assert data["enough"] is True
+    assert data["rule"] == RULE
+    assert document["budget"] == DEFAULT_BUDGET
+    figures = {"p50_s", "p95_s", "p99_s", "requests_per_call"}
+    assert set(document["baseline"]) == figures
+    setting_keys = {"after_s", "stall_after_s", "watchdog_s", "budget_ratio", *figures}
+    for row in (*document["frontier"], *document["settings"]):
+        assert set(row) == setting_keys
+        assert all(isinstance(row[k], float) for k in figures)
+        assert all(row[k] is None or isinstance(row[k], float) for k in ("after_s", "watchdog_s"))
+    assert all(row in document["settings"] for row in document["frontier"])
+    recommendation = document["recommendation"]
+    assert setting_keys - figures <= set(recommendation)
+    assert set(recommendation["predicted"]) == figures
+    assert all(isinstance(line, str) and "=" in line for line in recommendation["env"])
+    assert all(isinstance(v, int | float) for v in recommendation["client_kwargs"].values())
+
+
+@pytest.mark.parametrize("budget", [0.99, 0.0, -1.0, math.nan, math.inf])
+def test_a_budget_below_one_request_per_call_is_refused(budget: float) -> None:
+    """--budget is requests per call: below 1, or not finite, is a clear error."""
+    with pytest.raises(ConfigurationError, match="--budget"):
+        check_budget(budget)
+
+
+def test_the_configuration_lines_are_what_the_client_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The env lines, set in the environment beside two sources, are read by the client's
+    settings as the setting; the keyword arguments build a Client that accepts them."""
+    rules = Rules(after_s=2.5, stall_after_s=4.0, watchdog_s=20.0, ratio=0.25)
+    lines = config_lines(rules, ["openai-1", "azure-2"])
+    assert lines.env[:3] == (
+        "LLM__HEDGE__AFTER_S=2.5",
+        "LLM__HEDGE__STALL_AFTER_S=4",
+        "LLM__HEDGE__BUDGET_RATIO=0.25",
+    )
+    for name in ("OPENAI__1", "AZURE__2"):
+        monkeypatch.setenv(f"LLM__{name}__BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv(f"LLM__{name}__MODEL", "m")
+    for line in lines.env:
+        key, value = line.split("=")
+        monkeypatch.setenv(key, value)
+    settings = ClientSettings()
+    assert settings.hedge.after_s == 2.5
+    assert settings.hedge.stall_after_s == 4.0
+    assert settings.hedge.budget_ratio == 0.25
+    assert {s.ttft_timeout_s for s in settings.sources} == {20.0}
+    assert {s.inter_token_timeout_s for s in settings.sources} == {20.0}
+    sources = [
+        Source(
+            name=n, provider="p", base_url="http://127.0.0.1:9/v1", model="m", **lines.source_kwargs
+        )
+        for n in ("a", "b")
+    ]
+    client = Client(sources, **lines.client_kwargs)  # type: ignore[arg-type]
+    assert client is not None
+    other = config_lines(rules, ["my source"])
+    assert "LLM__<PROVIDER>__<N>__TTFT_TIMEOUT_S=20" in other.env
+    assert config_lines(Rules(), ["a-1"]).env == ()
