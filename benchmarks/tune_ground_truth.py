@@ -52,7 +52,6 @@ import math
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -77,6 +76,7 @@ from otel_llm.testing._tune_noise import (
 )
 from otel_llm.testing._tune_truth import (
     FRESH_SEED_OFFSET,
+    NO_TIMEOUT_S,
     PRESETS,
     UNHEDGED,
     Measured,
@@ -347,7 +347,7 @@ def loopback(options: argparse.Namespace, directory: Path) -> None:
         f"  recorded {options.recorded:,} calls in {time.perf_counter() - started:.0f} s "
         f"({exporter.stats.written:,} spans, {exporter.stats.dropped} dropped)"
     )
-    document = tune(store, options.budget)
+    document = tune(store, options.budget, source_timeout_s=NO_TIMEOUT_S * scale)
     recommendation = document["recommendation"]
     data = document["data"]
     print(f"  tune used {data['calls']:,} calls, floor {data['floor_ms']} ms")
@@ -437,4 +437,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -39,7 +39,7 @@ from otel_llm._tune._scripted import timeline_of
 from otel_llm._tune._tuning import Setting, recommend
 from otel_llm.simulator._presets import Preset
 from otel_llm.simulator._script import Script
-from otel_llm.testing._tune_truth import source_seeds
+from otel_llm.testing._tune_truth import NO_TIMEOUT_S, source_seeds
 
 _NS = 1_000_000_000
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -121,7 +121,7 @@ class Tuned:
 def tune_sample(data: Sample, budget: float, seed: int = DEFAULT_SEED) -> Tuned:
     """What ``otel-llm tune --budget BUDGET`` computes on ``data`` (its grid, replay and
     choice, as :func:`otel_llm._tune._tuning.tune` runs them after reading the store)."""
-    rules = grid(data, budget)
+    rules = grid(data, budget, NO_TIMEOUT_S)  # the proof's sources never time out
     draws = Draws.of(data, seed, max(r.max_rounds for r in rules))
     settings = tuple(Setting(r, replay(data, r, draws)) for r in rules)
     chosen = recommend(settings, budget) if data.enough else None

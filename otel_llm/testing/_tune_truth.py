@@ -101,15 +101,16 @@ class Upstream:
     model: str = "sim"
 
     def source(self, name: str, priority: int, **fields: Any) -> Source:
-        """Source ``name`` with the read timeout that never fires (scaled)."""
+        """Source ``name`` with the read timeout that never fires (scaled), unless ``fields``
+        (a recommendation's ``source_kwargs``) set it."""
+        settings: dict[str, Any] = {"timeout_s": NO_TIMEOUT_S * self.time_scale, **fields}
         return Source(
             name=name,
             provider="sim",
             base_url=self.base_urls[name],
             model=self.model,
-            timeout_s=NO_TIMEOUT_S * self.time_scale,
             priority=priority,
-            **fields,
+            **settings,
         )
 
 
@@ -196,15 +197,23 @@ def record(store: Path, preset: Preset, calls: int, seed: int, *, sources: int =
 
 
 def tune_run(
-    store: Path, budget: float, *extra: str, timeout_s: float = 600.0
+    store: Path,
+    budget: float,
+    *extra: str,
+    source_timeout_s: float = NO_TIMEOUT_S,
+    timeout_s: float = 600.0,
 ) -> tuple[dict[str, Any], int]:
-    """``otel-llm tune --db STORE --budget BUDGET --format json`` (and ``extra``), run as the
-    command runs (``python -m otel_llm.cli``): its JSON document and exit code, 0 or
-    :data:`~otel_llm.cli._tune.TUNE_NOT_ENOUGH_EXIT` (too few data to recommend)."""
+    """``otel-llm tune --db STORE --budget BUDGET --timeout SOURCE_TIMEOUT_S --format json``
+    (and ``extra``), run as the command runs (``python -m otel_llm.cli``): its JSON document and
+    exit code, 0 or :data:`~otel_llm.cli._tune.TUNE_NOT_ENOUGH_EXIT` (too few data to
+    recommend). ``--timeout`` tells tune the sources' ``TIMEOUT_S`` (the proof's sources never
+    time out: :data:`NO_TIMEOUT_S`, scaled when the proof runs in real time); ``timeout_s``
+    bounds the command's run."""
     from otel_llm.cli._tune import TUNE_NOT_ENOUGH_EXIT
 
     command = [sys.executable, "-m", "otel_llm.cli", "tune", "--db", str(store)]
-    command += ["--budget", f"{budget:g}", "--format", "json", *extra]
+    command += ["--budget", f"{budget:g}", "--timeout", f"{source_timeout_s:g}"]
+    command += ["--format", "json", *extra]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode not in (0, TUNE_NOT_ENOUGH_EXIT):
         raise RuntimeError(f"otel-llm tune exited {done.returncode}: {done.stderr.strip()}")
@@ -212,9 +221,11 @@ def tune_run(
     return document, done.returncode
 
 
-def tune(store: Path, budget: float, *extra: str) -> dict[str, Any]:
+def tune(
+    store: Path, budget: float, *extra: str, source_timeout_s: float = NO_TIMEOUT_S
+) -> dict[str, Any]:
     """:func:`tune_run`'s document."""
-    return tune_run(store, budget, *extra)[0]
+    return tune_run(store, budget, *extra, source_timeout_s=source_timeout_s)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,7 +395,11 @@ def rules_of(recommendation: Mapping[str, Any]) -> Rules:
         after_s=recommendation["after_s"],
         stall_after_s=recommendation["stall_after_s"],
         watchdog_s=recommendation["watchdog_s"],
-        ratio=recommendation["budget_ratio"],
+        ratio=(
+            DEFAULTS.hedge_budget_ratio
+            if recommendation["budget_ratio"] is None  # unhedged: no budget is spent
+            else recommendation["budget_ratio"]
+        ),
     )
 
 
