@@ -19,7 +19,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._show._store import open_store
 from otel_llm._tune._config_lines import config_lines
-from otel_llm._tune._model import Rules
+from otel_llm._tune._model import FAILED_S, Rules, p99_interval, percentiles
 from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import MIN_CALLS, RULE
 from otel_llm._tune._tuning import (
@@ -172,12 +172,15 @@ def test_the_json_document_has_the_agreed_shape(store: Path) -> None:
     assert data["enough"] is True
     assert data["rule"] == RULE
     assert document["budget"] == DEFAULT_BUDGET
-    figures = {"p50_s", "p95_s", "p99_s", "requests_per_call"}
+    numbers = {"p50_s", "p95_s", "p99_s", "requests_per_call"}
+    figures = {*numbers, "p99_interval_s"}
     assert set(document["baseline"]) == figures
     setting_keys = {"after_s", "stall_after_s", "watchdog_s", "budget_ratio", *figures}
     for row in (*document["frontier"], *document["settings"]):
         assert set(row) == setting_keys
-        assert all(isinstance(row[k], float) for k in figures)
+        assert all(isinstance(row[k], float) for k in numbers)
+        low, high = row["p99_interval_s"]
+        assert low <= row["p99_s"] <= high
         assert all(row[k] is None or isinstance(row[k], float) for k in ("after_s", "watchdog_s"))
     assert all(row in document["settings"] for row in document["frontier"])
     for row in document["settings"]:  # an unhedged setting has no budget ratio
@@ -305,3 +308,28 @@ def test_a_watchdog_alone_is_printed_under_its_header(store: Path) -> None:
     assert "Or in code:\n  Source(..., ttft_timeout_s=20, inter_token_timeout_s=20)" in text
     assert "Client(sources" not in text
     assert watched.as_json()["recommendation"]["budget_ratio"] is None
+
+
+def test_the_p99_interval_is_the_order_statistics_around_the_99th_percentile() -> None:
+    """Over 1,000 calls the 95 % interval of the p99 runs from the 18th to the 4th slowest
+    call (ranks 990 ∓ 1.96 √9.9); it holds the p99, narrows with more calls, and a failed call
+    counts as very long."""
+    walls = [float(i) for i in range(1, 1001)]
+    assert p99_interval(walls) == (983.0, 997.0)
+    assert p99_interval(walls)[0] <= percentiles(walls)[2] <= p99_interval(walls)[1]
+    more = [w / 10 for w in range(1, 10001)]
+    low, high = p99_interval(more)
+    assert (high - low) / 1000 < (997.0 - 983.0) / 1000
+    assert p99_interval([*walls[:-20], *[math.inf] * 20])[1] == FAILED_S
+
+
+def test_the_recommendation_says_how_far_its_p99_could_move(store: Path) -> None:
+    """The table states the recommended p99's 95 % interval over the recorded calls."""
+    tuning = _tune(store, source="sim-1", seed=3)
+    out = io.StringIO()
+    render_table(tuning, Output.on(out, Format.TABLE, 200))
+    assert tuning.recommendation is not None
+    interval = tuning.recommendation.figures.p99_interval_s
+    assert interval is not None
+    assert f"Its p99 rests on {tuning.sample.calls:,} recorded calls" in out.getvalue()
+    assert "95 % interval" in out.getvalue()

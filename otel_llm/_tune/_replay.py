@@ -13,13 +13,14 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from otel_llm._tune._model import (
     Role,
     Rules,
     Timeline,
     mean_backoff_s,
+    p99_interval,
     percentiles,
     simulate_call,
 )
@@ -37,21 +38,27 @@ class Figures:
     p95_s: float
     p99_s: float
     requests_per_call: float
+    p99_interval_s: tuple[float, float] | None = None
+    """A 95 % interval of the p99 over these calls (:func:`~otel_llm._tune._model.p99_interval`:
+    how far another sample of as many calls could put it)."""
 
-    def as_json(self) -> dict[str, float]:
+    def as_json(self) -> dict[str, Any]:
         """The JSON object of these figures (seconds rounded to milliseconds)."""
-        return {
+        document: dict[str, Any] = {
             "p50_s": round(self.p50_s, 3),
             "p95_s": round(self.p95_s, 3),
             "p99_s": round(self.p99_s, 3),
             "requests_per_call": round(self.requests_per_call, 4),
         }
+        if self.p99_interval_s is not None:
+            document["p99_interval_s"] = [round(value, 3) for value in self.p99_interval_s]
+        return document
 
 
 def figures_of(walls: Sequence[float], requests: int) -> Figures:
     """The figures of calls with wall times ``walls`` (``inf``: failed) and ``requests`` in all."""
     p50, p95, p99 = percentiles(walls)
-    return Figures(p50, p95, p99, requests / len(walls))
+    return Figures(p50, p95, p99, requests / len(walls), p99_interval(walls))
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,12 @@ def render_table(tuning: Tuning, out: Output) -> None:
         f"Recommended for --budget {tuning.budget:g} ({tuning.verdict}): "
         f"{_figures(marked.figures)}.\n"
     )
+    if marked.figures.p99_interval_s is not None:
+        low, high = marked.figures.p99_interval_s
+        write(
+            f"Its p99 rests on {tuning.sample.calls:,} recorded calls: another sample of as many "
+            f"could put it anywhere in {_seconds(low)}–{_seconds(high)} s (95 % interval).\n"
+        )
     if not tuning.config.env:
         write("Leave the hedge keys unset (hedging off).\n")
     else:
