@@ -70,7 +70,7 @@ from otel_llm._act._hedge_budget import STALL, HedgeBudget, Trigger
 from otel_llm._tune import _model as model
 from otel_llm._tune._model import Timeline
 from otel_llm._tune._scripted import timeline_of
-from otel_llm.simulator import MEASURED_FIT, MeasuredPreset, Script, sample_measured
+from otel_llm.simulator import FAST_STALLS, SLOW_TTFT, MeasuredPreset, Script, sample_measured
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by its path (tests), not run
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -210,30 +210,13 @@ class Rules:
     policy: Policy = SHARED
 
 
-FAST_STALLS = MeasuredPreset(
-    stall_probability=0.4,
-    fit=replace(
-        MEASURED_FIT,
-        stall_floor_s=3.0,
-        stall_excess_median_s=5.0,
-        stall_sigma=0.7,
-        stall_max_s=120.0,
-        extra_silence_median_s=2.0,
-    ),
-)
-"""Short frequent stalls: 40 % of calls stall, 3 s + LogNormal(median 5 s, σ 0.7), capped at 120 s
-(the measured preset's stall is 20 s + LogNormal(median 34.9 s, σ 1.2) on 19 %)."""
-
-SLOW_TTFT = MeasuredPreset(fit=replace(MEASURED_FIT, ttfc_median_s=3.0, ttfc_sigma=1.1))
-"""The measured stalls with slow first chunks: TTFT LogNormal(median 3 s, σ 1.1), ~26 % > 6 s."""
-
 PRESETS: Mapping[str, MeasuredPreset] = {
     "measured": MeasuredPreset(),
     "fast-stalls": FAST_STALLS,
     "slow-ttft": SLOW_TTFT,
 }
-"""Distributions ``--preset`` offers: the simulator's ``measured`` preset, and two variants of its
-fit made here (the simulator has no other randomly drawn preset)."""
+"""Distributions ``--preset`` offers: the simulator's ``measured`` preset and two variants of its
+fit (``otel_llm.simulator.FAST_STALLS``, ``SLOW_TTFT``)."""
 
 
 class Pool:

@@ -4,10 +4,7 @@ on extra requests holds; it is the budget the model study chose (``overflow 5 +f
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Literal
 
@@ -18,6 +15,7 @@ from hypothesis import strategies as st
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, HedgeBudget, HedgeBudgets, Trigger
 from otel_llm._defaults import DEFAULTS
 from otel_llm.cli._demo import DemoBudget
+from tests.benchmark_modules import load_benchmark
 
 Op = tuple[Literal["earn", "spend", "refund"], Trigger]
 """One step of a budget's life: a round started, a hedge asked for, a hedge given back."""
@@ -167,15 +165,8 @@ def test_the_default_first_token_burst() -> None:
 
 
 def load_study() -> ModuleType:
-    """``benchmarks/hedging_model.py`` as a module (as ``tests/test_hedging_model.py`` loads it)."""
-    path = Path(__file__).parent.parent / "benchmarks" / "hedging_model.py"
-    spec = importlib.util.spec_from_file_location("hedging_model_for_budgets", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    """``benchmarks/hedging_model.py`` as a module of its own name for these tests."""
+    return load_benchmark("hedging_model", "hedging_model_for_budgets")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

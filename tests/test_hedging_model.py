@@ -10,11 +10,9 @@ import importlib.util
 import itertools
 import math
 import random
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -24,35 +22,11 @@ from hypothesis import strategies as st
 
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL
 from otel_llm._tune._model import Rules, Timeline, simulate_call
+from otel_llm._tune._scripted import arrivals
 from otel_llm.simulator import Script, Silence, sample_measured
+from tests.benchmark_modules import load_benchmark
 
-BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
-
-
-def load_model() -> ModuleType:
-    if str(BENCHMARKS) not in sys.path:  # its modules import each other by bare name
-        sys.path.insert(0, str(BENCHMARKS))
-    path = BENCHMARKS / "hedging_model.py"
-    spec = importlib.util.spec_from_file_location("hedging_model", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-MODEL = load_model()
-
-
-def arrivals(script: Script) -> list[float]:
-    silence: dict[int, float] = {}
-    for item in script.silences:
-        silence[item.after_chunk] = silence.get(item.after_chunk, 0.0) + item.duration_s
-    times = [script.first_chunk_delay_s]
-    for index in range(script.chunk_count - 1):
-        times.append(times[-1] + script.chunk_interval_s + silence.get(index, 0.0))
-    return times
+MODEL = load_benchmark("hedging_model")
 
 
 def test_legs_match_the_chunk_by_chunk_timeline() -> None:

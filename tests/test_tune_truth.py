@@ -10,9 +10,7 @@ and the noise analysis behind the tolerance.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,7 +28,6 @@ from otel_llm.testing._tune_noise import (
     wrong_floor,
 )
 from otel_llm.testing._tune_truth import (
-    FAST_STALLS,
     PRESETS,
     Proof,
     prove_all,
@@ -118,22 +115,6 @@ def test_memory_provider_answers_scripted_errors() -> None:
 
     assert run_virtual(main()) == 404
     assert len(upstream.served) == 2
-
-
-def test_fast_stalls_is_the_hedging_model_variant() -> None:
-    """The proof's short-frequent-stalls preset is ``benchmarks/hedging_model.py``'s
-    ``FAST_STALLS`` (defined twice, held equal here)."""
-    path = ROOT / "benchmarks" / "hedging_model.py"
-    spec = importlib.util.spec_from_file_location("hedging_model_for_truth", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        assert module.FAST_STALLS == FAST_STALLS
-    finally:
-        del sys.modules[spec.name]
 
 
 def test_store_holds_exactly_the_served_timelines(tmp_path: Path) -> None:

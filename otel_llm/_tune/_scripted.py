@@ -12,9 +12,7 @@ def timeline_of(script: Script, floor_s: float = 1.0) -> Timeline:
     interval = script.chunk_interval_s
     if interval > floor_s:
         raise ValueError(f"a chunk interval of {interval} s is above the floor of {floor_s} s")
-    silence: dict[int, float] = {}
-    for item in script.silences:
-        silence[item.after_chunk] = silence.get(item.after_chunk, 0.0) + item.duration_s
+    silence = _silence_after(script)
     gaps: list[tuple[float, float]] = []
     silent_before = 0.0
     for index, duration in sorted(silence.items()):
@@ -23,3 +21,20 @@ def timeline_of(script: Script, floor_s: float = 1.0) -> Timeline:
             gaps.append((before, interval + duration))
         silent_before += duration
     return Timeline(script.first_chunk_delay_s, script.nominal_duration_s, tuple(gaps))
+
+
+def arrivals(script: Script) -> list[float]:
+    """When each of ``script``'s chunks arrives, from the attempt's start (scripted seconds)."""
+    silence = _silence_after(script)
+    times = [script.first_chunk_delay_s]
+    for index in range(script.chunk_count - 1):
+        times.append(times[-1] + script.chunk_interval_s + silence.get(index, 0.0))
+    return times
+
+
+def _silence_after(script: Script) -> dict[int, float]:
+    """The silence scripted after each chunk (by its index), summed."""
+    silence: dict[int, float] = {}
+    for item in script.silences:
+        silence[item.after_chunk] = silence.get(item.after_chunk, 0.0) + item.duration_s
+    return silence

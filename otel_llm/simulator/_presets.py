@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from otel_llm.simulator._script import Script, Silence
@@ -238,3 +238,23 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
 chunks then 20 content chunks; ``slow-first`` the first chunk after 8 s; ``measured`` and
 ``oracle`` see :class:`MeasuredFit`.
 """
+
+
+FAST_STALLS = MeasuredPreset(
+    stall_probability=0.4,
+    fit=replace(
+        MEASURED_FIT,
+        stall_floor_s=3.0,
+        stall_excess_median_s=5.0,
+        stall_sigma=0.7,
+        stall_max_s=120.0,
+        extra_silence_median_s=2.0,
+    ),
+)
+"""A variant of the measured fit with short frequent stalls (for hedging studies and the proof of
+``otel-llm tune``): 40 % of calls stall, 3 s + LogNormal(median 5 s, σ 0.7) capped at 120 s (the
+measured preset: 19 %, 20 s + LogNormal(median 34.9 s, σ 1.2) capped at 600 s)."""
+
+SLOW_TTFT = MeasuredPreset(fit=replace(MEASURED_FIT, ttfc_median_s=3.0, ttfc_sigma=1.1))
+"""A variant of the measured fit with slow first chunks: TTFT LogNormal(median 3 s, σ 1.1),
+~26 % later than 6 s; the measured stalls."""

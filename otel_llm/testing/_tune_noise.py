@@ -35,7 +35,7 @@ from otel_llm._tune._model import Rules, Timeline, mean_backoff_s, simulate_call
 from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall, timeline_of_events
 from otel_llm._tune._replay import DEFAULT_SEED, Draws, Figures, figures_of, replay
 from otel_llm._tune._sample import Sample, sample
-from otel_llm._tune._scripted import timeline_of
+from otel_llm._tune._scripted import arrivals, timeline_of
 from otel_llm._tune._tuning import Setting, recommend
 from otel_llm.simulator._presets import Preset
 from otel_llm.simulator._script import Script
@@ -52,13 +52,7 @@ def stored_timeline(script: Script, floor_ms: int = DEFAULTS.chunk_event_floor_m
     floor_s = floor_ms / 1000
     if script.chunk_interval_s <= floor_s:  # only silences make gaps above the floor
         return timeline_of(script, floor_s)
-    silence: dict[int, float] = {}
-    for item in script.silences:
-        silence[item.after_chunk] = silence.get(item.after_chunk, 0.0) + item.duration_s
-    arrivals = [script.first_chunk_delay_s]
-    for index in range(script.chunk_count - 1):
-        arrivals.append(arrivals[-1] + script.chunk_interval_s + silence.get(index, 0.0))
-    offsets = [round(t * _NS) for t in arrivals]
+    offsets = [round(t * _NS) for t in arrivals(script)]
     gaps = [later - earlier for earlier, later in itertools.pairwise(offsets)]
     indexes, floor = choose_event_indices(
         len(offsets), gaps, floor_ms=floor_ms, budget=DEFAULTS.chunk_event_budget

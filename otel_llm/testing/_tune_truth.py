@@ -27,7 +27,7 @@ import random
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from otel_llm._tune._model import Rules, percentiles
 from otel_llm._tune._recorded import read_recorded
 from otel_llm._tune._sample import Sample, sample
 from otel_llm._tune._tuning import MAX_CALLS
-from otel_llm.simulator._presets import MEASURED_FIT, MeasuredPreset, Preset
+from otel_llm.simulator._presets import FAST_STALLS, MeasuredPreset, Preset
 from otel_llm.testing._memory_provider import MemoryProvider, Served
 from otel_llm.testing._virtual import run_virtual
 
@@ -58,21 +58,6 @@ ARRIVAL_EVERY_S = 1.0
 """Mean time between call starts (a Poisson arrival process, simulated seconds)."""
 
 MESSAGES: tuple[dict[str, str], ...] = ({"role": "user", "content": "Explain hedged requests."},)
-
-FAST_STALLS = MeasuredPreset(
-    stall_probability=0.4,
-    fit=replace(
-        MEASURED_FIT,
-        stall_floor_s=3.0,
-        stall_excess_median_s=5.0,
-        stall_sigma=0.7,
-        stall_max_s=120.0,
-        extra_silence_median_s=2.0,
-    ),
-)
-"""Short frequent stalls: 40 % of calls stall, 3 s + LogNormal(median 5 s, σ 0.7) capped at
-120 s (the measured preset: 19 %, 20 s + LogNormal(median 34.9 s, σ 1.2) capped at 600 s). The
-same variant as ``benchmarks/hedging_model.py``'s ``FAST_STALLS`` (a test holds them equal)."""
 
 PRESETS: Mapping[str, Preset] = {"measured": MeasuredPreset(), "fast-stalls": FAST_STALLS}
 """The distributions the proof runs on."""
