@@ -307,12 +307,16 @@ def _providers(seed: int, scale: float) -> tuple[list[subprocess.Popen[str]], Up
     """Three ``otel-llm provider --preset measured`` processes (seeds as :func:`source_seeds`)."""
     procs: list[subprocess.Popen[str]] = []
     urls: dict[str, str] = {}
-    for name, source_seed in source_seeds(seed, 3).items():
-        proc = launch(
-            "--preset", "measured", "--time-scale", f"{scale:g}", "--seed", f"{source_seed}"
-        )
-        procs.append(proc)
-        urls[name] = read_url(proc)
+    try:
+        for name, source_seed in source_seeds(seed, 3).items():
+            proc = launch(
+                "--preset", "measured", "--time-scale", f"{scale:g}", "--seed", f"{source_seed}"
+            )
+            procs.append(proc)
+            urls[name] = read_url(proc)
+    except BaseException:  # stop the providers already started
+        _stop(procs)
+        raise
     return procs, Upstream(urls, lambda: None, time_scale=scale, model="measured")
 
 
@@ -336,7 +340,11 @@ def loopback(options: argparse.Namespace, directory: Path) -> None:
         f"{scale:g} (1 s real = {1 / scale:g} s simulated), {options.rate:g} calls per second"
     )
     procs, upstream = _providers(options.seed, scale)
-    pipeline, exporter = store_pipeline(store)
+    try:
+        pipeline, exporter = store_pipeline(store)
+    except BaseException:
+        _stop(procs)
+        raise
     started = time.perf_counter()
     try:
         asyncio.run(record_calls(upstream, pipeline, options.recorded, options.seed, every_s))
