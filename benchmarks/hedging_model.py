@@ -70,7 +70,8 @@ from otel_llm._act._hedge_budget import STALL, HedgeBudget, Trigger
 from otel_llm._tune import _model as model
 from otel_llm._tune._model import Timeline
 from otel_llm._tune._scripted import timeline_of
-from otel_llm.simulator import FAST_STALLS, SLOW_TTFT, MeasuredPreset, Script, sample_measured
+from otel_llm.simulator import MeasuredPreset, Script, sample_measured
+from otel_llm.simulator._presets import FAST_STALLS, SLOW_TTFT
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by its path (tests), not run
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -216,7 +217,7 @@ PRESETS: Mapping[str, MeasuredPreset] = {
     "slow-ttft": SLOW_TTFT,
 }
 """Distributions ``--preset`` offers: the simulator's ``measured`` preset and two variants of its
-fit (``otel_llm.simulator.FAST_STALLS``, ``SLOW_TTFT``)."""
+fit (``otel_llm.simulator._presets.FAST_STALLS``, ``SLOW_TTFT``)."""
 
 
 class Pool:

@@ -20,10 +20,8 @@ honest meter must report — the ground truth ``otel-llm demo`` prints beside it
 """
 
 from otel_llm.simulator._presets import (
-    FAST_STALLS,
     MEASURED_FIT,
     PRESETS,
-    SLOW_TTFT,
     FixedPreset,
     MeasuredFit,
     MeasuredPreset,
@@ -40,7 +38,6 @@ from otel_llm.simulator._stats import ProviderStats
 from otel_llm.simulator._truth import ScriptedFigures, scripted_figures
 
 __all__ = [
-    "FAST_STALLS",
     "MAX_WAIT_S",
     "MEASURED_FIT",
     "ORIGIN_HEADER",
@@ -48,7 +45,6 @@ __all__ = [
     "SCRIPT_FIELD",
     "SCRIPT_HEADER",
     "SCRIPT_KEY_FIELD",
-    "SLOW_TTFT",
     "STATS_KEY",
     "FixedPreset",
     "MeasuredFit",
