@@ -38,6 +38,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from otel_llm import Client, DuckDBSpanExporter, OtelLLMError, Source
+from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._show._breakdown import run_query
 from otel_llm.simulator import Script, Silence
@@ -46,7 +47,8 @@ HEALTHY = ("smooth", "late-first", "stall", "keepalive-stall")
 """Kinds of call whose script always ends in a complete answer: each must be answered."""
 
 # Scripted seconds; the providers run them ``time_scale`` times faster and the client's
-# durations are scaled alike, so the proportions of a real deployment are kept.
+# durations are scaled alike (not the connect timeout: connecting is real work, not scripted), so
+# the proportions of a real deployment are kept.
 _STALL = Silence(after_chunk=5, duration_s=30.0)
 _PINGED_STALL = Silence(after_chunk=3, duration_s=25.0, keepalive_every_s=2.0)
 MIX: dict[str, tuple[float, Script]] = {
@@ -211,7 +213,7 @@ async def soak(
             timeout_s=120 * s,
             ttft_timeout_s=60 * s,
             inter_token_timeout_s=60 * s,
-            connect_timeout_s=10 * s,
+            connect_timeout_s=DEFAULTS.connect_timeout_s,  # real: connecting is not scripted
         )
         for i, url in enumerate(urls)
     ]
