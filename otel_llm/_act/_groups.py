@@ -30,6 +30,12 @@ def _positive(value: float | None) -> None:
         raise ValueError(f"must be a finite number > 0, got {value!r}")
 
 
+def _non_negative(value: float) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"must be a finite number >= 0, got {value!r}")
+    return value
+
+
 class StreamSettings(Group):
     """``{SCOPE}__STREAM__*``: metering."""
 
@@ -71,9 +77,7 @@ class HedgeSettings(Group):
     @field_validator("budget_ratio")
     @classmethod
     def _ratio(cls, value: float) -> float:
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"must be a finite number >= 0, got {value!r}")
-        return value
+        return _non_negative(value)
 
     @field_validator("budget_burst", "first_token_burst")
     @classmethod
@@ -121,9 +125,7 @@ class RetrySettings(Group):
     @field_validator("rate_limit_max_wait_s")
     @classmethod
     def _non_negative_seconds(cls, value: float) -> float:
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(f"must be a finite number >= 0, got {value!r}")
-        return value
+        return _non_negative(value)
 
 
 class BreakerSettings(Group):
