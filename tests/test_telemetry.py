@@ -351,9 +351,10 @@ if sys.argv[2] == "shutdown":
 def test_collector_that_is_not_there_costs_one_warning_and_no_wait(
     tmp_path: Path, ending: str
 ) -> None:
-    """OTEL_EXPORTER_OTLP_ENDPOINT on a closed port: the process prints one warning (endpoint
-    and cause), not a line per batch and retry, and exits at once — whether it calls shutdown()
-    or just ends (it used to take 13 s and print 8 lines); DuckDB still gets every span."""
+    """OTEL_EXPORTER_OTLP_ENDPOINT on a closed port: the process prints one warning a signal
+    (endpoint and cause), not a line per batch and retry, and exits at once — whether it calls
+    shutdown() or just ends (it used to take 13 s and print 8 lines); DuckDB still gets every
+    span."""
     port = closed_port()
     env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
     env.pop("OTEL_SDK_DISABLED", None)
@@ -361,9 +362,10 @@ def test_collector_that_is_not_there_costs_one_warning_and_no_wait(
     out = run_python(OTLP_EXIT_SCRIPT, str(db), ending, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr
     *lines, last = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    assert "cannot export" in lines[0]
-    assert f"127.0.0.1:{port}" in lines[0]
+    assert len(lines) == 2, out.stderr
+    for signal, path in (("spans", "/v1/traces"), ("metrics", "/v1/metrics")):
+        [line] = [line for line in lines if f"cannot export {signal} " in line]
+        assert f"127.0.0.1:{port}{path} ([Errno 111] Connection refused)" in line
     exit_s = float(last.removeprefix("exit_s="))
     assert exit_s < 6.0, f"exit took {exit_s} s (expected well under a second)"
     with open_store(Path(str(db))) as conn:
@@ -408,7 +410,7 @@ def test_one_warning_per_outage_and_a_line_when_it_ends(
     """A collector refusing batches (400) is one warning with its reason however many batches
     fail; the first success after it says so; a new outage warns again. The exporter's own
     lines never reach the log."""
-    collector = Collector(receiver.base)
+    collector = Collector(receiver.endpoint, signal="spans")
     exporter = collector.span_exporter(OTLPSpanExporter(endpoint=receiver.endpoint))
     tracer_provider = TracerProvider()
     with caplog.at_level(logging.INFO):
@@ -424,7 +426,7 @@ def test_one_warning_per_outage_and_a_line_when_it_ends(
     assert {r.name for r in caplog.records} == {"otel_llm"}, "the exporter's lines are held back"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2
-    assert all("400" in w and receiver.base in w for w in warnings)
+    assert all("HTTP 400" in w and receiver.endpoint in w for w in warnings)
     assert any("works again" in r.getMessage() for r in caplog.records)
     assert collector.failed_exports == 3
     assert exporter.export(finished_span(tracer_provider)) is SpanExportResult.FAILURE
