@@ -43,8 +43,9 @@ def sources(provider: SimulatedProvider) -> list[Source]:
 
 class Receiver:
     """A real OTLP/HTTP endpoint on loopback that keeps what it receives: trace requests parsed,
-    every request's path counted. ``status`` is what it answers; with ``hold`` set it never
-    answers until ``release`` is set (a collector that accepts and then hangs)."""
+    every request's path counted. ``status`` is what it answers (``metrics_status`` on
+    ``/v1/metrics``); with ``hold`` set it never answers until ``release`` is set (a collector
+    that accepts and then hangs)."""
 
     def __init__(self) -> None:
         received: list[ExportTraceServiceRequest] = []
@@ -52,6 +53,9 @@ class Receiver:
         self.paths: list[str] = []
         self.arrived = threading.Event()
         self.status = 200
+        self.metrics_status = 200
+        self.metrics_refused = threading.Semaphore(0)
+        """Released once for each metrics request answered with an error."""
         self.hold = False
         self.release = threading.Event()
 
@@ -61,16 +65,19 @@ class Receiver:
                 if outer.hold:
                     outer.release.wait(30)
                 outer.paths.append(self.path)
-                if self.path == "/v1/traces" and outer.status == 200:
+                status = outer.metrics_status if self.path == "/v1/metrics" else outer.status
+                if self.path == "/v1/traces" and status == 200:
                     request = ExportTraceServiceRequest()
                     request.ParseFromString(body)
                     received.append(request)
-                self.send_response(outer.status)
+                self.send_response(status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-                if outer.status == 200:
+                if status == 200:
                     outer.arrived.set()
+                elif self.path == "/v1/metrics":
+                    outer.metrics_refused.release()
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -486,3 +493,64 @@ async def test_a_metrics_endpoint_that_is_down_does_not_cost_the_spans(
     assert len(warnings) == 1
     assert "metrics" in warnings[0]
     assert down in warnings[0]
+
+
+async def test_metrics_refused_by_the_spans_endpoint_cost_no_span(
+    tmp_path: Path,
+    provider: SimulatedProvider,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT on a collector that takes spans and answers 404 for
+    metrics (a config without a metrics pipeline): the spans still queued at shutdown are all
+    exported, and the one warning is about metrics, says what a 404 means and what to set.
+    Both signals once shared one state per endpoint: the metrics' failure at shutdown stopped
+    the span exporter too, and every span export that succeeded ended the "outage"."""
+    receiver.metrics_status = 404
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.base)
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "100")
+    with caplog.at_level(logging.INFO):
+        telemetry = init(db_path=tmp_path / "shared.duckdb", set_global=False)
+        async with Client(
+            sources(provider),
+            tracer_provider=telemetry.tracer_provider,
+            meter_provider=telemetry.meter_provider,
+        ) as client:
+            for _ in range(3):
+                await client.chat(MESSAGES)
+            for _ in range(3):  # refused again and again (the spans wait in their 5 s batch)
+                assert receiver.metrics_refused.acquire(timeout=30)
+        assert receiver.spans() == []
+        telemetry.shutdown()
+    assert len(receiver.spans()) == 6
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    [warning] = warnings
+    assert warning.startswith(
+        f"otel-llm: cannot export metrics to the OTLP collector at "
+        f"{receiver.base}/v1/metrics (HTTP 404 Not Found: it takes no "
+        "metrics"
+    )
+    assert "spans are not affected" in warning
+    assert "OTEL_METRICS_EXPORTER=none" in warning
+    assert not any("works again" in r.getMessage() for r in caplog.records)
+
+
+async def test_metrics_exporter_none_sends_no_metrics(
+    tmp_path: Path,
+    provider: SimulatedProvider,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OTEL_METRICS_EXPORTER=none beside OTEL_EXPORTER_OTLP_ENDPOINT: spans only."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.base)
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    telemetry = init(db_path=tmp_path / "spans-only.duckdb", set_global=False)
+    assert telemetry.meter_provider is None
+    assert [collector.signal for collector in telemetry.collectors] == ["spans"]
+    async with Client(sources(provider), tracer_provider=telemetry.tracer_provider) as client:
+        await client.chat(MESSAGES)
+    telemetry.shutdown()
+    assert set(receiver.paths) == {"/v1/traces"}
+    assert len(receiver.spans()) == 2
