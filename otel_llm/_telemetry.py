@@ -252,8 +252,11 @@ def init(
       directory of Parquet segments that DuckDB reads (a single-file store of an earlier
       version at that path is migrated).
     - OTLP export is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._TRACES_ENDPOINT`` is set
-      (``otlp=False`` turns it off); a collector that cannot be reached is one warning per
-      outage, and shutdown (registered to run at exit) does not wait on it (:mod:`._show._otlp`).
+      (``otlp=False`` turns it off), metrics too with ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+      ``..._METRICS_ENDPOINT`` (``OTEL_METRICS_EXPORTER=none``: not); each signal on its own —
+      a failing metrics export never stops or delays a span's — a collector that cannot be
+      reached is one warning per signal and outage, and shutdown (registered to run at exit)
+      does not wait on it (:mod:`._show._otlp`).
     - ``OTEL_SDK_DISABLED=true`` turns everything off: calls still work, nothing is recorded.
     - ``OTEL_SERVICE_NAME`` (or ``service_name``) names the service.
     - ``stall_threshold_ms`` (default: ``LLM__STREAM__STALL_THRESHOLD_MS``, else 1000) is what
