@@ -641,3 +641,36 @@ def test_a_failing_metrics_endpoint_costs_the_spans_nothing(
         assert "[REDACTED]" in warning
     else:
         assert "did not answer" in warning or "cannot export metrics" in warning
+
+
+def test_the_metrics_files_stay_bounded(binary: Path, tmp_path: Path) -> None:
+    """duckdb.yaml's metrics files rotate and keep only the newest two rotated files — shown
+    with the rotation size scaled down from 8 MB to 1 MB and ~9 MB of metrics sent: three files,
+    none past the size, the oldest gone."""
+    shipped = (collector_dir() / "duckdb.yaml").read_text()
+    metrics_rotation = "format: json\n    rotation:\n      max_megabytes: 8\n      max_backups: 2"
+    assert shipped.count(metrics_rotation) == 1
+    config = tmp_path / "small-rotation.yaml"
+    config.write_text(shipped.replace(metrics_rotation, metrics_rotation.replace(": 8", ": 1")))
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricExportResult
+
+    reader = InMemoryMetricReader()
+    histogram = MeterProvider(metric_readers=[reader]).get_meter("t").create_histogram("h")
+    for n in range(1500):
+        histogram.record(1.0, {"n": str(n), "pad": "x" * 100})
+    data = reader.get_metrics_data()
+    assert data is not None
+    store = tmp_path / "store"
+    ports = Ports.free()
+    with CollectorRun(binary, config, store=store, ports=ports, log=subprocess.DEVNULL):
+        exporter = OTLPMetricExporter(endpoint=f"http://127.0.0.1:{ports.http}/v1/metrics")
+        for _ in range(40):  # ~230 KB of JSON each
+            assert exporter.export(data) is MetricExportResult.SUCCESS
+        exporter.shutdown()
+    files = sorted((spool_path(store) / "metrics").iterdir())
+    assert [path.name for path in files][-1] == "metrics.json"
+    assert len(files) == 3, files
+    assert all(path.stat().st_size <= 1 << 20 for path in files)
+    assert sum(path.stat().st_size for path in files) < 3 << 20
