@@ -360,7 +360,7 @@ _APP = textwrap.dedent(
                         print(f"flushed={{flushed}} flush_s={{time.monotonic() - started:.3f}}")
 
     asyncio.run(main())
-    marks["end"] = time.monotonic()  # the last calls' spans are still queued (5 s batches)
+    marks["end"] = time.monotonic()  # the last calls' spans are still queued
     print(f"shutdown_at={{marks['end']}}", flush=True)
     if sys.argv[1] == "shutdown":  # else init() registered the bounded shutdown to run at exit
         telemetry.shutdown()
@@ -371,14 +371,16 @@ _APP = textwrap.dedent(
 
 def _app_environment(endpoint: str, **more: str) -> dict[str, str]:
     """Ours without any OTel variable, then the base endpoint as the README's init() section
-    gives it; metrics every 200 ms, so a failing metrics export fails many times in a run
-    (spans in the SDK's default 5 s batches: the last go out at shutdown)."""
+    gives it; metrics every 200 ms, so a failing metrics export fails many times in a run;
+    spans in batches of a minute, so they go out only when flushed and at shutdown (the SDK's
+    5 s could fall anywhere in a run on a busy machine)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     return {
         **base,
         "PYTHONPATH": str(ROOT),
         env.OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
         "OTEL_METRIC_EXPORT_INTERVAL": "200",
+        "OTEL_BSP_SCHEDULE_DELAY": "60000",
         **more,
     }
 
