@@ -23,7 +23,7 @@ from otel_llm._show._columns import SegmentColumns
 from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
 from otel_llm._show._rows import span_row
 from otel_llm._show._schema import migrate
-from otel_llm._show._segments import SCHEMA_SEGMENT, SegmentStore
+from otel_llm._show._segments import SCHEMA_SEGMENT, SegmentStore, encode_rows
 from otel_llm._show._store import (
     LEGACY_SUFFIX,
     connect,
@@ -479,6 +479,14 @@ _CRASHED_MERGE = textwrap.dedent(
             real_switch(self, number)
             die()
         SegmentStore._switch = _switch
+    elif step == "late":  # a segment sealed into the old generation that nobody carried over
+        real_switch = SegmentStore._switch
+        def _switch(self, number):
+            os.link({spare!r}, self._dir(number - 1) / "99999999999999999999-late.parquet")
+            real_switch(self, number)
+            die()
+        SegmentStore._switch = _switch
+        SegmentStore._carry_over = lambda self, *args: None
     SegmentStore(Path({path!r})).compact(min_segments=2)
     """
 )
@@ -493,7 +501,7 @@ def _lockless_count(path: Path) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-@pytest.mark.parametrize("step", ["writing", "building", "switched"])
+@pytest.mark.parametrize("step", ["writing", "building", "switched", "late"])
 def test_a_merge_killed_anywhere_never_shows_a_span_twice(tmp_path: Path, step: str) -> None:
     """A merger killed at any step leaves the store exact for a reader that takes no lock and
     with no otel-llm process left to repair it; what the dead merger left is removed by the
@@ -504,18 +512,27 @@ def test_a_merge_killed_anywhere_never_shows_a_span_twice(tmp_path: Path, step: 
     spans = Spans()
     for index in range(8):
         spans.tracer.start_span(f"s{index}").end()
-    for span in spans.finished():
-        store.write([span_row(span)])
-    out = run_python(_CRASHED_MERGE.format(root=str(ROOT), path=str(path), step=step), cwd=tmp_path)
+    rows = [span_row(span) for span in spans.finished()]
+    for row in rows[:7]:
+        store.write([row])
+    spare = tmp_path / "late.parquet"  # the eighth span, sealed late by step "late"
+    spare.write_bytes(encode_rows(rows[7:]))
+    if step != "late":
+        store.write(rows[7:])
+    out = run_python(
+        _CRASHED_MERGE.format(root=str(ROOT), path=str(path), step=step, spare=str(spare)),
+        cwd=tmp_path,
+    )
     assert out.returncode == 137, out.stderr
-    assert _lockless_count(path) == (8, 8)
-    merged = step == "switched"
+    merged = step in ("switched", "late")
+    # the late segment is in the old generation only, until an otel-llm process opens the store
+    assert _lockless_count(path) == ((7, 7) if step == "late" else (8, 8))
     assert len(SegmentStore(path).segments()) == (2 if merged else 9)
     assert SegmentStore(path).orphans()  # the dead merger's leftovers, until someone opens it
-    assert count(path) == 8  # an otel-llm reader opens the store: leftovers go
+    assert count(path) == 8  # an otel-llm reader opens the store: leftovers go, late ones join
     assert SegmentStore(path).orphans() == []
     assert not list((path / "tmp").iterdir())
-    assert SegmentStore(path).compact(min_segments=2) == (0 if merged else 8)
+    assert SegmentStore(path).compact(min_segments=2) in ((0, 2) if merged else (8,))
     assert _lockless_count(path) == (8, 8)
 
 

@@ -555,6 +555,23 @@ class SegmentStore:
                 with contextlib.suppress(FileNotFoundError):
                     (self._dir(new) / name).unlink()  # removed by a writer of the first layout
 
+    def _adopt_late_segments(self) -> None:
+        """Segments sealed into the generation before the current one that the merge which
+        superseded it did not carry over (it was killed right after its switch) are linked
+        into the current one: every segment there that the merge did not take in and whose
+        file the current generation does not hold under any name."""
+        current = self._current()
+        if not self._dir(current - 1).is_dir():
+            return
+        record = _read_json(self._dir(current) / CONSUMED)
+        taken = set(record.get("inputs", ())) if isinstance(record, dict) else set()
+        here = self._listing(current)
+        files_here = {stat.st_ino for stat in here.values()}
+        for name, stat in self._listing(current - 1).items():
+            if name not in here and name not in taken and stat.st_ino not in files_here:
+                with contextlib.suppress(FileNotFoundError):
+                    self._link_into(current, self._dir(current - 1) / name, name)
+
     def _quarantine(self, path: Path, why: str) -> None:
         self.quarantine_dir.mkdir(exist_ok=True)
         destination = self.quarantine_dir / path.name
@@ -576,8 +593,10 @@ class SegmentStore:
             )
 
     def _tidy(self) -> None:
-        """Remove what dead processes left (caller holds the exclusive lock)."""
+        """Finish what a merger killed after its switch left undone, remove what dead processes
+        left (caller holds the exclusive lock)."""
         self._adopt_first_layout_leftovers()
+        self._adopt_late_segments()
         for path in self.orphans():
             if path.is_dir():
                 _remove_tree(path)
