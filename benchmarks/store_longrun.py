@@ -606,8 +606,11 @@ class Harness:
                 continue
             entry: dict[str, Any] = {"t": at, "ms": (time.perf_counter() - began) * 1000}
             if done.returncode == 0:
-                row = json.loads(done.stdout)[0]
-                entry["n"], entry["d"] = int(row["n"]), int(row["d"])
+                try:
+                    row = json.loads(done.stdout)[0]
+                    entry["n"], entry["d"] = int(row["n"]), int(row["d"])
+                except (ValueError, LookupError, TypeError):
+                    entry["err"] = f"exit 0 but not one JSON table: {done.stdout[:300]!r}"
             else:
                 entry["err"] = (done.stderr.strip().splitlines() or ["?"])[-1][:300]
             self.queries.append(entry)
