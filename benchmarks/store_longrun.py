@@ -298,7 +298,7 @@ def role_reader(role: Role) -> None:
         except duckdb.Error as exc:
             entry["err"] = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
         out.line(json.dumps(entry))
-        time.sleep(0.02)
+        time.sleep(0.05)  # a dashboard refreshing, time-compressed
     conn.close()
 
 
