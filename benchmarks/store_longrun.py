@@ -143,9 +143,9 @@ def _merge(store: SegmentStore, log: Log, **kwargs: int) -> None:
 
 
 def role_direct(role: Role) -> None:
-    """``SegmentStore.write(rows)`` loops: ``steady`` writes 1–3 spans every 10–30 ms; ``burst``
-    is quiet for 0.3–1.5 s, then writes 20–80 segments of 1–50 spans back to back. Both merge
-    now and then, as a writer does."""
+    """``SegmentStore.write(rows)`` loops: ``steady`` writes 1–3 spans every 50–150 ms; ``burst``
+    is quiet for 1–3 s, then writes 20–60 segments of 1–50 spans back to back. Both merge now
+    and then, as a writer does."""
     from otel_llm._show._segments import SegmentStore
 
     rng = random.Random(role.seed)
@@ -167,10 +167,10 @@ def role_direct(role: Role) -> None:
             write(rng.randint(1, 3))
             if writes % 25 == 0:
                 _merge(store, log)
-            role.nap(rng.uniform(0.01, 0.03))
+            role.nap(rng.uniform(0.05, 0.15))
         else:
-            role.nap(rng.uniform(0.3, 1.5))
-            for _ in range(rng.randint(20, 80)):
+            role.nap(rng.uniform(1.0, 3.0))
+            for _ in range(rng.randint(20, 60)):
                 if role.stopped():
                     break
                 write(rng.randint(1, 50))
@@ -250,7 +250,7 @@ def role_sdk(role: Role) -> None:
             for first, count in unacked:
                 log.line(f"A {first} {count}")
             unacked.clear()
-        role.nap(rng.uniform(0.02, 0.06) if exporter else rng.uniform(0.05, 0.15))
+        role.nap(rng.uniform(0.05, 0.15) if exporter else rng.uniform(0.2, 0.5))
     if flush(10_000):
         for first, count in unacked:
             log.line(f"A {first} {count}")
@@ -298,7 +298,7 @@ def role_reader(role: Role) -> None:
         except duckdb.Error as exc:
             entry["err"] = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
         out.line(json.dumps(entry))
-        time.sleep(0.05)  # a dashboard refreshing, time-compressed
+        time.sleep(0.25)  # a dashboard refreshing, time-compressed
     conn.close()
 
 
@@ -334,8 +334,8 @@ class Config:
     old_duckdb: Path | None
 
 
-FULL = {"seconds": 120.0, "merges": 10_000, "max_seconds": 3600.0, "kill_every_s": 2.0}
-CI = {"seconds": 40.0, "merges": 150, "max_seconds": 70.0, "kill_every_s": 1.5}
+FULL = {"seconds": 120.0, "merges": 10_000, "max_seconds": 3600.0, "kill_every_s": 3.0}
+CI = {"seconds": 40.0, "merges": 60, "max_seconds": 65.0, "kill_every_s": 3.0}
 
 
 @dataclass
@@ -355,6 +355,9 @@ class Tally:
     offsets: dict[Path, int] = field(default_factory=dict)
     merges: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    acked_roles: set[str] = field(default_factory=set)
+    writes: dict[str, int] = field(default_factory=dict)
+    """Batches acknowledged, per role (a direct writer's batch is one segment)."""
 
     def read(self, role: str, path: Path) -> None:
         with contextlib.suppress(OSError), path.open("rb") as handle:
@@ -367,16 +370,25 @@ class Tally:
                     self.merges[role] = self.merges.get(role, 0) + 1
                 elif line.startswith("E "):
                     self.errors.append(f"{role}: {line[2:]}")
+                elif line.startswith("A "):
+                    self.acked_roles.add(role)
+                    self.writes[role] = self.writes.get(role, 0) + 1
 
     @property
     def total(self) -> int:
         return sum(self.merges.values())
 
 
-def _tenths(points: Sequence[tuple[float, float]], duration: float) -> list[list[float]]:
+def _tenths(points: Sequence[tuple[float, float]], span: tuple[float, float]) -> list[list[float]]:
+    """``points`` (time, value) in ten buckets of equal time over ``span`` (what is before its
+    start, the warm-up, left out)."""
+    start, end = span
     buckets: list[list[float]] = [[] for _ in range(TENTHS)]
     for at, value in points:
-        buckets[min(TENTHS - 1, max(0, int(at / duration * TENTHS)))].append(value)
+        if at >= start:
+            buckets[min(TENTHS - 1, int((at - start) / max(1e-9, end - start) * TENTHS))].append(
+                value
+            )
     return buckets
 
 
@@ -455,6 +467,8 @@ class Harness:
         self.kills: dict[str, int] = {}
         self.killed: set[int] = set()
         self.stuck: list[str] = []
+        self.warm_at: float | None = None
+        """When every writer had written and a merge had happened: the tenths start there."""
         self.cli_compacts = {"run": 0, "merged": 0, "killed": 0, "failed": 0}
         self.cli_outputs: list[str] = []
         self.segment_counts: list[tuple[float, float]] = []
@@ -665,6 +679,8 @@ class Harness:
                         self.tally.read(child.role, child.log)
                 next_tally = now + 0.5
             done = self.tally.total
+            if self.warm_at is None and done and self.tally.acked_roles >= set(WRITERS):
+                self.warm_at = now  # every writer wrote, the first merge happened
             if now >= config.max_seconds or (now >= config.seconds and done >= config.merges):
                 break
             # how far the run is: by time and merges, or by time alone when merges lag
@@ -803,6 +819,7 @@ def evaluate(harness: Harness, duration: float) -> dict[str, Any]:
     """The figures and the requirements of a finished run."""
     config = harness.config
     store = harness.store
+    span = (harness.warm_at or 0.0, duration)
     after = _lockless_after(harness)
     final = subprocess.run(
         [sys.executable, "-m", "otel_llm.cli", "compact", "--db", str(harness.store_path)],
@@ -863,15 +880,15 @@ def evaluate(harness: Harness, duration: float) -> dict[str, Any]:
                 "duplicated_queries": len(dup_queries),
                 "duplicates_max": max((e["n"] - e["d"] for e in dup_queries), default=0),
                 "count_fell": fell,
-                "count_ms_tenths": [_median(b) for b in _tenths(timed, duration)],
-                "dup_ms_tenths": [_median(b) for b in _tenths(dup_timed, duration)],
+                "count_ms_tenths": [_median(b) for b in _tenths(timed, span)],
+                "dup_ms_tenths": [_median(b) for b in _tenths(dup_timed, span)],
             }
         )
     q_ok = [q for q in harness.queries if "err" not in q]
     q_failed = [q for q in harness.queries if "err" in q]
     q_dups = [q for q in q_ok if q["n"] != q["d"]]
 
-    seg_tenths = [max(b, default=0) for b in _tenths(harness.segment_counts, duration)]
+    seg_tenths = [max(b, default=0) for b in _tenths(harness.segment_counts, span)]
     seg_max = max(seg_tenths, default=0)
     early = max(seg_tenths[1:5], default=0)
     bounded = seg_tenths[-1] <= 1.5 * early + 16
@@ -936,6 +953,8 @@ def evaluate(harness: Harness, duration: float) -> dict[str, Any]:
     return {
         "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(config).items()},
         "seconds": duration,
+        "warm_up_s": harness.warm_at,
+        "writes": harness.tally.writes,
         "requirements": requirements,
         "passed": all(requirements.values()),
         "spans": {
@@ -970,7 +989,7 @@ def evaluate(harness: Harness, duration: float) -> dict[str, Any]:
             "failed": len(q_failed),
             "failure_samples": sorted({q["err"] for q in q_failed})[:3],
             "duplicated": len(q_dups),
-            "ms_tenths": [_median(b) for b in _tenths([(q["t"], q["ms"]) for q in q_ok], duration)],
+            "ms_tenths": [_median(b) for b in _tenths([(q["t"], q["ms"]) for q in q_ok], span)],
         },
         "damaged": harness.damaged,
         "quarantined": quarantined,
@@ -993,7 +1012,11 @@ def _fmt(values: Sequence[float | None], digits: int = 1) -> str:
 
 def report(results: dict[str, Any]) -> None:
     s = results["spans"]
-    print(f"run: {results['seconds']:.1f} s; config {results['config']}")
+    warm = results["warm_up_s"]
+    print(f"run: {results['seconds']:.1f} s (tenths after a warm-up of "
+          f"{'-' if warm is None else f'{warm:.1f}'} s: every writer wrote, a merge happened); "
+          f"config {results['config']}")  # fmt: skip
+    print(f"batches acknowledged: {results['writes']}")
     print(
         f"spans: produced {s['produced']}, acknowledged {s['acked']}, in doubt {s['in_doubt']} "
         f"(landed {s['in_doubt_landed']}); rows {s['rows']} ({s['distinct_rows']} distinct); "
@@ -1102,8 +1125,8 @@ def main() -> None:
         merges=args.merges if args.merges is not None else int(size["merges"]),
         max_seconds=args.max_seconds or size["max_seconds"],
         kill_every_s=args.kill_every_s or size["kill_every_s"],
-        cli_compact_every_s=3.0,
-        query_pause_s=0.5,
+        cli_compact_every_s=5.0,
+        query_pause_s=1.5,
         seed=args.seed,
         old_duckdb=old,
     )
