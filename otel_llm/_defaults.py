@@ -67,6 +67,10 @@ class Defaults:
     segment_merge_min: int = 16
     """Compaction waits until at least this many small segments exist."""
 
+    segment_tier_fanout: int = 4
+    """Larger segments merge in tiers, each four times the size of the one below, once this
+    many share a tier: the segment count stays bounded however long a store is written."""
+
     segment_merge_max_bytes: int = 256 * 1024 * 1024
     """At most this many bytes of segments are merged into one."""
 
@@ -78,6 +82,14 @@ class Defaults:
 
     compact_every_s: float = 30.0
     """A writer looks for small segments to merge at most this often."""
+
+    generation_keep_s: float = 60.0
+    """A superseded generation of the store's segment list is kept this long for writers that
+    were publishing into it, then removed."""
+
+    orphan_after_s: float = 3600.0
+    """A temporary file of a process that may still live (another host's, or a reused pid) is
+    removed once it is this old."""
 
     otlp_shutdown_timeout_s: float = 2.0
     """Bound on how long shutdown waits for the OTLP exporters to send their last batches (a

@@ -54,7 +54,7 @@ def test_a_store_is_a_directory_of_sealed_segments(tmp_path: Path) -> None:
     assert store.exporter.force_flush(10_000)
     store.call()
     store.close()
-    names = sorted(p.name for p in (path / "segments").iterdir())
+    names = sorted(p.name for p in (path / "segments").iterdir() if not p.name.startswith("."))
     assert names[0] == SCHEMA_SEGMENT
     assert len(names) == 3
     assert all(name.endswith(".parquet") for name in names)
@@ -449,26 +449,55 @@ def test_a_forked_child_writes_its_own_spans(tmp_path: Path) -> None:
 
 _CRASHED_MERGE = textwrap.dedent(
     """
-    import os, pathlib, sys
+    import os, sys
     sys.path.insert(0, {root!r})
+    from pathlib import Path
+    from otel_llm._show import _segments
     from otel_llm._show._segments import SegmentStore
-    real = pathlib.Path.unlink
-    deleted = [0]
-    def unlink(self, *args, **kwargs):
-        if self.suffix == ".parquet":
-            deleted[0] += 1
-            if deleted[0] == 3:
-                os._exit(137)  # killed between the merge's rename and its deletes
-        return real(self, *args, **kwargs)
-    pathlib.Path.unlink = unlink
-    SegmentStore(pathlib.Path({path!r})).compact(min_segments=2)
+    step = {step!r}
+    def die(*args, **kwargs):
+        os._exit(137)
+    if step == "writing":  # the merged segment half-written in tmp/
+        real = _segments._write_merged
+        def _write_merged(paths, tmp):
+            tmp.write_bytes(b"PAR1 half a segment")
+            die()
+        _segments._write_merged = _write_merged
+    elif step == "building":  # the next generation half-built, not switched to
+        real_link = os.link
+        made = [0]
+        def link(src, dst, *args, **kwargs):
+            if "generations" in str(dst) and not str(dst).endswith(".tmp"):
+                made[0] += 1
+                if made[0] == 2:  # the schema segment linked, the merged one not
+                    die()
+            return real_link(src, dst, *args, **kwargs)
+        os.link = link
+    elif step == "switched":  # switched, nothing after it done (no carry-over, no tidying)
+        real_switch = SegmentStore._switch
+        def _switch(self, number):
+            real_switch(self, number)
+            die()
+        SegmentStore._switch = _switch
+    SegmentStore(Path({path!r})).compact(min_segments=2)
     """
 )
 
 
-def test_a_merge_cut_short_by_a_crash_is_finished(tmp_path: Path) -> None:
-    """A writer killed in the middle of a merge leaves an intent; the next reader or writer
-    finishes the merge, so no span is ever counted twice afterwards."""
+def _lockless_count(path: Path) -> tuple[int, int]:
+    """(rows, distinct span ids) as a reader that never takes the store's lock sees them."""
+    with duckdb.connect() as conn:
+        conn.execute(reader_sql(path))
+        row = conn.execute('SELECT count(*), count(DISTINCT "SpanId") FROM otel_traces').fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+@pytest.mark.parametrize("step", ["writing", "building", "switched"])
+def test_a_merge_killed_anywhere_never_shows_a_span_twice(tmp_path: Path, step: str) -> None:
+    """A merger killed at any step leaves the store exact for a reader that takes no lock and
+    with no otel-llm process left to repair it; what the dead merger left is removed by the
+    next process that opens the store, and merging goes on."""
     path = tmp_path / "store"
     store = SegmentStore(path)
     store.create()
@@ -477,24 +506,82 @@ def test_a_merge_cut_short_by_a_crash_is_finished(tmp_path: Path) -> None:
         spans.tracer.start_span(f"s{index}").end()
     for span in spans.finished():
         store.write([span_row(span)])
-    out = run_python(_CRASHED_MERGE.format(root=str(ROOT), path=str(path)), cwd=tmp_path)
+    out = run_python(
+        _CRASHED_MERGE.format(root=str(ROOT), path=str(path), step=step), cwd=tmp_path
+    )
     assert out.returncode == 137, out.stderr
-    assert list(store.segments_dir.glob(".*.merge"))  # the crash left its intent
-    assert count(path, 'SELECT count(*) - count(DISTINCT "SpanId") FROM otel_traces') == 0
-    assert count(path) == 8
-    assert not list(store.segments_dir.glob(".*.merge"))
+    assert _lockless_count(path) == (8, 8)
+    merged = step == "switched"
+    assert len(SegmentStore(path).segments()) == (2 if merged else 9)
+    assert SegmentStore(path).orphans()  # the dead merger's leftovers, until someone opens it
+    assert count(path) == 8  # an otel-llm reader opens the store: leftovers go
+    assert SegmentStore(path).orphans() == []
+    assert not [p for p in (path / "tmp").iterdir()]
+    assert SegmentStore(path).compact(min_segments=2) == (0 if merged else 8)
+    assert _lockless_count(path) == (8, 8)
 
 
-def test_a_damaged_segment_never_stops_merges(tmp_path: Path) -> None:
-    """Compaction leaves a damaged segment where it is (readers name it) and merges the rest."""
+def _damage(store: SegmentStore, name: str, how: str) -> Path:
+    """A copy of a real sealed segment with bytes flipped in its middle, or cut short."""
+    (source,) = [s.path for s in store.segments() if s.path.name != SCHEMA_SEGMENT][:1]
+    data = bytearray(source.read_bytes())
+    if how == "flipped":
+        middle = len(data) // 2
+        for offset in range(middle, middle + 4):
+            data[offset] ^= 0xFF
+    else:
+        del data[len(data) // 2 :]
+    bad = store.segments_dir / name
+    bad.write_bytes(bytes(data))
+    return bad
+
+
+def _one_span_segments(store: SegmentStore, calls: int) -> None:
+    spans = Spans()
+    for index in range(calls):
+        spans.tracer.start_span(f"s{index}").end()
+    for span in spans.finished():
+        store.write([span_row(span)])
+
+
+@pytest.mark.parametrize("how", ["flipped", "cut"])
+def test_a_damaged_segment_is_quarantined_and_merging_goes_on(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A segment with flipped bytes or cut short is moved into quarantine/ with a note of why,
+    named once in a warning; the rest merge and read on, and later merges never meet it."""
     path = tmp_path / "store"
     store = SegmentStore(path)
     store.create()
-    for _ in range(3):
-        store.write([])
-    (store.segments_dir / "00000000000000000001-cut.parquet").write_bytes(b"PAR1" + b"\x00" * 64)
-    assert store.compact(min_segments=2) == 3
-    assert (store.segments_dir / "00000000000000000001-cut.parquet").exists()
+    _one_span_segments(store, 3)
+    bad = _damage(store, "00000000000000000001-bad.parquet", how)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        assert store.compact(min_segments=2) == 3
+        _one_span_segments(store, 3)
+        assert store.compact(min_segments=2) == 4
+    assert not bad.exists()
+    assert [p.name for p in store.quarantined()] == [bad.name]
+    why = (store.quarantine_dir / (bad.name + ".why")).read_text("utf-8")
+    assert "cannot be read whole" in why
+    assert len([r for r in caplog.records if bad.name in r.getMessage()]) == 1
+    assert _lockless_count(path) == (6, 6)
+
+
+def test_a_damaged_segment_is_named_and_read_around(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reader that meets a segment DuckDB cannot open moves it aside, names it, and answers
+    from the rest."""
+    path = tmp_path / "store"
+    store = SegmentStore(path)
+    store.create()
+    _one_span_segments(store, 2)
+    bad = path / "segments" / "00000000000000000001-cut.parquet"
+    bad.write_bytes(b"PAR1" + b"\x00" * 64)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        assert count(path) == 2
+    assert bad.name in caplog.text and "quarantine" in caplog.text
+    assert [p.name for p in store.quarantined()] == [bad.name]
 
 
 @pytest.mark.parametrize("name", ["run[1]", "a*b", "what?"])
@@ -505,18 +592,6 @@ def test_a_path_with_glob_characters_is_refused(tmp_path: Path, name: str) -> No
     with pytest.raises(NotAStore, match="reads as a file pattern"):
         prepare_for_writing(path)
     assert not path.exists()
-
-
-def test_a_damaged_segment_is_named(tmp_path: Path) -> None:
-    """A segment damaged outside otel-llm (a copy cut short) is named, with what to do."""
-    path = tmp_path / "store"
-    SegmentStore(path).create()
-    bad = path / "segments" / "00000000000000000001-cut.parquet"
-    bad.write_bytes(b"PAR1" + b"\x00" * 64)
-    with pytest.raises(NotAStore, match="has a segment DuckDB cannot read") as caught:
-        run_query(path, "SELECT count(*) FROM llm_calls")
-    assert bad.name in str(caught.value)
-    assert "move that file out of" in str(caught.value)
 
 
 def test_a_path_that_is_not_a_store_holds_spans_and_exits_fast(
@@ -557,7 +632,8 @@ _FULL_DISK = textwrap.dedent(
     s.call()
     assert s.exporter.wait_for(lambda st: st.retries >= 2, 30), s.exporter.stats
     assert s.exporter.stats.written == 0
-    leftovers = [p.name for p in (path / "segments").iterdir() if p.name.startswith(".")]
+    leftovers = [p.name for p in (path / "tmp").iterdir()]
+    leftovers += [p.name for p in (path / "segments").iterdir() if p.name.endswith(".tmp")]
     assert leftovers == [], leftovers
     resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # the disk has room again
     assert s.exporter.force_flush(10_000), s.exporter.stats

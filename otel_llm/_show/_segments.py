@@ -1,21 +1,45 @@
-"""The store on disk: a directory of sealed Parquet segments in the ``otel_traces`` layout.
+"""The store on disk: sealed Parquet segments in the ``otel_traces`` layout, in generations.
 
-Every writing process adds segment files of its own and never changes one: a segment is written
-to a hidden ``.tmp`` file, flushed to disk, then renamed into ``segments/``, so a reader's glob
-sees whole files or nothing, and no process ever waits on another's lock. A store starts with
-an empty segment carrying the schema, so a glob over it always matches. Small segments are
-merged opportunistically (:meth:`SegmentStore.compact`) by whichever writer gets the store's
-compaction lock; readers that need an exact snapshot hold the same lock shared while they read
-(:meth:`SegmentStore.reading`), so a merge never shows them a span twice.
+``segments`` is a symbolic link to the current *generation*, a directory under
+``generations/`` that holds the store's segment files (hard links). Readers glob
+``segments/*.parquet``; that one directory listing is always one whole generation.
+
+- **Writing** never waits on anyone: a segment is written to ``tmp/``, flushed to disk, and
+  linked into the current generation under its final name in one atomic rename. Should a merge
+  switch generations meanwhile, the writer links it into the new one too (unless that merge took
+  it in), and the merger, once it switched, carries over what appeared in the old generation
+  after it looked.
+- **Merging** (:meth:`SegmentStore.compact`, by whichever process gets the compaction lock)
+  writes the merged segment, builds the next generation beside the current one (every segment
+  but the merged inputs, plus the merged one), and switches the link in one atomic rename. A
+  reader that globbed the old generation never sees the merged segment, one that globbed the
+  new one never sees its inputs: no reader ever counts a span twice, during a merge or after a
+  crash anywhere in it, whether or not it takes our lock and whether or not an otel-llm process
+  is left running. A reader that listed the old generation and opens a merged-away input after
+  the switch gets "cannot open file" for that one query (the next query sees the new
+  generation); our own readers hold the lock shared (:meth:`SegmentStore.reading`) so no merge
+  runs under them at all.
+- **Damage**: a segment that cannot be read whole (bytes flipped, cut short: every page carries
+  a checksum) is moved aside into ``quarantine/`` with a note of why, named once in a warning,
+  and the store reads on without it.
+- **Orphans**: temporaries of processes that died (SIGKILL) and generations nobody uses any more
+  are removed by the next process that merges or opens the store.
+
+Names never grow: a written segment is ``<ns>-<pid>-<token>-<n>.parquet``, a merged one
+``<oldest input's ns>-m-<ns>-<token>.parquet``. Stores of the first layout (a plain
+``segments/`` directory) are migrated in place the first time a writer opens them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fcntl
 import itertools
 import json
+import logging
 import os
+import re
 import secrets
 import threading
 import time
@@ -26,16 +50,28 @@ from typing import TYPE_CHECKING, Any, Final
 
 from otel_llm._defaults import DEFAULTS
 from otel_llm._show._columns import SegmentColumns, arrow_schema
+from otel_llm._show._merge_plan import Candidate, choose
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-LAYOUT: Final = 1
-"""Version of the directory layout, recorded in :data:`MARKER`."""
+logger = logging.getLogger("otel_llm")
+
+LAYOUT: Final = 2
+"""Version of the directory layout, recorded in :data:`MARKER` (1: a plain ``segments/``)."""
 MARKER: Final = "otel-llm-store.json"
 """The file that makes a directory an otel-llm store."""
 SEGMENTS: Final = "segments"
-"""Sub-directory holding the segment files (readers glob ``segments/*.parquet``)."""
+"""The link to the current generation (readers glob ``segments/*.parquet``)."""
+GENERATIONS: Final = "generations"
+"""Holds the generation directories, each named by its number."""
+TMP: Final = "tmp"
+"""Where segments are written before they are linked into a generation."""
+QUARANTINE: Final = "quarantine"
+"""Damaged segments moved out of the store, each beside a ``<name>.why`` note."""
+WHY: Final = ".why"
+CONSUMED: Final = ".consumed"
+"""In a generation made by a merge: which segments of the one before it left out (JSON)."""
 SCHEMA_SEGMENT: Final = "00000000000000000000-schema.parquet"
 """The empty segment every store starts with: the glob always matches, the schema is known."""
 LOCK: Final = ".compaction.lock"
@@ -47,17 +83,22 @@ gives it its final name."""
 SMALL_SEGMENT_ROWS: Final = 256
 """Segments of fewer rows are written plainly (snappy, no dictionaries, no statistics): that
 halves the fixed cost of a write, and compaction re-encodes them compactly later."""
-
-_sequence = itertools.count()
-_TOKEN: Final = secrets.token_hex(4)
-"""Names apart the segments of processes that share a pid (containers on one volume)."""
 GLOB_CHARACTERS: Final = frozenset("*?[]{}")
 """Characters DuckDB's glob would read as a pattern: a store's path has none of them."""
+
+_GENERATION_DIGITS: Final = 12
+_TOKEN: Final = secrets.token_hex(4)
+"""Names apart the files of processes that share a pid (containers on one volume)."""
+_sequence = itertools.count()
 _sequence_lock = threading.Lock()
+_TEMPORARY = re.compile(r"\.(?P<pid>\d+)\.(?:(?P<token>[0-9a-f]{8})\.)?\d+\.tmp$")
+"""A temporary's name ends in ``.<pid>[.<token>].<thread>.tmp`` (the token since layout 2)."""
+_LEGACY_DIR = ".segments.v1."
+"""Prefix of a first-layout ``segments/`` directory while it is being migrated."""
 
 
 def encode(table: pa.Table) -> bytes:
-    """``table`` as the bytes of one Parquet file (one row group)."""
+    """``table`` as the bytes of one Parquet file (one row group, a checksum on every page)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -71,9 +112,12 @@ def encode(table: pa.Table) -> bytes:
             use_dictionary=False,
             write_statistics=False,
             row_group_size=rows,
+            write_page_checksum=True,
         )
     else:
-        pq.write_table(table, sink, compression="zstd", row_group_size=rows)
+        pq.write_table(
+            table, sink, compression="zstd", row_group_size=rows, write_page_checksum=True
+        )
     return bytes(sink.getvalue())
 
 
@@ -90,6 +134,14 @@ def is_store(path: Path) -> bool:
     return (path / MARKER).is_file()
 
 
+def _temporary_name(name: str) -> str:
+    return f".{name}.{os.getpid()}.{_TOKEN}.{threading.get_ident()}.tmp"
+
+
+def _generation_name(number: int) -> str:
+    return f"{number:0{_GENERATION_DIGITS}d}"
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """One sealed segment file."""
@@ -104,38 +156,106 @@ class SegmentStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.segments_dir = self.path / SEGMENTS
+        self._schemas: dict[tuple[str, int], bool] = {}
+        """(name, inode) -> has this version's schema: read once per file, not every merge."""
 
     @property
     def glob(self) -> str:
-        """What readers scan: every sealed segment."""
+        """What readers scan: every sealed segment of the current generation."""
         return str(self.segments_dir / "*.parquet")
 
+    @property
+    def quarantine_dir(self) -> Path:
+        """Where damaged segments are moved."""
+        return self.path / QUARANTINE
+
+    # --- making and migrating -------------------------------------------------------------
+
     def create(self) -> None:
-        """Make ``path`` a store (idempotent; safe when several processes do it at once: the
-        marker comes first, so a second process never sees a half-made store as foreign)."""
+        """Make ``path`` a store, or migrate a store of the first layout (idempotent; safe when
+        several processes do it at once: the marker comes first, so a second process never
+        sees a half-made store as foreign)."""
         self.path.mkdir(parents=True, exist_ok=True)
         marker = self.path / MARKER
         if not marker.exists():
-            text = json.dumps({"layout": LAYOUT, "format": "otel_traces parquet segments"})
-            tmp = self.path / f".{MARKER}.{os.getpid()}.{threading.get_ident()}.tmp"
-            tmp.write_text(text + "\n", encoding="utf-8")
-            tmp.replace(marker)
-        self.segments_dir.mkdir(exist_ok=True)
+            self._write_marker()
         (self.path / LOCK).touch(exist_ok=True)
+        (self.path / TMP).mkdir(exist_ok=True)
+        (self.path / GENERATIONS).mkdir(exist_ok=True)
+        link = self.segments_dir
+        if link.is_dir() and not link.is_symlink():
+            self._migrate_first_layout()
+        elif not link.is_symlink():
+            with self._lock(shared=False, wait=True):
+                if not link.is_symlink():
+                    self._start_generations()
         if not (self.segments_dir / SCHEMA_SEGMENT).exists():
             self._seal(encode(SegmentColumns().table()), SCHEMA_SEGMENT)
+
+    def _write_marker(self) -> None:
+        text = json.dumps({"layout": LAYOUT, "format": "otel_traces parquet segments"})
+        tmp = self.path / f".{MARKER}.{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(self.path / MARKER)
+
+    def _start_generations(self) -> None:
+        """Point ``segments`` at the newest whole generation, or a new first one (caller holds
+        the exclusive lock; a crash may have left the link missing mid-migration)."""
+        whole = [n for n in self._generation_numbers() if (self._dir(n) / CONSUMED).exists()]
+        number = max(whole, default=1)
+        self._dir(number).mkdir(parents=True, exist_ok=True)
+        if not whole:
+            _write_json(self._dir(number) / CONSUMED, {"merged": None, "inputs": []})
+        self._switch(number)
+
+    def _migrate_first_layout(self) -> None:
+        """Turn a plain ``segments/`` directory into the first generation, in place (readers
+        and writers of the earlier version keep working through the link)."""
+        with self._lock(shared=False, wait=True):
+            old = self.segments_dir
+            if old.is_symlink() or not old.is_dir():
+                return  # another process migrated it while this one waited
+            _finish_first_layout_merges(old)
+            number = max(self._generation_numbers(), default=0) + 1
+            target = self._dir(number)
+            target.mkdir(parents=True)
+            for path in old.glob("*.parquet"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.link(path, target / path.name)
+            _write_json(target / CONSUMED, {"merged": None, "inputs": []})
+            aside = self.path / f"{_LEGACY_DIR}{os.getpid()}.{_TOKEN}"
+            os.rename(old, aside)
+            os.symlink(f"{GENERATIONS}/{_generation_name(number)}", old)
+            _fsync_dir(self.path)
+            self._adopt_first_layout_leftovers()
+            self._write_marker()
+        logger.info("otel-llm: %s now keeps its segments in generations", self.path)
+
+    def _adopt_first_layout_leftovers(self) -> None:
+        """Segments a writer of the first layout sealed into a ``segments/`` directory after
+        it was linked into the first generation are linked in too; then the directory goes."""
+        current = self._current()
+        for aside in self.path.glob(f"{_LEGACY_DIR}*"):
+            present = {p.name for p in self._dir(current).glob("*.parquet")}
+            for path in aside.glob("*.parquet"):
+                if path.name not in present:
+                    self._link_into(current, path, path.name)
+            _remove_tree(aside)
 
     def foreign(self) -> list[str]:
         """Names in the directory that are not a store's (empty for a store, or a directory
         a store is being made in)."""
         if not self.path.is_dir():
             return []
-        ours = {MARKER, SEGMENTS, LOCK}
+        ours = {MARKER, SEGMENTS, LOCK, TMP, GENERATIONS, QUARANTINE}
         return sorted(
             entry.name
             for entry in self.path.iterdir()
-            if entry.name not in ours and not entry.name.startswith(f".{MARKER}.")
+            if entry.name not in ours
+            and not entry.name.startswith((f".{MARKER}.", f".{SEGMENTS}.", _LEGACY_DIR))
         )
+
+    # --- writing -----------------------------------------------------------------------------
 
     def write(self, data: bytes | Sequence[Mapping[str, Any]], *, name: str | None = None) -> Path:
         """Seal one segment: ``data`` is a segment's bytes (:func:`encode`) or rows. A given
@@ -157,38 +277,116 @@ class SegmentStore:
 
     @contextlib.contextmanager
     def _sealing(self, name: str) -> Iterator[Path]:
-        """A hidden file to write segment ``name`` into; once written it is flushed to disk and
-        renamed into place, and on any failure removed (nothing half-written is ever seen)."""
-        tmp = self.segments_dir / f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        """A temporary file to write segment ``name`` into; once written it is flushed to disk
+        and linked into the current generation, and on any failure removed (nothing
+        half-written is ever seen)."""
+        tmp = self.path / TMP / _temporary_name(name)
         try:
             yield tmp
             with tmp.open("rb") as handle:
                 os.fsync(handle.fileno())
-            tmp.replace(self.segments_dir / name)
-        except BaseException:
+            self._publish(tmp, name)
+        finally:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
+
+    def _publish(self, source: Path, name: str) -> None:
+        """Link ``source`` into the current generation as ``name``; again into the next one
+        when a merge switched generations meanwhile (unless that merge took ``name`` in)."""
+        number = self._current()
+        while True:
+            try:
+                self._link_into(number, source, name)
+            except FileNotFoundError:
+                # the generation was removed (this writer was very late): the current one takes
+                # it; anything else (the source or the current generation gone) is an error
+                now = self._current()
+                if now == number or not source.exists():
+                    raise
+                number = now
+                continue
+            now = self._current()
+            if now == number or self._consumed_since(number, now, name):
+                return
+            number = now
+
+    def _link_into(self, number: int, source: Path, name: str) -> None:
+        """``source`` appears as ``name`` in generation ``number`` in one atomic rename."""
+        directory = self._dir(number)
+        hidden = directory / _temporary_name(name)
+        os.link(source, hidden)
+        try:
+            os.replace(hidden, directory / name)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                hidden.unlink()
             raise
+
+    def _consumed_since(self, number: int, now: int, name: str) -> bool:
+        """Whether a merge between generations ``number`` and ``now`` took ``name`` in."""
+        for later in range(number + 1, now + 1):
+            consumed = _read_json(self._dir(later) / CONSUMED)
+            if isinstance(consumed, dict) and name in consumed.get("inputs", ()):
+                return True
+        return False
 
     def finalize(self, name: str) -> None:
         """Give the pending segment ``PENDING + name`` its final name (idempotent)."""
-        try:
-            os.replace(self.segments_dir / (PENDING + name), self.segments_dir / name)
-        except FileNotFoundError:
-            if not (self.segments_dir / name).exists():
-                raise
+        number = self._current()
+        while True:
+            directory = self._dir(number)
+            try:
+                os.replace(directory / (PENDING + name), directory / name)
+            except FileNotFoundError:
+                if not (directory / name).exists() and not self._taken(number, name):
+                    raise
+            now = self._current()
+            if now == number or self._consumed_since(number, now, name):
+                return
+            number = now
+
+    def _taken(self, number: int, name: str) -> bool:
+        consumed = _read_json(self._dir(number) / CONSUMED)
+        return isinstance(consumed, dict) and name in consumed.get("inputs", ())
+
+    # --- reading -------------------------------------------------------------------------------
 
     def pending(self) -> list[str]:
         """The final names of the pending segments."""
         return sorted(p.name.removeprefix(PENDING) for p in self.segments_dir.glob(PENDING + "*"))
 
     def segments(self) -> list[Segment]:
-        """The sealed segments, oldest name first."""
+        """The sealed segments of the current generation, oldest name first."""
         found = []
         for path in self.segments_dir.glob("*.parquet"):
-            with contextlib.suppress(OSError):  # merged away while listing
+            with contextlib.suppress(OSError):  # gone with a generation while listing
                 found.append(Segment(path, path.stat().st_size))
         return sorted(found, key=lambda segment: segment.path.name)
+
+    def quarantined(self) -> list[Path]:
+        """The damaged segments moved out of the store (each has a ``<name>.why`` beside it)."""
+        return sorted(self.quarantine_dir.glob("*.parquet"))
+
+    def orphans(self) -> list[Path]:
+        """What dead processes left: temporaries of processes that are gone (or older than
+        ``orphan_after_s``), generations nobody uses any more, first-layout leftovers."""
+        found = [path for path in self._temporaries() if _abandoned(path)]
+        found += [self.path / name for name in os.listdir(self.path) if _is_aside(name)]
+        try:
+            current = self._current()
+        except OSError:
+            return found
+        cutoff = time.time() - DEFAULTS.generation_keep_s
+        for number in self._generation_numbers():
+            if number > current or (number < current and self._superseded_at(number) < cutoff):
+                found.append(self._dir(number))
+        return sorted(found)
+
+    def _temporaries(self) -> Iterator[Path]:
+        yield from (self.path / TMP).glob("*.tmp")
+        for directory in (self.path / GENERATIONS).glob("*"):
+            yield from directory.glob(".*.tmp")
+        yield from self.path.glob(f".{SEGMENTS}.*.tmp")
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
@@ -219,101 +417,374 @@ class SegmentStore:
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
+    # --- generations ---------------------------------------------------------------------------
+
+    def _dir(self, number: int) -> Path:
+        return self.path / GENERATIONS / _generation_name(number)
+
+    def _current(self) -> int:
+        """The current generation's number (``OSError`` when the store has no link yet)."""
+        target = os.readlink(self.segments_dir)
+        return int(target.rsplit("/", 1)[-1])
+
+    def _generation_numbers(self) -> list[int]:
+        try:
+            names = os.listdir(self.path / GENERATIONS)
+        except FileNotFoundError:
+            return []
+        return sorted(int(name) for name in names if name.isdigit())
+
+    def _superseded_at(self, number: int) -> float:
+        """When generation ``number`` stopped being current (its successor's record)."""
+        try:
+            return (self._dir(number + 1) / CONSUMED).stat().st_mtime
+        except FileNotFoundError:
+            return 0.0  # its successor is gone too: long ago
+
+    def _switch(self, number: int) -> None:
+        """Make generation ``number`` current in one atomic rename of the link."""
+        link = self.path / _temporary_name(SEGMENTS)
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()
+        os.symlink(f"{GENERATIONS}/{_generation_name(number)}", link)
+        os.replace(link, self.segments_dir)
+        _fsync_dir(self.path)
+
+    def _listing(self, number: int) -> dict[str, os.stat_result]:
+        listing = {}
+        with os.scandir(self._dir(number)) as entries:
+            for entry in entries:
+                if entry.name.endswith(".parquet") and not entry.name.startswith("."):
+                    with contextlib.suppress(FileNotFoundError):
+                        listing[entry.name] = entry.stat(follow_symlinks=False)
+        return listing
+
+    def _next_generation(
+        self,
+        current: int,
+        snapshot: Mapping[str, os.stat_result],
+        *,
+        merged: tuple[str, Path] | None,
+        inputs: Sequence[str],
+        damaged: Mapping[str, str],
+    ) -> None:
+        """Build generation ``current + 1`` (the snapshot without ``inputs`` and ``damaged``,
+        plus ``merged``), quarantine ``damaged``, switch to it, and carry over what appeared
+        in ``current`` since the snapshot (caller holds the exclusive lock)."""
+        number = current + 1
+        target = self._dir(number)
+        _remove_tree(target)  # what a merger that crashed before its switch left
+        target.mkdir()
+        left_out = set(inputs) | set(damaged)
+        for name in snapshot:
+            if name not in left_out:
+                with contextlib.suppress(FileNotFoundError):
+                    os.link(self._dir(current) / name, target / name)
+        if merged is not None:
+            os.link(merged[1], target / merged[0])
+        for name, why in damaged.items():
+            self._quarantine(self._dir(current) / name, why)
+        record = {"merged": merged[0] if merged else None, "inputs": sorted(left_out)}
+        _write_json(target / CONSUMED, record)
+        _fsync_dir(target)
+        self._switch(number)
+        self._carry_over(current, number, snapshot, left_out)
+        self._schemas = {key: ok for key, ok in self._schemas.items() if key[0] not in left_out}
+
+    def _carry_over(
+        self, old: int, new: int, snapshot: Mapping[str, os.stat_result], left_out: set[str]
+    ) -> None:
+        """Apply to generation ``new`` what changed in ``old`` after ``snapshot`` was taken:
+        segments sealed, replaced or renamed there by writers that had not seen the switch."""
+        now = self._listing(old)
+        by_inode = {stat.st_ino: name for name, stat in snapshot.items()}
+        for name, stat in now.items():
+            before = snapshot.get(name)
+            if name in left_out or (before is not None and before.st_ino == stat.st_ino):
+                continue
+            renamed_from = by_inode.get(stat.st_ino)
+            with contextlib.suppress(FileNotFoundError):
+                if renamed_from is not None and renamed_from not in now:
+                    os.replace(self._dir(new) / renamed_from, self._dir(new) / name)
+                else:
+                    self._link_into(new, self._dir(old) / name, name)
+        inodes_now = {stat.st_ino for stat in now.values()}
+        for name, stat in snapshot.items():
+            if name not in now and name not in left_out and stat.st_ino not in inodes_now:
+                with contextlib.suppress(FileNotFoundError):
+                    (self._dir(new) / name).unlink()  # removed by a writer of the first layout
+
+    def _quarantine(self, path: Path, why: str) -> None:
+        self.quarantine_dir.mkdir(exist_ok=True)
+        destination = self.quarantine_dir / path.name
+        with contextlib.suppress(FileExistsError, FileNotFoundError):
+            os.link(path, destination)
+            stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            note = (
+                f"otel-llm moved this segment out of {self.path} at {stamp}: it cannot be read "
+                f"whole ({why}). The store reads on without it; delete it when you are done.\n"
+            )
+            (self.quarantine_dir / (path.name + WHY)).write_text(note, encoding="utf-8")
+            logger.warning(
+                "otel-llm: segment %s of %s is damaged (%s); moved it to %s, the store reads on "
+                "without its spans",
+                path.name,
+                self.path,
+                why,
+                destination,
+            )
+
+    def _tidy(self) -> None:
+        """Remove what dead processes left (caller holds the exclusive lock)."""
+        self._adopt_first_layout_leftovers()
+        for path in self.orphans():
+            if path.is_dir():
+                _remove_tree(path)
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+    # --- merging -------------------------------------------------------------------------------
+
     def compact(
         self,
         *,
         small_bytes: int = DEFAULTS.segment_small_bytes,
         min_segments: int = DEFAULTS.segment_merge_min,
         max_bytes: int = DEFAULTS.segment_merge_max_bytes,
+        fanout: int = DEFAULTS.segment_tier_fanout,
     ) -> int:
-        """Merge small segments into one; the number merged (0 when there were too few, or
-        another process is merging or reading). Only whole segments of this version's schema
-        merge (a damaged one is left where it is, for readers to name).
-
-        Crash-safe: before the merged segment is renamed in, an intent file lists its inputs;
-        the inputs are deleted after it, then the intent. A merge cut short anywhere is finished
-        by the next one (:meth:`_finish_merges`), so no span stays in the store twice."""
+        """Merge one batch of segments (small ones, or a full size tier: see
+        :mod:`._merge_plan`) into one; the number merged (0 when none was due, or another
+        process is merging or reading). Damaged segments met on the way are quarantined; a
+        segment of another version's schema is left where it is."""
         with self._lock(shared=False, wait=False) as held:
             if not held:
                 return 0
-            self._finish_merges()
-            chosen = self._mergeable(small_bytes, max_bytes)
-            if len(chosen) < min_segments:
-                return 0
-            name = chosen[0].path.name.removesuffix(".parquet") + f"-m{len(chosen)}.parquet"
-            intent = self.segments_dir / f".{name}.merge"
-            with intent.open("w", encoding="utf-8") as handle:
-                json.dump([segment.path.name for segment in chosen], handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            self._write_merged(chosen, name)
-            self._finish_merges()
-            return len(chosen)
+            self._tidy()
+            current = self._current()
+            snapshot = self._listing(current)
+            damaged: dict[str, str] = {}
+            candidates = self._candidates(current, snapshot, damaged)
+            while True:
+                chosen = choose(
+                    candidates,
+                    small_bytes=small_bytes,
+                    min_segments=min_segments,
+                    max_bytes=max_bytes,
+                    fanout=fanout,
+                )
+                if not chosen:
+                    if damaged:
+                        self._next_generation(
+                            current, snapshot, merged=None, inputs=(), damaged=damaged
+                        )
+                    return 0
+                paths = [self._dir(current) / candidate.name for candidate in chosen]
+                tmp = self.path / TMP / _temporary_name(f"merge-{current + 1}")
+                try:
+                    broken = _write_merged(paths, tmp)
+                    if broken is None:
+                        oldest = chosen[0].name[:20]
+                        prefix = oldest if oldest.isdigit() else "0" * 20
+                        name = f"{prefix}-m-{time.time_ns():020d}-{_TOKEN}.parquet"
+                        inputs = [candidate.name for candidate in chosen]
+                        self._next_generation(
+                            current, snapshot, merged=(name, tmp), inputs=inputs, damaged=damaged
+                        )
+                        return len(chosen)
+                finally:
+                    with contextlib.suppress(OSError):
+                        tmp.unlink(missing_ok=True)
+                damaged[broken[0].name] = broken[1]
+                candidates = [c for c in candidates if c.name != broken[0].name]
+
+    def _candidates(
+        self, current: int, snapshot: Mapping[str, os.stat_result], damaged: dict[str, str]
+    ) -> list[Candidate]:
+        """The segments of this version's schema compaction may take; unreadable ones go to
+        ``damaged``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = arrow_schema()
+        found = []
+        for name, stat in snapshot.items():
+            if name == SCHEMA_SEGMENT or name.startswith(PENDING):
+                continue
+            key = (name, stat.st_ino)
+            if key not in self._schemas:
+                try:
+                    read = pq.read_schema(self._dir(current) / name)
+                except FileNotFoundError:
+                    continue
+                except (OSError, pa.ArrowException) as exc:
+                    damaged[name] = _first_line(exc)
+                    continue
+                self._schemas[key] = read.equals(schema, check_metadata=False)
+            if self._schemas[key]:
+                found.append(Candidate(name, stat.st_size))
+        return found
+
+    def check(self) -> list[str]:
+        """Read every segment whole; quarantine the damaged ones (waits for a merge or reader
+        in progress). The names quarantined."""
+        with self._lock(shared=False, wait=True):
+            current = self._current()
+            snapshot = self._listing(current)
+            damaged = {
+                name: why
+                for name in snapshot
+                if (why := _unreadable(self._dir(current) / name)) is not None
+            }
+            if damaged:
+                self._next_generation(current, snapshot, merged=None, inputs=(), damaged=damaged)
+            return sorted(damaged)
 
     def repair(self) -> None:
-        """Finish a merge a crash cut short, if any (and nobody else is merging or reading)."""
-        if not any(self.segments_dir.glob(".*.merge")):
+        """Remove what dead processes left, if anything (and nobody else is merging or
+        reading)."""
+        if not self.orphans():
             return
         with contextlib.suppress(OSError), self._lock(shared=False, wait=False) as held:
             if held:
-                self._finish_merges()
+                self._tidy()
 
-    def _mergeable(self, small_bytes: int, max_bytes: int) -> list[Segment]:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        schema = arrow_schema()
-        chosen: list[Segment] = []
-        total = 0
-        for segment in self.segments():
-            name = segment.path.name
-            if name == SCHEMA_SEGMENT or name.startswith(PENDING) or segment.size >= small_bytes:
-                continue
-            if total + segment.size > max_bytes:
-                break
-            try:
-                if not pq.read_schema(segment.path).equals(schema, check_metadata=False):
-                    continue
-            except (OSError, pa.ArrowException):  # gone, or damaged outside otel-llm
-                continue
-            chosen.append(segment)
-            total += segment.size
-        return chosen
+def _write_merged(paths: Sequence[Path], tmp: Path) -> tuple[Path, str] | None:
+    """Stream ``paths`` into one zstd segment at ``tmp``, flushed to disk, holding about
+    ``segment_merge_buffer_bytes`` of rows at a time; or the first input that cannot be read
+    whole and why (checked before any of its rows is written)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    def _write_merged(self, chosen: Sequence[Segment], name: str) -> None:
-        """Stream ``chosen`` into one zstd segment, holding at most ~16 MiB of rows in memory
-        (a row group each)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    schema = arrow_schema()
+    for path in paths:
+        if (why := _unreadable(path)) is not None:
+            return path, why
+    with pq.ParquetWriter(tmp, schema, compression="zstd", write_page_checksum=True) as out:
+        pending: list[pa.Table] = []
+        held = 0
+        for path in paths:
+            with pq.ParquetFile(path, page_checksum_verification=True) as file:
+                for group in range(file.num_row_groups):
+                    table = file.read_row_group(group).cast(schema)
+                    pending.append(table)
+                    held += table.nbytes
+                    if held >= DEFAULTS.segment_merge_buffer_bytes:  # bounded memory
+                        out.write_table(pa.concat_tables(pending))
+                        pending, held = [], 0
+        if pending:
+            out.write_table(pa.concat_tables(pending))
+    with tmp.open("rb") as handle:
+        os.fsync(handle.fileno())
+    return None
 
-        schema = arrow_schema()
-        with self._sealing(name) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as out:
-            pending: list[pa.Table] = []
-            held = 0
-            for segment in chosen:
-                table = pq.read_table(segment.path, schema=schema)
-                pending.append(table)
-                held += table.nbytes
-                if held >= DEFAULTS.segment_merge_buffer_bytes:  # bounded memory
-                    out.write_table(pa.concat_tables(pending))
-                    pending, held = [], 0
-            if pending:
-                out.write_table(pa.concat_tables(pending))
 
-    def _finish_merges(self) -> None:
-        """Complete or undo merges a crash cut short (caller holds the exclusive lock): a
-        merged segment that is there has its listed inputs deleted; an intent whose merged
-        segment never landed is dropped."""
-        for intent in self.segments_dir.glob(".*.merge"):
-            merged = self.segments_dir / intent.name.removeprefix(".").removesuffix(".merge")
-            try:
-                inputs = json.loads(intent.read_text("utf-8"))
-            except (OSError, ValueError):
-                inputs = []
-            if merged.exists():
-                for name in inputs if isinstance(inputs, list) else []:
-                    if isinstance(name, str) and "/" not in name and name != merged.name:
-                        with contextlib.suppress(FileNotFoundError):
-                            (self.segments_dir / name).unlink()
-            with contextlib.suppress(FileNotFoundError):
-                intent.unlink()
+def _unreadable(path: Path) -> str | None:
+    """Why ``path`` cannot be read whole (every page, checksums verified), or ``None``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with pq.ParquetFile(path, page_checksum_verification=True) as file:
+            for group in range(file.num_row_groups):
+                file.read_row_group(group)
+    except FileNotFoundError:
+        return None
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        return _first_line(exc)
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _abandoned(path: Path) -> bool:
+    """Whether the temporary ``path`` belongs to no live process of this host (or is older
+    than any write takes)."""
+    match = _TEMPORARY.search(path.name)
+    try:
+        age = time.time() - path.lstat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age > DEFAULTS.orphan_after_s:
+        return True
+    if match is None:
+        return False
+    pid = int(match["pid"])
+    if pid == os.getpid():
+        return match["token"] is not None and match["token"] != _TOKEN
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _is_aside(name: str) -> bool:
+    if not name.startswith(_LEGACY_DIR):
+        return False
+    pid = name.removeprefix(_LEGACY_DIR).split(".", 1)[0]
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _finish_first_layout_merges(segments_dir: Path) -> None:
+    """Complete or undo the merges a crash cut short in a first-layout store (its merged
+    segment is there: its listed inputs go; else the intent goes)."""
+    for intent in segments_dir.glob(".*.merge"):
+        merged = segments_dir / intent.name.removeprefix(".").removesuffix(".merge")
+        inputs = _read_json(intent)
+        if merged.exists() and isinstance(inputs, list):
+            for name in inputs:
+                if isinstance(name, str) and "/" not in name and name != merged.name:
+                    with contextlib.suppress(FileNotFoundError):
+                        (segments_dir / name).unlink()
+        with contextlib.suppress(FileNotFoundError):
+            intent.unlink()
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_json(path: Path, value: object) -> None:
+    tmp = path.with_name(_temporary_name(path.name))
+    with tmp.open("w", encoding="utf-8") as handle:
+        json.dump(value, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove ``path`` and what is in it, as far as it goes (a generation, a leftover)."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for child in sorted(path.rglob("*"), reverse=True):
+            with contextlib.suppress(OSError):
+                child.unlink() if not child.is_dir() or child.is_symlink() else child.rmdir()
+    with contextlib.suppress(OSError):
+        path.rmdir()

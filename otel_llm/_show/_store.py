@@ -134,21 +134,35 @@ def open_store(path: Path, *, views: bool = True) -> Iterator[duckdb.DuckDBPyCon
     if path.is_dir():
         store = SegmentStore(path)
         store.repair()  # a merge cut short by a crash would show its spans twice
-        with store.reading(), duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
-            try:
-                conn.execute(reader_sql(path))
-            except duckdb.Error as exc:  # a segment damaged outside otel-llm (it never is inside)
-                first = str(exc).splitlines()[0]
-                raise NotAStore(
-                    path,
-                    f"has a segment DuckDB cannot read ({first}); move that file out of "
-                    f"{store.segments_dir} to read the rest",
-                ) from None
-            yield conn
+        with duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
+            for attempt in range(2):
+                with store.reading():
+                    try:
+                        conn.execute(reader_sql(path))
+                    except duckdb.Error as exc:  # a segment damaged outside otel-llm
+                        problem = str(exc).splitlines()[0]
+                    else:
+                        yield conn
+                        return
+                if attempt or not _quarantine_damaged(store):
+                    raise NotAStore(
+                        path,
+                        f"has a segment DuckDB cannot read ({problem}); move that file out of "
+                        f"{store.segments_dir} to read the rest",
+                    )
         return
     with connect(path, read_only=True) as conn:
         _check_tables(conn, path, views=views)
         yield conn
+
+
+def _quarantine_damaged(store: SegmentStore) -> bool:
+    """Move the segments that cannot be read whole out of ``store`` (named in a warning each);
+    whether there were any."""
+    try:
+        return bool(store.check())
+    except OSError:  # a store of the first layout, or one this process may not change
+        return False
 
 
 # --- writing ------------------------------------------------------------------------------------

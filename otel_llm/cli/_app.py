@@ -373,10 +373,20 @@ def compact(db: DbOption = None) -> None:
         check_store(path)
         if not path.is_dir():
             raise _fail(f"{path} is a single-file store: nothing to merge")
-        merged = SegmentStore(path).compact(min_segments=2)
+        store = SegmentStore(path)
+        store.create()  # a store of the first layout is migrated first
+        before = set(store.quarantined())
+        merged = store.compact(min_segments=2)
+        damaged = sorted(set(store.quarantined()) - before)
     except (OtelLLMError, OSError, ValueError) as exc:  # ValueError: Arrow's errors
         raise _fail(str(exc)) from exc
     typer.echo(f"merged {merged} segments" if merged else "nothing to merge (or the store is busy)")
+    if damaged:
+        typer.echo(
+            f"quarantined {len(damaged)} damaged segment{'s' if len(damaged) > 1 else ''} "
+            f"(moved to {store.quarantine_dir}, each with a .why note): "
+            + ", ".join(p.name for p in damaged)
+        )
 
 
 @app.command()

@@ -1,0 +1,70 @@
+"""Which segments one merge takes: a pure choice over names and sizes.
+
+Small segments (under ``small_bytes``) merge as soon as ``min_segments`` of them wait, oldest
+name first, up to ``max_bytes``: the store's steady stream of one-flush segments becomes one
+segment again every merge. Larger segments sit in size tiers, each ``fanout`` times as wide as
+the one below (``[small, small·fanout)``, ``[small·fanout, small·fanout²)``, ...); once
+``fanout`` of them share a tier, the oldest ``fanout`` merge into one of the next tier. So a
+store that is written for months holds fewer than ``min_segments`` small segments plus fewer
+than ``fanout`` per tier, besides the segments too large to merge again (over half
+``max_bytes``, one for every ~``max_bytes / 2`` of data), whatever the write rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A segment compaction may take: its name (names sort oldest first) and size in bytes."""
+
+    name: str
+    size: int
+
+
+def tier(size: int, *, small_bytes: int, fanout: int) -> int:
+    """0 for a small segment, else 1 + how many times ``fanout`` fits into its size over
+    ``small_bytes``."""
+    if size < small_bytes:
+        return 0
+    level, bound = 1, small_bytes * fanout
+    while size >= bound:
+        level, bound = level + 1, bound * fanout
+    return level
+
+
+def choose(
+    candidates: Sequence[Candidate],
+    *,
+    small_bytes: int,
+    min_segments: int,
+    max_bytes: int,
+    fanout: int,
+) -> list[Candidate]:
+    """The segments of the next merge (oldest first), or ``[]`` when none is due: small ones
+    first, then the lowest tier that is full."""
+    ordered = sorted(candidates, key=lambda candidate: candidate.name)
+    by_tier: dict[int, list[Candidate]] = {}
+    for candidate in ordered:
+        if 2 * candidate.size > max_bytes:
+            continue  # merged with anything of its tier it would pass the limit
+        level = tier(candidate.size, small_bytes=small_bytes, fanout=fanout)
+        by_tier.setdefault(level, []).append(candidate)
+    for level in sorted(by_tier):
+        chosen = _within(by_tier[level], max_bytes)
+        if len(chosen) >= (min_segments if level == 0 else fanout):
+            return chosen if level == 0 else chosen[:fanout]
+    return []
+
+
+def _within(candidates: Sequence[Candidate], max_bytes: int) -> list[Candidate]:
+    chosen: list[Candidate] = []
+    total = 0
+    for candidate in candidates:
+        if total + candidate.size > max_bytes:
+            break
+        chosen.append(candidate)
+        total += candidate.size
+    return chosen
