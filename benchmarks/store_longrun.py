@@ -64,7 +64,8 @@ TENTHS = 10
 DUP_SQL = 'SELECT count(*), count(DISTINCT "SpanId") FROM otel_traces'
 COUNT_SQL = "SELECT count(*) FROM otel_traces"
 WRITERS = ("steady", "burst", "exporter", "init")
-MERGERS = ("merger",)
+MERGERS = ("merger", "merger")
+"""Two compact() loops: while one is killed or restarting, the other merges."""
 
 
 def span_id(incarnation: int, seq: int) -> int:
@@ -320,7 +321,7 @@ class Config:
     """The size of a run."""
 
     seconds: float
-    """The run lasts at least this long ..."""
+    """The run lasts at least this long after its warm-up ..."""
     merges: int
     """... and until this many merges happened ..."""
     max_seconds: float
@@ -335,7 +336,7 @@ class Config:
 
 
 FULL = {"seconds": 120.0, "merges": 10_000, "max_seconds": 3600.0, "kill_every_s": 3.0}
-CI = {"seconds": 40.0, "merges": 60, "max_seconds": 65.0, "kill_every_s": 3.0}
+CI = {"seconds": 30.0, "merges": 60, "max_seconds": 70.0, "kill_every_s": 3.0}
 
 
 @dataclass
@@ -390,23 +391,6 @@ def _tenths(points: Sequence[tuple[float, float]], span: tuple[float, float]) ->
                 value
             )
     return buckets
-
-
-def _orphans(store: SegmentStore) -> list[Path]:
-    """Hidden temporaries of dead processes (``SegmentStore.orphans()`` once the store has it)."""
-    orphans = getattr(store, "orphans", None)
-    if callable(orphans):
-        return list(orphans())
-    return sorted(store.path.rglob(".*.tmp"))
-
-
-def _quarantined(store: SegmentStore) -> list[Path]:
-    """The damaged files moved aside (``SegmentStore.quarantined()`` once the store has it)."""
-    quarantined = getattr(store, "quarantined", None)
-    if callable(quarantined):
-        return list(quarantined())
-    folder = store.path / "quarantine"
-    return sorted(p for p in folder.glob("*") if p.suffix != ".why") if folder.is_dir() else []
 
 
 def _damaged_bytes(work: Path, how: str) -> tuple[bytes, str]:
@@ -633,14 +617,12 @@ class Harness:
     # --- damage
 
     def drop_damaged(self, how: str) -> None:
-        """A damaged copy of a real segment, put where writers put sealed segments: written
-        under a hidden name, then renamed, so it appears whole at once."""
+        """A damaged copy of a real segment, put where writers put sealed segments, the way
+        they do (``SegmentStore.write``: a temporary, flushed, then linked into the current
+        generation in one rename), so it appears whole at once."""
         data, what = _damaged_bytes(self.work, how)
-        folder = self.store.segments_dir
         name = f"{time.time_ns():020d}-0-{how}-000000.parquet"
-        hidden = folder / f".{name}.inject.tmp"
-        hidden.write_bytes(data)
-        hidden.replace(folder / name)
+        self.store.write(data, name=name)
         self.damaged[name] = {"how": what, "dropped_at": self.now(), "gone_at": None}
 
     def sample(self) -> None:
@@ -667,7 +649,7 @@ class Harness:
         self._querying.set()
         query = threading.Thread(target=self.query_loop, name="otel-llm query", daemon=True)
         query.start()
-        next_kill = self.rng.expovariate(1 / config.kill_every_s)
+        next_kill: float | None = None  # SIGKILLs start once the store is warm
         next_cli = self.rng.expovariate(1 / config.cli_compact_every_s)
         next_tally = 0.0
         next_sample = 0.0
@@ -681,17 +663,19 @@ class Harness:
             done = self.tally.total
             if self.warm_at is None and done and self.tally.acked_roles >= set(WRITERS):
                 self.warm_at = now  # every writer wrote, the first merge happened
-            if now >= config.max_seconds or (now >= config.seconds and done >= config.merges):
+                next_kill = now + self.rng.expovariate(1 / config.kill_every_s)
+            ran = 0.0 if self.warm_at is None else now - self.warm_at
+            if now >= config.max_seconds or (ran >= config.seconds and done >= config.merges):
                 break
             # how far the run is: by time and merges, or by time alone when merges lag
             midway = max(
-                min(now / config.seconds, done / max(1, config.merges)), now / config.max_seconds
+                min(ran / config.seconds, done / max(1, config.merges)), now / config.max_seconds
             )
             if midway >= 0.4 and "flipped" not in {d.split("-")[2] for d in self.damaged}:
                 self.drop_damaged("flipped")
             if midway >= 0.5 and "truncated" not in {d.split("-")[2] for d in self.damaged}:
                 self.drop_damaged("truncated")
-            if now >= next_kill:
+            if next_kill is not None and now >= next_kill:
                 targets = [c for c in self.children if c.role in (*WRITERS, *MERGERS)]
                 if targets:
                     self.kill(self.rng.choice(targets))
@@ -817,6 +801,8 @@ def _lockless_after(harness: Harness) -> list[dict[str, Any]]:
 
 def evaluate(harness: Harness, duration: float) -> dict[str, Any]:
     """The figures and the requirements of a finished run."""
+    from otel_llm._show._segments import WHY
+
     config = harness.config
     store = harness.store
     span = (harness.warm_at or 0.0, duration)
@@ -826,10 +812,10 @@ def evaluate(harness: Harness, duration: float) -> dict[str, Any]:
         capture_output=True, text=True, timeout=300, check=False, env=_env(ROOT),
     )  # fmt: skip
     final_compact = (final.stdout + final.stderr).strip()
-    orphans = [str(p.relative_to(harness.store_path)) for p in _orphans(store)]
-    quarantined = [p.name for p in _quarantined(store)]
+    orphans = [str(p.relative_to(harness.store_path)) for p in store.orphans()]
+    quarantined = [p.name for p in store.quarantined()]
     notes = {
-        name: (p := harness.store_path / "quarantine" / f"{name}.why").is_file()
+        name: (p := store.quarantine_dir / (name + WHY)).is_file()
         and bool(p.read_text("utf-8", "replace").strip())
         for name in harness.damaged
     }
