@@ -136,14 +136,15 @@ def _rows(incarnation: int, first: int, count: int, role: str) -> list[dict[str,
 
 
 def _merge(store: SegmentStore, log: Log, **kwargs: int) -> None:
-    """One ``compact()``: a merge is logged ``M``, a merge that raised ``E`` (never fatal)."""
+    """One ``compact()``: a merge is logged ``M`` (inputs, when it ended on the monotonic
+    clock), a merge that raised ``E`` (never fatal)."""
     try:
         merged = store.compact(**kwargs)
     except Exception as exc:  # a merge failing is a finding, not the end of the writer
         log.line("E " + (str(exc).splitlines() or [type(exc).__name__])[0][:300])
         return
     if merged:
-        log.line(f"M {merged}")
+        log.line(f"M {merged} {time.monotonic():.3f}")
 
 
 def role_direct(role: Role) -> None:
