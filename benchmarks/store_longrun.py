@@ -98,6 +98,8 @@ class Role:
     seed: int
     start: float
     sql: Path | None = None
+    pace: float = 1.0
+    """Writers' pauses are multiplied by this (2: half the write rate)."""
 
     def stopped(self) -> bool:
         return self.stop.exists()
@@ -172,9 +174,9 @@ def role_direct(role: Role) -> None:
             write(rng.randint(1, 3))
             if writes % 25 == 0:
                 _merge(store, log)
-            role.nap(rng.uniform(0.2, 0.4))
+            role.nap(role.pace * rng.uniform(0.2, 0.4))
         else:
-            role.nap(rng.uniform(3.0, 6.0))
+            role.nap(role.pace * rng.uniform(3.0, 6.0))
             for _ in range(rng.randint(10, 40)):
                 if role.stopped():
                     break
@@ -255,7 +257,7 @@ def role_sdk(role: Role) -> None:
             for first, count in unacked:
                 log.line(f"A {first} {count}")
             unacked.clear()
-        role.nap(rng.uniform(0.15, 0.35) if exporter else rng.uniform(0.3, 0.8))
+        role.nap(role.pace * (rng.uniform(0.15, 0.35) if exporter else rng.uniform(0.3, 0.8)))
     if flush(10_000):
         for first, count in unacked:
             log.line(f"A {first} {count}")
@@ -337,6 +339,8 @@ class Config:
     cli_compact_every_s: float
     """Mean interval between ``otel-llm compact`` runs (half of them killed mid-way)."""
     query_pause_s: float
+    pace: float
+    """Writers' pauses are multiplied by this."""
     flat: tuple[float, float]
     """Query time is flat when the last tenth's median <= factor x the first's + slack ms."""
     seed: int
@@ -348,6 +352,7 @@ FULL: dict[str, Any] = {
     "merges": 10_000,
     "max_seconds": 3600.0,
     "kill_every_s": 3.0,
+    "pace": 1.0,
     "flat": (3.0, 20.0),  # tenths of minutes, hundreds of queries each, on a busy machine
 }
 CI: dict[str, Any] = {
@@ -355,6 +360,7 @@ CI: dict[str, Any] = {
     "merges": 20,
     "max_seconds": 75.0,
     "kill_every_s": 5.0,
+    "pace": 2.0,  # half the write rate: room to merge on a busy 2-core machine
     "flat": (10.0, 500.0),  # tenths of 3.5 s, a few queries each: catches a pile-up, not drift
 }
 
@@ -493,7 +499,7 @@ class Harness:
             sys.executable, str(Path(__file__).resolve()), "--role", role,
             "--store", str(self.store_path), "--log", str(log), "--stop", str(self.stop),
             "--incarnation", str(incarnation), "--seed", str(self.rng.randrange(2**31)),
-            "--start", repr(self.start), "--sql", str(self.sql),
+            "--start", repr(self.start), "--sql", str(self.sql), "--pace", repr(self.config.pace),
         ]  # fmt: skip
         with (self.logs / f"{role}-{incarnation}.err").open("wb") as err:
             proc = subprocess.Popen(
@@ -1110,6 +1116,7 @@ def _role_main(argv: Sequence[str]) -> None:
     parser.add_argument("--incarnation", type=int, required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--start", type=float, required=True)
+    parser.add_argument("--pace", type=float, default=1.0)
     args = parser.parse_args(argv)
     role = Role(**vars(args))
     ROLES[role.role](role)
@@ -1156,6 +1163,7 @@ def main() -> None:
         kill_every_s=args.kill_every_s or size["kill_every_s"],
         cli_compact_every_s=8.0,
         query_pause_s=3.0,
+        pace=size["pace"],
         flat=size["flat"],
         seed=args.seed,
         old_duckdb=old,
