@@ -84,8 +84,8 @@ class Defaults:
     """A writer looks for small segments to merge at most this often."""
 
     generation_keep_s: float = 60.0
-    """A superseded generation of the store's segment list is kept this long for writers that
-    were publishing into it, then removed."""
+    """A superseded generation of the store's segment list is kept this long (a reader that
+    listed it just before a merge may still be reading its directory), then removed."""
 
     orphan_after_s: float = 3600.0
     """A temporary file of a process that may still live (another host's, or a reused pid) is

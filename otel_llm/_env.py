@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Final
+from urllib.parse import unquote
 
 # --- OpenTelemetry's standard variables, honoured by init() and the wrappers --------------------
 OTEL_SDK_DISABLED: Final = "OTEL_SDK_DISABLED"
@@ -18,11 +19,23 @@ OTEL_SDK_DISABLED: Final = "OTEL_SDK_DISABLED"
 OTEL_SERVICE_NAME: Final = "OTEL_SERVICE_NAME"
 """Names the service (read by the SDK's ``Resource``)."""
 OTEL_EXPORTER_OTLP_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
-"""Set: spans (and metrics) are also exported over OTLP."""
+"""Set: spans (and metrics) are also exported over OTLP, to its ``/v1/traces`` and
+``/v1/metrics`` (each signal judged on its own: a collector refusing one costs the other
+nothing)."""
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-"""Set: spans are also exported over OTLP."""
+"""Set: spans are also exported over OTLP, to this URL (wins over the base endpoint)."""
 OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
-"""Set: metrics are exported over OTLP."""
+"""Set: metrics are exported over OTLP, to this URL (wins over the base endpoint)."""
+OTEL_METRICS_EXPORTER: Final = "OTEL_METRICS_EXPORTER"
+"""``none``: ``init()`` exports no metrics, whatever the endpoints say (spans are unchanged)."""
+OTEL_EXPORTER_OTLP_HEADERS: Final = "OTEL_EXPORTER_OTLP_HEADERS"
+"""``key=value,…`` sent with every OTLP export (read by the SDK's exporters); otel-llm reads the
+values only to keep them out of its warnings, as it does ``OTEL_EXPORTER_OTLP_TRACES_HEADERS``
+and ``OTEL_EXPORTER_OTLP_METRICS_HEADERS``."""
+OTEL_EXPORTER_OTLP_TRACES_HEADERS: Final = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+"""As ``OTEL_EXPORTER_OTLP_HEADERS``, for spans only."""
+OTEL_EXPORTER_OTLP_METRICS_HEADERS: Final = "OTEL_EXPORTER_OTLP_METRICS_HEADERS"
+"""As ``OTEL_EXPORTER_OTLP_HEADERS``, for metrics only."""
 OTEL_EXPORTER_OTLP_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_PROTOCOL"
 """``grpc`` uses the gRPC exporter when it is installed; anything else http/protobuf."""
 OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
@@ -49,7 +62,7 @@ OTEL_LLM_COLLECTOR_BIN: Final = "OTEL_LLM_COLLECTOR_BIN"
 builds); ``./dev test`` sets it for the tests."""
 OTEL_LLM_COLLECTOR_SPOOL: Final = "OTEL_LLM_COLLECTOR_SPOOL"
 """Read by ``collector/duckdb.yaml``: the folder of the file exporter's files (``otel-llm
-collector`` sets it to ``<store>.otlp``)."""
+collector`` sets it to ``<store>.otlp``): spans there, metrics in its ``metrics/`` folder."""
 OTEL_LLM_COLLECTOR_GRPC_PORT: Final = "OTEL_LLM_COLLECTOR_GRPC_PORT"
 """Read by ``collector/*.yaml``: the OTLP/gRPC port (``otel-llm collector`` sets it)."""
 OTEL_LLM_COLLECTOR_HTTP_PORT: Final = "OTEL_LLM_COLLECTOR_HTTP_PORT"
@@ -100,6 +113,18 @@ def env_count(name: str) -> int | None:
     """A positive whole-number variable (``None`` when unset, blank, or not one)."""
     value = env_text(name)
     return int(value) if value and value.isascii() and value.isdecimal() and int(value) else None
+
+
+def env_pair_values(name: str) -> tuple[str, ...]:
+    """The values of a ``key=value,key=value`` variable (the OTLP headers' form), raw and
+    percent-decoded, in order; empty when unset."""
+    values: list[str] = []
+    for pair in (env_text(name) or "").split(","):
+        _, equals, value = pair.partition("=")
+        value = value.strip()
+        if equals and value:
+            values.extend((value, unquote(value)))
+    return tuple(dict.fromkeys(values))
 
 
 def env_any(*names: str) -> bool:

@@ -5,28 +5,32 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import resolve_threshold_ms
 from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm._show._otlp import Collector
+from otel_llm._show._otlp import OWN_ENDPOINT, Collector, Signal
 from otel_llm._version import __version__
 
 logger = logging.getLogger("otel_llm")
 
 _MIN_EVENTS = DEFAULTS.chunk_event_budget + 8
+_SPAN_ENDPOINTS: Final = (env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
 
 
 def store_path() -> Path:
@@ -40,39 +44,72 @@ def store_path() -> Path:
     return earlier if earlier.exists() and not default.exists() else default
 
 
-def _otlp_collectors(store: Path | None) -> dict[str, Collector]:
-    """The OTLP endpoints the standard variables name, by signal (``traces``, ``metrics``);
-    the two share one :class:`Collector` when they name the same endpoint."""
+_SIGNAL_PATH: Final[dict[Signal, str]] = {"spans": "v1/traces", "metrics": "v1/metrics"}
+"""Where OTLP/HTTP sends a signal under the base endpoint (as the SDK's exporters do)."""
+_HEADERS: Final[dict[Signal, str]] = {
+    "spans": env.OTEL_EXPORTER_OTLP_TRACES_HEADERS,
+    "metrics": env.OTEL_EXPORTER_OTLP_METRICS_HEADERS,
+}
+
+
+def _otlp_collectors(store: Path | None, *, grpc_spans: bool) -> dict[Signal, Collector]:
+    """One :class:`Collector` per signal the standard variables name an endpoint for (each its
+    own, even when ``OTEL_EXPORTER_OTLP_ENDPOINT`` names one for both: a collector refusing
+    metrics must cost the spans nothing); metrics none with ``OTEL_METRICS_EXPORTER=none``."""
     base = env.env_text(env.OTEL_EXPORTER_OTLP_ENDPOINT)
-    urls = {
-        "traces": env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or base,
-        "metrics": env.env_text(env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT) or base,
-    }
-    by_url: dict[str, Collector] = {}
-    for url in urls.values():
-        if url is not None and url not in by_url:
-            by_url[url] = Collector(url, store=str(store) if store else None)
-    return {signal: by_url[url] for signal, url in urls.items() if url is not None}
+    signals: list[Signal] = ["spans"]
+    if (env.env_text(env.OTEL_METRICS_EXPORTER) or "").lower() != "none":
+        signals.append("metrics")
+    found: dict[Signal, Collector] = {}
+    for signal in signals:
+        own = env.env_text(OWN_ENDPOINT[signal])
+        if own is not None:
+            url, via = own, OWN_ENDPOINT[signal]
+        elif base is not None:
+            via = env.OTEL_EXPORTER_OTLP_ENDPOINT
+            grpc = signal == "spans" and grpc_spans
+            url = base if grpc else f"{base.removesuffix('/')}/{_SIGNAL_PATH[signal]}"
+        else:
+            continue
+        secrets = (
+            *env.env_pair_values(env.OTEL_EXPORTER_OTLP_HEADERS),
+            *env.env_pair_values(_HEADERS[signal]),
+        )
+        found[signal] = Collector(
+            url,
+            signal=signal,
+            via=via,
+            store=str(store) if store else None,
+            secrets=secrets,
+        )
+    return found
 
 
-def _otlp_processor(collector: Collector) -> SpanProcessor:
-    """A batch processor with the OTLP exporter the standard variables describe."""
+def _grpc_span_exporter() -> type[SpanExporter] | None:
+    """The gRPC span exporter when the variables ask for gRPC and it is installed."""
     protocol = env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) or env.env_text(
         env.OTEL_EXPORTER_OTLP_PROTOCOL
     )
-    if protocol == "grpc":
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-                OTLPSpanExporter as GrpcExporter,
-            )
-        except ImportError:
-            logger.warning(
-                "otel-llm: %s=grpc but the gRPC exporter is not installed "
-                "(pip install opentelemetry-exporter-otlp-proto-grpc); using http",
-                env.OTEL_EXPORTER_OTLP_PROTOCOL,
-            )
-        else:
-            return collector.span_processor(GrpcExporter())
+    if protocol != "grpc":
+        return None
+    try:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcExporter,
+        )
+    except ImportError:
+        logger.warning(
+            "otel-llm: %s=grpc but the gRPC exporter is not installed "
+            "(pip install opentelemetry-exporter-otlp-proto-grpc); using http",
+            env.OTEL_EXPORTER_OTLP_PROTOCOL,
+        )
+        return None
+    return GrpcExporter
+
+
+def _otlp_processor(collector: Collector, grpc: type[SpanExporter] | None) -> SpanProcessor:
+    """A batch processor with the OTLP exporter the standard variables describe."""
+    if grpc is not None:
+        return collector.span_processor(grpc())
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     return collector.span_processor(OTLPSpanExporter())
@@ -80,7 +117,7 @@ def _otlp_processor(collector: Collector) -> SpanProcessor:
 
 def _otlp_meter_provider(resource: Resource, collector: Collector) -> MeterProvider:
     """A meter provider exporting OTLP/HTTP (shut down by :meth:`Telemetry.shutdown`, at exit
-    too, within the collector's bound)."""
+    too, within the collector's bound, beside the spans and never before them)."""
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
     reader = PeriodicExportingMetricReader(collector.metric_exporter(OTLPMetricExporter()))
@@ -101,8 +138,8 @@ class Telemetry:
     meter_provider: MeterProvider | None = None
     """The OTLP meter provider ``init()`` created, if it created one."""
     collectors: tuple[Collector, ...] = ()
-    """The OTLP endpoints' exporters, when OTLP export is on (one warning per outage, a
-    bounded shutdown)."""
+    """One per exported signal (spans, metrics), when OTLP export is on: one warning per
+    outage, a bounded shutdown, each signal on its own."""
     _shut: bool = field(default=False, repr=False)
 
     @property
@@ -132,23 +169,67 @@ class Telemetry:
 
     def shutdown(self) -> None:
         """Flush and stop what :func:`init` started (idempotent); OTLP exporters get at most
-        ``DEFAULTS.otlp_shutdown_timeout_s``, none at all once their collector failed."""
+        ``DEFAULTS.otlp_shutdown_timeout_s``, none at all once their collector failed.
+
+        The metrics are shut down on a thread of their own beside the spans, so a metrics
+        endpoint that fails or hangs neither stops the spans' last export nor spends their
+        bound; the spans are waited for first, then the metrics for at most the bound."""
         if self._shut:
             return
         self._shut = True
         if self.collectors:
             atexit.unregister(self.shutdown)
-        for collector in self.collectors:
+        shut_metrics = self._metrics_shutdown()
+        metrics_done = _started(shut_metrics, "otel-llm metrics shutdown")
+        for collector in self._collectors_of("spans"):
             collector.close()
-        if self.meter_provider is not None:
-            self.meter_provider.shutdown(timeout_millis=DEFAULTS.otlp_shutdown_timeout_s * 1000)
         if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             self.tracer_provider.shutdown()
         elif self.processor is not None:
             self.processor.force_flush()
             self.processor.shutdown()
-        for collector in self.collectors:
+        for collector in self._collectors_of("spans"):
             collector.finish()
+        if metrics_done is not None:
+            metrics_done.join(DEFAULTS.otlp_shutdown_timeout_s)
+        elif shut_metrics is not None:  # no thread could start: after the spans, here
+            shut_metrics()
+
+    def _collectors_of(self, signal: Signal) -> list[Collector]:
+        return [collector for collector in self.collectors if collector.signal == signal]
+
+    def _metrics_shutdown(self) -> Callable[[], None] | None:
+        """The metrics' bounded shutdown (their last export), if init() exports metrics."""
+        meters = self.meter_provider
+        if meters is None:
+            return None
+        collectors = self._collectors_of("metrics")
+
+        def shut() -> None:
+            for collector in collectors:
+                collector.close()
+            try:
+                meters.shutdown(timeout_millis=DEFAULTS.otlp_shutdown_timeout_s * 1000)
+            except Exception as exc:  # a telemetry failure never reaches the application
+                logger.debug("otel-llm: the meter provider's shutdown failed: %r", exc)
+            finally:
+                for collector in collectors:
+                    collector.finish()
+
+        return shut
+
+
+def _started(work: Callable[[], None] | None, name: str) -> threading.Thread | None:
+    """``work`` running on a daemon thread; None when there is no work or no thread can start
+    (at interpreter shutdown)."""
+    if work is None:
+        return None
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:
+        return None
+    return thread
 
 
 _active: Telemetry | None = None
@@ -171,8 +252,11 @@ def init(
       directory of Parquet segments that DuckDB reads (a single-file store of an earlier
       version at that path is migrated).
     - OTLP export is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._TRACES_ENDPOINT`` is set
-      (``otlp=False`` turns it off); a collector that cannot be reached is one warning per
-      outage, and shutdown (registered to run at exit) does not wait on it (:mod:`._show._otlp`).
+      (``otlp=False`` turns it off), metrics too with ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
+      ``..._METRICS_ENDPOINT`` (``OTEL_METRICS_EXPORTER=none``: not); each signal on its own —
+      a failing metrics export never stops or delays a span's — a collector that cannot be
+      reached is one warning per signal and outage, and shutdown (registered to run at exit)
+      does not wait on it (:mod:`._show._otlp`).
     - ``OTEL_SDK_DISABLED=true`` turns everything off: calls still work, nothing is recorded.
     - ``OTEL_SERVICE_NAME`` (or ``service_name``) names the service.
     - ``stall_threshold_ms`` (default: ``LLM__STREAM__STALL_THRESHOLD_MS``, else 1000) is what
@@ -198,8 +282,10 @@ def init(
     if exporter is not None:
         downstream.append(SimpleSpanProcessor(exporter))
     want_otlp = otlp if otlp is not None else True
-    collectors = _otlp_collectors(path if exporter else None) if want_otlp else {}
-    otlp_processor = _otlp_processor(collectors["traces"]) if "traces" in collectors else None
+    grpc = _grpc_span_exporter() if want_otlp and env.env_any(*_SPAN_ENDPOINTS) else None
+    store = path if exporter else None
+    collectors = _otlp_collectors(store, grpc_spans=grpc is not None) if want_otlp else {}
+    otlp_processor = _otlp_processor(collectors["spans"], grpc) if "spans" in collectors else None
     if otlp_processor is not None:
         downstream.append(otlp_processor)
     processor = DerivingSpanProcessor(downstream, default_threshold_ms=threshold)

@@ -133,3 +133,23 @@ def test_provider_serves_measured_with_a_stall_probability() -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=10)
+
+
+def test_compact_merges_and_names_what_it_quarantined(tmp_path: Path) -> None:
+    """`otel-llm compact` merges now, and counts and names a damaged segment it moved aside."""
+    from otel_llm._show._segments import SegmentStore
+
+    store = SegmentStore(tmp_path / "store")
+    store.create()
+    for _ in range(3):
+        store.write([])
+    bad = store.segments_dir / "00000000000000000001-bad.parquet"
+    bad.write_bytes(b"PAR1" + b"\x00" * 64)
+    out = otel_llm("compact", "--db", str(store.path))
+    assert out.returncode == 0, out.stderr
+    assert "merged 3 segments" in out.stdout
+    assert "quarantined 1 damaged segment" in out.stdout
+    assert bad.name in out.stdout
+    assert [p.name for p in store.quarantined()] == [bad.name]
+    again = otel_llm("compact", "--db", str(store.path))
+    assert "quarantined" not in again.stdout

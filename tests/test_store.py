@@ -506,9 +506,7 @@ def test_a_merge_killed_anywhere_never_shows_a_span_twice(tmp_path: Path, step: 
         spans.tracer.start_span(f"s{index}").end()
     for span in spans.finished():
         store.write([span_row(span)])
-    out = run_python(
-        _CRASHED_MERGE.format(root=str(ROOT), path=str(path), step=step), cwd=tmp_path
-    )
+    out = run_python(_CRASHED_MERGE.format(root=str(ROOT), path=str(path), step=step), cwd=tmp_path)
     assert out.returncode == 137, out.stderr
     assert _lockless_count(path) == (8, 8)
     merged = step == "switched"
@@ -516,7 +514,7 @@ def test_a_merge_killed_anywhere_never_shows_a_span_twice(tmp_path: Path, step: 
     assert SegmentStore(path).orphans()  # the dead merger's leftovers, until someone opens it
     assert count(path) == 8  # an otel-llm reader opens the store: leftovers go
     assert SegmentStore(path).orphans() == []
-    assert not [p for p in (path / "tmp").iterdir()]
+    assert not list((path / "tmp").iterdir())
     assert SegmentStore(path).compact(min_segments=2) == (0 if merged else 8)
     assert _lockless_count(path) == (8, 8)
 
@@ -580,7 +578,8 @@ def test_a_damaged_segment_is_named_and_read_around(
     bad.write_bytes(b"PAR1" + b"\x00" * 64)
     with caplog.at_level(logging.WARNING, logger="otel_llm"):
         assert count(path) == 2
-    assert bad.name in caplog.text and "quarantine" in caplog.text
+    assert bad.name in caplog.text
+    assert "quarantine" in caplog.text
     assert [p.name for p in store.quarantined()] == [bad.name]
 
 

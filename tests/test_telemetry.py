@@ -43,8 +43,9 @@ def sources(provider: SimulatedProvider) -> list[Source]:
 
 class Receiver:
     """A real OTLP/HTTP endpoint on loopback that keeps what it receives: trace requests parsed,
-    every request's path counted. ``status`` is what it answers; with ``hold`` set it never
-    answers until ``release`` is set (a collector that accepts and then hangs)."""
+    every request's path counted. ``status`` is what it answers (``metrics_status`` on
+    ``/v1/metrics``); with ``hold`` set it never answers until ``release`` is set (a collector
+    that accepts and then hangs)."""
 
     def __init__(self) -> None:
         received: list[ExportTraceServiceRequest] = []
@@ -52,6 +53,9 @@ class Receiver:
         self.paths: list[str] = []
         self.arrived = threading.Event()
         self.status = 200
+        self.metrics_status = 200
+        self.metrics_refused = threading.Semaphore(0)
+        """Released once for each metrics request answered with an error."""
         self.hold = False
         self.release = threading.Event()
 
@@ -61,16 +65,19 @@ class Receiver:
                 if outer.hold:
                     outer.release.wait(30)
                 outer.paths.append(self.path)
-                if self.path == "/v1/traces" and outer.status == 200:
+                status = outer.metrics_status if self.path == "/v1/metrics" else outer.status
+                if self.path == "/v1/traces" and status == 200:
                     request = ExportTraceServiceRequest()
                     request.ParseFromString(body)
                     received.append(request)
-                self.send_response(outer.status)
+                self.send_response(status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-                if outer.status == 200:
+                if status == 200:
                     outer.arrived.set()
+                elif self.path == "/v1/metrics":
+                    outer.metrics_refused.release()
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -351,9 +358,10 @@ if sys.argv[2] == "shutdown":
 def test_collector_that_is_not_there_costs_one_warning_and_no_wait(
     tmp_path: Path, ending: str
 ) -> None:
-    """OTEL_EXPORTER_OTLP_ENDPOINT on a closed port: the process prints one warning (endpoint
-    and cause), not a line per batch and retry, and exits at once — whether it calls shutdown()
-    or just ends (it used to take 13 s and print 8 lines); DuckDB still gets every span."""
+    """OTEL_EXPORTER_OTLP_ENDPOINT on a closed port: the process prints one warning a signal
+    (endpoint and cause), not a line per batch and retry, and exits at once — whether it calls
+    shutdown() or just ends (it used to take 13 s and print 8 lines); DuckDB still gets every
+    span."""
     port = closed_port()
     env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}"}
     env.pop("OTEL_SDK_DISABLED", None)
@@ -361,9 +369,10 @@ def test_collector_that_is_not_there_costs_one_warning_and_no_wait(
     out = run_python(OTLP_EXIT_SCRIPT, str(db), ending, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr
     *lines, last = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    assert "cannot export" in lines[0]
-    assert f"127.0.0.1:{port}" in lines[0]
+    assert len(lines) == 2, out.stderr
+    for signal, path in (("spans", "/v1/traces"), ("metrics", "/v1/metrics")):
+        [line] = [line for line in lines if f"cannot export {signal} " in line]
+        assert f"127.0.0.1:{port}{path} ([Errno 111] Connection refused)" in line
     exit_s = float(last.removeprefix("exit_s="))
     assert exit_s < 6.0, f"exit took {exit_s} s (expected well under a second)"
     with open_store(Path(str(db))) as conn:
@@ -408,7 +417,7 @@ def test_one_warning_per_outage_and_a_line_when_it_ends(
     """A collector refusing batches (400) is one warning with its reason however many batches
     fail; the first success after it says so; a new outage warns again. The exporter's own
     lines never reach the log."""
-    collector = Collector(receiver.base)
+    collector = Collector(receiver.endpoint, signal="spans")
     exporter = collector.span_exporter(OTLPSpanExporter(endpoint=receiver.endpoint))
     tracer_provider = TracerProvider()
     with caplog.at_level(logging.INFO):
@@ -424,7 +433,7 @@ def test_one_warning_per_outage_and_a_line_when_it_ends(
     assert {r.name for r in caplog.records} == {"otel_llm"}, "the exporter's lines are held back"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2
-    assert all("400" in w and receiver.base in w for w in warnings)
+    assert all("HTTP 400" in w and receiver.endpoint in w for w in warnings)
     assert any("works again" in r.getMessage() for r in caplog.records)
     assert collector.failed_exports == 3
     assert exporter.export(finished_span(tracer_provider)) is SpanExportResult.FAILURE
@@ -484,3 +493,64 @@ async def test_a_metrics_endpoint_that_is_down_does_not_cost_the_spans(
     assert len(warnings) == 1
     assert "metrics" in warnings[0]
     assert down in warnings[0]
+
+
+async def test_metrics_refused_by_the_spans_endpoint_cost_no_span(
+    tmp_path: Path,
+    provider: SimulatedProvider,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """OTEL_EXPORTER_OTLP_ENDPOINT on a collector that takes spans and answers 404 for
+    metrics (a config without a metrics pipeline): the spans still queued at shutdown are all
+    exported, and the one warning is about metrics, says what a 404 means and what to set.
+    Both signals once shared one state per endpoint: the metrics' failure at shutdown stopped
+    the span exporter too, and every span export that succeeded ended the "outage"."""
+    receiver.metrics_status = 404
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.base)
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "100")
+    with caplog.at_level(logging.INFO):
+        telemetry = init(db_path=tmp_path / "shared.duckdb", set_global=False)
+        async with Client(
+            sources(provider),
+            tracer_provider=telemetry.tracer_provider,
+            meter_provider=telemetry.meter_provider,
+        ) as client:
+            for _ in range(3):
+                await client.chat(MESSAGES)
+            for _ in range(3):  # refused again and again (the spans wait in their 5 s batch)
+                assert receiver.metrics_refused.acquire(timeout=30)
+        assert receiver.spans() == []
+        telemetry.shutdown()
+    assert len(receiver.spans()) == 6
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    [warning] = warnings
+    assert warning.startswith(
+        f"otel-llm: cannot export metrics to the OTLP collector at "
+        f"{receiver.base}/v1/metrics (HTTP 404 Not Found: it takes no "
+        "metrics"
+    )
+    assert "spans are not affected" in warning
+    assert "OTEL_METRICS_EXPORTER=none" in warning
+    assert not any("works again" in r.getMessage() for r in caplog.records)
+
+
+async def test_metrics_exporter_none_sends_no_metrics(
+    tmp_path: Path,
+    provider: SimulatedProvider,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OTEL_METRICS_EXPORTER=none beside OTEL_EXPORTER_OTLP_ENDPOINT: spans only."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.base)
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    telemetry = init(db_path=tmp_path / "spans-only.duckdb", set_global=False)
+    assert telemetry.meter_provider is None
+    assert [collector.signal for collector in telemetry.collectors] == ["spans"]
+    async with Client(sources(provider), tracer_provider=telemetry.tracer_provider) as client:
+        await client.chat(MESSAGES)
+    telemetry.shutdown()
+    assert set(receiver.paths) == {"/v1/traces"}
+    assert len(receiver.spans()) == 2

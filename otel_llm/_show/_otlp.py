@@ -3,14 +3,22 @@
 The OpenTelemetry exporters retry a batch for up to their timeout (10 s by default), log every
 attempt, and the SDK waits for them at exit: with ``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at
 nothing, a short script exited 13 s late with 8 error lines. ``init()`` puts one
-:class:`Collector` in front of its OTLP span and metric exporters:
+:class:`Collector` in front of each signal's OTLP exporter — one for spans, one for metrics, even
+when ``OTEL_EXPORTER_OTLP_ENDPOINT`` names one endpoint for both:
 
 - while otel-llm's exporters run, the OpenTelemetry exporters' own log lines are held back; the
-  first failed export of an outage is one warning naming the endpoint and the cause, and the
-  first success after it one info line;
+  first failed export of an outage is one warning naming the signal, the endpoint, the cause and
+  what to do, and the first success after it one info line;
 - :meth:`Collector.close` bounds shutdown: once an export has failed, or one fails while closing,
-  the exporters are stopped at once (their retries end); a collector that answers gets up to
-  ``DEFAULTS.otlp_shutdown_timeout_s`` to take the last batches.
+  that signal's exporter is stopped at once (its retries end); a collector that answers gets up
+  to ``DEFAULTS.otlp_shutdown_timeout_s`` to take the last batches.
+
+The two signals share nothing: no state, no warning, no stop. They once shared one
+:class:`Collector` per endpoint, and a collector config without a metrics pipeline (HTTP 404 on
+``/v1/metrics``) lost spans — the metrics' final export at shutdown failed, which stopped every
+exporter of that endpoint, the span exporter too, with its last batches still queued — and every
+span export that succeeded in between ended the "outage", so the metrics warning, which also said
+spans were not exported, came back every interval.
 
 Export to a collector that is up is unchanged: the same SDK exporters, the same batching.
 """
@@ -20,13 +28,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final, Literal
 
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
 from otel_llm._redact import redact, redact_url, url_secrets
 
@@ -39,6 +48,20 @@ exporting spans batch, retrying in 1.02s." (the retry it announces is not going 
 _OS_ERROR = re.compile(r"\[Errno -?\d+\] [^\"')]+")
 """The operating system's reason inside urllib3's nested error text ("[Errno 111] Connection
 refused"), which says it all."""
+
+_HTTP_STATUS = re.compile(r"batch code: (\d{3}), reason: (.*)$")
+"""The status and reason in the exporter's "Failed to export metrics batch code: 404, reason:
+Not Found"."""
+
+Signal = Literal["spans", "metrics"]
+"""What a :class:`Collector` exports."""
+OWN_ENDPOINT: Final[dict[Signal, str]] = {
+    "spans": env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    "metrics": env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+}
+"""The variable that names one signal's endpoint (the base endpoint names both)."""
+_PIPELINE: Final[dict[Signal, str]] = {"spans": "traces", "metrics": "metrics"}
+"""A collector config's pipeline for the signal."""
 
 _exporting = threading.local()
 """``collector``: the :class:`Collector` whose export is running on this thread, if any."""
@@ -91,12 +114,26 @@ class _Stoppable:
 
 
 class Collector:
-    """One OTLP endpoint as ``init()``'s exporters see it: one warning per outage, a bounded
-    shutdown. ``failed_exports`` counts the batches (spans or metrics) that did not go out."""
+    """One signal's OTLP endpoint as ``init()``'s exporter sees it: one warning per outage, a
+    bounded shutdown. ``failed_exports`` counts the batches that did not go out.
 
-    def __init__(self, endpoint: str, *, store: str | None = None) -> None:
+    ``endpoint`` is the URL the exporter posts to (named in warnings without its secrets);
+    ``via`` the variable that named it (the cure a warning gives depends on it); ``secrets``
+    more text never to repeat (the OTLP headers' values)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        signal: Signal,
+        via: str | None = None,
+        store: str | None = None,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        self.signal: Signal = signal
         self.endpoint = redact_url(endpoint)
-        self._secrets = url_secrets(endpoint)
+        self.via = via or OWN_ENDPOINT[signal]
+        self._secrets = (*url_secrets(endpoint), *secrets)
         self._store = store
         self._lock = threading.Lock()
         self._exporters: list[_Stoppable] = []
@@ -104,16 +141,19 @@ class Collector:
         self._closing = False
         self._cause: str | None = None
         self._timer: threading.Timer | None = None
+        self._bound_s = DEFAULTS.otlp_shutdown_timeout_s
         self._in_flight = 0
         """Exports running now (a collector that never answers keeps one running)."""
         self.failed_exports = 0
 
     def span_exporter(self, inner: SpanExporter) -> SpanExporter:
         """``inner`` with its log lines held back and its outcome reported here."""
+        assert self.signal == "spans", "a span exporter needs a collector of spans"
         return _SpanExporter(self, self._adopt(inner))
 
     def metric_exporter(self, inner: MetricExporter) -> MetricExporter:
         """``inner`` with its log lines held back and its outcome reported here."""
+        assert self.signal == "metrics", "a metric exporter needs a collector of metrics"
         return _MetricExporter(self, self._adopt(inner), inner)
 
     def span_processor(self, inner: SpanExporter) -> BatchSpanProcessor:
@@ -127,10 +167,10 @@ class Collector:
             self._exporters.append(stoppable)
         return stoppable
 
-    def export(self, exporter: _Stoppable, kind: str, attempt: Callable[[], bool]) -> bool:
-        """Run one export of ``kind`` (``spans``, ``metrics``); never raises."""
+    def export(self, exporter: _Stoppable, attempt: Callable[[], bool]) -> bool:
+        """Run one export; never raises."""
         if exporter.stopped:
-            self._failed(kind, "the exporter was stopped at shutdown")
+            self._failed("the exporter was stopped at shutdown")
             return False
         _exporting.collector = self
         with self._lock:
@@ -147,7 +187,7 @@ class Collector:
         if ok:
             self._succeeded()
         else:
-            self._failed(kind, self._take_cause())
+            self._failed(self._take_cause())
         return ok
 
     def held(self, record: logging.LogRecord) -> None:
@@ -164,8 +204,11 @@ class Collector:
     def _note(self, text: str) -> None:
         cause = _RETRY_TAIL.sub("", text).removeprefix("Transient error ").strip()
         os_error = _OS_ERROR.search(cause)
+        status = _HTTP_STATUS.search(cause)
         if os_error is not None:
             cause = os_error.group(0).strip()
+        elif status is not None:
+            cause = f"HTTP {status.group(1)} {status.group(2).strip()}".strip()
         with self._lock:
             if self._cause is None:
                 self._cause = redact(cause, self._secrets)[:_MAX_CAUSE_CHARS]
@@ -179,25 +222,62 @@ class Collector:
         with self._lock:
             recovered, self._failing = self._failing, False
         if recovered:
-            logger.info("otel-llm: OTLP export to %s works again", self.endpoint)
+            logger.info("otel-llm: OTLP export of %s to %s works again", self.signal, self.endpoint)
 
-    def _failed(self, kind: str, cause: str | None) -> None:
+    def _failed(self, cause: str | None) -> None:
         with self._lock:
             self.failed_exports += 1
             announce, self._failing = not self._failing, True
             closing = self._closing
         if announce:
-            kept = f" (the DuckDB store {self._store} still gets every span)" if self._store else ""
+            cause = cause or "no reason given"
             logger.warning(
-                "otel-llm: cannot export %s to the OTLP collector at %s (%s); spans and metrics "
-                "are not exported while it fails%s; not logged again until an export succeeds",
-                kind,
+                "otel-llm: cannot export %s to the OTLP collector at %s (%s%s); %s; %s; not "
+                "logged again until an export of %s succeeds",
+                self.signal,
                 self.endpoint,
-                cause or "no reason given",
-                kept,
+                cause,
+                self._diagnosis(cause),
+                self._effect(),
+                self._cure(),
+                self.signal,
             )
         if closing:
             self.stop()
+
+    def _diagnosis(self, cause: str) -> str:
+        """What the cause means, when it says more than itself: a 404 is a collector (or a
+        server) with no pipeline for this signal."""
+        if not cause.startswith("HTTP 404"):
+            return ""
+        return (
+            f": it takes no {self.signal}, as a collector config without a "
+            f"{_PIPELINE[self.signal]} pipeline answers"
+        )
+
+    def _effect(self) -> str:
+        """What the failure costs — this signal only."""
+        if self.signal == "spans":
+            kept = f" (the DuckDB store {self._store} still gets every span)" if self._store else ""
+            return f"spans are not exported over OTLP while it fails{kept}"
+        return "metrics are not exported while it fails; spans are not affected"
+
+    def _cure(self) -> str:
+        """What to set instead."""
+        if self.signal == "spans":
+            return (
+                "to fix it, start that collector or point "
+                f"{env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT} at one that takes spans"
+            )
+        shared = (
+            f" ({self.via} sends spans and metrics to one collector)"
+            if self.via == env.OTEL_EXPORTER_OTLP_ENDPOINT
+            else ""
+        )
+        return (
+            f"to fix it, point {env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT} at a collector that "
+            f"takes metrics, or set {env.OTEL_METRICS_EXPORTER}=none to send none{shared}"
+        )
 
     def close(self, timeout_s: float = DEFAULTS.otlp_shutdown_timeout_s) -> None:
         """Shutdown begins: a collector that is failing gets no wait; otherwise the exporters
@@ -210,6 +290,7 @@ class Collector:
         if failing:
             self.stop()
             return
+        self._bound_s = timeout_s
         self._timer = threading.Timer(timeout_s, self._give_up, args=(timeout_s,))
         self._timer.daemon = True
         self._timer.name = "otel-llm OTLP shutdown bound"
@@ -222,13 +303,17 @@ class Collector:
             hanging = self._in_flight > 0 and not self._failing
             self._failing = self._failing or hanging
         if hanging:
-            kept = f" (the DuckDB store {self._store} has every span)" if self._store else ""
+            if self.signal == "spans":
+                kept = f" (the DuckDB store {self._store} has every span)" if self._store else ""
+            else:
+                kept = f"; spans are not affected; {self._cure()}"
             logger.warning(
                 "otel-llm: gave up waiting for the OTLP collector at %s after %g s at shutdown: "
-                "it took the connection and did not answer, so what it had not taken is not "
+                "it took the connection and did not answer, so the %s it had not taken are not "
                 "exported%s",
                 self.endpoint,
                 waited_s,
+                self.signal,
                 kept,
             )
         self.stop()
@@ -241,10 +326,16 @@ class Collector:
             exporter.stop()
 
     def finish(self) -> None:
-        """Shutdown is over: the bound's timer is not needed any more."""
+        """Shutdown is over: the bound's timer is not needed any more — and an export still
+        waiting now is given up on (and said, once) as the timer would have."""
         timer = self._timer
-        if timer is not None:
-            timer.cancel()
+        if timer is None:
+            return
+        timer.cancel()
+        with self._lock:
+            waiting = self._in_flight > 0
+        if waiting:
+            self._give_up(self._bound_s)
 
 
 class _SpanExporter(SpanExporter):
@@ -256,7 +347,7 @@ class _SpanExporter(SpanExporter):
         inner = self._exporter.inner
         assert isinstance(inner, SpanExporter)
         ok = self._collector.export(
-            self._exporter, "spans", lambda: inner.export(spans) is SpanExportResult.SUCCESS
+            self._exporter, lambda: inner.export(spans) is SpanExportResult.SUCCESS
         )
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
@@ -285,7 +376,7 @@ class _MetricExporter(MetricExporter):
             result = self._inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
             return result is MetricExportResult.SUCCESS
 
-        ok = self._collector.export(self._exporter, "metrics", attempt)
+        ok = self._collector.export(self._exporter, attempt)
         return MetricExportResult.SUCCESS if ok else MetricExportResult.FAILURE
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:

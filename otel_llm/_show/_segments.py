@@ -75,6 +75,7 @@ CONSUMED: Final = ".consumed"
 SCHEMA_SEGMENT: Final = "00000000000000000000-schema.parquet"
 """The empty segment every store starts with: the glob always matches, the schema is known."""
 LOCK: Final = ".compaction.lock"
+PUBLISH_LOCK: Final = ".publish.lock"
 PENDING: Final = "pending-"
 """Prefix of a segment whose source may still be ingested again (the Collector's spool file
 is not deleted yet): readers read it, compaction leaves it alone — so writing it again under
@@ -153,8 +154,15 @@ class Segment:
 class SegmentStore:
     """A store directory: writes sealed segments, lists them, merges small ones."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        generation_keep_s: float = DEFAULTS.generation_keep_s,
+    ) -> None:
         self.path = Path(path)
+        self._keep_s = generation_keep_s
+        """A superseded generation stays this long: a reader may still be listing it."""
         self.segments_dir = self.path / SEGMENTS
         self._schemas: dict[tuple[str, int], bool] = {}
         """(name, inode) -> has this version's schema: read once per file, not every merge."""
@@ -180,6 +188,7 @@ class SegmentStore:
         if not marker.exists():
             self._write_marker()
         (self.path / LOCK).touch(exist_ok=True)
+        (self.path / PUBLISH_LOCK).touch(exist_ok=True)
         (self.path / TMP).mkdir(exist_ok=True)
         (self.path / GENERATIONS).mkdir(exist_ok=True)
         link = self.segments_dir
@@ -247,7 +256,7 @@ class SegmentStore:
         a store is being made in)."""
         if not self.path.is_dir():
             return []
-        ours = {MARKER, SEGMENTS, LOCK, TMP, GENERATIONS, QUARANTINE}
+        ours = {MARKER, SEGMENTS, LOCK, PUBLISH_LOCK, TMP, GENERATIONS, QUARANTINE}
         return sorted(
             entry.name
             for entry in self.path.iterdir()
@@ -293,6 +302,10 @@ class SegmentStore:
     def _publish(self, source: Path, name: str) -> None:
         """Link ``source`` into the current generation as ``name``; again into the next one
         when a merge switched generations meanwhile (unless that merge took ``name`` in)."""
+        with self._publishing():
+            self._publish_locked(source, name)
+
+    def _publish_locked(self, source: Path, name: str) -> None:
         number = self._current()
         while True:
             try:
@@ -310,17 +323,37 @@ class SegmentStore:
                 return
             number = now
 
+    @contextlib.contextmanager
+    def _publishing(self, *, switch: bool = False) -> Iterator[None]:
+        """The publish lock: shared by writers while they link a segment in and look at the
+        link again, exclusive for the instant a merger carries the last new segments over and
+        switches generations. So no segment is ever visible in one generation and missing from
+        the next (a writer waits at most for that carry-over and one rename)."""
+        try:
+            handle = (self.path / PUBLISH_LOCK).open("a+b")
+        except OSError:
+            yield  # a store of a version without it, or a read-only one: the redo covers
+            return
+        with handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX if switch else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
     def _link_into(self, number: int, source: Path, name: str) -> None:
         """``source`` appears as ``name`` in generation ``number`` in one atomic rename."""
         directory = self._dir(number)
+        with contextlib.suppress(FileNotFoundError):
+            if (directory / name).stat().st_ino == source.stat().st_ino:
+                return  # there already (a carry-over and the writer both did it)
         hidden = directory / _temporary_name(name)
         os.link(source, hidden)
         try:
             os.replace(hidden, directory / name)
-        except BaseException:
+        finally:  # a rename onto another link of the same file leaves the source in place
             with contextlib.suppress(OSError):
                 hidden.unlink()
-            raise
 
     def _consumed_since(self, number: int, now: int, name: str) -> bool:
         """Whether a merge between generations ``number`` and ``now`` took ``name`` in."""
@@ -332,6 +365,10 @@ class SegmentStore:
 
     def finalize(self, name: str) -> None:
         """Give the pending segment ``PENDING + name`` its final name (idempotent)."""
+        with self._publishing():
+            self._finalize_locked(name)
+
+    def _finalize_locked(self, name: str) -> None:
         number = self._current()
         while True:
             directory = self._dir(number)
@@ -376,16 +413,17 @@ class SegmentStore:
             current = self._current()
         except OSError:
             return found
-        cutoff = time.time() - DEFAULTS.generation_keep_s
+        cutoff = time.time() - self._keep_s
         for number in self._generation_numbers():
             if number > current or (number < current and self._superseded_at(number) < cutoff):
                 found.append(self._dir(number))
         return sorted(found)
 
     def _temporaries(self) -> Iterator[Path]:
+        """Temporaries in tmp/, the current generation (links half made) and the store's top
+        (a link to a generation half made); other generations go whole."""
         yield from (self.path / TMP).glob("*.tmp")
-        for directory in (self.path / GENERATIONS).glob("*"):
-            yield from directory.glob(".*.tmp")
+        yield from self.segments_dir.glob(".*.tmp")
         yield from self.path.glob(f".{SEGMENTS}.*.tmp")
 
     @contextlib.contextmanager
@@ -486,9 +524,12 @@ class SegmentStore:
             self._quarantine(self._dir(current) / name, why)
         record = {"merged": merged[0] if merged else None, "inputs": sorted(left_out)}
         _write_json(target / CONSUMED, record)
-        _fsync_dir(target)
-        self._switch(number)
-        self._carry_over(current, number, snapshot, left_out)
+        self._carry_over(current, number, snapshot, left_out)  # most of what came meanwhile
+        with self._publishing(switch=True):
+            self._carry_over(current, number, snapshot, left_out)  # the rest
+            _fsync_dir(target)
+            self._switch(number)
+        self._carry_over(current, number, snapshot, left_out)  # writers of the first layout
         self._schemas = {key: ok for key, ok in self._schemas.items() if key[0] not in left_out}
 
     def _carry_over(

@@ -3,10 +3,12 @@
 The collector distribution is the one ``collector/manifest.yaml`` describes, built once per
 manifest by ``collector/build.sh`` (or the binary ``$OTEL_LLM_COLLECTOR_BIN`` names). With the
 ``duckdb`` config it receives OTLP on 127.0.0.1 and writes protobuf files into a spool folder
-beside the store (``<store>.otlp``); :class:`CollectorRun` starts it, waits for its health check,
-ingests every finished file into the store while it runs (:class:`~otel_llm._show._otlp_files.
-Spool`), and on stop ends it with SIGTERM (it writes its last batches), then ingests the rest.
-A collector killed earlier leaves its current file behind: it is ingested before the next start.
+beside the store (``<store>.otlp``; the metrics it receives go to that folder's ``metrics/``, as
+bounded JSON lines that nothing ingests); :class:`CollectorRun` starts it, waits for its health
+check, ingests every finished file into the store while it runs (:class:`~otel_llm._show.
+_otlp_files.Spool`), and on stop ends it with SIGTERM (it writes its last batches), then ingests
+the rest. A collector killed earlier leaves its current file behind: it is ingested before the
+next start.
 """
 
 from __future__ import annotations
