@@ -135,6 +135,20 @@ def _damaged(tmp_path: Path) -> Path:
     return path
 
 
+def test_a_damaged_segment_is_moved_aside_and_named(tmp_path: Path) -> None:
+    """A segment DuckDB cannot read is quarantined, named on standard error, and tune reads the
+    rest (here: nothing, so no recommendation)."""
+    path = _damaged(tmp_path)
+    result = run_cli("tune", "--db", str(path), columns=200)
+    assert result.returncode == 3, result.stdout + result.stderr
+    said = " ".join(result.stderr.split())
+    assert "00000000000000000001-x.parquet" in said
+    assert "is damaged" in said
+    assert "No recommendation: not enough data" in said
+    assert "Traceback" not in result.stderr
+    assert (path / "quarantine" / "00000000000000000001-x.parquet").exists()
+
+
 def _locked(tmp_path: Path) -> tuple[Path, duckdb.DuckDBPyConnection]:
     """A single-file store this process holds open for writing (DuckDB's file lock)."""
     path = tmp_path / "locked.duckdb"
@@ -147,7 +161,6 @@ def _locked(tmp_path: Path) -> tuple[Path, duckdb.DuckDBPyConnection]:
     ("args", "message"),
     [
         (("--db", "{tmp}/missing"), "does not exist"),
-        (("--db", "{damaged}"), "has a segment DuckDB cannot read"),
         (("--db", "{locked}"), "lock"),
         (("--db", "{tmp}/notes.txt"), "not a DuckDB database"),
         (("--source", "nowhere"), "--source: no attempt ran on source 'nowhere'"),
@@ -165,11 +178,11 @@ def _locked(tmp_path: Path) -> tuple[Path, duckdb.DuckDBPyConnection]:
 def test_errors_are_said_plainly(
     small: Path, tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    """No store, a damaged or locked one, something else, an unknown source, a bad budget,
+    """No store, a locked one, something else, an unknown source, a bad budget,
     since or format: exit code 2 with the reason, no traceback."""
     (tmp_path / "notes.txt").write_text("hello")
     locked, holder = _locked(tmp_path)
-    places = {"{tmp}": str(tmp_path), "{damaged}": str(_damaged(tmp_path)), "{locked}": str(locked)}
+    places = {"{tmp}": str(tmp_path), "{locked}": str(locked)}
     argv = list(args)
     for key, value in places.items():
         argv = [a.replace(key, value) for a in argv]
