@@ -73,6 +73,48 @@ MIX: dict[str, tuple[float, Script]] = {
 """Kind of call → (share of the calls, its script)."""
 
 
+class LoopLag:
+    """Overshoots of a 1 ms sleep loop: how late the event loop wakes a task (a first-chunk
+    watchdog is woken the same way)."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+
+    async def run(self) -> None:
+        """Sample until cancelled."""
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.001)
+            self.samples.append(max(0.0, time.perf_counter() - before - 0.001))
+
+
+class GcPauses:
+    """How long each garbage-collector pass held the interpreter, per generation (a pass in
+    any thread stops the event loop too: it holds the GIL)."""
+
+    def __init__(self) -> None:
+        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses[info["generation"]].append(time.perf_counter() - self._started)
+
+    def __enter__(self) -> GcPauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
 class SpanCounter(SpanProcessor):
     """Counts spans started and ended (no storage, so memory measures the client alone)."""
 
@@ -108,6 +150,9 @@ class Report:
     store_dropped: int = 0
     hedges: int = 0
     attempts: int = 0
+    lag_s: list[float] = field(default_factory=list)
+    gc_pauses_s: dict[int, list[float]] = field(default_factory=dict)
+    load: tuple[float, float] = (0.0, 0.0)
 
     @property
     def rss_growth_kb(self) -> int:
@@ -164,6 +209,22 @@ class Report:
             f"leftover tasks: {len(self.leftover_tasks)}; spans started {self.spans_started}, "
             f"ended {self.spans_ended}; in the store {self.store_rows}, dropped "
             f"{self.store_dropped}"
+        )
+        lag = self.lag_s
+        late = sum(sample > 0.1 for sample in lag)
+        print(
+            f"event loop woken late (1 ms sleep loop): p50 {_percentile(lag, 0.5) * 1e3:.2f} ms, "
+            f"p99 {_percentile(lag, 0.99) * 1e3:.2f} ms, p99.9 {_percentile(lag, 0.999) * 1e3:.1f}"
+            f" ms, max {max(lag, default=0.0) * 1e3:.1f} ms; {late} of {len(lag)} wakes > 100 ms"
+        )
+        passes = ", ".join(
+            f"gen{generation} {len(pauses)} × (max {max(pauses, default=0.0) * 1e3:.1f} ms, "
+            f"total {sum(pauses):.2f} s)"
+            for generation, pauses in sorted(self.gc_pauses_s.items())
+        )
+        print(f"garbage-collector passes: {passes}")
+        print(
+            f"load average (1 min) at the start and the end: {self.load[0]:.1f}, {self.load[1]:.1f}"
         )
         for requirement, ok in self.passed().items():
             print(f"{'PASS' if ok else 'FAIL'}  {requirement}")
@@ -284,9 +345,16 @@ async def soak(
         for kind, delay_rng in work:
             await one(kind, delay_rng)
 
+    load = os.getloadavg()[0]
+    probe = LoopLag()
+    lag = asyncio.create_task(probe.run())
     started = time.monotonic()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    with GcPauses() as collector:
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
     report.seconds = time.monotonic() - started
+    lag.cancel()
+    report.lag_s, report.gc_pauses_s = probe.samples, collector.pauses
+    report.load = (load, os.getloadavg()[0])
     report.pool_replacements = client.pool_replacements
     report.slots_held_idle = _held_slots(client)
     await client.aclose()
