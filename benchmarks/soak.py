@@ -94,13 +94,16 @@ class GcPauses:
 
     def __init__(self) -> None:
         self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
-        self._started = 0.0
+        self.cpu: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        """CPU seconds of each pass (the rest of its wall time the process waited for a core)."""
+        self._started = self._started_cpu = 0.0
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._started = time.perf_counter()
+            self._started, self._started_cpu = time.perf_counter(), time.thread_time()
         else:
             self.pauses[info["generation"]].append(time.perf_counter() - self._started)
+            self.cpu[info["generation"]].append(time.thread_time() - self._started_cpu)
 
     def __enter__(self) -> GcPauses:
         gc.callbacks.append(self._callback)
@@ -152,6 +155,7 @@ class Report:
     attempts: int = 0
     lag_s: list[float] = field(default_factory=list)
     gc_pauses_s: dict[int, list[float]] = field(default_factory=dict)
+    gc_cpu_s: dict[int, list[float]] = field(default_factory=dict)
     load: tuple[float, float] = (0.0, 0.0)
 
     @property
@@ -217,12 +221,14 @@ class Report:
             f"p99 {_percentile(lag, 0.99) * 1e3:.2f} ms, p99.9 {_percentile(lag, 0.999) * 1e3:.1f}"
             f" ms, max {max(lag, default=0.0) * 1e3:.1f} ms; {late} of {len(lag)} wakes > 100 ms"
         )
-        passes = ", ".join(
-            f"gen{generation} {len(pauses)} × (max {max(pauses, default=0.0) * 1e3:.1f} ms, "
-            f"total {sum(pauses):.2f} s)"
-            for generation, pauses in sorted(self.gc_pauses_s.items())
-        )
-        print(f"garbage-collector passes: {passes}")
+        print("garbage-collector passes (wall; CPU):")
+        for generation, pauses in sorted(self.gc_pauses_s.items()):
+            cpu = self.gc_cpu_s.get(generation, [])
+            print(
+                f"  gen{generation} {len(pauses):>5} × max {max(pauses, default=0.0) * 1e3:6.1f} ms"
+                f" (CPU {max(cpu, default=0.0) * 1e3:5.1f} ms), total {sum(pauses):5.2f} s "
+                f"(CPU {sum(cpu):5.2f} s)"
+            )
         print(
             f"load average (1 min) at the start and the end: {self.load[0]:.1f}, {self.load[1]:.1f}"
         )
@@ -353,7 +359,11 @@ async def soak(
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     report.seconds = time.monotonic() - started
     lag.cancel()
-    report.lag_s, report.gc_pauses_s = probe.samples, collector.pauses
+    report.lag_s, report.gc_pauses_s, report.gc_cpu_s = (
+        probe.samples,
+        collector.pauses,
+        collector.cpu,
+    )
     report.load = (load, os.getloadavg()[0])
     report.pool_replacements = client.pool_replacements
     report.slots_held_idle = _held_slots(client)

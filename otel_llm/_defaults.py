@@ -55,8 +55,9 @@ class Defaults:
     """Spans the writer converts into one Arrow table (a segment is several such tables)."""
 
     export_vocabulary_words: int = 4096
-    """Recurring strings (attribute keys, span and scope names) the exporter codes as small
-    integers in a queued span's record; past them a string is kept whole in the record."""
+    """Recurring strings (span and scope names, attribute keys) and key lists of attribute
+    mappings the exporter codes as small integers in a queued span's record (each up to this
+    many); past them a record keeps them whole."""
 
     export_vocabulary_resources: int = 64
     """Resources a queued span's record names by reference; past them it copies theirs in."""

@@ -69,12 +69,21 @@ EVENT_FIELDS: Final = _event_fields()
 
 
 class Vocabulary:
-    """Strings that recur from span to span (attribute keys, names, scope and kind names) as
-    small integers, and resources by reference; bounded: past its caps a string stays itself
-    in the record and a resource's attributes are copied in. Codes are only ever added, so a
+    """Strings that recur from span to span (names, scope and kind names) and the key lists
+    of attribute mappings as small integers, and resources by reference; bounded: past its caps
+    a string stays itself in the record, a mapping keeps its keys and a resource's attributes
+    are copied in. Codes are only ever added, so a
     record packed by one thread is read by another without a lock."""
 
-    __slots__ = ("_codes", "_lock", "_max_resources", "_max_words", "_resource_codes", "words")
+    __slots__ = (
+        "_codes",
+        "_layouts",
+        "_lock",
+        "_max_resources",
+        "_max_words",
+        "_resource_codes",
+        "words",
+    )
 
     def __init__(
         self,
@@ -82,8 +91,10 @@ class Vocabulary:
         max_resources: int = DEFAULTS.export_vocabulary_resources,
     ) -> None:
         self.words: list[Any] = []
-        """Code → string, or → ``(resource, its attributes)`` for a resource's code."""
+        """Code → string; → the keys of a mapping, in order, for a layout's code; → ``(resource,
+        its attributes)`` for a resource's code."""
         self._codes: dict[str, int] = {}
+        self._layouts: dict[tuple[str, ...], int] = {}
         self._resource_codes: dict[int, int] = {}
         self._max_words = max_words
         self._max_resources = max_resources
@@ -111,7 +122,7 @@ class Vocabulary:
         word: str = code if type(code) is str else self.words[code]  # type: ignore[index]
         return word
 
-    def resource(self, resource: Any) -> int | tuple[Any, ...]:
+    def resource(self, resource: Any) -> int | tuple[Any, ...] | list[Any]:
         """A resource's code (the resource is kept: its identity is the key), or its attributes
         flattened once the vocabulary holds its most resources."""
         if resource is None:
@@ -130,20 +141,45 @@ class Vocabulary:
                 self._resource_codes[id(resource)] = code
         return code
 
-    def resource_attributes(self, value: int | tuple[Any, ...]) -> Mapping[str, Any]:
+    def resource_attributes(self, value: int | tuple[Any, ...] | list[Any]) -> Mapping[str, Any]:
         """The attributes a :meth:`resource` value stands for."""
         if type(value) is int:
             attributes: Mapping[str, Any] = self.words[value][1]
             return attributes
         return self.mapping(value)  # type: ignore[arg-type]
 
-    def flat(self, mapping: Mapping[str, Any]) -> tuple[Any, ...]:
-        """``mapping`` as ``(key code, value, key code, value, …)``."""
+    def flat(self, mapping: Mapping[str, Any]) -> tuple[Any, ...] | list[Any]:
+        """``mapping`` as ``[code of its keys in order, its values]`` — spans of one kind
+        share their keys, so a record holds only the values — or, once the vocabulary is
+        full, as ``(key code, value, key code, value, …)``."""
+        if not mapping:
+            return ()
+        keys = tuple(mapping)
+        layout = self._layouts.get(keys)
+        if layout is None:
+            layout = self._new_layout(keys)
+        if layout is not None:
+            return [layout, tuple(mapping.values())]
         code = self.code
         return tuple(item for key, value in mapping.items() for item in (code(key), value))
 
+    def _new_layout(self, keys: tuple[str, ...]) -> int | None:
+        if not all(type(key) is str for key in keys):
+            return None
+        with self._lock:
+            layout = self._layouts.get(keys)
+            if layout is None:
+                if len(self._layouts) >= self._max_words:
+                    return None
+                layout = len(self.words)
+                self.words.append(keys)
+                self._layouts[keys] = layout
+        return layout
+
     def mapping(self, flat: Sequence[Any]) -> dict[str, Any]:
-        """The mapping a :meth:`flat` tuple stands for."""
+        """The mapping a :meth:`flat` value stands for."""
+        if type(flat) is list:
+            return dict(zip(self.words[flat[0]], flat[1], strict=True))
         words = self.words
         keys = [words[k] if type(k) is int else k for k in flat[0::2]]
         return dict(zip(keys, flat[1::2], strict=True))
