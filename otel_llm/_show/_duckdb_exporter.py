@@ -93,6 +93,21 @@ class _Encoded:
     spans: int
 
 
+def _release_arrow_memory() -> None:
+    """Give what Arrow's allocator keeps back to the system. A merge reads tens of MiB of
+    segments through Arrow's pool (mimalloc by default), which keeps freed memory for reuse:
+    without this, each merge left the process ~60–80 MiB larger (three merges of a 12,000-span
+    store: anonymous memory 95 → 304 MiB; with it, 121–132 MiB)."""
+    import pyarrow as pa
+
+    release = getattr(pa.default_memory_pool(), "release_unused", None)
+    if release is not None:
+        try:
+            release()
+        except Exception:  # an optimisation: never lose the writer to it
+            logger.debug("otel-llm: Arrow's pool could not release memory", exc_info=True)
+
+
 class DuckDBSpanExporter(SpanExporter):
     """Writes finished spans into the segment store at ``path`` (see the module docstring)."""
 
@@ -453,7 +468,9 @@ class DuckDBSpanExporter(SpanExporter):
             merged = store.compact()
         except Exception as exc:  # merging is an optimisation: never lose the writer to it
             logger.warning("otel-llm: could not merge the segments of %s (%s)", self.path, exc)
-            return
+            merged = 0
+        finally:
+            _release_arrow_memory()
         if merged:
             logger.debug("otel-llm: merged %d segments of %s", merged, self.path)
 
