@@ -96,6 +96,8 @@ class GcPauses:
         self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self.cpu: dict[int, list[float]] = {0: [], 1: [], 2: []}
         """CPU seconds of each pass (the rest of its wall time the process waited for a core)."""
+        self.collected: dict[int, list[int]] = {0: [], 1: [], 2: []}
+        """Objects each pass freed."""
         self._started = self._started_cpu = 0.0
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
@@ -104,6 +106,7 @@ class GcPauses:
         else:
             self.pauses[info["generation"]].append(time.perf_counter() - self._started)
             self.cpu[info["generation"]].append(time.thread_time() - self._started_cpu)
+            self.collected[info["generation"]].append(info["collected"])
 
     def __enter__(self) -> GcPauses:
         gc.callbacks.append(self._callback)
