@@ -87,6 +87,7 @@ def _queued(tmp_path: Path, count: int) -> int:
         tmp_path / f"{count}-{len(list(tmp_path.glob('*')))}" / "store",
         flush_interval_s=3600,
         segment_spans=10 * count,
+        shutdown_timeout_s=120,  # a busy machine: shutdown writes them all
     )
     exporter.export(_spans(1))  # the vocabulary's first entries are not the queue's
     before = _held()
