@@ -849,6 +849,11 @@ def evaluate(harness: Harness, duration: float) -> dict[str, Any]:
     store = harness.store
     span = (harness.warm_at or 0.0, duration)
     after = _lockless_after(harness)
+    # a temporary of a pid this host does not know is only taken for an orphan once it is
+    # orphan_dead_after_s old (it may be a write of another container): let the last kills' age
+    from otel_llm._defaults import DEFAULTS
+
+    time.sleep(DEFAULTS.orphan_dead_after_s + 0.5)
     final = subprocess.run(
         [sys.executable, "-m", "otel_llm.cli", "compact", "--db", str(harness.store_path)],
         capture_output=True, text=True, timeout=300, check=False, env=_env(ROOT),
@@ -862,6 +867,9 @@ def evaluate(harness: Harness, duration: float) -> dict[str, Any]:
     for p in store.orphans():
         superseded = p.parent.name == "generations" and p.name < current.name
         (due if superseded else orphans).append(str(p.relative_to(harness.store_path)))
+    for p in (harness.store_path / "tmp").glob("*.tmp"):  # on disk, whatever orphans() says
+        if str(p.relative_to(harness.store_path)) not in orphans:
+            orphans.append(str(p.relative_to(harness.store_path)))
     quarantined = [p.name for p in store.quarantined()]
     notes = {
         name: (p := store.quarantine_dir / (name + WHY)).is_file()

@@ -95,6 +95,10 @@ class Defaults:
     """A superseded generation of the store's segment list is kept this long (a reader that
     listed it just before a merge may still be reading its directory), then removed."""
 
+    orphan_dead_after_s: float = 10.0
+    """A temporary file whose process this host does not know is removed once it is this old
+    (younger, it may be a write in flight of a container that shares the store's volume)."""
+
     orphan_after_s: float = 3600.0
     """A temporary file of a process that may still live (another host's, or a reused pid) is
     removed once it is this old."""

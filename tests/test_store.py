@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import textwrap
@@ -528,7 +529,11 @@ def test_a_merge_killed_anywhere_never_shows_a_span_twice(tmp_path: Path, step: 
     # the late segment is in the old generation only, until an otel-llm process opens the store
     assert _lockless_count(path) == ((7, 7) if step == "late" else (8, 8))
     assert len(SegmentStore(path).segments()) == (2 if merged else 9)
-    assert SegmentStore(path).orphans()  # the dead merger's leftovers, until someone opens it
+    left = [*(path / "tmp").iterdir(), *(path / "generations").iterdir()]
+    assert len(left) >= 2  # the dead merger's leftovers, until someone opens the store
+    for leftover in left:  # ... once they are old enough to be no write in flight
+        os.utime(leftover, (time.time() - 60, time.time() - 60), follow_symlinks=False)
+    assert SegmentStore(path).orphans()
     assert count(path) == 8  # an otel-llm reader opens the store: leftovers go, late ones join
     assert SegmentStore(path).orphans() == []
     assert not list((path / "tmp").iterdir())

@@ -72,6 +72,9 @@ QUARANTINE: Final = "quarantine"
 WHY: Final = ".why"
 CONSUMED: Final = ".consumed"
 """In a generation made by a merge: which segments of the one before it left out (JSON)."""
+CARRIED: Final = ".carried"
+"""In a generation: it is whole (made current, and what came into the one before it meanwhile
+carried over). A current generation without it is one a merger was killed in."""
 SCHEMA_SEGMENT: Final = "00000000000000000000-schema.parquet"
 """The empty segment every store starts with: the glob always matches, the schema is known."""
 LOCK: Final = ".compaction.lock"
@@ -210,12 +213,13 @@ class SegmentStore:
     def _start_generations(self) -> None:
         """Point ``segments`` at the newest whole generation, or a new first one (caller holds
         the exclusive lock; a crash may have left the link missing mid-migration)."""
-        whole = [n for n in self._generation_numbers() if (self._dir(n) / CONSUMED).exists()]
+        whole = [n for n in self._generation_numbers() if (self._dir(n) / CARRIED).exists()]
         number = max(whole, default=1)
         self._dir(number).mkdir(parents=True, exist_ok=True)
         if not whole:
             _write_json(self._dir(number) / CONSUMED, {"merged": None, "inputs": []})
         self._switch(number)
+        (self._dir(number) / CARRIED).touch()
 
     def _migrate_first_layout(self) -> None:
         """Turn a plain ``segments/`` directory into the first generation, in place (readers
@@ -237,6 +241,7 @@ class SegmentStore:
             os.symlink(f"{GENERATIONS}/{_generation_name(number)}", old)
             _fsync_dir(self.path)
             self._adopt_first_layout_leftovers()
+            (target / CARRIED).touch()
             self._write_marker()
         logger.info("otel-llm: %s now keeps its segments in generations", self.path)
 
@@ -530,6 +535,7 @@ class SegmentStore:
             _fsync_dir(target)
             self._switch(number)
         self._carry_over(current, number, snapshot, left_out)  # writers of the first layout
+        (target / CARRIED).touch()
         self._schemas = {key: ok for key, ok in self._schemas.items() if key[0] not in left_out}
 
     def _carry_over(
@@ -561,20 +567,26 @@ class SegmentStore:
         into the current one: every segment there that the merge did not take in and whose
         file the current generation does not hold under any name."""
         current = self._current()
-        if not self._dir(current - 1).is_dir():
-            return
+        if (self._dir(current) / CARRIED).exists() or not self._dir(current - 1).is_dir():
+            return  # whole: anything else in the one before was changed on purpose since
         record = _read_json(self._dir(current) / CONSUMED)
         taken = set(record.get("inputs", ())) if isinstance(record, dict) else set()
         here = self._listing(current)
         files_here = {stat.st_ino for stat in here.values()}
         for name, stat in self._listing(current - 1).items():
-            if name not in here and name not in taken and stat.st_ino not in files_here:
+            final = name.removeprefix(PENDING)
+            if final in here or PENDING + final in here:
+                continue  # a pending segment written again or finalized since
+            if name not in taken and stat.st_ino not in files_here:
                 with contextlib.suppress(FileNotFoundError):
                     self._link_into(current, self._dir(current - 1) / name, name)
+        (self._dir(current) / CARRIED).touch()
 
     def _quarantine(self, path: Path, why: str) -> None:
         self.quarantine_dir.mkdir(exist_ok=True)
         destination = self.quarantine_dir / path.name
+        if destination.exists():  # a name damaged before (written again): keep both
+            destination = destination.with_name(f"{path.stem}-{time.time_ns()}.parquet")
         with contextlib.suppress(FileExistsError, FileNotFoundError):
             os.link(path, destination)
             stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -582,7 +594,7 @@ class SegmentStore:
                 f"otel-llm moved this segment out of {self.path} at {stamp}: it cannot be read "
                 f"whole ({why}). The store reads on without it; delete it when you are done.\n"
             )
-            (self.quarantine_dir / (path.name + WHY)).write_text(note, encoding="utf-8")
+            (self.quarantine_dir / (destination.name + WHY)).write_text(note, encoding="utf-8")
             logger.warning(
                 "otel-llm: segment %s of %s is damaged (%s); moved it to %s, the store reads on "
                 "without its spans",
@@ -702,9 +714,13 @@ class SegmentStore:
             return sorted(damaged)
 
     def repair(self) -> None:
-        """Remove what dead processes left, if anything (and nobody else is merging or
-        reading)."""
-        if not self.orphans():
+        """Finish what a killed merger left undone and remove what dead processes left, if
+        anything (and nobody else is merging or reading)."""
+        try:
+            whole = (self._dir(self._current()) / CARRIED).exists()
+        except OSError:
+            whole = True  # no generations yet (a store of the first layout)
+        if whole and not self.orphans():
             return
         with contextlib.suppress(OSError), self._lock(shared=False, wait=False) as held:
             if held:
@@ -771,11 +787,11 @@ def _abandoned(path: Path) -> bool:
         return False
     if age > DEFAULTS.orphan_after_s:
         return True
-    if match is None:
-        return False
+    if match is None or age < DEFAULTS.orphan_dead_after_s:
+        return False  # a write in flight, maybe of another pid namespace sharing the volume
     pid = int(match["pid"])
     if pid == os.getpid():
-        return match["token"] is not None and match["token"] != _TOKEN
+        return False  # ours, or a process of another container that shares our pid: age decides
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
