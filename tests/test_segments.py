@@ -189,3 +189,25 @@ def test_a_lockless_reader_never_counts_a_span_twice(tmp_path: Path, engine: str
     assert max(seen) <= written
     assert result["failed"] + dips <= queries // 4
     assert _lockless(store.path) == (written, written)
+
+
+def test_a_pending_segment_written_again_after_a_merge_is_never_brought_back(
+    tmp_path: Path,
+) -> None:
+    """The Collector's pending segment, written again (a re-ingest after a restart) and
+    finalized within a minute of a merge, is counted once: the merge's old generation still
+    holds the first copy, and nothing brings it back."""
+    store = SegmentStore(tmp_path / "store")
+    store.create()
+    rows = _rows(9)
+    for row in rows[:4]:
+        store.write([row])
+    store.write(rows[4:], name="pending-X.parquet")
+    assert store.compact(min_segments=2) == 4
+    store.write(rows[4:], name="pending-X.parquet")  # the same spans, a new file
+    store.finalize("X.parquet")
+    assert _lockless(store.path) == (9, 9)
+    store.compact(min_segments=2)
+    store.repair()
+    assert _lockless(store.path) == (9, 9)
+    assert store.pending() == []
