@@ -343,7 +343,6 @@ class DuckDBSpanExporter(SpanExporter):
             try:
                 self._convert()
                 self._seal()
-                _release_arrow_memory()  # what encoding the segment took from Arrow's pool
             except Exception:  # the writer thread must never die: count what it held, go on
                 logger.exception("otel-llm: unexpected error in the store writer")
                 with self._cond:  # the encoded segments are whole: they wait for the next seal
@@ -407,9 +406,7 @@ class DuckDBSpanExporter(SpanExporter):
                     continue
                 if writer is None:
                     sink = io.BytesIO()
-                    writer = pq.ParquetWriter(
-                        sink, arrow_schema(), compression="zstd", write_page_checksum=True
-                    )
+                    writer = pq.ParquetWriter(sink, arrow_schema(), compression="zstd")
                     assert first is not None
                     writer.write_table(first, row_group_size=max(1, first.num_rows))
                     first = None
