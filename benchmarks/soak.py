@@ -73,54 +73,6 @@ MIX: dict[str, tuple[float, Script]] = {
 """Kind of call → (share of the calls, its script)."""
 
 
-class LoopLag:
-    """Overshoots of a 1 ms sleep loop: how late the event loop wakes a task (a first-chunk
-    watchdog is woken the same way)."""
-
-    def __init__(self) -> None:
-        self.samples: list[float] = []
-
-    async def run(self) -> None:
-        """Sample until cancelled."""
-        while True:
-            before = time.perf_counter()
-            await asyncio.sleep(0.001)
-            self.samples.append(max(0.0, time.perf_counter() - before - 0.001))
-
-
-class GcPauses:
-    """How long each garbage-collector pass held the interpreter, per generation (a pass in
-    any thread stops the event loop too: it holds the GIL)."""
-
-    def __init__(self) -> None:
-        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
-        self.cpu: dict[int, list[float]] = {0: [], 1: [], 2: []}
-        """CPU seconds of each pass (the rest of its wall time the process waited for a core)."""
-        self.collected: dict[int, list[int]] = {0: [], 1: [], 2: []}
-        """Objects each pass freed."""
-        self._started = self._started_cpu = 0.0
-
-    def _callback(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._started, self._started_cpu = time.perf_counter(), time.thread_time()
-        else:
-            self.pauses[info["generation"]].append(time.perf_counter() - self._started)
-            self.cpu[info["generation"]].append(time.thread_time() - self._started_cpu)
-            self.collected[info["generation"]].append(info["collected"])
-
-    def __enter__(self) -> GcPauses:
-        gc.callbacks.append(self._callback)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        gc.callbacks.remove(self._callback)
-
-
-def _percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
-
-
 class SpanCounter(SpanProcessor):
     """Counts spans started and ended (no storage, so memory measures the client alone)."""
 
@@ -156,12 +108,6 @@ class Report:
     store_dropped: int = 0
     hedges: int = 0
     attempts: int = 0
-    lag_s: list[float] = field(default_factory=list)
-    gc_pauses_s: dict[int, list[float]] = field(default_factory=dict)
-    gc_cpu_s: dict[int, list[float]] = field(default_factory=dict)
-    load: tuple[float, float] = (0.0, 0.0)
-    cpu_s: float = 0.0
-    frozen: bool = True
 
     @property
     def rss_growth_kb(self) -> int:
@@ -219,27 +165,6 @@ class Report:
             f"ended {self.spans_ended}; in the store {self.store_rows}, dropped "
             f"{self.store_dropped}"
         )
-        lag = self.lag_s
-        late = sum(sample > 0.1 for sample in lag)
-        print(
-            f"event loop woken late (1 ms sleep loop): p50 {_percentile(lag, 0.5) * 1e3:.2f} ms, "
-            f"p99 {_percentile(lag, 0.99) * 1e3:.2f} ms, p99.9 {_percentile(lag, 0.999) * 1e3:.1f}"
-            f" ms, max {max(lag, default=0.0) * 1e3:.1f} ms; {late} of {len(lag)} wakes > 100 ms"
-        )
-        print("garbage-collector passes (wall; CPU):")
-        for generation, pauses in sorted(self.gc_pauses_s.items()):
-            cpu = self.gc_cpu_s.get(generation, [])
-            print(
-                f"  gen{generation} {len(pauses):>5} × max {max(pauses, default=0.0) * 1e3:6.1f} ms"
-                f" (CPU {max(cpu, default=0.0) * 1e3:5.1f} ms), total {sum(pauses):5.2f} s "
-                f"(CPU {sum(cpu):5.2f} s)"
-            )
-        print(
-            f"CPU of this process (client, store writer): {self.cpu_s:.1f} s "
-            f"({self.cpu_s / self.seconds:.0%} of a core); start-up objects "
-            f"{'frozen' if self.frozen else 'not frozen'} (gc.freeze); load average (1 min) at "
-            f"the start and the end: {self.load[0]:.1f}, {self.load[1]:.1f}"
-        )
         for requirement, ok in self.passed().items():
             print(f"{'PASS' if ok else 'FAIL'}  {requirement}")
 
@@ -260,15 +185,6 @@ def _held_slots(client: Client) -> int:
     return sum(not conn.is_idle() and not conn.is_closed() for conn in pool.connections)
 
 
-def _merge_once(store: Path) -> None:
-    """Merge the store's segments now (as its writer does every 30 s): what a first merge loads
-    once — Arrow's dataset reader and its threads, ~25 MiB — belongs to the baseline, not to
-    growth."""
-    from otel_llm._show._segments import SegmentStore
-
-    SegmentStore(store).compact(min_segments=2)
-
-
 def _kinds(rng: random.Random, calls: int) -> list[str]:
     names = list(MIX)
     weights = [MIX[name][0] for name in names]
@@ -283,7 +199,6 @@ async def soak(
     time_scale: float,
     seed: int,
     with_store: bool = True,
-    freeze: bool = True,
 ) -> Report:
     """Run the soak against providers at ``urls`` (already started)."""
     rng = random.Random(seed)
@@ -310,8 +225,6 @@ async def soak(
     if with_store:
         provider.add_span_processor(DerivingSpanProcessor([SimpleSpanProcessor(exporter)]))
     gc.collect()
-    if freeze:  # what exists now (every module's objects) is kept out of the collector's sight
-        gc.freeze()
     report = Report(calls=calls, seconds=0.0, fds_before=_fds())
     before_tasks = asyncio.all_tasks()
     client = Client(
@@ -361,9 +274,8 @@ async def soak(
             report.foreign_errors.append(f"{kind}: {type(exc).__name__}: {exc}")
         done += 1
         if done % quarter == 0 and len(report.rss_quarters_kb) < 4:
-            if not report.rss_quarters_kb and with_store:  # once: the first segment sizes
-                await asyncio.to_thread(exporter.force_flush)  # Arrow's pool, the first merge
-                await asyncio.to_thread(_merge_once, store)  # loads Arrow's dataset reader
+            if not report.rss_quarters_kb:  # the store's first segment sizes Arrow's pool once
+                await asyncio.to_thread(exporter.force_flush)
             report.rss_quarters_kb.append(_rss_kb())
 
     work = ((kind, random.Random(rng.random())) for kind in kinds)
@@ -372,22 +284,9 @@ async def soak(
         for kind, delay_rng in work:
             await one(kind, delay_rng)
 
-    load = os.getloadavg()[0]
-    cpu = time.process_time()
-    probe = LoopLag()
-    lag = asyncio.create_task(probe.run())
     started = time.monotonic()
-    with GcPauses() as collector:
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
     report.seconds = time.monotonic() - started
-    report.cpu_s = time.process_time() - cpu
-    lag.cancel()
-    report.lag_s, report.gc_pauses_s, report.gc_cpu_s = (
-        probe.samples,
-        collector.pauses,
-        collector.cpu,
-    )
-    report.load = (load, os.getloadavg()[0])
     report.pool_replacements = client.pool_replacements
     report.slots_held_idle = _held_slots(client)
     await client.aclose()
@@ -410,19 +309,11 @@ async def soak(
     )
     report.store_dropped = exporter.stats.dropped
     shutil.rmtree(store.parent, ignore_errors=True)
-    report.frozen = freeze
-    if freeze:
-        gc.unfreeze()
     return report
 
 
 def run(
-    calls: int,
-    concurrency: int,
-    time_scale: float,
-    seed: int,
-    with_store: bool = True,
-    freeze: bool = True,
+    calls: int, concurrency: int, time_scale: float, seed: int, with_store: bool = True
 ) -> Report:
     """Start two providers, run the soak, stop them."""
     started = [start_provider("--time-scale", str(time_scale), "--seed", str(i)) for i in (1, 2)]
@@ -435,7 +326,6 @@ def run(
                 time_scale=time_scale,
                 seed=seed,
                 with_store=with_store,
-                freeze=freeze,
             )
         )
     finally:
@@ -458,20 +348,8 @@ def main() -> None:
     parser.add_argument(
         "--no-store", action="store_true", help="without the embedded store (to compare)"
     )
-    parser.add_argument(
-        "--no-gc-freeze",
-        action="store_true",
-        help="leave the start-up objects to the garbage collector's full passes (to compare)",
-    )
     args = parser.parse_args()
-    report = run(
-        args.calls,
-        args.concurrency,
-        args.time_scale,
-        args.seed,
-        not args.no_store,
-        not args.no_gc_freeze,
-    )
+    report = run(args.calls, args.concurrency, args.time_scale, args.seed, not args.no_store)
     report.print()
     sys.exit(0 if all(report.passed().values()) else 1)
 

@@ -54,14 +54,6 @@ class Defaults:
     export_slice_spans: int = 256
     """Spans the writer converts into one Arrow table (a segment is several such tables)."""
 
-    export_vocabulary_words: int = 4096
-    """Recurring strings (span and scope names, attribute keys) and key lists of attribute
-    mappings the exporter codes as small integers in a queued span's record (each up to this
-    many); past them a record keeps them whole."""
-
-    export_vocabulary_resources: int = 64
-    """Resources a queued span's record names by reference; past them it copies theirs in."""
-
     export_warn_every_s: float = 10.0
     """The writer repeats a warning (an unwritable store, dropped spans) at most this often."""
 

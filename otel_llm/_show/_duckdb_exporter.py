@@ -1,16 +1,11 @@
 """The embedded default: spans written by one writer thread as sealed segments of the store.
 
 ``export()`` only queues the spans, so the application's event loop never waits on the disk.
-It queues each span as its compact record (:mod:`._records`: a few hundred bytes, one ``bytes``
-object the garbage collector never visits, made in a few µs), not as the SDK's span (~15 KB of
-objects), so every state a span waits in costs under 1 KB and ``max_pending`` bounds memory.
-The writer thread converts queued records a slice at a time (so it never holds the GIL for
-long) into Arrow columns and encodes each slice into the segment's Parquet at once (so a
-segment being built holds its encoded bytes and one slice, never all its spans as Arrow), at
-least every ``flush_interval_s`` (or sooner, when ``segment_spans`` are waiting, or on
-``force_flush``), and seals the segment into the store (:mod:`._segments`). Segments of this
-process never touch another process's files, so any number of writers and readers share a store
-without a lock.
+The writer thread converts queued spans a slice at a time (so it never holds the GIL for long)
+into Arrow columns, encodes them as one Parquet segment at least every
+``flush_interval_s`` (or sooner, when ``segment_spans`` are waiting, or on ``force_flush``),
+and seals it into the store (:mod:`._segments`). Segments of this process never touch another
+process's files, so any number of writers and readers share a store without a lock.
 
 A segment that cannot be written (a full disk, a path that is not a store) stays in memory as
 its encoded bytes (a few hundred bytes a span) and is retried; past ``max_pending`` spans the
@@ -20,7 +15,6 @@ Nothing is lost silently, and nothing here ever raises into the application.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import threading
@@ -30,20 +24,15 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._columns import SegmentColumns, arrow_schema
-from otel_llm._show._records import Vocabulary, pack, span_record, unpack
+from otel_llm._show._columns import SegmentColumns
 from otel_llm._show._segments import SegmentStore, encode
 from otel_llm._show._store import prepare_for_writing
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
 logger = logging.getLogger("otel_llm")
 
@@ -93,21 +82,6 @@ class _Encoded:
     spans: int
 
 
-def _release_arrow_memory() -> None:
-    """Give what Arrow's allocator keeps back to the system. A merge reads tens of MiB of
-    segments through Arrow's pool (mimalloc by default), which keeps freed memory for reuse:
-    without this, each merge left the process ~60–80 MiB larger (three merges of a 12,000-span
-    store: anonymous memory 95 → 304 MiB; with it, 121–132 MiB)."""
-    import pyarrow as pa
-
-    release = getattr(pa.default_memory_pool(), "release_unused", None)
-    if release is not None:
-        try:
-            release()
-        except Exception:  # an optimisation: never lose the writer to it
-            logger.debug("otel-llm: Arrow's pool could not release memory", exc_info=True)
-
-
 class DuckDBSpanExporter(SpanExporter):
     """Writes finished spans into the segment store at ``path`` (see the module docstring)."""
 
@@ -129,9 +103,7 @@ class DuckDBSpanExporter(SpanExporter):
         self._segment_spans = max(1, segment_spans)
         self._shutdown_timeout_s = shutdown_timeout_s
         self._compact_every_s = compact_every_s
-        self._queue: deque[bytes] = deque()
-        """Queued spans as packed records (:func:`~otel_llm._show._records.pack`)."""
-        self._vocabulary = Vocabulary()
+        self._queue: deque[ReadableSpan] = deque()
         self._encoded: deque[_Encoded] = deque()
         self._encoded_spans = 0
         self._converting = 0
@@ -164,31 +136,17 @@ class DuckDBSpanExporter(SpanExporter):
     # --- SpanExporter --------------------------------------------------------------------------
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Queue ``spans`` for the writer thread as compact records; never blocks on I/O."""
-        records: list[bytes] = []
-        failed = 0
-        if not self._closed:
-            vocabulary = self._vocabulary
-            for span in spans:
-                try:
-                    records.append(pack(span_record(span, vocabulary)))
-                except Exception:
-                    logger.exception("otel-llm: span %r could not be converted; dropped", span.name)
-                    failed += 1
+        """Queue ``spans`` for the writer thread; never blocks on I/O."""
         with self._cond:
             if self._closed:
                 self._count_drop(len(spans), "the exporter is shut down")
                 return SpanExportResult.FAILURE
-            if failed:
-                self._count_drop(failed, "a span could not be converted")
-            if not records:
-                return SpanExportResult.SUCCESS
             if not self._queue:
                 self._oldest_queued = time.monotonic()
-            self._queue.extend(records)
+            self._queue.extend(spans)
             self._shed()
             self._ensure_thread()
-            if len(self._queue) >= self._segment_spans or len(self._queue) == len(records):
+            if len(self._queue) >= self._segment_spans or len(self._queue) == len(spans):
                 self._cond.notify_all()
         return SpanExportResult.SUCCESS
 
@@ -358,73 +316,41 @@ class DuckDBSpanExporter(SpanExporter):
             self._maybe_compact()
 
     def _convert(self) -> None:
-        """Turn up to one segment's worth of queued records into an encoded segment. Records
-        are converted a slice at a time, each slice its own Arrow table that is encoded into
-        the segment's Parquet (a row group) before the next is built, so no single Arrow call
-        holds the GIL for long and the segment never holds its spans as Arrow; the writer
-        sleeps briefly whenever it has run for ``_YIELD_AFTER_S`` — a thread that only switches
-        when the interpreter forces it would keep the event loop waiting up to the 5 ms switch
-        interval at every wake-up."""
-        import pyarrow.parquet as pq
+        """Turn up to one segment's worth of queued spans into an encoded segment. Spans are
+        converted a slice at a time, each slice its own Arrow table (so no single Arrow call
+        holds the GIL for long), and the writer sleeps briefly whenever it has run for
+        ``_YIELD_AFTER_S`` — a thread that only switches when the interpreter forces it would
+        keep the event loop waiting up to the 5 ms switch interval at every wake-up."""
+        import pyarrow as pa
 
-        first: pa.Table | None = None
-        """The first slice, held: a segment of one slice is encoded by ``encode``, as ever."""
-        sink: io.BytesIO | None = None
-        """The segment's Parquet so far (grows by an eighth, not doubling as Arrow's would;
-        its value is taken without a copy)."""
-        writer: pq.ParquetWriter | None = None
+        tables: list[pa.Table] = []
         converted = 0
         pause = _Pause()
-        vocabulary = self._vocabulary
-        try:
-            while converted < self._segment_spans:
-                with self._cond:
-                    take = min(DEFAULTS.export_slice_spans, len(self._queue))
-                    take = min(take, self._segment_spans - converted)
-                    records = [self._queue.popleft() for _ in range(take)]
-                    self._converting += take
-                if not records:
-                    break
-                columns = SegmentColumns()
-                for record in records:
-                    try:
-                        columns.append_record(unpack(record), vocabulary)
-                    except Exception:
-                        logger.exception("otel-llm: a queued span could not be converted; dropped")
-                        with self._cond:
-                            self._converting -= 1
-                            self._count_drop(1, "a span could not be converted")
-                    pause()
-                del records
-                converted += len(columns)
-                if not len(columns):
-                    continue
-                table = columns.table(pause)
-                del columns
-                if first is None and writer is None:
-                    first = table
-                    continue
-                if writer is None:
-                    sink = io.BytesIO()
-                    writer = pq.ParquetWriter(sink, arrow_schema(), compression="zstd")
-                    assert first is not None
-                    writer.write_table(first, row_group_size=max(1, first.num_rows))
-                    first = None
-                writer.write_table(table, row_group_size=max(1, table.num_rows))
-                del table
+        while converted < self._segment_spans:
+            with self._cond:
+                take = min(DEFAULTS.export_slice_spans, len(self._queue))
+                take = min(take, self._segment_spans - converted)
+                spans = [self._queue.popleft() for _ in range(take)]
+                self._converting += take
+            if not spans:
+                break
+            columns = SegmentColumns()
+            for span in spans:
+                try:
+                    columns.append_span(span)
+                except Exception:
+                    logger.exception("otel-llm: span %r could not be converted; dropped", span.name)
+                    with self._cond:
+                        self._converting -= 1
+                        self._count_drop(1, "a span could not be converted")
                 pause()
-            if writer is not None and sink is not None:
-                writer.close()
-                writer = None
-                data = sink.getvalue()
-                del sink
-            elif first is not None:
-                data = encode(first)  # one slice: exactly as before
-            else:
-                return
-        finally:
-            if writer is not None:  # an error mid-segment: the writer's file is abandoned
-                writer.close()
+            del spans
+            converted += len(columns)
+            if len(columns):
+                tables.append(columns.table(pause))
+        if not tables:
+            return
+        data = encode(pa.concat_tables(tables))
         with self._cond:
             self._converting -= converted
             self._encoded.append(_Encoded(data, converted))
@@ -468,9 +394,7 @@ class DuckDBSpanExporter(SpanExporter):
             merged = store.compact()
         except Exception as exc:  # merging is an optimisation: never lose the writer to it
             logger.warning("otel-llm: could not merge the segments of %s (%s)", self.path, exc)
-            merged = 0
-        finally:
-            _release_arrow_memory()
+            return
         if merged:
             logger.debug("otel-llm: merged %d segments of %s", merged, self.path)
 
