@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -14,6 +15,7 @@ from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS, StallFigures
 from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm._show._store import reader_sql
 
 MS = NS_PER_MS
 ARRIVALS = [1630.0, 1650.0, 1670.0, 1690.0, 56_590.0, 56_610.0, 58_700.0, 58_720.0]
@@ -91,3 +93,13 @@ class Store:
 
     def close(self) -> None:
         self.provider.shutdown()
+
+
+def lockless_count(path: Path) -> tuple[int, int]:
+    """(rows, distinct span ids) as a reader that never takes the store's lock sees them: one
+    in-memory DuckDB that ran the ``otel-llm views`` SQL, as Grafana's data source reads."""
+    with duckdb.connect() as conn:
+        conn.execute(reader_sql(path))
+        row = conn.execute('SELECT count(*), count(DISTINCT "SpanId") FROM otel_traces').fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])

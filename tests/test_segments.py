@@ -15,7 +15,6 @@ import threading
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from otel_llm._show._rows import span_row
@@ -29,6 +28,7 @@ from otel_llm._show._segments import (
 )
 from otel_llm._show._store import prepare_for_writing, reader_sql
 from tests.conftest import Spans, require
+from tests.duckdb_store import lockless_count
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_DUCKDB = ROOT / ".cache" / "duckdb-1.5.4"
@@ -39,14 +39,6 @@ def _rows(count: int) -> list[dict[str, object]]:
     for index in range(count):
         spans.tracer.start_span(f"s{index}").end()
     return [span_row(span) for span in spans.finished()]
-
-
-def _lockless(path: Path) -> tuple[int, int]:
-    with duckdb.connect() as conn:
-        conn.execute(reader_sql(path))
-        row = conn.execute('SELECT count(*), count(DISTINCT "SpanId") FROM otel_traces').fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
 
 
 def test_merging_goes_on_for_hundreds_of_merges(tmp_path: Path) -> None:
@@ -62,7 +54,7 @@ def test_merging_goes_on_for_hundreds_of_merges(tmp_path: Path) -> None:
         names = [segment.path.name for segment in store.segments()]
         assert len(names) <= 3, names
         assert max(len(name) for name in names) <= 64, names
-    assert _lockless(store.path) == (120 * 16, 120 * 16)
+    assert lockless_count(store.path) == (120 * 16, 120 * 16)
     generations = os.listdir(store.path / GENERATIONS)
     assert len(generations) == 2  # the current one and the one the last merge superseded
 
@@ -89,10 +81,10 @@ def test_a_first_layout_store_is_migrated_in_place(tmp_path: Path) -> None:
     assert (path / SEGMENTS).is_symlink()
     store.write([rows[4]])
     assert json.loads((path / MARKER).read_text())["layout"] == 2
-    assert _lockless(path) == (5, 5)
+    assert lockless_count(path) == (5, 5)
     assert store.orphans() == []
     assert store.compact(min_segments=2) == 4
-    assert _lockless(path) == (5, 5)
+    assert lockless_count(path) == (5, 5)
 
 
 _LOCKLESS_READER = textwrap.dedent(
@@ -188,7 +180,7 @@ def test_a_lockless_reader_never_counts_a_span_twice(tmp_path: Path, engine: str
     assert result["doubled"] == 0
     assert max(seen) <= written
     assert result["failed"] + dips <= queries // 4
-    assert _lockless(store.path) == (written, written)
+    assert lockless_count(store.path) == (written, written)
 
 
 def test_a_pending_segment_written_again_after_a_merge_is_never_brought_back(
@@ -206,8 +198,8 @@ def test_a_pending_segment_written_again_after_a_merge_is_never_brought_back(
     assert store.compact(min_segments=2) == 4
     store.write(rows[4:], name="pending-X.parquet")  # the same spans, a new file
     store.finalize("X.parquet")
-    assert _lockless(store.path) == (9, 9)
+    assert lockless_count(store.path) == (9, 9)
     store.compact(min_segments=2)
     store.repair()
-    assert _lockless(store.path) == (9, 9)
+    assert lockless_count(store.path) == (9, 9)
     assert store.pending() == []

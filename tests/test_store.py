@@ -33,7 +33,7 @@ from otel_llm._show._store import (
     reader_sql,
 )
 from tests.conftest import Spans, require
-from tests.duckdb_store import Store
+from tests.duckdb_store import Store, lockless_count
 from tests.processes import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -493,15 +493,6 @@ _CRASHED_MERGE = textwrap.dedent(
 )
 
 
-def _lockless_count(path: Path) -> tuple[int, int]:
-    """(rows, distinct span ids) as a reader that never takes the store's lock sees them."""
-    with duckdb.connect() as conn:
-        conn.execute(reader_sql(path))
-        row = conn.execute('SELECT count(*), count(DISTINCT "SpanId") FROM otel_traces').fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
-
-
 @pytest.mark.parametrize("step", ["writing", "building", "switched", "late"])
 def test_a_merge_killed_anywhere_never_shows_a_span_twice(tmp_path: Path, step: str) -> None:
     """A merger killed at any step leaves the store exact for a reader that takes no lock and
@@ -527,7 +518,7 @@ def test_a_merge_killed_anywhere_never_shows_a_span_twice(tmp_path: Path, step: 
     assert out.returncode == 137, out.stderr
     merged = step in ("switched", "late")
     # the late segment is in the old generation only, until an otel-llm process opens the store
-    assert _lockless_count(path) == ((7, 7) if step == "late" else (8, 8))
+    assert lockless_count(path) == ((7, 7) if step == "late" else (8, 8))
     assert len(SegmentStore(path).segments()) == (2 if merged else 9)
     left = [*(path / "tmp").iterdir(), *(path / "generations").iterdir()]
     assert len(left) >= 2  # the dead merger's leftovers, until someone opens the store
@@ -538,7 +529,7 @@ def test_a_merge_killed_anywhere_never_shows_a_span_twice(tmp_path: Path, step: 
     assert SegmentStore(path).orphans() == []
     assert not list((path / "tmp").iterdir())
     assert SegmentStore(path).compact(min_segments=2) in ((0, 2) if merged else (8,))
-    assert _lockless_count(path) == (8, 8)
+    assert lockless_count(path) == (8, 8)
 
 
 def _damage(store: SegmentStore, name: str, how: str) -> Path:
@@ -584,7 +575,7 @@ def test_a_damaged_segment_is_quarantined_and_merging_goes_on(
     why = (store.quarantine_dir / (bad.name + ".why")).read_text("utf-8")
     assert "cannot be read whole" in why
     assert len([r for r in caplog.records if bad.name in r.getMessage()]) == 1
-    assert _lockless_count(path) == (6, 6)
+    assert lockless_count(path) == (6, 6)
 
 
 def test_a_damaged_segment_is_named_and_read_around(
@@ -643,7 +634,7 @@ _FULL_DISK = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from pathlib import Path
     from otel_llm._show._segments import SegmentStore
-    from tests.duckdb_store import Store
+    from tests.duckdb_store import Store, lockless_count
     path = Path({path!r})
     SegmentStore(path).create()
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
