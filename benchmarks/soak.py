@@ -12,6 +12,7 @@ in the embedded store (the spans go through the deriving processor into a segmen
 
     .venv/bin/python benchmarks/soak.py                 # 2,000 calls at concurrency 50
     .venv/bin/python benchmarks/soak.py --calls 20000   # longer
+    .venv/bin/python benchmarks/soak.py --burners 2     # beside two processes spinning on the CPU
 
 ``tests/test_soak.py`` runs a smaller version of the same soak in the test suite.
 """
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _burners import cpu_burners
 from _provider import start_provider
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
@@ -108,6 +110,10 @@ class Report:
     store_dropped: int = 0
     hedges: int = 0
     attempts: int = 0
+    gc_pauses_s: list[float] = field(default_factory=list)
+    """Every collection of the oldest generation, in seconds."""
+    loop_lag_s: list[float] = field(default_factory=list)
+    """How late a 10 ms timer woke, sampled throughout."""
 
     @property
     def rss_growth_kb(self) -> int:
@@ -165,8 +171,38 @@ class Report:
             f"ended {self.spans_ended}; in the store {self.store_rows}, dropped "
             f"{self.store_dropped}"
         )
+        lags = sorted(self.loop_lag_s) or [0.0]
+        print(
+            f"oldest-generation collections: {len(self.gc_pauses_s)}, longest "
+            f"{max(self.gc_pauses_s, default=0.0) * 1000:.0f} ms; loop lag p50 "
+            f"{lags[len(lags) // 2] * 1000:.1f} ms, p99 {lags[int(len(lags) * 0.99)] * 1000:.1f} "
+            f"ms, max {lags[-1] * 1000:.0f} ms; load average {os.getloadavg()[0]:.1f}"
+        )
         for requirement, ok in self.passed().items():
             print(f"{'PASS' if ok else 'FAIL'}  {requirement}")
+
+
+class _OldestCollections:
+    """Times each collection of the oldest generation (``gc.callbacks``)."""
+
+    def __init__(self, into: list[float]) -> None:
+        self._into = into
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self._into.append(time.perf_counter() - self._started)
+
+
+async def _probe_lag(into: list[float], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        before = time.perf_counter()
+        await asyncio.sleep(0.01)
+        into.append(time.perf_counter() - before - 0.01)
 
 
 def _fds() -> int:
@@ -284,9 +320,18 @@ async def soak(
         for kind, delay_rng in work:
             await one(kind, delay_rng)
 
+    collections = _OldestCollections(report.gc_pauses_s)
+    gc.callbacks.append(collections)
+    stop_probe = asyncio.Event()
+    probe = asyncio.create_task(_probe_lag(report.loop_lag_s, stop_probe))
     started = time.monotonic()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    report.seconds = time.monotonic() - started
+    try:
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    finally:
+        report.seconds = time.monotonic() - started
+        gc.callbacks.remove(collections)
+        stop_probe.set()
+        await probe
     report.pool_replacements = client.pool_replacements
     report.slots_held_idle = _held_slots(client)
     await client.aclose()
@@ -313,21 +358,28 @@ async def soak(
 
 
 def run(
-    calls: int, concurrency: int, time_scale: float, seed: int, with_store: bool = True
+    calls: int,
+    concurrency: int,
+    time_scale: float,
+    seed: int,
+    with_store: bool = True,
+    burners: int = 0,
 ) -> Report:
-    """Start two providers, run the soak, stop them."""
+    """Start two providers (and ``burners`` processes spinning on the CPU), run the soak, stop
+    them."""
     started = [start_provider("--time-scale", str(time_scale), "--seed", str(i)) for i in (1, 2)]
     try:
-        return asyncio.run(
-            soak(
-                [url for _, url in started],
-                calls=calls,
-                concurrency=concurrency,
-                time_scale=time_scale,
-                seed=seed,
-                with_store=with_store,
+        with cpu_burners(burners):
+            return asyncio.run(
+                soak(
+                    [url for _, url in started],
+                    calls=calls,
+                    concurrency=concurrency,
+                    time_scale=time_scale,
+                    seed=seed,
+                    with_store=with_store,
+                )
             )
-        )
     finally:
         for proc, _ in started:
             proc.terminate()
@@ -348,8 +400,13 @@ def main() -> None:
     parser.add_argument(
         "--no-store", action="store_true", help="without the embedded store (to compare)"
     )
+    parser.add_argument(
+        "--burners", type=int, default=0, help="processes spinning on the CPU beside the soak"
+    )
     args = parser.parse_args()
-    report = run(args.calls, args.concurrency, args.time_scale, args.seed, not args.no_store)
+    report = run(
+        args.calls, args.concurrency, args.time_scale, args.seed, not args.no_store, args.burners
+    )
     report.print()
     sys.exit(0 if all(report.passed().values()) else 1)
 

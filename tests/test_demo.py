@@ -12,8 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from otel_llm.cli import app
 from otel_llm.cli._demo import DEMO_FIT, DemoOptions, run_demo
 from otel_llm.cli._render import Format, Output
 from otel_llm.simulator import sample_measured, scripted_figures
+from tests.benchmark_modules import load_benchmark
 from tests.conftest import require
 from tests.processes import run_cli
 
@@ -98,18 +98,10 @@ def drive(db: Path, calls: int, concurrency: int, scale: float, seed: int) -> di
     return result
 
 
-@contextmanager
-def cpu_burners(count: int = 2) -> Iterator[None]:
+def cpu_burners(count: int = 2) -> AbstractContextManager[None]:
     """``count`` processes spinning on the CPU (each stops by itself after 120 s at most)."""
-    code = "import time\nend = time.monotonic() + 120\nwhile time.monotonic() < end: pass"
-    burners = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for burner in burners:
-            burner.kill()
-        for burner in burners:
-            burner.wait(timeout=10)
+    manager: AbstractContextManager[None] = load_benchmark("_burners").cpu_burners(count, 120.0)
+    return manager
 
 
 def test_demo_measures_what_the_providers_scripted(tmp_path: Path) -> None:

@@ -2,23 +2,25 @@
 
 Converting a row of Python dicts into Arrow costs ~190 µs per span with 30 chunk events (Arrow
 walks every dict); here every map and list is appended flat, with its offsets, and becomes an
-Arrow array in one call. :meth:`SegmentColumns.append_span` reads a finished ``ReadableSpan``;
-:meth:`SegmentColumns.append_row` takes a row as :func:`otel_llm._show._rows.span_row` returns
-it (the Collector's spans arrive that way); both give the same table.
+Arrow array in one call. :meth:`SegmentColumns.append_packed` takes a span as the store's writer
+queues it (:mod:`otel_llm._show._records`), :meth:`SegmentColumns.append_span` a finished
+``ReadableSpan``; :meth:`SegmentColumns.append_row` takes a row as
+:func:`otel_llm._show._rows.span_row` returns it (the Collector's spans arrive that way); all
+give the same table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
-from operator import attrgetter, itemgetter, sub
-from types import MappingProxyType
+from operator import sub
 from typing import TYPE_CHECKING, Any, Final
 
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import _semconv as sc
 from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
+from otel_llm._show._records import PackedSpan, SpanRecord, pack, unpack
 from otel_llm._show._rows import (
     CHUNK_PAIR,
     KIND_NAMES,
@@ -27,7 +29,6 @@ from otel_llm._show._rows import (
     as_int,
     as_text,
     attribute_string,
-    plain_attributes,
 )
 from otel_llm._show._schema import (
     ALL_COLUMNS,
@@ -44,10 +45,8 @@ _MAP_COLUMNS: Final = ("ResourceAttributes", "SpanAttributes")
 _LIST_COLUMNS: Final = ("Links.TraceId", "Links.SpanId", "Links.TraceState")
 _TYPED_NAMES: Final = tuple(name for name, _, _, _ in TYPED_PLAN)
 _TYPED_ATTRIBUTES: Final = tuple(attribute for _, attribute, _, _ in TYPED_PLAN)
-_GET_INDEX: Final = itemgetter(sc.CHUNK_INDEX)
-_GET_GAP: Final = itemgetter(sc.CHUNK_GAP_NS)
-_INNER: Final = attrgetter("_dict")
-"""The plain dict inside an SDK ``BoundedAttributes``."""
+_KINDS: Final = {kind.value: name for kind, name in KIND_NAMES.items()}
+_STATUSES: Final = {code.value: name for code, name in STATUS_NAMES.items()}
 _SCALARS: Final = tuple(
     name
     for name in ALL_COLUMNS
@@ -58,22 +57,6 @@ _SCALARS: Final = tuple(
     and name not in (CHUNK_INDEX_COLUMN, CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN)
 )
 """Columns holding one value per span."""
-
-
-def _event_fields() -> attrgetter[Any]:
-    """Reads name, timestamp and attributes of an SDK event in one C call: through its slots
-    when this SDK version keeps them there, else through the public properties."""
-    probe = Event("probe", {"k": 1}, timestamp=1)
-    private = attrgetter("_name", "_timestamp", "_attributes")
-    try:
-        if private(probe)[:2] == ("probe", 1):
-            return private
-    except AttributeError:
-        pass
-    return attrgetter("name", "timestamp", "attributes")
-
-
-_EVENT_FIELDS: Final = _event_fields()
 
 
 class _Maps:
@@ -154,49 +137,57 @@ class SegmentColumns:
         return found
 
     def append_span(self, span: ReadableSpan) -> None:
-        """Append one finished span (the same values :func:`span_row` gives) — all of it, or
-        nothing: a span that cannot be converted raises and leaves the columns as they were."""
+        """Append one finished span (the same values :func:`span_row` gives)."""
+        self.append_record(unpack(pack(span)))
+
+    def append_packed(self, packed: PackedSpan) -> None:
+        """Append one span as the store's writer queue holds it."""
+        self.append_record(unpack(packed))
+
+    def append_record(self, record: SpanRecord) -> None:
+        """Append one unpacked span — all of it, or nothing: a span that cannot be converted
+        raises and leaves the columns as they were."""
         lengths = list(map(len, self._every))
         try:
-            self._append_span(span)
+            self._append_record(record)
         except BaseException:
             for values, length in zip(self._every, lengths, strict=True):
                 del values[length:]
             raise
 
-    def _append_span(self, span: ReadableSpan) -> None:
-        context = span.context
-        start = span.start_time or 0
-        end = span.end_time or start
-        attributes = plain_attributes(span.attributes)
-        resource = plain_attributes(span.resource.attributes) if span.resource else {}
-        scope = span.instrumentation_scope
-        parent = span.parent
+    def _append_record(self, record: SpanRecord) -> None:
+        start = record.start
+        resource = record.resource
         s = self._scalars
         s["Timestamp"].append(start)
-        s["TraceId"].append(format(context.trace_id, "032x") if context else "")
-        s["SpanId"].append(format(context.span_id, "016x") if context else "")
-        s["ParentSpanId"].append(format(parent.span_id, "016x") if parent else "")
-        s["TraceState"].append(context.trace_state.to_header() if context else "")
-        s["SpanName"].append(span.name)
-        s["SpanKind"].append(KIND_NAMES.get(span.kind, "Unspecified"))
+        trace_id, span_id, parent = record.trace_id, record.span_id, record.parent_span_id
+        s["TraceId"].append("" if trace_id is None else format(trace_id, "032x"))
+        s["SpanId"].append("" if span_id is None else format(span_id, "016x"))
+        s["ParentSpanId"].append("" if parent is None else format(parent, "016x"))
+        s["TraceState"].append(record.trace_state)
+        s["SpanName"].append(record.name)
+        s["SpanKind"].append(_KINDS.get(record.kind, "Unspecified"))
         s["ServiceName"].append(attribute_string(resource.get("service.name", "")))
-        s["ScopeName"].append(scope.name if scope else "")
-        s["ScopeVersion"].append((scope.version or "") if scope else "")
-        s["Duration"].append(max(0, end - start))
-        s["StatusCode"].append(STATUS_NAMES.get(span.status.status_code, "Unset"))
-        s["StatusMessage"].append(span.status.description or "")
+        s["ScopeName"].append(record.scope_name)
+        s["ScopeVersion"].append(record.scope_version)
+        s["Duration"].append(max(0, record.end - start))
+        s["StatusCode"].append(_STATUSES.get(record.status, "Unset"))
+        s["StatusMessage"].append(record.status_message)
         self._maps["ResourceAttributes"].add(resource)
-        self._maps["SpanAttributes"].add(attributes)
-        self._typed(attributes)
-        links = span.links
-        for link in links:
-            self._links["Links.TraceId"].append(format(link.context.trace_id, "032x"))
-            self._links["Links.SpanId"].append(format(link.context.span_id, "016x"))
-            self._links["Links.TraceState"].append(link.context.trace_state.to_header())
-            self._link_maps.add(plain_attributes(link.attributes))
+        self._maps["SpanAttributes"].add(record.attributes)
+        self._typed(record.attributes)
+        for link_trace, link_span, link_state, link_attributes in record.links:
+            self._links["Links.TraceId"].append(format(link_trace, "032x"))
+            self._links["Links.SpanId"].append(format(link_span, "016x"))
+            self._links["Links.TraceState"].append(link_state)
+            self._link_maps.add(link_attributes)
         self._link_maps.list_offsets.append(len(self._link_maps.offsets) - 1)
-        self._events(span.events, start)
+        if record.chunks is not None:
+            self._chunk_events(*record.chunks, start)
+        else:
+            self._events_one_by_one(record.events, start)
+        self._event_maps.list_offsets.append(len(self._event_maps.offsets) - 1)
+        self._chunk_offsets.append(len(self._chunks[CHUNK_INDEX_COLUMN]))
         self._count += 1
 
     def _typed(self, attributes: Mapping[str, Any]) -> None:
@@ -204,68 +195,41 @@ class SegmentColumns:
         self._typed_rows.append(tuple(map(attributes.get, _TYPED_ATTRIBUTES)))
         self._ours.append(sc.SPAN_ROLE in attributes)  # defaults speak for otel-llm's spans only
 
-    def _events(self, events: Sequence[Event], start: int) -> None:
-        if events and not self._chunk_events(events, start):
-            self._events_one_by_one(events, start)
-        self._event_maps.list_offsets.append(len(self._event_maps.offsets) - 1)
-        self._chunk_offsets.append(len(self._chunks[CHUNK_INDEX_COLUMN]))
-
-    def _chunk_events(self, events: Sequence[Event], start: int) -> bool:
-        """Append events that are all well-formed chunk events (an integer index and, but for
-        the first chunk, an integer gap) a list at a time; False (nothing appended) otherwise."""
-        names, stamps, attributes = zip(*map(_EVENT_FIELDS, events), strict=True)
-        count = len(names)
-        if names.count(sc.CHUNK_EVENT) != count:
-            return False
-        if type(attributes[0]) is MappingProxyType:  # the SDK's view of a plain dict
-            inners: Sequence[Mapping[str, Any]] = attributes
-        else:
-            try:
-                inners = list(map(_INNER, attributes))
-            except AttributeError:
-                inners = [plain_attributes(a) for a in attributes]
-        first_alone = tuple(inners[0]) == CHUNK_PAIR[:1]  # no gap before the first chunk
-        if set(map(tuple, inners[first_alone:])) - {CHUNK_PAIR}:  # keys in this order only
-            return False
-        indexes = list(map(_GET_INDEX, inners))  # every key is there: checked above
-        paired = list(map(_GET_GAP, inners[first_alone:]))
-        gaps: list[int | None] = [None, *paired] if first_alone else paired
-        if set(map(type, indexes)) != {int} or (paired and set(map(type, paired)) != {int}):
-            return False
-        every = indexes + paired
-        if min(every) < -(2**63) or max(every) >= 2**63:
-            return False
+    def _chunk_events(
+        self, stamps: list[int], indexes: list[int], gaps: list[int | None], start: int
+    ) -> None:
+        """Append well-formed chunk events (checked by the packer) a list at a time."""
+        count = len(stamps)
         self._event_stamps.extend(stamps)
-        self._event_names.extend(names)
+        self._event_names.extend(repeat(sc.CHUNK_EVENT, count))
         self._chunks[CHUNK_INDEX_COLUMN].extend(indexes)
         self._chunks[CHUNK_GAP_COLUMN].extend(gaps)
         self._chunks[CHUNK_OFFSET_COLUMN].extend(map(sub, stamps, repeat(start, count)))
+        first_alone = bool(gaps) and gaps[0] is None  # no gap before the first chunk
         pairs = count - first_alone
         numbers: list[int] = [0] * (2 * pairs)
         numbers[0::2] = indexes[first_alone:]
-        numbers[1::2] = paired
+        numbers[1::2] = gaps[first_alone:]  # type: ignore[assignment]  # ints past the first
         maps = self._event_maps
         base = len(maps.keys)
         if first_alone:
             maps.add_coded([0], indexes[:1], range(base + 1, base + 2))
             base += 1
         maps.add_coded([0, 1] * pairs, numbers, range(base + 2, base + 2 * pairs + 1, 2))
-        return True
 
-    def _events_one_by_one(self, events: Sequence[Event], start: int) -> None:
+    def _events_one_by_one(self, events: list[tuple[str, int, dict[str, Any]]], start: int) -> None:
         maps = self._event_maps
         indexes = self._chunks[CHUNK_INDEX_COLUMN]
         gaps = self._chunks[CHUNK_GAP_COLUMN]
         arrivals = self._chunks[CHUNK_OFFSET_COLUMN]
-        for name, stamp, attributes in map(_EVENT_FIELDS, events):
+        for name, stamp, attributes in events:
             self._event_stamps.append(stamp)
             self._event_names.append(name)
-            inner = plain_attributes(attributes)
             if name == sc.CHUNK_EVENT:
-                indexes.append(as_int(inner.get(sc.CHUNK_INDEX)))
-                gaps.append(as_int(inner.get(sc.CHUNK_GAP_NS)))
+                indexes.append(as_int(attributes.get(sc.CHUNK_INDEX)))
+                gaps.append(as_int(attributes.get(sc.CHUNK_GAP_NS)))
                 arrivals.append(stamp - start)
-            maps.add(inner)
+            maps.add(attributes)
 
     def append_row(self, row: Mapping[str, Any]) -> None:
         """Append one row keyed by column name, as :func:`span_row` returns it."""

@@ -1,8 +1,9 @@
 """The embedded default: spans written by one writer thread as sealed segments of the store.
 
-``export()`` only queues the spans, so the application's event loop never waits on the disk.
-The writer thread converts queued spans a slice at a time (so it never holds the GIL for long)
-into Arrow columns, encodes them as one Parquet segment at least every
+``export()`` only packs the spans (:mod:`._records`: a few hundred bytes each, so the cap on
+waiting spans is a cap on memory) and queues them, so the application's event loop never waits
+on the disk. The writer thread converts queued spans a slice at a time (so it never holds the
+GIL for long) into Arrow columns, encodes them as one Parquet segment at least every
 ``flush_interval_s`` (or sooner, when ``segment_spans`` are waiting, or on ``force_flush``),
 and seals it into the store (:mod:`._segments`). Segments of this process never touch another
 process's files, so any number of writers and readers share a store without a lock.
@@ -31,6 +32,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_llm._defaults import DEFAULTS
 from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._records import PackedSpan, pack
 from otel_llm._show._segments import SegmentStore, encode
 from otel_llm._show._store import prepare_for_writing
 
@@ -103,7 +105,8 @@ class DuckDBSpanExporter(SpanExporter):
         self._segment_spans = max(1, segment_spans)
         self._shutdown_timeout_s = shutdown_timeout_s
         self._compact_every_s = compact_every_s
-        self._queue: deque[ReadableSpan] = deque()
+        self._queue: deque[PackedSpan] = deque()
+        """Finished spans packed (a few hundred bytes each, where an SDK span holds ~15 KB)."""
         self._encoded: deque[_Encoded] = deque()
         self._encoded_spans = 0
         self._converting = 0
@@ -136,17 +139,25 @@ class DuckDBSpanExporter(SpanExporter):
     # --- SpanExporter --------------------------------------------------------------------------
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Queue ``spans`` for the writer thread; never blocks on I/O."""
+        """Pack ``spans`` and queue them for the writer thread; never blocks on I/O."""
+        packed = []
+        for span in spans:
+            try:
+                packed.append(pack(span))
+            except Exception:
+                logger.exception("otel-llm: span %r could not be converted; dropped", span.name)
+                with self._cond:
+                    self._count_drop(1, "a span could not be converted")
         with self._cond:
             if self._closed:
-                self._count_drop(len(spans), "the exporter is shut down")
+                self._count_drop(len(packed), "the exporter is shut down")
                 return SpanExportResult.FAILURE
             if not self._queue:
                 self._oldest_queued = time.monotonic()
-            self._queue.extend(spans)
+            self._queue.extend(packed)
             self._shed()
             self._ensure_thread()
-            if len(self._queue) >= self._segment_spans or len(self._queue) == len(spans):
+            if len(self._queue) >= self._segment_spans or len(self._queue) == len(packed):
                 self._cond.notify_all()
         return SpanExportResult.SUCCESS
 
@@ -337,9 +348,9 @@ class DuckDBSpanExporter(SpanExporter):
             columns = SegmentColumns()
             for span in spans:
                 try:
-                    columns.append_span(span)
+                    columns.append_packed(span)
                 except Exception:
-                    logger.exception("otel-llm: span %r could not be converted; dropped", span.name)
+                    logger.exception("otel-llm: a queued span could not be converted; dropped")
                     with self._cond:
                         self._converting -= 1
                         self._count_drop(1, "a span could not be converted")

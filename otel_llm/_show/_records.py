@@ -1,0 +1,335 @@
+"""Finished spans packed small while they wait for the store's writer.
+
+A finished SDK span of a streamed attempt (30 chunk events) holds ~15 KB of Python objects: its
+events, a mapping per event, the span's own mapping. The writer's queue holds spans by the
+thousand when the disk is slow or the machine busy, so it holds them packed instead: the
+values of one span in one ``marshal`` blob (~0.7 KB), taken apart only when the writer turns
+them into Arrow columns. Packing runs in C but for one short Python walk over the span, and a
+blob is a single object the garbage collector never has to visit.
+
+Two things keep a blob small:
+
+- **Attribute keys are numbered.** The spans of one application carry the same few key tuples
+  (an attempt span's 24 keys, a call span's); each distinct tuple is numbered once per process
+  (:class:`_Shapes`, at most :data:`_SHAPES_CAP` of them, beyond which keys travel inline), and
+  a blob carries the number and the values.
+- **Chunk events are three integer arrays.** Events that are all well-formed chunk events (an
+  integer index and, but for the first, an integer gap, in that order) are kept as their
+  arrival times (each as the distance from the one before), their gaps and their indexes (just
+  the first when they count up by one), in 4-byte integers where the values fit.
+
+:func:`unpack` gives back a :class:`SpanRecord`, the plain values
+:class:`~otel_llm._show._columns.SegmentColumns` appends.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+import threading
+from array import array
+from collections.abc import Mapping, Sequence
+from itertools import accumulate
+from operator import attrgetter, itemgetter, sub
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+from otel_llm import _semconv as sc
+from otel_llm._show._rows import attribute_string, plain_attributes
+
+_MARSHAL_VERSION: Final = 4
+"""Shares repeated interned strings (event names, inline keys) inside a blob."""
+_SHAPES_CAP: Final = 4096
+"""Distinct attribute key tuples numbered per process; more travel with their keys inline."""
+_INT64: Final = 2**63
+_CHUNKS: Final = 1
+_EVENTS: Final = 2
+_FIRST_KEY: Final = {sc.CHUNK_INDEX}
+_GET_INDEX: Final = itemgetter(sc.CHUNK_INDEX)
+_GET_GAP: Final = itemgetter(sc.CHUNK_GAP_NS)
+_INNER: Final = attrgetter("_dict")
+"""The plain dict inside an SDK ``BoundedAttributes``."""
+
+
+def _event_fields() -> attrgetter[Any]:
+    """Reads name, timestamp and attributes of an SDK event in one C call: through its slots
+    when this SDK version keeps them there, else through the public properties."""
+    probe = Event("probe", {"k": 1}, timestamp=1)
+    private = attrgetter("_name", "_timestamp", "_attributes")
+    try:
+        if private(probe)[:2] == ("probe", 1):
+            return private
+    except AttributeError:
+        pass
+    return attrgetter("name", "timestamp", "attributes")
+
+
+_EVENT_FIELDS: Final = _event_fields()
+
+
+class _Shapes:
+    """Attribute key tuples, numbered in the order they are first seen (one table a process)."""
+
+    def __init__(self) -> None:
+        self._codes: dict[tuple[str, ...], int] = {}
+        self._keys: list[tuple[str, ...]] = []
+        self._lock = threading.Lock()
+
+    def code(self, keys: tuple[str, ...]) -> int | tuple[str, ...]:
+        """The number of ``keys``, or ``keys`` itself once the table is full."""
+        code = self._codes.get(keys)
+        if code is not None:
+            return code
+        with self._lock:
+            code = self._codes.get(keys)
+            if code is None:
+                if len(self._keys) >= _SHAPES_CAP:
+                    return keys
+                code = len(self._keys)
+                self._keys.append(keys)
+                self._codes[keys] = code
+        return code
+
+    def keys(self, code: int | tuple[str, ...]) -> tuple[str, ...]:
+        return self._keys[code] if isinstance(code, int) else code
+
+    def forked(self) -> None:
+        self._lock = threading.Lock()  # a lock held by another thread at fork stays held
+
+
+_SHAPES: Final = _Shapes()
+os.register_at_fork(after_in_child=_SHAPES.forked)
+
+
+class PackedSpan(NamedTuple):
+    """A finished span as the writer's queue holds it: the resource and scope (shared by every
+    span of a tracer) and one blob of everything else."""
+
+    resource: Resource | None
+    scope: InstrumentationScope | None
+    blob: bytes
+
+    def size(self) -> int:
+        """Bytes this span alone holds (the tuple and its blob)."""
+        return sys.getsizeof(self) + sys.getsizeof(self.blob)
+
+
+class SpanRecord(NamedTuple):
+    """A finished span's values as plain Python, unpacked for the writer."""
+
+    start: int
+    end: int
+    trace_id: int | None
+    span_id: int | None
+    parent_span_id: int | None
+    trace_state: str
+    name: str
+    kind: int
+    status: int
+    status_message: str
+    attributes: dict[str, Any]
+    resource: Mapping[str, Any]
+    scope_name: str
+    scope_version: str
+    links: list[tuple[int, int, str, dict[str, Any]]]
+    chunks: tuple[list[int], list[int], list[int | None]] | None
+    """Arrival times, indexes and gaps of events that are all well-formed chunk events."""
+    events: list[tuple[str, int, dict[str, Any]]]
+    """Name, time and attributes of each event otherwise."""
+
+
+# --- packing --------------------------------------------------------------------------------------
+
+
+def _attributes(
+    attributes: Mapping[str, Any] | None,
+) -> tuple[int | tuple[str, ...], tuple[Any, ...]]:
+    plain = plain_attributes(attributes)
+    return _SHAPES.code(tuple(plain)), tuple(plain.values())
+
+
+def _ints(values: Sequence[int]) -> bytes:
+    """``values`` as 4-byte integers where they fit (8-byte otherwise), typecode first; raises
+    ``OverflowError`` past 64 bits and ``TypeError`` for a value that is not an integer."""
+    try:
+        return b"i" + array("i", values).tobytes()
+    except OverflowError:
+        return b"q" + array("q", values).tobytes()
+
+
+def _from_ints(packed: bytes) -> list[int]:
+    values = array(chr(packed[0]))
+    values.frombytes(packed[1:])
+    return values.tolist()
+
+
+def _chunks(
+    names: tuple[str, ...], stamps: tuple[int, ...], attributes: tuple[Any, ...], start: int
+) -> tuple[Any, ...] | None:
+    """The chunk-event form of a span's events, or None when one is not a well-formed chunk
+    event (then each event is kept whole)."""
+    count = len(names)
+    if names.count(sc.CHUNK_EVENT) != count:
+        return None
+    if type(attributes[0]) is MappingProxyType:  # the SDK's view of a plain dict
+        inners: Sequence[Mapping[str, Any]] = attributes
+    else:
+        try:
+            inners = list(map(_INNER, attributes))
+        except AttributeError:
+            inners = [plain_attributes(a) for a in attributes]
+    first_alone = len(inners[0]) == 1  # no gap before the first chunk
+    try:
+        indexes = list(map(_GET_INDEX, inners))
+        gaps = list(map(_GET_GAP, inners[first_alone:]))
+    except KeyError:
+        return None
+    if set(map(len, inners[first_alone:])) - {2}:  # the two keys and no other
+        return None
+    if set(map(next, map(iter, inners))) != _FIRST_KEY:  # index first: the order they are in
+        return None
+    if set(map(type, indexes)) != {int} or (gaps and set(map(type, gaps)) != {int}):
+        return None  # (a bool is an int to ``array``; not to the store)
+    first = indexes[0]
+    try:
+        steps = _ints([stamps[0] - start, *map(sub, stamps[1:], stamps[:-1])])
+        packed_gaps = _ints(gaps) if gaps else b""
+        in_range = -_INT64 <= first < _INT64 - count
+        counting = in_range and indexes == list(range(first, first + count))
+        packed_indexes: int | bytes = first if counting else _ints(indexes)
+    except (OverflowError, TypeError):
+        return None
+    return (_CHUNKS, first_alone, steps, packed_indexes, packed_gaps)
+
+
+def _events(events: Sequence[Event], start: int) -> tuple[Any, ...] | None:
+    if not events:
+        return None
+    names, stamps, attributes = zip(*map(_EVENT_FIELDS, events), strict=True)
+    chunks = _chunks(names, stamps, attributes, start)
+    if chunks is not None:
+        return chunks
+    return (
+        _EVENTS,
+        names,
+        stamps,
+        tuple(_attributes(a) for a in attributes),
+    )
+
+
+def pack(span: ReadableSpan) -> PackedSpan:
+    """``span`` packed (see the module docstring); raises ``ValueError`` for a value that is
+    neither an attribute value the SDK keeps nor rendered into one."""
+    context = span.context
+    parent = span.parent
+    start = span.start_time or 0
+    status = span.status
+    values = (
+        start,
+        span.end_time or start,
+        context.trace_id if context else None,
+        context.span_id if context else None,
+        parent.span_id if parent else None,
+        context.trace_state.to_header() if context else "",
+        span.name,
+        span.kind.value,
+        status.status_code.value,
+        status.description or "",
+        *_attributes(span.attributes),
+        tuple(
+            (
+                link.context.trace_id,
+                link.context.span_id,
+                link.context.trace_state.to_header(),
+                *_attributes(link.attributes),
+            )
+            for link in span.links
+        ),
+        _events(span.events, start),
+    )
+    try:
+        blob = marshal.dumps(values, _MARSHAL_VERSION)
+    except ValueError:  # a value marshal cannot hold: rendered as the store renders it anyway
+        blob = marshal.dumps(_rendered(values), _MARSHAL_VERSION)
+    return PackedSpan(span.resource, span.instrumentation_scope, blob)
+
+
+def _rendered(value: Any) -> Any:
+    """``value`` with whatever ``marshal`` cannot hold rendered as an attribute string."""
+    if value is None or type(value) in (str, int, float, bool, bytes):
+        return value
+    if type(value) is tuple:
+        return tuple(_rendered(item) for item in value)
+    return attribute_string(value)
+
+
+# --- unpacking ------------------------------------------------------------------------------------
+
+
+def _mapping(code: int | tuple[str, ...], values: tuple[Any, ...]) -> dict[str, Any]:
+    return dict(zip(_SHAPES.keys(code), values, strict=True))
+
+
+def unpack(packed: PackedSpan) -> SpanRecord:
+    """The values :func:`pack` packed, as a :class:`SpanRecord`."""
+    (
+        start,
+        end,
+        trace_id,
+        span_id,
+        parent_span_id,
+        trace_state,
+        name,
+        kind,
+        status,
+        status_message,
+        shape,
+        values,
+        links,
+        events,
+    ) = marshal.loads(packed.blob)
+    chunks: tuple[list[int], list[int], list[int | None]] | None = None
+    plain_events: list[tuple[str, int, dict[str, Any]]] = []
+    if events is not None and events[0] == _CHUNKS:
+        _, first_alone, steps, packed_indexes, packed_gaps = events
+        stamps = list(accumulate(_from_ints(steps), initial=start))[1:]
+        count = len(stamps)
+        if type(packed_indexes) is int:
+            indexes = list(range(packed_indexes, packed_indexes + count))
+        else:
+            indexes = _from_ints(packed_indexes)
+        paired = _from_ints(packed_gaps) if packed_gaps else []
+        gaps: list[int | None] = [None, *paired] if first_alone else list(paired)
+        chunks = (stamps, indexes, gaps)
+    elif events is not None:
+        _, names, stamps_, shaped = events
+        plain_events = [
+            (event_name, stamp, _mapping(*attributes))
+            for event_name, stamp, attributes in zip(names, stamps_, shaped, strict=True)
+        ]
+    resource = packed.resource
+    scope = packed.scope
+    return SpanRecord(
+        start=start,
+        end=end,
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_span_id,
+        trace_state=trace_state,
+        name=name,
+        kind=kind,
+        status=status,
+        status_message=status_message,
+        attributes=_mapping(shape, values),
+        resource=plain_attributes(resource.attributes) if resource else {},
+        scope_name=scope.name if scope else "",
+        scope_version=(scope.version or "") if scope else "",
+        links=[(t, s, state, _mapping(code, v)) for t, s, state, code, v in links],
+        chunks=chunks,
+        events=plain_events,
+    )

@@ -1,0 +1,140 @@
+"""The store writer's packed spans: small while they wait, and the same span when unpacked."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import tracemalloc
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
+
+from otel_llm import _semconv as sc
+from otel_llm._show._breakdown import run_query
+from otel_llm._show._columns import SegmentColumns
+from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm._show._records import pack, unpack
+from otel_llm._show._rows import span_row
+from otel_llm.testing import Spans
+from tests.benchmark_modules import load_benchmark
+
+KIB = 1024
+
+
+def _attempt_spans(count: int) -> list[ReadableSpan]:
+    """Attempt spans of streamed calls with 31 chunk events each, as the store benchmark
+    makes them (through the real processor and attempt span)."""
+    spans: list[ReadableSpan] = load_benchmark("store_throughput").attempt_spans(count)
+    return spans
+
+
+def test_an_attempt_span_packs_under_a_kilobyte_and_unpacks_to_itself() -> None:
+    spans = _attempt_spans(50)
+    assert all(len(span.events) == 31 for span in spans)
+    sizes = [pack(span).size() for span in spans]
+    assert max(sizes) < KIB, sizes
+    record = unpack(pack(spans[0]))
+    assert record.chunks is not None  # the chunk events took the compact form
+    stamps, indexes, gaps = record.chunks
+    assert stamps == [event.timestamp for event in spans[0].events]
+    assert indexes == [event.attributes[sc.CHUNK_INDEX] for event in spans[0].events]
+    assert gaps == [(event.attributes or {}).get(sc.CHUNK_GAP_NS) for event in spans[0].events]
+    assert record.attributes == dict(spans[0].attributes or {})
+
+
+def test_queued_spans_hold_under_a_kilobyte_each_and_all_reach_the_store(tmp_path: Path) -> None:
+    """Measured by the allocator: what the queue holds once the SDK spans are gone."""
+    spans = _attempt_spans(2000)
+    exporter = DuckDBSpanExporter(  # the writer waits: every span stays queued
+        tmp_path / "store", flush_interval_s=3600, segment_spans=1_000_000
+    )
+    try:
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        exporter.export(spans)
+        del spans
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert exporter.stats.pending == 2000
+        assert held / 2000 < KIB, f"{held / 2000:.0f} bytes per queued span"
+        assert exporter.force_flush(60_000)
+    finally:
+        exporter.shutdown()
+    assert exporter.stats.written == 2000
+    assert exporter.stats.dropped == 0
+    rows = run_query(
+        tmp_path / "store",
+        'SELECT count(*), count(DISTINCT "SpanId"), sum(len("Events.Timestamp")) FROM otel_traces',
+    ).rows
+    assert rows == [(2000, 2000, 2000 * 31)]
+
+
+def test_a_span_that_cannot_be_packed_is_counted_as_dropped(tmp_path: Path) -> None:
+    class Broken:
+        name = "broken"
+
+        def __getattr__(self, item: str) -> object:
+            raise RuntimeError("no such span")
+
+    exporter = DuckDBSpanExporter(tmp_path / "store")
+    try:
+        good = _attempt_spans(1)
+        logging.getLogger("otel_llm").disabled = True
+        try:
+            exporter.export([Broken(), *good])  # type: ignore[list-item]
+        finally:
+            logging.getLogger("otel_llm").disabled = False
+        assert exporter.force_flush(60_000)
+        assert exporter.stats.dropped == 1
+        assert exporter.stats.written == 1
+    finally:
+        exporter.shutdown()
+
+
+_INTS = st.one_of(
+    st.integers(min_value=-(2**31), max_value=2**31 - 1),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.integers(min_value=2**63, max_value=2**70),
+    st.booleans(),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    chunks=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=2**62),  # the event's time
+            _INTS,  # its index
+            st.one_of(st.none(), _INTS),  # its gap (none: the key is left out)
+            st.booleans(),  # keys in the other order
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    counting=st.booleans(),
+)
+def test_chunk_events_of_any_shape_unpack_to_the_row_of_the_span(
+    chunks: list[tuple[int, int, int | None, bool]], counting: bool
+) -> None:
+    """Times out of order, indexes that count or not, gaps past 64 bits, booleans, keys in
+    the other order: the packed span gives the table the row of the SDK span gives."""
+    spans = Spans()
+    span = spans.tracer.start_span("s", start_time=2**61)
+    for number, (stamp, index, gap, swapped) in enumerate(chunks):
+        pair: dict[str, object] = {sc.CHUNK_INDEX: number if counting else index}
+        if gap is not None:
+            pair[sc.CHUNK_GAP_NS] = gap
+        if swapped:
+            pair = dict(reversed(pair.items()))
+        span.add_event(sc.CHUNK_EVENT, pair, timestamp=stamp)  # type: ignore[arg-type]
+    span.end(end_time=2**62)
+    (finished,) = spans.finished()
+    packed, rows = SegmentColumns(), SegmentColumns()
+    for _ in range(2):
+        packed.append_packed(pack(finished))
+        rows.append_row(span_row(finished))
+    assert packed.table().equals(rows.table())
