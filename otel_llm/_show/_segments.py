@@ -746,7 +746,9 @@ def _write_merged(paths: Sequence[Path], tmp: Path) -> tuple[Path, str] | None:
             for path in paths:
                 with pq.ParquetFile(path, page_checksum_verification=True) as file:
                     for group in range(file.num_row_groups):
-                        table = file.read_row_group(group).cast(schema)
+                        # one thread: Arrow's decoding threads each keep what they allocated,
+                        # and RSS would swing by tens of MiB from merge to merge
+                        table = file.read_row_group(group, use_threads=False).cast(schema)
                         pending.append(table)
                         held += table.nbytes
                         if held >= DEFAULTS.segment_merge_buffer_bytes:  # bounded memory
@@ -770,7 +772,7 @@ def _unreadable(path: Path) -> str | None:
     try:
         with pq.ParquetFile(path, page_checksum_verification=True) as file:
             for group in range(file.num_row_groups):
-                file.read_row_group(group)
+                file.read_row_group(group, use_threads=False)
     except FileNotFoundError:
         return None
     except (OSError, pa.ArrowException, ValueError) as exc:
