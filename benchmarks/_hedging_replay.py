@@ -186,8 +186,8 @@ class Replay:
     outcomes: tuple[Outcome, ...]
     """Per call, in call order."""
     cap_excess: float
-    """The most hedge legs ever started beyond ratio × rounds started + burst (≤ 0 when the
-    budget held its cap at every moment)."""
+    """The most hedge legs ever started beyond ratio × rounds started + what the budget
+    started with (≤ 0 when the budget held its cap at every moment)."""
 
 
 class _Run:
@@ -202,6 +202,8 @@ class _Run:
         self.budgets = HedgeBudgets(
             rules.ratio, rules.burst, rules.first_token_burst, both and shape.per_trigger
         )
+        self.start_tokens = self.budgets.held
+        """The buckets start full: burst, and the first-token burst with both triggers."""
         self.states = [
             SourceState(
                 Source(
@@ -319,7 +321,7 @@ class _Run:
             return False
         self.hedges += 1
         self.cap_excess = max(
-            self.cap_excess, self.hedges - self.rules.ratio * self.rounds - self.rules.burst
+            self.cap_excess, self.hedges - self.rules.ratio * self.rounds - self.start_tokens
         )
         leg = self.new_leg(call, target, now, hedge=True)
         leg.trigger = trigger

@@ -170,7 +170,8 @@ class Budgets:
         elif policy.kind == "overflow":
             stall_burst = burst - policy.spill if policy.inside else burst
             self._stall = HedgeBudget(ratio, stall_burst, min(stall_burst, tokens))
-            self._first = HedgeBudget(0.0, policy.spill, 0.0)
+            # full at the start, as the client's (a fresh client hedges a late first chunk)
+            self._first = HedgeBudget(0.0, policy.spill, policy.spill if tokens < 0 else 0.0)
         else:
             self._stall = self._first = HedgeBudget(ratio, burst, tokens)
 

@@ -30,7 +30,8 @@ BURSTS = st.sampled_from([1.0, 2.0, 5.0, 10.0])
 
 def replay(budgets: HedgeBudgets, ops: list[Op]) -> None:
     """Run ``ops`` on ``budgets``, checking the cap at every prefix: hedges granted (spent and
-    not given back) never exceed ratio × rounds + burst. A refund only gives back a hedge of
+    not given back) never exceed ratio × rounds + what the buckets start with (burst, and
+    first_token_burst with both triggers). A refund only gives back a hedge of
     that trigger that was granted and not yet given back (what the ledger does)."""
     rounds = 0
     granted = {FIRST_TOKEN: 0, STALL: 0}
@@ -43,7 +44,8 @@ def replay(budgets: HedgeBudgets, ops: list[Op]) -> None:
         elif granted[trigger]:
             budgets.refund(trigger)
             granted[trigger] -= 1
-        assert sum(granted.values()) <= budgets.ratio * rounds + budgets.burst + 1e-9
+        start = budgets.burst + (budgets.first_token_burst if budgets.both else 0.0)
+        assert sum(granted.values()) <= budgets.ratio * rounds + start + 1e-9
         assert budgets.stall.tokens >= 0.0
         assert budgets.first_token.tokens >= 0.0
         assert budgets.held <= budgets.burst + (budgets.first_token_burst if budgets.both else 0)
@@ -55,7 +57,7 @@ def test_hedges_granted_stay_within_the_cap(
     ops: list[Op], ratio: float, burst: float, first_token_burst: float, both: bool
 ) -> None:
     """Over any sequence of earn/spend/refund, one trigger set or both, the hedges granted stay
-    at most ratio × primary rounds + burst at every prefix from the start."""
+    at most ratio × primary rounds + the starting tokens at every prefix from the start."""
     replay(HedgeBudgets(ratio, burst, first_token_burst, both), ops)
 
 
@@ -109,14 +111,15 @@ def test_with_both_the_stall_trigger_spends_as_if_alone(
         assert both.stall.tokens == alone.stall.tokens
 
 
-def test_the_first_token_bucket_starts_empty_and_earns_the_overflow() -> None:
-    """Both triggers: the stall bucket starts full, the first-token bucket empty; a round's
-    ratio that the full stall bucket cannot hold spills over, up to ``first_token_burst``; once
-    the stall bucket has room, rounds refill it first and nothing spills."""
+def test_both_buckets_start_full_and_the_first_token_one_earns_the_overflow() -> None:
+    """Both triggers: both buckets start full, so a fresh client's first late first chunk is
+    hedged at once; once spent, the first-token bucket earns only what the full stall bucket
+    cannot hold, up to ``first_token_burst``; while the stall bucket has room, rounds refill it
+    first and nothing spills."""
     budgets = HedgeBudgets(ratio=0.5, burst=2.0, first_token_burst=1.5, both=True)
-    assert (budgets.stall.tokens, budgets.first_token.tokens) == (2.0, 0.0)
-    assert not budgets.spend(FIRST_TOKEN), "nothing has overflowed yet"
-    budgets.earn()
+    assert (budgets.stall.tokens, budgets.first_token.tokens) == (2.0, 1.5)
+    assert budgets.spend(FIRST_TOKEN), "a fresh client hedges at once"
+    assert not budgets.spend(FIRST_TOKEN), "0.5 left: a first-token hedge never takes stall tokens"
     budgets.earn()
     assert (budgets.stall.tokens, budgets.first_token.tokens) == (2.0, 1.0)
     for _ in range(3):
@@ -126,7 +129,7 @@ def test_the_first_token_bucket_starts_empty_and_earns_the_overflow() -> None:
     budgets.earn()  # 1.0 -> 1.5: the stall bucket has room, nothing spills
     assert (budgets.stall.tokens, budgets.first_token.tokens) == (1.5, 1.5)
     assert budgets.spend(FIRST_TOKEN)
-    assert not budgets.spend(FIRST_TOKEN), "0.5 left: a first-token hedge never takes stall tokens"
+    assert not budgets.spend(FIRST_TOKEN)
     assert budgets.stall.tokens == 1.5
     assert budgets.held == 2.0
 
@@ -136,8 +139,8 @@ def test_refunds_go_back_to_the_bucket_that_paid() -> None:
     stall bucket; a stall token the stall bucket has no room for any more (it filled up while
     the hedge was being admitted) spills to the first-token bucket, like an earned one."""
     budgets = HedgeBudgets(ratio=1.0, burst=2.0, first_token_burst=5.0, both=True)
-    budgets.earn()
-    budgets.earn()
+    for _ in range(3):
+        assert budgets.spend(FIRST_TOKEN)
     assert budgets.first_token.tokens == 2.0
     assert budgets.spend(FIRST_TOKEN)
     budgets.refund(FIRST_TOKEN)

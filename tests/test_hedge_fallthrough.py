@@ -178,15 +178,42 @@ def tokens(c: Client) -> tuple[float, float]:
     return budgets.stall.tokens, budgets.first_token.tokens
 
 
+def spend_first_token_share(c: Client) -> None:
+    """Empty the first-token bucket (it starts full), as earlier first-token hedges would."""
+    c._hedge_budgets.first_token.tokens = 0.0
+
+
+def test_a_fresh_client_hedges_its_first_late_first_chunk_at_once(spans: Spans) -> None:
+    """Both triggers, the first call of a new client, a primary that never sends a first chunk:
+    the first-token bucket starts full, so the hedge starts at 1 s and the fallback answers —
+    no waiting for the watchdog. The first-token bucket paid (5 - 1; the round's 0.25 did not
+    fit into it), the stall bucket is untouched."""
+    script = Scripted({"a": [timed_stream(500.0)], "b": [timed_stream(0.5)]})
+
+    async def main() -> tuple[float, ChatResult, tuple[float, float]]:
+        loop = asyncio.get_running_loop()
+        async with client(script, spans, **BOTH) as c:
+            started = loop.time()
+            result = await c.chat(MESSAGES)
+            return loop.time() - started, result, tokens(c)
+
+    elapsed, result, (stall, first) = run_virtual(main())
+    assert result.source == "b"
+    assert (result.stats.hedges, result.stats.hedge_won) == (1, True)
+    assert elapsed == pytest.approx(2.1), "hedged at 1 s; b's whole stream takes 1.1 s"
+    assert (stall, first) == (10.0, 4.0)
+
+
 def test_an_empty_first_token_bucket_leaves_the_hedge_to_the_stall_trigger(spans: Spans) -> None:
-    """A fresh client with both triggers: the first-token bucket starts empty, so the late
-    first chunk (5 s) is not hedged at 1 s; the primary then stalls and the stall trigger hedges
+    """Both triggers, the first-token share spent: the late first chunk (5 s) is not hedged
+    at 1 s; the primary then stalls and the stall trigger hedges
     at its 2 s window, from the stall bucket. The call shows one hedge, which won."""
     script = Scripted({"a": [timed_stream(5.0, gap_after=2, gap_s=30.0)], "b": [timed_stream(0.5)]})
 
     async def main() -> tuple[float, ChatResult, tuple[float, float]]:
         loop = asyncio.get_running_loop()
         async with client(script, spans, **BOTH) as c:
+            spend_first_token_share(c)
             started = loop.time()
             result = await c.chat(MESSAGES)
             return loop.time() - started, result, tokens(c)
@@ -216,6 +243,7 @@ def test_a_first_token_hedge_from_earned_overflow_is_the_calls_only_hedge(spans:
 
     async def main() -> tuple[ChatResult, tuple[float, float], tuple[float, float]]:
         async with client(script, spans, source("a"), source("b"), source("c"), **BOTH) as c:
+            spend_first_token_share(c)
             await quick_calls(c, 4)
             before = tokens(c)
             result = await c.chat(MESSAGES)
@@ -255,6 +283,7 @@ def test_a_first_token_hedge_admission_refuses_is_refunded_to_its_bucket(spans: 
 
     async def main() -> tuple[ChatResult, tuple[float, float]]:
         async with client(script, spans, admission=admission, **BOTH) as c:
+            spend_first_token_share(c)
             await quick_calls(c, 4)
             result = await c.chat(MESSAGES)
             return result, tokens(c)
@@ -285,8 +314,8 @@ class OpensBDuringAdmission(LocalAdmission):
 
 
 def test_a_stall_hedge_the_breaker_refuses_is_refunded_to_the_stall_bucket(spans: Spans) -> None:
-    """A fresh client (empty first-token bucket): the first-token trigger is refused by the
-    budget without spending; the stall trigger takes a stall token, its target's breaker opens
+    """The first-token share spent: the first-token trigger is refused by the budget without
+    spending; the stall trigger takes a stall token, its target's breaker opens
     while it is admitted, and the token goes back to the stall bucket — not to the first-token
     one. The call is unhedged."""
     admission = OpensBDuringAdmission()
@@ -297,6 +326,7 @@ def test_a_stall_hedge_the_breaker_refuses_is_refunded_to_the_stall_bucket(spans
             script, spans, admission=admission, breaker_failure_threshold=1,
             breaker_first_cooldown_s=60, breaker_cooldown_s=60, **BOTH,
         ) as c:  # fmt: skip
+            spend_first_token_share(c)
             admission.states = c._states
             result = await c.chat(MESSAGES)
             return result, tokens(c), c.breaker_state("b")
@@ -313,7 +343,7 @@ def test_non_streamed_calls_with_both_triggers_spend_the_first_token_bucket(
     spans: Spans,
 ) -> None:
     """Both triggers set, non-streamed calls: only the first-token trigger applies, paid from
-    the first-token bucket. The first slow answer, with that bucket empty, is waited for; after
+    the first-token bucket. The first slow answer, with that bucket spent, is waited for; after
     quick calls have spilled a token into it, the next slow answer is hedged at 1 s, and the
     stall bucket is never touched."""
 
@@ -326,6 +356,7 @@ def test_non_streamed_calls_with_both_triggers_spend_the_first_token_bucket(
 
     async def main() -> tuple[int, int, str, tuple[float, float]]:
         async with client(script, spans, **BOTH) as c:
+            spend_first_token_share(c)
             first = await c.chat(MESSAGES, stream=False)
             await quick_calls(c, 3, stream=False)
             last = await c.chat(MESSAGES, stream=False)
@@ -352,6 +383,7 @@ def test_no_eligible_source_at_the_first_token_trigger_then_the_stall_hedge(span
 
     async def main() -> tuple[ChatResult, ChatResult, tuple[float, float], tuple[float, float]]:
         async with client(script, spans, **BOTH) as c:
+            spend_first_token_share(c)
             await quick_calls(c, 8)
             ninth = await c.chat(MESSAGES)
             before = tokens(c)

@@ -361,7 +361,8 @@ def test_the_replay_never_spends_beyond_the_budget_cap(
     per_trigger: bool,
     seed: int,
 ) -> None:
-    """At every hedge, the hedge legs so far are at most ratio × rounds started + burst; a call
+    """At every hedge, the hedge legs so far are at most ratio × rounds started + the starting
+    tokens (burst, plus the first-token burst with both triggers per trigger); a call
     hedges at most once per round (R10) and sends one request per round and per hedge."""
     rules = Rules(after, stall, watchdog, ratio, burst, max_rounds=5)
     shape = REPLAY.ClientShape(seed=seed, per_trigger=per_trigger)

@@ -52,9 +52,10 @@ class HedgeBudgets:
     before. With both, the stall trigger keeps the whole bucket, as if it were alone, and the
     first-token trigger spends only what the full bucket would throw away: each round's
     ``ratio`` that does not fit into the stall bucket flows into a first-token bucket of at most
-    ``first_token_burst`` tokens, which starts empty. So over any run from the start hedge legs
-    stay at most ``ratio`` × primary rounds + ``burst``; a short window may see up to
-    ``first_token_burst`` more, taken from tokens saved earlier. A first-token hedge never takes
+    ``first_token_burst`` tokens. Both buckets start full, so a fresh client hedges a late first
+    chunk at once (a short-lived process or a quiet route would otherwise never earn the
+    overflow). So over any run from the start hedge legs stay at most ``ratio`` × primary
+    rounds + ``burst`` + ``first_token_burst``; the long-run rate is ``ratio`` all the same. A first-token hedge never takes
     a stall token: the stall bucket earns and spends exactly as with the stall trigger alone.
     (That a refused first-token hedge leaves the round's one hedge to the stall trigger is the
     round's part, :mod:`otel_llm._act._round`; a non-streamed call, where only the first-token
@@ -72,7 +73,7 @@ class HedgeBudgets:
     def __post_init__(self) -> None:
         self.stall = HedgeBudget(self.ratio, self.burst)
         self.first_token = (
-            HedgeBudget(0.0, self.first_token_burst, 0.0) if self.both else self.stall
+            HedgeBudget(0.0, self.first_token_burst) if self.both else self.stall
         )
 
     def earn(self) -> None:
