@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import time
 from collections.abc import AsyncIterator
 
 import httpx2
@@ -67,6 +69,43 @@ async def test_outside_cancellation_is_not_a_watchdog_kill() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_a_chunk_that_came_while_the_loop_was_busy_is_not_silence() -> None:
+    """The provider's chunk reaches the socket within the budget, but this loop is busy (a
+    blocking callback, as a long collection pass would be) until well past the deadline: the
+    chunk is read first and the watchdog never fires. Only silence is the provider's."""
+    clock = ChunkClock()
+    ours, theirs = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=ours)
+    loop = asyncio.get_running_loop()
+
+    def busy() -> None:
+        theirs.sendall(b"chunk\n")  # in time...
+        time.sleep(BUDGET * 3)  # ...and read only once the loop is free, past the budget
+
+    try:
+        async with Watchdog(clock, BUDGET, 60.0, source="a") as dog:
+            loop.call_later(BUDGET / 2, busy)
+            assert await reader.readline() == b"chunk\n"
+            clock.mark()
+            await asyncio.sleep(BUDGET)  # past the first deadline: nothing more fires
+        assert dog.fired is None
+    finally:
+        writer.close()
+        theirs.close()
+
+
+async def test_a_silent_stream_is_killed_even_while_the_loop_is_busy() -> None:
+    """The same busy loop and no chunk: the watchdog fires once the loop is free."""
+    clock = ChunkClock()
+    loop = asyncio.get_running_loop()
+    loop.call_later(BUDGET / 2, time.sleep, BUDGET * 3)
+    started = loop.time()
+    with pytest.raises(WatchdogTimeout, match="no first chunk"):
+        async with Watchdog(clock, BUDGET, 60.0, source="a"):
+            await asyncio.sleep(60)
+    assert loop.time() - started < 30, "fired as soon as the loop was free, not at the sleep's end"
 
 
 def _stream_with_silence(silence_s: float) -> httpx2.Response:

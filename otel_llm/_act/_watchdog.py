@@ -3,8 +3,10 @@
 Liveness counts incremental chunks only — the chunk clock — so SSE keepalives and empty deltas
 cannot keep a dead stream alive. The watchdog adds nothing to the per-chunk path: one timer
 callback wakes at the current deadline, looks at the clock's last arrival, and either sleeps
-until the new deadline or fires. Deadlines are on the event loop's clock (the chunk clock maps
-its arrivals onto it), so a loop with virtual time runs the watchdog on virtual time.
+until the new deadline or — once the loop has read what its sockets already hold, so that a
+busy loop's own lateness is never taken for the provider's silence — fires. Deadlines are on
+the event loop's clock (the chunk clock maps its arrivals onto it), so a loop with virtual time
+runs the watchdog on virtual time.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class Watchdog:
         self._inter_s = inter_s
         self._source = source
         self._timeout: asyncio.Timeout | None = None
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: asyncio.Handle | None = None
         self.fired: str | None = None
 
     def _deadline_s(self) -> float:
@@ -56,7 +58,25 @@ class Watchdog:
         if self._deadline_s() > now:
             self._handle = loop.call_later(self._next_check_s(now), self._check)
             return
-        chunks = self._clock.count
+        # The budget ran out; but a chunk may be waiting unread, because this loop was busy
+        # (a long callback, a collection pass) rather than the provider silent. Look once the
+        # loop has polled its sockets again (a timer due now runs after that poll's callbacks)
+        # and the reading task has run on what they delivered (``call_soon`` from there runs
+        # after the task's wake-up): only then is the silence the provider's.
+        self._handle = loop.call_later(0.0, self._after_poll, self._clock.count)
+
+    def _after_poll(self, chunks: int) -> None:
+        self._handle = asyncio.get_running_loop().call_soon(self._decide, chunks)
+
+    def _decide(self, chunks: int) -> None:
+        self._handle = None
+        if self._clock.finished:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self._clock.count != chunks or self._deadline_s() > now:
+            self._handle = loop.call_later(max(0.0, self._next_check_s(now)), self._check)
+            return
         self.fired = (
             f"no first chunk within {self._ttft_s:g} s"
             if chunks == 0
