@@ -3,8 +3,15 @@ policies: sources ``a``, ``b``… answer at ``http://<name>.test/v1``."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx2
+
 from otel_llm import Client, Source
-from otel_llm.testing import Scripted, Spans
+from otel_llm.testing import Scripted, Spans, sse_answer
+from otel_llm.testing._scripted import Handler
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -29,3 +36,25 @@ def client(script: Scripted, spans: Spans, *sources: Source, **options: object) 
         seed=7,
         **options,  # type: ignore[arg-type]
     )
+
+
+def timed_stream(
+    first_s: float, *, chunks: int = 6, gap_after: int | None = None, gap_s: float = 0.0
+) -> Handler:
+    """A streamed answer: the first chunk after ``first_s``, ``chunks`` chunks 0.1 s apart, and
+    a silence of ``gap_s`` after chunk ``gap_after`` (virtual seconds)."""
+    words = [f"w{n} " for n in range(chunks)]
+    tail = sse_answer(words).text.split("\n\n")[chunks:]
+
+    async def body() -> AsyncIterator[bytes]:
+        await asyncio.sleep(first_s)
+        for number, word in enumerate(words, start=1):
+            delta = {"choices": [{"index": 0, "delta": {"content": word}}]}
+            yield f"data: {json.dumps(delta)}\n\n".encode()
+            await asyncio.sleep(gap_s if number == gap_after else 0.1)
+        yield "\n\n".join(tail).encode()
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+    return handler

@@ -16,7 +16,8 @@ from otel_llm import (
 )
 from otel_llm import _semconv as sc
 from otel_llm.testing import Scripted, Spans, error, run_virtual, sse_answer
-from tests.scripted_clients import MESSAGES, client, source
+from otel_llm.testing._scripted import Handler
+from tests.scripted_clients import MESSAGES, client, source, timed_stream
 
 
 def sse(*events: object) -> httpx2.Response:
@@ -58,6 +59,49 @@ async def test_an_open_breaker_ends_same_source_retries(spans: Spans) -> None:
         result = await c.chat(MESSAGES)
     assert result.source == "b"
     assert script.seen == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "watchdog", "killed_at"),
+    [
+        (timed_stream(500.0), {"ttft_timeout_s": 10.0}, 10.0),  # no first chunk
+        (timed_stream(0.5, gap_after=2, gap_s=500.0), {"inter_token_timeout_s": 5.0}, 5.6),
+    ],
+    ids=["no-first-chunk", "stall"],
+)
+def test_a_watchdog_kill_moves_to_the_next_source(
+    spans: Spans, answer: Handler, watchdog: dict[str, float], killed_at: float
+) -> None:
+    """A source the watchdog killed went silent: the call moves to the next source at once
+    instead of spending its same-source retry on it, and the next call goes back to the
+    primary (its breaker is closed)."""
+    script = Scripted({"a": [answer, sse_answer()], "b": [sse_answer()]})
+
+    async def main() -> tuple[str, float, str]:
+        loop = asyncio.get_running_loop()
+        async with client(script, spans, source("a", **watchdog), source("b")) as c:
+            started = loop.time()
+            first = await c.chat(MESSAGES)
+            elapsed = loop.time() - started
+            second = await c.chat(MESSAGES)
+        return first.source, elapsed, second.source
+
+    first, elapsed, second = run_virtual(main())
+    assert (first, second) == ("b", "a")
+    assert script.seen == ["a", "b", "a"]
+    assert killed_at <= elapsed < killed_at + 0.5
+
+
+def test_with_one_source_a_watchdog_kill_is_retried_there(spans: Spans) -> None:
+    """No other source: the silent one is retried (and answers the second time)."""
+    script = Scripted({"a": [timed_stream(500.0), sse_answer()]})
+
+    async def main() -> str:
+        async with client(script, spans, source("a", ttft_timeout_s=10.0)) as c:
+            return (await c.chat(MESSAGES)).source
+
+    assert run_virtual(main()) == "a"
+    assert script.seen == ["a", "a"]
 
 
 def test_a_short_retry_after_is_waited_out_on_the_same_source(spans: Spans) -> None:

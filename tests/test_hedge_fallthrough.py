@@ -11,8 +11,7 @@ their seconds are exact.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import httpx2
@@ -25,7 +24,7 @@ from otel_llm._act._source_state import SourceState
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
 from otel_llm.testing._scripted import Handler
 from tests.round_harness import SLOW, TIMER, Legs, blocked, streamed, unstreamed
-from tests.scripted_clients import MESSAGES, client, source
+from tests.scripted_clients import MESSAGES, client, source, timed_stream
 
 SLOW_FIRST_AND_GAP = streamed(first_after=SLOW, gap_after=3, gap=SLOW)
 """The primary is late to its first chunk (both triggers' timers are 50 ms) and stalls later."""
@@ -136,28 +135,6 @@ async def test_cancelled_while_waiting_for_the_first_chunk_after_a_refusal() -> 
 
 
 # --- the client, on virtual time ---------------------------------------------------------------
-
-
-def timed_stream(
-    first_s: float, *, chunks: int = 6, gap_after: int | None = None, gap_s: float = 0.0
-) -> Handler:
-    """A streamed answer: the first chunk after ``first_s``, ``chunks`` chunks 0.1 s apart, and
-    a silence of ``gap_s`` after chunk ``gap_after`` (virtual seconds)."""
-    words = [f"w{n} " for n in range(chunks)]
-    tail = sse_answer(words).text.split("\n\n")[chunks:]
-
-    async def body() -> AsyncIterator[bytes]:
-        await asyncio.sleep(first_s)
-        for number, word in enumerate(words, start=1):
-            delta = {"choices": [{"index": 0, "delta": {"content": word}}]}
-            yield f"data: {json.dumps(delta)}\n\n".encode()
-            await asyncio.sleep(gap_s if number == gap_after else 0.1)
-        yield "\n\n".join(tail).encode()
-
-    async def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
-
-    return handler
 
 
 BOTH = {"hedge_after_s": 1.0, "hedge_stall_after_s": 2.0}

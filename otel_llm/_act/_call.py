@@ -142,7 +142,9 @@ class CallRun(Generic[T]):
 
         Sources are tried in the user's order. After a transient failure — or a 429 asking to
         wait at most ``rate_limit_max_wait_s`` — the call stays on the same source (after the
-        backoff, or the wait) for up to ``same_source_retries`` more rounds before it moves on.
+        backoff, or the wait) for up to ``same_source_retries`` more rounds before it moves on;
+        after a watchdog kill (the source went silent) it moves on at once, where another
+        source can take it.
         """
         avoid: str | None = None
         stay: Stay | None = None
@@ -193,6 +195,8 @@ class CallRun(Generic[T]):
             return None
         primary = next((leg for leg in result.failed if not leg.is_hedge), None)
         error = primary.error if primary is not None else None
+        if isinstance(error, e.WatchdogTimeout):
+            return None  # the source went silent: silence again is likelier than an answer
         if isinstance(error, e.RateLimited):
             wait = max(0.0, state.rate_limited_until - self.loop.time())
             bound = self.retry.rate_limit_max_wait_s
