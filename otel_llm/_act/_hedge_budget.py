@@ -55,8 +55,9 @@ class HedgeBudgets:
     ``first_token_burst`` tokens. Both buckets start full, so a fresh client hedges a late first
     chunk at once (a short-lived process or a quiet route would otherwise never earn the
     overflow). So over any run from the start hedge legs stay at most ``ratio`` × primary
-    rounds + ``burst`` + ``first_token_burst``; the long-run rate is ``ratio`` all the same. A first-token hedge never takes
-    a stall token: the stall bucket earns and spends exactly as with the stall trigger alone.
+    rounds + ``burst`` + ``first_token_burst``; the long-run rate is ``ratio`` all the same.
+    A first-token hedge never takes a stall token: the stall bucket earns and spends exactly as
+    with the stall trigger alone.
     (That a refused first-token hedge leaves the round's one hedge to the stall trigger is the
     round's part, :mod:`otel_llm._act._round`; a non-streamed call, where only the first-token
     trigger applies, spends from the first-token bucket all the same.)
