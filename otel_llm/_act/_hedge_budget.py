@@ -73,9 +73,7 @@ class HedgeBudgets:
 
     def __post_init__(self) -> None:
         self.stall = HedgeBudget(self.ratio, self.burst)
-        self.first_token = (
-            HedgeBudget(0.0, self.first_token_burst) if self.both else self.stall
-        )
+        self.first_token = HedgeBudget(0.0, self.first_token_burst) if self.both else self.stall
 
     def earn(self) -> None:
         """A primary round started."""
