@@ -9,9 +9,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from otel_llm import _semconv as sc
+from otel_llm._measure._span_events import chunk_event_class
 from otel_llm._show._breakdown import run_query
 from otel_llm._show._columns import SegmentColumns
 from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
@@ -42,6 +43,37 @@ def test_an_attempt_span_packs_under_a_kilobyte_and_unpacks_to_itself() -> None:
     assert indexes == [event.attributes[sc.CHUNK_INDEX] for event in spans[0].events]
     assert gaps == [(event.attributes or {}).get(sc.CHUNK_GAP_NS) for event in spans[0].events]
     assert record.attributes == dict(spans[0].attributes or {})
+
+
+def test_our_chunk_events_are_read_unchecked_to_the_same_record() -> None:
+    """otel-llm's chunk events are of their own class and skip the packer's checks; the same
+    events as plain SDK events go through the checks: both give the same record."""
+    (span,) = _attempt_spans(1)
+    ours = chunk_event_class()
+    assert {type(event) for event in span.events} == {ours}
+    plain = [Event(e.name, e.attributes, e.timestamp) for e in span.events]
+    assert {type(event) for event in plain} == {Event}
+    checked = unpack(pack(_with_events(span, plain)))
+    fast = unpack(pack(span))
+    assert fast == checked
+    assert fast.chunks is not None
+
+
+def _with_events(span: ReadableSpan, events: list[Event]) -> ReadableSpan:
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=span.attributes,
+        events=events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
 
 
 def test_queued_spans_hold_under_a_kilobyte_each_and_all_reach_the_store(tmp_path: Path) -> None:

@@ -59,6 +59,20 @@ def _sdk_types() -> tuple[type[Event], type[BoundedList[Any]]]:
     return Event, BoundedList
 
 
+@cache
+def chunk_event_class() -> type[Event]:
+    """The SDK's ``Event`` under a name of its own, for chunk events built here from
+    :func:`otel_llm._measure._events.chunk_event_attributes` (an integer index and, but for
+    chunk 0, an integer gap, in that order, behind a read-only view nobody else holds): a
+    reader that sees this exact class may take those attributes as they are, unchecked."""
+    from opentelemetry.sdk.trace import Event
+
+    class ChunkEvent(Event):
+        __slots__ = ()
+
+    return ChunkEvent
+
+
 def _events_list(span: Any, most_attributes: int) -> BoundedList[Any] | None:
     """The SDK span's bounded event list when adding to it directly equals ``add_event()``."""
     if not _adds_like_the_sdk(type(span)):
@@ -82,6 +96,7 @@ def add_events(
     attributes: Sequence[dict[str, Any]],
     *,
     most_attributes: int,
+    chunks: bool = False,
 ) -> None:
     """Add one event named ``name`` per timestamp (epoch nanoseconds), in order, with the
     matching attributes: what ``span.add_event(name, attributes[i], timestamp=...)`` for each
@@ -91,12 +106,14 @@ def add_events(
 
     The dicts are handed over, not copied (the SDK copies each; a copy costs as much as the
     rest of the event): the events see them through read-only views, so the caller must keep
-    no reference to them."""
+    no reference to them. ``chunks``: they are chunk events from
+    :func:`~otel_llm._measure._events.chunk_event_attributes`, made as :func:`chunk_event_class`
+    where the direct path is taken."""
     if len(timestamps_ns) != len(attributes):
         raise ValueError("one attribute mapping per timestamp")
     events_list = _events_list(span, most_attributes)
     if events_list is not None:
-        event = _sdk_types()[0]
+        event = chunk_event_class() if chunks else _sdk_types()[0]
         events = list(map(event, repeat(name), map(MappingProxyType, attributes), timestamps_ns))
         sdk_span: Any = span  # the SDK's private lock and end time, as add_event() reads them
         with sdk_span._lock:

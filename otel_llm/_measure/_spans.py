@@ -164,4 +164,5 @@ class AttemptSpan:
             [base + arrivals[index] for index in indices],
             chunk_event_attributes(indices, gaps_ns),
             most_attributes=CHUNK_EVENT_ATTRIBUTES,
+            chunks=True,
         )

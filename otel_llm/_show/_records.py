@@ -16,7 +16,9 @@ Two things keep a blob small:
 - **Chunk events are three integer arrays.** Events that are all well-formed chunk events (an
   integer index and, but for the first, an integer gap, in that order) are kept as their
   arrival times (each as the distance from the one before), their gaps and their indexes (just
-  the first when they count up by one), in 4-byte integers where the values fit.
+  the first when they count up by one), in 4-byte integers where the values fit. otel-llm's
+  own chunk events are of their own class (built where their attributes are made), so they are
+  read without those checks.
 
 :func:`unpack` gives back a :class:`SpanRecord`, the plain values
 :class:`~otel_llm._show._columns.SegmentColumns` appends.
@@ -40,6 +42,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from otel_llm import _semconv as sc
+from otel_llm._measure._span_events import chunk_event_class
 from otel_llm._show._rows import attribute_string, plain_attributes
 
 _MARSHAL_VERSION: Final = 4
@@ -56,20 +59,26 @@ _INNER: Final = attrgetter("_dict")
 """The plain dict inside an SDK ``BoundedAttributes``."""
 
 
-def _event_fields() -> attrgetter[Any]:
-    """Reads name, timestamp and attributes of an SDK event in one C call: through its slots
-    when this SDK version keeps them there, else through the public properties."""
+def _event_fields() -> tuple[str, str, str]:
+    """The fields holding an SDK event's name, timestamp and attributes: its slots when this
+    SDK version keeps them there (read in one C call), else the public properties."""
     probe = Event("probe", {"k": 1}, timestamp=1)
-    private = attrgetter("_name", "_timestamp", "_attributes")
+    private = ("_name", "_timestamp", "_attributes")
     try:
-        if private(probe)[:2] == ("probe", 1):
+        if attrgetter(*private)(probe)[:2] == ("probe", 1):
             return private
     except AttributeError:
         pass
-    return attrgetter("name", "timestamp", "attributes")
+    return ("name", "timestamp", "attributes")
 
 
-_EVENT_FIELDS: Final = _event_fields()
+_FIELDS: Final = _event_fields()
+_EVENT_FIELDS: Final = attrgetter(*_FIELDS)
+_NAME_OF: Final = attrgetter(_FIELDS[0])
+_STAMP_OF: Final = attrgetter(_FIELDS[1])
+_ATTRIBUTES_OF: Final = attrgetter(_FIELDS[2])
+_OURS: Final = {chunk_event_class()}
+"""Chunk events otel-llm built (their attributes need no checking)."""
 
 
 class _Shapes:
@@ -195,6 +204,13 @@ def _chunks(
         return None
     if set(map(type, indexes)) != {int} or (gaps and set(map(type, gaps)) != {int}):
         return None  # (a bool is an int to ``array``; not to the store)
+    return _packed_chunks(stamps, indexes, gaps, first_alone, start)
+
+
+def _packed_chunks(
+    stamps: Sequence[int], indexes: list[int], gaps: list[int], first_alone: bool, start: int
+) -> tuple[Any, ...] | None:
+    count = len(indexes)
     first = indexes[0]
     try:
         steps = _ints([stamps[0] - start, *map(sub, stamps[1:], stamps[:-1])])
@@ -207,9 +223,22 @@ def _chunks(
     return (_CHUNKS, first_alone, steps, packed_indexes, packed_gaps)
 
 
+def _our_chunks(events: Sequence[Event], start: int) -> tuple[Any, ...] | None:
+    """The chunk-event form of events otel-llm built (:data:`_OURS`): read, not checked."""
+    if list(map(_NAME_OF, events)).count(sc.CHUNK_EVENT) != len(events):
+        return None
+    inners = list(map(_ATTRIBUTES_OF, events))
+    first_alone = len(inners[0]) == 1
+    indexes = list(map(_GET_INDEX, inners))
+    gaps = list(map(_GET_GAP, inners[first_alone:]))
+    return _packed_chunks(list(map(_STAMP_OF, events)), indexes, gaps, first_alone, start)
+
+
 def _events(events: Sequence[Event], start: int) -> tuple[Any, ...] | None:
     if not events:
         return None
+    if set(map(type, events)) == _OURS and (chunks := _our_chunks(events, start)) is not None:
+        return chunks
     names, stamps, attributes = zip(*map(_EVENT_FIELDS, events), strict=True)
     chunks = _chunks(names, stamps, attributes, start)
     if chunks is not None:
