@@ -4,11 +4,14 @@ chunk or a mid-stream stall, the watchdog, cancellation, and the telemetry of ev
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from otel_llm import AllSourcesExhausted, Client, Limits, LocalAdmission, Source
+from otel_llm import AllSourcesExhausted, Client, ConfigurationError, Limits, LocalAdmission, Source
 from otel_llm import _semconv as sc
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from otel_llm.testing import Spans
@@ -121,18 +124,18 @@ async def test_watchdog_kills_a_keepalive_only_stream_and_fails_over(
     provider: SimulatedProvider, spans: Spans
 ) -> None:
     """Keepalives do not keep a silent stream alive: the watchdog kills it (a transient
-    failure that feeds the breaker); the call retries it once on the same source (killed
-    again), then fails over."""
+    failure that feeds the breaker) and the call moves to the next source at once (no
+    same-source retry on a source that went silent)."""
     sources = [
         source(provider, "a", "stall", inter_token_timeout_s=0.3),
         source(provider, "b", "smooth"),
     ]
     async with Client(sources, tracer_provider=spans.provider, backoff_base_s=0.01) as client:
         result = await client.chat(MESSAGES)
-        assert client._states[0].breaker.failures == 2
+        assert client._states[0].breaker.failures == 1
     assert result.source == "b"
     assert result.stats.sources_tried == ("a", "b")
-    assert result.stats.attempts == 3
+    assert result.stats.attempts == 2
     assert result.text.startswith("word0"), "the killed stream's partial answer is discarded"
     legs = attempts_by_source(spans)
     assert legs["a"][sc.ATTEMPT_OUTCOME] == sc.OUTCOME_WATCHDOG_KILLED
@@ -316,3 +319,37 @@ async def test_silence_after_the_finish_reason_is_neither_hedged_nor_killed(
     assert result.source == "a"
     assert (result.stats.attempts, result.stats.hedges) == (1, 0)
     assert script.seen == ["a"]
+
+
+def _source(name: str) -> Source:
+    return Source(name=name, provider="sim", base_url=f"http://{name}.test/v1", model="m")
+
+
+_CLIENT_PARAMETERS = [
+    name for name in inspect.signature(Client.__init__).parameters if name not in ("self",)
+]
+_WRONG = st.one_of(
+    st.text(max_size=6),
+    st.binary(max_size=3),
+    st.builds(object),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.complex_numbers(allow_nan=False),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(_CLIENT_PARAMETERS), value=_WRONG)
+def test_an_argument_of_the_wrong_type_is_refused_at_construction(name: str, value: object) -> None:
+    """Every argument of ``Client``, given a value of a type it never takes (text where a
+    number, a flag or an object goes; an object where a list goes), is refused when the client
+    is made, with a ``ConfigurationError`` naming that argument — never a raw Python error then
+    or at the first call."""
+    if name == "scope" and isinstance(value, str) and value.strip():
+        return  # text is a scope's type: its spelling is checked by the scope's own rule
+    arguments: dict[str, object] = {name: value}
+    if name not in ("sources", "settings"):
+        arguments["sources"] = [_source("a"), _source("b")]
+    with pytest.raises(ConfigurationError) as caught:
+        Client(**arguments)  # type: ignore[arg-type]
+    assert name in str(caught.value).lower() or caught.value.key == name, caught.value

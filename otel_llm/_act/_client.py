@@ -3,8 +3,10 @@ call and hedges a late or stalled stream onto another source."""
 
 from __future__ import annotations
 
+import inspect
 import random
 import time
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -28,7 +30,7 @@ from otel_llm._act._settings import CLIENT_ARGUMENTS, ClientSettings
 from otel_llm._act._source import Source
 from otel_llm._act._source_state import SourceState
 from otel_llm._act._stats import CallStats
-from otel_llm._env import stall_threshold_key
+from otel_llm._env import scope_key, stall_threshold_key
 from otel_llm._measure._call_span import CallSpan
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._response import ResponseFacts
@@ -65,6 +67,115 @@ def _pool(settings: PoolSettings, http_client: object) -> Pool:
             "connection-pool slot on every cancelled request: encode/httpcore#1093)",
         )
     return Pool(client=http_client)
+
+
+def _type_name(value: object) -> str:
+    kind = type(value)
+    return (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+
+
+def _check_objects(
+    sources: object,
+    settings: object,
+    scope: object,
+    admission: object,
+    tracer_provider: object,
+    meter_provider: object,
+    seed: object,
+) -> None:
+    """The arguments that are objects rather than settings keys, checked at construction (a
+    wrong one would otherwise fail each call later, with Python's own error)."""
+    from otel_llm._errors import ConfigurationError
+
+    if sources is not None and (
+        isinstance(sources, str | bytes)
+        or not isinstance(sources, Sequence)
+        or not all(isinstance(source, Source) for source in sources)
+    ):
+        found = (
+            _type_name(sources)
+            if isinstance(sources, str | bytes) or not isinstance(sources, Sequence)
+            else f"a {_type_name(sources)} holding "
+            + ", ".join(sorted({_type_name(s) for s in sources if not isinstance(s, Source)}))
+        )
+        raise ConfigurationError("sources", f"must be a list of otel_llm.Source, got {found}")
+    if settings is not None and not isinstance(settings, ClientSettings):
+        raise ConfigurationError(
+            "settings", f"must be an otel_llm.ClientSettings, got {_type_name(settings)}"
+        )
+    if scope is not None and (not isinstance(scope, str) or not scope):
+        raise ConfigurationError(
+            "scope",
+            f"must be a non-empty string such as 'LLM' or 'EMBEDDING', got {_type_name(scope)}",
+        )
+    methods = ("acquire", "settle", "aclose")
+    if admission is not None and not all(
+        inspect.iscoroutinefunction(getattr(admission, method, None)) for method in methods
+    ):
+        hint = (
+            " (for the shared Redis backend pass otel_llm.RedisAdmission(url), or set "
+            "LLM__ADMISSION__BACKEND=redis and LLM__ADMISSION__REDIS_URL)"
+            if isinstance(admission, str)
+            else ""
+        )
+        raise ConfigurationError(
+            "admission",
+            "must be an admission backend with async acquire(), settle() and aclose() "
+            f"(otel_llm.LocalAdmission, otel_llm.RedisAdmission), got {_type_name(admission)}"
+            + hint,
+        )
+    if tracer_provider is not None and not isinstance(tracer_provider, trace.TracerProvider):
+        raise ConfigurationError(
+            "tracer_provider",
+            f"must be an OpenTelemetry TracerProvider, got {_type_name(tracer_provider)}",
+        )
+    if meter_provider is not None and not isinstance(meter_provider, metrics.MeterProvider):
+        raise ConfigurationError(
+            "meter_provider",
+            f"must be an OpenTelemetry MeterProvider, got {_type_name(meter_provider)}",
+        )
+    if seed is not None and (type(seed) is bool or not isinstance(seed, int)):
+        raise ConfigurationError("seed", f"must be an integer, got {_type_name(seed)}")
+
+
+_KINDS: dict[str, type] = {}
+"""Per settings argument of :class:`Client`: ``float``, ``int`` or ``bool`` (from its hint)."""
+
+
+def _argument_kinds() -> dict[str, type]:
+    if not _KINDS:
+        hints = typing.get_type_hints(Client.__init__)
+        for name in CLIENT_ARGUMENTS:
+            (kind,) = [arg for arg in typing.get_args(hints[name]) if arg is not type(None)]
+            _KINDS[name] = kind
+    return _KINDS
+
+
+def _check_types(given: Mapping[str, object], scope: str) -> None:
+    """Settings given as arguments have their type: a number, not ``"1.5"``, which only the
+    environment spells as text (where it is parsed)."""
+    from otel_llm._errors import ConfigurationError
+
+    kinds = _argument_kinds()
+    for name, value in given.items():
+        if value is None:
+            continue
+        kind = kinds[name]
+        if kind is bool:
+            ok = type(value) is bool
+        elif kind is int:
+            ok = isinstance(value, int) and type(value) is not bool
+        else:
+            ok = isinstance(value, int | float) and type(value) is not bool
+        if not ok:
+            wanted = {bool: "True or False", int: "an integer"}.get(kind, "a number")
+            group, field = CLIENT_ARGUMENTS[name].split(".", 1)  # every key is in a group
+            key = scope_key(scope, group, field)
+            raise ConfigurationError(key, f"{name}= must be {wanted}, got {_type_name(value)}")
 
 
 def _admission(settings: ClientSettings) -> Admission:
@@ -123,14 +234,15 @@ class Client:
         http_client: httpx2.AsyncClient | None = None,
         seed: int | None = None,
     ) -> None:
+        _check_objects(sources, settings, scope, admission, tracer_provider, meter_provider, seed)
+        given = {name: value for name, value in locals().items() if name in CLIENT_ARGUMENTS}
         chosen = {  # the keys' arguments, as given (None: not given)
-            CLIENT_ARGUMENTS[name]: value
-            for name, value in locals().items()
-            if name in CLIENT_ARGUMENTS
+            CLIENT_ARGUMENTS[name]: value for name, value in given.items()
         }
         if settings is None:
             settings_cls = ClientSettings.for_scope(scope) if scope else ClientSettings
             settings = settings_cls()
+        _check_types(given, settings.scope)
         if stall_threshold_ms is not None:  # from code, taken as given: "100" is not a number
             validate_threshold_ms(stall_threshold_ms, stall_threshold_key(settings.scope))
         self.settings = settings.merged(
