@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -338,6 +339,7 @@ def test_api_key_echoed_by_the_provider_never_reaches_spans(
 
 NO_PROVIDER_SCRIPT = """
 import sys
+import httpx
 import openai
 import otel_llm
 from otel_llm.simulator import Script, SimulatedProvider
@@ -395,3 +397,42 @@ def test_no_warning_when_a_provider_is_passed(
         uninstrument_openai()
     assert "no tracer provider" not in caplog.text
     assert len(spans.calls()) == 1
+
+
+def _sse(*frames: str) -> str:
+    return "".join(f"data: {frame}\n\n" for frame in frames)
+
+
+def test_a_chunk_whose_choices_is_not_a_list_is_passed_on_quietly(
+    instrumented: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK builds chunks without validating them, so ``choices`` may be a number or a
+    boolean: such a chunk is malformed, not output — passed on to the application unchanged,
+    never counted as a chunk, and never a logged traceback."""
+    head = '{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
+    body = _sse(
+        head + '"choices":[{"index":0,"delta":{"content":"hi"}}]}',
+        head + '"choices":5}',
+        head + '"choices":true}',
+        head + '"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+        "[DONE]",
+    )
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, text=body
+        )
+    )
+    with (
+        httpx.Client(transport=transport) as http,
+        openai.OpenAI(
+            base_url="http://sim.test/v1", api_key="sk-x", max_retries=0, http_client=http
+        ) as client,
+        caplog.at_level(logging.DEBUG, logger="otel_llm"),
+    ):
+        chunks = list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    assert [chunk.choices for chunk in chunks[1:3]] == [5, True]
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a[sc.CHUNK_COUNT] == 1
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)

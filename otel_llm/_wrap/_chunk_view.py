@@ -79,7 +79,12 @@ class ResponseNotes:
             if usage is not None:
                 self.usage = Usage.from_openai(usage, earlier=self.usage)
             incremental = False
-            for choice in chunk.choices or ():
+            choices = chunk.choices
+            if choices.__class__ is not list:  # the SDK's type; anything else the careful way
+                if choices is not None:
+                    raise AttributeError("choices")
+                choices = ()
+            for choice in choices:
                 index = choice.index
                 self.choices_seen.add(index if index.__class__ is int else 0)
                 if not incremental:
@@ -134,7 +139,10 @@ class ResponseNotes:
         usage = field_of(answer, "usage")
         if usage is not None:
             self.usage = Usage.from_openai(usage, earlier=self.usage)
-        for choice in field_of(answer, "choices") or ():
+        choices = field_of(answer, "choices")
+        if not isinstance(choices, list | tuple):  # none, or malformed: not a choice in it
+            choices = ()
+        for choice in choices:
             self.choices_seen.add(_index(choice))
             reason = field_of(choice, "finish_reason")
             if reason:
