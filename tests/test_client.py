@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_llm import AllSourcesExhausted, Client, ConfigurationError, Limits, LocalAdmission, Source
+from otel_llm import (
+    AllSourcesExhausted,
+    Client,
+    ConfigurationError,
+    Limits,
+    LocalAdmission,
+    NotFound,
+    Source,
+)
 from otel_llm import _semconv as sc
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from otel_llm.testing import Spans
@@ -353,3 +361,22 @@ def test_an_argument_of_the_wrong_type_is_refused_at_construction(name: str, val
     with pytest.raises(ConfigurationError) as caught:
         Client(**arguments)  # type: ignore[arg-type]
     assert name in str(caught.value).lower() or caught.value.key == name, caught.value
+
+
+async def test_a_404_names_the_url_and_suggests_the_api_version(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """A base URL without ``/v1`` answers 404 from a real server: the error names the URL
+    requested and the base URL to try; with ``/v1`` the same server answers."""
+    root = provider.base_url.removesuffix("/v1")
+    bare = Source(name="a", provider="sim", base_url=root, model="smooth")
+    async with Client([bare], tracer_provider=spans.provider) as client:
+        with pytest.raises(NotFound) as caught:
+            await client.chat(MESSAGES)
+    message = str(caught.value)
+    assert f"requested {root}/chat/completions" in message
+    assert f"try '{root}/v1'" in message
+    versioned = Source(name="a", provider="sim", base_url=provider.base_url, model="missing")
+    async with Client([versioned], tracer_provider=spans.provider) as client:
+        result = await client.chat(MESSAGES)
+    assert result.source == "a"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -75,6 +76,21 @@ def _error_fields(body: str) -> tuple[str | None, str | None, str | None]:
     )
 
 
+_VERSION_SEGMENT = re.compile(r"/v\d+[a-z0-9]*(?:/|$)")
+"""A path segment naming an API version: ``/v1``, ``/v1beta``, ``/v2``."""
+
+
+def not_found_hint(base_url: str, requested_url: str) -> str:
+    """What a 404 adds to its message: the URL requested (already redacted) and, when the
+    source's base URL names no API version, the base URL to try instead."""
+    hint = f" (requested {requested_url}"
+    url = httpx2.URL(base_url)
+    if not _VERSION_SEGMENT.search(url.path + "/"):
+        suggested = str(url.copy_with(path=url.path.rstrip("/") + "/v1", query=None))
+        hint += f"; an OpenAI-compatible base URL ends in its API version: try {suggested!r}"
+    return hint + ")"
+
+
 def provider_error(
     status: int | None,
     body: str,
@@ -83,8 +99,10 @@ def provider_error(
     source: str,
     secrets: Iterable[str],
     now_epoch_s: float,
+    not_found_hint: str = "",
 ) -> e.ProviderError:
-    """The most specific :class:`ProviderError` for an error answer.
+    """The most specific :class:`ProviderError` for an error answer (a 404 ends with
+    ``not_found_hint``).
 
     ``status`` is the HTTP status, or ``None`` for an error sent inside a successful answer (a
     stream's error event, a 200 body holding an error), where the provider's code alone decides:
@@ -110,7 +128,7 @@ def provider_error(
     if status in (401, 403):
         return e.AuthenticationError(text, **kwargs)
     if status == 404:
-        return e.NotFound(text, **kwargs)
+        return e.NotFound(text + not_found_hint, **kwargs)
     if status in (400, 422):
         return e.BadRequest(text, **kwargs)
     if status is not None and 400 <= status < 500:

@@ -31,11 +31,17 @@ from otel_llm._act._completion import (
     completion_from_json,
     embeddings_from_json,
 )
-from otel_llm._act._http_errors import provider_error, stream_error, transport_error
+from otel_llm._act._http_errors import (
+    not_found_hint,
+    provider_error,
+    stream_error,
+    transport_error,
+)
 from otel_llm._act._pool import Pool
 from otel_llm._act._source import Source
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._chunks import ChunkClock
+from otel_llm._redact import redact_url
 
 
 def request_headers(source: Source) -> dict[str, str]:
@@ -79,6 +85,9 @@ async def _raise_for_status(response: httpx2.Response, source: Source) -> None:
         source=source.name,
         secrets=source.secrets(),
         now_epoch_s=time.time(),
+        not_found_hint=not_found_hint(
+            redact_url(source.base_url), redact_url(str(response.request.url))
+        ),
     )
 
 
