@@ -17,13 +17,14 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 
 def source(host: str, **fields: object) -> Source:
-    return Source(
-        name=host,
-        provider="sim",
-        base_url=f"http://{host}.test/v1",
-        model=f"{host}-m",
-        **fields,  # type: ignore[arg-type]
-    )
+    """Source ``host`` at ``http://<host>.test/v1``; ``fields`` add to or replace those."""
+    given: dict[str, object] = {
+        "name": host,
+        "provider": "sim",
+        "base_url": f"http://{host}.test/v1",
+        "model": f"{host}-m",
+    }
+    return Source(**{**given, **fields})
 
 
 def client(script: Scripted, spans: Spans, *sources: Source, **options: object) -> Client:

@@ -277,3 +277,40 @@ async def test_an_in_stream_refusal_keeps_its_meaning(
         with pytest.raises(expected):
             await c.chat(MESSAGES)
     assert script.seen == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("provider", "header", "expected"),
+    [
+        ("azure", None, ("api-key", "k-1")),
+        ("azure.ai.openai", None, ("api-key", "k-1")),
+        ("openai", None, ("authorization", "Bearer k-1")),
+        ("openai", "api-key", ("api-key", "k-1")),
+        ("azure", "Authorization", ("authorization", "Bearer k-1")),
+    ],
+)
+async def test_azure_deployments_keep_their_query_and_send_the_api_key_header(
+    spans: Spans, provider: str, header: str | None, expected: tuple[str, str]
+) -> None:
+    """An Azure OpenAI base URL carries its API version as a query string: every request keeps
+    it after the endpoint's path, and the key goes in Azure's ``api-key`` header (or where
+    ``api_key_header`` says)."""
+    requests: list[httpx2.Request] = []
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        requests.append(request)
+        return sse_answer()
+
+    script = Scripted({"a": [answer]})
+    base = "http://a.test/openai/deployments/gpt-4o?api-version=2024-10-21"
+    azure = source("a", provider=provider, api_key="k-1", api_key_header=header, base_url=base)
+    async with client(script, spans, azure) as c:
+        result = await c.chat(MESSAGES)
+    assert result.source == "a"
+    (request,) = requests
+    assert request.url.path == "/openai/deployments/gpt-4o/chat/completions"
+    assert request.url.params["api-version"] == "2024-10-21"
+    name, value = expected
+    assert request.headers[name] == value
+    other = "authorization" if name == "api-key" else "api-key"
+    assert other not in request.headers

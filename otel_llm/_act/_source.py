@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
@@ -54,6 +55,9 @@ class Source(StrictModel):
     """Watchdog: longest wait for the first incremental chunk."""
     inter_token_timeout_s: float | None = None
     """Watchdog: longest wait between incremental chunks (falls back to ``timeout_s``)."""
+    api_key_header: Literal["Authorization", "api-key"] | None = None
+    """Where the key is sent: ``Authorization: Bearer <key>`` or Azure's ``api-key: <key>``
+    (``None``: by ``provider``, see :attr:`key_header`)."""
     priority: int = 0
     """Lower is tried first."""
     requests_per_minute: float | None = None
@@ -119,13 +123,23 @@ class Source(StrictModel):
 
     @property
     def chat_url(self) -> str:
-        """The chat completions endpoint."""
-        return f"{self.base_url}/chat/completions"
+        """The chat completions endpoint (the base URL's query string kept, as Azure's
+        ``?api-version=…`` needs)."""
+        return _endpoint(self.base_url, "chat/completions")
 
     @property
     def embeddings_url(self) -> str:
         """The embeddings endpoint."""
-        return f"{self.base_url}/embeddings"
+        return _endpoint(self.base_url, "embeddings")
+
+    @property
+    def key_header(self) -> str:
+        """The header the API key goes in: ``api-key`` for Azure OpenAI (a ``provider``
+        starting with ``azure``) unless ``api_key_header`` says otherwise, else
+        ``Authorization`` (as ``Bearer <key>``)."""
+        if self.api_key_header is not None:
+            return self.api_key_header
+        return "api-key" if self.provider.lower().startswith("azure") else "Authorization"
 
     @property
     def public_url(self) -> str:
@@ -147,6 +161,13 @@ class Source(StrictModel):
         base URL carries."""
         key = (self.api_key.get_secret_value(),) if self.api_key else ()
         return key + url_secrets(self.base_url)
+
+
+@functools.lru_cache(maxsize=256)
+def _endpoint(base_url: str, name: str) -> str:
+    """``base_url`` with ``/name`` added to its path, its query string kept."""
+    url = httpx2.URL(base_url)
+    return str(url.copy_with(path=f"{url.path.rstrip('/')}/{name}"))
 
 
 def _source_error(exc: ValidationError) -> ConfigurationError:

@@ -48,7 +48,9 @@ def request_headers(source: Source) -> dict[str, str]:
     """HTTP headers for a request to ``source`` (the only place the key is read)."""
     headers = {"Content-Type": "application/json"}
     if source.api_key is not None:
-        headers["Authorization"] = f"Bearer {source.api_key.get_secret_value()}"
+        key = source.api_key.get_secret_value()
+        header = source.key_header
+        headers[header] = f"Bearer {key}" if header == "Authorization" else key
     return headers
 
 
