@@ -3,6 +3,8 @@ formatted traceback, chained causes and contexts included."""
 
 from __future__ import annotations
 
+import base64
+import logging
 import os
 import traceback
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -92,7 +94,7 @@ def test_a_base_url_password_stays_out_of_reprs() -> None:
     """A source (and the client) with credentials in the URL show them redacted."""
     source = Source(
         name="a", provider="p", base_url=f"https://user:{PASSWORD}@gw.test/v1", model="m",
-        api_key=SecretStr(KEY),
+        api_key=SecretStr(KEY), api_key_header="api-key",  # Authorization is the URL's
     )  # fmt: skip
     client = Client([source])
     for text in (repr(source), str(source), repr(client), repr(client.settings)):
@@ -163,6 +165,10 @@ async def provider() -> AsyncIterator[SimulatedProvider]:
 
 
 def source_at(base_url: str, model: str, **fields: object) -> Source:
+    """A source with the key; where the URL has user information (sent as the Authorization
+    header), the key goes in the ``api-key`` header."""
+    if "@" in base_url:
+        fields.setdefault("api_key_header", "api-key")
     return Source(
         name=model, provider="p", base_url=base_url, model=model, api_key=SecretStr(KEY),
         **fields,  # type: ignore[arg-type]
@@ -255,3 +261,47 @@ def test_surrounding_whitespace_of_a_key_is_dropped() -> None:
                     api_key=SecretStr(f"  {KEY}\n"))  # fmt: skip
     assert source.api_key is not None
     assert source.api_key.get_secret_value() == KEY
+
+
+async def test_user_information_travels_as_a_header_never_in_a_logged_url(
+    provider: SimulatedProvider, spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx2 logs every request URL at INFO: a password in ``base_url`` is sent as the Basic
+    ``Authorization`` header it stands for, and the URL requested carries none of it — read
+    back from httpx2's own log at DEBUG and from the server's view of the request."""
+    seen: list[httpx2.Request] = []
+
+    async def record(request: httpx2.Request) -> None:
+        seen.append(request)
+
+    base = with_password(provider.base_url)
+    http = httpx2.AsyncClient(event_hooks={"request": [record]})
+    source = Source(name="a", provider="p", base_url=base, model="plain")
+    with caplog.at_level(logging.DEBUG, logger="httpx2"):
+        async with Client([source], tracer_provider=spans.provider, http_client=http) as client:
+            await client.chat([{"role": "user", "content": "hi"}])
+    await http.aclose()
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "HTTP Request" in logged, "httpx2 logged the request"
+    assert PASSWORD not in logged
+    assert "user:" not in logged
+    (request,) = seen
+    assert not request.url.userinfo
+    pair = base64.b64decode(request.headers["authorization"].removeprefix("Basic "))
+    assert pair == f"user:{PASSWORD}".encode()
+
+
+@pytest.mark.parametrize("name", ["key", "api_key", "token", "password", "Access_Token"])
+def test_a_credential_in_the_query_is_refused_at_construction(name: str) -> None:
+    with pytest.raises(ConfigurationError, match="credential in its query") as caught:
+        Source(name="a", provider="p", base_url=f"https://x.test/v1?{name}={KEY}", model="m")
+    assert KEY not in str(caught.value)
+    Source(name="a", provider="p", base_url="https://x.test/v1?api-version=2024-10-21", model="m")
+
+
+def test_user_information_and_a_bearer_key_are_refused_together() -> None:
+    with pytest.raises(ConfigurationError, match="both would be the Authorization header"):
+        Source(
+            name="a", provider="p", base_url=f"https://u:{PASSWORD}@x.test/v1", model="m",
+            api_key=SecretStr(KEY),
+        )  # fmt: skip

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import math
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, Final, Literal, Self
 
 import httpx2
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from otel_llm._act._admission import Limits
 from otel_llm._act._model import StrictModel
@@ -105,7 +113,27 @@ class Source(StrictModel):
             host = ""
         if not host:
             raise ValueError(f"base_url must name a host, got {redact_url(value)!r}")
+        secret = sorted(
+            name
+            for name, _ in httpx2.URL(value).params.multi_items()
+            if name.lower() in _SECRET_QUERY_NAMES
+        )
+        if secret:
+            raise ValueError(
+                f"base_url must not carry a credential in its query ({', '.join(secret)}): an "
+                "HTTP library logs request URLs; pass it as api_key (sent as a header)"
+            )
         return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_authorization(self) -> Self:
+        both = self.api_key is not None and self.key_header == "Authorization"
+        if both and httpx2.URL(self.base_url).userinfo:
+            raise ValueError(
+                "base_url has user information and api_key is set: both would be the "
+                "Authorization header; keep one"
+            )
+        return self
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         for name, value in super().__repr_args__():
@@ -131,6 +159,16 @@ class Source(StrictModel):
     def embeddings_url(self) -> str:
         """The embeddings endpoint."""
         return _endpoint(self.base_url, "embeddings")
+
+    @property
+    def userinfo_header(self) -> str | None:
+        """``Authorization: Basic …`` for the user information of ``base_url`` (what an HTTP
+        client would make of it), sent as a header so that the URL never carries it."""
+        url = httpx2.URL(self.base_url)
+        if not url.userinfo:
+            return None
+        pair = f"{url.username}:{url.password}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
 
     @property
     def key_header(self) -> str:
@@ -165,9 +203,16 @@ class Source(StrictModel):
 
 @functools.lru_cache(maxsize=256)
 def _endpoint(base_url: str, name: str) -> str:
-    """``base_url`` with ``/name`` added to its path, its query string kept."""
+    """``base_url`` with ``/name`` added to its path, its query string kept and its user
+    information left out (it is sent as a header: :attr:`Source.userinfo_header`)."""
     url = httpx2.URL(base_url)
-    return str(url.copy_with(path=f"{url.path.rstrip('/')}/{name}"))
+    return str(url.copy_with(path=f"{url.path.rstrip('/')}/{name}", userinfo=b""))
+
+
+_SECRET_QUERY_NAMES: Final = frozenset(
+    {"api_key", "apikey", "api-key", "key", "token", "access_token", "password", "secret"}
+)
+"""Query parameters that hold a credential: never sent in a URL (an HTTP library logs URLs)."""
 
 
 def _source_error(exc: ValidationError) -> ConfigurationError:

@@ -47,6 +47,9 @@ from otel_llm._redact import redact_url
 def request_headers(source: Source) -> dict[str, str]:
     """HTTP headers for a request to ``source`` (the only place the key is read)."""
     headers = {"Content-Type": "application/json"}
+    basic = source.userinfo_header
+    if basic is not None:
+        headers["Authorization"] = basic
     if source.api_key is not None:
         key = source.api_key.get_secret_value()
         header = source.key_header
