@@ -92,6 +92,9 @@ def timeline_of_events(
     every recorded gap strictly longer than ``floor_ms`` as (arrival of the chunk before it,
     gap), and the end (``duration_ns``); ``ok`` when the outcome is ``ok``.
 
+    A completed attempt without a chunk (the model ended at once) completes at its recorded
+    end: its first chunk is taken to be that end, so no replay waits on it for a timeout.
+
     A failed attempt's last silence — from its last chunk (always recorded) to the failure or
     the kill — is a gap too, its last, when it is longer than the floor: the stall that ended
     it is the one a stall hedge or a shorter watchdog would have cut."""
@@ -109,6 +112,8 @@ def timeline_of_events(
             gaps.append(((offset - gap) / NS_PER_S, gap / NS_PER_S))
     gaps.sort()
     ok = outcome == sc.OUTCOME_OK
+    if ok and first == math.inf:  # it ended at once, without a chunk: done at its time,
+        first = duration_ns / NS_PER_S  # not a hang that waits for a timeout
     if not ok and last is not None and duration_ns - last > floor_ns:
         gaps.append((last / NS_PER_S, (duration_ns - last) / NS_PER_S))
     return Timeline(first, duration_ns / NS_PER_S, tuple(gaps), ok=ok)
