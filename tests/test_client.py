@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -23,6 +25,7 @@ from otel_llm import (
 from otel_llm import _semconv as sc
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from otel_llm.testing import Spans
+from tests.processes import run_python
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.005, "chunk_count": 20}
@@ -380,3 +383,41 @@ async def test_a_404_names_the_url_and_suggests_the_api_version(
     async with Client([versioned], tracer_provider=spans.provider) as client:
         result = await client.chat(MESSAGES)
     assert result.source == "a"
+
+
+FIRST_CALL_OF_A_PROCESS = """
+import asyncio, json, time
+from otel_llm import Client, Source
+from otel_llm.simulator import Script, SimulatedProvider
+
+scripts = {
+    "silent": Script(first_chunk_delay_s=60.0, chunk_count=3),
+    "smooth": Script(first_chunk_delay_s=0.0, chunk_count=5, chunk_interval_s=0.01),
+}
+
+async def main():
+    async with SimulatedProvider(scripts=scripts) as sim:
+        sources = [
+            Source(name="a", provider="sim", base_url=sim.base_url, model="silent"),
+            Source(name="b", provider="sim", base_url=sim.base_url, model="smooth", priority=1),
+        ]
+        async with Client(sources, hedge_after_s=0.5, hedge_stall_after_s=2.0) as client:
+            started = time.monotonic()
+            result = await client.chat([{"role": "user", "content": "hi"}])
+            elapsed = time.monotonic() - started
+    print(json.dumps({"source": result.source, "hedges": result.stats.hedges,
+                      "won": result.stats.hedge_won, "elapsed": elapsed}))
+
+asyncio.run(main())
+"""
+
+
+def test_the_first_call_of_a_fresh_process_hedges_a_late_first_chunk(tmp_path: Path) -> None:
+    """Both triggers, a new process, its very first call, real HTTP on loopback: the primary
+    sends no first chunk for 60 s, the first-token hedge starts at 0.5 s and the second source
+    answers — seconds, not a watchdog kill and a retry later."""
+    done = run_python(FIRST_CALL_OF_A_PROCESS, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (answer["source"], answer["hedges"], answer["won"]) == ("b", 1, True)
+    assert answer["elapsed"] < 30, "answered by the hedge, long before the silent primary"
