@@ -120,10 +120,14 @@ def test_too_little_data_exits_3_with_the_reason(small: Path) -> None:
     assert document["recommendation"] is None
     assert document["data"]["enough"] is False
     assert "50 usable calls, fewer than 1,000" in result.stderr
+    needed = document["data"]["calls_to_record"]
+    assert isinstance(needed, int)
+    assert needed >= 1000
     table = run_cli("tune", "--db", str(small), columns=160)
     assert table.returncode == 3
     assert "No recommendation: not enough data" in table.stdout
     assert "Rule: not met" in table.stdout
+    assert f"Enough: about {needed:,} calls recorded like these" in table.stdout
     assert "No recommendation: not enough data" in table.stderr
     assert "50 usable calls, fewer than 1,000" in table.stderr
 

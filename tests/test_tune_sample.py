@@ -28,6 +28,7 @@ from otel_llm._tune._sample import (
     left_out_because,
     sample,
 )
+from otel_llm.cli._tune import recording_advice
 from tests.panel_calls import panel_spans
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
@@ -214,3 +215,23 @@ def test_one_thinned_attempt_does_not_raise_the_floor_for_all() -> None:
     assert common_floor_ms([100, 2_000, 2_000, 100]) == 100, "a tie: the lowest"
     assert common_floor_ms([250, 250, 100]) == 250
     assert common_floor_ms([]) == 0
+
+
+def test_a_refusal_says_how_many_calls_like_these_would_be_enough() -> None:
+    """84 of 100 calls usable (16 first attempts lost a hedge), 60 attempts in the other
+    source's pool: the calls need 1,000 / 84 of these 100 (1,191), the pool 200 / 60 (334):
+    about 1,191 calls."""
+    attempts = [_attempt(i, source="a") for i in range(84)]
+    attempts += [
+        _attempt(84 + i, source="a", outcome=sc.OUTCOME_HEDGE_CANCELLED) for i in range(16)
+    ]
+    attempts += [_attempt(100 + i, source="b", leg=sc.LEG_HEDGE) for i in range(60)]
+    data = sample(_recorded(attempts), "a")
+    assert (data.calls, data.calls_recorded) == (84, 100)
+    assert not data.enough
+    assert data.calls_to_record() == 1191
+    line = recording_advice(data)
+    assert "about 1,191 calls recorded like these (84% of them" in line
+    enough = [_attempt(i, source="a") for i in range(MIN_CALLS)]
+    enough += [_attempt(MIN_CALLS + i, source="b", leg=sc.LEG_HEDGE) for i in range(MIN_POOL)]
+    assert sample(_recorded(enough), "a").calls_to_record() == MIN_CALLS

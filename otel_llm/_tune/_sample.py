@@ -39,6 +39,7 @@ to ±9 from 20.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -136,6 +137,22 @@ class Sample:
     def enough(self) -> bool:
         """Whether :data:`RULE` holds."""
         return not self.problems
+
+    @property
+    def calls_recorded(self) -> int:
+        """Calls whose first attempt was looked at: replayed, or left out (not usable)."""
+        return self.calls + self.left_out.get("calls_left_out", 0)
+
+    def calls_to_record(self) -> int | None:
+        """About how many calls recorded like these would meet :data:`RULE`: the calls and
+        every hedge pool grow with the calls at this run's share of usable ones. ``None``
+        when none was usable (no share to scale by)."""
+        if not self.calls or any(not len(pool) for pool in self.pools.values()):
+            return None
+        needed = MIN_CALLS / self.calls
+        for pool in self.pools.values():
+            needed = max(needed, MIN_POOL / len(pool))
+        return math.ceil(self.calls_recorded * needed)
 
 
 def sample(recorded: Recorded, source: str | None = None) -> Sample:

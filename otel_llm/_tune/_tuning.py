@@ -139,6 +139,7 @@ class Tuning:
             "enough": s.enough,
             "rule": RULE,
             "problems": list(s.problems),
+            "calls_to_record": None if s.enough else s.calls_to_record(),
             "single_source": s.single_source,
             "notes": list(s.notes),
             "left_out": dict(sorted(s.left_out.items())),
