@@ -20,6 +20,7 @@ import duckdb
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_llm import _semconv as sc
 from otel_llm._show._breakdown import worst_stalls_sql
 from otel_llm._show._columns import SegmentColumns
 from otel_llm._show._grafana_macros import (
@@ -117,8 +118,10 @@ CASES: Final = (
 CASE = {case.name: case for case in CASES}
 FILTERED: Final = tuple(case for case in CASES if case.chosen)
 
-EMPTY: Final[frozenset[tuple[str, str]]] = frozenset()
-"""(case, panel) pairs that may return no row: none, every panel has rows in every case."""
+EMPTY: Final[frozenset[tuple[str, str]]] = frozenset({("model", "errors"), ("source", "errors")})
+"""(case, panel) pairs that may return no row: the attempts of the ``stalls`` model and of the
+``eu`` source end ok or as hedge losers, and a loser is no error; every other panel has rows
+in every case."""
 
 
 # --- the store and the three engines ------------------------------------------------------------
@@ -479,6 +482,9 @@ def check_invariants(panel: Panel, result: Result) -> None:
         for share in ("stall_pct", "hedged_pct", "hedge_won_pct"):
             if row.get(share) is not None:
                 assert 0 <= row[share] <= 100, row
+    if panel.key == "errors":
+        outcomes = set(column(result, "outcome"))
+        assert not outcomes & sc.OUTCOMES_WITHOUT_FIGURES, "a cancelled leg is no error"
     if panel.key == "hedge_rate":
         assert all(r["hedge_won_pct"] is None or r["hedged_pct"] > 0 for r in rows)
     if panel.key == "hedging":

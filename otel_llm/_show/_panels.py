@@ -279,6 +279,10 @@ GROUP BY 1
 ORDER BY 1"""
 
 
+_NOT_ERRORS: Final = ", ".join(f"'{outcome}'" for outcome in sorted(sc.OUTCOMES_WITHOUT_FIGURES))
+"""Outcomes that carry an ``error.type`` but are no error: a hedge's loser, a call given up."""
+
+
 def _errors(d: PanelDialect) -> str:
     return f"""SELECT
     {_series()} AS {SERIES},
@@ -287,6 +291,7 @@ def _errors(d: PanelDialect) -> str:
     count(*) AS attempts
 FROM {d.relation(ATTEMPTS_VIEW)}
 WHERE {d.time_filter("started_at")} AND {d.filters()} AND error_type IS NOT NULL
+    AND coalesce(outcome, '') NOT IN ({_NOT_ERRORS})
 GROUP BY 1, 2, 3
 ORDER BY attempts DESC, 1, 2, 3
 LIMIT 50"""
@@ -487,7 +492,8 @@ PANELS: Final = (
         "Errors by type",
         "table",
         "table",
-        "Attempts that ended with an error type (error.type), by source/model and outcome.",
+        "Attempts that ended with an error type (error.type), by source/model and outcome; "
+        "a hedge's cancelled loser and an attempt its caller gave up are no errors.",
         (SERIES, "outcome", "error_type", "attempts"),
         _errors,
         unit="short",
