@@ -153,3 +153,18 @@ def test_compact_merges_and_names_what_it_quarantined(tmp_path: Path) -> None:
     assert [p.name for p in store.quarantined()] == [bad.name]
     again = otel_llm("compact", "--db", str(store.path))
     assert "quarantined" not in again.stdout
+
+
+def test_a_threshold_below_the_chunk_event_floor_says_why_figures_are_empty(
+    demo_db: Path,
+) -> None:
+    """Below the 100 ms floor the stall figures cannot be re-derived: `query` says so, with
+    the floor to use; at the floor it says nothing."""
+    below = otel_llm("query", "--db", str(demo_db), "--threshold-ms", "50")
+    assert below.returncode == 0, below.stderr
+    assert "Breakdown (at 50 ms)" in below.stdout
+    assert "recorded chunk events only for gaps above 100 ms" in below.stderr
+    assert "--threshold-ms 100 or above" in below.stderr
+    at_floor = otel_llm("query", "--db", str(demo_db), "--threshold-ms", "100")
+    assert at_floor.returncode == 0, at_floor.stderr
+    assert "chunk events only" not in at_floor.stderr

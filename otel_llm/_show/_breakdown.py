@@ -106,6 +106,25 @@ def breakdown_sql(
     """
 
 
+def below_floor_sql(threshold_ms: int) -> str:
+    """Attempts whose chunk events start above ``threshold_ms`` (their stall figures cannot be
+    re-derived there), and the highest such floor."""
+    floor = '"ChunkEventsFloorMs"'
+    return f"SELECT count(*), max({floor}) FROM {TABLE} WHERE {floor} > {int(threshold_ms)}"
+
+
+def below_floor_note(path: Path, threshold_ms: int) -> str | None:
+    """Why the breakdown at ``threshold_ms`` shows unknown stall figures, or ``None``."""
+    ((count, floor),) = run_query(path, below_floor_sql(threshold_ms), canned=True).rows
+    if not count:
+        return None
+    return (
+        f"note: {count:,} attempts recorded chunk events only for gaps above {floor} ms: at "
+        f"{threshold_ms} ms their stall figures cannot be re-derived and show as empty (unknown, "
+        f"not 0); use --threshold-ms {floor} or above for figures of every call"
+    )
+
+
 def totals_sql(*, run: str | None = None, dialect: Dialect = DUCKDB) -> str:
     """Per provider and model, as measured: calls, stalls, stalled calls, stall and wall ms."""
     return f"""

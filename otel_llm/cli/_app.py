@@ -16,7 +16,12 @@ from rich.markup import escape
 from otel_llm._defaults import DEFAULTS
 from otel_llm._env import OTEL_LLM_DB
 from otel_llm._errors import OtelLLMError
-from otel_llm._show._breakdown import breakdown_sql, run_query, worst_stalls_sql
+from otel_llm._show._breakdown import (
+    below_floor_note,
+    breakdown_sql,
+    run_query,
+    worst_stalls_sql,
+)
 from otel_llm._show._segments import SegmentStore
 from otel_llm._show._store import check_store, reader_sql
 from otel_llm._telemetry import store_path
@@ -218,6 +223,8 @@ def query(
             out.table(run_query(path, sql))
             return
         label = f"at {threshold_ms} ms" if threshold_ms else "as measured"
+        if threshold_ms is not None and (note := below_floor_note(path, threshold_ms)):
+            typer.echo(note, err=True)
         stalls = worst_stalls_sql(limit, threshold_ms=threshold_ms)
         if not worst_stalls:
             out.table(
