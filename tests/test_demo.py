@@ -312,3 +312,20 @@ def test_every_demo_option_has_help() -> None:
     assert time_scale.help is not None
     assert "0.05 20x faster" in " ".join(time_scale.help.split())
     assert "slower" not in time_scale.help.split("faster")[0]
+
+
+def test_a_demo_without_hedging_records_traffic_tune_replays_whole(tmp_path: Path) -> None:
+    """`demo --no-hedge`: no call hedges, so every call's first attempt is one `otel-llm tune`
+    can replay (none is a hedge's loser), and the demo says it did not hedge."""
+    db = tmp_path / "unhedged"
+    out = otel_llm("demo", "--db", str(db), "--calls", "12", "--no-hedge", "--no-report")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Calls are not hedged (--no-hedge)" in " ".join(out.stdout.split())
+    ((calls, hedged),) = run_query(
+        db, "SELECT count(*), count(*) FILTER (WHERE hedges > 0) FROM llm_calls"
+    ).rows
+    assert (calls, hedged) == (12, 0)
+    tune = otel_llm("tune", "--db", str(db), "--format", "json")
+    data = json.loads(tune.stdout)["data"]
+    assert data["left_out"]["hedge_loser"] == 0
+    assert data["calls_to_record"] >= 1000

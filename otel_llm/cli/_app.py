@@ -148,6 +148,14 @@ def demo(
     no_report: Annotated[
         bool, typer.Option("--no-report", help="Do not write the report.")
     ] = False,
+    no_hedge: Annotated[
+        bool,
+        typer.Option(
+            "--no-hedge",
+            help="Do not hedge: record unhedged traffic, every completed call of which "
+            "otel-llm tune can replay.",
+        ),
+    ] = False,
 ) -> None:
     """Run streamed calls against simulated providers, show where their time went, check
     the figures against what the providers scripted (exit code 3 when the machine was too busy
@@ -161,7 +169,9 @@ def demo(
     problem = unwritable(path)
     if problem is not None:
         raise _fail(f"cannot write the demo's spans to {path}: {problem}; pass --db PATH")
-    options = DemoOptions(path, calls, concurrency, time_scale, seed, via_collector=via_collector)
+    options = DemoOptions(
+        path, calls, concurrency, time_scale, seed, via_collector=via_collector, hedge=not no_hedge
+    )
     if report_path is not None and no_report:
         raise _fail("--report and --no-report exclude each other")
     if not no_report:

@@ -111,10 +111,9 @@ class DemoBudget:
     run out a 60 s read timeout).
 
     Both triggers are set, so the stall trigger has a bucket of ``burst`` tokens and the
-    first-token trigger one of ``first_token_burst``, filled only by what the full stall bucket
-    overflows and empty at the start (:class:`~otel_llm._act._hedge_budget.HedgeBudgets`): a
-    wide first-token burst alone would leave a run's first late first chunk unhedged when its
-    call runs alone and hedged when others started before it. With both bursts at least the
+    first-token trigger one of ``first_token_burst``, refilled only by what the full stall
+    bucket overflows (:class:`~otel_llm._act._hedge_budget.HedgeBudgets`; both start full).
+    With both bursts at least the
     concurrency and a ratio above the burst, every round's earning fills the stall bucket and
     spills at least one token into the first-token bucket; at most ``concurrency`` rounds run
     at once, each hedging at most once, so each bucket always holds a token for every round in
@@ -145,6 +144,9 @@ class DemoOptions:
     via_collector: bool = False
     """Send the spans over OTLP through the OpenTelemetry Collector (``otel-llm collector``'s
     ``duckdb`` config), which lands them in the store, instead of writing the store here."""
+    hedge: bool = True
+    """Hedge late and stalled calls (off: unhedged traffic, every completed call of which
+    ``otel-llm tune`` can replay)."""
 
     @property
     def threshold_ms(self) -> int:
@@ -395,8 +397,10 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
                 Client(
                     sources,
                     stall_threshold_ms=options.threshold_ms,
-                    hedge_after_s=options.scaled(HEDGE_AFTER_S),
-                    hedge_stall_after_s=options.scaled(HEDGE_STALL_AFTER_S),
+                    hedge_after_s=options.scaled(HEDGE_AFTER_S) if options.hedge else None,
+                    hedge_stall_after_s=(
+                        options.scaled(HEDGE_STALL_AFTER_S) if options.hedge else None
+                    ),
                     hedge_budget_ratio=budget.ratio,
                     hedge_budget_burst=budget.burst,
                     hedge_first_token_burst=budget.first_token_burst,
@@ -503,9 +507,13 @@ async def run_demo(options: DemoOptions, console: Console, out: Output) -> bool:
     console.print(
         f"Simulated providers replay the measured distribution (SPEC §0) "
         f"[bold]{1 / options.time_scale:g}× faster[/bold] (--time-scale {options.time_scale:g}); "
-        f"the stall threshold is scaled to [bold]{options.threshold_ms} ms[/bold]. Calls hedge "
-        f"onto the other provider when the first chunk is {HEDGE_AFTER_S:g} s late or the "
-        f"stream stalls {HEDGE_STALL_AFTER_S:g} s (simulated)."
+        f"the stall threshold is scaled to [bold]{options.threshold_ms} ms[/bold]. "
+        + (
+            f"Calls hedge onto the other provider when the first chunk is {HEDGE_AFTER_S:g} s "
+            f"late or the stream stalls {HEDGE_STALL_AFTER_S:g} s (simulated)."
+            if options.hedge
+            else "Calls are not hedged (--no-hedge): traffic otel-llm tune replays whole."
+        )
     )
     run = await measure(options, console)
     _say_history(options, run, console)
