@@ -39,7 +39,6 @@ to ±9 from 20.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -149,10 +148,11 @@ class Sample:
         when none was usable (no share to scale by)."""
         if not self.calls or any(not len(pool) for pool in self.pools.values()):
             return None
-        needed = MIN_CALLS / self.calls
+        recorded = self.calls_recorded
+        needed = -(-recorded * MIN_CALLS // self.calls)  # ceil, in integers
         for pool in self.pools.values():
-            needed = max(needed, MIN_POOL / len(pool))
-        return math.ceil(self.calls_recorded * needed)
+            needed = max(needed, -(-recorded * MIN_POOL // len(pool)))
+        return needed
 
 
 def sample(recorded: Recorded, source: str | None = None) -> Sample:

@@ -112,10 +112,15 @@ def recording_advice(s: Sample) -> str:
             "exact metering (unhedged ones are all usable)."
         )
     share = s.calls / max(1, s.calls_recorded)
+    hedged = s.left_out.get(HEDGE_LOSER, 0) > 0
     return (
         f"Enough: about {needed:,} calls recorded like these ({share:.0%} of them had a usable "
-        f"first attempt); fewer if unhedged, as every completed unhedged streamed call is "
-        "usable."
+        "first attempt)"
+        + (
+            "; fewer if unhedged, as every completed unhedged streamed call is usable."
+            if hedged
+            else "."
+        )
     )
 
 
