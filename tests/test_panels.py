@@ -56,6 +56,7 @@ from otel_llm._show._panels import (
     TRACE_VIEW,
     WORST_CALLS,
     Panel,
+    known_total,
     variable_sql,
     worst_trace_ids,
 )
@@ -746,3 +747,20 @@ def test_the_gap_bars_count_every_gap(
     bars: dict[str, int] = {str(label): int(n) for label, n in runs.duckdb[case, "chunk_gaps"].rows}
     assert sum(bars.values()) == gaps > 0
     assert sum(n for label, n in bars.items() if label != "≤ event floor") == above > 0
+
+
+@pytest.mark.parametrize(
+    ("rows", "total"),
+    [
+        ("(1, 5), (2, 7), (0, NULL)", 12),  # every hedged call knows its waste
+        ("(1, 5), (1, NULL)", None),  # one does not: unknown, not 5
+        ("(0, NULL), (0, NULL)", 0),  # no hedge: nothing wasted
+    ],
+)
+def test_waste_is_unknown_when_a_hedged_call_does_not_know_its_own(
+    rows: str, total: int | None
+) -> None:
+    sql = known_total(DUCK, "w")
+    with duckdb.connect() as conn:
+        got = conn.execute(f"SELECT {sql} FROM (VALUES {rows}) t(hedges, w)").fetchone()
+    assert got == (total,)

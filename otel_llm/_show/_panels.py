@@ -239,6 +239,13 @@ bars AS (
 SELECT gap, gaps FROM bars WHERE gaps > 0 ORDER BY bar"""
 
 
+def known_total(d: PanelDialect, column: str) -> str:
+    """The hedged calls' total of ``column``; unknown (NULL) when one hedged call does not know
+    its own (a cancelled loser's usage), never an undercount shown as exact; 0 with no hedge."""
+    unknown = d.sql.count_if(f"hedges > 0 AND {column} IS NULL")
+    return f"CASE WHEN {unknown} > 0 THEN NULL ELSE coalesce({d.total(column)}, 0) END"
+
+
 def _hedging(d: PanelDialect) -> str:
     count_if = d.sql.count_if
     hedged = count_if("hedges > 0")
@@ -247,8 +254,8 @@ def _hedging(d: PanelDialect) -> str:
     {d.to_double(f"100 * {hedged} / nullif(count(*), 0)")} AS hedged_pct,
     {d.to_double(f"100 * {count_if('hedge_won')} / nullif({hedged}, 0)")} AS hedge_won_pct,
     coalesce({d.total("hedges")}, 0) AS wasted_requests,
-    coalesce({d.total("hedge_waste_tokens")}, 0) AS wasted_tokens,
-    coalesce({d.total("hedge_waste_chunks")}, 0) AS wasted_chunks
+    {known_total(d, "hedge_waste_tokens")} AS wasted_tokens,
+    {known_total(d, "hedge_waste_chunks")} AS wasted_chunks
 FROM {d.relation(CALLS_VIEW)}
 WHERE {d.time_filter("started_at")} AND {d.filters()}"""
 
@@ -461,7 +468,7 @@ PANELS: Final = (
         "hedged: calls that started at least one hedge leg. won: hedged calls a hedge leg won. "
         "wasted requests: the legs that lost (every hedge issued, since one leg of a round "
         "wins); wasted tokens and chunks: what the losing legs had streamed when they were "
-        "cancelled.",
+        "cancelled (empty, unknown, when a hedged call does not know its own).",
         (
             "calls",
             "hedged_pct",
