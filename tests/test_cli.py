@@ -164,7 +164,7 @@ def test_a_threshold_below_the_chunk_event_floor_says_why_figures_are_empty(
     assert below.returncode == 0, below.stderr
     assert "Breakdown (at 50 ms)" in below.stdout
     assert "recorded chunk events only for gaps above 100 ms" in below.stderr
-    assert "--threshold-ms 100 or above" in below.stderr
+    assert "--threshold-ms 100 or above for those calls' figures" in below.stderr
     at_floor = otel_llm("query", "--db", str(demo_db), "--threshold-ms", "100")
     assert at_floor.returncode == 0, at_floor.stderr
     assert "chunk events only" not in at_floor.stderr

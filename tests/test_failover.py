@@ -314,3 +314,18 @@ async def test_azure_deployments_keep_their_query_and_send_the_api_key_header(
     assert request.headers[name] == value
     other = "authorization" if name == "api-key" else "api-key"
     assert other not in request.headers
+
+
+@pytest.mark.parametrize(
+    ("base", "chat"),
+    [
+        ("http://a.test/v1", "http://a.test/v1/chat/completions"),
+        ("http://a.test/v1/", "http://a.test/v1/chat/completions"),
+        ("http://a.test/p%2Fq/v1", "http://a.test/p%2Fq/v1/chat/completions"),  # kept as written
+        ("http://[::1]:8080/v1", "http://[::1]:8080/v1/chat/completions"),
+        ("http://u:p%40ss@a.test/v1", "http://a.test/v1/chat/completions"),  # a header instead
+        ("http://a.test/d?api-version=1/x", "http://a.test/d/chat/completions?api-version=1/x"),
+    ],
+)
+def test_endpoint_urls_keep_the_base_as_written(base: str, chat: str) -> None:
+    assert source("a", base_url=base).chat_url == chat

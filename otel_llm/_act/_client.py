@@ -3,6 +3,7 @@ call and hedges a late or stalled stream onto another source."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import random
 import time
@@ -142,17 +143,15 @@ def _check_objects(
         raise ConfigurationError("seed", f"must be an integer, got {_type_name(seed)}")
 
 
-_KINDS: dict[str, type] = {}
-"""Per settings argument of :class:`Client`: ``float``, ``int`` or ``bool`` (from its hint)."""
-
-
+@functools.cache
 def _argument_kinds() -> dict[str, type]:
-    if not _KINDS:
-        hints = typing.get_type_hints(Client.__init__)
-        for name in CLIENT_ARGUMENTS:
-            (kind,) = [arg for arg in typing.get_args(hints[name]) if arg is not type(None)]
-            _KINDS[name] = kind
-    return _KINDS
+    """Per settings argument of :class:`Client`: ``float``, ``int`` or ``bool`` (its hint)."""
+    hints = typing.get_type_hints(Client.__init__)
+    kinds: dict[str, type] = {}
+    for name in CLIENT_ARGUMENTS:
+        (kind,) = [arg for arg in typing.get_args(hints[name]) if arg is not type(None)]
+        kinds[name] = kind
+    return kinds
 
 
 def _check_types(given: Mapping[str, object], scope: str) -> None:

@@ -85,7 +85,7 @@ def not_found_hint(base_url: str, requested_url: str) -> str:
     source's base URL names no API version, the base URL to try instead."""
     hint = f" (requested {requested_url}"
     url = httpx2.URL(base_url)
-    if not _VERSION_SEGMENT.search(url.path + "/"):
+    if not _VERSION_SEGMENT.search(url.path + "/") and "?" not in base_url:  # (Azure: ?api-version)
         suggested = str(url.copy_with(path=url.path.rstrip("/") + "/v1", query=None))
         hint += f"; an OpenAI-compatible base URL ends in its API version: try {suggested!r}"
     return hint + ")"

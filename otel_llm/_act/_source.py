@@ -7,6 +7,7 @@ import functools
 import math
 from collections.abc import Iterator
 from typing import Any, Final, Literal, Self
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from pydantic import (
@@ -123,7 +124,7 @@ class Source(StrictModel):
                 f"base_url must not carry a credential in its query ({', '.join(secret)}): an "
                 "HTTP library logs request URLs; pass it as api_key (sent as a header)"
             )
-        return value.rstrip("/")
+        return value if "?" in value else value.rstrip("/")  # a query's own "/" stays
 
     @model_validator(mode="after")
     def _one_authorization(self) -> Self:
@@ -203,14 +204,34 @@ class Source(StrictModel):
 
 @functools.lru_cache(maxsize=256)
 def _endpoint(base_url: str, name: str) -> str:
-    """``base_url`` with ``/name`` added to its path, its query string kept and its user
-    information left out (it is sent as a header: :attr:`Source.userinfo_header`)."""
-    url = httpx2.URL(base_url)
-    return str(url.copy_with(path=f"{url.path.rstrip('/')}/{name}", userinfo=b""))
+    """``base_url`` with ``/name`` added to its path as written (percent-escapes kept), its
+    query string kept and its user information left out (it is sent as a header:
+    :attr:`Source.userinfo_header`)."""
+    parts = urlsplit(base_url)
+    host = parts.netloc.rpartition("@")[2]
+    path = f"{parts.path.rstrip('/')}/{name}"
+    return urlunsplit((parts.scheme, host, path, parts.query, ""))
 
 
 _SECRET_QUERY_NAMES: Final = frozenset(
-    {"api_key", "apikey", "api-key", "key", "token", "access_token", "password", "secret"}
+    {
+        "access_token",
+        "access-token",
+        "api_key",
+        "api-key",
+        "apikey",
+        "auth",
+        "client_secret",
+        "code",
+        "key",
+        "password",
+        "secret",
+        "sig",
+        "signature",
+        "subscription-key",
+        "token",
+        "x-api-key",
+    }
 )
 """Query parameters that hold a credential: never sent in a URL (an HTTP library logs URLs)."""
 

@@ -41,7 +41,7 @@ from otel_llm._act._pool import Pool
 from otel_llm._act._source import Source
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._chunks import ChunkClock
-from otel_llm._redact import redact_url
+from otel_llm._redact import public_url
 
 
 def request_headers(source: Source) -> dict[str, str]:
@@ -90,8 +90,10 @@ async def _raise_for_status(response: httpx2.Response, source: Source) -> None:
         source=source.name,
         secrets=source.secrets(),
         now_epoch_s=time.time(),
-        not_found_hint=not_found_hint(
-            redact_url(source.base_url), redact_url(str(response.request.url))
+        not_found_hint=(
+            not_found_hint(source.public_url, public_url(str(response.request.url)))
+            if response.status_code == 404
+            else ""
         ),
     )
 

@@ -121,7 +121,7 @@ def below_floor_note(path: Path, threshold_ms: int) -> str | None:
     return (
         f"note: {count:,} attempts recorded chunk events only for gaps above {floor} ms: at "
         f"{threshold_ms} ms their stall figures cannot be re-derived and show as empty (unknown, "
-        f"not 0); use --threshold-ms {floor} or above for figures of every call"
+        f"not 0); use --threshold-ms {floor} or above for those calls' figures"
     )
 
 

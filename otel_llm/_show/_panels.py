@@ -240,10 +240,10 @@ SELECT gap, gaps FROM bars WHERE gaps > 0 ORDER BY bar"""
 
 
 def known_total(d: PanelDialect, column: str) -> str:
-    """The hedged calls' total of ``column``; unknown (NULL) when one hedged call does not know
-    its own (a cancelled loser's usage), never an undercount shown as exact; 0 with no hedge."""
-    unknown = d.sql.count_if(f"hedges > 0 AND {column} IS NULL")
-    return f"CASE WHEN {unknown} > 0 THEN NULL ELSE coalesce({d.total(column)}, 0) END"
+    """The hedged calls' total of ``column`` where they know it; unknown (NULL) when hedges
+    ran and none of them knows its own (never 0 for unknown); 0 with no hedge."""
+    hedged = d.sql.count_if("hedges > 0")
+    return f"coalesce({d.total(column)}, CASE WHEN {hedged} > 0 THEN NULL ELSE 0 END)"
 
 
 def _hedging(d: PanelDialect) -> str:
@@ -468,7 +468,7 @@ PANELS: Final = (
         "hedged: calls that started at least one hedge leg. won: hedged calls a hedge leg won. "
         "wasted requests: the legs that lost (every hedge issued, since one leg of a round "
         "wins); wasted tokens and chunks: what the losing legs had streamed when they were "
-        "cancelled (empty, unknown, when a hedged call does not know its own).",
+        "cancelled, where known (empty, unknown, when no hedged call knows its own).",
         (
             "calls",
             "hedged_pct",
