@@ -170,3 +170,24 @@ def test_chunk_events_of_any_shape_unpack_to_the_row_of_the_span(
         packed.append_packed(pack(finished))
         rows.append_row(span_row(finished))
     assert packed.table().equals(rows.table())
+
+
+def test_a_subclass_of_a_value_type_keeps_its_value() -> None:
+    """The SDK keeps an ``IntEnum`` or a ``float`` subclass as given; marshal cannot hold them,
+    so the packer keeps their values: the typed column and the map both get the number."""
+    import enum
+
+    class Status(enum.IntEnum):
+        OK = 200
+
+    class Ratio(float):
+        pass
+
+    spans = Spans()
+    attributes = {sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT, sc.ATTEMPT_NUMBER: Status.OK, "r": Ratio(0.5)}
+    spans.tracer.start_span("s", attributes=attributes).end()  # type: ignore[arg-type]
+    (finished,) = spans.finished()
+    record = unpack(pack(finished))
+    assert record.attributes[sc.ATTEMPT_NUMBER] == 200
+    assert type(record.attributes[sc.ATTEMPT_NUMBER]) is int
+    assert record.attributes["r"] == 0.5

@@ -289,11 +289,21 @@ def pack(span: ReadableSpan) -> PackedSpan:
 
 
 def _rendered(value: Any) -> Any:
-    """``value`` with whatever ``marshal`` cannot hold rendered as an attribute string."""
+    """``value`` with what ``marshal`` cannot hold made plain: a subclass of a value type (an
+    ``IntEnum``, ``numpy.float64``) as its value — what the OTLP encoding sends for it — and
+    anything else as its attribute string."""
     if value is None or type(value) in (str, int, float, bool, bytes):
         return value
     if type(value) is tuple:
         return tuple(_rendered(item) for item in value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str.__str__(value)
     return attribute_string(value)
 
 
