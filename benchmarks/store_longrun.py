@@ -1167,7 +1167,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     size = CI if args.ci else FULL
-    old = None if args.no_old_duckdb else args.old_duckdb
+    old = None if args.no_old_duckdb else args.old_duckdb.resolve()  # children run elsewhere
     if old is not None and not (old / "duckdb").is_dir():
         parser.error(f"no DuckDB 1.5.4 in {old} (./dev test installs it; or --no-old-duckdb)")
     config = Config(
