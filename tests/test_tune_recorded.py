@@ -223,24 +223,22 @@ def test_the_silence_that_ended_a_failed_attempt_hedges_and_kills(tmp_path: Path
     assert math.isclose(watched.wall_s, 1.475 + 10.0 + 0.25 + 3.0, abs_tol=1e-6)
 
 
+def _without_chunks(outcome: str) -> Timeline:
+    """An attempt of 0.3 s that recorded no chunk event, ended with ``outcome``."""
+    return timeline_of_events(
+        outcome=outcome,
+        duration_ns=300 * NS_PER_MS,
+        floor_ms=100,
+        indexes=[],
+        gaps_ns=[],
+        offsets_ns=[],
+    )
+
+
 def test_a_completed_stream_without_a_chunk_is_replayed_as_completed_at_its_time() -> None:
     """A stream the model ended at once (no chunk, finish reason ``stop``) is done at its
     recorded 0.3 s: replayed unhedged it answers then, not after a 60 s timeout and a retry."""
-    timeline = timeline_of_events(
-        outcome=sc.OUTCOME_OK,
-        duration_ns=300 * NS_PER_MS,
-        floor_ms=100,
-        indexes=[],
-        gaps_ns=[],
-        offsets_ns=[],
-    )
+    timeline = _without_chunks(sc.OUTCOME_OK)
     assert (timeline.first_s, timeline.end_s, timeline.ok) == (0.3, 0.3, True)
-    failed = timeline_of_events(
-        outcome=sc.OUTCOME_ERROR,
-        duration_ns=300 * NS_PER_MS,
-        floor_ms=100,
-        indexes=[],
-        gaps_ns=[],
-        offsets_ns=[],
-    )
+    failed = _without_chunks(sc.OUTCOME_ERROR)
     assert failed.first_s == math.inf, "a failed attempt without a chunk never had one"
