@@ -267,7 +267,7 @@ class _Run:
         leg = _Leg(state, now, timeline, hedge)
         call.outcome.requests += 1
         round_id = call.round_id
-        killed = timeline.kill(self.rules.kill_after_s)
+        killed = timeline.kill(self.rules.kills)
         ends = timeline.end_s if killed is None else killed
         self.at(now + ends, lambda when: self.end_leg(call, round_id, leg, when))
         return leg
@@ -277,7 +277,7 @@ class _Run:
         rules = self.rules
         if not rules.hedging:
             return []
-        killed = leg.timeline.kill(rules.kill_after_s)
+        killed = leg.timeline.kill(rules.kills)
         ends = leg.timeline.end_s if killed is None else killed
         fires = []
         for trigger, fire in leg.timeline.triggers(rules.after_s, rules.stall_after_s):
@@ -336,7 +336,7 @@ class _Run:
         if call.done or call.round_id != round_id or leg.over:
             return
         leg.over = True
-        killed = leg.timeline.kill(self.rules.kill_after_s)
+        killed = leg.timeline.kill(self.rules.kills)
         if killed is None:  # the script ran to its end: the leg won
             leg.state.breaker.record_success()
             for other in call.legs:

@@ -124,7 +124,16 @@ class Defaults:
     """TCP connect timeout of the transport."""
 
     timeout_s: float = 60.0
-    """Per-attempt read timeout of the transport."""
+    """Per-attempt read timeout of the transport; also the watchdog's budget for the first chunk
+    when a source sets no ``ttft_timeout_s``."""
+
+    inter_token_timeout_s: float = 30.0
+    """The watchdog's budget between chunks when a source sets neither ``inter_token_timeout_s``
+    nor ``timeout_s`` (one that sets ``timeout_s`` falls back to it). A streamed answer that
+    has begun and then says nothing for 30 s has almost always died: models that think before
+    answering do it before their first chunk (``timeout_s``, 60 s) or stream the thinking as
+    chunks. Half the first-chunk budget, so that a stalled stream fails over while a call
+    deadline of a minute or so still has room for the next source."""
 
     pending_call_figures: int = 10_000
     """Calls whose attempt figures the processor keeps while waiting for the call span."""

@@ -447,7 +447,7 @@ async def test_external_cancel_during_stall_wait_ends_spans_as_cancelled(spans: 
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(stalls))
     async with Client(
         [source("a"), source("b")], http_client=http, tracer_provider=spans.provider,
-        hedge_stall_after_s=30,
+        hedge_stall_after_s=20,
     ) as c:  # fmt: skip
         task = asyncio.create_task(c.chat(MESSAGES))
         await streaming.wait()

@@ -3,6 +3,7 @@ prints, its JSON, its exit codes, and clear errors without a traceback."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -213,4 +214,9 @@ def test_the_commands_defaults_are_the_libraries() -> None:
     assert TUNE_SEED == DEFAULT_SEED
     assert DEFAULT_BUDGET in defaults
     assert TUNE_SEED in defaults
-    assert DEFAULTS.timeout_s in defaults
+    from otel_llm._tune._tuning import tune as library_tune
+
+    library = inspect.signature(library_tune).parameters["timeout_s"].default
+    assert inspect.signature(tune).parameters["timeout"].default is library is None
+    (option,) = inspect.get_annotations(tune, eval_str=True)["timeout"].__metadata__
+    assert f"{DEFAULTS.inter_token_timeout_s:g} s between chunks" in option.help

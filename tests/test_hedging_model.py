@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL
-from otel_llm._tune._model import Rules, Timeline, simulate_call
+from otel_llm._tune._model import Kills, Rules, Timeline, simulate_call
 from otel_llm._tune._scripted import arrivals
 from otel_llm.simulator import Script, Silence, sample_measured
 from tests.benchmark_modules import load_benchmark
@@ -56,9 +56,12 @@ def test_triggers_and_kills_follow_the_rules() -> None:
     assert list(leg.triggers(None, 10.0)) == [(STALL, 2.5 + 10.0)]
     assert list(leg.triggers(1.0, 10.0)) == [(FIRST_TOKEN, 1.0), (STALL, 2.5 + 10.0)]
     assert list(leg.triggers(None, 40.0)) == []
-    assert leg.kill(20.0) == 2.5 + 20.0
-    assert leg.kill(None) is None
-    assert leg.kill(1.5) == 1.5
+    assert leg.kill(Kills.both(20.0)) == 2.5 + 20.0
+    assert leg.kill(Kills()) is None
+    assert leg.kill(Kills.both(1.5)) == 1.5
+    assert leg.kill(Kills(first_s=1.5)) == 1.5  # the first chunk (at 2) is too late
+    assert leg.kill(Kills(first_s=60.0, gap_s=30.0)) == 2.5 + 30.0  # the 30.5 s gap
+    assert leg.kill(Kills(first_s=60.0, gap_s=31.0)) is None
 
 
 class Fixed:

@@ -144,13 +144,31 @@ def test_guard_stall_after_s_below_effective_inter_chunk_timeout() -> None:
     assert accepted.settings.hedge.stall_after_s == 7.9
 
 
+def test_inter_chunk_budget_defaults_to_30_s_unless_timeout_s_is_given() -> None:
+    """Out of the box the watchdog allows 60 s for the first chunk and 30 s between chunks; a
+    source that sets ``timeout_s`` has it for both (the budget between chunks falls back to
+    it); ``inter_token_timeout_s`` wins over both. A stall trigger at or past the default 30 s
+    is refused with the key to set."""
+    plain = source("a")
+    assert (plain.effective_ttft_timeout_s, plain.effective_inter_chunk_timeout_s) == (60, 30)
+    given = source("a", timeout_s=45)
+    assert (given.effective_ttft_timeout_s, given.effective_inter_chunk_timeout_s) == (45, 45)
+    same = source("a", timeout_s=60)  # given, even at the default value
+    assert same.effective_inter_chunk_timeout_s == 60
+    both = source("a", timeout_s=45, inter_token_timeout_s=12, ttft_timeout_s=20)
+    assert (both.effective_ttft_timeout_s, both.effective_inter_chunk_timeout_s) == (20, 12)
+    with pytest.raises(ConfigurationError, match="set inter_token_timeout_s above it"):
+        Client([source("a"), source("b")], hedge_stall_after_s=30)
+    assert Client([source("a"), source("b")], hedge_stall_after_s=29.5).settings.hedge
+
+
 def test_guard_triggers_below_call_deadline() -> None:
     """Either trigger at or past call_deadline_s is refused."""
     sources = [source("a"), source("b")]
     with pytest.raises(ConfigurationError, match="HEDGE__AFTER_S"):
         Client(sources, hedge_after_s=20, call_deadline_s=20)
     with pytest.raises(ConfigurationError, match="HEDGE__STALL_AFTER_S"):
-        Client(sources, hedge_stall_after_s=30, call_deadline_s=25)
+        Client(sources, hedge_stall_after_s=25, call_deadline_s=20)
 
 
 def test_single_source_hedging_warns() -> None:

@@ -20,7 +20,7 @@ from otel_llm._tune._grid import (
     stall_triggers,
     watchdogs,
 )
-from otel_llm._tune._model import Role, Rules, Timeline, simulate_call
+from otel_llm._tune._model import Kills, Role, Rules, Timeline, simulate_call
 from otel_llm._tune._sample import Sample
 
 
@@ -124,7 +124,8 @@ def test_ratios_follow_the_budget() -> None:
 
 def test_the_grid_has_both_triggers_each_alone_and_unhedged() -> None:
     """The unhedged setting without a watchdog first; every pair, each trigger alone, every
-    ratio for hedged settings; a watchdog only with triggers below it."""
+    ratio for hedged settings; a watchdog only with triggers below it, and without one, a
+    stall trigger only below the default 30 s between chunks."""
     data = _sample(_measured_like())
     settings = grid(data, 1.25)
     assert settings[0].after_s is None
@@ -136,7 +137,11 @@ def test_the_grid_has_both_triggers_each_alone_and_unhedged() -> None:
     pairs: list[tuple[float | None, float | None]] = [(a, None) for a in afters]
     pairs += [(None, s) for s in stalls]
     pairs += [(a, s) for a in afters for s in stalls]
-    assert hedged == {(a, s, r) for a, s in pairs for r in ratios(1.25)}
+    gap_s = DEFAULTS.inter_token_timeout_s
+    kept = [(a, s) for a, s in pairs if s is None or s < gap_s]
+    assert len(kept) < len(pairs), "the data suggest a stall trigger past 30 s"
+    assert hedged == {(a, s, r) for a, s in kept for r in ratios(1.25)}
+    assert {s.kills for s in unwatched} == {Kills(DEFAULTS.timeout_s, gap_s)}
     for setting in settings:
         if setting.watchdog_s is not None:
             triggers = [t for t in (setting.after_s, setting.stall_after_s) if t is not None]
@@ -147,8 +152,10 @@ def test_the_grid_has_both_triggers_each_alone_and_unhedged() -> None:
 
 
 def test_without_a_watchdog_no_trigger_reaches_the_default_timeout() -> None:
-    """Gaps of minutes: no setting without a watchdog has a trigger at or above the default
-    TIMEOUT_S (60 s), which the client's watchdog falls back to and R13 refuses."""
+    """Gaps of minutes: no setting without a watchdog has a first-token trigger at or above
+    the default TIMEOUT_S (60 s) or a stall trigger at or above the default 30 s between
+    chunks, which the client's watchdog falls back to and R13 refuses; with ``--timeout 90``
+    both limits are 90 s."""
     data = _sample(
         [
             Timeline(1.0 + 60.0 * (i % 3), 200.0, ((2.0, 50.0 + i),) if i % 2 else ())
@@ -159,7 +166,10 @@ def test_without_a_watchdog_no_trigger_reaches_the_default_timeout() -> None:
     for setting in grid(data, 1.25):
         if setting.watchdog_s is None:
             assert (setting.after_s or 0.0) < 60.0
-            assert (setting.stall_after_s or 0.0) < 60.0
+            assert (setting.stall_after_s or 0.0) < 30.0
+    longer = [s for s in grid(data, 1.25, 90.0) if s.watchdog_s is None]
+    assert max(s.stall_after_s or 0.0 for s in longer) >= 30.0
+    assert {s.kills for s in longer} == {Kills.both(90.0)}
 
 
 def test_first_attempts_that_failed_before_a_chunk_count_but_are_no_candidate() -> None:
@@ -216,11 +226,14 @@ def test_no_watchdog_kills_at_the_timeout() -> None:
         return stalled if role == "primary" else good
 
     client = Rules(timeout_s=60.0)
-    assert client.kill_after_s == 60.0
+    assert client.kills == Kills(60.0, 60.0)
     outcome = simulate_call(client, draw, client.budgets(), (0.25,))
     assert outcome.rounds == 2
     assert math.isclose(outcome.wall_s, 2.0 + 60.0 + 0.25 + 3.0)
     assert simulate_call(Rules(), draw, Rules().budgets(), (0.25,)).wall_s == 85.0
     watched = Rules(watchdog_s=10.0, timeout_s=60.0)
-    assert watched.kill_after_s == 10.0
+    assert watched.kills == Kills(10.0, 10.0)
+    defaults = Rules(timeout_s=60.0, gap_timeout_s=30.0)  # a source that sets no TIMEOUT_S
+    assert defaults.kills == Kills(60.0, 30.0)
+    assert math.isclose(simulate_call(defaults, draw, defaults.budgets(), (0.25,)).wall_s, 35.25)
     assert math.isclose(simulate_call(watched, draw, watched.budgets(), (0.25,)).wall_s, 15.25)

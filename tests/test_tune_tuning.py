@@ -237,9 +237,16 @@ def test_a_non_default_timeout_is_among_the_lines_to_paste(
         for n in ("a", "b")
     ]
     assert Client(sources, **lines.client_kwargs) is not None  # type: ignore[arg-type]
-    default = config_lines(Rules(stall_after_s=4.0, timeout_s=DEFAULTS.timeout_s), ["a-1"])
+    plain = Rules(
+        stall_after_s=4.0,
+        timeout_s=DEFAULTS.timeout_s,
+        gap_timeout_s=DEFAULTS.inter_token_timeout_s,
+    )
+    default = config_lines(plain, ["a-1"])  # a source that sets no TIMEOUT_S
     assert not any("TIMEOUT_S" in line for line in default.env)
     assert "timeout_s" not in default.source_kwargs
+    given = config_lines(Rules(stall_after_s=4.0, timeout_s=DEFAULTS.timeout_s), ["a-1"])
+    assert "LLM__A__1__TIMEOUT_S=60" in given.env  # --timeout 60: 60 s between chunks too
 
 
 def test_the_timeout_reaches_every_setting_and_the_json(store: Path) -> None:
@@ -297,7 +304,8 @@ def test_a_watchdog_alone_is_printed_under_its_header(store: Path) -> None:
     "Or in code:", the ``Source(...)`` arguments (no ``Client(...)`` line: no hedge key)."""
     tuning = _tune(store)
     assert tuning.recommendation is not None
-    chosen = Setting(Rules(watchdog_s=20.0, timeout_s=60.0), tuning.recommendation.figures)
+    rules = Rules(watchdog_s=20.0, timeout_s=60.0, gap_timeout_s=30.0)  # TIMEOUT_S not set
+    chosen = Setting(rules, tuning.recommendation.figures)
     watched = replace(
         tuning, recommendation=chosen, config=config_lines(chosen.rules, ["sim-1", "sim-2"])
     )

@@ -90,9 +90,11 @@ class Attempt:
         source, clock = self.source, self.span.clock
         if not self.stream:
             return await chat_completion(pool, source, payload, stream=False, clock=clock)
-        ttft_s = source.ttft_timeout_s or source.timeout_s
         async with Watchdog(
-            clock, ttft_s, source.effective_inter_chunk_timeout_s, source=source.name
+            clock,
+            source.effective_ttft_timeout_s,
+            source.effective_inter_chunk_timeout_s,
+            source=source.name,
         ):
             return await chat_completion(pool, source, payload, stream=True, clock=clock)
 

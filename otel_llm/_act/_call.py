@@ -195,7 +195,7 @@ class CallRun(Generic[T]):
             return None
         primary = next((leg for leg in result.failed if not leg.is_hedge), None)
         error = primary.error if primary is not None else None
-        if isinstance(error, e.WatchdogTimeout):
+        if isinstance(error, e.WatchdogTimeout | e.ProviderTimeout):
             return None  # the source went silent: silence again is likelier than an answer
         if isinstance(error, e.RateLimited):
             wait = max(0.0, state.rate_limited_until - self.loop.time())

@@ -225,7 +225,7 @@ def check_hedge_assembly(settings: ClientSettings) -> None:
         return
     scope = settings.scope
     if hedge.after_s is not None:
-        shortest = min(source.ttft_timeout_s or source.timeout_s for source in sources)
+        shortest = min(source.effective_ttft_timeout_s for source in sources)
         if hedge.after_s >= shortest:
             raise ConfigurationError(
                 f"{scope}__HEDGE__AFTER_S",
@@ -238,8 +238,9 @@ def check_hedge_assembly(settings: ClientSettings) -> None:
             raise ConfigurationError(
                 f"{scope}__HEDGE__STALL_AFTER_S",
                 f"{hedge.stall_after_s:g} must be below the shortest inter-chunk timeout "
-                f"(inter_token_timeout_s or timeout_s: {shortest:g}); the watchdog would kill "
-                "the stream before the hedge window opens",
+                f"(inter_token_timeout_s, else timeout_s when set, else "
+                f"{DEFAULTS.inter_token_timeout_s:g} s: {shortest:g}); the watchdog would kill "
+                "the stream before the hedge window opens; set inter_token_timeout_s above it",
             )
     deadline = retry.call_deadline_s
     for name, value in (("AFTER_S", hedge.after_s), ("STALL_AFTER_S", hedge.stall_after_s)):

@@ -58,12 +58,14 @@ class Source(StrictModel):
     model: str = Field(min_length=1)
     api_key: SecretStr | None = None
     timeout_s: float = DEFAULTS.timeout_s
-    """Read timeout of one attempt; also the watchdog's inter-chunk budget when that is unset."""
+    """Read timeout of one attempt; also the watchdog's budgets when those are unset (between
+    chunks only when given: see :attr:`effective_inter_chunk_timeout_s`)."""
     connect_timeout_s: float = DEFAULTS.connect_timeout_s
     ttft_timeout_s: float | None = None
     """Watchdog: longest wait for the first incremental chunk."""
     inter_token_timeout_s: float | None = None
-    """Watchdog: longest wait between incremental chunks (falls back to ``timeout_s``)."""
+    """Watchdog: longest wait between incremental chunks (falls back to ``timeout_s`` when that
+    is given, else to 30 s)."""
     api_key_header: Literal["Authorization", "api-key"] | None = None
     """Where the key is sent: ``Authorization: Bearer <key>`` or Azure's ``api-key: <key>``
     (``None``: by ``provider``, see :attr:`key_header`)."""
@@ -146,9 +148,15 @@ class Source(StrictModel):
         return Limits(self.requests_per_minute, self.tokens_per_minute)
 
     @property
+    def effective_ttft_timeout_s(self) -> float:
+        """The watchdog's budget for the first chunk: ``ttft_timeout_s`` or ``timeout_s``."""
+        return self.ttft_timeout_s or self.timeout_s
+
+    @property
     def effective_inter_chunk_timeout_s(self) -> float:
-        """The watchdog's budget between chunks: ``inter_token_timeout_s`` or ``timeout_s``."""
-        return self.inter_token_timeout_s or self.timeout_s
+        """The watchdog's budget between chunks (see :func:`inter_chunk_budget_s`)."""
+        given = self.timeout_s if "timeout_s" in self.model_fields_set else None
+        return inter_chunk_budget_s(self.inter_token_timeout_s, given)
 
     @property
     def chat_url(self) -> str:
@@ -200,6 +208,13 @@ class Source(StrictModel):
         base URL carries."""
         key = (self.api_key.get_secret_value(),) if self.api_key else ()
         return key + url_secrets(self.base_url)
+
+
+def inter_chunk_budget_s(inter_token_timeout_s: float | None, timeout_s: float | None) -> float:
+    """The watchdog's budget between chunks of a source that sets ``inter_token_timeout_s``
+    and ``timeout_s`` (``None``: not set): the first, else the second, else 30 s
+    (:attr:`~otel_llm._defaults.Defaults.inter_token_timeout_s`)."""
+    return inter_token_timeout_s or timeout_s or DEFAULTS.inter_token_timeout_s
 
 
 @functools.lru_cache(maxsize=256)

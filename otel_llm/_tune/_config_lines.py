@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from otel_llm._act._groups import HedgeSettings
-from otel_llm._act._source import Source
+from otel_llm._act._source import Source, inter_chunk_budget_s
 from otel_llm._defaults import DEFAULTS
 from otel_llm._env import scope_key
 from otel_llm._tune._model import Rules
@@ -37,14 +37,21 @@ class ConfigLines:
     client_kwargs: dict[str, float | int]
     source_kwargs: dict[str, float | int]
     """The watchdog: per source (``Source(...)``), both timeouts the same; and ``timeout_s``
-    when the setting's ``TIMEOUT_S`` is not the default."""
+    when the setting replayed a source that sets it."""
+
+
+def _default_fallbacks(rules: Rules) -> bool:
+    """Whether ``rules`` kill a leg without a watchdog where a source that sets no
+    ``TIMEOUT_S`` would (so the configuration need not set it)."""
+    gap = rules.gap_timeout_s if rules.gap_timeout_s is not None else rules.timeout_s
+    return (rules.timeout_s, gap) == (DEFAULTS.timeout_s, inter_chunk_budget_s(None, None))
 
 
 def config_lines(rules: Rules, sources: Iterable[str], scope: str = DEFAULTS.scope) -> ConfigLines:
     """The keys that set ``rules`` on a client of ``sources`` (named ``{provider}-{N}`` when
     they came from the environment; another name gets ``<PROVIDER>__<N>`` to fill in): the
-    hedge keys, the watchdog's and, when ``rules.timeout_s`` is not the default, ``TIMEOUT_S``
-    (so that the pasted configuration is the client the replay ran)."""
+    hedge keys, the watchdog's and, when ``rules`` replayed a source that sets ``TIMEOUT_S``,
+    that (so that the pasted configuration is the client the replay ran)."""
     prefix = HedgeSettings.argument_prefix or ""
     hedge: dict[str, float | int] = {}
     if rules.after_s is not None:
@@ -58,7 +65,7 @@ def config_lines(rules: Rules, sources: Iterable[str], scope: str = DEFAULTS.sco
         for field, value in hedge.items()
     ]
     source_kwargs: dict[str, float | int] = {}
-    if rules.timeout_s is not None and rules.timeout_s != DEFAULTS.timeout_s:
+    if rules.timeout_s is not None and not _default_fallbacks(rules):
         source_kwargs[_TIMEOUT] = _number(rules.timeout_s)
     if rules.watchdog_s is not None:
         seconds = _number(rules.watchdog_s)

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Final
 
+from otel_llm._act._source import inter_chunk_budget_s
 from otel_llm._defaults import DEFAULTS
 from otel_llm._tune._model import Rules, Timeline
 from otel_llm._tune._sample import Sample
@@ -129,10 +131,14 @@ def ratios(budget: float) -> tuple[float, ...]:
     return tuple(sorted({round(allowed * f, 4) for f in (0.5, 1.0, 2.0)}))
 
 
-def grid(sample: Sample, budget: float, timeout_s: float = DEFAULTS.timeout_s) -> list[Rules]:
+def grid(sample: Sample, budget: float, timeout_s: float | None = None) -> list[Rules]:
     """Every setting to replay: unhedged, each trigger alone and both, with every watchdog and
-    (hedged) every ratio, each killing a leg at ``timeout_s`` without a watchdog (the client's
-    ``TIMEOUT_S``). The unhedged setting without a watchdog comes first."""
+    (hedged) every ratio, each killing a leg without a watchdog where the client would: at
+    ``timeout_s`` (the client's ``TIMEOUT_S``; ``None``: not set) before the first chunk and,
+    between chunks, at the budget the client falls back to. The unhedged setting without a
+    watchdog comes first."""
+    read_s = timeout_s if timeout_s is not None else DEFAULTS.timeout_s
+    fallback = Rules(timeout_s=read_s, gap_timeout_s=inter_chunk_budget_s(None, timeout_s))
     afters = first_token_triggers(sample)
     stalls = stall_triggers(sample)
     pairs: list[tuple[float | None, float | None]] = [
@@ -141,12 +147,17 @@ def grid(sample: Sample, budget: float, timeout_s: float = DEFAULTS.timeout_s) -
         *((after, stall) for after in afters for stall in stalls),
     ]
     settings: list[Rules] = []
-    for watchdog in watchdogs(sample, timeout_s):
-        settings.append(Rules(watchdog_s=watchdog, timeout_s=timeout_s))
+    for watchdog in watchdogs(sample, read_s):
+        watched = replace(fallback, watchdog_s=watchdog)
+        settings.append(watched)
+        kills = watched.kills
         for after, stall in pairs:
-            triggers = [t for t in (after, stall) if t is not None]
-            if max(triggers) >= (watchdog or timeout_s):
+            if _too_late(after, kills.first_s) or _too_late(stall, kills.gap_s):
                 continue  # the watchdog would kill the leg before the trigger fires (R13)
             for ratio in ratios(budget):
-                settings.append(Rules(after, stall, watchdog, ratio=ratio, timeout_s=timeout_s))
+                settings.append(replace(watched, after_s=after, stall_after_s=stall, ratio=ratio))
     return settings
+
+
+def _too_late(trigger: float | None, kill_s: float | None) -> bool:
+    return trigger is not None and kill_s is not None and trigger >= kill_s

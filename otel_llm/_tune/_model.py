@@ -12,7 +12,8 @@ rules:
   client's own :class:`~otel_llm._act._hedge_budget.HedgeBudgets`; a first-token hedge the budget
   refuses leaves the round's hedge to the stall trigger;
 * the watchdog (R6, optional) kills a leg ``watchdog_s`` after its start or its last chunk;
-  without one, ``timeout_s`` (the client's ``TIMEOUT_S``, when set) does;
+  without one, the client's fallbacks do: ``timeout_s`` (its ``TIMEOUT_S``) before the first
+  chunk, ``gap_timeout_s`` between chunks;
 * first success wins; a round whose legs all fail is retried (a new round that may hedge again,
   R11) after a backoff, at most ``max_rounds`` rounds;
 * a call's wall time is its first success (``inf`` if none); its requests are its legs.
@@ -68,25 +69,41 @@ class Timeline:
                     yield STALL, fire
                 return
 
-    def kill(self, watchdog_s: float | None) -> float | None:
-        """When the watchdog would kill the leg, from its start (``None``: never)."""
-        if watchdog_s is None:
+    def kill(self, kills: Kills) -> float | None:
+        """When the watchdog (or the read timeout) would kill the leg, from its start
+        (``None``: never)."""
+        first, gap_limit = kills.first_s, kills.gap_s
+        if first is not None and self.first_s > first and (self.ok or self.end_s > first):
+            return first
+        if gap_limit is None:
             return None
-        if self.first_s > watchdog_s and (self.ok or self.end_s > watchdog_s):
-            return watchdog_s
         for before, gap in self.long_gaps:
-            if gap > watchdog_s and (self.ok or before + watchdog_s < self.end_s):
-                return before + watchdog_s
+            if gap > gap_limit and (self.ok or before + gap_limit < self.end_s):
+                return before + gap_limit
         return None
 
-    def success(self, watchdog_s: float | None) -> float:
+    def success(self, kills: Kills) -> float:
         """When the leg succeeds, from its start (``inf``: it fails or is killed)."""
-        return self.end_s if self.ok and self.kill(watchdog_s) is None else math.inf
+        return self.end_s if self.ok and self.kill(kills) is None else math.inf
 
-    def over(self, watchdog_s: float | None) -> float:
+    def over(self, kills: Kills) -> float:
         """When the leg is over, succeeded, failed or killed, from its start."""
-        killed = self.kill(watchdog_s)
+        killed = self.kill(kills)
         return self.end_s if killed is None else killed
+
+
+@dataclass(frozen=True, slots=True)
+class Kills:
+    """The silences that kill a leg: before its first chunk, and between two chunks
+    (``None``: nothing kills)."""
+
+    first_s: float | None = None
+    gap_s: float | None = None
+
+    @classmethod
+    def both(cls, seconds: float | None) -> Kills:
+        """The same silence before the first chunk and between chunks."""
+        return cls(seconds, seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,15 +126,19 @@ class Rules:
     """Rounds a call may run (the client's ``max_attempts``)."""
     timeout_s: float | None = None
     """The client's ``TIMEOUT_S``: the read timeout, and the watchdog's fallback — a client
-    without ``TTFT_TIMEOUT_S`` / ``INTER_TOKEN_TIMEOUT_S`` still kills a leg this long after
-    its start or its last chunk (``None``: no such kill, a study's idealised client)."""
+    without ``TTFT_TIMEOUT_S`` still kills a leg this long after its start (``None``: no such
+    kill, a study's idealised client)."""
+    gap_timeout_s: float | None = None
+    """The silence between chunks that kills a leg of a client without
+    ``INTER_TOKEN_TIMEOUT_S``: ``TIMEOUT_S`` when the client sets it, else the default 30 s
+    (:func:`~otel_llm._act._source.inter_chunk_budget_s`); ``None``: as ``timeout_s``."""
 
     @property
-    def kill_after_s(self) -> float | None:
-        """The silence that kills a leg: the watchdog, else ``timeout_s`` (the shorter of the
-        two when both are set); ``None``: nothing kills."""
-        limits = [s for s in (self.watchdog_s, self.timeout_s) if s is not None]
-        return min(limits) if limits else None
+    def kills(self) -> Kills:
+        """The silences that kill a leg: the watchdog, else the client's fallbacks (the shorter
+        when both are set)."""
+        gap = self.gap_timeout_s if self.gap_timeout_s is not None else self.timeout_s
+        return Kills(_shorter(self.watchdog_s, self.timeout_s), _shorter(self.watchdog_s, gap))
 
     @property
     def hedging(self) -> bool:
@@ -128,6 +149,11 @@ class Rules:
         """A fresh, full budget for a run of calls under these rules."""
         both = self.after_s is not None and self.stall_after_s is not None
         return HedgeBudgets(self.ratio, self.burst, self.first_token_burst, both)
+
+
+def _shorter(a: float | None, b: float | None) -> float | None:
+    limits = [s for s in (a, b) if s is not None]
+    return min(limits) if limits else None
 
 
 def mean_backoff_s(
@@ -180,7 +206,7 @@ def simulate_call(
     issue 13 (a refused first-token hedge ends the round's hedging)."""
     start = 0.0
     outcome = Outcome()
-    watchdog = rules.kill_after_s
+    kills = rules.kills
     for number in range(rules.max_rounds):
         budget.earn()
         outcome.rounds += 1
@@ -192,8 +218,8 @@ def simulate_call(
             index += 1
             for trigger, fire in leg.triggers(rules.after_s, rules.stall_after_s):
                 at = leg_start + fire
-                killed = leg.kill(watchdog)
-                if at >= first_success(legs, watchdog) or (killed is not None and fire >= killed):
+                killed = leg.kill(kills)
+                if at >= first_success(legs, kills) or (killed is not None and fire >= killed):
                     break
                 if budget.spend(trigger):
                     legs.append((at, draw("hedge")))
@@ -205,11 +231,11 @@ def simulate_call(
                     break
                 if not (trigger == FIRST_TOKEN and fallthrough):
                     break
-        done = first_success(legs, watchdog)
+        done = first_success(legs, kills)
         if done < math.inf:
             outcome.wall_s = done
             return outcome
-        start = max(leg_start + leg.over(watchdog) for leg_start, leg in legs)
+        start = max(leg_start + leg.over(kills) for leg_start, leg in legs)
         if number < len(backoff_s):
             start += backoff_s[number]
         elif backoff_s:
@@ -217,9 +243,9 @@ def simulate_call(
     return outcome
 
 
-def first_success(legs: Sequence[tuple[float, Timeline]], watchdog_s: float | None) -> float:
+def first_success(legs: Sequence[tuple[float, Timeline]], kills: Kills) -> float:
     """When the first of ``legs`` (start, timeline) succeeds (``inf``: none does)."""
-    return min((start + leg.success(watchdog_s) for start, leg in legs), default=math.inf)
+    return min((start + leg.success(kills) for start, leg in legs), default=math.inf)
 
 
 FAILED_S = 1e12

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import duckdb
 
+from otel_llm._act._source import inter_chunk_budget_s
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._tune._config_lines import ConfigLines, config_lines
@@ -56,9 +57,11 @@ def check_budget(budget: float) -> float:
     return float(budget)
 
 
-def check_timeout(timeout_s: float) -> float:
-    """``timeout_s`` if it is a finite number of seconds > 0 (the client's ``TIMEOUT_S``),
-    else a :class:`ConfigurationError` naming ``--timeout``."""
+def check_timeout(timeout_s: float | None) -> float | None:
+    """``timeout_s`` if it is ``None`` (not set) or a finite number of seconds > 0 (the
+    client's ``TIMEOUT_S``), else a :class:`ConfigurationError` naming ``--timeout``."""
+    if timeout_s is None:
+        return None
     if isinstance(timeout_s, bool) or not math.isfinite(timeout_s) or timeout_s <= 0:
         raise ConfigurationError(
             TIMEOUT_KEY,
@@ -103,8 +106,19 @@ class Tuning:
     recorded: Figures | None
     """The replayed calls' own figures, as recorded (the sanity line); a recorded call that
     failed counts as failed (:data:`~otel_llm._tune._model.FAILED_S`), as in the replay."""
-    timeout_s: float = DEFAULTS.timeout_s
-    """The client's ``TIMEOUT_S`` every setting replays (``--timeout``)."""
+    timeout_s: float | None = None
+    """The client's ``TIMEOUT_S`` every setting replays (``--timeout``; ``None``: not set, so
+    60 s before the first chunk and 30 s between chunks)."""
+
+    @property
+    def kills_json(self) -> dict[str, float]:
+        """The silences the client kills a leg at without a watchdog, before the first chunk
+        and between chunks."""
+        fallback = inter_chunk_budget_s(None, self.timeout_s)
+        return {
+            "timeout_s": self.timeout_s if self.timeout_s is not None else DEFAULTS.timeout_s,
+            "inter_chunk_timeout_s": fallback,
+        }
 
     @property
     def baseline(self) -> Setting | None:
@@ -147,7 +161,7 @@ class Tuning:
             "max_calls": self.max_calls,
             "source": s.source,
             "seed": self.seed,
-            "timeout_s": self.timeout_s,
+            **self.kills_json,
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -167,7 +181,7 @@ class Tuning:
         return {
             "data": self.data_json(),
             "budget": self.budget,
-            "timeout_s": self.timeout_s,
+            **self.kills_json,
             "baseline": baseline.figures.as_json() if baseline else None,
             "recorded": self.recorded.as_json() if self.recorded else None,
             "frontier": [setting.as_json() for setting in self.frontier],
@@ -217,7 +231,7 @@ def tune(
     seed: int = DEFAULT_SEED,
     now: datetime | None = None,
     max_calls: int = MAX_CALLS,
-    timeout_s: float = DEFAULTS.timeout_s,
+    timeout_s: float | None = None,
 ) -> Tuning:
     """Tune on the open store ``conn`` (see the module docstring) for a client whose sources
     have ``TIMEOUT_S`` = ``timeout_s``. Raises :class:`ConfigurationError` for a bad budget,

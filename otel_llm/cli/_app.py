@@ -329,13 +329,16 @@ def tune(
         int, typer.Option(help="Seed of the hedge legs' draws (same seed, same figures).")
     ] = TUNE_SEED,
     timeout: Annotated[
-        float,
+        float | None,
         typer.Option(
             help="The client's TIMEOUT_S (read timeout, and the watchdog's fallback: a leg "
             "silent this long is killed even without a watchdog); no trigger or watchdog at "
-            "or above it is tried."
+            "or above it is tried. Not set: the defaults, "
+            f"{DEFAULTS.timeout_s:g} s before the first chunk and "
+            f"{DEFAULTS.inter_token_timeout_s:g} s between chunks.",
+            show_default=False,
         ),
-    ] = DEFAULTS.timeout_s,
+    ] = None,
     output_format: Annotated[
         TuneFormat,
         typer.Option(

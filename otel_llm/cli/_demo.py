@@ -331,15 +331,19 @@ def compare(
 def _sources(
     options: DemoOptions, first: SimulatedProvider, second: SimulatedProvider
 ) -> list[Source]:
-    """The two simulated providers, with the default read timeout in simulated time."""
-    timeout_s = options.scaled(DEFAULTS.timeout_s)
+    """The two simulated providers, with the default read timeout and watchdog budgets in
+    simulated time."""
+    timeouts = {
+        "timeout_s": options.scaled(DEFAULTS.timeout_s),
+        "inter_token_timeout_s": options.scaled(DEFAULTS.inter_token_timeout_s),
+    }
     return [
         Source(
             name="sim-a",
             provider="sim-a",
             base_url=first.base_url,
             model=DEMO_MODEL,
-            timeout_s=timeout_s,
+            **timeouts,
         ),
         Source(
             name="sim-b",
@@ -347,7 +351,7 @@ def _sources(
             base_url=second.base_url,
             model=DEMO_MODEL,
             priority=1,
-            timeout_s=timeout_s,
+            **timeouts,
         ),
     ]
 

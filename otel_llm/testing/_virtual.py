@@ -5,51 +5,87 @@ minutes or hours on the real clock.
 
 ``run_virtual(main())`` runs a coroutine where ``asyncio.sleep(3600)`` takes no real time and
 ``loop.time()`` — and the metering clock, so chunk arrivals and figures too — report the
-virtual clock — for tests of hour-long waiting behaviour. In-memory
-I/O (httpx2.MockTransport) works; real sockets would see the jumps, so tests keep to the former.
+virtual clock — for tests of hour-long waiting behaviour. In-memory I/O (httpx2.MockTransport)
+works as it is. Real sockets work when both ends run on this loop (a server on 127.0.0.1 started
+in the same ``main``) and the loop is made with ``real_io=True``: before each jump it waits a
+few real milliseconds for what the kernel still carries (loopback delivers within the sending
+call, so this is a margin, not a race), and it never jumps while a job it handed to a thread
+(a DNS lookup) is running. A peer in another process or thread would see the jumps.
 """
 
 from __future__ import annotations
 
 import asyncio
 import selectors
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from otel_llm._measure._clock import use_clock
 
 T = TypeVar("T")
 
+SETTLE_S = 0.005
+"""Real seconds a loop with ``real_io`` waits for socket events before it jumps."""
+
 
 class _JumpingSelector(selectors.DefaultSelector):
     """A selector that, instead of waiting for a timer, moves the virtual clock to it."""
 
-    def __init__(self) -> None:
+    def __init__(self, settle_s: float, busy: Callable[[], bool]) -> None:
         super().__init__()
         self.now = 0.0
+        self._settle_s = settle_s
+        self._busy = busy
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         ready = super().select(0)
-        if ready or not timeout or timeout <= 0:
+        if ready or (timeout is not None and timeout <= 0):
             return ready
-        self.now += timeout
+        while self._busy():  # a thread will wake the loop (its self-pipe) when it is done
+            ready = super().select(self._settle_s)
+            if ready:
+                return ready
+        if self._settle_s:
+            ready = super().select(self._settle_s)
+            if ready:
+                return ready
+        if timeout:
+            self.now += timeout
         return []
 
 
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    """A selector event loop whose ``time()`` is virtual."""
+    """A selector event loop whose ``time()`` is virtual (``real_io``: see the module)."""
 
-    def __init__(self) -> None:
-        self._jumping = _JumpingSelector()
+    def __init__(self, real_io: bool = False) -> None:
+        self._in_threads = 0
+        self._jumping = _JumpingSelector(SETTLE_S if real_io else 0.0, self._threads_busy)
         super().__init__(self._jumping)
+
+    def _threads_busy(self) -> bool:
+        return self._in_threads > 0
 
     def time(self) -> float:
         return self._jumping.now
 
+    def run_in_executor(  # type: ignore[override]  # same call, the typeshed generics aside
+        self, executor: Executor | None, func: Callable[..., T], *args: Any
+    ) -> asyncio.Future[T]:
+        future = super().run_in_executor(executor, func, *args)
+        self._in_threads += 1
 
-def run_virtual(main: Coroutine[Any, Any, T]) -> T:
+        def done(_: object) -> None:
+            self._in_threads -= 1
+
+        future.add_done_callback(done)
+        return future
+
+
+def run_virtual(main: Coroutine[Any, Any, T], *, real_io: bool = False) -> T:
     """Run ``main`` to completion on a fresh virtual-time loop; like the shared fixture, fail if
-    it leaves a task of its own running (``asyncio.Runner`` would cancel it silently)."""
+    it leaves a task of its own running (``asyncio.Runner`` would cancel it silently).
+    ``real_io``: ``main`` talks over real sockets to servers it runs on the same loop."""
 
     async def checked() -> T:
         loop = asyncio.get_running_loop()
@@ -66,5 +102,5 @@ def run_virtual(main: Coroutine[Any, Any, T]) -> T:
         assert leftover == [], f"tasks left running: {leftover}"
         return result
 
-    with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
+    with asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(real_io)) as runner:
         return runner.run(checked())
