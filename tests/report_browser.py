@@ -81,16 +81,22 @@ class Loaded:
 
 
 @contextmanager
-def loaded(report: Path, viewport: dict[str, int] = LAPTOP) -> Iterator[Loaded]:
-    """``report`` opened from ``file://`` in headless chromium, every chart drawn; every
-    request that is not for a file is aborted and recorded."""
+def loaded(
+    report: Path, viewport: dict[str, int] = LAPTOP, timezone: str | None = None
+) -> Iterator[Loaded]:
+    """``report`` opened from ``file://`` in headless chromium (in ``timezone``, or the
+    machine's), every chart drawn; every request that is not for a file is aborted and
+    recorded."""
     from playwright.sync_api import Route, sync_playwright
 
     executable = chromium_path()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         try:
-            context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+            context = browser.new_context(
+                viewport=viewport,  # type: ignore[arg-type]
+                timezone_id=timezone,
+            )
             page = context.new_page()
             page.set_default_timeout(TIMEOUT_MS)
             seen = Loaded(page)

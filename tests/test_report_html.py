@@ -150,7 +150,7 @@ def test_skewed_bars_go_on_a_log_scale() -> None:
     assert even is not None
     assert skewed is not None
     assert "scale" not in even["layer"][0]["encoding"]["y"]
-    assert skewed["layer"][0]["encoding"]["y"]["scale"] == {"type": "log"}
+    assert skewed["layer"][0]["encoding"]["y"]["scale"] == {"type": "symlog", "domain": [0, 10_000]}
     assert "log scale" in skewed["layer"][0]["encoding"]["y"]["title"]
 
 

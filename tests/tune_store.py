@@ -5,11 +5,12 @@ in a real segment store, so the timelines tune reads back can be checked against
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from time import time_ns
+from unittest.mock import patch
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -17,6 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
 from otel_llm import _semconv as sc
+from otel_llm._measure import _spans as spans_module
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS
@@ -70,6 +72,16 @@ def stream(
     return tuple(arrivals)
 
 
+@contextmanager
+def _wall_clock(at_ns: int | None) -> Iterator[None]:
+    """The wall clock the spans are anchored on reads ``at_ns`` (``None``: the real one)."""
+    if at_ns is None:
+        yield
+        return
+    with patch.object(spans_module, "time_ns", lambda: at_ns):
+        yield
+
+
 @dataclass
 class TuneStore:
     """A segment store written through the SDK and the deriving processor."""
@@ -85,11 +97,16 @@ class TuneStore:
             DerivingSpanProcessor([SimpleSpanProcessor(self.exporter)])
         )
 
-    def call(self, attempts: Sequence[Scripted]) -> None:
+    def call(self, attempts: Sequence[Scripted], at_ns: int | None = None) -> None:
         """One call of ``attempts`` (numbered in order), its span from the first start to the
-        last end; failed (an error status) when none of them succeeded."""
+        last end, started now or at ``at_ns`` (wall-clock ns); failed (an error status) when
+        none of them succeeded."""
+        with _wall_clock(at_ns):
+            self._call(attempts)
+
+    def _call(self, attempts: Sequence[Scripted]) -> None:
         tracer = self.provider.get_tracer("tests")
-        anchor = time_ns()
+        anchor = spans_module.time_ns()
         wall_ms = max(a.start_ms + a.end_ms for a in attempts)
         call = tracer.start_span(
             "chat sim-model",
@@ -124,7 +141,10 @@ class TuneStore:
             for arrival in scripted.arrivals_ms:
                 span.clock.mark_at(start + int(arrival * MS))
             span.finish(scripted.outcome, end_ns=start + int(scripted.end_ms * MS))
-        if all(a.outcome != sc.OUTCOME_OK for a in attempts):  # every attempt failed
+        winner = next((n for n, a in enumerate(attempts, 1) if a.outcome == sc.OUTCOME_OK), 0)
+        if winner:
+            call.set_attribute(sc.CALL_WINNER_ATTEMPT, winner)
+        else:  # every attempt failed
             call.set_status(Status(StatusCode.ERROR, "every attempt failed"))
         call.end(end_time=anchor + int(wall_ms * MS))
 

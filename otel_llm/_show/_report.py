@@ -89,11 +89,17 @@ class TimeRange:
     start: datetime
     end: datetime
 
-    def context(self, variables: Mapping[str, Variable]) -> QueryContext:
-        """Grafana's query context for this range: whole seconds (the plugin's RFC 3339
-        literals), the end rounded up so the last call of the range is in it."""
+    @property
+    def bounds(self) -> tuple[datetime, datetime]:
+        """The range as the queries see it: whole seconds (the plugin's RFC 3339 literals),
+        the end rounded up so the last call of the range is in it."""
         start = self.start.replace(microsecond=0)
         end = self.end.replace(microsecond=0) + timedelta(seconds=bool(self.end.microsecond))
+        return start, end
+
+    def context(self, variables: Mapping[str, Variable]) -> QueryContext:
+        """Grafana's query context for this range (its :attr:`bounds`)."""
+        start, end = self.bounds
         return QueryContext(start, end, interval_for(start, end), variables)
 
 

@@ -1,8 +1,9 @@
 """The Vega-Lite specification of every chart of ``otel-llm report``, from a panel
 (:class:`~otel_llm._show._panels.Panel`) and the rows its SQL returned.
 
-Pure functions of the panel's metadata: its kind draws the mark (a time series as lines, or as
-an area stacked by :attr:`Panel.stacked` with the other values drawn as a line over the stack;
+Pure functions of the panel's metadata and the range (:class:`Frame`): its kind draws the mark
+(a time series as lines broken at empty buckets, or as a step area stacked by
+:attr:`Panel.stacked`, zero at empty buckets, with the other values drawn as a line over it;
 a bar chart as bars, stacked when the panel says so; an xy chart as points), its unit names
 the axis. The rows are inlined into the spec (a panel returns at most a few hundred aggregated
 rows), reshaped to one row per plotted value. Tables and stats are not charts
@@ -12,6 +13,7 @@ rows), reshaped to one row per plotted value. Tables and stats are not charts
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from otel_llm._show._panels import SERIES, TIME, Panel
@@ -40,9 +42,9 @@ OVERLAY_COLOUR: Final = "#222222"
 DASHES: Final = ([1, 0], [6, 3], [2, 2], [8, 2, 2, 2], [1, 3])
 """Stroke dashes of the value columns when colour already tells the series apart."""
 SKEWED: Final = 100
-"""A bar chart whose largest bar is this many times its smallest non-empty one is drawn on a log
-scale, so the small bars stay visible (the axis says so; the bars are never empty: no
-category of zero is returned)."""
+"""A bar chart whose largest bar is this many times its smallest non-empty one is drawn on a
+(symmetric) log scale, so the small bars stay visible (the axis says so; its zero values are
+left out, its values side by side)."""
 ROW_PX: Final = 26
 """Pixels of plot height per Grafana grid row of the panel."""
 UNIT_TITLES: Final = {"s": "seconds", "percent": "%", "short": "count", "none": ""}
@@ -86,13 +88,67 @@ def _base(panel: Panel, values: list[dict[str, Any]]) -> Spec:
     }
 
 
-def _time_axis() -> Spec:
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """The range a time chart covers and its bucket, in epoch milliseconds."""
+
+    start_ms: int
+    end_ms: int
+    step_ms: int
+
+    def buckets(self, times: Sequence[int]) -> list[int]:
+        """Every bucket of the range, aligned on the buckets the query returned (``times``):
+        from the one holding the start to the one holding the end."""
+        if not times or self.step_ms <= 0:
+            return sorted(set(times))
+        origin, step = min(times), self.step_ms
+        first = origin + ((self.start_ms - origin) // step) * step
+        last = origin + ((self.end_ms - origin) // step) * step
+        found = range(first, max(first, last) + 1, step)
+        return sorted({*found, *times})
+
+
+TICK_STEPS: Final = (
+    ("second", 1_000, (1, 2, 5, 10, 15, 30), "%H:%M:%S"),
+    ("minute", 60_000, (1, 2, 5, 10, 15, 30), "%H:%M"),
+    ("hour", 3_600_000, (1, 2, 3, 6, 12), "%d %b %H:%M"),
+    ("day", 86_400_000, (1, 2, 7, 14), "%d %b"),
+)
+"""The tick intervals of a time axis, finest first, with the label format each needs: a
+label always names a whole second or more (never ``.500``)."""
+MAX_TICKS: Final = 8
+
+
+def time_ticks(span_ms: int) -> tuple[int, int, str]:
+    """For a time axis ``span_ms`` long: how many ticks, the least step between two (ms) and
+    the label format — the finest step of :data:`TICK_STEPS` giving at most
+    :data:`MAX_TICKS` ticks, so that no two labels read the same."""
+    for _, unit_ms, steps, fmt in TICK_STEPS:
+        for step in steps:
+            every = unit_ms * step
+            if span_ms / every <= MAX_TICKS:
+                return max(2, int(span_ms // every)), every, fmt
+    _, unit_ms, _, fmt = TICK_STEPS[-1]
+    every = unit_ms * max(1, -(-span_ms // (unit_ms * MAX_TICKS)))
+    return MAX_TICKS, every, fmt
+
+
+def _time_axis(frame: Frame | None, last_ms: int | None = None) -> Spec:
+    """The x axis of a time chart: the whole range (to the end of its last bucket), ticks
+    and labels for its length, in UTC."""
+    axis: Spec = {"labelOverlap": True, "grid": False}
+    scale: Spec = {"type": "utc"}
+    if frame is not None:
+        end = max(frame.end_ms, (last_ms or frame.end_ms) + frame.step_ms)
+        scale["domain"] = [frame.start_ms, end]
+        scale["nice"] = False
+        axis["tickCount"], axis["tickMinStep"], axis["format"] = time_ticks(end - frame.start_ms)
     return {
         "field": TIME,
         "type": "temporal",
         "title": "started (UTC)",
-        "scale": {"type": "utc"},
-        "axis": {"labelOverlap": True, "grid": False},
+        "scale": scale,
+        "axis": axis,
     }
 
 
@@ -148,6 +204,36 @@ def _unique(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def _filled(
+    points: list[dict[str, Any]], frame: Frame | None, fill: float | None, *, close: bool
+) -> list[dict[str, Any]]:
+    """``points`` with a point of value ``fill`` for every bucket of the range a line has none
+    for (0 where the value is a sum, so an empty bucket reads as nothing; ``None`` where it is
+    a statistic, so the line breaks instead of bridging the gap) and, with ``close``, one at
+    the end of the last bucket (a step drawn after its point then ends where its bucket ends
+    instead of running on)."""
+    if frame is None or not points:
+        return points
+    times = [int(p[TIME]) for p in points if isinstance(p.get(TIME), int | float)]
+    buckets = frame.buckets(times)
+    if close and buckets:
+        buckets = [*buckets, buckets[-1] + frame.step_ms]
+    filled = list(points)
+    by_label: dict[str, dict[int, dict[str, Any]]] = {}
+    for point in points:
+        if isinstance(point.get(TIME), int | float):
+            by_label.setdefault(point["label"], {})[int(point[TIME])] = point
+    for seen in by_label.values():
+        model = next(iter(seen.values()))
+        filled += [{**model, TIME: b, "value": fill} for b in buckets if b not in seen]
+    return sorted(filled, key=lambda p: (str(p["label"]), p.get(TIME) or 0))
+
+
+def _last_bucket(points: Sequence[Mapping[str, Any]]) -> int | None:
+    times = [int(p[TIME]) for p in points if isinstance(p.get(TIME), int | float)]
+    return max(times, default=None)
+
+
 def _tooltip(*fields: tuple[str, str]) -> list[Spec]:
     tips: list[Spec] = []
     for field, kind in fields:
@@ -159,10 +245,12 @@ def _tooltip(*fields: tuple[str, str]) -> list[Spec]:
     return tips
 
 
-def _stacked_time(panel: Panel, rows: Sequence[Row]) -> Spec:
+def _stacked_time(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spec:
     """An area per stacked value and series, the other values summed over the series and
-    drawn as a dashed line over the stack (its top, when they add up)."""
-    stacked = _long(rows, panel, panel.stacked)
+    drawn as a dashed line over the stack (its top, when they add up); each bucket drawn as a
+    step as wide as the bucket, an empty bucket as zero."""
+    last = _last_bucket(rows)
+    stacked = _filled(_long(rows, panel, panel.stacked), frame, 0.0, close=True)
     overlay_columns = [c for c in panel.values if c not in panel.stacked]
     totals: dict[tuple[object, str], float] = {}
     for row in rows:
@@ -171,10 +259,15 @@ def _stacked_time(panel: Panel, rows: Sequence[Row]) -> Spec:
             if isinstance(value, int | float):
                 key = (row.get(TIME), column)
                 totals[key] = totals.get(key, 0.0) + float(value)
-    overlay = [
-        {TIME: t, "label": figure_name(c), "figure": figure_name(c), "value": v}
-        for (t, c), v in totals.items()
-    ]
+    overlay = _filled(
+        [
+            {TIME: t, "label": figure_name(c), "figure": figure_name(c), "value": v}
+            for (t, c), v in totals.items()
+        ],
+        frame,
+        0.0,
+        close=True,
+    )
     stacked_labels = _unique([r["label"] for r in stacked])
     overlay_labels = [figure_name(c) for c in overlay_columns]
     domain = stacked_labels + overlay_labels
@@ -189,7 +282,7 @@ def _stacked_time(panel: Panel, rows: Sequence[Row]) -> Spec:
         ],
         "mark": {"type": "area", "opacity": 0.85, "interpolate": "step-after"},
         "encoding": {
-            "x": _time_axis(),
+            "x": _time_axis(frame, last),
             "y": {**_value_axis(panel, stack=True), "stack": "zero"},
             "color": _colour(domain, colours),
             "tooltip": tooltip,
@@ -204,7 +297,7 @@ def _stacked_time(panel: Panel, rows: Sequence[Row]) -> Spec:
             "interpolate": "step-after",
         },
         "encoding": {
-            "x": _time_axis(),
+            "x": _time_axis(frame, last),
             "y": _value_axis(panel),
             "color": _colour(domain, colours),
             "tooltip": tooltip,
@@ -214,12 +307,13 @@ def _stacked_time(panel: Panel, rows: Sequence[Row]) -> Spec:
     return spec
 
 
-def _time_lines(panel: Panel, rows: Sequence[Row]) -> Spec:
-    """A line per series (colour) and value column (dash when there are several of both)."""
-    values = _long(rows, panel, panel.values)
+def _time_lines(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spec:
+    """A line per series (colour) and value column (dash when there are several of both),
+    broken where a bucket has no value (a statistic of no call is no value, not zero)."""
+    values = _filled(_long(rows, panel, panel.values), frame, None, close=False)
     with_series = SERIES in panel.columns
     several = len(panel.values) > 1
-    encoding: Spec = {"x": _time_axis(), "y": _value_axis(panel)}
+    encoding: Spec = {"x": _time_axis(frame, _last_bucket(rows)), "y": _value_axis(panel)}
     if with_series and several:
         series = _unique([r["series"] for r in values])
         encoding["color"] = {**_colour(series), "field": "series"}
@@ -239,20 +333,32 @@ def _time_lines(panel: Panel, rows: Sequence[Row]) -> Spec:
     spec = _base(panel, values)
     # points would hide the dashes in the legend: only lines of one dash get them
     dashed = "strokeDash" in encoding
-    spec["mark"] = {"type": "line", "point": not dashed and {"size": 18}, "strokeWidth": 1.5}
+    spec["mark"] = {
+        "type": "line",
+        "point": not dashed and {"size": 18},
+        "strokeWidth": 1.5,
+        "invalid": "break-paths-show-domains",
+    }
     spec["encoding"] = encoding
     return spec
 
 
 def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
     """Bars in the query's order of its category; several values stacked (or side by side
-    when the panel does not stack them)."""
+    when the panel does not stack them, or the scale is logarithmic: a stack on a log scale
+    has no bottom, and would draw nothing)."""
     values = _long(rows, panel, panel.values)
     categories = _unique([str(r["x"]) for r in values])
-    y = _value_axis(panel, stack=bool(panel.stacked))
-    if _skewed(rows, panel):
-        y["scale"] = {"type": "log"}
-        y["axis"] = {"format": "~s", "tickCount": 4}
+    log = _skewed(rows, panel)
+    stack = bool(panel.stacked) and not log
+    y = _value_axis(panel, stack=stack)
+    if log:
+        values = [v for v in values if isinstance(v["value"], int | float) and v["value"] > 0]
+        top = _power_above(max(float(v["value"]) for v in values))
+        powers = [0, *(10**k for k in range(len(str(top))))]
+        # symmetric log: log(1) is 0, so on a log scale a bar of 1 would have no height
+        y["scale"] = {"type": "symlog", "domain": [0, top]}
+        y["axis"] = {"format": ",.0f", "formatType": "number", "values": powers}
         y["title"] = f"{y['title']} (log scale)"
     encoding: Spec = {
         "x": {
@@ -267,8 +373,8 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
     }
     if len(panel.values) > 1:
         encoding["color"] = _colour([figure_name(c) for c in panel.values])
-        if not panel.stacked:
-            encoding["xOffset"] = {"field": "label"}
+        if not stack:
+            encoding["xOffset"] = {"field": "label", "sort": [figure_name(c) for c in panel.values]}
     else:
         encoding["color"] = {"value": PALETTE[0]}
     spec = _base(panel, values)
@@ -286,6 +392,14 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
     }
     spec["layer"] = [bars, counts]
     return spec
+
+
+def _power_above(value: float) -> int:
+    """The least power of ten at or above ``value`` (at least 10)."""
+    power = 10
+    while power < value:
+        power *= 10
+    return power
 
 
 def _skewed(rows: Sequence[Row], panel: Panel) -> bool:
@@ -320,10 +434,13 @@ def _points(panel: Panel, rows: Sequence[Row]) -> Spec:
     return spec
 
 
-def chart_spec(panel: Panel, rows: Sequence[Row]) -> Spec | None:
-    """The Vega-Lite spec drawing ``rows`` as ``panel`` says; ``None`` for a table or a stat."""
+def chart_spec(panel: Panel, rows: Sequence[Row], frame: Frame | None = None) -> Spec | None:
+    """The Vega-Lite spec drawing ``rows`` as ``panel`` says, a time series over ``frame``
+    (``None``: over its rows); ``None`` for a table or a stat."""
     if panel.kind == "timeseries":
-        return _stacked_time(panel, rows) if panel.stacked else _time_lines(panel, rows)
+        if panel.stacked:
+            return _stacked_time(panel, rows, frame)
+        return _time_lines(panel, rows, frame)
     if panel.kind == "barchart":
         return _bars(panel, rows)
     if panel.kind == "xychart":

@@ -19,7 +19,7 @@ from otel_llm._errors import ConfigurationError, OtelLLMError
 from otel_llm._show._grafana_macros import format_interval
 from otel_llm._show._panels import SERIES, Panel
 from otel_llm._show._report import PanelResult, ReportData
-from otel_llm._show._report_charts import chart_spec, label
+from otel_llm._show._report_charts import Frame, chart_spec, label
 from otel_llm._show._report_hedging import hedging_section
 from otel_llm._version import __version__
 
@@ -212,6 +212,13 @@ def chosen_call_text(data: ReportData) -> str:
     return text + "."
 
 
+def _frame(data: ReportData) -> Frame:
+    """The range the time charts cover, as the queries saw it."""
+    start, end = data.time_range.bounds
+    step = int(data.interval.total_seconds() * 1000)
+    return Frame(int(start.timestamp() * 1000), int(end.timestamp() * 1000), step)
+
+
 def _body(result: PanelResult, data: ReportData, specs: dict[str, Any]) -> str:
     panel = result.panel
     intro = (
@@ -219,7 +226,7 @@ def _body(result: PanelResult, data: ReportData, specs: dict[str, Any]) -> str:
     )
     if not result.rows:
         return f'{intro}<p class="no-data">{NO_DATA}</p>'
-    spec = chart_spec(panel, result.records())
+    spec = chart_spec(panel, result.records(), _frame(data))
     if spec is not None:
         specs[result.slot] = spec
         return f'{intro}<div class="chart" id="chart-{result.slot}"></div>'

@@ -1,0 +1,193 @@
+"""The report's charts as a reader sees them, read back from the SVG chromium drew: the time
+axis's labels on a short range, the steps of a sparse range, and bars on a log scale with
+zero-valued series. Stores of scripted calls at chosen moments (real SDK spans through the
+deriving processor into a real segment store), reports written by ``write_report``."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_llm import _semconv as sc
+from otel_llm._show._report import write_report
+from otel_llm._show._report_charts import MAX_TICKS, Frame, time_ticks
+from tests.report_browser import loaded
+from tests.tune_store import Scripted, TuneStore, stream
+
+pytestmark = pytest.mark.timeout(180)
+
+NOON_NS = int(datetime(2026, 11, 2, 12, 0, 0, tzinfo=UTC).timestamp() * 1e9)
+SECOND_NS = 1_000_000_000
+
+_AXIS = """(slot) => {
+  const chart = document.querySelector(`#chart-${slot} svg`);
+  const axis = [...chart.querySelectorAll("g.role-axis")]
+    .find(g => (g.getAttribute("aria-label") || "").startsWith("X-axis"));
+  return [...axis.querySelectorAll(".role-axis-label text")].map(t => t.textContent);
+}"""
+
+_PATHS = """([slot, role]) => {
+  const chart = document.querySelector(`#chart-${slot} svg`);
+  return [...chart.querySelectorAll(`g.mark-${role}.role-mark path`)]
+    .map(p => p.getAttribute("d") || "");
+}"""
+
+_BARS = """(slot) => {
+  const chart = document.querySelector(`#chart-${slot} svg`);
+  return [...chart.querySelectorAll("g.mark-rect.role-mark path")].map(p => {
+    const r = p.getBBox(); return [r.x, r.y, r.width, r.height]; });
+}"""
+
+
+def _points(d: str) -> list[tuple[float, float]]:
+    """The vertices of an SVG path Vega drew (absolute M/L commands)."""
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", d)]
+    return list(zip(numbers[::2], numbers[1::2], strict=False))
+
+
+def _ok(chunks: int = 5) -> Scripted:
+    return Scripted(stream(200.0, chunks=chunks, every_ms=50.0), 200.0 + chunks * 50.0)
+
+
+def _store(path: Path, calls: list[tuple[int, list[Scripted]]]) -> Path:
+    store = TuneStore(path)
+    for at_ns, attempts in calls:
+        store.call(attempts, at_ns=at_ns)
+    store.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def sparse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Two calls 75 s apart: a report over 75 s with two busy seconds."""
+    folder = tmp_path_factory.mktemp("sparse")
+    store = _store(folder / "store", [(NOON_NS, [_ok()]), (NOON_NS + 75 * SECOND_NS, [_ok()])])
+    return write_report(store, folder / "report.html").path
+
+
+@pytest.fixture(scope="module")
+def short(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Four calls within 3 s."""
+    folder = tmp_path_factory.mktemp("short")
+    calls = [(NOON_NS + n * SECOND_NS * 3 // 4, [_ok()]) for n in range(5)]
+    return write_report(_store(folder / "store", calls), folder / "report.html").path
+
+
+@pytest.fixture(scope="module")
+def zeros(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """300 good primaries and one error, no hedge at all: attempts by outcome has zero-valued
+    series and spans more than a hundredfold (a log scale)."""
+    folder = tmp_path_factory.mktemp("zeros")
+    calls = [(NOON_NS + n * SECOND_NS // 10, [_ok(2)]) for n in range(300)]
+    failed = Scripted(stream(200.0, chunks=2), 400.0, outcome=sc.OUTCOME_ERROR)
+    calls.append((NOON_NS + 31 * SECOND_NS, [failed]))
+    return write_report(_store(folder / "store", calls), folder / "report.html").path
+
+
+def test_tick_steps_fit_every_span() -> None:
+    """At most eight ticks on any span, at least a second apart, each label a whole second or
+    coarser (never milliseconds), and as fine as the span needs."""
+    for span_ms in (500, 3_000, 75_000, 3_600_000, 86_400_000, 40 * 86_400_000, 10**12):
+        count, every, fmt = time_ticks(span_ms)
+        assert 2 <= count <= MAX_TICKS
+        assert every >= 1_000
+        assert span_ms / every <= MAX_TICKS
+        assert "%L" not in fmt
+    assert time_ticks(4_000) == (4, 1_000, "%H:%M:%S")
+    assert time_ticks(76_000)[1:] == (10_000, "%H:%M:%S")
+    assert time_ticks(2 * 3_600_000)[1:] == (15 * 60_000, "%H:%M")
+
+
+def test_buckets_cover_the_range_on_the_querys_grid() -> None:
+    """Every bucket from the one holding the start to the one holding the end, on the grid of
+    the buckets returned."""
+    frame = Frame(start_ms=10_500, end_ms=14_200, step_ms=1_000)
+    assert frame.buckets([12_000]) == [10_000, 11_000, 12_000, 13_000, 14_000]
+    assert Frame(0, 0, 0).buckets([5, 3]) == [3, 5]
+
+
+def _labels(page: Any, slot: str) -> list[str]:
+    return list(page.evaluate(_AXIS, slot))
+
+
+def test_a_short_range_labels_whole_seconds_in_utc(short: Path) -> None:
+    """Four seconds of calls: the time axis reads 12:00:00, 12:00:01 … (UTC, even in a
+    browser in Tokyo), never ``.500``."""
+    with loaded(short, timezone="Asia/Tokyo") as page:
+        assert page.page_errors == []
+        for slot in ("time_split-0", "ttft", "stall_share"):
+            labels = _labels(page, slot)
+            assert len(labels) >= 3, (slot, labels)
+            assert all(re.fullmatch(r"12:00:0\d", text) for text in labels), (slot, labels)
+            assert len(set(labels)) == len(labels), (slot, labels)
+
+
+def test_a_sparse_range_draws_two_steps_not_a_band(sparse: Path) -> None:
+    """Two calls 75 s apart: the stacked area rises for the two buckets that hold a call and
+    is zero in between and after (old: one flat band from the first call to the end); the
+    time-to-first-chunk line does not bridge the 74 empty seconds."""
+    with loaded(sparse) as page:
+        assert page.page_errors == []
+        labels = _labels(page, "time_split-0")
+        assert all(re.fullmatch(r"12:0[01]:[0-5]\d", text) for text in labels), labels
+        areas = page.evaluate(_PATHS, ["time_split-0", "area"])
+        assert areas, "the stacked area is drawn"
+        raised_widths = []
+        for d in areas:
+            points = _points(d)
+            xs = [x for x, _ in points]
+            base = max(y for _, y in points)
+            width = max(xs) - min(xs)
+            assert width > 300, (width, d[:200])
+            raised = _raised_width(points, base)
+            assert raised < width * 0.1, (raised, width)  # two 1 s buckets of 76
+            raised_widths.append(raised)
+        assert max(raised_widths) > 0, "net generation is drawn"
+        lines = page.evaluate(_PATHS, ["ttft", "line"])
+        assert lines
+        for d in lines:
+            pieces = [piece for piece in d.split("M") if piece]
+            assert len(pieces) >= 2, ("a line bridges the empty minute", d[:200])
+            for piece in pieces:
+                xs = [x for x, _ in _points(piece)]
+                assert max(xs) - min(xs) < 100, ("a line bridges the empty minute", d[:200])
+
+
+def _raised_width(points: list[tuple[float, float]], base: float) -> float:
+    """The total width over which a step path stands above its baseline ``base``."""
+    total = 0.0
+    for (x0, y0), (x1, _) in itertools.pairwise(points):
+        if y0 < base - 0.5 and x1 > x0:
+            total += x1 - x0
+    return total
+
+
+def test_bars_on_a_log_scale_with_zero_series_are_drawn(zeros: Path) -> None:
+    """Attempts by outcome with no hedge and no other leg: on a log scale, one bar per
+    non-zero value (ok and error), each of a height, side by side rather than a stack that
+    has no bottom on a log scale."""
+    with loaded(zeros) as page:
+        assert page.page_errors == []
+        bars = page.evaluate(_BARS, "outcomes")
+        assert len(bars) == 2, bars
+        for _, _, width, height in bars:
+            assert width > 5
+            assert height > 5
+        heights = sorted(height for *_, height in bars)
+        assert heights[1] > heights[0] * 1.5, "300 stands above 1"
+        title, ticks = page.evaluate(
+            """() => {
+              const axis = [...document.querySelectorAll("#chart-outcomes svg g.role-axis")]
+                .find(g => (g.getAttribute("aria-label") || "").startsWith("Y-axis"));
+              const labels = [...axis.querySelectorAll(".role-axis-label text")];
+              return [axis.querySelector(".role-axis-title text").textContent,
+                      labels.map(t => t.textContent)]; }"""
+        )
+        assert "log scale" in title
+        assert ticks == ["0", "1", "10", "100", "1,000"], "powers of ten, on a scale that has 0"
