@@ -547,14 +547,25 @@ def test_on_one_source_the_panel_says_a_hedge_needs_a_second_source(tmp_path: Pa
 
 
 def test_the_hedging_panel_refuses_below_the_rule(demo: tuple[Path, Path, str]) -> None:
-    """The demo's dozen calls: the panel says there is too little data, and why, and draws
-    nothing."""
+    """The demo's dozen calls: the panel says there is too little data, why, and what
+    recording would be enough, draws nothing, and gives the replay's figures as a labelled
+    estimate with the p99's interval (no setting to paste)."""
     page = demo[1].read_text("utf-8")
     section = page[page.index(f'id="panel-{HEDGING}"') :]
     section = section[: section.index("</section>")]
     assert 'data-rows="0"' in section
     assert "Too little data to say what hedging would buy" in section
     assert "fewer than 1,000" in section
+    assert re.search(r"Enough: about [\d,]+ calls recorded like these", section), section
+    estimate = re.search(
+        r"Estimate, not a recommendation</b> \(([\d,]+) calls\): the replay puts the unhedged "
+        r"p99 at ([\d.]+) s \(95 % interval ([\d.]+)–([\d.]+) s\)",
+        section,
+    )
+    assert estimate is not None, section
+    p99, low, high = (float(estimate[n]) for n in (2, 3, 4))
+    assert low <= p99 <= high
+    assert "Recommended for" not in section, "an estimate has no setting to paste"
     assert f'id="chart-{HEDGING}"' not in section
     assert HEDGING not in _specs(page)
 

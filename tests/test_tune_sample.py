@@ -26,9 +26,9 @@ from otel_llm._tune._sample import (
     SINGLE_SOURCE_NOTE,
     common_floor_ms,
     left_out_because,
+    recording_advice,
     sample,
 )
-from otel_llm.cli._tune import recording_advice
 from tests.panel_calls import panel_spans
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)

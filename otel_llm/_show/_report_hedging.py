@@ -13,8 +13,9 @@ import html
 from typing import Any, Final
 
 from otel_llm._show._report_charts import PALETTE, SCHEMA, Spec
-from otel_llm._tune._sample import RULE
-from otel_llm._tune._tuning import Setting, Tuning
+from otel_llm._tune._replay import Figures
+from otel_llm._tune._sample import RULE, recording_advice
+from otel_llm._tune._tuning import Setting, Tuning, recommend
 
 KEY: Final = "hedging_frontier"
 TITLE: Final = "What hedging would buy"
@@ -154,6 +155,45 @@ def _recommendation_text(tuning: Tuning) -> str:
     )
 
 
+def _interval(figures: Figures) -> str:
+    interval = figures.p99_interval_s
+    if interval is None:
+        return ""
+    low, high = interval
+    return f" (95 % interval {low:.2f}–{high:.2f} s)"
+
+
+def _estimate_text(tuning: Tuning) -> str:
+    """Below the rule: what the replay says all the same, with the p99's sampling interval,
+    labelled an estimate and no setting to paste (empty when nothing was replayed)."""
+    baseline = tuning.baseline
+    if baseline is None:
+        return ""
+    b = baseline.figures
+    text = (
+        f"<b>Estimate, not a recommendation</b> ({tuning.sample.calls:,} calls): the replay "
+        f"puts the unhedged p99 at {b.p99_s:.2f} s{_interval(b)}"
+    )
+    best = recommend(tuning.settings, tuning.budget)
+    if best is not None and best.rules.hedging:
+        f = best.figures
+        hedged, unhedged = f.p99_interval_s, b.p99_interval_s
+        overlap = hedged is not None and unhedged is not None and hedged[1] >= unhedged[0]
+        text += (
+            f"; the best setting within {tuning.budget:g} requests per call, "
+            f"{html.escape(setting_label(best))}, at {f.p99_s:.2f} s{_interval(f)}, "
+            f"{f.requests_per_call:.3f} requests per call"
+        )
+        text += (
+            ". The intervals overlap: on this few calls the difference may be noise."
+            if overlap
+            else "."
+        )
+    else:
+        text += "; no hedge setting within the budget beats it on these calls."
+    return f'<p class="estimate">{text}</p>'
+
+
 def hedging_section(tuning: Tuning | None, specs: dict[str, Any], error: str | None = None) -> str:
     """The panel's HTML; its chart's spec goes into ``specs`` (none when it refuses). ``error``:
     why tune could not run on the range (the panel shows it instead of a chart)."""
@@ -175,7 +215,9 @@ def hedging_section(tuning: Tuning | None, specs: dict[str, Any], error: str | N
         refusal = html.escape("; ".join(tuning.sample.problems))
         return (
             f'{head}{data}<p class="no-data">Too little data to say what hedging would buy '
-            f"({refusal}): otel-llm tune recommends only from {html.escape(RULE)}.</p></section>"
+            f"({refusal}): otel-llm tune recommends only from {html.escape(RULE)}. "
+            f"{html.escape(recording_advice(tuning.sample))}</p>{_estimate_text(tuning)}"
+            "</section>"
         )
     specs[KEY] = frontier_spec(tuning)
     return (

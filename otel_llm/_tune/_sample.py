@@ -239,3 +239,24 @@ def _problems(calls: int, pools: dict[str, int]) -> tuple[str, ...]:
                 f"fewer than {MIN_POOL}"
             )
     return tuple(found)
+
+
+def recording_advice(s: Sample) -> str:
+    """What recording would meet the rule, in one sentence."""
+    needed = s.calls_to_record()
+    if needed is None:
+        return (
+            "Enough: no call here had a usable first attempt; record streamed calls with "
+            "exact metering (unhedged ones are all usable)."
+        )
+    share = s.calls / max(1, s.calls_recorded)
+    hedged = s.left_out.get(HEDGE_LOSER, 0) > 0
+    return (
+        f"Enough: about {needed:,} calls recorded like these ({share:.0%} of them had a usable "
+        "first attempt)"
+        + (
+            "; fewer if unhedged, as every completed unhedged streamed call is usable."
+            if hedged
+            else "."
+        )
+    )

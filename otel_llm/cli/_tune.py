@@ -16,7 +16,7 @@ from otel_llm._tune._sample import (
     INCOMPLETE,
     NOT_STREAMED,
     RULE,
-    Sample,
+    recording_advice,
 )
 from otel_llm._tune._tuning import Setting, Tuning
 from otel_llm.cli._render import Output
@@ -101,27 +101,6 @@ def data_lines(tuning: Tuning) -> list[str]:
         *([] if s.enough else [recording_advice(s)]),
         *(f"Note: {note}." for note in s.notes),
     ]
-
-
-def recording_advice(s: Sample) -> str:
-    """What recording would meet the rule, in one sentence."""
-    needed = s.calls_to_record()
-    if needed is None:
-        return (
-            "Enough: no call here had a usable first attempt; record streamed calls with "
-            "exact metering (unhedged ones are all usable)."
-        )
-    share = s.calls / max(1, s.calls_recorded)
-    hedged = s.left_out.get(HEDGE_LOSER, 0) > 0
-    return (
-        f"Enough: about {needed:,} calls recorded like these ({share:.0%} of them had a usable "
-        "first attempt)"
-        + (
-            "; fewer if unhedged, as every completed unhedged streamed call is usable."
-            if hedged
-            else "."
-        )
-    )
 
 
 def render_table(tuning: Tuning, out: Output) -> None:
