@@ -235,5 +235,7 @@ def test_no_watchdog_kills_at_the_timeout() -> None:
     assert watched.kills == Kills(10.0, 10.0)
     defaults = Rules(timeout_s=60.0, gap_timeout_s=30.0)  # a source that sets no TIMEOUT_S
     assert defaults.kills == Kills(60.0, 30.0)
+    # a watchdog of 40 s sets INTER_TOKEN_TIMEOUT_S=40: the 30 s fallback no longer applies
+    assert Rules(watchdog_s=40.0, timeout_s=60.0, gap_timeout_s=30.0).kills == Kills.both(40.0)
     assert math.isclose(simulate_call(defaults, draw, defaults.budgets(), (0.25,)).wall_s, 35.25)
     assert math.isclose(simulate_call(watched, draw, watched.budgets(), (0.25,)).wall_s, 15.25)

@@ -155,8 +155,11 @@ CLIENT_SCRIPT = Script(
     first_chunk_delay_s=0.05,
     chunk_interval_s=0.005,
     chunk_count=30,
-    silences=(Silence(after_chunk=4, duration_s=0.3), Silence(after_chunk=17, duration_s=0.5)),
+    silences=(Silence(after_chunk=4, duration_s=0.8), Silence(after_chunk=17, duration_s=1.2)),
 )
+NOISE_S = 0.5
+"""Gaps a loaded machine's scheduling can add between chunks stay below this (the scripted
+silences are well above it); only the longer gaps are compared with the script."""
 
 
 async def _calls(provider: TracerProvider, calls: int) -> None:
@@ -170,7 +173,8 @@ async def _calls(provider: TracerProvider, calls: int) -> None:
 def test_the_clients_spans_read_back_as_the_simulators_script(tmp_path: Path) -> None:
     """The client against the simulator with scripted silences, stored in a real store: each
     attempt reads back with the script's long gaps in order — never shorter than scripted (a
-    silence runs from the end of the previous write), within a loaded machine's margin of it —
+    silence runs from the end of the previous write), within a loaded machine's margin of it
+    (and a gap the scheduler added, below ``NOISE_S``, is no scripted one) —
     its first chunk and end no earlier than scripted, and ok."""
     exporter = DuckDBSpanExporter(tmp_path / "s")
     provider = TracerProvider()
@@ -187,9 +191,10 @@ def test_the_clients_spans_read_back_as_the_simulators_script(tmp_path: Path) ->
         assert read.first_s >= scripted.first_s * 0.9
         assert read.end_s >= scripted.end_s * 0.9
         assert read.end_s < scripted.end_s + 5.0
-        assert len(read.long_gaps) == len(scripted.long_gaps), read
+        long_gaps = [(before, gap) for before, gap in read.long_gaps if gap > NOISE_S]
+        assert len(long_gaps) == len(scripted.long_gaps), read
         for (before, gap), (want_before, want_gap) in zip(
-            read.long_gaps, scripted.long_gaps, strict=True
+            long_gaps, scripted.long_gaps, strict=True
         ):
             assert gap >= want_gap - 0.005, (gap, want_gap)
             assert gap < want_gap + 1.0

@@ -143,8 +143,8 @@ class CallRun(Generic[T]):
         Sources are tried in the user's order. After a transient failure — or a 429 asking to
         wait at most ``rate_limit_max_wait_s`` — the call stays on the same source (after the
         backoff, or the wait) for up to ``same_source_retries`` more rounds before it moves on;
-        after a watchdog kill (the source went silent) it moves on after the backoff, where
-        another source can take it.
+        after a watchdog kill or a transport timeout (the source went silent) it moves on
+        after the backoff, where another source can take it.
         """
         avoid: str | None = None
         stay: Stay | None = None

@@ -122,7 +122,8 @@ MAX_TICKS: Final = 8
 def time_ticks(span_ms: int) -> tuple[int, int, str]:
     """For a time axis ``span_ms`` long: how many ticks, the least step between two (ms) and
     the label format — the finest step of :data:`TICK_STEPS` giving at most
-    :data:`MAX_TICKS` ticks, so that no two labels read the same."""
+    :data:`MAX_TICKS` steps (Vega may draw one tick more, at both ends), so that no two labels
+    of a range shorter than a year read the same."""
     for _, unit_ms, steps, fmt in TICK_STEPS:
         for step in steps:
             every = unit_ms * step
@@ -280,7 +281,7 @@ def _stacked_time(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spe
             {"filter": {"field": "label", "oneOf": stacked_labels}},
             {"impute": "value", "key": TIME, "groupby": ["label"], "value": 0},
         ],
-        "mark": {"type": "area", "opacity": 0.85, "interpolate": "step-after"},
+        "mark": {"type": "area", "opacity": 0.85, "interpolate": "step-after", "clip": True},
         "encoding": {
             "x": _time_axis(frame, last),
             "y": {**_value_axis(panel, stack=True), "stack": "zero"},
@@ -292,6 +293,7 @@ def _stacked_time(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spe
         "transform": [{"filter": {"field": "label", "oneOf": overlay_labels}}],
         "mark": {
             "type": "line",
+            "clip": True,
             "strokeDash": [6, 3],
             "strokeWidth": 1.5,
             "interpolate": "step-after",
@@ -335,6 +337,7 @@ def _time_lines(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spec:
     dashed = "strokeDash" in encoding
     spec["mark"] = {
         "type": "line",
+        "clip": True,  # the first bucket may begin before the range
         "point": not dashed and {"size": 18},
         "strokeWidth": 1.5,
         "invalid": "break-paths-show-domains",

@@ -17,10 +17,11 @@ quantiles of what the calls' first attempts recorded, rounded to sensible second
 * watchdogs (``TTFT_TIMEOUT_S`` = ``INTER_TOKEN_TIMEOUT_S``): none, and the longest silence
   (first chunk or gap) that 5 % and 1 % of calls exceed, above the floor and below the
   client's ``TIMEOUT_S`` (``--timeout``, 60 s by default). "None" is what the client does
-  without one: it kills a leg at ``TIMEOUT_S``, the watchdog's fallback, so every setting
-  replays that kill. A watchdog is only combined with triggers below it, and without one the
-  triggers stay below ``TIMEOUT_S`` (the client refuses a trigger the watchdog would pre-empt,
-  R13);
+  without one: it kills a leg at its fallbacks — ``TIMEOUT_S`` before the first chunk, and
+  between chunks 30 s, or ``TIMEOUT_S`` when ``--timeout`` is given — so every setting
+  replays those kills. A watchdog is only combined with triggers below it, and without one a
+  first-token trigger stays below the first fallback and a stall trigger below the second
+  (the client refuses a trigger the watchdog would pre-empt, R13);
 * budget ratios (``HEDGE__BUDGET_RATIO``): the one the request budget allows (budget − 1), half
   and twice it.
 

@@ -135,10 +135,13 @@ class Rules:
 
     @property
     def kills(self) -> Kills:
-        """The silences that kill a leg: the watchdog, else the client's fallbacks (the shorter
-        when both are set)."""
+        """The silences that kill a leg: the watchdog (its budget for both, or the read timeout
+        when that is shorter), else the client's fallbacks."""
+        if self.watchdog_s is not None:  # it sets INTER_TOKEN_TIMEOUT_S: no fallback between chunks
+            both = _shorter(self.watchdog_s, self.timeout_s)
+            return Kills(both, both)
         gap = self.gap_timeout_s if self.gap_timeout_s is not None else self.timeout_s
-        return Kills(_shorter(self.watchdog_s, self.timeout_s), _shorter(self.watchdog_s, gap))
+        return Kills(self.timeout_s, gap)
 
     @property
     def hedging(self) -> bool:

@@ -42,7 +42,8 @@ class _JumpingSelector(selectors.DefaultSelector):
         ready = super().select(0)
         if ready or (timeout is not None and timeout <= 0):
             return ready
-        while self._busy():  # a thread will wake the loop (its self-pipe) when it is done
+        # a thread's job wakes the loop through its self-pipe when it is done
+        while self._settle_s and self._busy():
             ready = super().select(self._settle_s)
             if ready:
                 return ready
