@@ -42,6 +42,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import logging
 import os
 import random
 import signal
@@ -143,16 +144,37 @@ def _rows(incarnation: int, first: int, count: int, role: str) -> list[dict[str,
     return rows
 
 
+class MergeLog(logging.Handler):
+    """Logs each merge of this process (the store's debug line) as ``M <inputs> <when>`` and
+    a writer's failed merge as ``E``; passes warnings on to stderr."""
+
+    def __init__(self, log: Log) -> None:
+        super().__init__(logging.DEBUG)
+        self._log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("otel-llm: merged"):
+            self._log.line(f"M {message.split()[2]} {time.monotonic():.3f}")
+        elif message.startswith("otel-llm: could not merge"):
+            self._log.line("E " + message[:300])
+        if record.levelno >= logging.WARNING:
+            print(message, file=sys.stderr, flush=True)
+
+    @classmethod
+    def install(cls, log: Log) -> None:
+        otel_logger = logging.getLogger("otel_llm")
+        otel_logger.setLevel(logging.DEBUG)
+        otel_logger.addHandler(cls(log))
+
+
 def _merge(store: SegmentStore, log: Log, **kwargs: int) -> None:
-    """One ``compact()``: a merge is logged ``M`` (inputs, when it ended on the monotonic
-    clock), a merge that raised ``E`` (never fatal)."""
+    """One ``compact()`` (its merges are logged by :class:`MergeLog`); one that raised is
+    logged ``E`` (never fatal)."""
     try:
-        merged = store.compact(**kwargs)
+        store.compact(**kwargs)
     except Exception as exc:  # a merge failing is a finding, not the end of the writer
         log.line("E " + (str(exc).splitlines() or [type(exc).__name__])[0][:300])
-        return
-    if merged:
-        log.line(f"M {merged} {time.monotonic():.3f}")
 
 
 def role_direct(role: Role) -> None:
@@ -164,6 +186,7 @@ def role_direct(role: Role) -> None:
     rng = random.Random(role.seed)
     store = SegmentStore(role.store)
     log = Log(role.log)
+    MergeLog.install(log)
     seq = 1
     writes = 0
 
@@ -194,8 +217,6 @@ def role_sdk(role: Role) -> None:
     """Spans through the real embedded writer: ``exporter`` is a ``DuckDBSpanExporter``
     sealing every 50 ms and merging every 0.2 s; ``init`` an ``otel_llm.init()`` application
     (default merge interval). A batch is acknowledged once ``force_flush()`` returned True."""
-    import logging
-
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.id_generator import IdGenerator
@@ -217,21 +238,7 @@ def role_sdk(role: Role) -> None:
         def generate_trace_id(self) -> int:
             return span_id(role.incarnation, self.seq + 1)
 
-    class Merges(logging.Handler):
-        """Counts the writer's merges (its debug line) and passes warnings on to stderr."""
-
-        def emit(self, record: logging.LogRecord) -> None:
-            message = record.getMessage()
-            if message.startswith("otel-llm: merged"):
-                log.line("M " + message.split()[2])
-            elif message.startswith("otel-llm: could not merge"):
-                log.line("E " + message[:300])
-            if record.levelno >= logging.WARNING:
-                print(message, file=sys.stderr, flush=True)
-
-    otel_logger = logging.getLogger("otel_llm")
-    otel_logger.setLevel(logging.DEBUG)
-    otel_logger.addHandler(Merges())
+    MergeLog.install(log)
     ids = Ids()
     provider = TracerProvider(id_generator=ids, shutdown_on_exit=False)
     exporter: DuckDBSpanExporter | None = None
@@ -280,6 +287,7 @@ def role_merger(role: Role) -> None:
     rng = random.Random(role.seed)
     store = SegmentStore(role.store)
     log = Log(role.log)
+    MergeLog.install(log)
     while not role.stopped():
         _merge(store, log, min_segments=rng.choice((2, 2, 4, 16)))
         role.nap(rng.uniform(0.0, 0.02))

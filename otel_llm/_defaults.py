@@ -61,8 +61,10 @@ class Defaults:
     """Bound on how long ``shutdown()`` waits for pending spans (a store that is already
     failing gets one more attempt, not the whole wait)."""
 
-    segment_small_bytes: int = 8 * 1024 * 1024
-    """Segments smaller than this are merged by compaction."""
+    segment_small_bytes: int = 256 * 1024
+    """Segments smaller than this are *small*: compaction merges them together once
+    :attr:`segment_merge_min` wait. Small, so such a merge stays cheap however old the store is
+    (it rewrites at most this much of what was merged before); larger segments go up the tiers."""
 
     segment_merge_min: int = 16
     """Compaction waits until at least this many small segments exist."""
@@ -70,6 +72,10 @@ class Defaults:
     segment_tier_fanout: int = 4
     """Larger segments merge in tiers, each four times the size of the one below, once this
     many share a tier: the segment count stays bounded however long a store is written."""
+
+    segment_merges_per_compact: int = 8
+    """One compaction merges what is due — the small segments, then each tier that filled up
+    in turn — up to this many merges (a cascade through every tier fits)."""
 
     segment_merge_max_bytes: int = 256 * 1024 * 1024
     """At most this many bytes of segments are merged into one."""

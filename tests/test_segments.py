@@ -59,6 +59,56 @@ def test_merging_goes_on_for_hundreds_of_merges(tmp_path: Path) -> None:
     assert len(generations) == 2  # the current one and the one the last merge superseded
 
 
+def test_a_merge_rewrites_a_bounded_amount_however_old_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hundreds of rounds of sixteen segments of about 2 KiB and one ``compact()`` each, small
+    segments capped at 64 KiB: no merge of small segments ever rewrites more than that cap plus
+    the round's new segments (the store's history goes up the size tiers instead of being merged
+    again every time), each ``compact()`` leaves nothing due (a tier that filled up is merged
+    in the same call), the count stays within its bound, and every span is there once."""
+    import otel_llm._show._segments as segments_module
+    from otel_llm._show._merge_plan import Candidate, choose, tier
+
+    small, fanout, minimum, cap = 64 * 1024, 4, 16, 256 * 1024 * 1024
+    merges: list[list[int]] = []
+    write_merged = segments_module._write_merged
+
+    def recording(paths: list[Path], tmp: Path) -> object:
+        merges.append([path.stat().st_size for path in paths])
+        return write_merged(paths, tmp)
+
+    monkeypatch.setattr(segments_module, "_write_merged", recording)
+    store = SegmentStore(tmp_path / "store", generation_keep_s=0.0)
+    store.create()
+    rows = _rows(16)
+    tiers_seen: set[int] = set()
+    for round_ in range(150):
+        before = len(merges)
+        for row in rows:
+            payload = {"payload": os.urandom(1024).hex()}  # incompressible: sizes grow
+            store.write(
+                [{**row, "SpanId": f"{round_:06d}{row['SpanId'][6:]}", "SpanAttributes": payload}]
+            )
+        new_bytes = sum(segment.path.stat().st_size for segment in store.segments()[-16:])
+        assert store.compact(small_bytes=small, fanout=fanout, min_segments=minimum) >= 16
+        for sizes in merges[before:]:
+            if all(size < small for size in sizes):
+                assert sum(sizes) <= small + new_bytes, (round_, sizes)
+        left = [
+            Candidate(segment.path.name, segment.path.stat().st_size)
+            for segment in store.segments()
+            if segment.path.name != SCHEMA_SEGMENT
+        ]
+        due = choose(left, small_bytes=small, min_segments=minimum, max_bytes=cap, fanout=fanout)
+        assert due == [], round_
+        levels = {tier(c.size, small_bytes=small, fanout=fanout) for c in left}
+        tiers_seen |= levels
+        assert len(left) <= minimum + fanout * len(levels), (round_, left)
+    assert max(tiers_seen) >= 3  # the history went three tiers up
+    assert lockless_count(store.path) == (150 * 16, 150 * 16)
+
+
 def test_a_first_layout_store_is_migrated_in_place(tmp_path: Path) -> None:
     """A store of the earlier layout (a plain segments/ directory, a merge a crash cut short)
     becomes generations at the same path the first time a writer opens it, every span once."""

@@ -402,12 +402,9 @@ class DuckDBSpanExporter(SpanExporter):
             return
         self._last_compaction = now
         try:
-            merged = store.compact()
+            store.compact()  # logs each merge (debug)
         except Exception as exc:  # merging is an optimisation: never lose the writer to it
             logger.warning("otel-llm: could not merge the segments of %s (%s)", self.path, exc)
-            return
-        if merged:
-            logger.debug("otel-llm: merged %d segments of %s", merged, self.path)
 
     def _note_failure(self, exc: BaseException) -> None:
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]

@@ -7,7 +7,11 @@ the one below (``[small, small·fanout)``, ``[small·fanout, small·fanout²)``,
 ``fanout`` of them share a tier, the oldest ``fanout`` merge into one of the next tier. So a
 store that is written for months holds fewer than ``min_segments`` small segments plus fewer
 than ``fanout`` per tier, besides the segments too large to merge again (over half
-``max_bytes``, one for every ~``max_bytes / 2`` of data), whatever the write rate.
+``max_bytes``, one for every ~``max_bytes / 2`` of data), whatever the write rate. And since
+``small_bytes`` is small, a merge of small segments rewrites little of what was merged before:
+history goes up the tiers, each span rewritten about once per tier, so a merge costs the same
+in a store's first hour as in its sixth month. :meth:`SegmentStore.compact` asks again after each
+merge, so a tier that filled up is merged in the same call.
 """
 
 from __future__ import annotations

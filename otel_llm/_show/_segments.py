@@ -625,51 +625,71 @@ class SegmentStore:
         min_segments: int = DEFAULTS.segment_merge_min,
         max_bytes: int = DEFAULTS.segment_merge_max_bytes,
         fanout: int = DEFAULTS.segment_tier_fanout,
+        max_merges: int = DEFAULTS.segment_merges_per_compact,
     ) -> int:
-        """Merge one batch of segments (small ones, or a full size tier: see
-        :mod:`._merge_plan`) into one; the number merged (0 when none was due, or another
-        process is merging or reading). Damaged segments met on the way are quarantined; a
-        segment of another version's schema is left where it is."""
+        """Merge what is due (the small segments, then every size tier that filled up: see
+        :mod:`._merge_plan`), at most ``max_merges`` batches; the number of segments merged (0
+        when none was due, or another process is merging or reading). Damaged segments met on
+        the way are quarantined; a segment of another version's schema is left where it is."""
         with self._lock(shared=False, wait=False) as held:
             if not held:
                 return 0
             self._tidy()
-            current = self._current()
-            snapshot = self._listing(current)
-            damaged: dict[str, str] = {}
-            candidates = self._candidates(current, snapshot, damaged)
-            while True:
-                chosen = choose(
-                    candidates,
+            merged = 0
+            for _ in range(max_merges):
+                batch = self._merge_one(
                     small_bytes=small_bytes,
                     min_segments=min_segments,
                     max_bytes=max_bytes,
                     fanout=fanout,
                 )
-                if not chosen:
-                    if damaged:
-                        self._next_generation(
-                            current, snapshot, merged=None, inputs=(), damaged=damaged
-                        )
-                    return 0
-                paths = [self._dir(current) / candidate.name for candidate in chosen]
-                tmp = self.path / TMP / _temporary_name(f"merge-{current + 1}")
-                try:
-                    broken = _write_merged(paths, tmp)
-                    if broken is None:
-                        oldest = chosen[0].name[:20]
-                        prefix = oldest if oldest.isdigit() else "0" * 20
-                        name = f"{prefix}-m-{time.time_ns():020d}-{_TOKEN}.parquet"
-                        inputs = [candidate.name for candidate in chosen]
-                        self._next_generation(
-                            current, snapshot, merged=(name, tmp), inputs=inputs, damaged=damaged
-                        )
-                        return len(chosen)
-                finally:
-                    with contextlib.suppress(OSError):
-                        tmp.unlink(missing_ok=True)
-                damaged[broken[0].name] = broken[1]
-                candidates = [c for c in candidates if c.name != broken[0].name]
+                if not batch:
+                    break
+                merged += batch
+            return merged
+
+    def _merge_one(
+        self, *, small_bytes: int, min_segments: int, max_bytes: int, fanout: int
+    ) -> int:
+        """One merge of the current generation (caller holds the exclusive lock): the number
+        of segments it took, 0 when none was due."""
+        current = self._current()
+        snapshot = self._listing(current)
+        damaged: dict[str, str] = {}
+        candidates = self._candidates(current, snapshot, damaged)
+        while True:
+            chosen = choose(
+                candidates,
+                small_bytes=small_bytes,
+                min_segments=min_segments,
+                max_bytes=max_bytes,
+                fanout=fanout,
+            )
+            if not chosen:
+                if damaged:
+                    self._next_generation(
+                        current, snapshot, merged=None, inputs=(), damaged=damaged
+                    )
+                return 0
+            paths = [self._dir(current) / candidate.name for candidate in chosen]
+            tmp = self.path / TMP / _temporary_name(f"merge-{current + 1}")
+            try:
+                broken = _write_merged(paths, tmp)
+                if broken is None:
+                    oldest = chosen[0].name[:20]
+                    prefix = oldest if oldest.isdigit() else "0" * 20
+                    name = f"{prefix}-m-{time.time_ns():020d}-{_TOKEN}.parquet"
+                    inputs = [candidate.name for candidate in chosen]
+                    self._next_generation(
+                        current, snapshot, merged=(name, tmp), inputs=inputs, damaged=damaged
+                    )
+                    logger.debug("otel-llm: merged %d segments of %s", len(chosen), self.path)
+                    return len(chosen)
+            finally:
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+            damaged[broken[0].name] = broken[1]
+            candidates = [c for c in candidates if c.name != broken[0].name]
 
     def _candidates(
         self, current: int, snapshot: Mapping[str, os.stat_result], damaged: dict[str, str]
