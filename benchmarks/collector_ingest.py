@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from otel_llm import __version__
 from otel_llm import _semconv as sc
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
@@ -53,7 +54,7 @@ def attempt_spans(count: int, events: int) -> list[ReadableSpan]:
         span_limits=SpanLimits(max_events=events + 16),
     )
     provider.add_span_processor(DerivingSpanProcessor([SimpleSpanProcessor(exporter)]))
-    tracer = provider.get_tracer("otel_llm", "0.1.0")
+    tracer = provider.get_tracer("otel_llm", __version__)
     common = {
         sc.GEN_AI_OPERATION_NAME: "chat",
         sc.GEN_AI_PROVIDER_NAME: "sim",

@@ -60,7 +60,10 @@ fi
 mkdir -p "$root"
 if command -v flock >/dev/null 2>&1; then
   exec 9>"$root/.lock"
-  flock 9
+  if ! flock -n 9; then
+    say "another run is building the collector (lock $root/.lock): waiting for it"
+    flock 9
+  fi
   if [ -x "$binary" ]; then  # another run built it while this one waited
     printf '%s\n' "$binary"
     exit 0

@@ -168,3 +168,51 @@ def test_a_threshold_below_the_chunk_event_floor_says_why_figures_are_empty(
     at_floor = otel_llm("query", "--db", str(demo_db), "--threshold-ms", "100")
     assert at_floor.returncode == 0, at_floor.stderr
     assert "chunk events only" not in at_floor.stderr
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_help_lists_every_command_with_a_whole_sentence(columns: int) -> None:
+    """``otel-llm --help`` gives each command its one-line summary, whole (never cut
+    mid-sentence, at any width): the summary is the docstring's first line, a sentence."""
+    import typer.main
+
+    from otel_llm.cli._app import app
+
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    out = run_cli("--help", columns=columns)
+    assert out.returncode == 0, out.stderr
+    listed = " ".join(line.strip("│ ") for line in out.stdout.splitlines())
+    listed = " ".join(listed.split())
+    for name, command in group.commands.items():
+        summary = (command.help or "").split("\n\n")[0]
+        assert "\n" not in summary, (name, summary)
+        assert summary.endswith("."), (name, summary)
+        assert f"{name} {summary}" in listed, (name, summary, out.stdout)
+
+
+def test_dashboards_copies_the_shipped_files(tmp_path: Path) -> None:
+    """``otel-llm dashboards DIR`` writes the dashboards and provisioning the repository
+    ships (byte for byte), refuses to overwrite a changed file without --force, and replaces
+    it with --force."""
+    target = tmp_path / "grafana"
+    out = otel_llm("dashboards", str(target))
+    assert out.returncode == 0, out.stderr
+    shipped = ROOT / "dashboards"
+    expected = sorted(p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file())
+    written = sorted(p.relative_to(target) for p in target.rglob("*") if p.is_file())
+    assert written == expected
+    assert len(expected) == 5
+    for relative in expected:
+        assert (target / relative).read_bytes() == (shipped / relative).read_bytes()
+    assert sorted(Path(line).relative_to(target) for line in out.stdout.split()) == expected
+    changed = target / "duckdb" / "otel-llm.json"
+    changed.write_text("{}")
+    refused = otel_llm("dashboards", str(target))
+    assert refused.returncode == 2
+    assert "differ" in refused.stderr
+    assert str(changed) in " ".join(refused.stderr.split())
+    assert changed.read_text() == "{}"
+    forced = otel_llm("dashboards", str(target), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert changed.read_bytes() == (shipped / "duckdb" / "otel-llm.json").read_bytes()

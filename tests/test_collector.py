@@ -284,6 +284,34 @@ def test_build_says_what_is_missing_without_go(tmp_path: Path) -> None:
     assert "no-go-here is not an executable" in done.stderr
 
 
+def test_build_says_when_it_waits_for_another_build(tmp_path: Path) -> None:
+    """build.sh while another run holds the build lock: it says it waits (the first build
+    takes minutes, so a silent wait looks like a hang), and it does wait."""
+    import fcntl
+
+    root = tmp_path / "otel-llm" / "collector"
+    root.mkdir(parents=True)
+    with (root / ".lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        build = subprocess.Popen(
+            ["bash", str(collector_dir() / "build.sh")],
+            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its flock child goes with it
+        )
+        try:
+            assert build.stderr is not None
+            line = build.stderr.readline()  # blocks until build.sh says something
+            assert "another run is building the collector" in line, line
+            assert "waiting for it" in line
+            assert build.poll() is None  # still waiting on the lock
+        finally:
+            os.killpg(build.pid, signal.SIGKILL)
+            build.communicate(timeout=30)
+
+
 def test_one_collector_per_store(binary: Path, tmp_path: Path) -> None:
     """A second collector on the same store is refused (it would write the same files) while
     the first runs, and allowed once it has stopped."""

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from otel_llm._errors import ConfigurationError, OtelLLMError
+from otel_llm._extras import install_hint
 from otel_llm._show._grafana_macros import format_interval
 from otel_llm._show._panels import SERIES, Panel
 from otel_llm._show._report import PanelResult, ReportData
@@ -92,7 +93,7 @@ def script_json(value: object) -> str:
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-RUNTIME_EXTRA: Final = "otel-llm[report]"
+RUNTIME_EXTRA: Final = "report"
 """The extra that installs the charting runtime (``vl-convert-python``)."""
 
 
@@ -104,7 +105,7 @@ def check_runtime() -> None:
         raise ConfigurationError(
             RUNTIME_EXTRA,
             "the report draws its charts with the Vega-Lite runtime of vl-convert-python, "
-            f"which is not installed: pip install '{RUNTIME_EXTRA}'",
+            f"which is not installed: {install_hint(RUNTIME_EXTRA)}",
         ) from None
 
 

@@ -16,6 +16,7 @@ from rich.markup import escape
 from otel_llm._defaults import DEFAULTS
 from otel_llm._env import OTEL_LLM_DB
 from otel_llm._errors import OtelLLMError
+from otel_llm._extras import install_hint
 from otel_llm._show._breakdown import (
     below_floor_note,
     breakdown_sql,
@@ -39,6 +40,7 @@ app = typer.Typer(
     help="Where the time of every streamed LLM call goes: first chunk, generation, stalls.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # docstrings are prose: their lines rewrap to the terminal
 )
 
 DbOption = Annotated[
@@ -55,7 +57,7 @@ def _need_simulator() -> None:
     """The simulated provider needs aiohttp, the ``testing`` extra: say so, not a traceback."""
     if importlib.util.find_spec("aiohttp") is None:
         raise _fail(
-            "the simulated provider needs aiohttp: pip install 'otel-llm[testing]'",
+            f"the simulated provider needs aiohttp: {install_hint('testing')}",
         )
 
 
@@ -157,9 +159,10 @@ def demo(
         ),
     ] = False,
 ) -> None:
-    """Run streamed calls against simulated providers, show where their time went, check
-    the figures against what the providers scripted (exit code 3 when the machine was too busy
-    to measure honestly), and write the report of the store (`otel-llm report`)."""
+    """Run streamed calls against simulated providers and show where their time went.
+
+    Checks the figures against what the providers scripted (exit code 3 when the machine was
+    too busy to measure honestly) and writes the report of the store (`otel-llm report`)."""
     out = Output.stdout(output_format, width)
     console = Console(stderr=output_format.one_table)
     _need_simulator()
@@ -288,8 +291,9 @@ def report(
         ),
     ] = None,
 ) -> None:
-    """Write the dashboards' panels, run on the store, into one self-contained HTML file
-    (opens offline: nothing is fetched) and print its path."""
+    """Write the dashboards' panels, run on the store, into one HTML file.
+
+    The file is self-contained (it opens offline: nothing is fetched); its path is printed."""
     typer.echo(_write_report(_db(db), output, since, threshold_ms))
 
 
@@ -346,9 +350,10 @@ def tune(
         ),
     ] = TuneFormat.TABLE,
 ) -> None:
-    """Replay the store's own attempts through the hedging model: the frontier of p99 against
-    requests per call, and the hedge setting to paste for a request budget (exit code 3 when
-    the data are too few to recommend)."""
+    """Replay the store's attempts through the hedging model and recommend a hedge setting.
+
+    Prints the frontier of p99 against requests per call, and the setting to paste for a
+    request budget (exit code 3 when the data are too few to recommend)."""
     from otel_llm._tune._tuning import tune_store
     from otel_llm.cli._tune import TUNE_NOT_ENOUGH_EXIT, render_json, render_table
 
@@ -372,8 +377,10 @@ def tune(
 
 @app.command()
 def views(db: DbOption = None) -> None:
-    """Print the SQL that makes a DuckDB read the store: Grafana's DuckDB data source runs it
-    as its initSql (with an empty database path), any DuckDB 1.4 or later can paste it."""
+    """Print the SQL that makes a DuckDB read the store.
+
+    Grafana's DuckDB data source runs it as its initSql (with an empty database path); any
+    DuckDB 1.4 or later can paste it."""
     path = _db(db)
     try:
         check_store(path)
@@ -385,9 +392,46 @@ def views(db: DbOption = None) -> None:
 
 
 @app.command()
+def dashboards(
+    directory: Annotated[Path, typer.Argument(help="Where to write them (created if missing).")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace files that differ from the shipped ones.")
+    ] = False,
+) -> None:
+    """Copy the Grafana dashboards and their provisioning files into a directory.
+
+    The same files as the repository's dashboards/ folder: a dashboard per data source (DuckDB
+    store, ClickHouse) and the provisioning of both data sources and of the dashboards."""
+    from otel_llm._packaged import DASHBOARDS, packaged
+
+    try:
+        shipped = packaged(DASHBOARDS, "provisioning/dashboards/otel-llm.yaml")
+    except OtelLLMError as exc:
+        raise _fail(str(exc)) from exc
+    files = sorted(p for p in shipped.rglob("*") if p.is_file())
+    targets = [(source, directory / source.relative_to(shipped)) for source in files]
+    differ = [
+        str(target)
+        for source, target in targets
+        if target.exists() and target.read_bytes() != source.read_bytes()
+    ]
+    if differ and not force:
+        raise _fail(f"these files exist and differ (--force replaces them): {', '.join(differ)}")
+    try:
+        for source, target in targets:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+            typer.echo(str(target))
+    except OSError as exc:
+        raise _fail(f"cannot write {directory}: {exc.strerror or exc}") from exc
+
+
+@app.command()
 def compact(db: DbOption = None) -> None:
-    """Merge the store's small segments now (writers also do it on their own, every
-    half minute); waits for no one: a store being read or merged is left for later."""
+    """Merge the store's small segments now.
+
+    Writers also do it on their own, every half minute. Waits for no one: a store being read
+    or merged is left for later."""
     path = _db(db)
     try:
         check_store(path)
@@ -484,8 +528,9 @@ def collector(
         int, typer.Option(min=1, max=65535, help="Health check port on 127.0.0.1.")
     ] = DEFAULTS.collector_health_port,
 ) -> None:
-    """Run the OpenTelemetry Collector (built on first use) until Ctrl-C, ingesting the spans it
-    receives into the store."""
+    """Run the OpenTelemetry Collector until Ctrl-C, ingesting its spans into the store.
+
+    The Collector is built on first use (minutes, once per machine; it needs Go)."""
     from otel_llm.cli._collector import (
         CollectorRun,
         Ports,

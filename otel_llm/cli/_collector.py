@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
 
-import otel_llm
 from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import CollectorError
+from otel_llm._packaged import COLLECTOR, packaged
 from otel_llm._show._otlp_files import IngestReport, Spool, kept_files
 from otel_llm._show._store import prepare_for_writing
 
@@ -47,16 +47,9 @@ SPOOL_LOCK: Final = ".collector.lock"
 
 
 def collector_dir() -> Path:
-    """The ``collector/`` folder: inside the installed package (a wheel carries it as
-    ``otel_llm/_collector``), else beside the package in a checkout."""
-    package = Path(otel_llm.__file__).resolve().parent
-    for candidate in (package / "_collector", package.parent / "collector"):
-        if (candidate / BUILD_SCRIPT).is_file():
-            return candidate
-    raise CollectorError(
-        f"the collector's build files are missing (looked in {package / '_collector'} and "
-        f"{package.parent / 'collector'}); reinstall otel-llm"
-    )
+    """The ``collector/`` folder: inside the installed package (a wheel carries it), else
+    beside the package in a checkout."""
+    return packaged(COLLECTOR, BUILD_SCRIPT, CollectorError)
 
 
 def config_path(choice: str) -> Path:

@@ -2,7 +2,7 @@
 
 - :class:`SimulatedProvider` (and :class:`Script`, :class:`Silence`): a real OpenAI-compatible
   server on 127.0.0.1 with scripted timing, silences, errors and faults (needs the ``testing``
-  extra: ``pip install 'otel-llm[testing]'``, for aiohttp).
+  extra, for aiohttp).
 - :class:`Scripted` with :func:`sse_answer`, :func:`json_answer`, :func:`error`: a scripted
   upstream in memory (``httpx2.MockTransport``) for stateful sequences, virtual time included.
 - :func:`run_virtual`: run a coroutine on an event loop whose clock jumps to the next timer
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from otel_llm._extras import install_hint
 from otel_llm._measure._clock import use_clock
 from otel_llm.testing._clocks import FakeClock
 from otel_llm.testing._scripted import Scripted, error, json_answer, sse_answer
@@ -50,7 +51,7 @@ def __getattr__(name: str) -> Any:
             from otel_llm import simulator
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise ImportError(
-                f"otel_llm.testing.{name} needs aiohttp: pip install 'otel-llm[testing]'"
+                f"otel_llm.testing.{name} needs aiohttp: {install_hint('testing')}"
             ) from exc
         return getattr(simulator, name)
     raise AttributeError(f"module 'otel_llm.testing' has no attribute {name!r}")
