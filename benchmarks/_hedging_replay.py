@@ -16,12 +16,13 @@ events happen across calls. Which source a round or a hedge goes to is decided b
 own :class:`~otel_llm._act._source_state.Candidates` on real
 :class:`~otel_llm._act._breaker.Breaker` objects, the budget is the client's
 :class:`~otel_llm._act._hedge_budget.HedgeBudgets`, and a leg's chunks come at its
-:class:`~otel_llm._tune._model.Timeline`'s times (R6–R11 as in ``otel_llm._tune._model``). So
+:class:`~otel_llm._tune._model.Timeline`'s times (watchdog and hedging rules as in
+``otel_llm._tune._model``). So
 the replay is the client without overhead on the very scripts the client met; what differs
 between the two is the client's (and the simulator's) own time.
 
 Left out, as the benchmark never meets them: admission limits, rate limits, permanent errors,
-the call deadline and the stall window (R3).
+the call deadline and the stall window.
 """
 
 from __future__ import annotations

@@ -12,14 +12,14 @@ seconds apart as the client benchmark starts them, in one time-ordered pass per 
 (``_hedging_replay.replay``):
 
 * a leg's chunks arrive at its scripted times; it succeeds at its last chunk;
-* stall hedge (R8/R9): after the first chunk, the first gap longer than ``stall_after_s`` starts
-  a hedge leg at (chunk before the gap) + ``stall_after_s``; first-token hedge (R7): a first
-  chunk later than ``after_s`` starts it at ``after_s``; at most one hedge per round (R10), paid
-  from the client's per-trigger :class:`~otel_llm._act._hedge_budget.HedgeBudgets`, earned when
-  a round starts and spent when a trigger fires, in time order across calls;
-* the watchdog (R6, optional) kills a leg at ``watchdog_s`` without an incremental chunk;
-* first success wins; a round whose legs all fail is retried (a new round that may hedge again,
-  R11) after the client's full-jitter backoff, on the same source once, then on the next one,
+* stall hedge: after the first chunk, the first gap longer than ``stall_after_s`` starts a hedge leg
+  at (chunk before the gap) + ``stall_after_s``; first-token hedge: a first chunk later than
+  ``after_s`` starts it at ``after_s``; at most one hedge per round, never a hedge of a hedge, paid
+  from the client's per-trigger :class:`~otel_llm._act._hedge_budget.HedgeBudgets`, earned when a
+  round starts and spent when a trigger fires, in time order across calls;
+* the watchdog (optional) kills a leg at ``watchdog_s`` without an incremental chunk;
+* first success wins; a round whose legs all fail is retried (a new round that may hedge again)
+  after the client's full-jitter backoff, on the same source once, then on the next one,
   at most ``--max-rounds`` rounds; breakers as the client's;
 * a call's wall time is its first success (``inf`` if it never has one); its requests are its legs.
 
@@ -27,22 +27,22 @@ seconds apart as the client benchmark starts them, in one time-ordered pass per 
 frontier through the non-dominated ones, and the client benchmark's measured settings
 (``--client``, its ``--json`` file) beside the model's replay of their draws.
 
-``chain`` rows (``--grid full``) break R10 on purpose: every leg, hedges included, may hedge
-again (a hedge of a hedge, unlimited), to show what the target would cost if the design allowed
-it; they run call by call through the package model (``simulate_call(chain=True)``) on the same
-keyed draws (primary, hedge and retry legs at sources 0, 1, 2).
+``chain`` rows (``--grid full``) break the one-hedge-per-round rule on purpose: every leg, hedges
+included, may hedge again (a hedge of a hedge, unlimited), to show what the target would cost if the
+design allowed it; they run call by call through the package model (``simulate_call(chain=True)``)
+on the same keyed draws (primary, hedge and retry legs at sources 0, 1, 2).
 
-``--budgets`` prints instead the study of how the two triggers share the hedge budget (issue 13
-§1): a :class:`Policy` per row — ``shared`` (today: one bucket for both, and a refused first-token
-hedge ends the round's hedging), ``split`` (each trigger its own bucket with a share of the ratio
-and of the burst), ``priority`` (the first-token hedge spends only while the bucket keeps
-``reserve`` tokens for stall hedges), ``overflow`` (the stall trigger keeps the whole bucket; the
-first-token trigger spends only what the full bucket would throw away) — and ``fallthrough`` (a
-refused first-token hedge leaves the round's one hedge to the stall trigger, as R10 allows). Every
-policy keeps R10 and the request cap (hedge legs ≤ ratio × primary rounds + burst), which each row
-checks. These rows pair the draws call by call (:class:`Sources`). ``--preset`` picks the
-distribution (``measured``, or a variant of its fit, see :data:`PRESETS`). Findings:
-``benchmarks/results/hedging_budgets.txt``.
+``--budgets`` prints instead the study of how the two triggers share the hedge budget (issue 13 §1):
+a :class:`Policy` per row — ``shared`` (today: one bucket for both, and a refused first-token hedge
+ends the round's hedging), ``split`` (each trigger its own bucket with a share of the ratio and of
+the burst), ``priority`` (the first-token hedge spends only while the bucket keeps ``reserve``
+tokens for stall hedges), ``overflow`` (the stall trigger keeps the whole bucket; the first-token
+trigger spends only what the full bucket would throw away) — and ``fallthrough`` (a refused
+first-token hedge leaves the round's one hedge to the stall trigger, as the one-hedge-per-round rule
+allows). Every policy keeps one hedge per round and the request cap (hedge legs ≤ ratio × primary
+rounds + burst), which each row checks. These rows pair the draws call by call (:class:`Sources`).
+``--preset`` picks the distribution (``measured``, or a variant of its fit, see :data:`PRESETS`).
+Findings: ``benchmarks/results/hedging_budgets.txt``.
 
 The oracle is the same primary draws without silences (``silences=False``, the ``oracle``
 preset). Every row uses the same draws, so rows differ only by their rules. (The ``--budgets``
@@ -389,7 +389,7 @@ class GridRow:
     requests: float
     """Requests per call (the worst seed)."""
     setting: Setting | None = None
-    """``None``: a chain row (breaks R10)."""
+    """``None``: a chain row (hedges of hedges)."""
 
 
 def grid_rows(
@@ -421,8 +421,8 @@ def _chain_leg(draw: Draw, index: int, role: model.Role) -> Timeline:
 
 
 def chain_rows(calls: int, seeds: Sequence[int], rounds: int) -> list[GridRow]:
-    """Rows that break R10 on purpose (every leg may hedge again), call by call in sequence
-    (the package model's ``simulate_call``) on the same keyed draws."""
+    """Rows that break the one-hedge-per-round rule on purpose (every leg may hedge again), call by
+    call in sequence (the package model's ``simulate_call``) on the same keyed draws."""
     rows = []
     backoff = model.mean_backoff_s(rounds, 0.5, 8.0)
     for stall, budget in CHAIN:
@@ -630,7 +630,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for row in rows:
         print(
             f"  {row.name:32} {row.p99_ratio:10.2f}x {row.requests:8.3f}x"
-            + ("" if row.setting is not None else "   breaks R10")
+            + ("" if row.setting is not None else "   hedges of hedges")
         )
     legal = [row for row in rows if row.setting is not None]
     best = min(

@@ -14,7 +14,7 @@ same traffic — ``--calls`` streamed chat calls (default 1,000) started at ``--
 real second (default 20, open loop) — through ``otel_llm.Client`` to three simulated providers
 (``otel-llm provider --preset measured``, seeds S, S+1, S+2), each in its own process, so the
 client's event loop measures latency without the servers' CPU. The ``measured`` preset
-reproduces the user's 4,407 measured calls (SPEC §0): 19 % of calls hold a silence > 20 s
+reproduces the user's 4,407 measured calls: 19 % of calls hold a silence > 20 s
 (median 55 s, heavy tail), 30 % of the others one moderate silence of 1.5-19.5 s, the first chunk
 after LogNormal(median 1.63 s). Each source draws from its own seeded generator, so stalls are
 independent across sources — what makes a hedge useful. The priority-0 source serves every

@@ -1,6 +1,6 @@
 """Every default of the library, once.
 
-Seconds are ``float``; milliseconds appear only where the specification names a field ``_ms``.
+Seconds are ``float``; milliseconds appear only in fields whose name ends in ``_ms``.
 Other modules read these values from :data:`DEFAULTS`; no signature repeats a literal default.
 """
 
@@ -14,7 +14,7 @@ class Defaults:
     """The frozen policy object holding all defaults."""
 
     stall_threshold_ms: int = 1000
-    """A gap between incremental chunks strictly longer than this is a stall (SPEC M5)."""
+    """A gap between incremental chunks strictly longer than this is a stall."""
 
     chunk_event_floor_ms: int = 100
     """Gaps longer than this are recorded as chunk events, so SQL can re-derive stalls at any
@@ -153,7 +153,7 @@ class Defaults:
 
     stall_window_s: float = 300.0
     """Non-productive waiting (backoff, rate-limit waits, 429 attempts, breaker or admission
-    waits) after which a call that never got output gives up (SPEC R3)."""
+    waits) after which a call that never got output gives up."""
 
     long_wait_warn_after_s: float = 30.0
     """A call that has waited this long without progress (the time ``stall_window_s`` counts)

@@ -1,4 +1,4 @@
-"""The one table of figures: where the time of an attempt went (SPEC M2–M6).
+"""The one table of figures: where the time of an attempt went.
 
 Every figure is named once here. Its span attribute (``otel_llm.<name>``), its typed column in
 ``otel_traces`` (``TtftMs`` …), its alias in the views (``ttft_ms``) and the fields of

@@ -65,7 +65,8 @@ OUTCOME_CLOSED: Final = "closed"
 OUTCOME_DROPPED: Final = "dropped"
 """A wrapped stream collected without being consumed to the end or closed."""
 OUTCOMES_WITHOUT_FIGURES: Final = frozenset({OUTCOME_HEDGE_CANCELLED, OUTCOME_CANCELLED})
-"""A cancelled attempt carries no stall figures (SPEC M7)."""
+"""A cancelled attempt carries no stall figures (it was cut short by
+someone else, so its gaps say nothing about the provider)."""
 
 # --- otel_llm namespace: chunk events recorded by the instrumentation ------------------------
 CHUNK_EVENT: Final = "otel_llm.chunk"
@@ -88,7 +89,7 @@ than the event budget): the exact stall sum and count at ``otel_llm.stall.thresh
 
 CONSUMER_HOLD_MS: Final = "otel_llm.consumer.hold_ms"
 """Span attribute (wrapped streams): time the application held the stream between reads —
-not provider silence, never counted as stall (SPEC M8)."""
+not provider silence, never counted as stall (consumer-aware metering)."""
 
 STALL_THRESHOLD_MS: Final = "otel_llm.stall.threshold_ms"
 """Span attribute: the stall threshold in force when the attempt was measured."""

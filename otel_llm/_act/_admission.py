@@ -1,4 +1,4 @@
-"""Admission: per-source request-rate and token-rate limits (SPEC R5).
+"""Admission: per-source request-rate and token-rate limits.
 
 A request is admitted when both of its source's buckets hold enough: one request, and the
 estimated tokens (prompt estimate + ``max_tokens``), which are pre-deducted. When the answer's

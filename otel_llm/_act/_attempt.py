@@ -101,7 +101,7 @@ class Attempt:
     async def run(self, pool: Pool, payload: Mapping[str, Any]) -> Completion:
         """Send the chat request and return the completion; the span records the outcome.
 
-        A streamed attempt runs under the watchdog (SPEC R6): a kill is a
+        A streamed attempt runs under the watchdog: a kill is a
         :class:`WatchdogTimeout` and the partial answer is discarded.
         """
         completion = await self._recorded(self._request(pool, payload))

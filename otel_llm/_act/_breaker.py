@@ -1,4 +1,4 @@
-"""Circuit breaker per source (SPEC R4, pure: every decision takes ``now``).
+"""Circuit breaker per source (pure: every decision takes ``now``).
 
 Consecutive failures open the breaker; after a cool-down one half-open probe is let through;
 its success closes the breaker, its failure re-opens it for a longer cool-down. Cool-downs start

@@ -1,7 +1,7 @@
 """One call from start to answer: the retry loop — source choice, rounds, retries, failover,
 budgets.
 
-SPEC R1–R5: transient failures are retried with backoff and failed over, each costing one unit
+Transient failures are retried with backoff and failed over, each costing one unit
 of ``max_attempts``; 429s cost none but are waited out or failed over; permanent errors exclude
 the source and, when no source is left, propagate unmasked. ``call_deadline_s`` bounds
 everything; the stall budget (:mod:`otel_llm._act._stall_budget`) ends a call that waited too
@@ -175,7 +175,7 @@ class CallRun(Generic[T]):
                 if error is not None and not isinstance(error, e.ProviderError):
                     raise error  # not a provider's failure (a bug, a fatal error): never retry
                 if error is not None and self._propagates(error):
-                    raise error  # a verdict on the content, unmasked (R1)
+                    raise error  # a verdict on the content, unmasked
             stay = self._stay_after(state, result)
             avoid = None if stay is not None else state.name
             await self._after_failure(result)
@@ -277,14 +277,14 @@ class CallRun(Generic[T]):
         output_at = self.ledger.last_output_at
         if output_at is not None and output_at > self.budget.started_at:
             # Output was progress: the stall window starts again there, so the call is still
-            # bounded if only 429s and waits follow (R3 holds for calls that never produced
+            # bounded if only 429s and waits follow (the window ends calls that never produced
             # output; this keeps later waiting bounded too).
             self.budget = StallBudget(output_at, self.retry.stall_window_s)
             self.wait_warning = WaitWarning()
         if result.winner is None and any(
             isinstance(leg.error, e.TransientError) for leg in result.failed
         ):
-            self.fails += 1  # both legs failing costs one unit (R10)
+            self.fails += 1  # both legs failing costs one unit
             self.budget.burn(self.loop.time() - started)
         return result
 

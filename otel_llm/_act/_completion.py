@@ -88,7 +88,7 @@ def _expect(value: Any, kind: type | tuple[type, ...], where: str, expected: str
 class StreamAssembler:
     """Builds a :class:`Completion` from ``chat.completion.chunk`` objects.
 
-    :meth:`feed` checks the chunk's shape and classifies it (SPEC §1) in the same pass: it
+    :meth:`feed` checks the chunk's shape and classifies it (the chunk rule) in the same pass: it
     returns ``True`` when the chunk carried generated output (content, reasoning or tool-call
     deltas) and raises :class:`ShapeError` when a field has the wrong type. Choice 0 is the
     answer; other choices (``n > 1``) are classified and must finish too (:attr:`complete`).

@@ -56,9 +56,11 @@ class HedgeSettings(Group):
     argument_prefix: ClassVar[str | None] = "hedge_"
 
     after_s: float | None = None
-    """Start a hedge when the primary has no incremental chunk after this long (R7)."""
+    """Start a hedge when the primary has no incremental chunk after this long (the first-token
+    trigger)."""
     stall_after_s: float | None = None
-    """Start a hedge when a gap between the primary's chunks grows beyond this (R8)."""
+    """Start a hedge when a gap between the primary's chunks grows beyond this (the stall trigger;
+    streams only)."""
     budget_ratio: float = DEFAULTS.hedge_budget_ratio
     """Hedge legs are capped at this fraction of primary rounds (plus ``budget_burst``)."""
     budget_burst: float = DEFAULTS.hedge_budget_burst
@@ -100,7 +102,7 @@ class RetrySettings(Group):
     call_deadline_s: float | None = DEFAULTS.call_deadline_s
     """Bound on the whole call, waits included (``None``: none)."""
     stall_window_s: float = DEFAULTS.stall_window_s
-    """Non-productive waiting after which a call that got no output gives up (R3)."""
+    """Non-productive waiting after which a call that got no output gives up."""
     backoff_base_s: float = DEFAULTS.backoff_base_s
     backoff_max_s: float = DEFAULTS.backoff_max_s
     rate_limit_wait_s: float = DEFAULTS.rate_limit_wait_s
@@ -129,7 +131,7 @@ class RetrySettings(Group):
 
 
 class BreakerSettings(Group):
-    """``{SCOPE}__BREAKER__*``: the per-source circuit breaker (R4)."""
+    """``{SCOPE}__BREAKER__*``: the per-source circuit breaker."""
 
     argument_prefix: ClassVar[str | None] = "breaker_"
 
@@ -184,7 +186,7 @@ class PoolSettings(Group):
 
 
 class AdmissionSettings(Group):
-    """``{SCOPE}__ADMISSION__*``: where rate limits are kept (R5). Its ``Client`` argument is
+    """``{SCOPE}__ADMISSION__*``: where rate limits are kept. Its ``Client`` argument is
     an object (``admission=RedisAdmission(url)``), not one per field."""
 
     argument_prefix: ClassVar[str | None] = None

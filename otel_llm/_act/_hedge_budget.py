@@ -1,4 +1,4 @@
-"""The hedge budget: a token bucket that caps extra requests from hedging (SPEC R16, pure)."""
+"""The hedge budget: a token bucket that caps extra requests from hedging (pure)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class HedgeBudget:
 
 
 Trigger = Literal["first_token", "stall"]
-"""What started a hedge: the first chunk was late (R7) or the stream stalled (R8)."""
+"""What started a hedge: the first chunk was late or the stream stalled."""
 FIRST_TOKEN: Trigger = "first_token"
 STALL: Trigger = "stall"
 

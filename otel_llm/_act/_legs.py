@@ -158,7 +158,7 @@ class LegLedger(Generic[T]):
 
     def _ended(self, leg: Leg[T]) -> None:
         """A leg ended without an answer; one that streamed output was progress all the same
-        (R3: the stall window starts again there)."""
+        (the stall window starts again there)."""
         leg.finished_at = now = self.loop.time()
         if leg.attempt.chunks:
             self.last_output_at = now
@@ -176,7 +176,7 @@ class LegLedger(Generic[T]):
         elif isinstance(exc, e.PermanentError):
             self.candidates.excluded.add(state.name)
             state.breaker.release()
-        else:  # transient, watchdog kills included (R4)
+        else:  # transient, watchdog kills included: they count on the breaker
             state.breaker.record_failure(now, unit=self.call.rng.random())
 
     @property
@@ -221,8 +221,8 @@ class LegLedger(Generic[T]):
         self, primary: SourceState, trigger: Trigger
     ) -> tuple[SourceState, int] | None:
         """A different, eligible source with quota, within ``trigger``'s share of the hedge
-        budget; else ``None`` (then this trigger silently does not hedge, R10 — also when the
-        admission backend cannot be reached now: the primary runs on, R5). A budget token taken
+        budget; else ``None`` (then this trigger silently does not hedge — also when the
+        admission backend cannot be reached now: the primary runs on). A budget token taken
         for a hedge that then cannot start goes back to the trigger's own bucket."""
         budget = self.call.hedge_budget
         target = self.candidates.hedge_target(self.loop.time(), primary=primary.name)
@@ -242,7 +242,7 @@ class LegLedger(Generic[T]):
             budget.refund(trigger)
             try:
                 await self.refund(target)
-            except e.BackendUnavailable as exc:  # the primary runs on all the same (R5)
+            except e.BackendUnavailable as exc:  # the primary runs on all the same
                 logger.warning(
                     "otel-llm: could not give back admission for %s: %s", target.name, exc
                 )

@@ -1,4 +1,4 @@
-"""Admission shared through Redis: one quota per source for every process and host (SPEC R5).
+"""Admission shared through Redis: one quota per source for every process and host.
 
 Each limited bucket of a source is a Redis hash ``{prefix}:{source}:rpm`` or ``…:tpm`` (the
 source in braces, a cluster hash tag, so both keys of a source live on one shard) holding its

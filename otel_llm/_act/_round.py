@@ -1,5 +1,6 @@
 """One round of a call: the primary leg and, when its first chunk is late or its stream stalls,
-one hedge leg on another source (SPEC R7–R11, R14). A first-token hedge the ledger refuses (no
+one hedge leg on another source: one hedge per round, never a hedge of a hedge, the first
+success wins and cancelling the caller cancels every leg. A first-token hedge the ledger refuses (no
 eligible source, no budget, admission, the breaker) has not hedged the round: its window goes on
 to the stall phase, so the stall trigger may still start the round's one hedge.
 
@@ -111,7 +112,7 @@ class Round(Generic[T]):
 
     @property
     def hedging(self) -> bool:
-        """Whether this round may hedge at all (R8: stall-only hedging needs a stream)."""
+        """Whether this round may hedge at all (stall-only hedging needs a stream)."""
         return self._after_s is not None or self._stall_after_s is not None
 
     async def run(self, primary: SourceState, tokens: int) -> RoundResult[T]:
@@ -144,14 +145,14 @@ class Round(Generic[T]):
         )
         return _owned(leg)
 
-    # --- the hedge window (R9) ---------------------------------------------------------------
+    # --- the hedge window ---------------------------------------------------------------------
 
     async def _hedge_window(self, leg: Leg[T], signal: asyncio.Event | None) -> Hedge | None:
         """Wait until a hedge is due and find it its target, until the primary finished first
         (``None``), or until no hedge is left to try (``None``). A first-token hedge the ledger
         refuses — no eligible source, no budget, no admission, an open breaker — has not hedged
         the round, so the window goes on: the stall trigger may still start the round's one
-        hedge (R10)."""
+        hedge."""
         primary = leg.task
         state = leg.state
         if signal is None:  # not streamed: only the first-token trigger applies
@@ -217,7 +218,7 @@ class Round(Generic[T]):
             waiter.cancel()
             await asyncio.wait({waiter})  # never swallows a cancellation of our own task
 
-    # --- the race (R10, R11) -------------------------------------------------------------------
+    # --- the race: first success wins, the loser is cancelled -----------------------------------
 
     async def _race(self, legs: list[Leg[T]]) -> RoundResult[T]:
         """First success wins; if the first to finish failed, wait for the other."""

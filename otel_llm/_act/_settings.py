@@ -219,7 +219,8 @@ class EmbeddingSettings(ClientSettings):
 
 
 def check_hedge_assembly(settings: ClientSettings) -> None:
-    """The assembly guards of SPEC R13 (errors), and its warnings."""
+    """The hedge keys' guards: a trigger the watchdog or the call deadline would pre-empt is an
+    error; hedging with a single source is a warning."""
     hedge, retry, sources = settings.hedge, settings.retry, settings.sources
     if not hedge.enabled or not sources or not settings.hedged:
         return

@@ -1,4 +1,4 @@
-"""The stall budget: how long a call may wait without making progress (SPEC R3, pure).
+"""The stall budget: how long a call may wait without making progress (pure).
 
 Time splits by *which budget it consumes*: an attempt that burns ``max_attempts`` (a transient
 failure) is productive waiting, already bounded by ``max_attempts``. Everything else — backoff

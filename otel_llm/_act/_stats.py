@@ -1,4 +1,4 @@
-"""``CallStats``: where the time of one call went, taken from its winning attempt (SPEC R12)."""
+"""``CallStats``: where the time of one call went, taken from its winning attempt."""
 
 from __future__ import annotations
 

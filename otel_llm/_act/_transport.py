@@ -2,7 +2,7 @@
 
 Requests go through ``httpx2`` (see :mod:`otel_llm._act._pool`); streams are parsed with its
 server-sent-events reader. For every incremental chunk the transport calls ``clock.mark()`` —
-the whole metering cost of the hot path (SPEC M1). Every failure becomes one of the errors in
+the whole metering cost of the hot path. Every failure becomes one of the errors in
 :mod:`otel_llm._errors`: a chunk of the wrong shape is a :class:`MalformedStream` naming the
 field, a stream that ends incomplete (:func:`~otel_llm._measure._chunks.stream_complete`) is a
 :class:`TruncatedStream`, never a successful partial answer.

@@ -1,4 +1,4 @@
-"""The streaming watchdog (SPEC R6): no incremental chunk for too long kills the attempt.
+"""The streaming watchdog: no incremental chunk for too long kills the attempt.
 
 Liveness counts incremental chunks only — the chunk clock — so SSE keepalives and empty deltas
 cannot keep a dead stream alive. The watchdog adds nothing to the per-chunk path: one timer

@@ -1,10 +1,10 @@
 """The metering primitive: which streamed events are incremental chunks, and when they arrived.
 
-SPEC §1: an incremental chunk carries generated output — non-empty ``delta.content``,
+An incremental chunk carries generated output — non-empty ``delta.content``,
 ``delta.reasoning_content`` (or ``reasoning``), or tool-call deltas. Role-only or empty deltas,
 usage-only frames, SSE comments and ``[DONE]`` are not chunks.
 
-SPEC M1: the hot path only records a monotonic timestamp and sets a flag.
+The hot path only records a monotonic timestamp and sets a flag.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from otel_llm._measure._stalls import Timeline
 
 
 def delta_has_output(delta: Any) -> bool:
-    """The chunk rule (SPEC §1), the one place it is written: True when one choice's
+    """The chunk rule, the one place it is written: True when one choice's
     ``delta`` — a dict or an SDK object — carries content, reasoning (``reasoning_content`` or
     ``reasoning``) or tool-call deltas. Empty values are no output; every reader of chunks (the
     client's assembler, the wrappers' classifier and their fused reader) asks this function."""
@@ -45,7 +45,7 @@ def delta_has_output(delta: Any) -> bool:
 
 
 def stream_complete(choices_seen: Set[int], choices_finished: Set[int]) -> bool:
-    """The one rule of a complete streamed answer (SPEC R1), for the client and the wrappers.
+    """The one rule of a complete streamed answer, for the client and the wrappers.
 
     A stream is complete when a finish reason arrived for every choice it streamed (OpenAI
     sends one per choice; ``n > 1`` has several), and for at least one. Neither ``[DONE]`` nor
@@ -69,7 +69,7 @@ class ChunkClock:
     """Arrival times (``_clock.now_ns``, monotonic) of one attempt's incremental chunks.
 
     ``mark()`` is the whole per-chunk cost: one timestamp appended, one flag set. A consumer-aware
-    caller (a wrapped stream, SPEC M8) also passes how long the application has held the stream
+    caller (a wrapped stream) also passes how long the application has held the stream
     between reads so far, in total; a gap is then the time between two arrivals minus what the
     application held in between — whatever other items (empty deltas, pings) came meanwhile. The
     clock keeps that as a second timeline, each arrival minus the hold so far ("provider time"),

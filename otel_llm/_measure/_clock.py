@@ -1,4 +1,4 @@
-"""The one monotonic clock every metering timestamp comes from (SPEC M1).
+"""The one monotonic clock every metering timestamp comes from.
 
 ``now_ns`` is ``time.monotonic_ns`` in production. :func:`use_clock` swaps in another source
 of monotonic nanoseconds — a replay of recorded arrivals, or a test's fake clock — so that the

@@ -1,4 +1,4 @@
-"""Pure stall metering (SPEC M2–M6, M9).
+"""Pure stall metering: the figures of one attempt from its chunk arrivals.
 
 Everything here is arithmetic on integer nanoseconds taken from one monotonic clock. Conversion
 to whole milliseconds happens in exactly one place, :func:`to_ms`, so the client, the span
@@ -79,14 +79,14 @@ class StallFigures:
 
 
 def stall_sum(gaps_ns: Sequence[int], threshold_ms: int) -> tuple[int, int]:
-    """Total nanoseconds and number of gaps strictly longer than ``threshold_ms`` (SPEC M2)."""
+    """Total nanoseconds and number of gaps strictly longer than ``threshold_ms``."""
     limit = threshold_ms * NS_PER_MS
     stalls = [gap for gap in gaps_ns if gap > limit]
     return sum(stalls), len(stalls)
 
 
 def meter(timeline: Timeline, threshold_ms: int) -> StallFigures:
-    """Derive the figures of one attempt at ``threshold_ms`` (SPEC M2–M6)."""
+    """Derive the figures of one attempt at ``threshold_ms``."""
     known = timeline.known_stall
     exact_here = known is not None and known[0] == threshold_ms
     if threshold_ms < timeline.complete_above_ms and not exact_here:
@@ -149,7 +149,7 @@ def threshold_from_text(value: object) -> object:
 
 
 def threshold_rule(value: object) -> int:
-    """The one rule of a stall threshold (SPEC M5): a positive integer of milliseconds — an
+    """The one rule of a stall threshold: a positive integer of milliseconds — an
     ``int``, not a bool, not a float, not text (text from the environment is parsed before).
     Raises ValueError naming what was wrong (callers add the key)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

@@ -272,7 +272,7 @@ _STALL_TOTAL: Final = "stall_total_ms"
 def _rederived(dialect: Dialect) -> Mapping[Figure, tuple[str, str, str | None]]:
     """For each threshold-dependent figure: its value from the chunk gaps at T when they can
     decide it, its measured value when T is the measured threshold, and its value for an
-    attempt that cannot stall (not streamed, fewer than two chunks: M3), if any."""
+    attempt that cannot stall (not streamed, fewer than two chunks), if any."""
     wall = WALL_MS.name
     return {
         GENERATION_MS: (

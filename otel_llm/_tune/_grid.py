@@ -21,7 +21,7 @@ quantiles of what the calls' first attempts recorded, rounded to sensible second
   between chunks 30 s, or ``TIMEOUT_S`` when ``--timeout`` is given — so every setting
   replays those kills. A watchdog is only combined with triggers below it, and without one a
   first-token trigger stays below the first fallback and a stall trigger below the second
-  (the client refuses a trigger the watchdog would pre-empt, R13);
+  (the client refuses a trigger the watchdog would pre-empt);
 * budget ratios (``HEDGE__BUDGET_RATIO``): the one the request budget allows (budget − 1), half
   and twice it.
 
@@ -154,7 +154,7 @@ def grid(sample: Sample, budget: float, timeout_s: float | None = None) -> list[
         kills = watched.kills
         for after, stall in pairs:
             if _too_late(after, kills.first_s) or _too_late(stall, kills.gap_s):
-                continue  # the watchdog would kill the leg before the trigger fires (R13)
+                continue  # the watchdog would kill the leg before the trigger fires: refused
             for ratio in ratios(budget):
                 settings.append(replace(watched, after_s=after, stall_after_s=stall, ratio=ratio))
     return settings

@@ -3,19 +3,19 @@ timelines of its attempts alone (pure, no clock).
 
 A :class:`Timeline` is one attempt read as times from its start: the first incremental chunk,
 every gap longer than the model's floor (the chunk before it and its length), and the end (its
-last chunk, or the moment it failed). :func:`simulate_call` replays a call through the design's
+last chunk, or the moment it failed). :func:`simulate_call` replays a call through the client's
 rules:
 
-* stall hedge (R8/R9): after the first chunk, the first gap longer than ``stall_after_s`` starts
-  a hedge leg at (chunk before the gap) + ``stall_after_s``; first-token hedge (R7): a first chunk
-  later than ``after_s`` starts it at ``after_s``; at most one hedge per round (R10), paid from the
-  client's own :class:`~otel_llm._act._hedge_budget.HedgeBudgets`; a first-token hedge the budget
-  refuses leaves the round's hedge to the stall trigger;
-* the watchdog (R6, optional) kills a leg ``watchdog_s`` after its start or its last chunk;
+* stall hedge: after the first chunk, the first gap longer than ``stall_after_s`` starts a hedge leg
+  at (chunk before the gap) + ``stall_after_s``; first-token hedge: a first chunk later than
+  ``after_s`` starts it at ``after_s``; at most one hedge per round, never a hedge of a hedge, paid
+  from the client's own :class:`~otel_llm._act._hedge_budget.HedgeBudgets`; a first-token hedge the
+  budget refuses leaves the round's hedge to the stall trigger;
+* the watchdog (optional) kills a leg ``watchdog_s`` after its start or its last chunk;
   without one, the client's fallbacks do: ``timeout_s`` (its ``TIMEOUT_S``) before the first
   chunk, ``gap_timeout_s`` between chunks;
-* first success wins; a round whose legs all fail is retried (a new round that may hedge again,
-  R11) after a backoff, at most ``max_rounds`` rounds;
+* first success wins; a round whose legs all fail is retried (a new round that may hedge again)
+  after a backoff, at most ``max_rounds`` rounds;
 * a call's wall time is its first success (``inf`` if none); its requests are its legs.
 
 Both ``benchmarks/hedging_model.py`` (on the simulator's draws) and ``otel-llm tune`` (on the
@@ -204,9 +204,10 @@ def simulate_call(
     chain: bool = False,
     fallthrough: bool = True,
 ) -> Outcome:
-    """One call under ``rules``; ``draw`` gives each new leg's timeline. ``chain`` breaks R10 on
-    purpose (every leg may hedge, a study's what-if); ``fallthrough=False`` is the client before
-    issue 13 (a refused first-token hedge ends the round's hedging)."""
+    """One call under ``rules``; ``draw`` gives each new leg's timeline. ``chain`` breaks the
+    one-hedge- per-round rule on purpose (every leg may hedge, a study's what-if);
+    ``fallthrough=False`` is the client before issue 13 (a refused first-token hedge ends the
+    round's hedging)."""
     start = 0.0
     outcome = Outcome()
     kills = rules.kills

@@ -10,8 +10,8 @@ end (the attempt's wall time). Which of them a replay may use is decided in
 
 Times come from the stored chunk events (``ChunkOffsetNs``: nanoseconds from the span start,
 ``ChunkGapNs``: the silence before the chunk) and the span's ``Duration``: the same monotonic
-clock the client metered with (SPEC §5), so a timeline equals the attempt as it happened to the
-nanosecond the span recorded.
+clock the client metered with (event timestamps are the span start plus monotonic offsets), so
+a timeline equals the attempt as it happened to the nanosecond the span recorded.
 
 The end of a successful attempt is its wall time, not its last chunk: the call returns when the
 stream ends, and the tail after the last chunk (a usage frame, ``[DONE]``) is latency the caller

@@ -16,7 +16,7 @@ from otel_llm._measure._response import (
 )
 
 Classifier = Callable[[Any], bool]
-"""Tells whether one streamed item is an incremental chunk (SPEC §1)."""
+"""Tells whether one streamed item is an incremental chunk (the chunk rule)."""
 FinishReason = Callable[[Any], "str | None"]
 """Returns the finish reason an item carries (``None`` for items that carry none)."""
 

@@ -2,7 +2,7 @@
 
 A wrapped call (an SDK's ``create()`` or any chunk stream) produces the same call span, attempt
 span and chunk events as otel-llm's own client, so the deriving processor, the DuckDB views and
-the dashboards treat it identically. Metering is consumer-aware (SPEC M8): time the application
+the dashboards treat it identically. Metering is consumer-aware: time the application
 holds the stream between reads is measured apart and never counted as stall.
 """
 

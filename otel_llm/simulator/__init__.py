@@ -6,7 +6,7 @@ benchmarks. A :class:`Script` describes one answer — first-chunk delay, chunk 
 HTTP errors with ``Retry-After``, holds and connection faults. A request picks its script by
 header ``X-Sim-Script``, body field ``sim``, registered model name, preset name or the server's
 default, in that order. The ``measured`` preset reproduces the user's measured distribution of
-4,407 real calls (SPEC §0); ``oracle`` is the same calls without silences. A request carrying
+4,407 real calls; ``oracle`` is the same calls without silences. A request carrying
 ``sim_key`` draws its script independently of arrival order, and the server keeps that script
 (``stats.script_of(response_id)``); :func:`scripted_figures` turns it into the stall figures an
 honest meter must report — the ground truth ``otel-llm demo`` prints beside its measurements.

@@ -3,7 +3,8 @@
 A :data:`Preset` is a callable ``(random.Random) -> Script``: a fixed preset ignores the generator,
 ``measured`` and ``oracle`` draw a fresh script per request from the server's seeded generator.
 
-``measured`` reproduces the user's measurement on 4,407 real calls (SPEC §0) — see
+``measured`` reproduces the user's measurement on 4,407 real calls (median first chunk 1.63 s,
+silence 71.3 % of model time) — see
 :class:`MeasuredFit` for the distributions and how they reproduce each figure. ``oracle`` draws
 exactly the same calls (same random numbers in the same order) without any silence: it is what
 the measured calls would have looked like had the provider never stalled, the lower bound a
@@ -37,7 +38,7 @@ class FixedPreset:
 
 @dataclass(frozen=True, slots=True)
 class MeasuredFit:
-    """Distributions fitted to the user's 4,407 measured calls (SPEC §0). Seconds are scripted.
+    """Distributions fitted to the user's 4,407 measured calls. Seconds are scripted.
 
     Every call draws:
 
@@ -98,7 +99,7 @@ class MeasuredFit:
 
 
 MEASURED_FIT = MeasuredFit()
-"""The fit of SPEC §0's figures."""
+"""The fit of the 4,407 measured calls' figures."""
 
 STALL_PROBABILITY = 0.19
 """Share of measured calls with a silence longer than 20 s."""

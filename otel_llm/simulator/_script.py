@@ -2,7 +2,7 @@
 
 A script describes one answer in *scripted seconds*; the server multiplies every duration by its
 ``time_scale`` when it serves the script, so the same script runs in real time for a demo and a
-thousand times faster in a test. Vocabulary follows SPEC §1: the ``chunk_count`` incremental
+thousand times faster in a test. Vocabulary follows the chunk rule: the ``chunk_count`` incremental
 chunks carry output (reasoning, content or tool-call deltas); the role-only chunk, SSE keepalive
 comments, the finish chunk, the usage frame and ``[DONE]`` are not chunks.
 
@@ -84,7 +84,8 @@ class Script(BaseModel):
     words_per_chunk: int = Field(default=1, ge=1, le=1_000)
     """Words per chunk of the text ``word0 word1 …`` (``thought0 thought1 …`` when reasoning)."""
     role_chunk: bool = True
-    """First send a chunk whose delta is only ``{"role": "assistant"}`` (not a chunk, SPEC §1)."""
+    """First send a chunk whose delta is only ``{"role": "assistant"}`` (no output: not a
+    chunk)."""
     silences: tuple[Silence, ...] = ()
     """Mid-stream silences; several after the same chunk add up."""
 

@@ -2,7 +2,8 @@
 
 A meter that receives a scripted stream on time measures the gaps of :attr:`Script.gaps_s`
 (each wait in real seconds is ``time_scale ×`` the scripted one, at most :data:`MAX_WAIT_S`),
-so its stall figures at a threshold follow from the script alone (SPEC M2). A loaded machine
+so its stall figures at a threshold follow from the script alone (a stall is a gap strictly longer
+than the threshold). A loaded machine
 delivers late: a measured gap may differ from the scripted one by the scheduler's delay, so a
 scripted gap within ``band_s`` of the threshold may be counted either way —
 :class:`ScriptedFigures` says how many there are instead of pretending to a precision the

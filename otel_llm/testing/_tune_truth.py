@@ -231,7 +231,7 @@ class Setting:
 
 
 UNHEDGED = Setting({}, {})
-"""No hedge keys, no watchdog: exactly the unhedged client (R15)."""
+"""No hedge keys, no watchdog: exactly the unhedged client (both triggers unset)."""
 
 
 @dataclass(frozen=True, slots=True)
