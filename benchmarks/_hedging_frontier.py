@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import vl_convert
 
-from otel_llm._show._report_charts import PALETTE, SCHEMA
+from otel_llm._show._report._charts import PALETTE, SCHEMA
 
 T = TypeVar("T")
 

@@ -40,10 +40,10 @@ from otel_llm import _semconv as sc
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._otlp_files import Spool
-from otel_llm._show._otlp_rows import rows_from_export_request
-from otel_llm._show._rows import span_row
-from otel_llm._show._store import open_store, prepare_for_writing
+from otel_llm._show._ingest._otlp_files import Spool
+from otel_llm._show._ingest._otlp_rows import rows_from_export_request
+from otel_llm._show._store._access import open_store, prepare_for_writing
+from otel_llm._show._store._rows import span_row
 
 
 def attempt_spans(count: int, events: int) -> list[ReadableSpan]:

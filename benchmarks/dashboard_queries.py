@@ -45,9 +45,9 @@ sys.path.insert(1 if "--duckdb-path" in sys.argv else 0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from otel_llm._show._clickhouse import schema_sql, statements_of  # noqa: E402
-from otel_llm._show._columns import SegmentColumns  # noqa: E402
-from otel_llm._show._grafana_macros import (  # noqa: E402
+from otel_llm._show._dashboards._panels import PANELS, Panel, variable_sql, worst_trace_ids  # noqa: E402
+from otel_llm._show._sql._clickhouse import schema_sql, statements_of  # noqa: E402
+from otel_llm._show._sql._grafana_macros import (  # noqa: E402
     Engine,
     QueryContext,
     Variable,
@@ -55,8 +55,7 @@ from otel_llm._show._grafana_macros import (  # noqa: E402
     expand,
     interval_for,
 )
-from otel_llm._show._layout import ALL_COLUMNS, TABLE  # noqa: E402
-from otel_llm._show._panel_sql import (  # noqa: E402
+from otel_llm._show._sql._panel_sql import (  # noqa: E402
     ALL_VALUE,
     AS_MEASURED,
     CALL,
@@ -65,9 +64,10 @@ from otel_llm._show._panel_sql import (  # noqa: E402
     FILTERS,
     THRESHOLD,
 )
-from otel_llm._show._panels import PANELS, Panel, variable_sql, worst_trace_ids  # noqa: E402
-from otel_llm._show._segments import MARKER, SEGMENTS, SegmentStore, encode  # noqa: E402
-from otel_llm._show._store import open_store  # noqa: E402
+from otel_llm._show._sql._table import ALL_COLUMNS, TABLE  # noqa: E402
+from otel_llm._show._store._access import open_store  # noqa: E402
+from otel_llm._show._store._columns import SegmentColumns  # noqa: E402
+from otel_llm._show._store._segments import MARKER, SEGMENTS, SegmentStore, encode  # noqa: E402
 
 TARGET_S = 0.5
 DAY = timedelta(hours=24)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import duckdb
 
-from otel_llm._show._layout import TABLE
-from otel_llm._show._report import write_report
-from otel_llm._show._segments import SCHEMA_SEGMENT, SEGMENTS, SegmentStore
-from otel_llm._show._store import open_store
-from otel_llm._show._views import CALLS_VIEW
+from otel_llm._show._report._write import write_report
+from otel_llm._show._sql._table import TABLE
+from otel_llm._show._sql._views import CALLS_VIEW
+from otel_llm._show._store._access import open_store
+from otel_llm._show._store._segments import SCHEMA_SEGMENT, SEGMENTS, SegmentStore
 
 
 def _copy_sql(source_glob: str, copies: int, shift_ns: int, target: Path) -> str:
@@ -91,7 +91,7 @@ def main() -> None:
     started = time.perf_counter()
     written = write_report(args.target, output)
     took = time.perf_counter() - started
-    from otel_llm._show._report_html import vega_runtime
+    from otel_llm._show._report._html import vega_runtime
 
     runtime = len(vega_runtime().encode("utf-8"))
     print(

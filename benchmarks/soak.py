@@ -39,10 +39,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from otel_llm import Client, DuckDBSpanExporter, OtelLLMError, Source
+from otel_llm import Client, OtelLLMError, SegmentSpanExporter, Source
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._processor import DerivingSpanProcessor
-from otel_llm._show._breakdown import run_query
+from otel_llm._show._store._breakdown import run_query
 from otel_llm.simulator import Script, Silence
 
 HEALTHY = ("smooth", "late-first", "stall", "keepalive-stall")
@@ -257,7 +257,7 @@ async def soak(
     provider = TracerProvider()
     provider.add_span_processor(counter)
     store = Path(tempfile.mkdtemp(prefix="otel-llm-soak-")) / "store"
-    exporter = DuckDBSpanExporter(store)  # the embedded default, as init() wires it
+    exporter = SegmentSpanExporter(store)  # the embedded default, as init() wires it
     if with_store:
         provider.add_span_processor(DerivingSpanProcessor([SimpleSpanProcessor(exporter)]))
     gc.collect()

@@ -22,7 +22,7 @@ throughout. Requirements (issue 20) are printed as PASS/FAIL lines:
 - no writer or merger failed on its own (an exit, or a merge that raised).
 
 Writers: direct ``SegmentStore(path).write(rows)`` loops (a steady one, a bursty one, both
-merging now and then), a ``DuckDBSpanExporter`` merging every 0.2 s and an ``otel_llm.init()``
+merging now and then), a ``SegmentSpanExporter`` merging every 0.2 s and an ``otel_llm.init()``
 application at default settings. A writer logs the span ids it is about to write, then —
 after ``write()`` returned, or ``force_flush()`` returned True — logs them acknowledged; a
 writer killed in between leaves spans *in doubt*, which may or may not be in the store. Mergers:
@@ -59,7 +59,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the roles import what they need, so the 1.5.4 reader imports only duckdb
-    from otel_llm._show._segments import SegmentStore
+    from otel_llm._show._store._segments import SegmentStore
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_DUCKDB = ROOT / ".cache" / "duckdb-1.5.4"
@@ -181,7 +181,7 @@ def role_direct(role: Role) -> None:
     """``SegmentStore.write(rows)`` loops: ``steady`` writes 1–3 spans every 200–400 ms;
     ``burst`` is quiet for 3–6 s, then writes 10–40 segments of 1–50 spans back to back. Both
     merge now and then, as a writer does."""
-    from otel_llm._show._segments import SegmentStore
+    from otel_llm._show._store._segments import SegmentStore
 
     rng = random.Random(role.seed)
     store = SegmentStore(role.store)
@@ -214,7 +214,7 @@ def role_direct(role: Role) -> None:
 
 
 def role_sdk(role: Role) -> None:
-    """Spans through the real embedded writer: ``exporter`` is a ``DuckDBSpanExporter``
+    """Spans through the real embedded writer: ``exporter`` is a ``SegmentSpanExporter``
     sealing every 50 ms and merging every 0.2 s; ``init`` an ``otel_llm.init()`` application
     (default merge interval). A batch is acknowledged once ``force_flush()`` returned True."""
     from opentelemetry.sdk.trace import TracerProvider
@@ -222,7 +222,7 @@ def role_sdk(role: Role) -> None:
     from opentelemetry.sdk.trace.id_generator import IdGenerator
 
     import otel_llm
-    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+    from otel_llm._show._store._exporter import SegmentSpanExporter
 
     rng = random.Random(role.seed)
     log = Log(role.log)
@@ -241,10 +241,10 @@ def role_sdk(role: Role) -> None:
     MergeLog.install(log)
     ids = Ids()
     provider = TracerProvider(id_generator=ids, shutdown_on_exit=False)
-    exporter: DuckDBSpanExporter | None = None
+    exporter: SegmentSpanExporter | None = None
     telemetry: otel_llm.Telemetry | None = None
     if role.role == "exporter":
-        exporter = DuckDBSpanExporter(role.store, compact_every_s=0.2, flush_interval_s=0.05)
+        exporter = SegmentSpanExporter(role.store, compact_every_s=0.2, flush_interval_s=0.05)
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     else:
         telemetry = otel_llm.init(
@@ -282,7 +282,7 @@ def role_sdk(role: Role) -> None:
 
 def role_merger(role: Role) -> None:
     """A ``SegmentStore(path).compact()`` loop, asking for 2, 4 or 16 inputs at a time."""
-    from otel_llm._show._segments import SegmentStore
+    from otel_llm._show._store._segments import SegmentStore
 
     rng = random.Random(role.seed)
     store = SegmentStore(role.store)
@@ -439,7 +439,7 @@ def _damaged_bytes(work: Path, how: str) -> tuple[bytes, str]:
     import duckdb
     import pyarrow.parquet as pq
 
-    from otel_llm._show._segments import SegmentStore
+    from otel_llm._show._store._segments import SegmentStore
 
     scratch = SegmentStore(work / f"scratch-{how}")
     scratch.create()
@@ -470,7 +470,7 @@ class Harness:
     """Starts, kills, restarts and reaps the processes of one run and keeps its figures."""
 
     def __init__(self, config: Config, work: Path) -> None:
-        from otel_llm._show._store import prepare_for_writing, reader_sql
+        from otel_llm._show._store._access import prepare_for_writing, reader_sql
 
         self.config = config
         self.work = work
@@ -666,7 +666,7 @@ class Harness:
         self.damaged[name] = {"how": what, "dropped_at": self.now(), "gone_at": None}
 
     def sample(self) -> None:
-        from otel_llm._show._segments import SegmentStore
+        from otel_llm._show._store._segments import SegmentStore
 
         with contextlib.suppress(OSError):
             self.segment_counts.append(
@@ -795,7 +795,7 @@ def _store_ids(harness: Harness) -> tuple[list[int], str | None]:
     segment left in place), segment by segment, skipping what cannot be read."""
     import pyarrow.parquet as pq
 
-    from otel_llm._show._store import open_store
+    from otel_llm._show._store._access import open_store
 
     try:
         with open_store(harness.store_path, views=False) as conn:
@@ -851,7 +851,7 @@ def _lockless_after(harness: Harness) -> list[dict[str, Any]]:
 
 def evaluate(harness: Harness, duration: float) -> dict[str, Any]:
     """The figures and the requirements of a finished run."""
-    from otel_llm._show._segments import WHY
+    from otel_llm._show._store._segments import WHY
 
     config = harness.config
     store = harness.store

@@ -106,11 +106,11 @@ _THROUGHPUT = textwrap.dedent(
     sys.path.insert(1, {bench!r})
     os.sched_setaffinity(0, {{os.sched_getaffinity(0).pop()}})  # one core for every thread
     from store_throughput import attempt_spans
-    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+    from otel_llm._show._store._exporter import SegmentSpanExporter
     spans = attempt_spans({spans})
     events = sum(len(s.events) for s in spans) / len(spans)
     with tempfile.TemporaryDirectory() as tmp:
-        exporter = DuckDBSpanExporter(os.path.join(tmp, {name!r}))
+        exporter = SegmentSpanExporter(os.path.join(tmp, {name!r}))
         cpu, wall = time.process_time(), time.perf_counter()
         exporter.export(spans)
         assert exporter.force_flush(600_000)
@@ -169,10 +169,10 @@ async def _lag_during_burst(
 
 
 def lag(spans: list[ReadableSpan], store: bool) -> list[float]:
-    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+    from otel_llm._show._store._exporter import SegmentSpanExporter
 
     with tempfile.TemporaryDirectory() as tmp:
-        exporter = DuckDBSpanExporter(Path(tmp) / "store") if store else None
+        exporter = SegmentSpanExporter(Path(tmp) / "store") if store else None
         try:
             return asyncio.run(_lag_during_burst(spans, exporter))
         finally:
@@ -197,13 +197,13 @@ def held_per_span(count: int) -> tuple[float, float]:
     """Bytes held per span while the store cannot be written: exactly (the encoded segments
     waiting) and as resident memory growth, from the moment the first 2,000 are held (so the
     transient cost of making spans here is not counted)."""
-    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+    from otel_llm._show._store._exporter import SegmentSpanExporter
 
     chunk = 2000
     with tempfile.TemporaryDirectory() as tmp:
         blocker = Path(tmp) / "a-file"
         blocker.write_text("not a directory")
-        exporter = DuckDBSpanExporter(blocker / "store", retry_s=3600, shutdown_timeout_s=1)
+        exporter = SegmentSpanExporter(blocker / "store", retry_s=3600, shutdown_timeout_s=1)
         before = 0
         for start in range(0, count + chunk, chunk):
             exporter.export(attempt_spans(chunk, seed=start))  # made, handed over, dropped
@@ -226,10 +226,10 @@ def queued_per_span(count: int) -> tuple[float, float]:
     spans queued in a writer that waits (the SDK spans dropped once handed over)."""
     import tracemalloc
 
-    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+    from otel_llm._show._store._exporter import SegmentSpanExporter
 
     with tempfile.TemporaryDirectory() as tmp:
-        exporter = DuckDBSpanExporter(
+        exporter = SegmentSpanExporter(
             Path(tmp) / "store", flush_interval_s=3600, segment_spans=10 * count
         )
         gc.collect()
@@ -253,11 +253,11 @@ def queued_per_span(count: int) -> tuple[float, float]:
 
 def cost_per_write(writes: int) -> tuple[float, float]:
     """CPU and wall milliseconds to write a segment of one span, over ``writes`` writes."""
-    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+    from otel_llm._show._store._exporter import SegmentSpanExporter
 
     spans = attempt_spans(writes)
     with tempfile.TemporaryDirectory() as tmp:
-        exporter = DuckDBSpanExporter(Path(tmp) / "store")
+        exporter = SegmentSpanExporter(Path(tmp) / "store")
         exporter.export(spans[:1])
         exporter.force_flush(60_000)  # the store is created once
         cpu, wall = time.process_time(), time.perf_counter()

@@ -57,7 +57,10 @@ if _typing.TYPE_CHECKING:  # what _LAZY imports on first use, spelled out for ty
     from otel_llm._measure._processor import DerivingSpanProcessor
     from otel_llm._measure._response import Usage
     from otel_llm._measure._stalls import StallFigures
-    from otel_llm._show._duckdb_exporter import DuckDBSpanExporter, ExportStats
+    from otel_llm._show._store._exporter import ExportStats, SegmentSpanExporter
+    from otel_llm._show._store._exporter import (  # deprecated name (warns at run time)
+        SegmentSpanExporter as DuckDBSpanExporter,  # noqa: F401
+    )
     from otel_llm._telemetry import Telemetry, init
     from otel_llm._wrap._chunk_view import openai_classifier
     from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
@@ -82,7 +85,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "otel_llm._measure._processor": ("DerivingSpanProcessor",),
     "otel_llm._measure._response": ("Usage",),
     "otel_llm._measure._stalls": ("StallFigures",),
-    "otel_llm._show._duckdb_exporter": ("DuckDBSpanExporter", "ExportStats"),
+    "otel_llm._show._store._exporter": ("SegmentSpanExporter", "ExportStats"),
     "otel_llm._telemetry": ("Telemetry", "init"),
     "otel_llm._wrap._chunk_view": ("openai_classifier",),
     "otel_llm._wrap._observe": ("AsyncObservedStream", "ObservedStream", "observe_stream"),
@@ -91,6 +94,9 @@ _LAZY: dict[str, tuple[str, ...]] = {
 """Module → the public names it defines, imported when one of them is first used."""
 
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+_DEPRECATED: dict[str, str] = {"DuckDBSpanExporter": "SegmentSpanExporter"}
+"""Old public names → the names that replaced them (each use warns)."""
 
 __all__ = [
     "Admission",
@@ -111,7 +117,6 @@ __all__ = [
     "ContentFiltered",
     "ContextLengthExceeded",
     "DerivingSpanProcessor",
-    "DuckDBSpanExporter",
     "EmbeddingSettings",
     "Embeddings",
     "EmbeddingsResult",
@@ -133,6 +138,7 @@ __all__ = [
     "RateLimited",
     "RedisAdmission",
     "RetrySettings",
+    "SegmentSpanExporter",
     "ServerError",
     "Source",
     "StallFigures",
@@ -154,6 +160,17 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     """A public name, imported from its module on first use (then an ordinary attribute)."""
+    if name in _DEPRECATED:
+        import warnings
+
+        new = _DEPRECATED[name]
+        warnings.warn(
+            f"otel_llm.{name} is deprecated: it writes Parquet segments, not DuckDB; use "
+            f"otel_llm.{new} (the same class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return __getattr__(new)
     module = _HOME.get(name)
     if module is None:
         raise AttributeError(f"module 'otel_llm' has no attribute {name!r}")

@@ -23,8 +23,8 @@ from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import resolve_threshold_ms
-from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm._show._otlp import OWN_ENDPOINT, Collector, Signal
+from otel_llm._otlp_endpoint import OWN_ENDPOINT, OtlpEndpoint, Signal
+from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._version import __version__
 
 logger = logging.getLogger("otel_llm")
@@ -52,15 +52,15 @@ _HEADERS: Final[dict[Signal, str]] = {
 }
 
 
-def _otlp_collectors(store: Path | None, *, grpc_spans: bool) -> dict[Signal, Collector]:
-    """One :class:`Collector` per signal the standard variables name an endpoint for (each its
+def _otlp_collectors(store: Path | None, *, grpc_spans: bool) -> dict[Signal, OtlpEndpoint]:
+    """One :class:`OtlpEndpoint` per signal the standard variables name an endpoint for (each its
     own, even when ``OTEL_EXPORTER_OTLP_ENDPOINT`` names one for both: a collector refusing
     metrics must cost the spans nothing); metrics none with ``OTEL_METRICS_EXPORTER=none``."""
     base = env.env_text(env.OTEL_EXPORTER_OTLP_ENDPOINT)
     signals: list[Signal] = ["spans"]
     if (env.env_text(env.OTEL_METRICS_EXPORTER) or "").lower() != "none":
         signals.append("metrics")
-    found: dict[Signal, Collector] = {}
+    found: dict[Signal, OtlpEndpoint] = {}
     for signal in signals:
         own = env.env_text(OWN_ENDPOINT[signal])
         if own is not None:
@@ -75,7 +75,7 @@ def _otlp_collectors(store: Path | None, *, grpc_spans: bool) -> dict[Signal, Co
             *env.env_pair_values(env.OTEL_EXPORTER_OTLP_HEADERS),
             *env.env_pair_values(_HEADERS[signal]),
         )
-        found[signal] = Collector(
+        found[signal] = OtlpEndpoint(
             url,
             signal=signal,
             via=via,
@@ -106,7 +106,7 @@ def _grpc_span_exporter() -> type[SpanExporter] | None:
     return GrpcExporter
 
 
-def _otlp_processor(collector: Collector, grpc: type[SpanExporter] | None) -> SpanProcessor:
+def _otlp_processor(collector: OtlpEndpoint, grpc: type[SpanExporter] | None) -> SpanProcessor:
     """A batch processor with the OTLP exporter the standard variables describe."""
     if grpc is not None:
         return collector.span_processor(grpc())
@@ -115,7 +115,7 @@ def _otlp_processor(collector: Collector, grpc: type[SpanExporter] | None) -> Sp
     return collector.span_processor(OTLPSpanExporter())
 
 
-def _otlp_meter_provider(resource: Resource, collector: Collector) -> MeterProvider:
+def _otlp_meter_provider(resource: Resource, collector: OtlpEndpoint) -> MeterProvider:
     """A meter provider exporting OTLP/HTTP (shut down by :meth:`Telemetry.shutdown`, at exit
     too, within the collector's bound, beside the spans and never before them)."""
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -130,14 +130,14 @@ class Telemetry:
 
     tracer_provider: trace.TracerProvider
     processor: DerivingSpanProcessor | None
-    exporter: DuckDBSpanExporter | None
+    exporter: SegmentSpanExporter | None
     db_path: Path | None
     stall_threshold_ms: int
     owns_provider: bool
     enabled: bool = True
     meter_provider: MeterProvider | None = None
     """The OTLP meter provider ``init()`` created, if it created one."""
-    collectors: tuple[Collector, ...] = ()
+    collectors: tuple[OtlpEndpoint, ...] = ()
     """One per exported signal (spans, metrics), when OTLP export is on: one warning per
     outage, a bounded shutdown, each signal on its own."""
     _shut: bool = field(default=False, repr=False)
@@ -195,7 +195,7 @@ class Telemetry:
         elif shut_metrics is not None:  # no thread could start: after the spans, here
             shut_metrics()
 
-    def _collectors_of(self, signal: Signal) -> list[Collector]:
+    def _collectors_of(self, signal: Signal) -> list[OtlpEndpoint]:
         return [collector for collector in self.collectors if collector.signal == signal]
 
     def _metrics_shutdown(self) -> Callable[[], None] | None:
@@ -277,7 +277,7 @@ def init(
         return Telemetry(trace.NoOpTracerProvider(), None, None, None, threshold, False, False)
 
     path = Path(db_path) if db_path else store_path()
-    exporter = DuckDBSpanExporter(path) if duckdb else None
+    exporter = SegmentSpanExporter(path) if duckdb else None
     downstream: list[SpanProcessor] = []
     if exporter is not None:
         downstream.append(SimpleSpanProcessor(exporter))

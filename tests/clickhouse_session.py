@@ -13,10 +13,10 @@ from typing import Any
 from chdb import session as chdb_session
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_llm._show import _exporter_sql
-from otel_llm._show._clickhouse import DATABASE, SCHEMA_FILE, statements_of
-from otel_llm._show._layout import TABLE
-from otel_llm._show._rows import span_row
+from otel_llm._show._sql import _exporter_sql
+from otel_llm._show._sql._clickhouse import DATABASE, SCHEMA_FILE, statements_of
+from otel_llm._show._sql._table import TABLE
+from otel_llm._show._store._rows import span_row
 
 ROOT = Path(__file__).resolve().parent.parent
 

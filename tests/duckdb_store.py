@@ -14,8 +14,8 @@ from otel_llm import _semconv as sc
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS, StallFigures
-from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm._show._store import reader_sql
+from otel_llm._show._store._access import reader_sql
+from otel_llm._show._store._exporter import SegmentSpanExporter
 
 MS = NS_PER_MS
 ARRIVALS = [1630.0, 1650.0, 1670.0, 1690.0, 56_590.0, 56_610.0, 58_700.0, 58_720.0]
@@ -27,7 +27,7 @@ class Store:
 
     def __init__(self, path: Path, **exporter_options: float) -> None:
         self.path = path
-        self.exporter = DuckDBSpanExporter(path, **exporter_options)  # type: ignore[arg-type]
+        self.exporter = SegmentSpanExporter(path, **exporter_options)  # type: ignore[arg-type]
         self.provider = TracerProvider()
         self.provider.add_span_processor(
             DerivingSpanProcessor([SimpleSpanProcessor(self.exporter)])

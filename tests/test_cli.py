@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_llm._show._store import open_store
+from otel_llm._show._store._access import open_store
 from tests.processes import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,7 +137,7 @@ def test_provider_serves_measured_with_a_stall_probability() -> None:
 
 def test_compact_merges_and_names_what_it_quarantined(tmp_path: Path) -> None:
     """`otel-llm compact` merges now, and counts and names a damaged segment it moved aside."""
-    from otel_llm._show._segments import SegmentStore
+    from otel_llm._show._store._segments import SegmentStore
 
     store = SegmentStore(tmp_path / "store")
     store.create()

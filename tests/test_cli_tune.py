@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._segments import SEGMENTS, SegmentStore
+from otel_llm._show._store._segments import SEGMENTS, SegmentStore
 from otel_llm._tune._sample import MIN_CALLS
 from otel_llm.cli._tune import TUNE_NOT_ENOUGH_EXIT
 from tests.processes import run_cli

@@ -1,6 +1,6 @@
-"""The ClickHouse schema (``otel_llm/_show/_clickhouse.py``) in chDB: the exporter's exact DDL plus
-ours, fed the exporter's columns of real SDK spans, gives the same views, re-threshold and canned
-queries as the DuckDB store fed the same spans — row for row."""
+"""The ClickHouse schema (``otel_llm/_show/_sql/_clickhouse.py``) in chDB: the exporter's exact DDL
+plus ours, fed the exporter's columns of real SDK spans, gives the same views, re-threshold and
+canned queries as the DuckDB store fed the same spans — row for row."""
 
 from __future__ import annotations
 
@@ -22,9 +22,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import AllSourcesExhausted, Client, Source
 from otel_llm import _semconv as sc
-from otel_llm._show import _exporter_sql
-from otel_llm._show._breakdown import RUN_ATTRIBUTE, breakdown_sql, totals_sql, worst_stalls_sql
-from otel_llm._show._clickhouse import (
+from otel_llm._show._sql import _exporter_sql
+from otel_llm._show._sql._clickhouse import (
     SCHEMA_FILE,
     exporter_statements,
     main,
@@ -32,11 +31,8 @@ from otel_llm._show._clickhouse import (
     schema_sql,
     statements_of,
 )
-from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._layout import BASE_COLUMNS
-from otel_llm._show._segments import SegmentStore, encode
-from otel_llm._show._store import open_store
-from otel_llm._show._views import (
+from otel_llm._show._sql._table import BASE_COLUMNS
+from otel_llm._show._sql._views import (
     ATTEMPT_COLUMNS,
     ATTEMPTS_VIEW,
     CALLS_VIEW,
@@ -44,6 +40,15 @@ from otel_llm._show._views import (
     DUCKDB,
     Dialect,
 )
+from otel_llm._show._store._access import open_store
+from otel_llm._show._store._breakdown import (
+    RUN_ATTRIBUTE,
+    breakdown_sql,
+    totals_sql,
+    worst_stalls_sql,
+)
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._segments import SegmentStore, encode
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from otel_llm.testing import Spans
 from tests.clickhouse_session import chdb_with, exporter_columns
@@ -282,14 +287,14 @@ def test_rounding_is_duckdbs(duck: duckdb.DuckDBPyConnection, chdb: Any) -> None
 
 def test_the_committed_schema_file_is_current() -> None:
     """collector/clickhouse/schema.sql is what the generator writes (regenerate it with
-    ``python -m otel_llm._show._clickhouse collector/clickhouse/schema.sql``)."""
+    ``python -m otel_llm._show._sql._clickhouse collector/clickhouse/schema.sql``)."""
     assert (ROOT / SCHEMA_FILE).read_text() == schema_sql(), "stale: regenerate it"
 
 
 def test_the_generator_writes_the_script(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``python -m otel_llm._show._clickhouse PATH`` writes the script; without PATH it prints
+    """``python -m otel_llm._show._sql._clickhouse PATH`` writes the script; without PATH it prints
     it; --database and --cluster reach every statement."""
     assert main([str(tmp_path / "clickhouse" / "schema.sql")]) == 0
     assert (tmp_path / "clickhouse" / "schema.sql").read_text() == schema_sql()

@@ -1,4 +1,4 @@
-"""The collector's spool files into the store (``otel_llm._show._otlp_files``): whole files
+"""The collector's spool files into the store (``otel_llm._show._ingest._otlp_files``): whole files
 only, idempotent after a crash, and nothing lost silently."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 
-from otel_llm._show._otlp_files import CURRENT, Spool, split_messages
-from otel_llm._show._rows import span_row
-from otel_llm._show._segments import SegmentStore
-from otel_llm._show._store import open_store, prepare_for_writing
+from otel_llm._show._ingest._otlp_files import CURRENT, Spool, split_messages
+from otel_llm._show._store._access import open_store, prepare_for_writing
+from otel_llm._show._store._rows import span_row
+from otel_llm._show._store._segments import SegmentStore
 from tests.test_collector_rows import _Calls
 
 

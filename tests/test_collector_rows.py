@@ -1,5 +1,6 @@
-"""OTLP messages become exactly the rows the embedded path writes (``otel_llm._show._otlp_rows``
-beside ``otel_llm._show._rows.span_row``), for otel-llm's spans and for anyone else's."""
+"""OTLP messages become exactly the rows the embedded path writes
+(``otel_llm._show._ingest._otlp_rows`` beside ``otel_llm._show._store._rows.span_row``), for
+otel-llm's spans and for anyone else's."""
 
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from otel_llm._measure._processor import DerivingSpanProcessor
-from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._otlp_rows import any_value, append_export_request, rows_from_export_request
-from otel_llm._show._rows import span_row
-from otel_llm._show._schema import ALL_COLUMNS
+from otel_llm._show._ingest._otlp_rows import (
+    any_value,
+    append_export_request,
+    rows_from_export_request,
+)
+from otel_llm._show._sql._schema import ALL_COLUMNS
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._rows import span_row
 from tests.duckdb_store import Store
 
 

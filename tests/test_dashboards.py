@@ -1,6 +1,6 @@
-"""The Grafana dashboards and provisioning (otel_llm/_show/_dashboards.py): committed and fresh,
-well-formed as Grafana's own schema (grafana-foundation-sdk 0.0.21) reads them, and the DuckDB
-data source's initSql reading a real store.
+"""The Grafana dashboards and provisioning (otel_llm/_show/_dashboards/_grafana.py): committed and
+fresh, well-formed as Grafana's own schema (grafana-foundation-sdk 0.0.21) reads them, and the
+DuckDB data source's initSql reading a real store.
 
 The panels' SQL is run in DuckDB and chDB by tests/test_panels.py."""
 
@@ -25,12 +25,12 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from grafana_foundation_sdk.models.dashboard import Dashboard
 
-from otel_llm._show import _dashboards
-from otel_llm._show._dashboards import SOURCES, STORE_VARIABLE, dashboard, files, stale
-from otel_llm._show._exporter_sql import TRACE_ID_TS_SUFFIX, TRACE_ID_TS_TABLE
-from otel_llm._show._panel_sql import DATASOURCE, FILTERS
-from otel_llm._show._panels import PANELS, TIME, TRACE_VIEW
-from otel_llm._show._store import reader_sql
+from otel_llm._show._dashboards import _grafana as _dashboards
+from otel_llm._show._dashboards._grafana import SOURCES, STORE_VARIABLE, dashboard, files, stale
+from otel_llm._show._dashboards._panels import PANELS, TIME, TRACE_VIEW
+from otel_llm._show._sql._exporter_sql import TRACE_ID_TS_SUFFIX, TRACE_ID_TS_TABLE
+from otel_llm._show._sql._panel_sql import DATASOURCE, FILTERS
+from otel_llm._show._store._access import reader_sql
 from tests.duckdb_store import Store
 
 register_default_plugins()  # panels' options and field config read by each panel's own model

@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup, TyperOption
 
-from otel_llm._show._breakdown import breakdown_sql, run_query
+from otel_llm._show._store._breakdown import breakdown_sql, run_query
 from otel_llm.cli import app
 from otel_llm.cli._demo import DEMO_FIT, DemoOptions, run_demo
 from otel_llm.cli._render import Format, Output

@@ -16,9 +16,15 @@ import pytest
 from otel_llm import _semconv as sc
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import Timeline, meter
-from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm._show._schema import BASE_COLUMNS, BASE_DDL, SCHEMA_VERSION, migrate, stored_version
-from otel_llm._show._store import open_store
+from otel_llm._show._sql._schema import (
+    BASE_COLUMNS,
+    BASE_DDL,
+    SCHEMA_VERSION,
+    migrate,
+    stored_version,
+)
+from otel_llm._show._store._access import open_store
+from otel_llm._show._store._exporter import SegmentSpanExporter
 from tests.conftest import Spans
 from tests.duckdb_store import ARRIVALS, END, MS, Store
 
@@ -211,7 +217,7 @@ def test_overflow_drops_oldest_with_a_counted_warning(
     """Past max_pending the oldest spans are dropped, counted and announced."""
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    exporter = DuckDBSpanExporter(
+    exporter = SegmentSpanExporter(
         blocker / "x.duckdb", max_pending=2, retry_s=0.05, shutdown_timeout_s=0.2
     )
     for name in ("first", "second", "third"):

@@ -12,7 +12,7 @@ from otel_llm import _semconv as sc
 from otel_llm._act._stats import CallStats
 from otel_llm._figures import FIGURE_NAMES, FIGURES
 from otel_llm._measure._stalls import StallFigures
-from otel_llm._show._schema import TYPED_COLUMNS, migrate
+from otel_llm._show._sql._schema import TYPED_COLUMNS, migrate
 
 
 def test_the_dataclasses_hold_every_figure() -> None:

@@ -1,4 +1,4 @@
-"""Grafana's expansion of a panel query (``otel_llm/_show/_grafana_macros.py``) against the
+"""Grafana's expansion of a panel query (``otel_llm/_show/_sql/_grafana_macros.py``) against the
 plugins' own test vectors — grafana-plugin-sdk-go's ``data/sqlutil/macros_test.go`` and
 ``backend/gtime`` (the DuckDB plugin's macros, with its own ``timeFrom``/``timeTo`` of
 ``pkg/plugin/duckdb_driver.go``), clickhouse-datasource's ``pkg/macros/macros_test.go`` and the
@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otel_llm._show._grafana_macros import (
+from otel_llm._show._dashboards._panels import PANELS, worst_trace_ids
+from otel_llm._show._sql._grafana_macros import (
     ALL,
     Engine,
     QueryContext,
@@ -25,7 +26,7 @@ from otel_llm._show._grafana_macros import (
     format_interval,
     interval_for,
 )
-from otel_llm._show._panel_sql import (
+from otel_llm._show._sql._panel_sql import (
     ALL_VALUE,
     CALL,
     CLICKHOUSE_PANELS,
@@ -34,7 +35,6 @@ from otel_llm._show._panel_sql import (
     THRESHOLD,
     PanelDialect,
 )
-from otel_llm._show._panels import PANELS, worst_trace_ids
 
 ZERO = datetime(1, 1, 1, tzinfo=UTC)
 """Go's zero time.Time, the range of sqlutil's vectors."""

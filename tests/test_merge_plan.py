@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_llm._show._merge_plan import Candidate, choose, tier
+from otel_llm._show._store._merge_plan import Candidate, choose, tier
 
 MIB = 1024 * 1024
 SMALL, MIN, FANOUT, MAX = 8 * MIB, 16, 4, 256 * MIB

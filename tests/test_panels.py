@@ -1,6 +1,6 @@
-"""Every panel of the one panel specification (``otel_llm/_show/_panels.py``), its macros and
-template variables expanded as each Grafana plugin expands them, run on real SDK spans in the
-three engines the dashboards meet: DuckDB over a segment store (``open_store``), DuckDB 1.5.4 —
+"""Every panel of the one panel specification (``otel_llm/_show/_dashboards/_panels.py``), its
+macros and template variables expanded as each Grafana plugin expands them, run on real SDK spans in
+the three engines the dashboards meet: DuckDB over a segment store (``open_store``), DuckDB 1.5.4 —
 the DuckDB plugin's engine — with ``reader_sql`` as its ``initSql``, and chDB with the ClickHouse
 DDL. The three return the same rows; the rows have the panel's columns and types and keep the
 figures' invariants; the filters filter and the threshold re-derives as ``llm_attempts_at``."""
@@ -21,34 +21,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import _semconv as sc
-from otel_llm._show._breakdown import worst_stalls_sql
-from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._grafana_macros import (
-    Engine,
-    QueryContext,
-    Variable,
-    all_of,
-    expand,
-)
-from otel_llm._show._layout import TABLE
-from otel_llm._show._panel_sql import (
-    ALL_VALUE,
-    AS_MEASURED,
-    CALL,
-    FILTERS,
-    MODEL,
-    SERVICE,
-    SOURCE,
-    THRESHOLD,
-    PanelDialect,
-)
-from otel_llm._show._panel_sql import (
-    CLICKHOUSE_PANELS as CH,
-)
-from otel_llm._show._panel_sql import (
-    DUCKDB_PANELS as DUCK,
-)
-from otel_llm._show._panels import (
+from otel_llm._show._dashboards._panels import (
     PANELS,
     SERIES,
     STALL_COUNT_BUCKETS,
@@ -60,9 +33,36 @@ from otel_llm._show._panels import (
     variable_sql,
     worst_trace_ids,
 )
-from otel_llm._show._segments import SegmentStore, encode
-from otel_llm._show._store import open_store, reader_sql
-from otel_llm._show._views import DUCKDB
+from otel_llm._show._sql._grafana_macros import (
+    Engine,
+    QueryContext,
+    Variable,
+    all_of,
+    expand,
+)
+from otel_llm._show._sql._panel_sql import (
+    ALL_VALUE,
+    AS_MEASURED,
+    CALL,
+    FILTERS,
+    MODEL,
+    SERVICE,
+    SOURCE,
+    THRESHOLD,
+    PanelDialect,
+)
+from otel_llm._show._sql._panel_sql import (
+    CLICKHOUSE_PANELS as CH,
+)
+from otel_llm._show._sql._panel_sql import (
+    DUCKDB_PANELS as DUCK,
+)
+from otel_llm._show._sql._table import TABLE
+from otel_llm._show._sql._views import DUCKDB
+from otel_llm._show._store._access import open_store, reader_sql
+from otel_llm._show._store._breakdown import worst_stalls_sql
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._segments import SegmentStore, encode
 from tests.clickhouse_session import chdb_with
 from tests.conftest import require
 from tests.panel_calls import BATCH, FRONT, THRESHOLD_MS, panel_spans

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import otel_llm
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +34,6 @@ EXPECTED = {
     "ContentFiltered",
     "ContextLengthExceeded",
     "DerivingSpanProcessor",
-    "DuckDBSpanExporter",
     "EmbeddingSettings",
     "Embeddings",
     "EmbeddingsResult",
@@ -54,6 +55,7 @@ EXPECTED = {
     "RateLimited",
     "RedisAdmission",
     "RetrySettings",
+    "SegmentSpanExporter",
     "ServerError",
     "Source",
     "StallFigures",
@@ -163,3 +165,16 @@ def test_errors_form_one_tree() -> None:
             and not issubclass(value, Warning)
         ):
             assert issubclass(value, otel_llm.OtelLLMError), name
+
+
+def test_the_old_exporter_name_still_works_and_says_what_replaced_it() -> None:
+    """``DuckDBSpanExporter`` (it never touched DuckDB) is the same class under its new name,
+    ``SegmentSpanExporter``; every use of the old name warns, and it is not in ``__all__``."""
+    import otel_llm
+
+    with pytest.warns(DeprecationWarning, match="use otel_llm.SegmentSpanExporter"):
+        old = otel_llm.DuckDBSpanExporter
+    assert old is otel_llm.SegmentSpanExporter
+    with pytest.warns(DeprecationWarning, match="DuckDBSpanExporter is deprecated"):
+        from otel_llm import DuckDBSpanExporter  # noqa: F401
+    assert "DuckDBSpanExporter" not in otel_llm.__all__

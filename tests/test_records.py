@@ -13,11 +13,11 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 
 from otel_llm import _semconv as sc
 from otel_llm._measure._span_events import chunk_event_class
-from otel_llm._show._breakdown import run_query
-from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm._show._records import pack, unpack
-from otel_llm._show._rows import span_row
+from otel_llm._show._store._breakdown import run_query
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._exporter import SegmentSpanExporter
+from otel_llm._show._store._records import pack, unpack
+from otel_llm._show._store._rows import span_row
 from otel_llm.testing import Spans
 from tests.benchmark_modules import load_benchmark
 
@@ -79,7 +79,7 @@ def _with_events(span: ReadableSpan, events: list[Event]) -> ReadableSpan:
 def test_queued_spans_hold_under_a_kilobyte_each_and_all_reach_the_store(tmp_path: Path) -> None:
     """Measured by the allocator: what the queue holds once the SDK spans are gone."""
     spans = _attempt_spans(2000)
-    exporter = DuckDBSpanExporter(  # the writer waits: every span stays queued
+    exporter = SegmentSpanExporter(  # the writer waits: every span stays queued
         tmp_path / "store", flush_interval_s=3600, segment_spans=1_000_000
     )
     try:
@@ -112,7 +112,7 @@ def test_a_span_that_cannot_be_packed_is_counted_as_dropped(tmp_path: Path) -> N
         def __getattr__(self, item: str) -> object:
             raise RuntimeError("no such span")
 
-    exporter = DuckDBSpanExporter(tmp_path / "store")
+    exporter = SegmentSpanExporter(tmp_path / "store")
     try:
         good = _attempt_spans(1)
         logging.getLogger("otel_llm").disabled = True

@@ -1,4 +1,4 @@
-"""``otel-llm report`` (``otel_llm/_show/_report.py``): the panels run on real SDK data, the
+"""``otel-llm report`` (``otel_llm/_show/_report/_data.py``): the panels run on real SDK data, the
 page written by the command and by the demo, and loaded in a real browser with the network
 blocked."""
 
@@ -21,23 +21,22 @@ from hypothesis import strategies as st
 
 from otel_llm import _semconv as sc
 from otel_llm._errors import ConfigurationError, NotAStore, OtelLLMError
-from otel_llm._show._grafana_macros import Variable, expand
-from otel_llm._show._panel_sql import DUCKDB_PANELS
-from otel_llm._show._panels import PANELS, variable_sql, worst_trace_ids
-from otel_llm._show._report import (
+from otel_llm._show._dashboards._panels import PANELS, variable_sql, worst_trace_ids
+from otel_llm._show._report._data import (
     TimeRange,
     collect,
-    default_output,
     panel_rows,
-    parse_since,
     variables,
-    write_report,
 )
-from otel_llm._show._report_hedging import KEY as HEDGING
-from otel_llm._show._report_hedging import frontier_rows, hedging_section
-from otel_llm._show._report_html import NO_DATA, SPECS_ID
-from otel_llm._show._segments import SEGMENTS, SegmentStore
-from otel_llm._show._store import open_store
+from otel_llm._show._report._hedging import KEY as HEDGING
+from otel_llm._show._report._hedging import frontier_rows, hedging_section
+from otel_llm._show._report._html import NO_DATA, SPECS_ID
+from otel_llm._show._report._write import default_output, write_report
+from otel_llm._show._sql._grafana_macros import Variable, expand
+from otel_llm._show._sql._panel_sql import DUCKDB_PANELS
+from otel_llm._show._store._access import open_store
+from otel_llm._show._store._segments import SEGMENTS, SegmentStore
+from otel_llm._show._store._since import parse_since
 from otel_llm.cli._app import DEMO_TOO_BUSY_EXIT
 from tests.processes import run_cli, run_python
 from tests.report_browser import loaded
@@ -436,7 +435,7 @@ def test_the_charting_runtime_loads_only_for_a_report(tmp_path: Path) -> None:
     only writing a report does."""
     script = (
         "import sys, otel_llm, otel_llm.cli._app\n"
-        "lazy = ('vl_convert', 'otel_llm._show._report')\n"
+        "lazy = ('vl_convert', 'otel_llm._show._report._data')\n"
         "print(sorted(m for m in sys.modules if m.startswith(lazy)))"
     )
     out = run_python(script, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -621,7 +620,7 @@ def test_a_tune_error_is_shown_in_the_panel_not_raised(
 ) -> None:
     """A library error of tune on the range is the panel's text; the rest of the report stands.
     An unexpected exception (a bug) still surfaces."""
-    import otel_llm._show._report as report
+    import otel_llm._show._report._data as report
 
     def failing(*_: object, **__: object) -> None:
         raise OtelLLMError("the store's chunk events are unreadable")

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from otel_llm import _semconv as sc
-from otel_llm._show._report import write_report
-from otel_llm._show._report_charts import MAX_TICKS, Frame, time_ticks
+from otel_llm._show._report._charts import MAX_TICKS, Frame, time_ticks
+from otel_llm._show._report._write import write_report
 from tests.report_browser import loaded
 from tests.tune_store import Scripted, TuneStore, stream
 

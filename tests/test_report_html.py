@@ -1,5 +1,5 @@
-"""The report's page and chart specs (``otel_llm/_show/_report_html.py``,
-``otel_llm/_show/_report_charts.py``): escaping, the inlined runtime, each panel's mark."""
+"""The report's page and chart specs (``otel_llm/_show/_report/_html.py``,
+``otel_llm/_show/_report/_charts.py``): escaping, the inlined runtime, each panel's mark."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_llm._show._panels import PANELS, SERIES, TIME, Panel
-from otel_llm._show._report_charts import OVERLAY_COLOUR, chart_spec, label
-from otel_llm._show._report_hedging import NO_CALLS, frontier_spec, hedging_section
-from otel_llm._show._report_html import cell, script_json, vega_runtime
+from otel_llm._show._dashboards._panels import PANELS, SERIES, TIME, Panel
+from otel_llm._show._report._charts import OVERLAY_COLOUR, chart_spec, label
+from otel_llm._show._report._hedging import NO_CALLS, frontier_spec, hedging_section
+from otel_llm._show._report._html import cell, script_json, vega_runtime
 from otel_llm._tune._model import Rules
 from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import Sample

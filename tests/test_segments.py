@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from otel_llm._show._rows import span_row
-from otel_llm._show._segments import (
+from otel_llm._show._store._access import prepare_for_writing, reader_sql
+from otel_llm._show._store._rows import span_row
+from otel_llm._show._store._segments import (
     GENERATIONS,
     MARKER,
     SCHEMA_SEGMENT,
@@ -26,7 +27,6 @@ from otel_llm._show._segments import (
     SegmentStore,
     encode_rows,
 )
-from otel_llm._show._store import prepare_for_writing, reader_sql
 from tests.conftest import Spans, require
 from tests.duckdb_store import lockless_count
 
@@ -67,8 +67,8 @@ def test_a_merge_rewrites_a_bounded_amount_however_old_the_store(
     the round's new segments (the store's history goes up the size tiers instead of being merged
     again every time), each ``compact()`` leaves nothing due (a tier that filled up is merged
     in the same call), the count stays within its bound, and every span is there once."""
-    import otel_llm._show._segments as segments_module
-    from otel_llm._show._merge_plan import Candidate, choose, tier
+    import otel_llm._show._store._segments as segments_module
+    from otel_llm._show._store._merge_plan import Candidate, choose, tier
 
     small, fanout, minimum, cap = 64 * 1024, 4, 16, 256 * 1024 * 1024
     merges: list[list[int]] = []

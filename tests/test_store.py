@@ -19,19 +19,19 @@ from hypothesis import strategies as st
 
 from otel_llm import _semconv as sc
 from otel_llm._errors import NotAStore
-from otel_llm._show._breakdown import run_query
-from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm._show._rows import span_row
-from otel_llm._show._schema import migrate
-from otel_llm._show._segments import SCHEMA_SEGMENT, SegmentStore, encode_rows
-from otel_llm._show._store import (
+from otel_llm._show._sql._schema import migrate
+from otel_llm._show._store._access import (
     LEGACY_SUFFIX,
     connect,
     open_store,
     prepare_for_writing,
     reader_sql,
 )
+from otel_llm._show._store._breakdown import run_query
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._exporter import SegmentSpanExporter
+from otel_llm._show._store._rows import span_row
+from otel_llm._show._store._segments import SCHEMA_SEGMENT, SegmentStore, encode_rows
 from tests.conftest import Spans, require
 from tests.duckdb_store import Store, lockless_count
 from tests.processes import run_python
@@ -151,8 +151,8 @@ _READER = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from pathlib import Path
     import duckdb
-    from otel_llm._show._segments import SegmentStore
-    from otel_llm._show._store import reader_sql
+    from otel_llm._show._store._segments import SegmentStore
+    from otel_llm._show._store._access import reader_sql
     path = Path({path!r})
     store = SegmentStore(path)
     seen = []
@@ -181,7 +181,7 @@ _LOCKLESS_READER = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from pathlib import Path
     import duckdb
-    from otel_llm._show._store import reader_sql
+    from otel_llm._show._store._access import reader_sql
     # Grafana's way: one connection, the reader SQL as initSql, no lock around queries
     vanished = queries = 0
     with duckdb.connect() as conn:
@@ -262,7 +262,7 @@ _CREATE = textwrap.dedent(
     import sys
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from otel_llm._show._store import prepare_for_writing
+    from otel_llm._show._store._access import prepare_for_writing
     prepare_for_writing(Path(sys.argv[1])).write([])
     """
 )
@@ -407,7 +407,7 @@ def test_a_span_that_cannot_be_converted_costs_only_itself(
     spans.tracer.start_span("bad", attributes={"huge": 10**5000}).end()
     for index in range(5):
         spans.tracer.start_span(f"more-{index}").end()
-    exporter = DuckDBSpanExporter(tmp_path / "store")
+    exporter = SegmentSpanExporter(tmp_path / "store")
     with caplog.at_level(logging.ERROR, logger="otel_llm"):
         exporter.export(spans.finished())
         assert exporter.force_flush(30_000)
@@ -453,8 +453,8 @@ _CRASHED_MERGE = textwrap.dedent(
     import os, sys
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from otel_llm._show import _segments
-    from otel_llm._show._segments import SegmentStore
+    from otel_llm._show._store import _segments
+    from otel_llm._show._store._segments import SegmentStore
     step = {step!r}
     def die(*args, **kwargs):
         os._exit(137)
@@ -633,7 +633,7 @@ _FULL_DISK = textwrap.dedent(
     import resource, signal, sys
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from otel_llm._show._segments import SegmentStore
+    from otel_llm._show._store._segments import SegmentStore
     from tests.duckdb_store import Store, lockless_count
     path = Path({path!r})
     SegmentStore(path).create()

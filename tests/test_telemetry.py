@@ -21,9 +21,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_llm import Client, Source, init
 from otel_llm import _semconv as sc
-from otel_llm._show._otlp import Collector
-from otel_llm._show._schema import migrate
-from otel_llm._show._store import connect, open_store
+from otel_llm._otlp_endpoint import OtlpEndpoint
+from otel_llm._show._sql._schema import migrate
+from otel_llm._show._store._access import connect, open_store
 from otel_llm.simulator import SimulatedProvider
 from tests.processes import run_cli, run_python
 
@@ -417,7 +417,7 @@ def test_one_warning_per_outage_and_a_line_when_it_ends(
     """A collector refusing batches (400) is one warning with its reason however many batches
     fail; the first success after it says so; a new outage warns again. The exporter's own
     lines never reach the log."""
-    collector = Collector(receiver.endpoint, signal="spans")
+    collector = OtlpEndpoint(receiver.endpoint, signal="spans")
     exporter = collector.span_exporter(OTLPSpanExporter(endpoint=receiver.endpoint))
     tracer_provider = TracerProvider()
     with caplog.at_level(logging.INFO):

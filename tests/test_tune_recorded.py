@@ -18,8 +18,8 @@ from otel_llm import _semconv as sc
 from otel_llm._measure._events import plan_chunk_events
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
-from otel_llm._show._store import open_store
+from otel_llm._show._store._access import open_store
+from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._tune._model import Role, Rules, Timeline, simulate_call
 from otel_llm._tune._recorded import read_recorded, timeline_of_events
 from otel_llm._tune._scripted import timeline_of
@@ -176,7 +176,7 @@ def test_the_clients_spans_read_back_as_the_simulators_script(tmp_path: Path) ->
     silence runs from the end of the previous write), within a loaded machine's margin of it
     (and a gap the scheduler added, below ``NOISE_S``, is no scripted one) —
     its first chunk and end no earlier than scripted, and ok."""
-    exporter = DuckDBSpanExporter(tmp_path / "s")
+    exporter = SegmentSpanExporter(tmp_path / "s")
     provider = TracerProvider()
     provider.add_span_processor(DerivingSpanProcessor([SimpleSpanProcessor(exporter)]))
     asyncio.run(_calls(provider, 3))

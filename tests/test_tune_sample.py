@@ -10,9 +10,9 @@ import pytest
 
 from otel_llm import _semconv as sc
 from otel_llm._errors import ConfigurationError
-from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._segments import SegmentStore, encode
-from otel_llm._show._store import open_store
+from otel_llm._show._store._access import open_store
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._segments import SegmentStore, encode
 from otel_llm._tune._model import Timeline
 from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall, read_recorded
 from otel_llm._tune._sample import (

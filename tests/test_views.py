@@ -1,4 +1,4 @@
-"""The views' generator (``otel_llm/_show/_views.py``): one table of columns and figures, no
+"""The views' generator (``otel_llm/_show/_sql/_views.py``): one table of columns and figures, no
 figure named twice, and DuckDB's re-threshold with ``llm_attempts``' columns."""
 
 from __future__ import annotations
@@ -10,18 +10,14 @@ import duckdb
 import pytest
 
 from otel_llm._figures import FIGURES
-from otel_llm._show import (
-    _breakdown,
-    _clickhouse,
-    _dashboards,
-    _panel_sql,
-    _panels,
-    _report,
-    _report_charts,
-    _views,
-)
-from otel_llm._show._schema import VIEWS, migrate
-from otel_llm._show._views import ATTEMPT_COLUMNS, CALL_COLUMNS, CLICKHOUSE, DUCKDB, views_sql
+from otel_llm._show._dashboards import _grafana as _dashboards
+from otel_llm._show._dashboards import _panels
+from otel_llm._show._report import _charts as _report_charts
+from otel_llm._show._report import _data as _report
+from otel_llm._show._sql import _clickhouse, _panel_sql, _views
+from otel_llm._show._sql._schema import VIEWS, migrate
+from otel_llm._show._sql._views import ATTEMPT_COLUMNS, CALL_COLUMNS, CLICKHOUSE, DUCKDB, views_sql
+from otel_llm._show._store import _breakdown
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from otel_llm._measure import _spans as spans_module
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._tune._model import Timeline
 
 MS = NS_PER_MS
@@ -88,10 +88,10 @@ class TuneStore:
 
     path: Path
     provider: TracerProvider = field(init=False)
-    exporter: DuckDBSpanExporter = field(init=False)
+    exporter: SegmentSpanExporter = field(init=False)
 
     def __post_init__(self) -> None:
-        self.exporter = DuckDBSpanExporter(self.path)
+        self.exporter = SegmentSpanExporter(self.path)
         self.provider = TracerProvider()
         self.provider.add_span_processor(
             DerivingSpanProcessor([SimpleSpanProcessor(self.exporter)])

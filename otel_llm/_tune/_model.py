@@ -25,13 +25,13 @@ attempts a store recorded) run this code.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, HedgeBudgets, Trigger
 from otel_llm._defaults import DEFAULTS
+from otel_llm._quantile import quantile
 
 Role = Literal["primary", "hedge", "retry"]
 """Which draw a leg is: a round's first leg (the call's first round, or a retry), or a hedge."""
@@ -257,13 +257,10 @@ FAILED_S = 1e12
 
 
 def percentiles(walls: Sequence[float]) -> tuple[float, float, float]:
-    """(p50, p95, p99) of wall times, linear interpolation; a failed call (``inf``) counts as
-    :data:`FAILED_S`."""
+    """(p50, p95, p99) of wall times (:func:`otel_llm._quantile.quantile`, as the dashboards
+    compute them); a failed call (``inf``) counts as :data:`FAILED_S`."""
     finite = [wall if wall < math.inf else FAILED_S for wall in walls]
-    if len(finite) == 1:
-        return finite[0], finite[0], finite[0]
-    cuts = statistics.quantiles(finite, n=100, method="inclusive")
-    return cuts[49], cuts[94], cuts[98]
+    return quantile(finite, 0.5), quantile(finite, 0.95), quantile(finite, 0.99)
 
 
 def p99_interval(walls: Sequence[float]) -> tuple[float, float]:

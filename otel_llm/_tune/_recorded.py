@@ -30,7 +30,12 @@ import duckdb
 
 from otel_llm import _semconv as sc
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN, CHUNK_OFFSET_COLUMN, TABLE
+from otel_llm._show._sql._table import (
+    CHUNK_GAP_COLUMN,
+    CHUNK_INDEX_COLUMN,
+    CHUNK_OFFSET_COLUMN,
+    TABLE,
+)
 from otel_llm._tune._model import Timeline
 
 NS_PER_S: Final = 1_000_000_000

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -227,20 +227,16 @@ def tune(
     *,
     budget: float = DEFAULT_BUDGET,
     source: str | None = None,
-    since: str | None = None,
+    start: datetime | None = None,
     seed: int = DEFAULT_SEED,
-    now: datetime | None = None,
     max_calls: int = MAX_CALLS,
     timeout_s: float | None = None,
 ) -> Tuning:
-    """Tune on the open store ``conn`` (see the module docstring) for a client whose sources
-    have ``TIMEOUT_S`` = ``timeout_s``. Raises :class:`ConfigurationError` for a bad budget,
-    timeout, ``since`` or source."""
-    from otel_llm._show._report import parse_since
-
+    """Tune on the calls of the open store ``conn`` that started at ``start`` or later (all of
+    them when None; see the module docstring) for a client whose sources have ``TIMEOUT_S`` =
+    ``timeout_s``. Raises :class:`ConfigurationError` for a bad budget, timeout or source."""
     budget = check_budget(budget)
     timeout_s = check_timeout(timeout_s)
-    start = parse_since(since, now or datetime.now(UTC)) if since is not None else None
     data = sample(read_recorded(conn, since=start, max_calls=max_calls), source)
     settings: list[Setting] = []
     recorded: Figures | None = None
@@ -270,7 +266,7 @@ def tune(
 
 def tune_store(path: Path, **options: Any) -> Tuning:
     """:func:`tune` on the store at ``path`` (:class:`NotAStore` when it is not one)."""
-    from otel_llm._show._store import open_store
+    from otel_llm._show._store._access import open_store
 
     with open_store(path) as conn:
         return tune(conn, **options)

@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from otel_llm._quantile import quantile
 from otel_llm.simulator import ScriptedFigures
 
 
@@ -151,11 +152,8 @@ def disagreeing_calls(pairs: Iterable[tuple[int | None, ScriptedFigures]]) -> in
 
 
 def p99(samples: Sequence[float]) -> float:
-    """The 99th percentile (nearest rank) of ``samples``; 0 for none."""
-    if not samples:
-        return 0.0
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+    """The 99th percentile of ``samples`` (:func:`otel_llm._quantile.quantile`); 0 for none."""
+    return quantile(samples, 0.99)
 
 
 @dataclass(frozen=True, slots=True)

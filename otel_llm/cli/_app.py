@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -17,14 +18,14 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._env import OTEL_LLM_DB
 from otel_llm._errors import OtelLLMError
 from otel_llm._extras import install_hint
-from otel_llm._show._breakdown import (
+from otel_llm._show._store._access import check_store, reader_sql
+from otel_llm._show._store._breakdown import (
     below_floor_note,
     breakdown_sql,
     run_query,
     worst_stalls_sql,
 )
-from otel_llm._show._segments import SegmentStore
-from otel_llm._show._store import check_store, reader_sql
+from otel_llm._show._store._segments import SegmentStore
 from otel_llm._telemetry import store_path
 from otel_llm._version import __version__
 from otel_llm.cli._render import Format, Output
@@ -178,8 +179,8 @@ def demo(
     if report_path is not None and no_report:
         raise _fail("--report and --no-report exclude each other")
     if not no_report:
-        from otel_llm._show._report import check_output, default_output
-        from otel_llm._show._report_html import check_runtime
+        from otel_llm._show._report._html import check_runtime
+        from otel_llm._show._report._write import check_output, default_output
 
         try:
             check_output(report_path or default_output(path))
@@ -263,7 +264,7 @@ def _write_report(
     store: Path, output: Path | None, since: str | None = None, threshold_ms: int | None = None
 ) -> Path:
     """Write the report; its path (library errors and DuckDB's become exit code 2)."""
-    from otel_llm._show._report import write_report
+    from otel_llm._show._report._write import write_report
 
     try:
         return write_report(store, output, since=since, threshold_ms=threshold_ms).path
@@ -354,13 +355,15 @@ def tune(
 
     Prints the frontier of p99 against requests per call, and the setting to paste for a
     request budget (exit code 3 when the data are too few to recommend)."""
+    from otel_llm._show._store._since import parse_since
     from otel_llm._tune._tuning import tune_store
     from otel_llm.cli._tune import TUNE_NOT_ENOUGH_EXIT, render_json, render_table
 
     out = Output.stdout(Format.TABLE, None)
     try:
+        start = parse_since(since, datetime.now(UTC)) if since is not None else None
         tuning = tune_store(
-            _db(db), budget=budget, source=source, since=since, seed=seed, timeout_s=timeout
+            _db(db), budget=budget, source=source, start=start, seed=seed, timeout_s=timeout
         )
     except (OtelLLMError, duckdb.Error) as exc:
         raise _fail(str(exc)) from exc

@@ -34,8 +34,8 @@ from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import CollectorError
 from otel_llm._packaged import COLLECTOR, packaged
-from otel_llm._show._otlp_files import IngestReport, Spool, kept_files
-from otel_llm._show._store import prepare_for_writing
+from otel_llm._show._ingest._otlp_files import IngestReport, Spool, kept_files
+from otel_llm._show._store._access import prepare_for_writing
 
 CONFIGS: Final = ("duckdb", "clickhouse")
 """The configs shipped in ``collector/``, by name (``--config NAME``)."""

@@ -38,7 +38,8 @@ from otel_llm._act._client import Client
 from otel_llm._act._result import ChatResult
 from otel_llm._act._source import Source
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._breakdown import (
+from otel_llm._show._store._access import check_store
+from otel_llm._show._store._breakdown import (
     RUN_ATTRIBUTE,
     Table,
     breakdown_sql,
@@ -46,8 +47,7 @@ from otel_llm._show._breakdown import (
     totals_sql,
     worst_stalls_sql,
 )
-from otel_llm._show._segments import SEGMENTS
-from otel_llm._show._store import check_store
+from otel_llm._show._store._segments import SEGMENTS
 from otel_llm._telemetry import _MIN_EVENTS, init
 from otel_llm.cli._accuracy import (
     Scripted,

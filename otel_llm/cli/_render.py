@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import TextIO
 
 from otel_llm._env import COLUMNS, NO_COLOR, env_any, env_count
-from otel_llm._show._breakdown import Table
+from otel_llm._show._store._breakdown import Table
 from otel_llm.cli._formats import csv_text, json_text, markdown_text
 from otel_llm.cli._layout import PLAIN, Style, lay_out
 

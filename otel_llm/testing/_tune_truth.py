@@ -8,7 +8,7 @@ every time below is in simulated seconds and no real clock enters a figure.
 
 * :func:`record` — unhedged calls, as a user with several sources has them: one ``Client`` per
   source, calls spread over them in turn, spans through the deriving processor into a real
-  embedded store (:class:`~otel_llm._show._duckdb_exporter.DuckDBSpanExporter`), exactly the
+  embedded store (:class:`~otel_llm._show._store._exporter.SegmentSpanExporter`), exactly the
   pipeline ``otel_llm.init()`` builds.
 * :func:`tune` — ``otel-llm tune --db STORE --budget B --format json`` in a process of its own,
   through the command's real entry point (``python -m otel_llm.cli``).
@@ -41,7 +41,7 @@ from otel_llm._act._source import Source
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import OtelLLMError
 from otel_llm._measure._processor import DerivingSpanProcessor
-from otel_llm._show._duckdb_exporter import DuckDBSpanExporter
+from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._tune._model import Rules, percentiles
 from otel_llm._tune._recorded import read_recorded
 from otel_llm._tune._sample import Sample, sample
@@ -127,10 +127,10 @@ class Recording:
     spans_dropped: int
 
 
-def store_pipeline(store: Path) -> tuple[TracerProvider, DuckDBSpanExporter]:
+def store_pipeline(store: Path) -> tuple[TracerProvider, SegmentSpanExporter]:
     """The pipeline ``otel_llm.init(db_path=store)`` builds: an SDK tracer provider whose
     spans go through the deriving processor into the embedded store (not installed globally)."""
-    exporter = DuckDBSpanExporter(store)
+    exporter = SegmentSpanExporter(store)
     processor = DerivingSpanProcessor([SimpleSpanProcessor(exporter)])
     provider = TracerProvider(span_limits=SpanLimits(max_events=DEFAULTS.chunk_event_budget + 8))
     provider.add_span_processor(processor)
@@ -367,7 +367,7 @@ def sources_of(served: Sequence[Served]) -> dict[str, int]:
 
 def read_sample(store: Path) -> Sample:
     """The sample ``otel-llm tune`` replays from ``store`` (its own reader and rules)."""
-    from otel_llm._show._store import open_store
+    from otel_llm._show._store._access import open_store
 
     with open_store(store) as conn:
         return sample(read_recorded(conn, since=None, max_calls=MAX_CALLS))

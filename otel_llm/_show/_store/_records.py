@@ -21,7 +21,7 @@ Two things keep a blob small:
   read without those checks.
 
 :func:`unpack` gives back a :class:`SpanRecord`, the plain values
-:class:`~otel_llm._show._columns.SegmentColumns` appends.
+:class:`~otel_llm._show._store._columns.SegmentColumns` appends.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from otel_llm import _semconv as sc
 from otel_llm._measure._span_events import chunk_event_class
-from otel_llm._show._rows import attribute_string, plain_attributes
+from otel_llm._show._store._rows import attribute_string, plain_attributes
 
 _MARSHAL_VERSION: Final = 4
 """Shares repeated interned strings (event names, inline keys) inside a blob."""

@@ -2,8 +2,9 @@
 otel-llm's typed columns, each typed column filled from one span attribute or the chunk events.
 
 The DuckDB DDL, the row builder, the backfill of older files, the ClickHouse DDL and the views of
-both engines are derived from it (:mod:`otel_llm._show._schema`, :mod:`otel_llm._show._rows`,
-:mod:`otel_llm._show._clickhouse`, :mod:`otel_llm._show._views`).
+both engines are derived from it (:mod:`otel_llm._show._sql._schema`,
+:mod:`otel_llm._show._store._rows`, :mod:`otel_llm._show._sql._clickhouse`,
+:mod:`otel_llm._show._sql._views`).
 """
 
 from __future__ import annotations

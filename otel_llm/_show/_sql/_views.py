@@ -26,7 +26,7 @@ from otel_llm._figures import (
     Figure,
 )
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._layout import ALL_COLUMNS, TABLE
+from otel_llm._show._sql._table import ALL_COLUMNS, TABLE
 
 ATTEMPTS_VIEW: Final = "llm_attempts"
 CALLS_VIEW: Final = "llm_calls"
@@ -68,7 +68,8 @@ class Dialect:
         return f"round({expr}, {digits})"
 
     def quantile(self, expr: str, q: float) -> str:
-        """The continuous quantile (linear interpolation between the closest ranks, R-7)."""
+        """The continuous quantile (linear interpolation between the closest ranks, R-7: the
+        one definition, :func:`otel_llm._quantile.quantile`)."""
         return f"quantile_cont({expr}, {q})"
 
     def count_if(self, condition: str) -> str:

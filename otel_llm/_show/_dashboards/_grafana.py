@@ -1,5 +1,5 @@
 """The Grafana dashboards and their provisioning, generated from the one panel specification
-(:mod:`otel_llm._show._panels`) for the DuckDB and the ClickHouse data source.
+(:mod:`otel_llm._show._dashboards._panels`) for the DuckDB and the ClickHouse data source.
 
 ``python -m otel_llm._show._dashboards [ROOT] [--check]`` writes (or checks) ``dashboards/`` under
 ROOT (default: the current directory):
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from otel_llm._show._clickhouse import DATABASE
-from otel_llm._show._exporter_sql import TRACE_ID_TS_SUFFIX
-from otel_llm._show._layout import TABLE
-from otel_llm._show._panel_sql import (
+from otel_llm._show._dashboards._panels import FORMATS, PANELS, TRACE_VIEW, Panel, variable_sql
+from otel_llm._show._sql._clickhouse import DATABASE
+from otel_llm._show._sql._exporter_sql import TRACE_ID_TS_SUFFIX
+from otel_llm._show._sql._panel_sql import (
     ALL_VALUE,
     AS_MEASURED,
     CALL,
@@ -35,8 +35,8 @@ from otel_llm._show._panel_sql import (
     THRESHOLD,
     PanelDialect,
 )
-from otel_llm._show._panels import FORMATS, PANELS, TRACE_VIEW, Panel, variable_sql
-from otel_llm._show._store import reader_sql
+from otel_llm._show._sql._table import TABLE
+from otel_llm._show._store._access import reader_sql
 
 ROOT: Final = Path("dashboards")
 DASHBOARD_FILE: Final = "otel-llm.json"

@@ -31,10 +31,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._records import PackedSpan, pack
-from otel_llm._show._segments import SegmentStore, encode
-from otel_llm._show._store import prepare_for_writing
+from otel_llm._show._store._access import prepare_for_writing
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._records import PackedSpan, pack
+from otel_llm._show._store._segments import SegmentStore, encode
 
 logger = logging.getLogger("otel_llm")
 
@@ -56,7 +56,7 @@ class ExportStats:
     last_error: str | None
 
 
-def _after_fork(reference: weakref.ref[DuckDBSpanExporter]) -> None:
+def _after_fork(reference: weakref.ref[SegmentSpanExporter]) -> None:
     exporter = reference()
     if exporter is not None:
         exporter._forked()
@@ -84,7 +84,7 @@ class _Encoded:
     spans: int
 
 
-class DuckDBSpanExporter(SpanExporter):
+class SegmentSpanExporter(SpanExporter):
     """Writes finished spans into the segment store at ``path`` (see the module docstring)."""
 
     def __init__(

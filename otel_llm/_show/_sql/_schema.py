@@ -2,9 +2,9 @@
 
 The base columns keep the ClickHouse exporter's names and meaning (``Events.Timestamp`` …), so
 the dashboards' SQL ports to ClickHouse. The typed columns are all derived from span attributes
-and chunk events — :data:`TYPED_COLUMNS` (:mod:`otel_llm._show._layout`) is the single table
+and chunk events — :data:`TYPED_COLUMNS` (:mod:`otel_llm._show._sql._table`) is the single table
 that drives the DDL, the row builder, the backfill of older files and the views of both engines
-(:mod:`otel_llm._show._views`). Migrations are idempotent: a file with an older schema
+(:mod:`otel_llm._show._sql._views`). Migrations are idempotent: a file with an older schema
 gains what is missing, and running them twice changes nothing.
 """
 
@@ -16,7 +16,7 @@ from typing import Final
 import duckdb
 
 from otel_llm import _semconv as sc
-from otel_llm._show._layout import (
+from otel_llm._show._sql._table import (
     ALL_COLUMNS,
     BASE_COLUMNS,
     CHUNK_COLUMNS,
@@ -25,7 +25,7 @@ from otel_llm._show._layout import (
     TYPED_COLUMNS,
     TypedColumn,
 )
-from otel_llm._show._views import DUCKDB, views_sql
+from otel_llm._show._sql._views import DUCKDB, views_sql
 
 __all__ = [
     "ALL_COLUMNS",
@@ -95,7 +95,7 @@ _OFFSET_BACKFILL: Final = (
 )
 
 VIEWS: Final = views_sql(DUCKDB)
-"""The DuckDB views and the re-threshold macro (:mod:`otel_llm._show._views`)."""
+"""The DuckDB views and the re-threshold macro (:mod:`otel_llm._show._sql._views`)."""
 
 
 def _columns(conn: duckdb.DuckDBPyConnection) -> set[str]:

@@ -1,23 +1,19 @@
 """``otel-llm report``: the dashboards' panels, run on a store, in one self-contained HTML file.
 
-Every panel of :data:`~otel_llm._show._panels.PANELS` runs exactly as the Grafana DuckDB data
-source runs it: its SQL for DuckDB with the macros and template variables expanded by
-:func:`~otel_llm._show._grafana_macros.expand` — "All" for service, model and source, the
+Every panel of :data:`~otel_llm._show._dashboards._panels.PANELS` runs exactly as the Grafana
+DuckDB data source runs it: its SQL for DuckDB with the macros and template variables expanded by
+:func:`~otel_llm._show._sql._grafana_macros.expand` — "All" for service, model and source, the
 threshold variable, the time range and its interval, and as the chosen call of the chunk
 timeline the worst stalled call of the range. The rows (aggregated in SQL: a few hundred per
-panel whatever the store holds) are drawn with Vega-Lite (:mod:`otel_llm._show._report_charts`)
-or written as HTML tables (:mod:`otel_llm._show._report_html`), and the page carries the
+panel whatever the store holds) are drawn with Vega-Lite (:mod:`otel_llm._show._report._charts`)
+or written as HTML tables (:mod:`otel_llm._show._report._html`), and the page carries the
 Vega, Vega-Lite and vega-embed runtime inline (from ``vl-convert-python``): it opens from disk,
 offline, with nothing fetched.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
@@ -27,11 +23,11 @@ from typing import Any, Final
 
 import duckdb
 
-from otel_llm._defaults import DEFAULTS
-from otel_llm._errors import ConfigurationError, OtelLLMError
+from otel_llm._errors import OtelLLMError
 from otel_llm._measure._stalls import validate_threshold_ms
-from otel_llm._show._grafana_macros import QueryContext, Variable, all_of, expand, interval_for
-from otel_llm._show._panel_sql import (
+from otel_llm._show._dashboards._panels import PANELS, Panel, variable_sql, worst_trace_ids
+from otel_llm._show._sql._grafana_macros import QueryContext, Variable, all_of, expand, interval_for
+from otel_llm._show._sql._panel_sql import (
     ALL_VALUE,
     AS_MEASURED,
     CALL,
@@ -39,47 +35,15 @@ from otel_llm._show._panel_sql import (
     FILTERS,
     THRESHOLD,
 )
-from otel_llm._show._panels import PANELS, Panel, variable_sql, worst_trace_ids
-from otel_llm._show._store import open_store
-from otel_llm._show._views import ATTEMPTS_VIEW, CALLS_VIEW
+from otel_llm._show._sql._views import ATTEMPTS_VIEW, CALLS_VIEW
+from otel_llm._show._store._since import parse_since
 from otel_llm._tune._tuning import Tuning, tune
 
-SINCE_KEY: Final = "--since"
 REPORT_TUNE_CALLS: Final = 2_000
 """The newest calls of the range the "What hedging would buy" panel replays: twice what the
 rule of ``otel-llm tune`` asks, about a second of model time (``otel-llm tune`` takes 10,000)."""
 THRESHOLD_KEY: Final = "--threshold-ms"
 OUTPUT_KEY: Final = "--output"
-
-_DURATION: Final = re.compile(r"(?P<amount>\d+)\s*(?P<unit>s|m|h|d|w)")
-_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-
-
-def parse_since(text: str, now: datetime) -> datetime:
-    """The start of the range ``--since`` names: a duration back from ``now`` (``90s``,
-    ``15m``, ``6h``, ``7d``, ``2w``) or an ISO 8601 date or time (UTC unless it says
-    otherwise). Raises :class:`ConfigurationError` naming ``--since``."""
-    value = text.strip()
-    if match := _DURATION.fullmatch(value):
-        amount = int(match["amount"])
-        if amount == 0:
-            raise ConfigurationError(SINCE_KEY, f"a duration is longer than 0, got {text!r}")
-        try:
-            return now - timedelta(seconds=amount * _UNITS[match["unit"]])
-        except OverflowError:
-            raise ConfigurationError(SINCE_KEY, f"{text!r} reaches before year 1") from None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise ConfigurationError(
-            SINCE_KEY,
-            f"expected a duration (15m, 6h, 7d) or an ISO 8601 time (2026-01-31T12:00Z), "
-            f"got {text!r}",
-        ) from None
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    if moment > now:
-        raise ConfigurationError(SINCE_KEY, f"{text!r} is in the future")
-    return moment.astimezone(UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +221,8 @@ def collect(
     hedging: Tuning | None = None
     hedging_error: str | None = None
     try:  # the panel must never take the report down: it says why instead
-        hedging = tune(conn, since=since, now=now, max_calls=REPORT_TUNE_CALLS)
+        start = time_range.start if since is not None else None  # else all it holds
+        hedging = tune(conn, start=start, max_calls=REPORT_TUNE_CALLS)
     except (OtelLLMError, duckdb.Error) as exc:
         hedging_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return ReportData(
@@ -273,76 +238,6 @@ def collect(
         hedging=hedging if hedging is not None and hedging.sample.calls else None,
         hedging_error=hedging_error,
     )
-
-
-def default_output(store: Path) -> Path:
-    """Where the report goes unless told: :attr:`Defaults.report_name` beside the store."""
-    return store.absolute().parent / DEFAULTS.report_name
-
-
-def check_output(path: Path) -> None:
-    """Raise :class:`ConfigurationError` unless a report can be written at ``path``."""
-    if path.is_dir():
-        raise ConfigurationError(OUTPUT_KEY, f"{path} is a directory; give a file name")
-    folder = path.absolute().parent
-    if not folder.is_dir():
-        problem = "is not a directory" if folder.exists() else "does not exist"
-        raise ConfigurationError(OUTPUT_KEY, f"cannot write {path}: {folder} {problem}")
-    try:  # for real: permission bits do not bind root, a read-only mount binds everyone
-        with tempfile.TemporaryFile(dir=folder, prefix=f".{path.name}."):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ConfigurationError(OUTPUT_KEY, f"cannot write {path}: {reason}") from None
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """``text`` at ``path``: written to a hidden file beside it, flushed, renamed over it —
-    a reader sees the old report or the new one, never half of one."""
-    check_output(path)
-    fd, tmp = tempfile.mkstemp(dir=path.absolute().parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fchmod(file.fileno(), 0o644)
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        reason = exc.strerror or type(exc).__name__
-        raise ConfigurationError(OUTPUT_KEY, f"cannot write {path}: {reason}") from None
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """What :func:`write_report` wrote."""
-
-    path: Path
-    bytes: int
-    data: ReportData
-
-
-def write_report(
-    store: Path,
-    output: Path | None = None,
-    *,
-    since: str | None = None,
-    threshold_ms: int | None = None,
-    now: datetime | None = None,
-) -> Written:
-    """Run the panels on the store at ``store`` and write the page to ``output`` (default:
-    :func:`default_output`). Raises :class:`NotAStore` or :class:`ConfigurationError`."""
-    from otel_llm._show._report_html import render
-
-    path = output or default_output(store)
-    check_output(path)
-    with open_store(store) as conn:
-        data = collect(conn, store, since=since, threshold_ms=threshold_ms, now=now)
-    page = render(data)
-    write_atomically(path, page)
-    return Written(path, len(page.encode("utf-8")), data)
 
 
 def panel_rows(data: ReportData) -> Mapping[str, Sequence[tuple[Any, ...]]]:

@@ -1,10 +1,10 @@
 """How a panel's SQL names what Grafana fills in: the time range, the bucket interval, the
 template variables and the threshold the stall figures are re-derived at.
 
-A panel query (:mod:`otel_llm._show._panels`) is written once against a :class:`PanelDialect`;
-the DuckDB and the ClickHouse data source each get their own spelling of the few constructs
-their plugins expand differently (:mod:`otel_llm._show._grafana_macros` expands both exactly as
-the plugins do):
+A panel query (:mod:`otel_llm._show._dashboards._panels`) is written once against a
+:class:`PanelDialect`; the DuckDB and the ClickHouse data source each get their own spelling of the
+few constructs their plugins expand differently (:mod:`otel_llm._show._sql._grafana_macros` expands
+both exactly as the plugins do):
 
 - time range: ``$__timeFilter(col)`` in both; the lower bound alone is ``$__timeFrom()`` in the
   DuckDB plugin, ``$__fromTime`` in the ClickHouse plugin;
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from otel_llm._show._views import (
+from otel_llm._show._sql._views import (
     ATTEMPTS_AT,
     ATTEMPTS_VIEW,
     CLICKHOUSE,

@@ -23,9 +23,9 @@ import duckdb
 
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import NotAStore
-from otel_llm._show._columns import SegmentColumns, arrow_schema
-from otel_llm._show._schema import ALL_COLUMNS, TABLE, VIEWS, migrate
-from otel_llm._show._segments import (
+from otel_llm._show._sql._schema import ALL_COLUMNS, TABLE, VIEWS, migrate
+from otel_llm._show._store._columns import SegmentColumns, arrow_schema
+from otel_llm._show._store._segments import (
     GLOB_CHARACTERS,
     SCHEMA_SEGMENT,
     SegmentStore,

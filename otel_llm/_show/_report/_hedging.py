@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from typing import Any, Final
 
-from otel_llm._show._report_charts import PALETTE, SCHEMA, Spec
+from otel_llm._show._report._charts import PALETTE, SCHEMA, Spec
 from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import RULE, recording_advice
 from otel_llm._tune._tuning import Setting, Tuning, recommend

@@ -17,11 +17,11 @@ from typing import Any, Final
 
 from otel_llm._errors import ConfigurationError, OtelLLMError
 from otel_llm._extras import install_hint
-from otel_llm._show._grafana_macros import format_interval
-from otel_llm._show._panels import SERIES, Panel
-from otel_llm._show._report import PanelResult, ReportData
-from otel_llm._show._report_charts import Frame, chart_spec, label
-from otel_llm._show._report_hedging import hedging_section
+from otel_llm._show._dashboards._panels import SERIES, Panel
+from otel_llm._show._report._charts import Frame, chart_spec, label
+from otel_llm._show._report._data import PanelResult, ReportData
+from otel_llm._show._report._hedging import hedging_section
+from otel_llm._show._sql._grafana_macros import format_interval
 from otel_llm._version import __version__
 
 NO_DATA: Final = "no data in this range"

@@ -2,10 +2,10 @@
 
 The Collector's file exporter writes what it received as OTLP protobuf;
 :func:`rows_from_export_request` turns each span of such a message into exactly the row
-:func:`otel_llm._show._rows.span_row` makes of the same span inside the SDK: the same keys, the
-same rendering of attribute values (:data:`~otel_llm._show._rows.RENDER`, then
-:func:`~otel_llm._show._rows.attribute_string`), the same typed columns
-(:func:`~otel_llm._show._rows.typed_columns`, shared by both) and chunk arrays. A resource's
+:func:`otel_llm._show._store._rows.span_row` makes of the same span inside the SDK: the same
+keys, the same rendering of attribute values (:data:`~otel_llm._show._store._rows.RENDER`, then
+:func:`~otel_llm._show._store._rows.attribute_string`), the same typed columns
+(:func:`~otel_llm._show._store._rows.typed_columns`, shared by both) and chunk arrays. A resource's
 attributes are converted once per resource, not once per span.
 
 One difference comes from the sender, not from here: the SDK's OTLP exporter does not send a
@@ -23,10 +23,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.trace import SpanKind
 
 from otel_llm import _semconv as sc
-from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN, CHUNK_OFFSET_COLUMN
-from otel_llm._show._otlp_wire import WireRequest, any_value, value_of
-from otel_llm._show._rows import (
+from otel_llm._show._ingest._otlp_wire import WireRequest, any_value, value_of
+from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN, CHUNK_OFFSET_COLUMN
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._rows import (
     KIND_NAMES,
     STATUS_NAMES,
     as_int,
@@ -122,7 +122,7 @@ def _span_row(
 
 def _event_columns(span: Span, start: int, row: dict[str, Any]) -> None:
     """The event arrays and the typed chunk arrays, in one pass over the events (as
-    :func:`otel_llm._show._rows.span_row` fills them; ~30 chunk events a span, so the
+    :func:`otel_llm._show._store._rows.span_row` fills them; ~30 chunk events a span, so the
     attribute loop of :func:`_values_and_strings` is written out once more here)."""
     stamps: list[int] = []
     names: list[str] = []
@@ -175,11 +175,11 @@ def _wire_values_and_strings(attributes: Iterable[Any]) -> tuple[dict[str, Any],
 def append_export_request(columns: SegmentColumns, data: bytes | memoryview) -> int:
     """Append every span of the encoded ``ExportTraceServiceRequest`` ``data`` to ``columns``:
     the values :func:`rows_from_export_request` gives, without a dict per row or per event and
-    with each distinct attribute value decoded once (:mod:`otel_llm._show._otlp_wire`) — the
+    with each distinct attribute value decoded once (:mod:`otel_llm._show._ingest._otlp_wire`) — the
     ingest's fast path. The number of spans appended; ``DecodeError`` for bytes that are not
     such a message.
 
-    It fills :class:`~otel_llm._show._columns.SegmentColumns`' flat lists the way its
+    It fills :class:`~otel_llm._show._store._columns.SegmentColumns`' flat lists the way its
     ``append_span`` does for SDK spans; ``tests/test_collector_rows.py`` proves the table equal
     to the one built from the rows. (A key sent twice in one attribute list, which OTLP forbids,
     would be one map entry in a row and two here.)"""

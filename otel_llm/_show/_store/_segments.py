@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._columns import SegmentColumns, arrow_schema
-from otel_llm._show._merge_plan import Candidate, choose
+from otel_llm._show._store._columns import SegmentColumns, arrow_schema
+from otel_llm._show._store._merge_plan import Candidate, choose
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -126,7 +126,7 @@ def encode(table: pa.Table) -> bytes:
 
 
 def encode_rows(rows: Sequence[Mapping[str, Any]]) -> bytes:
-    """Rows as :func:`otel_llm._show._rows.span_row` returns them, as one segment's bytes."""
+    """Rows as :func:`otel_llm._show._store._rows.span_row` returns them, as one segment's bytes."""
     columns = SegmentColumns()
     for row in rows:
         columns.append_row(row)

@@ -1,5 +1,5 @@
 """The Vega-Lite specification of every chart of ``otel-llm report``, from a panel
-(:class:`~otel_llm._show._panels.Panel`) and the rows its SQL returned.
+(:class:`~otel_llm._show._dashboards._panels.Panel`) and the rows its SQL returned.
 
 Pure functions of the panel's metadata and the range (:class:`Frame`): its kind draws the mark
 (a time series as lines broken at empty buckets, or as a step area stacked by
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from otel_llm._show._panels import SERIES, TIME, Panel
+from otel_llm._show._dashboards._panels import SERIES, TIME, Panel
 
 Row = Mapping[str, Any]
 """One row of a panel's result, JSON-ready: numbers, text, None; times in epoch milliseconds."""

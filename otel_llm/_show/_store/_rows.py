@@ -10,13 +10,13 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_llm import _semconv as sc
-from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
-from otel_llm._show._schema import (
+from otel_llm._show._sql._schema import (
     BASE_COLUMNS,
     CHUNK_COLUMNS,
     CHUNK_OFFSET_COLUMN,
     TYPED_COLUMNS,
 )
+from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
 
 KIND_NAMES: Final = {
     SpanKind.INTERNAL: "Internal",
@@ -194,7 +194,7 @@ def span_row(span: ReadableSpan) -> dict[str, Any]:
 
 def typed_columns(attributes: Mapping[str, Any], row: dict[str, Any]) -> None:
     """The typed columns of a row from the span's attributes (plain Python values): shared by
-    SDK spans and OTLP messages (:mod:`otel_llm._show._otlp_rows`)."""
+    SDK spans and OTLP messages (:mod:`otel_llm._show._ingest._otlp_rows`)."""
     ours = sc.SPAN_ROLE in attributes  # a default speaks for otel-llm's spans only
     get = attributes.get
     for name, attribute, default, typed in TYPED_PLAN:

@@ -3,18 +3,18 @@
 The OpenTelemetry exporters retry a batch for up to their timeout (10 s by default), log every
 attempt, and the SDK waits for them at exit: with ``OTEL_EXPORTER_OTLP_ENDPOINT`` pointing at
 nothing, a short script exited 13 s late with 8 error lines. ``init()`` puts one
-:class:`Collector` in front of each signal's OTLP exporter — one for spans, one for metrics, even
+:class:`OtlpEndpoint` in front of each signal's OTLP exporter — one for spans, one for metrics, even
 when ``OTEL_EXPORTER_OTLP_ENDPOINT`` names one endpoint for both:
 
 - while otel-llm's exporters run, the OpenTelemetry exporters' own log lines are held back; the
   first failed export of an outage is one warning naming the signal, the endpoint, the cause and
   what to do, and the first success after it one info line;
-- :meth:`Collector.close` bounds shutdown: once an export has failed, or one fails while closing,
+- :meth:`OtlpEndpoint.close` bounds shutdown: once an export has failed, or one fails while closing,
   that signal's exporter is stopped at once (its retries end); a collector that answers gets up
   to ``DEFAULTS.otlp_shutdown_timeout_s`` to take the last batches.
 
 The two signals share nothing: no state, no warning, no stop. They once shared one
-:class:`Collector` per endpoint, and a collector config without a metrics pipeline (HTTP 404 on
+:class:`OtlpEndpoint` per endpoint, and a collector config without a metrics pipeline (HTTP 404 on
 ``/v1/metrics``) lost spans — the metrics' final export at shutdown failed, which stopped every
 exporter of that endpoint, the span exporter too, with its last batches still queued — and every
 span export that succeeded in between ended the "outage", so the metrics warning, which also said
@@ -54,7 +54,7 @@ _HTTP_STATUS = re.compile(r"batch code: (\d{3}), reason: (.*)$")
 Not Found"."""
 
 Signal = Literal["spans", "metrics"]
-"""What a :class:`Collector` exports."""
+"""What a :class:`OtlpEndpoint` exports."""
 OWN_ENDPOINT: Final[dict[Signal, str]] = {
     "spans": env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
     "metrics": env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
@@ -64,15 +64,15 @@ _PIPELINE: Final[dict[Signal, str]] = {"spans": "traces", "metrics": "metrics"}
 """A collector config's pipeline for the signal."""
 
 _exporting = threading.local()
-"""``collector``: the :class:`Collector` whose export is running on this thread, if any."""
+"""``collector``: the :class:`OtlpEndpoint` whose export is running on this thread, if any."""
 
 
 class _HoldBack(logging.Filter):
     """On the OpenTelemetry exporters' loggers: a record logged while one of otel-llm's exports
-    runs on this thread goes to that export's :class:`Collector` instead of the log."""
+    runs on this thread goes to that export's :class:`OtlpEndpoint` instead of the log."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        collector: Collector | None = getattr(_exporting, "collector", None)
+        collector: OtlpEndpoint | None = getattr(_exporting, "collector", None)
         if collector is None:
             return True
         collector.held(record)
@@ -113,7 +113,7 @@ class _Stoppable:
             logger.debug("otel-llm: OTLP exporter shutdown failed: %r", exc)
 
 
-class Collector:
+class OtlpEndpoint:
     """One signal's OTLP endpoint as ``init()``'s exporter sees it: one warning per outage, a
     bounded shutdown. ``failed_exports`` counts the batches that did not go out.
 
@@ -339,7 +339,7 @@ class Collector:
 
 
 class _SpanExporter(SpanExporter):
-    def __init__(self, collector: Collector, exporter: _Stoppable) -> None:
+    def __init__(self, collector: OtlpEndpoint, exporter: _Stoppable) -> None:
         self._collector = collector
         self._exporter = exporter
 
@@ -359,7 +359,9 @@ class _SpanExporter(SpanExporter):
 
 
 class _MetricExporter(MetricExporter):
-    def __init__(self, collector: Collector, exporter: _Stoppable, inner: MetricExporter) -> None:
+    def __init__(
+        self, collector: OtlpEndpoint, exporter: _Stoppable, inner: MetricExporter
+    ) -> None:
         # The reader asks the exporter for these (the SDK reads them off any exporter).
         super().__init__(
             preferred_temporality=inner._preferred_temporality,
@@ -390,7 +392,7 @@ class _BoundedBatchSpanProcessor(BatchSpanProcessor):
     """The SDK's batch processor, whose shutdown never waits longer than the collector's bound
     (the SDK's own waits up to 30 s for an export in flight)."""
 
-    def __init__(self, collector: Collector, exporter: SpanExporter) -> None:
+    def __init__(self, collector: OtlpEndpoint, exporter: SpanExporter) -> None:
         super().__init__(exporter)
         self._collector = collector
 

@@ -19,7 +19,7 @@ from google.protobuf import (  # type: ignore[import-untyped]
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from otel_llm._show._rows import attribute_string
+from otel_llm._show._store._rows import attribute_string
 
 _T = descriptor_pb2.FieldDescriptorProto
 _REPEATED, _OPTIONAL = _T.LABEL_REPEATED, _T.LABEL_OPTIONAL

@@ -23,9 +23,9 @@ from otel_llm._figures import (
     Figure,
 )
 from otel_llm._measure._stalls import validate_threshold_ms
-from otel_llm._show._layout import TABLE
-from otel_llm._show._store import open_store
-from otel_llm._show._views import ATTEMPT_COLUMNS, ATTEMPTS_VIEW, CALLS_VIEW, DUCKDB, Dialect
+from otel_llm._show._sql._table import TABLE
+from otel_llm._show._sql._views import ATTEMPT_COLUMNS, ATTEMPTS_VIEW, CALLS_VIEW, DUCKDB, Dialect
+from otel_llm._show._store._access import open_store
 
 
 @dataclass(frozen=True, slots=True)

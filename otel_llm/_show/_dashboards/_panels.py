@@ -1,11 +1,11 @@
 """The one panel specification: every panel of the Grafana dashboards and of ``otel-llm report``,
-its SQL written once for both data sources (:class:`~otel_llm._show._panel_sql.PanelDialect`),
+its SQL written once for both data sources (:class:`~otel_llm._show._sql._panel_sql.PanelDialect`),
 what it shows, and the definitions of its figures.
 
-The dashboards (:mod:`otel_llm._show._dashboards`) turn each :class:`Panel` into a Grafana panel;
-the report (:mod:`otel_llm._show._report`) runs the same SQL with the macros expanded as the
-DuckDB plugin expands them and draws the result. Every query reads the views, never raw spans,
-and aggregates in SQL: a panel returns at most a few hundred rows whatever the store holds.
+The dashboards (:mod:`otel_llm._show._dashboards._grafana`) turn each :class:`Panel` into a Grafana
+panel; the report (:mod:`otel_llm._show._report._data`) runs the same SQL with the macros expanded
+as the DuckDB plugin expands them and draws the result. Every query reads the views, never raw
+spans, and aggregates in SQL: a panel returns at most a few hundred rows whatever the store holds.
 """
 
 from __future__ import annotations
@@ -25,14 +25,21 @@ from otel_llm._figures import (
     WALL_MS,
 )
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._layout import (
+from otel_llm._show._sql._panel_sql import (
+    AS_MEASURED,
+    CALL,
+    SERVICE,
+    SOURCE,
+    THRESHOLD,
+    PanelDialect,
+)
+from otel_llm._show._sql._table import (
     CHUNK_GAP_COLUMN,
     CHUNK_INDEX_COLUMN,
     CHUNK_OFFSET_COLUMN,
     TABLE,
 )
-from otel_llm._show._panel_sql import AS_MEASURED, CALL, SERVICE, SOURCE, THRESHOLD, PanelDialect
-from otel_llm._show._views import ATTEMPT_COLUMNS, ATTEMPTS_VIEW, CALLS_VIEW
+from otel_llm._show._sql._views import ATTEMPT_COLUMNS, ATTEMPTS_VIEW, CALLS_VIEW
 
 Kind = Literal["timeseries", "barchart", "table", "stat", "xychart", "traces"]
 Format = Literal["time_series", "table", "traces"]

@@ -3,9 +3,9 @@
 Converting a row of Python dicts into Arrow costs ~190 µs per span with 30 chunk events (Arrow
 walks every dict); here every map and list is appended flat, with its offsets, and becomes an
 Arrow array in one call. :meth:`SegmentColumns.append_packed` takes a span as the store's writer
-queues it (:mod:`otel_llm._show._records`), :meth:`SegmentColumns.append_span` a finished
+queues it (:mod:`otel_llm._show._store._records`), :meth:`SegmentColumns.append_span` a finished
 ``ReadableSpan``; :meth:`SegmentColumns.append_row` takes a row as
-:func:`otel_llm._show._rows.span_row` returns it (the Collector's spans arrive that way); all
+:func:`otel_llm._show._store._rows.span_row` returns it (the Collector's spans arrive that way); all
 give the same table.
 """
 
@@ -19,9 +19,16 @@ from typing import TYPE_CHECKING, Any, Final
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import _semconv as sc
-from otel_llm._show._layout import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
-from otel_llm._show._records import PackedSpan, SpanRecord, pack, unpack
-from otel_llm._show._rows import (
+from otel_llm._show._sql._schema import (
+    ALL_COLUMNS,
+    BASE_COLUMNS,
+    CHUNK_COLUMNS,
+    CHUNK_OFFSET_COLUMN,
+    TYPED_COLUMNS,
+)
+from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
+from otel_llm._show._store._records import PackedSpan, SpanRecord, pack, unpack
+from otel_llm._show._store._rows import (
     CHUNK_PAIR,
     KIND_NAMES,
     STATUS_NAMES,
@@ -29,13 +36,6 @@ from otel_llm._show._rows import (
     as_int,
     as_text,
     attribute_string,
-)
-from otel_llm._show._schema import (
-    ALL_COLUMNS,
-    BASE_COLUMNS,
-    CHUNK_COLUMNS,
-    CHUNK_OFFSET_COLUMN,
-    TYPED_COLUMNS,
 )
 
 if TYPE_CHECKING:

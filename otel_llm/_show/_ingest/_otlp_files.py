@@ -9,7 +9,7 @@ files and a rotated file ends on a message boundary.
 :class:`Spool` ingests finished files only — the rotated ones while the collector runs, and the
 current one once it has stopped (:meth:`Spool.seal_current`) — in name order, each into
 segments named after the file, its checksum and the offset of the segment's first message
-(the spans go straight into the segment's columns: :func:`~otel_llm._show._otlp_rows.
+(the spans go straight into the segment's columns: :func:`~otel_llm._show._ingest._otlp_rows.
 append_export_request`).
 Message boundaries depend on the bytes alone, so ingesting the same file again (after a crash
 between writing its segments and deleting it) writes the same names, which replace the segments
@@ -33,9 +33,9 @@ from typing import Any, Final, Protocol
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._columns import SegmentColumns
-from otel_llm._show._otlp_rows import append_export_request
-from otel_llm._show._segments import PENDING, encode
+from otel_llm._show._ingest._otlp_rows import append_export_request
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._segments import PENDING, encode
 
 CURRENT: Final = "traces.binpb"
 """The file the collector is writing (``collector/duckdb.yaml``'s ``path``)."""
@@ -48,7 +48,8 @@ CORRUPT: Final = ".corrupt"
 
 
 class SegmentWriter(Protocol):
-    """What the ingest needs of the store (:class:`otel_llm._show._segments.SegmentStore`)."""
+    """What the ingest needs of the store (:class:`~otel_llm._show._store._segments.SegmentStore`,
+    written to)."""
 
     def write(self, data: bytes | Sequence[Mapping[str, Any]], *, name: str | None = None) -> Path:
         """Seal one segment (its bytes, or rows); a given ``name`` replaces a segment of that
