@@ -27,7 +27,7 @@ without the attempts that stalled > 20 s), which the check must reject.
 
 **The noise study** (``--noise``). The same proof on the package model alone, ``--trials`` times
 with fresh seeds: the recorded sample exactly as tune reads the store
-(:func:`~otel_llm.testing._tune_noise.recorded_sample`), tune's own grid/replay/choice, and the
+(:func:`~_tune_noise.recorded_sample`), tune's own grid/replay/choice, and the
 recommended setting on fresh draws through the package model (the client's stand-in; the proof
 runs confirm it). Printed: the distribution of measured p99 / predicted p99, the share of trials
 outside ±10 % (the check's false failures when tune is right), the tolerance that 99 % of trials
@@ -60,12 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _provider import launch, read_url
-
-from otel_llm._tune._model import Rules
-from otel_llm._tune._replay import Figures
-from otel_llm._tune._sample import Sample
-from otel_llm.simulator._presets import Preset
-from otel_llm.testing._tune_noise import (
+from _tune_noise import (
     averaged_p99,
     model_run,
     predict,
@@ -74,7 +69,7 @@ from otel_llm.testing._tune_noise import (
     tune_sample,
     wrong_floor,
 )
-from otel_llm.testing._tune_truth import (
+from _tune_truth import (
     FRESH_SEED_OFFSET,
     NO_TIMEOUT_S,
     PRESETS,
@@ -92,6 +87,11 @@ from otel_llm.testing._tune_truth import (
     store_pipeline,
     tune,
 )
+
+from otel_llm._tune._model import Rules
+from otel_llm._tune._replay import Figures
+from otel_llm._tune._sample import Sample
+from otel_llm.simulator._presets import Preset
 
 TOLERANCE = 0.10
 """The issue's check: measured p99 within 10 % of the predicted p99."""

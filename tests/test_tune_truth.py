@@ -21,21 +21,21 @@ from otel_llm._errors import AllSourcesExhausted
 from otel_llm.simulator import Script, Silence, scripted_figures
 from otel_llm.testing import Spans, figures_of, run_virtual
 from otel_llm.testing._memory_provider import MemoryProvider
-from otel_llm.testing._tune_noise import (
-    predict,
-    recorded_sample,
-    stored_timeline,
-    wrong_floor,
-)
-from otel_llm.testing._tune_truth import (
-    PRESETS,
-    Proof,
-    prove_all,
-    read_sample,
-    record,
-    rules_of,
-    tune_run,
-)
+from tests.benchmark_modules import load_benchmark
+
+_truth = load_benchmark("_tune_truth")  # the proof harness lives with the benchmarks
+_noise = load_benchmark("_tune_noise")
+PRESETS = _truth.PRESETS
+Proof = _truth.Proof
+prove_all = _truth.prove_all
+read_sample = _truth.read_sample
+record = _truth.record
+rules_of = _truth.rules_of
+tune_run = _truth.tune_run
+predict = _noise.predict
+recorded_sample = _noise.recorded_sample
+stored_timeline = _noise.stored_timeline
+wrong_floor = _noise.wrong_floor
 
 ROOT = Path(__file__).resolve().parent.parent
 
