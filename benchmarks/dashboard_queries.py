@@ -1,14 +1,14 @@
 """Every dashboard panel's query on a 1,000,000-call store, in DuckDB and in chDB. Target
 (issue 12): each panel returns in ≤ 0.5 s, over the whole 24 h and over the last 6 h.
 
-The store: real SDK spans (``tests/panel_calls.py``: the client against simulated providers —
-stalls, hedges, failovers, watchdog kills, errors, two services) replicated with fresh trace and
-span ids, their timestamps spread over 24 h and the models split four ways (so a panel draws
-a realistic number of series), written by DuckDB as Parquet segments of ``--segment-rows`` rows
-into a real store directory. It is cached under ``.cache/`` keyed by its parameters, so a rerun
-only times. DuckDB reads it as every reader does (``open_store``: the views over the segments'
-glob); chDB gets the ClickHouse DDL and a MergeTree ``otel_traces`` filled by
-``INSERT … SELECT`` from the same Parquet.
+The store: real SDK spans (``tests/support/panel_calls.py``: the client against simulated providers
+— stalls, hedges, failovers, watchdog kills, errors, two services) replicated with fresh trace and
+span ids, their timestamps spread over 24 h and the models split four ways (so a panel draws a
+realistic number of series), written by DuckDB as Parquet segments of ``--segment-rows`` rows into a
+real store directory. It is cached under ``.cache/`` keyed by its parameters, so a rerun only times.
+DuckDB reads it as every reader does (``open_store``: the views over the segments' glob); chDB gets
+the ClickHouse DDL and a MergeTree ``otel_traces`` filled by ``INSERT … SELECT`` from the same
+Parquet.
 
 Each panel's query is expanded as its Grafana plugin expands it ("All" for every filter, the
 threshold as measured and at 250 ms, the chosen call the worst one; a repeated panel once per
@@ -82,7 +82,7 @@ GENERATOR_VERSION = 1
 
 def _seed(path: Path) -> None:
     """Real SDK spans, as one Parquet file of the store's layout."""
-    from tests.panel_calls import panel_spans
+    from tests.support.panel_calls import panel_spans
 
     columns = SegmentColumns()
     for span in panel_spans():

@@ -23,8 +23,8 @@ from otel_llm._act._admission import Limits, LocalAdmission
 from otel_llm._act._groups import AdmissionSettings
 from otel_llm._act._settings import ClientSettings
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
-from tests.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
-from tests.scripted_clients import MESSAGES, client, source
+from tests.support.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
+from tests.support.scripted_clients import MESSAGES, client, source
 
 
 async def test_transient_failure_fails_over(spans: Spans) -> None:

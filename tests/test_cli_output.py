@@ -29,9 +29,9 @@ from otel_llm._show._store._breakdown import Table, breakdown_sql, run_query, wo
 from otel_llm._version import __version__
 from otel_llm.cli._cells import cell_text, is_number, json_value
 from otel_llm.cli._layout import ELLIPSIS, lay_out
-from tests.duckdb_store import Store
-from tests.processes import run_cli as otel_llm
-from tests.processes import run_cli_bytes
+from tests.support.duckdb_store import Store
+from tests.support.processes import run_cli as otel_llm
+from tests.support.processes import run_cli_bytes
 
 WIDTHS = (60, 80, 120)
 

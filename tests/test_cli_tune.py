@@ -18,8 +18,8 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._show._store._segments import SEGMENTS, SegmentStore
 from otel_llm._tune._sample import MIN_CALLS
 from otel_llm.cli._tune import TUNE_NOT_ENOUGH_EXIT
-from tests.processes import run_cli
-from tests.tune_store import write_store
+from tests.support.processes import run_cli
+from tests.support.tune_store import write_store
 
 ROOT = Path(__file__).resolve().parent.parent
 CALLS = MIN_CALLS * 5 // 4

@@ -51,8 +51,8 @@ from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._segments import SegmentStore, encode
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from otel_llm.testing import Spans
-from tests.clickhouse_session import chdb_with, exporter_columns
 from tests.conftest import require
+from tests.support.clickhouse_session import chdb_with, exporter_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 MESSAGES = [{"role": "user", "content": "hi"}]

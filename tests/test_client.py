@@ -25,7 +25,7 @@ from otel_llm import (
 from otel_llm import _semconv as sc
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from otel_llm.testing import Spans
-from tests.processes import run_python
+from tests.support.processes import run_python
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.005, "chunk_count": 20}

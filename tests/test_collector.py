@@ -58,7 +58,7 @@ _SENDER = textwrap.dedent(
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     import otel_llm
-    from tests.duckdb_store import Store
+    from tests.support.duckdb_store import Store
 
     class Calls(Store):
         def __init__(self, provider):

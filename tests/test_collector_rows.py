@@ -24,7 +24,7 @@ from otel_llm._show._ingest._otlp_rows import (
 from otel_llm._show._sql._schema import ALL_COLUMNS
 from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._rows import span_row
-from tests.duckdb_store import Store
+from tests.support.duckdb_store import Store
 
 
 class _Calls(Store):

@@ -22,7 +22,7 @@ from otel_llm import _semconv as sc
 from otel_llm._env import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
-from tests.scripted_clients import client, source
+from tests.support.scripted_clients import client, source
 
 PROMPT = "what is the capital of Peru"
 MESSAGES: list[dict[str, Any]] = [

@@ -31,7 +31,7 @@ from otel_llm._show._dashboards._panels import PANELS, TIME, TRACE_VIEW
 from otel_llm._show._sql._exporter_sql import TRACE_ID_TS_SUFFIX, TRACE_ID_TS_TABLE
 from otel_llm._show._sql._panel_sql import DATASOURCE, FILTERS
 from otel_llm._show._store._access import reader_sql
-from tests.duckdb_store import Store
+from tests.support.duckdb_store import Store
 
 register_default_plugins()  # panels' options and field config read by each panel's own model
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,9 +26,9 @@ from otel_llm.cli import app
 from otel_llm.cli._demo import DEMO_FIT, DemoOptions, run_demo
 from otel_llm.cli._render import Format, Output
 from otel_llm.simulator import sample_measured, scripted_figures
-from tests.benchmark_modules import load_benchmark
 from tests.conftest import require
-from tests.processes import run_cli
+from tests.support.benchmark_modules import load_benchmark
+from tests.support.processes import run_cli
 
 SEED = 529
 """Twelve calls of this seed have 15 scripted silences and 4 stalls past the 20 s stall hedge;

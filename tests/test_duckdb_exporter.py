@@ -26,7 +26,7 @@ from otel_llm._show._sql._schema import (
 from otel_llm._show._store._access import open_store
 from otel_llm._show._store._exporter import SegmentSpanExporter
 from tests.conftest import Spans
-from tests.duckdb_store import ARRIVALS, END, MS, Store
+from tests.support.duckdb_store import ARRIVALS, END, MS, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -237,7 +237,7 @@ def test_two_processes_share_one_file(tmp_path: Path) -> None:
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from tests.duckdb_store import Store
+        from tests.support.duckdb_store import Store
         s = Store(Path({str(path)!r}), retry_s=0.02)
         for _ in range(5):
             s.call()

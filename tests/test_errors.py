@@ -11,7 +11,7 @@ import pytest
 from otel_llm import AllSourcesExhausted, Client, ProviderConnectionError, ServerError, Source
 from otel_llm._redact import public_url
 from otel_llm.testing import Spans
-from tests.redis_server import free_port
+from tests.support.redis_server import free_port
 from tests.test_secrets import chain
 
 USER = "alice-login"

@@ -17,7 +17,7 @@ from otel_llm import (
 from otel_llm import _semconv as sc
 from otel_llm.testing import Scripted, Spans, error, run_virtual, sse_answer
 from otel_llm.testing._scripted import Handler
-from tests.scripted_clients import MESSAGES, client, source, timed_stream
+from tests.support.scripted_clients import MESSAGES, client, source, timed_stream
 
 
 def sse(*events: object) -> httpx2.Response:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, HedgeBudget, HedgeBudgets, Trigger
 from otel_llm._defaults import DEFAULTS
 from otel_llm.cli._demo import DemoBudget
-from tests.benchmark_modules import load_benchmark
+from tests.support.benchmark_modules import load_benchmark
 
 Op = tuple[Literal["earn", "spend", "refund"], Trigger]
 """One step of a budget's life: a round started, a hedge asked for, a hedge given back."""

@@ -3,7 +3,7 @@ is refused has not hedged the round, so the hedge window goes on and the stall t
 still start the round's one hedge (R9, R10); each trigger pays from, and is refunded to, its
 own bucket; a non-streamed call knows only the first-token trigger.
 
-The round tests run scripted legs on the real event loop (``tests/round_harness.py``: 50 ms
+The round tests run scripted legs on the real event loop (``tests/support/round_harness.py``: 50 ms
 timers, 300 ms delays); the client tests run on virtual time over the scripted transport, so
 their seconds are exact.
 """
@@ -23,8 +23,8 @@ from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, Trigger
 from otel_llm._act._source_state import SourceState
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
 from otel_llm.testing._scripted import Handler
-from tests.round_harness import SLOW, TIMER, Legs, blocked, streamed, unstreamed
-from tests.scripted_clients import MESSAGES, client, source, timed_stream
+from tests.support.round_harness import SLOW, TIMER, Legs, blocked, streamed, unstreamed
+from tests.support.scripted_clients import MESSAGES, client, source, timed_stream
 
 SLOW_FIRST_AND_GAP = streamed(first_after=SLOW, gap_after=3, gap=SLOW)
 """The primary is late to its first chunk (both triggers' timers are 50 ms) and stalls later."""

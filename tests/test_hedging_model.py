@@ -24,7 +24,7 @@ from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL
 from otel_llm._tune._model import Kills, Rules, Timeline, simulate_call
 from otel_llm._tune._scripted import arrivals
 from otel_llm.simulator import Script, Silence, sample_measured
-from tests.benchmark_modules import load_benchmark
+from tests.support.benchmark_modules import load_benchmark
 
 MODEL = load_benchmark("hedging_model")
 

@@ -14,7 +14,7 @@ import httpx2
 from otel_llm import Limits, LocalAdmission
 from otel_llm.testing import Scripted, Spans, run_virtual, sse_answer
 from otel_llm.testing._scripted import Handler
-from tests.scripted_clients import MESSAGES, client
+from tests.support.scripted_clients import MESSAGES, client
 
 
 def _stalling_stream() -> Handler:

@@ -22,7 +22,7 @@ from otel_llm._measure._metrics import (
 )
 from otel_llm._wrap._observe import observe_stream
 from otel_llm.testing import Scripted, Spans, error, sse_answer
-from tests.stream_scripts import FakeClock, scripted
+from tests.support.stream_scripts import FakeClock, scripted
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from otel_llm import _semconv as sc
 from otel_llm._measure._clock import use_clock
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
 from otel_llm.testing import Spans
-from tests.stream_scripts import FakeClock, chunk, scripted
+from tests.support.stream_scripts import FakeClock, chunk, scripted
 
 
 def attrs_of(span: ReadableSpan) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from otel_llm import _semconv as sc
 from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 from otel_llm.simulator import Script, Silence, SimulatedProvider, ThreadedProvider
 from otel_llm.testing import Spans
-from tests.processes import run_python
+from tests.support.processes import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "user", "content": "hello"}]

@@ -63,10 +63,10 @@ from otel_llm._show._store._access import open_store, reader_sql
 from otel_llm._show._store._breakdown import worst_stalls_sql
 from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._segments import SegmentStore, encode
-from tests.clickhouse_session import chdb_with
 from tests.conftest import require
-from tests.panel_calls import BATCH, FRONT, THRESHOLD_MS, panel_spans
-from tests.processes import run_python
+from tests.support.clickhouse_session import chdb_with
+from tests.support.panel_calls import BATCH, FRONT, THRESHOLD_MS, panel_spans
+from tests.support.processes import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN_DUCKDB = "1.5.4"
@@ -130,7 +130,7 @@ in every case."""
 
 @pytest.fixture(scope="module")
 def finished() -> list[ReadableSpan]:
-    """The spans of :func:`tests.panel_calls.panel_spans`."""
+    """The spans of :func:`tests.support.panel_calls.panel_spans`."""
     return panel_spans()
 
 

@@ -19,7 +19,7 @@ from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._show._store._records import pack, unpack
 from otel_llm._show._store._rows import span_row
 from otel_llm.testing import Spans
-from tests.benchmark_modules import load_benchmark
+from tests.support.benchmark_modules import load_benchmark
 
 KIB = 1024
 

@@ -12,7 +12,7 @@ import pytest
 
 from otel_llm import Client
 from otel_llm.testing import Spans, error, run_virtual, sse_answer
-from tests.scripted_clients import MESSAGES, source
+from tests.support.scripted_clients import MESSAGES, source
 
 OUTAGE_START_S = 30.0
 

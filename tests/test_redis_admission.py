@@ -18,7 +18,7 @@ from otel_llm._act._admission import Limits, LocalAdmission
 from otel_llm._act._redis_admission import RedisAdmission
 from otel_llm._errors import BackendUnavailable
 from otel_llm._redact import redact_url
-from tests.redis_server import (
+from tests.support.redis_server import (
     RedisServer,
     free_port,
     redis_url_fixture,  # noqa: F401 (provides ``redis_url``)

@@ -38,9 +38,9 @@ from otel_llm._show._store._access import open_store
 from otel_llm._show._store._segments import SEGMENTS, SegmentStore
 from otel_llm._show._store._since import parse_since
 from otel_llm.cli._app import DEMO_TOO_BUSY_EXIT
-from tests.processes import run_cli, run_python
-from tests.report_browser import loaded
-from tests.tune_store import Scripted, TuneStore, measured_like, write_store
+from tests.support.processes import run_cli, run_python
+from tests.support.report_browser import loaded
+from tests.support.tune_store import Scripted, TuneStore, measured_like, write_store
 
 SEED = 529
 """Twelve demo calls of this seed stall, hedge, and lose hedge legs (tests/test_demo.py)."""

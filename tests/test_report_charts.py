@@ -17,8 +17,8 @@ import pytest
 from otel_llm import _semconv as sc
 from otel_llm._show._report._charts import MAX_TICKS, Frame, time_ticks
 from otel_llm._show._report._write import write_report
-from tests.report_browser import loaded
-from tests.tune_store import Scripted, TuneStore, stream
+from tests.support.report_browser import loaded
+from tests.support.tune_store import Scripted, TuneStore, stream
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -22,7 +22,7 @@ from otel_llm._act._attempt import Attempt
 from otel_llm._measure import _clock
 from otel_llm._measure._chunks import ChunkClock
 from otel_llm.testing import Spans
-from tests.round_harness import (
+from tests.support.round_harness import (
     SLOW,
     TIMER,
     Behaviour,
@@ -225,7 +225,7 @@ async def test_cancellation_during_first_wait_leaves_nothing() -> None:
 CANCELLED_AS_IT_FAILS = """
 import asyncio, sys
 sys.path.insert(0, {root!r})
-from tests.round_harness import Legs, blocked
+from tests.support.round_harness import Legs, blocked
 from otel_llm import _errors as e
 
 async def main():

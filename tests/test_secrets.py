@@ -17,7 +17,7 @@ from otel_llm import AllSourcesExhausted, Client, ConfigurationError, OtelLLMErr
 from otel_llm._act._settings import ClientSettings
 from otel_llm.simulator import Script, SimulatedProvider
 from otel_llm.testing import Spans
-from tests.redis_server import free_port
+from tests.support.redis_server import free_port
 
 KEY = "sk-proj-TOPSECRETkey0123456789"
 PASSWORD = "hunter2-url-password"

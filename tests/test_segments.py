@@ -28,7 +28,7 @@ from otel_llm._show._store._segments import (
     encode_rows,
 )
 from tests.conftest import Spans, require
-from tests.duckdb_store import lockless_count
+from tests.support.duckdb_store import lockless_count
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD_DUCKDB = ROOT / ".cache" / "duckdb-1.5.4"

@@ -33,8 +33,8 @@ from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._show._store._rows import span_row
 from otel_llm._show._store._segments import SCHEMA_SEGMENT, SegmentStore, encode_rows
 from tests.conftest import Spans, require
-from tests.duckdb_store import Store, lockless_count
-from tests.processes import run_python
+from tests.support.duckdb_store import Store, lockless_count
+from tests.support.processes import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,7 +133,7 @@ _WRITER = textwrap.dedent(
     import sys
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from tests.duckdb_store import Store
+    from tests.support.duckdb_store import Store
     s = Store(Path({path!r}), flush_interval_s=0.01, compact_every_s=0.05)
     for i in range({calls}):
         s.call()
@@ -421,7 +421,7 @@ _FORK = textwrap.dedent(
     import os, sys
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from tests.duckdb_store import Store
+    from tests.support.duckdb_store import Store
     s = Store(Path({path!r}), flush_interval_s=0.01)
     s.call()  # the writer thread runs in the parent
     assert s.exporter.force_flush(30_000)
@@ -634,7 +634,7 @@ _FULL_DISK = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from pathlib import Path
     from otel_llm._show._store._segments import SegmentStore
-    from tests.duckdb_store import Store, lockless_count
+    from tests.support.duckdb_store import Store, lockless_count
     path = Path({path!r})
     SegmentStore(path).create()
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG

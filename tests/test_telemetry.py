@@ -25,7 +25,7 @@ from otel_llm._otlp_endpoint import OtlpEndpoint
 from otel_llm._show._sql._schema import migrate
 from otel_llm._show._store._access import connect, open_store
 from otel_llm.simulator import SimulatedProvider
-from tests.processes import run_cli, run_python
+from tests.support.processes import run_cli, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "user", "content": "hi"}]

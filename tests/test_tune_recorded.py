@@ -24,7 +24,7 @@ from otel_llm._tune._model import Role, Rules, Timeline, simulate_call
 from otel_llm._tune._recorded import read_recorded, timeline_of_events
 from otel_llm._tune._scripted import timeline_of
 from otel_llm.simulator import Script, Silence, SimulatedProvider
-from tests.tune_store import Scripted, TuneStore, stream
+from tests.support.tune_store import Scripted, TuneStore, stream
 
 NS = 1e-9
 """The stored times are nanoseconds: a timeline read back is exact to this."""

@@ -15,7 +15,7 @@ from otel_llm._tune._recorded import read_recorded
 from otel_llm._tune._replay import Draws, replay
 from otel_llm._tune._sample import Sample, sample
 from otel_llm._tune._tuning import tune
-from tests.tune_store import Scripted, TuneStore, stream
+from tests.support.tune_store import Scripted, TuneStore, stream
 
 FAST = Scripted(stream(500.0, 20, 20.0), 1_000.0, source="a")
 """1 s, no gap above the floor."""

@@ -29,7 +29,7 @@ from otel_llm._tune._sample import (
     recording_advice,
     sample,
 )
-from tests.panel_calls import panel_spans
+from tests.support.panel_calls import panel_spans
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 

@@ -21,7 +21,7 @@ from otel_llm._errors import AllSourcesExhausted
 from otel_llm.simulator import Script, Silence, scripted_figures
 from otel_llm.testing import Spans, figures_of, run_virtual
 from otel_llm.testing._memory_provider import MemoryProvider
-from tests.benchmark_modules import load_benchmark
+from tests.support.benchmark_modules import load_benchmark
 
 _truth = load_benchmark("_tune_truth")  # the proof harness lives with the benchmarks
 _noise = load_benchmark("_tune_noise")

@@ -35,7 +35,7 @@ from otel_llm._tune._tuning import (
 )
 from otel_llm.cli._render import Format, Output
 from otel_llm.cli._tune import render_table
-from tests.tune_store import write_store
+from tests.support.tune_store import write_store
 
 CALLS = MIN_CALLS + 200
 

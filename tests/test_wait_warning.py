@@ -14,7 +14,7 @@ from otel_llm import AllSourcesExhausted
 from otel_llm._act._wait_warning import WaitWarning
 from otel_llm._defaults import DEFAULTS
 from otel_llm.testing import Scripted, Spans, error, run_virtual, sse_answer
-from tests.scripted_clients import MESSAGES, client, source
+from tests.support.scripted_clients import MESSAGES, client, source
 
 WAITED = re.compile(r"has waited (\d+\.\d) s")
 

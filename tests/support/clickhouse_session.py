@@ -18,7 +18,7 @@ from otel_llm._show._sql._clickhouse import DATABASE, SCHEMA_FILE, statements_of
 from otel_llm._show._sql._table import TABLE
 from otel_llm._show._store._rows import span_row
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def exporter_columns() -> list[str]:
