@@ -1,4 +1,4 @@
-"""In-process admission: request and token rates, pre-deduction, settlement (SPEC R5)."""
+"""In-process admission: request and token rates, pre-deduction, settlement."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-source circuit breaker (SPEC R4): opening, probing, growing cool-downs, jitter."""
+"""The per-source circuit breaker: opening, probing, growing cool-downs, jitter."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The retry loop (SPEC R1–R5): errors, retries, failover, deadline, stall budget, breaker,
+"""The retry loop: errors, retries, failover, deadline, stall budget, breaker,
 admission — with scripted answers through httpx2.MockTransport."""
 
 from __future__ import annotations
@@ -114,8 +114,9 @@ async def test_call_deadline_bounds_everything(spans: Spans) -> None:
 
 
 def test_gateway_holding_then_429_ends_at_the_stall_window(spans: Spans) -> None:
-    """Regression (R3), on virtual time: a gateway that holds every request for the full
-    60 s timeout and then answers 429 ends the call at the 300 s window, not after hours."""
+    """Regression of the stall budget, on virtual time: a gateway that holds every request for
+    the full 60 s timeout and then answers 429 ends the call at the 300 s window, not after
+    hours."""
 
     async def hold_then_429(request: httpx2.Request) -> httpx2.Response:
         await asyncio.sleep(60)
@@ -428,7 +429,7 @@ chunk signal, reaches its stall wait within a handful (no clock time passes)."""
 async def test_external_cancel_during_stall_wait_ends_spans_as_cancelled(spans: Spans) -> None:
     """Through the client: cancelled after the first chunks, before any hedge (the stall
     wait), the attempt's span ends as cancelled with no figures, the call span as an error,
-    and CancelledError reaches the caller (R14)."""
+    and CancelledError reaches the caller."""
     streaming = asyncio.Event()
 
     async def body() -> AsyncIterator[bytes]:
@@ -467,7 +468,7 @@ async def test_external_cancel_during_stall_wait_ends_spans_as_cancelled(spans: 
 
 def test_a_hedge_target_out_of_quota_is_silently_not_hedged(spans: Spans) -> None:
     """The only other source has no request quota left: no hedge, no error, the primary's
-    answer (R10)."""
+    answer (a hedge goes only to another source that is eligible and has quota)."""
 
     async def late(request: httpx2.Request) -> httpx2.Response:
         await asyncio.sleep(5)
@@ -487,7 +488,8 @@ def test_a_hedge_target_out_of_quota_is_silently_not_hedged(spans: Spans) -> Non
 
 
 def test_a_hedge_target_with_an_open_breaker_is_silently_not_hedged(spans: Spans) -> None:
-    """The only other source's breaker is open: no hedge, the primary's answer (R10)."""
+    """The only other source's breaker is open: no hedge, the primary's answer (a hedge
+    goes only to another source the breaker lets through)."""
     script = Scripted({"a": [sse_answer()], "b": [error(500)]})
 
     async def late(request: httpx2.Request) -> httpx2.Response:

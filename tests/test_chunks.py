@@ -1,4 +1,4 @@
-"""The incremental-chunk rule (SPEC §1) and the chunk clock (SPEC M1, M8)."""
+"""The incremental-chunk rule and the chunk clock (monotonic arrival times, consumer-aware)."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def test_gaps_are_arrival_differences() -> None:
 
 
 def test_consumer_hold_is_not_a_gap() -> None:
-    """Time the consumer held the stream between reads is not silence (M8)."""
+    """Time the consumer held the stream between reads is not silence."""
     clock = ChunkClock(start_ns=0, consumer_aware=True)
     clock.mark_with_hold(10, 0)
     # the consumer then held the stream 5_000; the next chunk was already buffered (5_011)

@@ -108,7 +108,8 @@ async def test_first_token_hedge(provider: SimulatedProvider, spans: Spans) -> N
 async def test_hedging_off_by_default_behaves_unhedged(
     provider: SimulatedProvider, spans: Spans
 ) -> None:
-    """With both hedge keys unset a stalled stream is simply waited for (R15)."""
+    """With both hedge keys unset a stalled stream is simply waited for: the client is exactly
+    the unhedged one."""
     sources = [source(provider, "a", "short-stall"), source(provider, "b", "smooth")]
     async with Client(sources, stall_threshold_ms=100, tracer_provider=spans.provider) as client:
         result = await client.chat(MESSAGES)
@@ -123,7 +124,7 @@ async def test_hedging_off_by_default_behaves_unhedged(
 async def test_stall_only_hedging_leaves_non_streamed_calls_alone(
     provider: SimulatedProvider, spans: Spans
 ) -> None:
-    """With only STALL_AFTER_S set, a non-streamed request runs exactly as unhedged (R8)."""
+    """With only STALL_AFTER_S set, a non-streamed request runs exactly as unhedged."""
     sources = [source(provider, "a", "late-first"), source(provider, "b", "smooth")]
     async with Client(sources, hedge_stall_after_s=0.1, tracer_provider=spans.provider) as client:
         result = await client.chat(MESSAGES, stream=False)
@@ -157,7 +158,7 @@ async def test_watchdog_kill_of_primary_during_live_hedge(
     provider: SimulatedProvider, spans: Spans
 ) -> None:
     """The primary killed by the watchdog while the hedge runs: the round waits for the hedge
-    and still records the kill on the primary's breaker (R11)."""
+    and still records the kill on the primary's breaker."""
     sources = [
         source(provider, "a", "stall", inter_token_timeout_s=0.6),
         source(provider, "b", "late-first"),
@@ -199,7 +200,7 @@ async def test_caller_cancellation_closes_every_leg(
     provider: SimulatedProvider, spans: Spans
 ) -> None:
     """Cancelling the caller during a stall cancels both legs, closes their connections, ends
-    their spans as cancelled and propagates CancelledError (R14)."""
+    their spans as cancelled and propagates CancelledError."""
     sources = [source(provider, "a", "stall"), source(provider, "b", "stall")]
     async with Client(sources, hedge_stall_after_s=0.1, tracer_provider=spans.provider) as client:
         task = asyncio.create_task(client.chat(MESSAGES))
@@ -217,7 +218,7 @@ async def test_caller_cancellation_closes_every_leg(
 async def test_no_hedging_into_a_source_answering_429(
     provider: SimulatedProvider, spans: Spans
 ) -> None:
-    """A source that just answered 429 is not a hedge target (R16)."""
+    """A source that just answered 429 is not a hedge target."""
     sources = [source(provider, "a", "rate-limited"), source(provider, "b", "short-stall")]
     async with Client(
         sources, hedge_stall_after_s=0.1, stall_threshold_ms=100, tracer_provider=spans.provider
@@ -229,7 +230,7 @@ async def test_no_hedging_into_a_source_answering_429(
 
 
 async def test_hedge_budget_caps_extra_requests(provider: SimulatedProvider, spans: Spans) -> None:
-    """With the hedge budget spent, later stalls are waited out instead of hedged (R16)."""
+    """With the hedge budget spent, later stalls are waited out instead of hedged."""
     sources = [source(provider, "a", "short-stall"), source(provider, "b", "smooth")]
     async with Client(
         sources, hedge_stall_after_s=0.1, hedge_budget_ratio=0.0, tracer_provider=spans.provider

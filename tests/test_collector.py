@@ -357,7 +357,7 @@ def test_a_killed_cli_leaves_no_collector_running(binary: Path, tmp_path: Path) 
         pytest.fail("the collector kept running after otel-llm collector was killed")
 
 
-# --- the README's own path: OTEL_EXPORTER_OTLP_ENDPOINT names one collector for spans and metrics
+# --- the docs' own path: OTEL_EXPORTER_OTLP_ENDPOINT names one collector for spans and metrics
 
 APP_CALLS = 10
 _APP = textwrap.dedent(
@@ -398,7 +398,7 @@ _APP = textwrap.dedent(
 
 
 def _app_environment(endpoint: str, **more: str) -> dict[str, str]:
-    """Ours without any OTel variable, then the base endpoint as the README's init() section
+    """Ours without any OTel variable, then the base endpoint as the docs' init() section
     gives it; metrics every 200 ms, so a failing metrics export fails many times in a run;
     spans in batches of a minute, so they go out only when flushed and at shutdown (the SDK's
     5 s could fall anywhere in a run on a busy machine)."""
@@ -510,7 +510,7 @@ def test_the_readme_endpoint_lands_every_span_and_its_metrics(
     binary: Path, tmp_path: Path, ending: str
 ) -> None:
     """An app with OTEL_EXPORTER_OTLP_ENDPOINT (spans and metrics to one endpoint, as the
-    README's init() section gives it) against `otel-llm collector`, calling shutdown() or just
+    docs' init() section gives it) against `otel-llm collector`, calling shutdown() or just
     ending: every span lands exactly once, the collector takes the metrics (no 404: its config
     has a metrics pipeline, kept in the spool's metrics folder) and the app says nothing. It
     used to get 404 for its metrics, warn every interval that spans and metrics were not

@@ -271,7 +271,7 @@ def test_thinned_chunk_events_still_agree_at_the_measured_threshold(store: Store
 
 def test_a_non_streamed_row_has_null_stall_columns(tmp_path: Path) -> None:
     """Not observable is not zero in the store either: a non-streamed attempt has NULL stall
-    figures, its whole wall time as generation, and ``not_streamed`` as metering status (M3)."""
+    figures, its whole wall time as generation, and ``not_streamed`` as metering status."""
     store = Store(tmp_path / "spans.duckdb")
     attempt = AttemptSpan(
         store.tracer,

@@ -1,4 +1,4 @@
-"""The hedge budget caps extra requests (SPEC R16)."""
+"""The hedge budget caps extra requests."""
 
 from __future__ import annotations
 

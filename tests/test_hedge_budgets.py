@@ -154,7 +154,8 @@ def test_refunds_go_back_to_the_bucket_that_paid() -> None:
 
 def test_one_trigger_has_the_whole_bucket() -> None:
     """One trigger set: a first-token hedge spends the whole burst, from the start, as the
-    client did before per-trigger budgets (R15's counterpart: nothing changes for one trigger)."""
+    client did before per-trigger budgets (as both triggers unset leave the client
+    unhedged, one trigger alone changes nothing)."""
     budgets = HedgeBudgets(ratio=0.0, burst=3.0, first_token_burst=1.0, both=False)
     assert [budgets.spend(FIRST_TOKEN) for _ in range(4)] == [True, True, True, False]
     budgets.refund(FIRST_TOKEN)

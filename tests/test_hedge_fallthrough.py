@@ -1,7 +1,8 @@
 """Per-trigger hedge budgets in the round and the client (issue 13 §1): a first-token hedge that
 is refused has not hedged the round, so the hedge window goes on and the stall trigger may
-still start the round's one hedge (R9, R10); each trigger pays from, and is refunded to, its
-own bucket; a non-streamed call knows only the first-token trigger.
+still start the round's one hedge (one hedge per round, never a hedge of a hedge); each trigger
+pays from, and is refunded to, its own bucket; a non-streamed call knows only the first-token
+trigger.
 
 The round tests run scripted legs on the real event loop (``tests/support/round_harness.py``: 50 ms
 timers, 300 ms delays); the client tests run on virtual time over the scripted transport, so
@@ -68,7 +69,7 @@ async def test_a_refused_first_token_hedge_leaves_the_hedge_to_the_stall_trigger
 
 async def test_a_started_first_token_hedge_is_the_rounds_only_hedge() -> None:
     """A first-token hedge that started is the round's one hedge: the primary's later stall
-    asks for no other (R10), even with a third source free."""
+    asks for no other (one hedge per round), even with a third source free."""
     legs = Legs({"a": SLOW_FIRST_AND_GAP, "b": streamed(first_after=4 * SLOW), "c": blocked()})
     result = await legs.run(TIMER, TIMER)
     assert legs.asked == [FIRST_TOKEN]
@@ -208,7 +209,7 @@ def test_an_empty_first_token_bucket_leaves_the_hedge_to_the_stall_trigger(spans
 def test_a_first_token_hedge_from_earned_overflow_is_the_calls_only_hedge(spans: Spans) -> None:
     """Four quick calls spill a whole token into the first-token bucket; the fifth call's late
     first chunk is hedged at 1 s from it. When that primary stalls later, no second hedge starts
-    (R10: one per round), though a third source is free; the stall bucket is untouched."""
+    (one hedge per round), though a third source is free; the stall bucket is untouched."""
     late_then_stall = timed_stream(3.0, gap_after=2, gap_s=30.0)
     script = Scripted(
         {

@@ -138,7 +138,7 @@ def test_shared_is_the_default_and_a_refused_first_token_hedge_ends_the_rounds_h
     """Rules default to the shared budget (today's client), which grants the first-token hedge
     from the full bucket; without fallthrough a first-token hedge the budget refuses leaves the
     round unhedged; with it the round's one hedge goes to the stall trigger instead, and the call
-    is hedged exactly once (R10)."""
+    is hedged exactly once (one hedge per round)."""
     assert MODEL.Rules("x").policy == MODEL.SHARED == MODEL.Policy()
     assert MODEL.SHARED.kind == "shared"
     assert not MODEL.SHARED.fallthrough
@@ -366,7 +366,7 @@ def test_the_replay_never_spends_beyond_the_budget_cap(
 ) -> None:
     """At every hedge, the hedge legs so far are at most ratio × rounds started + the starting
     tokens (burst, plus the first-token burst with both triggers per trigger); a call
-    hedges at most once per round (R10) and sends one request per round and per hedge."""
+    hedges at most once per round and sends one request per round and per hedge."""
     rules = Rules(after, stall, watchdog, ratio, burst, max_rounds=5)
     shape = REPLAY.ClientShape(seed=seed, per_trigger=per_trigger)
     scripts = REPLAY.KeyedScripts((seed, seed + 1, seed + 2))

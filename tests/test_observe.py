@@ -1,4 +1,4 @@
-"""observe_stream(): consumer-aware metering (SPEC M8) and one span end on every path."""
+"""observe_stream(): consumer-aware metering and one span end on every path."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def observed(spans: Spans, stream: Any, threshold_ms: int = 100) -> Any:
 
 
 def test_slow_consumer_on_smooth_stream_shows_no_stall(spans: Spans) -> None:
-    """Time the application holds the stream between reads is not a stall (M8)."""
+    """Time the application holds the stream between reads is not a stall (consumer-aware
+    metering)."""
     clock = FakeClock()
     with use_clock(clock):
         stream = observed(spans, scripted(clock, [20, 5, 5, 5, 5]))
@@ -63,8 +64,9 @@ def test_fast_consumer_on_stalling_stream_shows_the_stall(spans: Spans) -> None:
 
 
 def test_items_inside_a_silence_do_not_hide_it(spans: Spans) -> None:
-    """Empty deltas arriving during a provider silence do not shorten it (M8 with keepalive-like
-    items): the gap runs from the last chunk, minus only what the consumer held."""
+    """Empty deltas arriving during a provider silence do not shorten it (consumer-aware
+    metering with keepalive-like items): the gap runs from the last chunk, minus only what the
+    consumer held."""
     clock = FakeClock()
 
     def stream() -> Iterator[Any]:
@@ -339,7 +341,7 @@ def test_content_is_captured_only_when_asked(spans: Spans, monkeypatch: pytest.M
 def test_threshold_comes_from_the_same_key_as_the_client(
     spans: Spans, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Wrapped streams read LLM__STREAM__STALL_THRESHOLD_MS like the client does (M5)."""
+    """Wrapped streams read LLM__STREAM__STALL_THRESHOLD_MS like the client does."""
     monkeypatch.setenv("LLM__STREAM__STALL_THRESHOLD_MS", "2500")
     stream = observe_stream(
         iter([chunk("a"), chunk(finish="stop")]), provider="x", tracer_provider=spans.provider

@@ -248,7 +248,7 @@ async def test_task_cancellation(instrumented: Spans, aclient: openai.AsyncOpenA
 async def test_slow_consumer_shows_no_stall(
     instrumented: Spans, aclient: openai.AsyncOpenAI
 ) -> None:
-    """A consumer that works 200 ms per chunk on a smooth stream shows no stall (M8)."""
+    """A consumer that works 200 ms per chunk on a smooth stream shows no stall."""
     stream = await aclient.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
     async for _ in stream:
         await asyncio.sleep(0.2)  # the application's own work, not a race
@@ -306,7 +306,7 @@ async def test_async_dropped_stream_ends_when_collected(
 
 
 def test_sync_slow_consumer_shows_no_stall(instrumented: Spans, client: openai.OpenAI) -> None:
-    """A sync consumer that works 200 ms per chunk on a smooth stream shows no stall (M8)."""
+    """A sync consumer that works 200 ms per chunk on a smooth stream shows no stall."""
     import time
 
     for _ in client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True):

@@ -476,7 +476,8 @@ def check_invariants(panel: Panel, result: Result) -> None:
         assert None not in times
     for row in rows:
         if {"wall_s", "stall_s", "net_s"} <= row.keys() and row["wall_s"] is not None:
-            # a call that cannot stall (not streamed: M3) has no stall and net = wall
+            # a call that cannot stall (not streamed: not observable, not zero) has no stall
+            # and net = wall
             stall = row["stall_s"] or 0.0
             assert stall <= row["wall_s"] + 1e-9, row
             assert _close(row["net_s"], row["wall_s"] - stall), row

@@ -88,7 +88,8 @@ def test_processor_default_applies_without_span_threshold() -> None:
 
 
 def test_non_streamed_attempt_has_wall_only(spans: Spans) -> None:
-    """A non-streamed attempt gets wall and net generation, and no stall figures (M3)."""
+    """A non-streamed attempt gets wall and net generation, and no stall figures (not
+    observable is not zero)."""
     client = run_attempt(spans, [], 2500, streamed=False)
     (span,) = spans.attempts()
     assert derived(span) == client == StallFigures(2500, 2500, None, None, None, None, None)
@@ -96,7 +97,8 @@ def test_non_streamed_attempt_has_wall_only(spans: Spans) -> None:
 
 
 def test_cancelled_attempt_has_no_stall_figures(spans: Spans) -> None:
-    """A cancelled hedge loser carries no stall figures, only that it was cancelled (M7)."""
+    """A cancelled hedge loser carries no stall figures, only that it was cancelled: its end
+    was censored."""
     run_attempt(spans, [10, 3000, 3010], 4000, outcome=sc.OUTCOME_HEDGE_CANCELLED)
     (span,) = spans.attempts()
     attrs = span.attributes or {}

@@ -1,4 +1,5 @@
-"""Hedged rounds on the real event loop (SPEC R7–R11, R14), with scripted legs.
+"""Hedged rounds on the real event loop (triggers, one hedge per round, the first success wins,
+watchdog kills, cancellation), with scripted legs.
 
 Timers are 50 ms; scripted delays are 300 ms or more (≥ 6× margins). Tests assert outcomes —
 whether and when (before or after the first chunk) a hedge started, who won, what was
@@ -141,7 +142,8 @@ class ChunkAtTimeout(asyncio.Event):
 
 
 async def test_chunk_in_same_iteration_as_timeout_does_not_hedge() -> None:
-    """R9 re-check: a chunk that arrives together with the timeout prevents the hedge."""
+    """A trigger re-checks before it hedges: a chunk that arrives together with the timeout
+    prevents the hedge."""
     made: list[ChunkAtTimeout] = []
 
     def event() -> ChunkAtTimeout:
@@ -171,7 +173,7 @@ async def test_first_finisher_failed_waits_for_the_other() -> None:
 
 
 async def test_watchdog_kill_of_primary_waits_for_the_hedge() -> None:
-    """A primary killed by the watchdog while the hedge runs does not fail the round (R11)."""
+    """A primary killed by the watchdog while the hedge runs does not fail the round."""
     kill = e.WatchdogTimeout("a watchdog: no chunk", source="a")
     legs = Legs({"a": fails(SLOW, kill), "b": streamed(2 * SLOW)})
     result = await legs.run(TIMER, TIMER)
@@ -198,7 +200,7 @@ async def test_no_eligible_hedge_target_means_no_hedge() -> None:
 
 
 async def test_caller_cancellation_cancels_every_leg() -> None:
-    """Cancelling the caller during the stall wait cancels both legs and propagates (R14)."""
+    """Cancelling the caller during the stall wait cancels both legs and propagates."""
     legs = Legs({"a": streamed(0.0, gap_after=2, gap=60.0), "b": blocked()})
     task = asyncio.create_task(legs.run(None, TIMER))
     await legs.hedge_started.wait()
@@ -262,7 +264,7 @@ def test_a_leg_failing_as_the_round_is_cancelled_logs_nothing() -> None:
 async def test_external_cancel_during_stall_wait_penetrates() -> None:
     """Cancelling the caller after the primary's first chunk and before any hedge (the phase-2
     stall wait): the primary is cancelled (recorded as cancelled, not as a hedge loser), no hedge
-    starts, CancelledError propagates, nothing is left running (R14)."""
+    starts, CancelledError propagates, nothing is left running."""
     streaming = asyncio.Event()
 
     async def chunks_then_silence(attempt: Attempt) -> str:
@@ -287,7 +289,7 @@ async def test_external_cancel_during_stall_wait_penetrates() -> None:
 async def test_a_loser_that_completed_keeps_its_own_stall_figures(spans: Spans) -> None:
     """Both legs complete in the same instant: the first finisher wins; the other — which also
     completed — is a loser whose span keeps its own figures (its stall included), outcome ok,
-    never re-recorded as hedge_cancelled; none of its stall enters the winner's (M7)."""
+    never re-recorded as hedge_cancelled; none of its stall enters the winner's."""
     together = asyncio.get_running_loop().create_future()
     hedged = asyncio.Event()
 

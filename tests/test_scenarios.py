@@ -1,5 +1,5 @@
 """What real providers do, against a client configured with nothing but its sources and a call
-deadline, and against the README's resilient configuration: every scenario ends within its
+deadline, and against the docs' resilient configuration: every scenario ends within its
 limit with an answer from the source it should come from, or with a clean library error.
 
 Real HTTP over loopback to two simulated providers served on the test's own event loop, on
@@ -32,7 +32,7 @@ DEADLINE_S: Final = 100.0
 
 RESILIENT_CLIENT: Final[dict[str, Any]] = {"hedge_after_s": 10.0, "hedge_stall_after_s": 10.0}
 RESILIENT_SOURCE: Final[dict[str, Any]] = {"ttft_timeout_s": 30.0, "inter_token_timeout_s": 20.0}
-"""The README's resilient configuration (the keys it prints, as keyword arguments)."""
+"""The docs' resilient configuration (the keys it prints, as keyword arguments)."""
 
 MODEL: Final = "m"
 PRIMARY, FALLBACK = "primary", "fallback"
@@ -59,7 +59,7 @@ class Scenario:
     answers: str | None
     """The source that answers; ``None``: the call raises ``ContentFiltered``."""
     tried: tuple[str, ...]
-    """The sources of the call's attempts, in the order they started (the README's table of
+    """The sources of the call's attempts, in the order they started (the docs' table of
     what each failure class does next)."""
 
 

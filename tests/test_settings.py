@@ -1,4 +1,5 @@
-"""Configuration: env keys, settings object, constructor arguments; guards (SPEC §4, R13)."""
+"""Configuration: env keys, settings object, constructor arguments; guards (a hedge trigger
+below its watchdog)."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_invalid_values_name_the_key(
 
 @pytest.mark.parametrize("bad", [0, -5, True, 2.5, "100"])
 def test_threshold_argument_must_be_positive_integer(env: pytest.MonkeyPatch, bad: object) -> None:
-    """The constructor rejects a threshold that is not a positive integer (M5)."""
+    """The constructor rejects a threshold that is not a positive integer."""
     with pytest.raises(ConfigurationError, match="STALL_THRESHOLD_MS"):
         Client(stall_threshold_ms=bad)  # type: ignore[arg-type]
 
@@ -235,7 +236,7 @@ def test_new_policy_keys_have_three_layers(env: pytest.MonkeyPatch) -> None:
 
 
 def test_policy_defaults() -> None:
-    """The defaults the README states: a pool for many concurrent streams, one same-source
+    """The defaults the docs state: a pool for many concurrent streams, one same-source
     retry, a 10 s Retry-After bound, content filters propagate, context length fails over,
     cool-downs from 1 s up to 5 s, the 1000 ms stall threshold."""
     settings = ClientSettings(sources=(source("a"),))

@@ -1,4 +1,4 @@
-"""The stall budget counts non-productive time only (SPEC R3)."""
+"""The stall budget counts non-productive time only."""
 
 from __future__ import annotations
 

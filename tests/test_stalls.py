@@ -1,4 +1,5 @@
-"""Pure stall metering (SPEC M2–M6): table tests for every branch, properties for the rest."""
+"""Pure stall metering (the figures, not observable vs zero, the clamp, the threshold): table
+tests for every branch, properties for the rest."""
 
 from __future__ import annotations
 
@@ -82,12 +83,12 @@ def streamed(ttft_ms: float, gaps_ms: list[float], tail_ms: float = 0.0) -> Time
     ],
 )
 def test_meter_table(timeline: Timeline, threshold: int, expected: StallFigures) -> None:
-    """Every branch of metering gives the figures SPEC M2–M4 define."""
+    """Every branch of metering gives the figures docs/figures.md defines."""
     assert meter(timeline, threshold) == expected
 
 
 def test_generation_is_clamped_at_zero() -> None:
-    """generation_ms never goes negative even if stalls exceed the wall time (M4 clamp)."""
+    """generation_ms never goes negative even if stalls exceed the wall time (the clamp at zero)."""
     timeline = Timeline(
         wall_ns=1000 * MS,
         streamed=True,
@@ -118,7 +119,7 @@ def test_threshold_below_known_floor_is_refused() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1, True, False, 1.5, "1000", None])
 def test_threshold_must_be_positive_integer(bad: object) -> None:
-    """0, negatives, booleans and non-integers are rejected with a clear error (M5)."""
+    """0, negatives, booleans and non-integers are rejected with a clear error."""
     with pytest.raises(ConfigurationError, match="positive integer"):
         validate_threshold_ms(bad)
 

@@ -154,8 +154,8 @@ def test_the_grid_has_both_triggers_each_alone_and_unhedged() -> None:
 def test_without_a_watchdog_no_trigger_reaches_the_default_timeout() -> None:
     """Gaps of minutes: no setting without a watchdog has a first-token trigger at or above
     the default TIMEOUT_S (60 s) or a stall trigger at or above the default 30 s between
-    chunks, which the client's watchdog falls back to and R13 refuses; with ``--timeout 90``
-    both limits are 90 s."""
+    chunks, which the client's watchdog falls back to and would pre-empt, so the client
+    refuses it; with ``--timeout 90`` both limits are 90 s."""
     data = _sample(
         [
             Timeline(1.0 + 60.0 * (i % 3), 200.0, ((2.0, 50.0 + i),) if i % 2 else ())
@@ -201,8 +201,9 @@ def _long_silences() -> list[Timeline]:
 
 def test_no_watchdog_or_trigger_at_or_above_the_clients_timeout() -> None:
     """Every setting kills at the client's TIMEOUT_S (default 60 s) without a watchdog, as the
-    client does; no watchdog candidate is at or above it, no trigger either (R13). A longer
-    --timeout lets longer watchdogs in, still below it."""
+    client does; no watchdog candidate is at or above it, no trigger either (the client
+    refuses a trigger its watchdog would pre-empt). A longer --timeout lets longer watchdogs
+    in, still below it."""
     data = _sample(_long_silences())
     settings = grid(data, 1.25)
     assert {s.timeout_s for s in settings} == {DEFAULTS.timeout_s}

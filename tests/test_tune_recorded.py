@@ -57,7 +57,7 @@ def test_scripted_spans_read_back_as_their_timelines(tmp_path: Path) -> None:
     """Attempts written as real SDK spans through the deriving processor into a store read back
     as the script's timeline to the nanosecond: first chunk, every gap above the 100 ms floor
     (a 90 ms one is not), the end; ok only for ``ok``; a cancelled one carries no metering
-    status (SPEC M7); with their call and number."""
+    status (its end was censored); with their call and number."""
     store = TuneStore(tmp_path / "s")
     store.call(SCRIPTS[:2])
     for scripted in SCRIPTS[2:]:

@@ -214,8 +214,8 @@ def test_a_non_default_timeout_is_among_the_lines_to_paste(
 ) -> None:
     """A setting replayed with TIMEOUT_S 200 s prints ``…__TIMEOUT_S=200`` for every source
     (and ``timeout_s`` for ``Source(...)``): the client built from the lines has that read
-    timeout and accepts an 80 s stall trigger under a 120 s watchdog (R13); the default
-    timeout prints no such line."""
+    timeout and accepts an 80 s stall trigger under a 120 s watchdog (a trigger below its
+    watchdog); the default timeout prints no such line."""
     rules = Rules(stall_after_s=80.0, watchdog_s=120.0, ratio=0.125, timeout_s=200.0)
     lines = config_lines(rules, ["openai-1", "azure-2"])
     assert "LLM__OPENAI__1__TIMEOUT_S=200" in lines.env

@@ -1,4 +1,4 @@
-"""The streaming watchdog (SPEC R6): liveness is incremental chunks only."""
+"""The streaming watchdog: liveness is incremental chunks only."""
 
 from __future__ import annotations
 
