@@ -246,6 +246,7 @@ __all__ = [
     "AuthenticationError",
     "BackendUnavailable",
     "BadRequest",
+    "CollectorError",
     "ConfigurationError",
     "ContentFiltered",
     "ContextLengthExceeded",

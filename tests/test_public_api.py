@@ -28,6 +28,7 @@ EXPECTED = {
     "ChatResult",
     "Client",
     "ClientSettings",
+    "CollectorError",
     "Completion",
     "ConfigWarning",
     "ConfigurationError",
