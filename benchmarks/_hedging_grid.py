@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._tune import _model as model
+from otel_llm._tune import _hedging_model as model
 
 BURST = DEFAULTS.hedge_budget_burst
 """The hedge budget's burst in every row (the library default)."""

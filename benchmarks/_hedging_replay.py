@@ -16,8 +16,8 @@ events happen across calls. Which source a round or a hedge goes to is decided b
 own :class:`~otel_llm._act._source_state.Candidates` on real
 :class:`~otel_llm._act._breaker.Breaker` objects, the budget is the client's
 :class:`~otel_llm._act._hedge_budget.HedgeBudgets`, and a leg's chunks come at its
-:class:`~otel_llm._tune._model.Timeline`'s times (watchdog and hedging rules as in
-``otel_llm._tune._model``). So
+:class:`~otel_llm._tune._hedging_model.Timeline`'s times (watchdog and hedging rules as in
+``otel_llm._tune._hedging_model``). So
 the replay is the client without overhead on the very scripts the client met; what differs
 between the two is the client's (and the simulator's) own time.
 
@@ -40,8 +40,8 @@ from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, HedgeBudgets, Trigge
 from otel_llm._act._source import Source
 from otel_llm._act._source_state import Candidates, SourceState, Stay
 from otel_llm._defaults import DEFAULTS
-from otel_llm._tune._model import Outcome, Rules, Timeline
-from otel_llm._tune._scripted import timeline_of
+from otel_llm._tune._hedging_model import Outcome, Rules, Timeline
+from otel_llm._tune._script_timeline import timeline_of
 from otel_llm.simulator import MeasuredPreset
 
 LONG_GAP_S = 1.0

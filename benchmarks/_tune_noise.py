@@ -33,11 +33,11 @@ from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._events import choose_event_indices
 from otel_llm._tune._grid import grid
-from otel_llm._tune._model import Rules, Timeline, mean_backoff_s, simulate_call
+from otel_llm._tune._hedging_model import Rules, Timeline, mean_backoff_s, simulate_call
 from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall, timeline_of_events
 from otel_llm._tune._replay import DEFAULT_SEED, Draws, Figures, figures_of, replay
 from otel_llm._tune._sample import Sample, sample
-from otel_llm._tune._scripted import arrivals, timeline_of
+from otel_llm._tune._script_timeline import arrivals, timeline_of
 from otel_llm._tune._tuning import Setting, recommend
 from otel_llm.simulator._presets import Preset
 from otel_llm.simulator._script import Script

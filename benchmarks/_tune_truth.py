@@ -42,7 +42,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import OtelLLMError
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._show._store._exporter import SegmentSpanExporter
-from otel_llm._tune._model import Rules, percentiles
+from otel_llm._tune._hedging_model import Rules, percentiles
 from otel_llm._tune._recorded import read_recorded
 from otel_llm._tune._sample import Sample, sample
 from otel_llm._tune._tuning import MAX_CALLS

@@ -67,9 +67,9 @@ from pathlib import Path
 from typing import Literal
 
 from otel_llm._act._hedge_budget import STALL, HedgeBudget, Trigger
-from otel_llm._tune import _model as model
-from otel_llm._tune._model import Timeline
-from otel_llm._tune._scripted import timeline_of
+from otel_llm._tune import _hedging_model as model
+from otel_llm._tune._hedging_model import Timeline
+from otel_llm._tune._script_timeline import timeline_of
 from otel_llm.simulator import MeasuredPreset, Script, sample_measured
 from otel_llm.simulator._presets import FAST_STALLS, SLOW_TTFT
 

@@ -101,7 +101,7 @@ from otel_llm._act._client import Client
 from otel_llm._act._source import Source
 from otel_llm._act._stats import CallStats
 from otel_llm._errors import ProviderError
-from otel_llm._tune._model import percentiles
+from otel_llm._tune._hedging_model import percentiles
 
 SOURCES = 3
 """Simulated providers per setting (seeds ``seed``, ``seed + 1``, ...)."""

@@ -88,7 +88,7 @@ from _tune_truth import (
     tune,
 )
 
-from otel_llm._tune._model import Rules
+from otel_llm._tune._hedging_model import Rules
 from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import Sample
 from otel_llm.simulator._presets import Preset

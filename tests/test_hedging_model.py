@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL
-from otel_llm._tune._model import Kills, Rules, Timeline, simulate_call
-from otel_llm._tune._scripted import arrivals
+from otel_llm._tune._hedging_model import Kills, Rules, Timeline, simulate_call
+from otel_llm._tune._script_timeline import arrivals
 from otel_llm.simulator import Script, Silence, sample_measured
 from tests.support.benchmark_modules import load_benchmark
 

@@ -14,7 +14,7 @@ from otel_llm._show._dashboards._panels import PANELS, SERIES, TIME, Panel
 from otel_llm._show._report._charts import OVERLAY_COLOUR, chart_spec, label
 from otel_llm._show._report._hedging import NO_CALLS, frontier_spec, hedging_section
 from otel_llm._show._report._html import cell, script_json, vega_runtime
-from otel_llm._tune._model import Rules
+from otel_llm._tune._hedging_model import Rules
 from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import Sample
 from otel_llm._tune._tuning import Setting, Tuning

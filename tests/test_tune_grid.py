@@ -20,7 +20,7 @@ from otel_llm._tune._grid import (
     stall_triggers,
     watchdogs,
 )
-from otel_llm._tune._model import Kills, Role, Rules, Timeline, simulate_call
+from otel_llm._tune._hedging_model import Kills, Role, Rules, Timeline, simulate_call
 from otel_llm._tune._sample import Sample
 
 

@@ -20,9 +20,9 @@ from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import NS_PER_MS
 from otel_llm._show._store._access import open_store
 from otel_llm._show._store._exporter import SegmentSpanExporter
-from otel_llm._tune._model import Role, Rules, Timeline, simulate_call
+from otel_llm._tune._hedging_model import Role, Rules, Timeline, simulate_call
 from otel_llm._tune._recorded import read_recorded, timeline_of_events
-from otel_llm._tune._scripted import timeline_of
+from otel_llm._tune._script_timeline import timeline_of
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from tests.support.tune_store import Scripted, TuneStore, stream
 

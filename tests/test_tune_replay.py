@@ -10,7 +10,7 @@ import pytest
 
 from otel_llm import _semconv as sc
 from otel_llm._show._store._access import open_store
-from otel_llm._tune._model import FAILED_S, Rules, mean_backoff_s
+from otel_llm._tune._hedging_model import FAILED_S, Rules, mean_backoff_s
 from otel_llm._tune._recorded import read_recorded
 from otel_llm._tune._replay import Draws, replay
 from otel_llm._tune._sample import Sample, sample

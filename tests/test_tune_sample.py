@@ -13,7 +13,7 @@ from otel_llm._errors import ConfigurationError
 from otel_llm._show._store._access import open_store
 from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._segments import SegmentStore, encode
-from otel_llm._tune._model import Timeline
+from otel_llm._tune._hedging_model import Timeline
 from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall, read_recorded
 from otel_llm._tune._sample import (
     CANCELLED,

@@ -19,7 +19,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._show._store._access import open_store
 from otel_llm._tune._config_lines import config_lines
-from otel_llm._tune._model import FAILED_S, Rules, p99_interval, percentiles
+from otel_llm._tune._hedging_model import FAILED_S, Rules, p99_interval, percentiles
 from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import MIN_CALLS, RULE
 from otel_llm._tune._tuning import (

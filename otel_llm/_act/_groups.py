@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from otel_llm._act._model import StrictModel
+from otel_llm._act._config_model import StrictModel
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._stalls import threshold_from_text, threshold_rule
 

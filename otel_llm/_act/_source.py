@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from otel_llm._act._admission import Limits
-from otel_llm._act._model import StrictModel
+from otel_llm._act._config_model import StrictModel
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._redact import public_url, redact_url, url_secrets

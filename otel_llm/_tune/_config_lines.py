@@ -13,7 +13,7 @@ from otel_llm._act._groups import HedgeSettings
 from otel_llm._act._source import Source, inter_chunk_budget_s
 from otel_llm._defaults import DEFAULTS
 from otel_llm._env import scope_key
-from otel_llm._tune._model import Rules
+from otel_llm._tune._hedging_model import Rules
 
 _HEDGE_GROUP: Final = "HEDGE"
 _AFTER, _STALL, _RATIO = "after_s", "stall_after_s", "budget_ratio"

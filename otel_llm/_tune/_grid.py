@@ -37,7 +37,7 @@ from typing import Final
 
 from otel_llm._act._source import inter_chunk_budget_s
 from otel_llm._defaults import DEFAULTS
-from otel_llm._tune._model import Rules, Timeline
+from otel_llm._tune._hedging_model import Rules, Timeline
 from otel_llm._tune._sample import Sample
 
 FIRST_TOKEN_SHARES: Final = (0.10, 0.05, 0.01)

@@ -36,7 +36,7 @@ from otel_llm._show._sql._table import (
     CHUNK_OFFSET_COLUMN,
     TABLE,
 )
-from otel_llm._tune._model import Timeline
+from otel_llm._tune._hedging_model import Timeline
 
 NS_PER_S: Final = 1_000_000_000
 _ERROR_STATUSES: Final = "'Error', 'STATUS_CODE_ERROR'"

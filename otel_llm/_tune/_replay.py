@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from otel_llm._tune._model import (
+from otel_llm._tune._hedging_model import (
     Role,
     Rules,
     Timeline,
@@ -39,8 +39,9 @@ class Figures:
     p99_s: float
     requests_per_call: float
     p99_interval_s: tuple[float, float] | None = None
-    """A 95 % interval of the p99 over these calls (:func:`~otel_llm._tune._model.p99_interval`:
-    how far another sample of as many calls could put it)."""
+    """A 95 % interval of the p99 over these calls
+    (:func:`~otel_llm._tune._hedging_model.p99_interval`: how far another sample of as many calls
+    could put it)."""
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object of these figures (seconds rounded to milliseconds)."""

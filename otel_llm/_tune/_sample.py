@@ -46,7 +46,7 @@ from typing import Final
 
 from otel_llm import _semconv as sc
 from otel_llm._errors import ConfigurationError
-from otel_llm._tune._model import Timeline
+from otel_llm._tune._hedging_model import Timeline
 from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall
 
 MIN_CALLS: Final = 1000

@@ -28,7 +28,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._tune._config_lines import ConfigLines, config_lines
 from otel_llm._tune._grid import grid
-from otel_llm._tune._model import Rules
+from otel_llm._tune._hedging_model import Rules
 from otel_llm._tune._recorded import read_recorded
 from otel_llm._tune._replay import DEFAULT_SEED, Draws, Figures, figures_of, replay
 from otel_llm._tune._sample import RULE, Sample, sample
@@ -105,7 +105,7 @@ class Tuning:
     """The recommendation's configuration lines."""
     recorded: Figures | None
     """The replayed calls' own figures, as recorded (the sanity line); a recorded call that
-    failed counts as failed (:data:`~otel_llm._tune._model.FAILED_S`), as in the replay."""
+    failed counts as failed (:data:`~otel_llm._tune._hedging_model.FAILED_S`), as in the replay."""
     timeout_s: float | None = None
     """The client's ``TIMEOUT_S`` every setting replays (``--timeout``; ``None``: not set, so
     60 s before the first chunk and 30 s between chunks)."""

@@ -7,7 +7,7 @@ import json
 from typing import Final
 
 from otel_llm._show._store._breakdown import Table
-from otel_llm._tune._model import FAILED_S
+from otel_llm._tune._hedging_model import FAILED_S
 from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import (
     CANCELLED,

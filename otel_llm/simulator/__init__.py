@@ -31,10 +31,10 @@ from otel_llm.simulator._presets import (
     sample_measured,
 )
 from otel_llm.simulator._provider import SimulatedProvider, ThreadedProvider, serve
+from otel_llm.simulator._provider_stats import ProviderStats
 from otel_llm.simulator._script import Script, Silence
 from otel_llm.simulator._select import SCRIPT_FIELD, SCRIPT_HEADER, SCRIPT_KEY_FIELD, ScriptSource
 from otel_llm.simulator._server import MAX_WAIT_S, ORIGIN_HEADER, STATS_KEY, create_app
-from otel_llm.simulator._stats import ProviderStats
 from otel_llm.simulator._truth import ScriptedFigures, scripted_figures
 
 __all__ = [

@@ -20,9 +20,9 @@ from typing import Self
 from aiohttp import web
 
 from otel_llm.simulator._presets import PRESETS
+from otel_llm.simulator._provider_stats import ProviderStats
 from otel_llm.simulator._select import ScriptSource
 from otel_llm.simulator._server import STATS_KEY, create_app
-from otel_llm.simulator._stats import ProviderStats
 
 LOOPBACK = "127.0.0.1"
 """The address the simulator binds unless told otherwise."""

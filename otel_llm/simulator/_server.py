@@ -41,6 +41,7 @@ from otel_llm.simulator._frames import (
     stream_plan,
 )
 from otel_llm.simulator._presets import PRESETS
+from otel_llm.simulator._provider_stats import ProviderStats, RequestRecord
 from otel_llm.simulator._script import Script
 from otel_llm.simulator._select import (
     SCRIPT_HEADER,
@@ -51,7 +52,6 @@ from otel_llm.simulator._select import (
     resolve_default,
     select_script,
 )
-from otel_llm.simulator._stats import ProviderStats, RequestRecord
 
 MAX_WAIT_S = 600.0
 """No single wait of the simulator lasts longer than this, in real seconds."""

@@ -20,7 +20,7 @@ from otel_llm._extras import install_hint
 from otel_llm._measure._clock import use_clock
 from otel_llm.testing._clocks import FakeClock
 from otel_llm.testing._scripted import Scripted, error, json_answer, sse_answer
-from otel_llm.testing._spans import Spans, SpanTracker, figures_of
+from otel_llm.testing._span_pipeline import Spans, SpanTracker, figures_of
 from otel_llm.testing._virtual import VirtualTimeLoop, run_virtual
 
 __all__ = [

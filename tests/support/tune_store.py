@@ -23,7 +23,7 @@ from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS
 from otel_llm._show._store._exporter import SegmentSpanExporter
-from otel_llm._tune._model import Timeline
+from otel_llm._tune._hedging_model import Timeline
 
 MS = NS_PER_MS
 THRESHOLD_MS = 1000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otel_llm._tune._model import Timeline
+from otel_llm._tune._hedging_model import Timeline
 from otel_llm.simulator._script import Script
 
 
