@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from otel_llm._measure._chunks import delta_has_output, is_incremental, stream_complete
 from otel_llm._measure._response import (
@@ -19,6 +19,30 @@ Classifier = Callable[[Any], bool]
 """Tells whether one streamed item is an incremental chunk (the chunk rule)."""
 FinishReason = Callable[[Any], "str | None"]
 """Returns the finish reason an item carries (``None`` for items that carry none)."""
+
+
+class StreamReader(Protocol):
+    """How the items of one API's streams, and its non-streamed answers, are read: the chunk
+    rule of that API, and what each item says about the response.
+
+    Every SDK other than OpenAI's chat completions brings one (the OpenAI chat path has its own
+    fused reader, the hot path of :class:`ResponseNotes`). A reader never raises on an item it
+    does not understand: it notes nothing and says it is not a chunk.
+    """
+
+    @property
+    def knows_finish(self) -> bool:
+        """Whether the API always reports a finish reason, so a stream that ends without one
+        was cut short."""
+        ...
+
+    def read(self, item: Any, notes: ResponseNotes) -> bool:
+        """Note what one streamed ``item`` says; ``True`` when it is an incremental chunk."""
+        ...
+
+    def read_answer(self, answer: Any, notes: ResponseNotes) -> None:
+        """Note what a complete (non-streamed) answer says."""
+        ...
 
 
 _READ_DIRECTLY: dict[type, bool] = {}

@@ -26,6 +26,7 @@ from otel_llm._wrap._chunk_view import (
     Classifier,
     FinishReason,
     ResponseNotes,
+    StreamReader,
     openai_classifier,
 )
 
@@ -51,6 +52,7 @@ class CallRecorder:
         request: Mapping[str, Any] | None = None,
         classifier: Classifier = openai_classifier,
         finish_reason: FinishReason | None = None,
+        reader: StreamReader | None = None,
         started_ns: int | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
         secrets: Sequence[str] = (),
@@ -58,9 +60,12 @@ class CallRecorder:
         self.classifier = classifier
         self.hold_ns = 0
         self._last_arrival_ns: int | None = None
-        self._fused = classifier is openai_classifier
+        self._reader = reader
+        self._fused = reader is None and classifier is openai_classifier
         self._finish_reason = finish_reason
-        self._knows_finish = self._fused or finish_reason is not None
+        self._knows_finish = (
+            reader.knows_finish if reader is not None else self._fused or finish_reason is not None
+        )
         """Only then can a missing finish reason be told apart from a normal end."""
         self._lock = threading.Lock()
         self._ended = False
@@ -126,7 +131,13 @@ class CallRecorder:
             self.hold_ns += wait_start_ns - last
         self._last_arrival_ns = arrival_ns
         try:
-            if self.notes.feed_and_classify(item) if self._fused else self._feed_custom(item):
+            if self._fused:
+                incremental = self.notes.feed_and_classify(item)
+            elif self._reader is not None:
+                incremental = self._reader.read(item, self.notes)
+            else:
+                incremental = self._feed_custom(item)
+            if incremental:
                 self._clock.mark_with_hold(arrival_ns, self.hold_ns)
         except Exception:  # a classifier bug must not break the application's stream
             logger.exception("otel-llm: could not read a streamed item")
@@ -160,7 +171,10 @@ class CallRecorder:
     def end_completion(self, completion: Any) -> None:
         """A non-streamed answer arrived."""
         try:
-            self.notes.feed_completion(completion)
+            if self._reader is not None:
+                self._reader.read_answer(completion, self.notes)
+            else:
+                self.notes.feed_completion(completion)
         except Exception:
             logger.exception("otel-llm: could not read a completion")
         self._end(sc.OUTCOME_OK, None)

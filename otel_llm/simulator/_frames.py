@@ -40,9 +40,17 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Send one SSE event ``data: <data>``."""
+    """Send one SSE event ``data: <data>``, preceded by ``event: <event>`` when it is named
+    (the Anthropic and Responses wire formats name every event; chat completions none)."""
 
     data: str
+    event: str | None = None
+
+    def encoded(self) -> bytes:
+        """The event as written to the socket."""
+        if self.event is None:
+            return f"data: {self.data}\n\n".encode()
+        return f"event: {self.event}\ndata: {self.data}\n\n".encode()
 
 
 @dataclass(frozen=True, slots=True)

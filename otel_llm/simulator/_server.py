@@ -1,9 +1,10 @@
-"""The aiohttp application of the simulated OpenAI-compatible provider.
+"""The aiohttp application of the simulated provider.
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``,
-``GET /health``. Each request gets its script from :func:`select_script`; the streamed answer is
-the :func:`stream_plan` of that script, written event by event (every write goes to the socket at
-once, so the client sees the scripted timing). Every wait is ``time_scale × scripted seconds``,
+``GET /health``. Each answering route is one :class:`~._wire.Wire` served by :func:`answering`:
+the request gets its script from :func:`select_script`; the streamed answer is the wire's plan of
+that script, written event by event (every write goes to the socket at once, so the client sees
+the scripted timing). Every wait is ``time_scale × scripted seconds``,
 at most :data:`MAX_WAIT_S`.
 
 The request counters live in a :class:`ProviderStats` at ``app[STATS_KEY]``. Client disconnects
@@ -23,7 +24,7 @@ import socket
 import struct
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ from otel_llm.simulator._frames import (
     Pause,
     Reply,
     Send,
+    Step,
     completion,
     embeddings_answer,
     error_body,
@@ -52,13 +54,15 @@ from otel_llm.simulator._select import (
     resolve_default,
     select_script,
 )
+from otel_llm.simulator._wire import Body, ScriptedError, Wire
 
 MAX_WAIT_S = 600.0
 """No single wait of the simulator lasts longer than this, in real seconds."""
 
 MAX_EMBEDDING_DIMENSIONS = 4096
 DEFAULT_EMBEDDING_DIMENSIONS = 8
-_KEEPALIVE = b": ping\n\n"
+SSE_COMMENT_KEEPALIVE = b": ping\n\n"
+"""The keepalive of the OpenAI-compatible formats: an SSE comment, which no client sees."""
 
 ORIGIN_HEADER = "X-Sim-Origin"
 """Response header naming where the script came from: header, body, model, preset, default."""
@@ -139,7 +143,7 @@ def _script_for(
     )
 
 
-def _scripted_error(script: Script, headers: Mapping[str, str]) -> web.Response:
+def _scripted_error(script: Script, headers: Mapping[str, str]) -> web.Response:  # embeddings
     status, error, error_headers = scripted_error(script)
     return web.json_response(error, status=status, headers={**headers, **error_headers})
 
@@ -155,10 +159,11 @@ def _reset(request: web.Request) -> None:
     transport.abort()
 
 
-async def _pause(response: web.StreamResponse, sim: _Simulator, step: Pause, until: float) -> None:
-    """Wait for a scripted pause that ends at loop time ``until``, writing ``: ping`` comments
-    at the keepalive period (on the pause's own timeline, so a late ping does not move the
-    next one)."""
+async def _pause(
+    response: web.StreamResponse, sim: _Simulator, step: Pause, until: float, keepalive: bytes
+) -> None:
+    """Wait for a scripted pause that ends at loop time ``until``, writing ``keepalive`` at the
+    keepalive period (on the pause's own timeline, so a late ping does not move the next one)."""
     loop = asyncio.get_running_loop()
     if step.keepalive_every_s is not None:
         every = sim.real_s(step.keepalive_every_s)
@@ -168,27 +173,28 @@ async def _pause(response: web.StreamResponse, sim: _Simulator, step: Pause, unt
             if at >= until:  # the pause was capped at MAX_WAIT_S: no ping past its end
                 break
             await asyncio.sleep(max(0.0, at - loop.time()))
-            await response.write(_KEEPALIVE)
+            await response.write(keepalive)
     await asyncio.sleep(max(0.0, until - loop.time()))
 
 
-async def _stream(
+async def stream(
     request: web.Request,
     sim: _Simulator,
-    script: Script,
-    reply: Reply,
+    plan: Sequence[Step],
     record: RequestRecord,
     headers: Mapping[str, str],
+    keepalive: bytes = SSE_COMMENT_KEEPALIVE,
 ) -> web.StreamResponse:
+    """Write a streamed answer step by step: the one interpreter of every wire format's plan."""
     response = web.StreamResponse(headers={**headers, "Cache-Control": "no-cache"})
     response.content_type = "text/event-stream"
     try:
         await response.prepare(request)
         loop = asyncio.get_running_loop()
         timeline = loop.time()  # when the last pause was due to end
-        for step in stream_plan(script, reply):
+        for step in plan:
             if isinstance(step, Send):
-                await response.write(f"data: {step.data}\n\n".encode())
+                await response.write(step.encoded())
             elif isinstance(step, Pause):
                 if step.cadence:
                     # on the stream's timeline: the cadence absorbs late writes before it
@@ -197,7 +203,7 @@ async def _stream(
                     # from the previous write's actual end: a late write never shortens a
                     # silence (a loaded machine may stretch a stream, never hide a silence)
                     timeline = loop.time() + sim.real_s(step.seconds)
-                await _pause(response, sim, step, timeline)
+                await _pause(response, sim, step, timeline, keepalive)
             else:
                 _reset(request)
                 record.outcome = "aborted"
@@ -208,63 +214,103 @@ async def _stream(
     return response
 
 
-async def _complete(
+async def complete(
     request: web.Request,
     sim: _Simulator,
     script: Script,
-    reply: Reply,
+    answer: Mapping[str, Any],
     record: RequestRecord,
     headers: Mapping[str, str],
 ) -> web.StreamResponse:
+    """Answer at once after the script's whole duration: ``answer`` as JSON, or the scripted
+    fault (a reset; a body cut in half for the others)."""
     await sim.wait(script.nominal_duration_s)
     if script.fault == "reset":
         _reset(request)
         record.outcome = "aborted"
         return web.Response()
-    text = json.dumps(completion(script, reply))
+    text = json.dumps(answer)
     if script.fault is not None:  # truncate / malformed: a body that is not JSON
         text = text[: len(text) // 2]
     return web.Response(text=text, content_type="application/json", headers=headers)
 
 
-def _reply(sim: _Simulator, script: Script, body: Mapping[str, Any], model: str) -> Reply:
+def _chat_reply(script: Script, body: Body, model: str, serial: int, created: int) -> Reply:
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True
     return Reply(
-        id=f"chatcmpl-sim{next(sim.ids):06d}",
-        created=int(time.time()),
+        id=f"chatcmpl-sim{serial:06d}",
+        created=created,
         model=script.model_name or model,
         prompt_tokens=prompt_tokens(body.get("messages")),
         include_usage=include_usage,
     )
 
 
-async def _chat(request: web.Request) -> web.StreamResponse:
-    sim = request.app[_SIMULATOR]
-    try:
-        body = await _json_body(request)
-        model = _model(body)
-    except BadRequest as exc:
-        with sim.stats.track(""):
-            return _reject(exc)
-    with sim.stats.track(model) as record:
+def _chat_check(body: Body) -> None:
+    if not isinstance(body.get("messages"), list):
+        raise BadRequest("'messages' must be a list", code="invalid_messages")
+
+
+def _chat_error(script: Script) -> ScriptedError:
+    status, body, headers = scripted_error(script)
+    return ScriptedError(status, body, headers)
+
+
+CHAT_COMPLETIONS = Wire(
+    name="chat",
+    model=lambda body, _: _model(body),
+    check=_chat_check,
+    streamed=lambda body, _: body.get("stream") is True,
+    reply=_chat_reply,
+    plan=stream_plan,
+    answer=completion,
+    error=_chat_error,
+    rejection=lambda message, code: error_body(message, status=400, code=code),
+    keepalive=SSE_COMMENT_KEEPALIVE,
+)
+"""OpenAI-compatible chat completions (``POST /v1/chat/completions``)."""
+
+
+def answering(wire: Wire) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The request handler of one wire format: the one request flow of every API."""
+
+    def reject(error: BadRequest) -> web.Response:
+        return web.json_response(wire.rejection(str(error), error.code), status=400)
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        sim = request.app[_SIMULATOR]
+        path = request.match_info
         try:
-            if not isinstance(body.get("messages"), list):
-                raise BadRequest("'messages' must be a list", code="invalid_messages")
-            script, origin = _script_for(request, sim, body, model)
+            body = await _json_body(request)
+            model = wire.model(body, path)
         except BadRequest as exc:
-            return _reject(exc)
-        headers = {ORIGIN_HEADER: origin}
-        await sim.wait(script.hold_s)
-        if script.error_status is not None:
-            return _scripted_error(script, headers)
-        reply = _reply(sim, script, body, model)
-        key = draw_key(body)
-        if key is not None:
-            sim.stats.record_script(reply.id, key, script)
-        if body.get("stream") is True:
-            return await _stream(request, sim, script, reply, record, headers)
-        return await _complete(request, sim, script, reply, record, headers)
+            with sim.stats.track(""):
+                return reject(exc)
+        with sim.stats.track(model) as record:
+            try:
+                wire.check(body)
+                script, origin = _script_for(request, sim, body, model)
+            except BadRequest as exc:
+                return reject(exc)
+            headers = {ORIGIN_HEADER: origin}
+            await sim.wait(script.hold_s)
+            if script.error_status is not None:
+                error = wire.error(script)
+                return web.json_response(
+                    error.body, status=error.status, headers={**headers, **error.headers}
+                )
+            reply = wire.reply(script, body, model, next(sim.ids), int(time.time()))
+            key = draw_key(body)
+            if key is not None:
+                sim.stats.record_script(reply.id, key, script)
+            if wire.streamed(body, path):
+                plan = wire.plan(script, reply)
+                return await stream(request, sim, plan, record, headers, wire.keepalive)
+            answer = wire.answer(script, reply)
+            return await complete(request, sim, script, answer, record, headers)
+
+    return handle
 
 
 def _texts(value: object) -> list[str]:
@@ -371,7 +417,7 @@ def create_app(
         stats=stats,
     )
     app.on_shutdown.append(_on_shutdown)
-    app.router.add_post("/v1/chat/completions", _chat)
+    app.router.add_post("/v1/chat/completions", answering(CHAT_COMPLETIONS))
     app.router.add_post("/v1/embeddings", _embeddings)
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/health", _health)

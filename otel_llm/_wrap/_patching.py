@@ -1,0 +1,221 @@
+"""Instrumenting an SDK at its own API: what every ``instrument_<sdk>()`` shares.
+
+An :class:`SdkPatch` names the methods of one SDK that are wrapped (:class:`Target`: a module, a
+class, a method, sync or async) and, per target, how a call becomes a :class:`CallRecorder` and
+how the method's result is observed (a stream wrapped, an answer recorded). It owns the rest,
+once for every SDK:
+
+- the configuration of the instrumentation (tracer, metrics, stall threshold), swapped whole so
+  a call in flight keeps the one it started with;
+- the warning, once per process and SDK, when wrapped calls would record nothing because no
+  tracer provider is configured;
+- installing idempotently, and uninstalling without breaking another instrumentation that
+  wrapped ours since: ours is then left in place as a pass-through;
+- never letting telemetry break the call: a recorder that cannot be built, or a result that
+  cannot be observed, leaves the SDK's own behaviour untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+from otel_llm import _env as env
+from otel_llm._measure._metrics import LlmMetrics
+from otel_llm._measure._stalls import resolve_threshold_ms
+from otel_llm._version import __version__
+from otel_llm._wrap._recorder import CallRecorder
+
+logger = logging.getLogger("otel_llm")
+
+_UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+"""The API's stand-ins when no SDK provider is installed: spans through them go nowhere."""
+
+
+@dataclass(frozen=True, slots=True)
+class PatchConfig:
+    """What every wrapped call of one SDK records with."""
+
+    tracer: trace.Tracer
+    metrics: LlmMetrics
+    threshold_ms: int
+
+
+RecorderFactory = Callable[[PatchConfig, Any, tuple[Any, ...], Mapping[str, Any]], CallRecorder]
+"""``(config, self, args, kwargs)`` of a wrapped call → the recorder of its spans."""
+Observer = Callable[[Any, CallRecorder, bool], Any]
+"""``(result, recorder, is_async)`` → what the application receives in place of ``result``
+(the result itself, or a proxy of it that meters the stream)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One wrapped method: ``<module>.<cls>.<method>``."""
+
+    module: str
+    cls: str
+    method: str
+    is_async: bool
+    recorder: RecorderFactory
+    observe: Observer
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.module, self.cls, self.method
+
+
+class SdkPatch:
+    """The wrapped methods of one SDK, installed and removed as a whole."""
+
+    def __init__(self, function_name: str, targets: tuple[Target, ...]) -> None:
+        self._name = function_name
+        self._targets = targets
+        self._lock = threading.Lock()
+        self._config: PatchConfig | None = None
+        self._provider_checked = False
+        """Set once the first wrapped call looked for a tracer provider (or one was passed)."""
+        self._warned_no_provider = False
+        self._originals: dict[tuple[str, str, str], Any] = {}
+        self._installed: dict[tuple[str, str, str], Any] = {}
+        """Our wrapper on each method (compared by identity: proxies forward attributes)."""
+
+    @property
+    def config(self) -> PatchConfig | None:
+        """The configuration wrapped calls record with; ``None`` when not instrumented."""
+        return self._config
+
+    def install(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None,
+        meter_provider: metrics.MeterProvider | None,
+        stall_threshold_ms: int | None,
+    ) -> None:
+        """Wrap every target (each once); a second call only swaps the configuration."""
+        threshold = resolve_threshold_ms(stall_threshold_ms)
+        provider = tracer_provider or trace.get_tracer_provider()
+        config = PatchConfig(
+            provider.get_tracer("otel_llm", __version__), LlmMetrics(meter_provider), threshold
+        )
+        with self._lock:
+            self._config = config
+            self._provider_checked = tracer_provider is not None
+            for target in self._targets:
+                cls = getattr(importlib.import_module(target.module), target.cls)
+                current = cls.__dict__[target.method]
+                installed = self._installed.get(target.key)
+                if installed is not None and _in_chain(current, installed):
+                    continue
+                self._originals[target.key] = current
+                self._installed[target.key] = wrapper = self._wrap(current, target)
+                setattr(cls, target.method, wrapper)
+
+    def uninstall(self) -> None:
+        """Restore the SDK. Where another instrumentation wrapped ours since, ours is left in
+        place as a pass-through, so theirs keeps working."""
+        with self._lock:
+            for target in self._targets:
+                original = self._originals.get(target.key)
+                if original is None:
+                    continue
+                cls = getattr(importlib.import_module(target.module), target.cls)
+                if cls.__dict__[target.method] is self._installed[target.key]:
+                    setattr(cls, target.method, original)
+                    del self._originals[target.key]
+                    del self._installed[target.key]
+            self._config = None
+
+    def _start(self, target: Target, resource: Any, args: Any, kwargs: Any) -> CallRecorder | None:
+        """The recorder of one call, or ``None`` to pass it through untouched."""
+        config = self._config
+        if config is None:
+            return None
+        if not self._provider_checked:
+            self._check_provider()
+        try:
+            return target.recorder(config, resource, args, kwargs)
+        except Exception:  # telemetry never breaks the call
+            logger.exception("otel-llm: could not start the spans of a %s call", self._name)
+            return None
+
+    def _check_provider(self) -> None:
+        """Warn once when wrapped calls record nothing: no provider was passed and none is
+        installed globally (the API's proxy or no-op stands in), and the SDK is not disabled on
+        purpose. Checked at the first wrapped call, so instrumenting before ``init()`` is fine."""
+        self._provider_checked = True
+        if env.env_flag(env.OTEL_SDK_DISABLED):
+            return
+        if not isinstance(trace.get_tracer_provider(), _UNCONFIGURED):
+            return
+        with self._lock:  # two threads' first calls warn once between them
+            first, self._warned_no_provider = not self._warned_no_provider, True
+        if first:
+            logger.warning(
+                "otel-llm: %s() records nothing: no tracer provider is configured "
+                "(call otel_llm.init() first, install an SDK TracerProvider, or pass "
+                "tracer_provider=; %s=true silences this)",
+                self._name,
+                env.OTEL_SDK_DISABLED,
+            )
+
+    def _wrap(self, original: Callable[..., Any], target: Target) -> Callable[..., Any]:
+        start = self._start
+        observe = target.observe
+        if target.is_async:
+
+            @functools.wraps(original)
+            async def async_wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
+                recorder = start(target, resource, args, kwargs)
+                if recorder is None:
+                    return await original(resource, *args, **kwargs)
+                try:
+                    result = await original(resource, *args, **kwargs)
+                except BaseException as exc:
+                    recorder.end_error(exc)
+                    raise
+                return _observed(observe, result, recorder, True)
+
+            return async_wrapper
+
+        @functools.wraps(original)
+        def wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
+            recorder = start(target, resource, args, kwargs)
+            if recorder is None:
+                return original(resource, *args, **kwargs)
+            try:
+                result = original(resource, *args, **kwargs)
+            except BaseException as exc:
+                recorder.end_error(exc)
+                raise
+            return _observed(observe, result, recorder, False)
+
+        return wrapper
+
+
+def _observed(observe: Observer, result: Any, recorder: CallRecorder, is_async: bool) -> Any:
+    """``observe(result, …)``; should it fail, the result itself, unmetered (its spans end as
+    dropped: what followed was not measured)."""
+    try:
+        return observe(result, recorder, is_async)
+    except Exception:
+        logger.exception("otel-llm: could not observe the result of a wrapped call")
+        recorder.end_dropped()
+        return result
+
+
+def _in_chain(function: Any, ours: Any) -> bool:
+    """True when ``ours`` is ``function`` or anything it wraps (``__wrapped__`` chain)."""
+    seen: set[int] = set()
+    while function is not None and id(function) not in seen:
+        if function is ours:
+            return True
+        seen.add(id(function))
+        function = getattr(function, "__wrapped__", None)
+    return False
