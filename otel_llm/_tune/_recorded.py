@@ -34,13 +34,19 @@ from otel_llm._show._sql._table import (
     CHUNK_GAP_COLUMN,
     CHUNK_INDEX_COLUMN,
     CHUNK_OFFSET_COLUMN,
+    DURATION,
+    PARENT_SPAN_ID,
+    SPAN_ID,
+    STATUS_CODE,
     TABLE,
+    TIMESTAMP,
+    TRACE_ID,
+    column_for,
+    is_error_sql,
 )
 from otel_llm._tune._hedging_model import Timeline
 
 NS_PER_S: Final = 1_000_000_000
-_ERROR_STATUSES: Final = "'Error', 'STATUS_CODE_ERROR'"
-"""``StatusCode`` of a failed call span (this store's, and the ClickHouse exporter's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,26 +134,29 @@ def _q(column: str) -> str:
     return f'"{column}"'
 
 
+_ROLE: Final = column_for(sc.SPAN_ROLE)
+_OPERATION: Final = column_for(sc.GEN_AI_OPERATION_NAME)
+_NUMBER: Final = column_for(sc.ATTEMPT_NUMBER)
 _ATTEMPT_COLUMNS: Final = (
-    "TraceId",
-    "ParentSpanId",
-    "Timestamp",
-    "Source",
-    "Leg",
-    "AttemptNumber",
-    "Outcome",
-    "Stream",
-    "MeteringStatus",
-    "ChunkEventsFloorMs",
-    "Duration",
+    TRACE_ID,
+    PARENT_SPAN_ID,
+    TIMESTAMP,
+    column_for(sc.ATTEMPT_SOURCE),
+    column_for(sc.ATTEMPT_LEG),
+    _NUMBER,
+    column_for(sc.ATTEMPT_OUTCOME),
+    column_for(sc.GEN_AI_REQUEST_STREAM),
+    column_for(sc.METERING_STATUS),
+    column_for(sc.CHUNK_EVENTS_FLOOR_MS),
+    DURATION,
     CHUNK_INDEX_COLUMN,
     CHUNK_GAP_COLUMN,
     CHUNK_OFFSET_COLUMN,
 )
 
 
-def _role(role: str) -> str:
-    return f"{_q('LlmRole')} = '{role}'"
+def _role(role: str, alias: str = "") -> str:
+    return f"{alias}{_q(_ROLE)} = '{role}'"
 
 
 def read_recorded(
@@ -155,16 +164,17 @@ def read_recorded(
 ) -> Recorded:
     """The attempts of the newest ``max_calls`` chat calls that started at or after ``since``
     (every call when ``None``), in the order they started, with those calls' own figures."""
-    where = [_role(sc.SPAN_ROLE_CALL), f"coalesce({_q('Operation')}, '') = '{sc.OPERATION_CHAT}'"]
+    where = [_role(sc.SPAN_ROLE_CALL), f"coalesce({_q(_OPERATION)}, '') = '{sc.OPERATION_CHAT}'"]
     params: list[Any] = []
     if since is not None:
-        where.append(f"{_q('Timestamp')} >= ?")
+        where.append(f"{_q(TIMESTAMP)} >= ?")
         params.append(since.astimezone(UTC).replace(tzinfo=None) if since.tzinfo else since)
     calls_sql = (
-        f"SELECT {_q('TraceId')} AS trace_id, {_q('SpanId')} AS span_id, "
-        f"{_q('Duration')} AS duration_ns, coalesce({_q('CallAttempts')}, 1) AS requests, "
-        f"{_q('Timestamp')} AS started_at, "
-        f"coalesce({_q('StatusCode')}, '') NOT IN ({_ERROR_STATUSES}) AS call_ok "
+        f"SELECT {_q(TRACE_ID)} AS trace_id, {_q(SPAN_ID)} AS span_id, "
+        f"{_q(DURATION)} AS duration_ns, "
+        f"coalesce({_q(column_for(sc.CALL_ATTEMPTS))}, 1) AS requests, "
+        f"{_q(TIMESTAMP)} AS started_at, "
+        f"NOT {is_error_sql(_q(STATUS_CODE))} AS call_ok "
         f"FROM {TABLE} WHERE {' AND '.join(where)}"
     )
     in_range = conn.execute(f"SELECT count(*) FROM ({calls_sql})", params).fetchone()
@@ -175,9 +185,9 @@ def read_recorded(
         )
         SELECT {columns}, c.duration_ns AS call_ns, c.requests AS call_requests, c.call_ok
         FROM calls c JOIN {TABLE} a
-            ON a.{_q("ParentSpanId")} = c.span_id AND a.{_q("TraceId")} = c.trace_id
-        WHERE a.{_q("LlmRole")} = '{sc.SPAN_ROLE_ATTEMPT}'
-        ORDER BY a.{_q("Timestamp")}, a.{_q("AttemptNumber")}""",
+            ON a.{_q(PARENT_SPAN_ID)} = c.span_id AND a.{_q(TRACE_ID)} = c.trace_id
+        WHERE {_role(sc.SPAN_ROLE_ATTEMPT, "a.")}
+        ORDER BY a.{_q(TIMESTAMP)}, a.{_q(_NUMBER)}""",
         params,
     ).fetchall()
     attempts: list[RecordedAttempt] = []

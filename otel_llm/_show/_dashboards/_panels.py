@@ -38,8 +38,16 @@ from otel_llm._show._sql._table import (
     CHUNK_INDEX_COLUMN,
     CHUNK_OFFSET_COLUMN,
     TABLE,
+    is_error_sql,
 )
-from otel_llm._show._sql._views import ATTEMPT_COLUMNS, ATTEMPTS_VIEW, CALLS_VIEW
+from otel_llm._show._sql._views import (
+    ATTEMPT_COLUMNS,
+    ATTEMPTS_VIEW,
+    CALL_OF_ATTEMPT,
+    CALLS_VIEW,
+    WINNER_OF_CALL,
+    winner_on,
+)
 
 Kind = Literal["timeseries", "barchart", "table", "stat", "xychart", "traces"]
 Format = Literal["time_series", "table", "traces"]
@@ -108,14 +116,13 @@ def _winners(d: PanelDialect, repeat: str | None = None, *, stalled: bool = Fals
     calls = d.relation(CALLS_VIEW)
     if d.is_clickhouse:
         join = ""
-        winner = f"""({d.span_key("a.call_span_id")}, a.attempt) IN (
-        SELECT {d.span_key("span_id")}, winner_attempt FROM {calls}
+        (call, number), (span, winner_number) = CALL_OF_ATTEMPT, WINNER_OF_CALL
+        winner = f"""({d.span_key(f"a.{call}")}, a.{number}) IN (
+        SELECT {d.span_key(span)}, {winner_number} FROM {calls}
         WHERE {d.time_filter("started_at")}
       )"""
     else:
-        join = (
-            f"\n    JOIN {calls} c ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt"
-        )
+        join = f"\n    JOIN {calls} c ON {winner_on('c', 'a')}"
         winner = d.time_filter("c.started_at")
     t = d.number(THRESHOLD)
     longest = f"a.{MAX_INTER_CHUNK_MS.name}"
@@ -587,7 +594,7 @@ def trace_view_sql(d: PanelDialect) -> str:
     multiply("Duration", 0.000001) AS duration,
     {tags.format(m='"SpanAttributes"')} AS tags,
     {tags.format(m='"ResourceAttributes"')} AS serviceTags,
-    if("StatusCode" IN ('Error', 'STATUS_CODE_ERROR'), 2, 0) AS statusCode,
+    if({is_error_sql()}, 2, 0) AS statusCode,
     {logs} AS logs,
     "SpanKind" AS kind,
     "StatusMessage" AS statusMessage

@@ -17,11 +17,28 @@ from otel_llm._figures import FIGURES
 
 TABLE: Final = "otel_traces"
 
+TIMESTAMP: Final = "Timestamp"
+TRACE_ID: Final = "TraceId"
+SPAN_ID: Final = "SpanId"
+PARENT_SPAN_ID: Final = "ParentSpanId"
+DURATION: Final = "Duration"
+STATUS_CODE: Final = "StatusCode"
+ERROR_STATUSES: Final = ("Error", "STATUS_CODE_ERROR")
+"""The :data:`STATUS_CODE` of a failed span: as this store writes it, and as the Collector's
+ClickHouse exporter does."""
+
+
+def is_error_sql(column: str = f'"{STATUS_CODE}"') -> str:
+    """SQL that is true when ``column`` holds the status of a failed span."""
+    values = ", ".join(f"'{value}'" for value in ERROR_STATUSES)
+    return f"coalesce({column}, '') IN ({values})"
+
+
 BASE_COLUMNS: Final = (
-    ("Timestamp", "TIMESTAMP_NS"),
-    ("TraceId", "VARCHAR"),
-    ("SpanId", "VARCHAR"),
-    ("ParentSpanId", "VARCHAR"),
+    (TIMESTAMP, "TIMESTAMP_NS"),
+    (TRACE_ID, "VARCHAR"),
+    (SPAN_ID, "VARCHAR"),
+    (PARENT_SPAN_ID, "VARCHAR"),
     ("TraceState", "VARCHAR"),
     ("SpanName", "VARCHAR"),
     ("SpanKind", "VARCHAR"),
@@ -30,8 +47,8 @@ BASE_COLUMNS: Final = (
     ("ScopeName", "VARCHAR"),
     ("ScopeVersion", "VARCHAR"),
     ("SpanAttributes", "MAP(VARCHAR, VARCHAR)"),
-    ("Duration", "UBIGINT"),
-    ("StatusCode", "VARCHAR"),
+    (DURATION, "UBIGINT"),
+    (STATUS_CODE, "VARCHAR"),
     ("StatusMessage", "VARCHAR"),
     ("Events.Timestamp", "TIMESTAMP_NS[]"),
     ("Events.Name", "VARCHAR[]"),
@@ -108,3 +125,10 @@ TYPED: Final = {c.name: c for c in TYPED_COLUMNS}
 """The typed columns by name."""
 FIGURE_COLUMNS: Final = {figure: TYPED[figure.column] for figure in FIGURES}
 """The typed column of each figure."""
+_BY_ATTRIBUTE: Final = {c.attribute: c.name for c in TYPED_COLUMNS}
+
+
+def column_for(attribute: str) -> str:
+    """The typed column filled from span ``attribute`` (``KeyError`` for an attribute that has
+    none: a query that names a column must name one that exists)."""
+    return _BY_ATTRIBUTE[attribute]

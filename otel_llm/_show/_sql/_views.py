@@ -245,6 +245,20 @@ CALL_COLUMNS: Final = (
     ViewColumn("duration_ns", "Duration"),
 )
 
+CALL_OF_ATTEMPT: Final = ("call_span_id", "attempt")
+"""The columns of ``llm_attempts`` that name an attempt's call and its number in that call."""
+WINNER_OF_CALL: Final = ("span_id", "winner_attempt")
+"""The columns of ``llm_calls`` that match :data:`CALL_OF_ATTEMPT` for the call's winner."""
+
+
+def winner_on(calls: str, attempts: str) -> str:
+    """The join condition that pairs each call (alias ``calls``) with its winning attempt
+    (alias ``attempts``): the attempt of that call whose number is the call's winner. The one
+    definition of "the winning attempt" that every summary and panel uses."""
+    pairs = zip(CALL_OF_ATTEMPT, WINNER_OF_CALL, strict=True)
+    return " AND ".join(f"{attempts}.{a} = {calls}.{c}" for a, c in pairs)
+
+
 _unknown = {c.column for c in (*ATTEMPT_COLUMNS, *CALL_COLUMNS)} - set(ALL_COLUMNS)
 assert not _unknown, f"view columns over no otel_traces column: {_unknown}"
 

@@ -24,7 +24,14 @@ from otel_llm._figures import (
 )
 from otel_llm._measure._stalls import validate_threshold_ms
 from otel_llm._show._sql._table import TABLE
-from otel_llm._show._sql._views import ATTEMPT_COLUMNS, ATTEMPTS_VIEW, CALLS_VIEW, DUCKDB, Dialect
+from otel_llm._show._sql._views import (
+    ATTEMPT_COLUMNS,
+    ATTEMPTS_VIEW,
+    CALLS_VIEW,
+    DUCKDB,
+    Dialect,
+    winner_on,
+)
 from otel_llm._show._store._access import open_store
 
 
@@ -67,7 +74,7 @@ def _winners(threshold_ms: int | None, run: str | None, dialect: Dialect) -> str
     return f"""
         SELECT {_ATTEMPT}, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
         FROM {dialect.relation(CALLS_VIEW)} c
-        JOIN {source} a ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt
+        JOIN {source} a ON {winner_on("c", "a")}
         WHERE a.trace_id = c.trace_id{_run_filter(run, dialect)}
     """
 

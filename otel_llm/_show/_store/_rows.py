@@ -16,7 +16,7 @@ from otel_llm._show._sql._schema import (
     CHUNK_OFFSET_COLUMN,
     TYPED_COLUMNS,
 )
-from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
+from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN, ERROR_STATUSES
 
 KIND_NAMES: Final = {
     SpanKind.INTERNAL: "Internal",
@@ -25,7 +25,11 @@ KIND_NAMES: Final = {
     SpanKind.PRODUCER: "Producer",
     SpanKind.CONSUMER: "Consumer",
 }
-STATUS_NAMES: Final = {StatusCode.UNSET: "Unset", StatusCode.OK: "Ok", StatusCode.ERROR: "Error"}
+STATUS_NAMES: Final = {
+    StatusCode.UNSET: "Unset",
+    StatusCode.OK: "Ok",
+    StatusCode.ERROR: ERROR_STATUSES[0],
+}
 
 _SQL_TYPES: Final = {
     **dict(BASE_COLUMNS),
