@@ -58,6 +58,7 @@ if _typing.TYPE_CHECKING:  # what _LAZY imports on first use, spelled out for ty
     from otel_llm._measure._processor import DerivingSpanProcessor
     from otel_llm._measure._response import Usage
     from otel_llm._measure._stalls import StallFigures
+    from otel_llm._show._store._access import open_store
     from otel_llm._show._store._exporter import ExportStats, SegmentSpanExporter
     from otel_llm._show._store._exporter import (  # deprecated name (warns at run time)
         SegmentSpanExporter as DuckDBSpanExporter,  # noqa: F401
@@ -86,6 +87,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "otel_llm._measure._processor": ("DerivingSpanProcessor",),
     "otel_llm._measure._response": ("Usage",),
     "otel_llm._measure._stalls": ("StallFigures",),
+    "otel_llm._show._store._access": ("open_store",),
     "otel_llm._show._store._exporter": ("SegmentSpanExporter", "ExportStats"),
     "otel_llm._telemetry": ("Telemetry", "init"),
     "otel_llm._wrap._chunk_view": ("openai_classifier",),
@@ -155,6 +157,7 @@ __all__ = [
     "init",
     "instrument_openai",
     "observe_stream",
+    "open_store",
     "openai_classifier",
     "uninstrument_openai",
 ]

@@ -12,16 +12,17 @@ import httpx2
 import pytest
 
 from otel_llm import (
+    AdmissionSettings,
     AllSourcesExhausted,
     BackendUnavailable,
     Client,
+    ClientSettings,
     ContextLengthExceeded,
     InvalidRequest,
+    Limits,
+    LocalAdmission,
 )
 from otel_llm import _semconv as sc
-from otel_llm._act._admission import Limits, LocalAdmission
-from otel_llm._act._groups import AdmissionSettings
-from otel_llm._act._settings import ClientSettings
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
 from tests.support.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
 from tests.support.scripted_clients import MESSAGES, client, source

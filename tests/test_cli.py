@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from otel_llm._show._store._access import open_store
+from otel_llm import open_store
 from tests.support.processes import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

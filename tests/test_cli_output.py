@@ -24,9 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
 
-from otel_llm._show._store._access import open_store
+from otel_llm import __version__, open_store
 from otel_llm._show._store._breakdown import Table, breakdown_sql, run_query, worst_stalls_sql
-from otel_llm._version import __version__
 from otel_llm.cli._cells import cell_text, is_number, json_value
 from otel_llm.cli._layout import ELLIPSIS, lay_out
 from tests.support.duckdb_store import Store

@@ -20,7 +20,7 @@ import duckdb
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_llm import AllSourcesExhausted, Client, Source
+from otel_llm import AllSourcesExhausted, Client, Source, open_store
 from otel_llm import _semconv as sc
 from otel_llm._show._sql import _exporter_sql
 from otel_llm._show._sql._clickhouse import (
@@ -40,7 +40,6 @@ from otel_llm._show._sql._views import (
     DUCKDB,
     Dialect,
 )
-from otel_llm._show._store._access import open_store
 from otel_llm._show._store._breakdown import (
     RUN_ATTRIBUTE,
     breakdown_sql,

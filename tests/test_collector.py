@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from otel_llm import CollectorError
 from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
-from otel_llm._errors import CollectorError
 from otel_llm._show._store._access import open_store, prepare_for_writing
 from otel_llm.cli._collector import (
     CollectorRun,

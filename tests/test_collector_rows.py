@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from otel_llm._measure._processor import DerivingSpanProcessor
+from otel_llm import DerivingSpanProcessor
 from otel_llm._show._ingest._otlp_rows import (
     any_value,
     append_export_request,

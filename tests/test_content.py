@@ -17,10 +17,15 @@ import openai
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
-from otel_llm import AllSourcesExhausted, InvalidRequest, observe_stream
+from otel_llm import (
+    AllSourcesExhausted,
+    InvalidRequest,
+    instrument_openai,
+    observe_stream,
+    uninstrument_openai,
+)
 from otel_llm import _semconv as sc
 from otel_llm._env import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
-from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
 from tests.support.scripted_clients import client, source
 

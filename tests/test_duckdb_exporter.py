@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from otel_llm import SegmentSpanExporter, open_store
 from otel_llm import _semconv as sc
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import Timeline, meter
@@ -23,8 +24,6 @@ from otel_llm._show._sql._schema import (
     migrate,
     stored_version,
 )
-from otel_llm._show._store._access import open_store
-from otel_llm._show._store._exporter import SegmentSpanExporter
 from tests.conftest import Spans
 from tests.support.duckdb_store import ARRIVALS, END, MS, Store
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import duckdb
 
+from otel_llm import CallStats, StallFigures
 from otel_llm import _semconv as sc
-from otel_llm._act._stats import CallStats
 from otel_llm._figures import FIGURE_NAMES, FIGURES
-from otel_llm._measure._stalls import StallFigures
 from otel_llm._show._sql._schema import TYPED_COLUMNS, migrate
 
 

@@ -1,4 +1,4 @@
-"""The per-trigger hedge budget (issue 13 §1, ``otel_llm/_act/_hedge_budget.py``): the stall
+"""The per-trigger hedge budget (``otel_llm/_act/_hedge_budget.py``): the stall
 trigger keeps the whole bucket, the first-token trigger spends only what it overflows; the cap
 on extra requests holds; it is the budget the model study chose (``overflow 5 +ft``)."""
 

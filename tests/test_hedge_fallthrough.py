@@ -1,4 +1,4 @@
-"""Per-trigger hedge budgets in the round and the client (issue 13 §1): a first-token hedge that
+"""Per-trigger hedge budgets in the round and the client: a first-token hedge that
 is refused has not hedged the round, so the hedge window goes on and the stall trigger may
 still start the round's one hedge (one hedge per round, never a hedge of a hedge); each trigger
 pays from, and is refunded to, its own bucket; a non-streamed call knows only the first-token

@@ -11,15 +11,12 @@ import httpx2
 import openai
 import pytest
 
+from otel_llm import Source, instrument_openai, observe_stream, uninstrument_openai
 from otel_llm import _semconv as sc
 from otel_llm._act._attempt import Attempt
 from otel_llm._act._pool import Pool
-from otel_llm._act._source import Source
-from otel_llm._measure._clock import use_clock
 from otel_llm._measure._stalls import NS_PER_MS, StallFigures
-from otel_llm._wrap._observe import observe_stream
-from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
-from otel_llm.testing import Spans
+from otel_llm.testing import Spans, use_clock
 from otel_llm.testing import figures_of as derived
 
 GAPS_MS = [150, 20, 20, 1_500, 20, 3_000, 20, 999, 1_001]

@@ -11,17 +11,15 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.trace import StatusCode
 
-from otel_llm import AllSourcesExhausted, Client, Source
+from otel_llm import AllSourcesExhausted, Client, Source, observe_stream
 from otel_llm import _semconv as sc
-from otel_llm._measure._clock import use_clock
 from otel_llm._measure._metrics import (
     GENERATION_DURATION,
     OPERATION_DURATION,
     STALL_DURATION,
     TIME_TO_FIRST_CHUNK,
 )
-from otel_llm._wrap._observe import observe_stream
-from otel_llm.testing import Scripted, Spans, error, sse_answer
+from otel_llm.testing import Scripted, Spans, error, sse_answer, use_clock
 from tests.support.stream_scripts import FakeClock, scripted
 
 

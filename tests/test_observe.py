@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 
+from otel_llm import AsyncObservedStream, ObservedStream, observe_stream
 from otel_llm import _semconv as sc
-from otel_llm._measure._clock import use_clock
-from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
-from otel_llm.testing import Spans
+from otel_llm.testing import Spans, use_clock
 from tests.support.stream_scripts import FakeClock, chunk, scripted
 
 

@@ -15,7 +15,7 @@ import openai
 import pytest
 
 from otel_llm import _semconv as sc
-from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
+from otel_llm import instrument_openai, uninstrument_openai
 from otel_llm.simulator import Script, Silence, SimulatedProvider, ThreadedProvider
 from otel_llm.testing import Spans
 from tests.support.processes import run_python

@@ -10,7 +10,7 @@ from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMet
 from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as Contrib
 
 from otel_llm import _semconv as sc
-from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
+from otel_llm import instrument_openai, uninstrument_openai
 from otel_llm.simulator import Script, SimulatedProvider, ThreadedProvider
 from otel_llm.testing import Spans
 

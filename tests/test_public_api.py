@@ -48,6 +48,7 @@ EXPECTED = {
     "NotAStore",
     "NotFound",
     "ObservedStream",
+    "open_store",
     "OtelLLMError",
     "PermanentError",
     "ProviderConnectionError",

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
+from otel_llm import SegmentSpanExporter
 from otel_llm import _semconv as sc
 from otel_llm._measure._span_events import chunk_event_class
 from otel_llm._show._store._breakdown import run_query
 from otel_llm._show._store._columns import SegmentColumns
-from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._show._store._records import pack, unpack
 from otel_llm._show._store._rows import span_row
 from otel_llm.testing import Spans

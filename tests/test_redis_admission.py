@@ -14,9 +14,7 @@ from dataclasses import dataclass
 import pytest
 from redis.asyncio import Redis
 
-from otel_llm._act._admission import Limits, LocalAdmission
-from otel_llm._act._redis_admission import RedisAdmission
-from otel_llm._errors import BackendUnavailable
+from otel_llm import BackendUnavailable, Limits, LocalAdmission, RedisAdmission
 from otel_llm._redact import redact_url
 from tests.support.redis_server import (
     RedisServer,

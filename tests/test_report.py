@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from otel_llm import ConfigurationError, NotAStore, OtelLLMError, open_store
 from otel_llm import _semconv as sc
-from otel_llm._errors import ConfigurationError, NotAStore, OtelLLMError
 from otel_llm._show._dashboards._panels import PANELS, variable_sql, worst_trace_ids
 from otel_llm._show._report._data import (
     TimeRange,
@@ -34,7 +34,6 @@ from otel_llm._show._report._html import NO_DATA, SPECS_ID
 from otel_llm._show._report._write import default_output, write_report
 from otel_llm._show._sql._grafana_macros import Variable, expand
 from otel_llm._show._sql._panel_sql import DUCKDB_PANELS
-from otel_llm._show._store._access import open_store
 from otel_llm._show._store._segments import SEGMENTS, SegmentStore
 from otel_llm._show._store._since import parse_since
 from otel_llm.cli._app import DEMO_TOO_BUSY_EXIT

@@ -13,8 +13,14 @@ import httpx2
 import pytest
 from pydantic import SecretStr
 
-from otel_llm import AllSourcesExhausted, Client, ConfigurationError, OtelLLMError, Source
-from otel_llm._act._settings import ClientSettings
+from otel_llm import (
+    AllSourcesExhausted,
+    Client,
+    ClientSettings,
+    ConfigurationError,
+    OtelLLMError,
+    Source,
+)
 from otel_llm.simulator import Script, SimulatedProvider
 from otel_llm.testing import Spans
 from tests.support.redis_server import free_port

@@ -14,8 +14,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from otel_llm import AllSourcesExhausted, Client, Source
-from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
+from otel_llm import AllSourcesExhausted, Client, Source, instrument_openai, uninstrument_openai
 from otel_llm.testing import Scripted, Spans, error, json_answer, sse_answer
 
 CONVENTION = frozenset(

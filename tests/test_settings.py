@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from otel_llm import CallStats, Client, ConfigurationError, Source
-from otel_llm._act._groups import HedgeSettings, RetrySettings, StreamSettings
-from otel_llm._act._settings import ClientSettings, ConfigWarning, EmbeddingSettings
+from otel_llm import (
+    CallStats,
+    Client,
+    ClientSettings,
+    ConfigurationError,
+    ConfigWarning,
+    EmbeddingSettings,
+    HedgeSettings,
+    RetrySettings,
+    Source,
+    StreamSettings,
+)
 
 BASE = "http://127.0.0.1:9/v1"
 

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from otel_llm import NotAStore, SegmentSpanExporter
 from otel_llm import _semconv as sc
-from otel_llm._errors import NotAStore
 from otel_llm._show._sql._schema import migrate
 from otel_llm._show._store._access import (
     LEGACY_SUFFIX,
@@ -29,7 +29,6 @@ from otel_llm._show._store._access import (
 )
 from otel_llm._show._store._breakdown import run_query
 from otel_llm._show._store._columns import SegmentColumns
-from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._show._store._rows import span_row
 from otel_llm._show._store._segments import SCHEMA_SEGMENT, SegmentStore, encode_rows
 from tests.conftest import Spans, require

@@ -9,11 +9,11 @@ import httpx2
 import pytest
 from pydantic import SecretStr
 
+from otel_llm import Source
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
 from otel_llm._act._attempt import Attempt
 from otel_llm._act._pool import Pool
-from otel_llm._act._source import Source
 from otel_llm._act._transport import chat_completion
 from otel_llm._measure._chunks import ChunkClock
 from otel_llm.simulator import Script, Silence, SimulatedProvider

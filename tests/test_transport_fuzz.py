@@ -22,12 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from otel_llm import Source, instrument_openai, uninstrument_openai
 from otel_llm import _errors as e
 from otel_llm._act._pool import Pool
-from otel_llm._act._source import Source
 from otel_llm._act._transport import chat_completion
 from otel_llm._measure._chunks import ChunkClock
-from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 from otel_llm.testing import Spans
 
 BAD_BYTE = b"\xff"

@@ -13,13 +13,10 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from otel_llm import Client, Source
+from otel_llm import Client, DerivingSpanProcessor, SegmentSpanExporter, Source, open_store
 from otel_llm import _semconv as sc
 from otel_llm._measure._events import plan_chunk_events
-from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._store._access import open_store
-from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._tune._hedging_model import Role, Rules, Timeline, simulate_call
 from otel_llm._tune._recorded import read_recorded, timeline_of_events
 from otel_llm._tune._script_timeline import timeline_of

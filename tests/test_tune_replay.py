@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from otel_llm import _semconv as sc
-from otel_llm._show._store._access import open_store
+from otel_llm import open_store
 from otel_llm._tune._hedging_model import FAILED_S, Rules, mean_backoff_s
 from otel_llm._tune._recorded import read_recorded
 from otel_llm._tune._replay import Draws, replay

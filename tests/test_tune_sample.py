@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_llm import ConfigurationError, open_store
 from otel_llm import _semconv as sc
-from otel_llm._errors import ConfigurationError
-from otel_llm._show._store._access import open_store
 from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._segments import SegmentStore, encode
 from otel_llm._tune._hedging_model import Timeline

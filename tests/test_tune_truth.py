@@ -1,4 +1,4 @@
-"""``otel-llm tune`` on known ground truth (issue 13 §3): unhedged calls of a known distribution
+"""``otel-llm tune`` on known ground truth: unhedged calls of a known distribution
 recorded into a real store, ``tune --budget 1.25`` through the CLI, its recommendation run with
 the real client on fresh draws — the predicted p99 and requests per call hold.
 
@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from otel_llm import CallStats, Client, Source
+from otel_llm import AllSourcesExhausted, CallStats, Client, Source
 from otel_llm._defaults import DEFAULTS
-from otel_llm._errors import AllSourcesExhausted
 from otel_llm.simulator import Script, Silence, scripted_figures
 from otel_llm.testing import Spans, figures_of, run_virtual
 from otel_llm.testing._memory_provider import MemoryProvider

@@ -13,11 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_llm import Client, Source
-from otel_llm._act._settings import ClientSettings
+from otel_llm import Client, ClientSettings, ConfigurationError, Source, open_store
 from otel_llm._defaults import DEFAULTS
-from otel_llm._errors import ConfigurationError
-from otel_llm._show._store._access import open_store
 from otel_llm._tune._config_lines import config_lines
 from otel_llm._tune._hedging_model import FAILED_S, Rules, p99_interval, percentiles
 from otel_llm._tune._replay import Figures

@@ -45,7 +45,7 @@ STALL: Trigger = "stall"
 
 @dataclass(slots=True)
 class HedgeBudgets:
-    """The hedge budget of a client, spent per trigger (issue 13 §1; the study behind it is
+    """The hedge budget of a client, spent per trigger (the study behind it is
     ``benchmarks/results/hedging_budgets.txt``).
 
     With one trigger set, that trigger has the whole bucket (``ratio``, ``burst``), exactly as

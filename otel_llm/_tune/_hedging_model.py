@@ -206,7 +206,7 @@ def simulate_call(
 ) -> Outcome:
     """One call under ``rules``; ``draw`` gives each new leg's timeline. ``chain`` breaks the
     one-hedge- per-round rule on purpose (every leg may hedge, a study's what-if);
-    ``fallthrough=False`` is the client before issue 13 (a refused first-token hedge ends the
+    ``fallthrough=False`` is the earlier client policy (a refused first-token hedge ends the
     round's hedging)."""
     start = 0.0
     outcome = Outcome()

@@ -10,12 +10,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from otel_llm import DerivingSpanProcessor, SegmentSpanExporter
 from otel_llm import _semconv as sc
-from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS, StallFigures
 from otel_llm._show._store._access import reader_sql
-from otel_llm._show._store._exporter import SegmentSpanExporter
 
 MS = NS_PER_MS
 ARRIVALS = [1630.0, 1650.0, 1670.0, 1690.0, 56_590.0, 56_610.0, 58_700.0, 58_720.0]

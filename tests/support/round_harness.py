@@ -9,14 +9,13 @@ from dataclasses import dataclass, field
 
 from opentelemetry.trace import NoOpTracerProvider, Tracer
 
+from otel_llm import HedgeSettings, Source
 from otel_llm import _semconv as sc
 from otel_llm._act._attempt import Attempt
 from otel_llm._act._breaker import Breaker
-from otel_llm._act._groups import HedgeSettings
 from otel_llm._act._hedge_budget import Trigger
 from otel_llm._act._legs import Leg
 from otel_llm._act._round import Round, RoundResult
-from otel_llm._act._source import Source
 from otel_llm._act._source_state import SourceState
 
 TIMER = 0.05

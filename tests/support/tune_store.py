@@ -17,12 +17,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 
+from otel_llm import DerivingSpanProcessor, SegmentSpanExporter
 from otel_llm import _semconv as sc
 from otel_llm._measure import _spans as spans_module
-from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._tune._hedging_model import Timeline
 
 MS = NS_PER_MS

@@ -127,9 +127,15 @@ def _check_tables(conn: duckdb.DuckDBPyConnection, path: Path, *, views: bool) -
 
 
 @contextlib.contextmanager
-def open_store(path: Path, *, views: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only view of the store at ``path`` (see the module docstring). While it is open,
-    no writer merges segments, so every query on it sees each span exactly once."""
+def open_store(
+    path: str | os.PathLike[str], *, views: bool = True
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only DuckDB connection to the store at ``path``, with the ``otel_traces`` table
+    and the views (``llm_calls``, ``llm_attempts``, ``llm_attempts_at(T)``), as a context
+    manager. While it is open no writer merges segments, so every query on it sees each span
+    exactly once; writers go on writing. Raises :class:`~otel_llm.NotAStore` when ``path`` is
+    not a store (or has a segment DuckDB cannot read, after moving it aside once)."""
+    path = Path(path)
     check_store(path)
     if path.is_dir():
         store = SegmentStore(path)
