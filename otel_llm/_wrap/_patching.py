@@ -12,11 +12,15 @@ once for every SDK:
 - installing idempotently, and uninstalling without breaking another instrumentation that
   wrapped ours since: ours is then left in place as a pass-through;
 - never letting telemetry break the call: a recorder that cannot be built, or a result that
-  cannot be observed, leaves the SDK's own behaviour untouched.
+  cannot be observed, leaves the SDK's own behaviour untouched;
+- one call, one span set: a wrapped call made *inside* another wrapped call (LiteLLM calling the
+  openai SDK, an SDK helper calling its own ``create``) passes through, so a call is metered
+  once, by the outermost API the application called.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import logging
@@ -34,6 +38,9 @@ from otel_llm._version import __version__
 from otel_llm._wrap._recorder import CallRecorder
 
 logger = logging.getLogger("otel_llm")
+
+_INSIDE: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_llm_wrapped", default=False)
+"""True while a wrapped call is being made (the SDK method runs): nested ones pass through."""
 
 _UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 """The API's stand-ins when no SDK provider is installed: spans through them go nowhere."""
@@ -172,28 +179,34 @@ class SdkPatch:
 
             @functools.wraps(original)
             async def async_wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
-                recorder = start(target, resource, args, kwargs)
+                recorder = None if _INSIDE.get() else start(target, resource, args, kwargs)
                 if recorder is None:
                     return await original(resource, *args, **kwargs)
+                token = _INSIDE.set(True)
                 try:
                     result = await original(resource, *args, **kwargs)
                 except BaseException as exc:
                     recorder.end_error(exc)
                     raise
+                finally:
+                    _INSIDE.reset(token)
                 return _observed(observe, result, recorder, True)
 
             return async_wrapper
 
         @functools.wraps(original)
         def wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
-            recorder = start(target, resource, args, kwargs)
+            recorder = None if _INSIDE.get() else start(target, resource, args, kwargs)
             if recorder is None:
                 return original(resource, *args, **kwargs)
+            token = _INSIDE.set(True)
             try:
                 result = original(resource, *args, **kwargs)
             except BaseException as exc:
                 recorder.end_error(exc)
                 raise
+            finally:
+                _INSIDE.reset(token)
             return _observed(observe, result, recorder, False)
 
         return wrapper
