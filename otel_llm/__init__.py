@@ -65,6 +65,7 @@ if _typing.TYPE_CHECKING:  # what _LAZY imports on first use, spelled out for ty
     )
     from otel_llm._telemetry import Telemetry, init
     from otel_llm._wrap._chunk_view import openai_classifier
+    from otel_llm._wrap._every_sdk import instrument, uninstrument
     from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
     from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 
@@ -91,6 +92,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "otel_llm._show._store._exporter": ("SegmentSpanExporter", "ExportStats"),
     "otel_llm._telemetry": ("Telemetry", "init"),
     "otel_llm._wrap._chunk_view": ("openai_classifier",),
+    "otel_llm._wrap._every_sdk": ("instrument", "uninstrument"),
     "otel_llm._wrap._observe": ("AsyncObservedStream", "ObservedStream", "observe_stream"),
     "otel_llm._wrap._openai": ("instrument_openai", "uninstrument_openai"),
 }
@@ -155,10 +157,12 @@ __all__ = [
     "WatchdogTimeout",
     "__version__",
     "init",
+    "instrument",
     "instrument_openai",
     "observe_stream",
     "open_store",
     "openai_classifier",
+    "uninstrument",
     "uninstrument_openai",
 ]
 

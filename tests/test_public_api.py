@@ -70,9 +70,11 @@ EXPECTED = {
     "WatchdogTimeout",
     "__version__",
     "init",
+    "instrument",
     "instrument_openai",
     "observe_stream",
     "openai_classifier",
+    "uninstrument",
     "uninstrument_openai",
 }
 
