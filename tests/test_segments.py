@@ -41,6 +41,7 @@ def _rows(count: int) -> list[dict[str, object]]:
     return [span_row(span) for span in spans.finished()]
 
 
+@pytest.mark.timeout(300)  # a time-compressed long run: ~25 s idle, slower beside burners
 def test_merging_goes_on_for_hundreds_of_merges(tmp_path: Path) -> None:
     """Sixteen one-span segments, a merge, again and again: every merge succeeds (no name ever
     grows with history), the store stays at a few segments, and nothing is lost or doubled."""
@@ -59,6 +60,7 @@ def test_merging_goes_on_for_hundreds_of_merges(tmp_path: Path) -> None:
     assert len(generations) == 2  # the current one and the one the last merge superseded
 
 
+@pytest.mark.timeout(300)  # a time-compressed long run: ~25 s idle, slower beside burners
 def test_a_merge_rewrites_a_bounded_amount_however_old_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
