@@ -21,13 +21,13 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup, TyperOption
 
+from benchmarks.support import burners
 from otel_llm._show._store._breakdown import breakdown_sql, run_query
 from otel_llm.cli import app
 from otel_llm.cli._demo import DEMO_FIT, DemoOptions, run_demo
 from otel_llm.cli._render import Format, Output
 from otel_llm.simulator import sample_measured, scripted_figures
 from tests.conftest import require
-from tests.support.benchmark_modules import load_benchmark
 from tests.support.processes import run_cli
 
 SEED = 529
@@ -100,7 +100,7 @@ def drive(db: Path, calls: int, concurrency: int, scale: float, seed: int) -> di
 
 def cpu_burners(count: int = 2) -> AbstractContextManager[None]:
     """``count`` processes spinning on the CPU (each stops by itself after 120 s at most)."""
-    manager: AbstractContextManager[None] = load_benchmark("_burners").cpu_burners(count, 120.0)
+    manager: AbstractContextManager[None] = burners.cpu_burners(count, 120.0)
     return manager
 
 

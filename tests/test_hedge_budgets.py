@@ -4,6 +4,7 @@ on extra requests holds; it is the budget the model study chose (``overflow 5 +f
 
 from __future__ import annotations
 
+import importlib
 import random
 from types import ModuleType
 from typing import Literal
@@ -15,7 +16,6 @@ from hypothesis import strategies as st
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, HedgeBudget, HedgeBudgets, Trigger
 from otel_llm._defaults import DEFAULTS
 from otel_llm.cli._demo import DemoBudget
-from tests.support.benchmark_modules import load_benchmark
 
 Op = tuple[Literal["earn", "spend", "refund"], Trigger]
 """One step of a budget's life: a round started, a hedge asked for, a hedge given back."""
@@ -169,8 +169,8 @@ def test_the_default_first_token_burst() -> None:
 
 
 def load_study() -> ModuleType:
-    """``benchmarks/hedging_model.py`` as a module of its own name for these tests."""
-    return load_benchmark("hedging_model", "hedging_model_for_budgets")
+    """The budget study, ``benchmarks/hedging/model.py``."""
+    return importlib.import_module("benchmarks.hedging.model")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -1,4 +1,4 @@
-"""The zero-overhead hedging model (benchmarks/hedging_model.py) reads scripts faithfully; the
+"""The zero-overhead hedging model (benchmarks/hedging/model.py) reads scripts faithfully; the
 grid it shares with the client benchmark, the time-ordered replay of the client's draws and the
 frontier are sound."""
 
@@ -20,13 +20,11 @@ import vl_convert
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.hedging import model as MODEL
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL
 from otel_llm._tune._hedging_model import Kills, Rules, Timeline, simulate_call
 from otel_llm._tune._script_timeline import arrivals
 from otel_llm.simulator import Script, Silence, sample_measured
-from tests.support.benchmark_modules import load_benchmark
-
-MODEL = load_benchmark("hedging_model")
 
 
 def test_legs_match_the_chunk_by_chunk_timeline() -> None:
@@ -218,9 +216,9 @@ def test_the_budget_study_is_deterministic_on_paired_draws() -> None:
 # --- the grid both benchmarks share, the time-ordered replay, the frontier -----------------------
 
 
-GRID = importlib.import_module("_hedging_grid")  # on the path since load_model()
-REPLAY = importlib.import_module("_hedging_replay")
-FRONTIER = importlib.import_module("_hedging_frontier")
+GRID = importlib.import_module("benchmarks.hedging._grid")
+REPLAY = importlib.import_module("benchmarks.hedging._replay")
+FRONTIER = importlib.import_module("benchmarks.hedging._frontier")
 
 
 def test_the_grid_names_each_setting_once_and_parses_back() -> None:

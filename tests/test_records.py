@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.sdk.trace import Event, ReadableSpan
 
+from benchmarks.store.throughput import attempt_spans
 from otel_llm import SegmentSpanExporter
 from otel_llm import _semconv as sc
 from otel_llm._measure._span_events import chunk_event_class
@@ -19,7 +20,6 @@ from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._records import pack, unpack
 from otel_llm._show._store._rows import span_row
 from otel_llm.testing import Spans
-from tests.support.benchmark_modules import load_benchmark
 
 KIB = 1024
 
@@ -27,7 +27,7 @@ KIB = 1024
 def _attempt_spans(count: int) -> list[ReadableSpan]:
     """Attempt spans of streamed calls with 31 chunk events each, as the store benchmark
     makes them (through the real processor and attempt span)."""
-    spans: list[ReadableSpan] = load_benchmark("store_throughput").attempt_spans(count)
+    spans: list[ReadableSpan] = attempt_spans(count)
     return spans
 
 

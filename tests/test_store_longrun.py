@@ -1,4 +1,4 @@
-"""A CI-sized run of ``benchmarks/store_longrun.py`` — writers steady and bursty, merges without
+"""A CI-sized run of ``benchmarks/store/longrun.py`` — writers steady and bursty, merges without
 pause, SIGKILLs of writers and mergers, two damaged segments dropped in midway, two lockless
 readers (the current DuckDB and 1.5.4, Grafana's engine) and ``otel-llm query`` throughout —
 with every requirement asserted on the results it writes back. The run lasts about a minute
@@ -17,7 +17,6 @@ import pytest
 from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parent.parent
-LONGRUN = ROOT / "benchmarks" / "store_longrun.py"
 OLD_DUCKDB = ROOT / ".cache" / "duckdb-1.5.4"
 
 
@@ -28,8 +27,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("longrun")
     out = work / "results.json"
     done = subprocess.run(
-        [sys.executable, str(LONGRUN), "--ci", "--seed", "3", "--work", str(work / "run"),
-         "--json", str(out)],
+        [sys.executable, "-m", "benchmarks.store.longrun", "--ci", "--seed", "3",
+         "--work", str(work / "run"), "--json", str(out)],
         capture_output=True, text=True, timeout=240, check=False, cwd=ROOT,
     )  # fmt: skip
     print(done.stdout)

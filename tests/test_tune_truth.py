@@ -15,15 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.tune import _noise, _truth  # the proof harness lives with the benchmarks
 from otel_llm import AllSourcesExhausted, CallStats, Client, Source
 from otel_llm._defaults import DEFAULTS
 from otel_llm.simulator import Script, Silence, scripted_figures
 from otel_llm.testing import Spans, figures_of, run_virtual
 from otel_llm.testing._memory_provider import MemoryProvider
-from tests.support.benchmark_modules import load_benchmark
 
-_truth = load_benchmark("_tune_truth")  # the proof harness lives with the benchmarks
-_noise = load_benchmark("_tune_noise")
 PRESETS = _truth.PRESETS
 Proof = _truth.Proof
 prove_all = _truth.prove_all
@@ -144,7 +142,7 @@ def test_store_holds_exactly_the_served_timelines(tmp_path: Path) -> None:
 #
 # How far apart may an honest prediction and measurement be? A p99 over 2,000 calls is one order
 # statistic of a heavy-tailed distribution, and tune's prediction is itself the p99 of 2,000
-# replayed calls. ``benchmarks/tune_ground_truth.py --noise`` runs this very proof on the package
+# replayed calls. ``benchmarks/tune/ground_truth.py --noise`` runs this very proof on the package
 # model alone (the recorded sample exactly as tune reads the store, tune's own grid, replay and
 # choice, fresh draws through the model) over many seed pairs. At 2,000 recorded and 2,000 fresh
 # calls (results in benchmarks/results/tune_ground_truth.txt):

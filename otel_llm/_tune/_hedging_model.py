@@ -18,7 +18,7 @@ rules:
   after a backoff, at most ``max_rounds`` rounds;
 * a call's wall time is its first success (``inf`` if none); its requests are its legs.
 
-Both ``benchmarks/hedging_model.py`` (on the simulator's draws) and ``otel-llm tune`` (on the
+Both ``benchmarks/hedging/model.py`` (on the simulator's draws) and ``otel-llm tune`` (on the
 attempts a store recorded) run this code.
 """
 

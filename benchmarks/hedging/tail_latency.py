@@ -4,11 +4,11 @@ zero-overhead model's replay of the very same draws.
 Run (the default grid of 12 settings and the oracle takes about 12 minutes on 2 cores;
 ``--calls 200`` for a quick look)::
 
-    .venv/bin/python benchmarks/hedging_tail_latency.py [--calls 1000] [--rate 20]
+    .venv/bin/python -m benchmarks.hedging.tail_latency [--calls 1000] [--rate 20]
         [--time-scale 0.1] [--seed 1] [--max-attempts 5] [--grid default]
         [--sequential] [--out benchmarks/results/hedging.txt] [--json PATH]
 
-What it measures. Every setting of the grid (``benchmarks/_hedging_grid.py``, the grid
+What it measures. Every setting of the grid (``benchmarks/hedging/_grid.py``, the grid
 ``hedging_model.py`` prints too; ``--grid`` takes ``default``, ``full`` or row names) sends the
 same traffic — ``--calls`` streamed chat calls (default 1,000) started at ``--rate`` calls per
 real second (default 20, open loop) — through ``otel_llm.Client`` to three simulated providers
@@ -30,7 +30,7 @@ and retries interleave on the wire, and the model can replay exactly those scrip
 order, one hedge the client and the model decide differently shifts every later hedge's script,
 and the two compare two samples of the p99 — ~±10 % apart at 1,000 calls.)
 
-The model beside it (``benchmarks/_hedging_replay.py``): the same calls, call ``i`` starting at
+The model beside it (``benchmarks/hedging/_replay.py``): the same calls, call ``i`` starting at
 ``i / (rate × time scale)`` simulated seconds, replayed in one discrete-event pass on simulated
 time — every round earns the hedge budget when it starts, every trigger spends it when it fires,
 the breakers hear of every leg's end, the client's seeded generator draws the backoff and breaker
@@ -92,11 +92,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import httpx2
-from _hedging_grid import BURST, Setting, parse_grid
-from _hedging_replay import ClientShape, KeyedScripts, Replay, call_key, replay
-from _provider import launch, read_url
 from opentelemetry import trace
 
+from benchmarks.hedging._grid import BURST, Setting, parse_grid
+from benchmarks.hedging._replay import ClientShape, KeyedScripts, Replay, call_key, replay
+from benchmarks.support.provider import launch, read_url
 from otel_llm._act._client import Client
 from otel_llm._act._source import Source
 from otel_llm._act._stats import CallStats
@@ -760,4 +760,7 @@ def parse(argv: Sequence[str] | None = None) -> tuple[Options, str | None, str |
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main(*parse())

@@ -2,9 +2,9 @@
 
 ``hedging_model.py --grid full --json M`` saves the model grid's points and
 ``hedging_tail_latency.py --json C`` the client's rows; this draws them as
-``hedging_model.py --png`` does (``_hedging_frontier.frontier_spec``)::
+``model.py --png`` does (``_frontier.frontier_spec``)::
 
-    .venv/bin/python benchmarks/hedging_frontier.py \\
+    .venv/bin/python -m benchmarks.hedging.frontier \\
         [--model benchmarks/results/hedging_model.json] \\
         [--client benchmarks/results/hedging_client.json] [--png docs/hedging_frontier.png]
 """
@@ -14,7 +14,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from _hedging_frontier import frontier_spec, load_client_rows, load_grid_points, write_png
+from benchmarks.hedging._frontier import (
+    frontier_spec,
+    load_client_rows,
+    load_grid_points,
+    write_png,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -29,4 +34,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

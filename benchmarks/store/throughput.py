@@ -10,9 +10,9 @@ one run. Targets (issue 11) are printed as PASS/FAIL lines:
   written;
 - fixed cost per write ≤ 5 ms (a segment of one span, fsync included).
 
-The cost of a chunk event on the call path is ``benchmarks/chunk_events.py``'s.
+The cost of a chunk event on the call path is ``benchmarks/overhead/chunk_events.py``'s.
 
-    .venv/bin/python benchmarks/store_throughput.py [--spans 20000] [--baseline 219e388]
+    .venv/bin/python -m benchmarks.store.throughput [--spans 20000] [--baseline 219e388]
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from _burners import cpu_burners
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
+from benchmarks import ROOT, child_env
+from benchmarks.support.burners import cpu_burners
 from otel_llm import _semconv as sc
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._spans import AttemptSpan
 
-ROOT = Path(__file__).resolve().parent.parent
 MS = 1_000_000
 Checks = list[tuple[bool, str]]
 
@@ -102,11 +102,12 @@ def attempt_spans(count: int, events: int = 30, seed: int = 11) -> list[Readable
 _THROUGHPUT = textwrap.dedent(
     """
     import json, os, sys, time, tempfile
-    sys.path.insert(0, {tree!r})
-    sys.path.insert(1, {bench!r})
     os.sched_setaffinity(0, {{os.sched_getaffinity(0).pop()}})  # one core for every thread
-    from store_throughput import attempt_spans
-    from otel_llm._show._store._exporter import SegmentSpanExporter
+    from benchmarks.store.throughput import attempt_spans
+    try:
+        from otel_llm._show._store._exporter import SegmentSpanExporter
+    except ImportError:  # a baseline from before the store's folder: its one-file exporter
+        from otel_llm._show._duckdb_exporter import DuckDBSpanExporter as SegmentSpanExporter
     spans = attempt_spans({spans})
     events = sum(len(s.events) for s in spans) / len(spans)
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,11 +125,14 @@ _THROUGHPUT = textwrap.dedent(
 
 def throughput(tree: Path, spans: int, name: str) -> dict[str, float]:
     """Spans written per second by the store of ``tree``, all its threads on one core."""
-    code = _THROUGHPUT.format(
-        tree=str(tree), bench=str(ROOT / "benchmarks"), spans=spans, name=name
-    )
+    code = _THROUGHPUT.format(spans=spans, name=name)
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=tree
+        [sys.executable, "-P", "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tree,
+        env=child_env(tree),
     )
     if out.returncode != 0:
         raise SystemExit(f"throughput run in {tree} failed:\n{out.stderr}")
@@ -169,7 +173,10 @@ async def _lag_during_burst(
 
 
 def lag(spans: list[ReadableSpan], store: bool) -> list[float]:
-    from otel_llm._show._store._exporter import SegmentSpanExporter
+    try:
+        from otel_llm._show._store._exporter import SegmentSpanExporter
+    except ImportError:  # a baseline from before the store's folder: its one-file exporter
+        from otel_llm._show._duckdb_exporter import DuckDBSpanExporter as SegmentSpanExporter
 
     with tempfile.TemporaryDirectory() as tmp:
         exporter = SegmentSpanExporter(Path(tmp) / "store") if store else None
@@ -197,7 +204,10 @@ def held_per_span(count: int) -> tuple[float, float]:
     """Bytes held per span while the store cannot be written: exactly (the encoded segments
     waiting) and as resident memory growth, from the moment the first 2,000 are held (so the
     transient cost of making spans here is not counted)."""
-    from otel_llm._show._store._exporter import SegmentSpanExporter
+    try:
+        from otel_llm._show._store._exporter import SegmentSpanExporter
+    except ImportError:  # a baseline from before the store's folder: its one-file exporter
+        from otel_llm._show._duckdb_exporter import DuckDBSpanExporter as SegmentSpanExporter
 
     chunk = 2000
     with tempfile.TemporaryDirectory() as tmp:
@@ -226,7 +236,10 @@ def queued_per_span(count: int) -> tuple[float, float]:
     spans queued in a writer that waits (the SDK spans dropped once handed over)."""
     import tracemalloc
 
-    from otel_llm._show._store._exporter import SegmentSpanExporter
+    try:
+        from otel_llm._show._store._exporter import SegmentSpanExporter
+    except ImportError:  # a baseline from before the store's folder: its one-file exporter
+        from otel_llm._show._duckdb_exporter import DuckDBSpanExporter as SegmentSpanExporter
 
     with tempfile.TemporaryDirectory() as tmp:
         exporter = SegmentSpanExporter(
@@ -253,7 +266,10 @@ def queued_per_span(count: int) -> tuple[float, float]:
 
 def cost_per_write(writes: int) -> tuple[float, float]:
     """CPU and wall milliseconds to write a segment of one span, over ``writes`` writes."""
-    from otel_llm._show._store._exporter import SegmentSpanExporter
+    try:
+        from otel_llm._show._store._exporter import SegmentSpanExporter
+    except ImportError:  # a baseline from before the store's folder: its one-file exporter
+        from otel_llm._show._duckdb_exporter import DuckDBSpanExporter as SegmentSpanExporter
 
     spans = attempt_spans(writes)
     with tempfile.TemporaryDirectory() as tmp:
@@ -377,4 +393,7 @@ def _write_part(args: argparse.Namespace, checks: Checks) -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

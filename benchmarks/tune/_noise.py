@@ -3,10 +3,10 @@
 
 A p99 over 2,000 calls is one order statistic of a heavy-tailed distribution: two honest runs
 differ by several per cent by chance alone, so a "within 10 %" check is only meaningful at sizes
-this study chooses. It runs what ``benchmarks/_tune_truth.py`` runs — without the client,
+this study chooses. It runs what ``benchmarks/tune/_truth.py`` runs — without the client,
 the store or a clock, so thousands of trials are cheap:
 
-* :func:`recorded_sample` — the calls :func:`~_tune_truth.record` makes (the
+* :func:`recorded_sample` — the calls :func:`~benchmarks.tune._truth.record` makes (the
   same sources, seeds and scripts in the same order), each attempt's timeline exactly as the
   store records and ``tune`` reads it (the span's chunk events chosen by the SDK's own rule,
   read back by tune's own reader), as tune's :class:`~otel_llm._tune._sample.Sample`;
@@ -27,8 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from _tune_truth import NO_TIMEOUT_S, source_seeds
-
+from benchmarks.tune._truth import NO_TIMEOUT_S, source_seeds
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._events import choose_event_indices
@@ -69,7 +68,7 @@ def stored_timeline(script: Script, floor_ms: int = DEFAULTS.chunk_event_floor_m
 
 
 def recorded_scripts(preset: Preset, calls: int, seed: int, sources: int = 3) -> list[Script]:
-    """The scripts :func:`~_tune_truth.record` serves, in call order: call
+    """The scripts :func:`~benchmarks.tune._truth.record` serves, in call order: call
     *i* runs on source *i* mod ``sources``, whose generator draws its requests in turn."""
     rngs = [random.Random(s) for s in source_seeds(seed, sources).values()]
     return [preset(rngs[index % sources]) for index in range(calls)]
@@ -97,7 +96,7 @@ def sample_of(timelines: Sequence[tuple[str, Timeline]], floor_ms: int) -> Sampl
 
 
 def recorded_sample(preset: Preset, calls: int, seed: int, sources: int = 3) -> Sample:
-    """The sample tune reads from a :func:`~_tune_truth.record` store of the
+    """The sample tune reads from a :func:`~benchmarks.tune._truth.record` store of the
     same arguments."""
     names = list(source_seeds(seed, sources))
     scripts = recorded_scripts(preset, calls, seed, sources)

@@ -13,7 +13,7 @@ the scenario — interpreter start-up excluded — and which heavy modules the s
 Give ``--tree`` more than once to compare source trees in one invocation, e.g. main (before) and a
 worktree (after); the last tree is compared with the first (ratio = first / last)::
 
-    .venv/bin/python benchmarks/import_time.py --tree /work/main --tree . [--runs 9]
+    .venv/bin/python -m benchmarks.overhead.import_time --tree /work/main --tree . [--runs 9]
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks import ROOT
 
 HEAVY = (
     "duckdb",
@@ -80,7 +82,7 @@ def run(python: str, tree: Path, scenario: tuple[str, str], runs: int) -> Result
     """The median of ``runs`` fresh-process timings of a scenario with ``tree`` on the path."""
     setup, body = scenario
     code = CHILD.format(setup=setup, body=body, heavy=HEAVY)
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": str(tree)}  # the measured child needs nothing else
     env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
     times: list[float] = []
     heavy: list[str] = []
@@ -111,7 +113,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="timed runs per scenario (median)")
     parser.add_argument("--python", default=sys.executable, help="the interpreter to run")
     args = parser.parse_args()
-    trees = [tree.resolve() for tree in args.tree or [Path(__file__).resolve().parent.parent]]
+    trees = [tree.resolve() for tree in args.tree or [ROOT]]
     try:
         subprocess.run([args.python, "-c", "import openai"], check=True, capture_output=True)
     except subprocess.CalledProcessError:
@@ -135,4 +137,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

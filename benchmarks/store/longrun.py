@@ -30,8 +30,8 @@ two ``SegmentStore(path).compact()`` loops (never both killed at once) and ``ote
 compact`` runs, half of them killed mid-way. The tenths start after a warm-up (every writer
 wrote, a merge happened); SIGKILLs start there too.
 
-    .venv/bin/python benchmarks/store_longrun.py                   # ≥ 10,000 merges
-    .venv/bin/python benchmarks/store_longrun.py --ci --json r.json   # the test's size
+    .venv/bin/python -m benchmarks.store.longrun                   # ≥ 10,000 merges
+    .venv/bin/python -m benchmarks.store.longrun --ci --json r.json   # the test's size
 
 ``tests/test_store_longrun.py`` runs the CI size and asserts every requirement.
 """
@@ -61,7 +61,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the roles import what they need, so the 1.5.4 reader imports only duckdb
     from otel_llm._show._store._segments import SegmentStore
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks import ROOT, child_command, child_env
+
 OLD_DUCKDB = ROOT / ".cache" / "duckdb-1.5.4"
 """DuckDB 1.5.4, the engine of Grafana's DuckDB plugin (``./dev test`` installs it here)."""
 SEQ_BITS = 32
@@ -510,7 +511,7 @@ class Harness:
         incarnation = self.incarnations
         log = self.logs / f"{role}-{incarnation}.log"
         command = [
-            sys.executable, str(Path(__file__).resolve()), "--role", role,
+            *child_command(__spec__.name), "--role", role,
             "--store", str(self.store_path), "--log", str(log), "--stop", str(self.stop),
             "--incarnation", str(incarnation), "--seed", str(self.rng.randrange(2**31)),
             "--start", repr(self.start), "--sql", str(self.sql), "--pace", repr(self.config.pace),
@@ -747,8 +748,8 @@ def _merged_once(child: Child) -> bool:
 
 def _env(path: Path) -> dict[str, str]:
     """The environment of a child: ``path`` first on its import path, no inherited one."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OTEL_LLM_DB")}
-    return {**env, "PYTHONPATH": str(path), "OTEL_SDK_DISABLED": "false"}
+    env = {k: v for k, v in os.environ.items() if k != "OTEL_LLM_DB"}
+    return {**child_env(path, base=env), "OTEL_SDK_DISABLED": "false"}
 
 
 # --- reading the results back ------------------------------------------------------------------
@@ -1201,4 +1202,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

@@ -50,7 +50,7 @@ Targets (judged on instructions; on CPU time with ``--no-callgrind``): otel-llm 
 and below every peer. The script also prints what each variant recorded for the measured stream
 (spans, span events, metric points), so a variant that records nothing is visible.
 
-    .venv/bin/python benchmarks/openai_overhead.py [--chunks 20000] [--rounds 5]
+    .venv/bin/python -m benchmarks.overhead.openai_sdk [--chunks 20000] [--rounds 5]
         [--callgrind-chunks 2000] [--no-callgrind] [--client sync|async] [--out FILE]
 
 The default run takes about seven minutes on a 2-core machine, most of it under callgrind.
@@ -73,8 +73,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from _callgrind import marked_run, totals_of
-from _provider import start_provider
+from benchmarks import child_command, child_env
+from benchmarks.support.callgrind import marked_run, totals_of
+from benchmarks.support.provider import start_provider
 
 VARIANTS = ("bare", "otel-llm", "openllmetry", "contrib")
 PEERS = ("openllmetry", "contrib")
@@ -283,8 +284,7 @@ class Result:
 
 def worker_command(args: argparse.Namespace, variant: str, role: str, chunks: int) -> list[str]:
     return [
-        sys.executable,
-        os.path.abspath(__file__),
+        *child_command(__spec__.name),
         "--variant",
         variant,
         f"--{role}",
@@ -317,6 +317,7 @@ def timed(args: argparse.Namespace, results: dict[str, Result]) -> None:
         for variant in args.variants:
             workers[variant] = subprocess.Popen(
                 worker_command(args, variant, "time-worker", args.chunks),
+                env=child_env(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 text=True,
@@ -346,7 +347,7 @@ def timed(args: argparse.Namespace, results: dict[str, Result]) -> None:
 def callgrind(args: argparse.Namespace, variant: str, result: Result) -> None:
     """Run ``variant`` once under callgrind; keep the count of the measured stream."""
     started = time.monotonic()
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env = {**child_env(), "PYTHONHASHSEED": "0"}
     command = worker_command(args, variant, "callgrind-worker", args.callgrind_chunks)
     with marked_run(command, env, variant) as (done, parts):
         counts = [totals_of(part) for part in parts]
@@ -530,4 +531,7 @@ if __name__ == "__main__":
     elif arguments.time_worker:
         timing_worker(arguments)
     else:
+        from benchmarks.support.header import print_header
+
+        print_header(__spec__.name)
         main(arguments)

@@ -7,7 +7,7 @@ later runs. Then it writes the report and prints its size and time, and the size
 without the inlined runtime (what the data adds)::
 
     otel-llm demo --db /tmp/demo-store --calls 300
-    python benchmarks/report_size.py /tmp/demo-store /tmp/big-store --calls 1000000
+    python -m benchmarks.store.report_size /tmp/demo-store /tmp/big-store --calls 1000000
 """
 
 from __future__ import annotations
@@ -101,4 +101,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

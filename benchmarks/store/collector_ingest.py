@@ -15,7 +15,7 @@ With ``--collector BINARY`` the spans also go through a real collector (OTLP/HTT
 ``duckdb`` config), and the files it wrote are ingested and counted: the end-to-end check that
 every span sent lands::
 
-    .venv/bin/python benchmarks/collector_ingest.py [--spans 20000] \
+    .venv/bin/python -m benchmarks.store.collector_ingest [--spans 20000] \
         [--collector "$(collector/build.sh)"]
 """
 
@@ -194,4 +194,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

@@ -8,7 +8,7 @@ each and their ratio (target: ≤ 1.05×). CPU time on a shared 2-core machine i
 ``--callgrind`` the script also runs each variant once under ``valgrind --tool=callgrind`` and
 compares instruction counts, which do not depend on what else the machine is doing.
 
-    .venv/bin/python benchmarks/transport_overhead.py [--chunks 20000] [--rounds 15] [--callgrind]
+    .venv/bin/python -m benchmarks.overhead.transport [--chunks 20000] [--rounds 15] [--callgrind]
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 
 import httpx2
-from _provider import start_provider
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from benchmarks import child_command, child_env
+from benchmarks.support.provider import start_provider
 from otel_llm._act._attempt import Attempt
 from otel_llm._act._pool import Pool
 from otel_llm._act._source import Source
@@ -114,8 +114,7 @@ def callgrind_instructions(base_url: str, chunks: int, variant: str) -> int:
                 "valgrind",
                 "--tool=callgrind",
                 f"--callgrind-out-file={out}",
-                sys.executable,
-                __file__,
+                *child_command(__spec__.name),
                 "--once",
                 variant,
                 "--url",
@@ -125,6 +124,7 @@ def callgrind_instructions(base_url: str, chunks: int, variant: str) -> int:
             ],
             check=True,
             capture_output=True,
+            env=child_env(),
         )
         with open(out, encoding="utf-8") as handle:
             totals = re.search(r"^(?:summary|totals): (\d+)", handle.read(), re.MULTILINE)
@@ -172,6 +172,9 @@ if __name__ == "__main__":
     if args.once:
         asyncio.run(once(args.url, args.chunks, args.once))
     else:
+        from benchmarks.support.header import print_header
+
+        print_header(__spec__.name)
         if args.callgrind and shutil.which("valgrind") is None:
             parser.error("--callgrind needs valgrind on PATH")
         main(args.chunks, args.rounds, args.callgrind)

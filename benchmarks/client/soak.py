@@ -10,9 +10,9 @@ once the store has sealed its first segment), no task and no span left behind, a
 in the embedded store (the spans go through the deriving processor into a segment store, as
 ``init()`` wires them), none dropped.
 
-    .venv/bin/python benchmarks/soak.py                 # 2,000 calls at concurrency 50
-    .venv/bin/python benchmarks/soak.py --calls 20000   # longer
-    .venv/bin/python benchmarks/soak.py --burners 2     # beside two processes spinning on the CPU
+    .venv/bin/python -m benchmarks.client.soak                 # 2,000 calls at concurrency 50
+    .venv/bin/python -m benchmarks.client.soak --calls 20000   # longer
+    .venv/bin/python -m benchmarks.client.soak --burners 2     # beside two CPU-burning processes
 
 ``tests/test_soak.py`` runs a smaller version of the same soak in the test suite.
 """
@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _burners import cpu_burners
-from _provider import start_provider
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from benchmarks.support.burners import cpu_burners
+from benchmarks.support.provider import start_provider
 from otel_llm import Client, OtelLLMError, SegmentSpanExporter, Source
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._processor import DerivingSpanProcessor
@@ -412,4 +412,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

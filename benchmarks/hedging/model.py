@@ -2,14 +2,14 @@
 
 ``hedging_tail_latency.py`` measures the real client against the simulator. This script asks a
 different question: with *no* overhead anywhere, where does each setting of the grid the two
-share (``_hedging_grid.py``: stall trigger × first-token trigger × watchdog × budget ratio; the
+share (``_grid.py``: stall trigger × first-token trigger × watchdog × budget ratio; the
 client's default grid, or ``--grid full``) land — p99 over the oracle's against requests per
 call — and which settings form the frontier (no other setting has both a lower p99 and fewer
 requests)? It replays the very draws the client benchmark's providers serve (``measured``
 preset, providers of seeds S, S+1, S+2 for every seed S of ``--seeds``, every request keyed by
-its call: ``_hedging_replay.KeyedScripts``), the calls starting ``1 / (rate × 0.1)`` simulated
+its call: ``_replay.KeyedScripts``), the calls starting ``1 / (rate × 0.1)`` simulated
 seconds apart as the client benchmark starts them, in one time-ordered pass per setting
-(``_hedging_replay.replay``):
+(``_replay.replay``):
 
 * a leg's chunks arrive at its scripted times; it succeeds at its last chunk;
 * stall hedge: after the first chunk, the first gap longer than ``stall_after_s`` starts a hedge leg
@@ -23,7 +23,7 @@ seconds apart as the client benchmark starts them, in one time-ordered pass per 
   at most ``--max-rounds`` rounds; breakers as the client's;
 * a call's wall time is its first success (``inf`` if it never has one); its requests are its legs.
 
-``--png PATH`` draws the frontier picture (``_hedging_frontier.py``): the grid's points, the
+``--png PATH`` draws the frontier picture (``_frontier.py``): the grid's points, the
 frontier through the non-dominated ones, and the client benchmark's measured settings
 (``--client``, its ``--json`` file) beside the model's replay of their draws.
 
@@ -48,9 +48,9 @@ The oracle is the same primary draws without silences (``silences=False``, the `
 preset). Every row uses the same draws, so rows differ only by their rules. (The ``--budgets``
 study keeps its own independent pools, seeds S, S+1000, S+2000, paired call by call.)
 
-    .venv/bin/python benchmarks/hedging_model.py [--calls 20000] [--seeds 1,4,7] [--grid full]
+    .venv/bin/python -m benchmarks.hedging.model [--calls 20000] [--seeds 1,4,7] [--grid full]
         [--png docs/hedging_frontier.png --client benchmarks/results/hedging_client.json]
-    .venv/bin/python benchmarks/hedging_model.py --budgets [--preset measured]
+    .venv/bin/python -m benchmarks.hedging.model --budgets [--preset measured]
 """
 
 from __future__ import annotations
@@ -60,31 +60,25 @@ import functools
 import math
 import random
 import statistics
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Literal
 
-from otel_llm._act._hedge_budget import STALL, HedgeBudget, Trigger
-from otel_llm._tune import _hedging_model as model
-from otel_llm._tune._hedging_model import Timeline
-from otel_llm._tune._script_timeline import timeline_of
-from otel_llm.simulator import MeasuredPreset, Script, sample_measured
-from otel_llm.simulator._presets import FAST_STALLS, SLOW_TTFT
-
-if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by its path (tests), not run
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _hedging_frontier import (  # the benchmarks' own modules, by bare name
+from benchmarks.hedging._frontier import (
     frontier,
     frontier_spec,
     load_client_rows,
     save_grid_points,
     write_png,
 )
-from _hedging_grid import BURST, Setting, parse_grid
-from _hedging_replay import ClientShape, Draw, KeyedScripts, replay
+from benchmarks.hedging._grid import BURST, Setting, parse_grid
+from benchmarks.hedging._replay import ClientShape, Draw, KeyedScripts, replay
+from otel_llm._act._hedge_budget import STALL, HedgeBudget, Trigger
+from otel_llm._tune import _hedging_model as model
+from otel_llm._tune._hedging_model import Timeline
+from otel_llm._tune._script_timeline import timeline_of
+from otel_llm.simulator import MeasuredPreset, Script, sample_measured
+from otel_llm.simulator._presets import FAST_STALLS, SLOW_TTFT
 
 TARGET_P99 = 1.3
 TARGET_REQUESTS = 1.25
@@ -395,7 +389,7 @@ class GridRow:
 def grid_rows(
     settings: Sequence[Setting], calls: int, seeds: Sequence[int], rounds: int, interval_s: float
 ) -> list[GridRow]:
-    """Every setting's calls replayed in time order (``_hedging_replay``) on the keyed draws of
+    """Every setting's calls replayed in time order (``_replay``) on the keyed draws of
     providers ``seed``, ``seed + 1``, ``seed + 2`` for every seed, as the client benchmark's."""
     scripts = {seed: KeyedScripts((seed, seed + 1, seed + 2)) for seed in seeds}
     oracles = {seed: oracle_of(scripts[seed], calls) for seed in seeds}
@@ -657,4 +651,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

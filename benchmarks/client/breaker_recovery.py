@@ -6,7 +6,7 @@ Source ``a`` (preferred) answers 500 during an outage, ``b`` always answers; a c
 first call answered by ``a``) and the requests ``a`` received during the outage (the failures
 that open its breaker, then the probes). ``tests/test_recovery.py`` asserts the bounds.
 
-    .venv/bin/python benchmarks/breaker_recovery.py
+    .venv/bin/python -m benchmarks.client.breaker_recovery
 """
 
 from __future__ import annotations
@@ -90,4 +90,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

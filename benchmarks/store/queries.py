@@ -15,9 +15,9 @@ threshold as measured and at 250 ms, the chosen call the worst one; a repeated p
 copy, its variable holding that copy's value), run once cold (the first run on a fresh
 connection) and then ``--runs`` times; the median is what the target is checked against.
 
-    .venv/bin/python benchmarks/dashboard_queries.py [--calls 1000000] [--runs 5] [--quick] \\
+    .venv/bin/python -m benchmarks.store.queries [--calls 1000000] [--runs 5] [--quick] \\
         | tee benchmarks/results/dashboard_queries.txt
-    .venv/bin/python benchmarks/dashboard_queries.py --engine duckdb \\
+    .venv/bin/python -m benchmarks.store.queries --engine duckdb \\
         --duckdb-path .cache/duckdb-1.5.4      # in the DuckDB plugin's engine
 """
 
@@ -38,16 +38,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if "--duckdb-path" in sys.argv:  # before duckdb is imported: the DuckDB the queries run in
-    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--duckdb-path") + 1]).resolve()))
-sys.path.insert(1 if "--duckdb-path" in sys.argv else 0, str(ROOT))
+from benchmarks import ROOT, child_command, child_env
 
-import duckdb  # noqa: E402
+if "--duckdb-path" in sys.argv and os.environ.get("OTEL_LLM_BENCH_DUCKDB") is None:
+    # the DuckDB the queries run in must be found before the installed one: run again with it
+    # first on the import path (before duckdb is imported)
+    _engine = Path(sys.argv[sys.argv.index("--duckdb-path") + 1]).resolve()
+    _env = child_env(_engine)
+    _env["OTEL_LLM_BENCH_DUCKDB"] = str(_engine)
+    os.execve(sys.executable, child_command(__spec__.name, *sys.argv[1:]), _env)
 
-from otel_llm._show._dashboards._panels import PANELS, Panel, variable_sql, worst_trace_ids  # noqa: E402
-from otel_llm._show._sql._clickhouse import schema_sql, statements_of  # noqa: E402
-from otel_llm._show._sql._grafana_macros import (  # noqa: E402
+import duckdb
+
+from otel_llm._show._dashboards._panels import PANELS, Panel, variable_sql, worst_trace_ids
+from otel_llm._show._sql._clickhouse import schema_sql, statements_of
+from otel_llm._show._sql._grafana_macros import (
     Engine,
     QueryContext,
     Variable,
@@ -55,7 +60,7 @@ from otel_llm._show._sql._grafana_macros import (  # noqa: E402
     expand,
     interval_for,
 )
-from otel_llm._show._sql._panel_sql import (  # noqa: E402
+from otel_llm._show._sql._panel_sql import (
     ALL_VALUE,
     AS_MEASURED,
     CALL,
@@ -64,10 +69,10 @@ from otel_llm._show._sql._panel_sql import (  # noqa: E402
     FILTERS,
     THRESHOLD,
 )
-from otel_llm._show._sql._table import ALL_COLUMNS, TABLE  # noqa: E402
-from otel_llm._show._store._access import open_store  # noqa: E402
-from otel_llm._show._store._columns import SegmentColumns  # noqa: E402
-from otel_llm._show._store._segments import MARKER, SEGMENTS, SegmentStore, encode  # noqa: E402
+from otel_llm._show._sql._table import ALL_COLUMNS, TABLE
+from otel_llm._show._store._access import open_store
+from otel_llm._show._store._columns import SegmentColumns
+from otel_llm._show._store._segments import MARKER, SEGMENTS, SegmentStore, encode
 
 TARGET_S = 0.5
 DAY = timedelta(hours=24)
@@ -396,4 +401,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

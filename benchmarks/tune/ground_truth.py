@@ -3,12 +3,12 @@ distribution, tune, run the recommendation on fresh draws, compare predicted wit
 
 Run (from the repository root)::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/tune_ground_truth.py
+    .venv/bin/python -m benchmarks.tune.ground_truth
         [--presets measured,fast-stalls] [--recorded 10000] [--fresh 20000] [--seed 1]
         [--budget 1.25] [--store-dir DIR]
-    PYTHONPATH=. .venv/bin/python benchmarks/tune_ground_truth.py --noise
+    .venv/bin/python -m benchmarks.tune.ground_truth --noise
         [--trials 200] [--recorded 2000] [--fresh 2000] [--presets measured]
-    cd benchmarks && PYTHONPATH=.. ../.venv/bin/python tune_ground_truth.py --loopback
+    .venv/bin/python -m benchmarks.tune.ground_truth --loopback
         [--recorded 2000] [--fresh 2000] [--time-scale 0.1] [--rate 20]
 
 **The proof** (default). Per preset: ``--recorded`` unhedged streamed calls through the real
@@ -27,7 +27,7 @@ without the attempts that stalled > 20 s), which the check must reject.
 
 **The noise study** (``--noise``). The same proof on the package model alone, ``--trials`` times
 with fresh seeds: the recorded sample exactly as tune reads the store
-(:func:`~_tune_noise.recorded_sample`), tune's own grid/replay/choice, and the
+(:func:`~benchmarks.tune._noise.recorded_sample`), tune's own grid/replay/choice, and the
 recommended setting on fresh draws through the package model (the client's stand-in; the proof
 runs confirm it). Printed: the distribution of measured p99 / predicted p99, the share of trials
 outside ±10 % (the check's false failures when tune is right), the tolerance that 99 % of trials
@@ -59,8 +59,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from _provider import launch, read_url
-from _tune_noise import (
+from benchmarks.support.provider import launch, read_url
+from benchmarks.tune._noise import (
     averaged_p99,
     model_run,
     predict,
@@ -69,7 +69,7 @@ from _tune_noise import (
     tune_sample,
     wrong_floor,
 )
-from _tune_truth import (
+from benchmarks.tune._truth import (
     FRESH_SEED_OFFSET,
     NO_TIMEOUT_S,
     PRESETS,
@@ -87,7 +87,6 @@ from _tune_truth import (
     store_pipeline,
     tune,
 )
-
 from otel_llm._tune._hedging_model import Rules
 from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import Sample
@@ -445,4 +444,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
     main()

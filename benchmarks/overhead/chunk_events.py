@@ -19,7 +19,7 @@ confounded; the stepped clock changes nothing but the gaps. The instructions per
 
 Paths (each worker process warms up with one stream, then streams the measured answer
 ``--streams`` times between two ``os.getppid()`` calls, at which callgrind dumps its counters, as
-``benchmarks/openai_overhead.py`` does; the cyclic garbage collector is paused for the measured
+``benchmarks/overhead/openai_sdk.py`` does; the cyclic garbage collector is paused for the measured
 stream, since where its collections fall is chance: one landing in either stream would move the
 figure by ~1,500 instructions per event):
 
@@ -35,7 +35,7 @@ figure by ~1,500 instructions per event):
 
 Target: a chunk event <= 10,000 instructions on every path measured.
 
-    .venv/bin/python benchmarks/chunk_events.py [--chunks 116] [--paths openai,client]
+    .venv/bin/python -m benchmarks.overhead.chunk_events [--chunks 116] [--paths openai,client]
         [--streams 4] [--baseline REV] [--out FILE]
 """
 
@@ -57,7 +57,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from _callgrind import marked_run, totals_of
+from benchmarks import ROOT as BENCH_ROOT
+from benchmarks import child_command, child_env
+from benchmarks.support.callgrind import marked_run, totals_of
 
 PATHS = ("openai", "client")
 SHAPES = {"events": 150_000_000, "none": 1_000}
@@ -70,8 +72,7 @@ integers below 2**30 on a fast path) and bill that to the events."""
 TARGET = 10_000
 MODEL = "bench"
 MESSAGES: Any = [{"role": "user", "content": "go"}]
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = str(BENCH_ROOT)
 
 
 # --- the worker process ---------------------------------------------------------------------
@@ -239,10 +240,9 @@ class Run:
 def callgrind(args: argparse.Namespace, run: Run, package_dir: str) -> None:
     """Run one worker under callgrind; keep the count of the measured stream."""
     started = time.monotonic()
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": package_dir}
+    env = {**child_env(package_dir), "PYTHONHASHSEED": "0"}
     command = [
-        sys.executable,
-        os.path.abspath(__file__),
+        *child_command(__spec__.name),
         "--worker",
         "--path",
         run.path,
@@ -341,10 +341,8 @@ def report(
 
 
 def main(args: argparse.Namespace) -> None:
+    from benchmarks.support.provider import start_provider
     from otel_llm.simulator import SCRIPT_HEADER
-
-    sys.path.insert(0, HERE)
-    from _provider import start_provider
 
     args.script_header = SCRIPT_HEADER
     started = time.monotonic()
@@ -416,4 +414,7 @@ if __name__ == "__main__":
     if arguments.worker:
         worker(arguments)
     else:
+        from benchmarks.support.header import print_header
+
+        print_header(__spec__.name)
         main(arguments)

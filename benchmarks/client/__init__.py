@@ -1,0 +1,1 @@
+"""The client soak and the breaker's recovery."""

@@ -1,0 +1,1 @@
+"""The hedging model, its frontier chart, and tail latency through the real client."""

@@ -1,0 +1,1 @@
+"""Instructions per chunk: wrapped SDKs, the client transport, chunk events; import time."""

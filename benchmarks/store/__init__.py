@@ -1,0 +1,1 @@
+"""The embedded store, the dashboard queries, the Collector ingest, the report size."""

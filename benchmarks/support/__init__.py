@@ -1,0 +1,1 @@
+"""What the benchmarks share: callgrind runs, CPU burners, simulated providers, result headers."""

@@ -1,0 +1,1 @@
+"""``otel-llm tune`` against ground truth."""
