@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import json
 import logging
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -143,19 +145,70 @@ def throughput(tree: Path, spans: int, name: str) -> dict[str, float]:
 # --- event-loop lag during a burst --------------------------------------------------------------
 
 
+LATE_S = 0.003
+"""A probe this late is explained (see :class:`Blame`)."""
+
+
+def _waited_for_cpu_ns(thread_id: int | None) -> int:
+    """Nanoseconds the thread has spent runnable but not running (Linux schedstat; 0 where
+    it cannot be read)."""
+    if thread_id is None:
+        return 0
+    try:
+        with open(f"/proc/self/task/{thread_id}/schedstat") as schedstat:
+            return int(schedstat.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+@dataclasses.dataclass
+class Blame:
+    """Why the late probes (over :data:`LATE_S`) were late, from the kernel's schedstat: the
+    event loop's thread waited for a CPU itself (it was busy enough for the scheduler to
+    preempt it), or the writer thread waited for one (preempted while it held the GIL the
+    loop needed), or neither."""
+
+    loop: int = 0
+    writer: int = 0
+    other: int = 0
+
+    def add(self, late_s: float, loop_waited_ns: int, writer_waited_ns: int) -> None:
+        half = late_s * 1e9 / 2
+        if loop_waited_ns >= half:
+            self.loop += 1
+        elif writer_waited_ns >= half:
+            self.writer += 1
+        else:
+            self.other += 1
+
+
 async def _lag_during_burst(
-    spans: list[ReadableSpan], exporter: SpanExporter | None
+    spans: list[ReadableSpan], exporter: SpanExporter | None, blame: Blame
 ) -> list[float]:
     """Overshoots of a 1 ms sleep loop while ``spans`` end in bursts of 50 every millisecond
     (as a SimpleSpanProcessor hands them over) and until the store has written them."""
     samples: list[float] = []
     done = asyncio.Event()
+    loop_thread = threading.get_native_id()
+
+    def writer_thread() -> int | None:
+        thread = getattr(exporter, "_thread", None)
+        return getattr(thread, "native_id", None)
 
     async def probe() -> None:
         while not done.is_set():
+            writer = writer_thread()
+            loop_before, writer_before = _waited_for_cpu_ns(loop_thread), _waited_for_cpu_ns(writer)
             before = time.perf_counter()
             await asyncio.sleep(0.001)
-            samples.append(time.perf_counter() - before - 0.001)
+            late = time.perf_counter() - before - 0.001
+            samples.append(late)
+            if late > LATE_S:
+                blame.add(
+                    late,
+                    _waited_for_cpu_ns(loop_thread) - loop_before,
+                    _waited_for_cpu_ns(writer) - writer_before,
+                )
 
     task = asyncio.create_task(probe())
     await asyncio.sleep(0.05)
@@ -172,7 +225,7 @@ async def _lag_during_burst(
     return samples
 
 
-def lag(spans: list[ReadableSpan], store: bool) -> list[float]:
+def lag(spans: list[ReadableSpan], store: bool, blame: Blame) -> list[float]:
     try:
         from otel_llm._show._store._exporter import SegmentSpanExporter
     except ImportError:  # a baseline from before the store's folder: its one-file exporter
@@ -181,7 +234,7 @@ def lag(spans: list[ReadableSpan], store: bool) -> list[float]:
     with tempfile.TemporaryDirectory() as tmp:
         exporter = SegmentSpanExporter(Path(tmp) / "store") if store else None
         try:
-            return asyncio.run(_lag_during_burst(spans, exporter))
+            return asyncio.run(_lag_during_burst(spans, exporter, blame))
         finally:
             if exporter is not None:
                 exporter.shutdown()
@@ -354,10 +407,17 @@ def _lag_part(args: argparse.Namespace, checks: Checks) -> None:
     spans = attempt_spans(args.burst)
     figures = {}
     for label, store in (("store off", False), ("store on", True)):
-        samples = lag(spans, store)
+        blame = Blame()
+        samples = lag(spans, store, blame)
         figures[label] = (percentile(samples, 0.5), percentile(samples, 0.99), max(samples))
         p50, p99, worst = (x * 1000 for x in figures[label])
         print(f"  {label:10}  p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   max {worst:6.2f} ms")
+        late = blame.loop + blame.writer + blame.other
+        print(
+            f"  {'':10}  {late} of {len(samples)} probes over {LATE_S * 1000:g} ms: the loop "
+            f"waited for a CPU in {blame.loop}, the writer (holding the GIL) in {blame.writer}, "
+            f"neither in {blame.other}"
+        )
     del spans
     _, p99, worst = figures["store on"]
     _, off_p99, off_max = figures["store off"]
