@@ -10,7 +10,7 @@ build time from the code that owns each fact, so they cannot go stale.
 - ``reference/figures.md`` — the table of figures of :mod:`otel_llm._figures`;
 - ``reference/cli.md`` — every command and option of the typer app (``otel_llm.cli._app``).
 
-This is docs tooling, not part of the package: ``tests/test_docs.py`` imports it by path.
+This is docs tooling, not part of the package: ``tests/package/test_docs.py`` imports it by path.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ default breaker, on virtual time (an hour of calls takes a second).
 Source ``a`` (preferred) answers 500 during an outage, ``b`` always answers; a call every 1–5 s
 (uniform). For each outage length and seed it prints the recovery delay (end of the outage →
 first call answered by ``a``) and the requests ``a`` received during the outage (the failures
-that open its breaker, then the probes). ``tests/test_recovery.py`` asserts the bounds.
+that open its breaker, then the probes). ``tests/act/test_recovery.py`` asserts the bounds.
 
     .venv/bin/python -m benchmarks.client.breaker_recovery
 """

@@ -14,7 +14,7 @@ in the embedded store (the spans go through the deriving processor into a segmen
     .venv/bin/python -m benchmarks.client.soak --calls 20000   # longer
     .venv/bin/python -m benchmarks.client.soak --burners 2     # beside two CPU-burning processes
 
-``tests/test_soak.py`` runs a smaller version of the same soak in the test suite.
+``tests/act/test_soak.py`` runs a smaller version of the same soak in the test suite.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ wrote, a merge happened); SIGKILLs start there too.
     .venv/bin/python -m benchmarks.store.longrun                   # ≥ 10,000 merges
     .venv/bin/python -m benchmarks.store.longrun --ci --json r.json   # the test's size
 
-``tests/test_store_longrun.py`` runs the CI size and asserts every requirement.
+``tests/show/store/test_store_longrun.py`` runs the CI size and asserts every requirement.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ class DemoBudget:
     concurrency and a ratio above the burst, every round's earning fills the stall bucket and
     spills at least one token into the first-token bucket; at most ``concurrency`` rounds run
     at once, each hedging at most once, so each bucket always holds a token for every round in
-    flight, at any number of calls (``tests/test_hedge_budgets.py`` checks it)."""
+    flight, at any number of calls (``tests/tune/test_hedge_budgets.py`` checks it)."""
 
     ratio: float
     burst: float

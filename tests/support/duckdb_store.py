@@ -7,8 +7,10 @@ from pathlib import Path
 
 import duckdb
 from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_llm import DerivingSpanProcessor, SegmentSpanExporter
 from otel_llm import _semconv as sc
@@ -102,3 +104,15 @@ def lockless_count(path: Path) -> tuple[int, int]:
         row = conn.execute('SELECT count(*), count(DISTINCT "SpanId") FROM otel_traces').fetchone()
     assert row is not None
     return int(row[0]), int(row[1])
+
+
+class MemoryCalls(Store):
+    """The store fixture's scripted calls, into memory through the deriving processor."""
+
+    def __init__(self, resource: Resource) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.provider = TracerProvider(resource=resource)
+        self.provider.add_span_processor(
+            DerivingSpanProcessor([SimpleSpanProcessor(self.exporter)])
+        )
+        self.tracer = self.provider.get_tracer("tests", "1.2.3")

@@ -180,9 +180,9 @@ def append_export_request(columns: SegmentColumns, data: bytes | memoryview) -> 
     such a message.
 
     It fills :class:`~otel_llm._show._store._columns.SegmentColumns`' flat lists the way its
-    ``append_span`` does for SDK spans; ``tests/test_collector_rows.py`` proves the table equal
-    to the one built from the rows. (A key sent twice in one attribute list, which OTLP forbids,
-    would be one map entry in a row and two here.)"""
+    ``append_span`` does for SDK spans; ``tests/show/ingest/test_collector_rows.py`` proves the
+    table equal to the one built from the rows. (A key sent twice in one attribute list, which
+    OTLP forbids, would be one map entry in a row and two here.)"""
     request = WireRequest.FromString(data)
     appended = 0
     for resource_spans in request.resource_spans:

@@ -1,0 +1,301 @@
+"""The Redis admission backend against a real redis-server: the in-process backend's decisions,
+one quota shared across processes, and fail-closed errors that never show the password."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from redis.asyncio import Redis
+
+from otel_llm import BackendUnavailable, Limits, LocalAdmission, RedisAdmission
+from otel_llm._redact import redact_url
+from tests.support.redis_server import (
+    RedisServer,
+    free_port,
+    redis_url_fixture,  # noqa: F401 (provides ``redis_url``)
+    require_redis_server,
+)
+
+RPM3 = Limits(requests_per_minute=3)
+RPM5 = Limits(requests_per_minute=5)
+TPM600 = Limits(tokens_per_minute=600)
+BOTH = Limits(requests_per_minute=2, tokens_per_minute=600)
+SECRET = "s3cret-redis-password"
+
+
+@dataclass(frozen=True)
+class Acquire:
+    limits: Limits
+    tokens: int = 1
+
+
+@dataclass(frozen=True)
+class Settle:
+    limits: Limits
+    extra_tokens: int
+
+
+# Each scenario: steps, and the admit (A) / deny (D) pattern of its acquires. Every denial is
+# short by at least 5 s of refill, so the few milliseconds the real clock runs cannot flip it.
+SCENARIOS: dict[str, tuple[list[Acquire | Settle], str]] = {
+    "requests-up-to-capacity": ([Acquire(RPM3)] * 4, "AAAD"),
+    "tokens-above-capacity-clamped": ([Acquire(TPM600, 1000), Acquire(TPM600, 50)], "AD"),
+    "both-limits-denial-charges-nothing": (
+        [
+            Acquire(BOTH, 100),  # rpm 1 left, tpm 500
+            Acquire(BOTH, 550),  # tpm short: nothing taken, not even the request
+            Acquire(BOTH, 100),  # rpm 0 left, tpm 400
+            Acquire(BOTH, 300),  # rpm short: the 300 tokens are not taken
+            Acquire(TPM600, 400),  # so 400 tokens are still there
+            Acquire(Limits(requests_per_minute=2)),
+        ],
+        "ADADAD",
+    ),
+    "settle-refunds-and-charges": (
+        [
+            Acquire(TPM600, 500),  # 100 left
+            Acquire(TPM600, 200),
+            Settle(TPM600, -300),  # used 200 of 500: refund → 400
+            Acquire(TPM600, 200),  # 200 left
+            Settle(TPM600, 400),  # used 600 of 200: charge → -200
+            Acquire(TPM600, 1),
+            Settle(Limits(requests_per_minute=3), 10_000),  # no token limit: no-op
+            Settle(TPM600, 0),  # nothing to settle
+            Acquire(TPM600, 1),
+        ],
+        "ADADD",
+    ),
+    "fractional-capacity": ([Acquire(Limits(requests_per_minute=0.7))] * 2, "AD"),
+    "refund-capped-at-capacity": (
+        [Acquire(TPM600, 600), Settle(TPM600, -5000), Acquire(TPM600, 600), Acquire(TPM600, 60)],
+        "AAD",
+    ),
+    "capacity-change-resets": (
+        [*[Acquire(RPM3)] * 4, *[Acquire(RPM5)] * 6, Acquire(RPM3)],
+        "AAAD" + "AAAAAD" + "A",
+    ),
+}
+
+
+@pytest.fixture
+def prefix() -> str:
+    """Key prefix of one test, so tests sharing the session's server never meet."""
+    return f"test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+async def backend(redis_url: str, prefix: str) -> AsyncIterator[RedisAdmission]:
+    """The Redis backend on the session's server, with the test's own keys."""
+    admission = RedisAdmission(redis_url, key_prefix=prefix)
+    yield admission
+    await admission.aclose()
+
+
+async def run(
+    admission: LocalAdmission | RedisAdmission, steps: list[Acquire | Settle]
+) -> list[float]:
+    waits = []
+    for step in steps:
+        if isinstance(step, Acquire):
+            waits.append(await admission.acquire("src", step.limits, step.tokens))
+        else:
+            await admission.settle("src", step.limits, step.extra_tokens)
+    return waits
+
+
+def pattern(waits: list[float]) -> str:
+    return "".join("A" if wait == 0.0 else "D" for wait in waits)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_same_decisions_as_local_backend(name: str, backend: RedisAdmission) -> None:
+    """Redis admits and denies exactly where the in-process backend does, with waits bounded."""
+    steps, expected = SCENARIOS[name]
+    frozen = await run(LocalAdmission(clock=lambda: 0.0), steps)
+    started = time.monotonic()
+    shared = await run(backend, steps)
+    elapsed = time.monotonic() - started
+    assert pattern(frozen) == expected
+    assert pattern(shared) == expected
+    for local_wait, redis_wait in zip(frozen, shared, strict=True):
+        # Redis's clock runs: it has refilled at most ``elapsed`` seconds' worth.
+        assert local_wait - elapsed - 1e-6 <= redis_wait <= local_wait + 1e-6
+        assert (redis_wait > 0) == (local_wait > 0)
+
+
+async def test_idle_buckets_expire(
+    backend: RedisAdmission,
+    redis_url: str,
+    prefix: str,
+) -> None:
+    """Bucket keys carry an expiry: about two minutes after they would be full again."""
+    assert await backend.acquire("src", BOTH, 300) == 0.0
+    raw = Redis.from_url(redis_url, decode_responses=True)
+    try:
+        keys = sorted(str(key) for key in await raw.keys(f"{prefix}:*"))
+        assert keys == [f"{prefix}:{{src}}:rpm", f"{prefix}:{{src}}:tpm"]
+        rpm_ttl_ms, tpm_ttl_ms = [await raw.pttl(key) for key in keys]
+    finally:
+        await raw.aclose()
+    assert 120_000 + 30_000 - 5_000 < rpm_ttl_ms <= 120_000 + 30_000  # 1 of 2 a minute
+    assert 120_000 + 30_000 - 5_000 < tpm_ttl_ms <= 120_000 + 30_000  # 300 of 600 a minute
+
+
+async def test_unlimited_sources_do_not_need_the_backend() -> None:
+    """Without limits (or without a token limit, for settle) Redis is never asked."""
+    down = RedisAdmission(f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        assert await down.acquire("src", Limits(), 10_000) == 0.0
+        await down.settle("src", Limits(requests_per_minute=3), 500)
+        await down.settle("src", TPM600, 0)
+    finally:
+        await down.aclose()
+
+
+async def test_unreachable_redis_fails_closed_without_the_password() -> None:
+    """A closed port raises BackendUnavailable naming the operation; the password never shows."""
+    port = free_port()
+    down = RedisAdmission(f"redis://:{SECRET}@127.0.0.1:{port}/0")
+    try:
+        with pytest.raises(BackendUnavailable) as caught:
+            await down.acquire("src", RPM3, 1)
+        with pytest.raises(BackendUnavailable, match="during settle"):
+            await down.settle("src", TPM600, 5)
+    finally:
+        await down.aclose()
+    message = str(caught.value)
+    assert "during acquire" in message
+    assert f"redis://:[REDACTED]@127.0.0.1:{port}/0" in message
+    assert SECRET not in message
+    assert SECRET not in repr(caught.value)
+    assert "ConnectionError" in message, "the client library's error is named"
+    assert caught.value.__cause__ is None, "not chained: redis errors may carry settings"
+    assert caught.value.__context__ is None
+
+
+async def test_wrong_password_fails_closed_without_either_password() -> None:
+    """A rejected AUTH is BackendUnavailable too, and shows neither the right nor the wrong one."""
+    require_redis_server()
+    with RedisServer(password="right-password-123") as server:
+        wrong = RedisAdmission(f"redis://:wrong-password-456@127.0.0.1:{server.port}/0")
+        try:
+            with pytest.raises(BackendUnavailable) as caught:
+                await wrong.acquire("src", RPM3, 1)
+        finally:
+            await wrong.aclose()
+    assert "wrong-password-456" not in str(caught.value)
+    assert "right-password-123" not in str(caught.value)
+
+
+async def test_error_answer_fails_closed(
+    backend: RedisAdmission,
+    redis_url: str,
+    prefix: str,
+) -> None:
+    """An error answer from Redis (a bucket key of the wrong type) is BackendUnavailable."""
+    raw = Redis.from_url(redis_url)
+    try:
+        await raw.set(f"{prefix}:{{src}}:rpm", "not a hash")
+    finally:
+        await raw.aclose()
+    with pytest.raises(BackendUnavailable, match="during acquire"):
+        await backend.acquire("src", RPM3, 1)
+
+
+async def test_redis_killed_mid_run_fails_closed() -> None:
+    """Once the server dies, the next acquire raises BackendUnavailable instead of admitting."""
+    require_redis_server()
+    with RedisServer() as server:
+        admission = RedisAdmission(server.url)
+        try:
+            assert await admission.acquire("src", RPM3, 1) == 0.0
+            server.kill()
+            started = time.monotonic()
+            with pytest.raises(BackendUnavailable, match="during acquire"):
+                await admission.acquire("src", RPM3, 1)
+            assert time.monotonic() - started < 2.0  # at once: refused, not retried
+        finally:
+            await admission.aclose()
+
+
+def test_redact_url() -> None:
+    """Passwords leave URLs in the authority and in the query; the rest stays readable."""
+    cases = {
+        "redis://127.0.0.1:6379/0": "redis://127.0.0.1:6379/0",
+        "redis://:pw@host:6379/0": "redis://:[REDACTED]@host:6379/0",
+        "rediss://user:pw@host/1": "rediss://user:[REDACTED]@host/1",
+        "redis://pw@host": "redis://[REDACTED]@host",
+        "unix:///run/redis.sock?db=0&password=pw": "unix:///run/redis.sock?[REDACTED]",
+    }
+    assert {url: redact_url(url) for url in cases} == cases
+
+
+WORKER = """
+import asyncio, json, sys, time
+from otel_llm._act._admission import Limits
+from otel_llm import RedisAdmission
+
+async def main(url, prefix, rpm, denials_to_stop, max_attempts):
+    admission = RedisAdmission(url, key_prefix=prefix)
+    limits = Limits(requests_per_minute=rpm)
+    await admission.acquire("warm-up", limits, 1)  # connected, script loaded
+    print("ready", flush=True)
+    sys.stdin.readline()
+    admitted = denied = attempts = 0
+    start = time.time()
+    while denied < denials_to_stop and attempts < max_attempts:
+        attempts += 1
+        if await admission.acquire("shared", limits, 1) == 0.0:
+            admitted += 1
+        else:
+            denied += 1
+    end = time.time()
+    await admission.aclose()
+    print(json.dumps({"admitted": admitted, "attempts": attempts, "start": start, "end": end}))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])))
+"""
+
+
+def test_two_processes_share_one_quota(redis_url: str) -> None:
+    """Two processes racing on one source admit its quota once, plus only what refilled."""
+    rpm = 3000.0  # 50 a second: draining takes thousands of round trips, refill is measured
+    prefix = f"test-{uuid.uuid4().hex}"
+    args = [redis_url, prefix, str(rpm), "20", "50000"]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        for worker in workers:  # both connected before either starts
+            assert worker.stdout is not None
+            assert worker.stdout.readline().strip() == "ready"
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+        outputs = [worker.communicate(timeout=30)[0] for worker in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    assert [worker.returncode for worker in workers] == [0, 0]
+    results = [json.loads(output.strip().splitlines()[-1]) for output in outputs]
+    admitted = sum(result["admitted"] for result in results)
+    span_s = max(r["end"] for r in results) - min(r["start"] for r in results)
+    bound = rpm + rpm / 60.0 * span_s
+    detail = f"{results}, span {span_s:.3f}s, bound {bound:.1f}"
+    assert rpm <= admitted <= bound, detail
+    assert all(result["admitted"] > 0 for result in results), f"no contention: {detail}"

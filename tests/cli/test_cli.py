@@ -1,0 +1,219 @@
+"""The ``otel-llm`` command: demo, query, and clear errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_llm import open_store
+from tests.support import REPOSITORY
+from tests.support.processes import run_cli
+
+ROOT = REPOSITORY
+
+
+def otel_llm(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, columns=160, timeout_s=300)
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One demo run shared by the query tests."""
+    path = tmp_path_factory.mktemp("demo") / "demo.duckdb"
+    out = otel_llm(
+        "demo", "--db", str(path), "--calls", "12", "--concurrency", "12", "--seed", "529"
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Where the time went" in out.stdout
+    assert "Worst stalls" in out.stdout
+    assert str(path) in out.stdout
+    return path
+
+
+def test_demo_writes_queryable_spans(demo_db: Path) -> None:
+    """The demo's calls are in the views, with the identity wall = net + stall on every call."""
+    with open_store(Path(str(demo_db))) as conn:
+        calls = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE stall_ms IS NOT NULL), "
+            "count(*) FILTER (WHERE wall_ms <> generation_ms + stall_ms) FROM llm_calls"
+        ).fetchone()
+        stalled = conn.execute("SELECT count(*) FROM llm_calls WHERE stall_count > 0").fetchone()
+    assert calls is not None
+    assert stalled is not None
+    total, observed, broken = calls
+    assert total == 12
+    assert observed == 12
+    assert broken == 0
+    assert stalled[0] > 0, "the measured preset stalls some calls"
+
+
+def test_query_breakdown_and_rederivation(demo_db: Path) -> None:
+    """`query` prints the breakdown as measured and re-derived at another threshold."""
+    measured = otel_llm("query", "--db", str(demo_db))
+    assert measured.returncode == 0, measured.stderr
+    assert "Breakdown (as measured)" in measured.stdout
+    rederived = otel_llm("query", "--db", str(demo_db), "--threshold-ms", "500")
+    assert rederived.returncode == 0, rederived.stderr
+    assert "Breakdown (at 500 ms)" in rederived.stdout
+
+
+def test_query_runs_sql(demo_db: Path) -> None:
+    """`query SQL` runs the statement and prints its rows."""
+    out = otel_llm("query", "--db", str(demo_db), "SELECT count(*) AS n FROM llm_calls")
+    assert out.returncode == 0, out.stderr
+    assert "12" in out.stdout
+
+
+def test_query_reports_bad_sql_clearly(demo_db: Path) -> None:
+    """Bad SQL is a clear error and exit code 2, not a traceback."""
+    out = otel_llm("query", "--db", str(demo_db), "SELECT nope FROM llm_calls")
+    assert out.returncode == 2
+    assert "error:" in out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_query_on_missing_file_says_so(tmp_path: Path) -> None:
+    """Querying a file that does not exist says so and how to create one."""
+    out = otel_llm("query", "--db", str(tmp_path / "none.duckdb"))
+    assert out.returncode == 2
+    assert "does not exist" in out.stderr
+
+
+def test_query_rejects_threshold_below_one(tmp_path: Path) -> None:
+    """--threshold-ms must be a positive integer."""
+    out = otel_llm("query", "--db", str(tmp_path / "x.duckdb"), "--threshold-ms", "0")
+    assert out.returncode == 2
+
+
+def test_provider_refuses_unknown_preset() -> None:
+    """`provider --preset` names the known presets when given an unknown one."""
+    out = otel_llm("provider", "--port", "0", "--preset", "nope")
+    assert out.returncode == 2
+    assert "unknown preset" in out.stderr
+
+
+def test_provider_stall_probability_is_checked() -> None:
+    """`provider --stall-probability` must be a share between 0 and 1."""
+    out = otel_llm("provider", "--port", "0", "--stall-probability", "1.5")
+    assert out.returncode == 2
+
+
+def test_provider_serves_measured_with_a_stall_probability() -> None:
+    """`provider --stall-probability 0` serves the measured preset without long silences."""
+    import httpx2
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "otel_llm.cli",
+            "provider",
+            "--port",
+            "0",
+            "--time-scale",
+            "0.001",
+            "--stall-probability",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = next(word for word in line.split() if word.startswith("http://"))
+        body = {"model": "measured", "messages": [{"role": "user", "content": "x"}]}
+        answer = httpx2.post(f"{url}/chat/completions", json=body, timeout=30)
+        assert answer.status_code == 200
+        assert answer.json()["choices"][0]["message"]["content"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
+def test_compact_merges_and_names_what_it_quarantined(tmp_path: Path) -> None:
+    """`otel-llm compact` merges now, and counts and names a damaged segment it moved aside."""
+    from otel_llm._show._store._segments import SegmentStore
+
+    store = SegmentStore(tmp_path / "store")
+    store.create()
+    for _ in range(3):
+        store.write([])
+    bad = store.segments_dir / "00000000000000000001-bad.parquet"
+    bad.write_bytes(b"PAR1" + b"\x00" * 64)
+    out = otel_llm("compact", "--db", str(store.path))
+    assert out.returncode == 0, out.stderr
+    assert "merged 3 segments" in out.stdout
+    assert "quarantined 1 damaged segment" in out.stdout
+    assert bad.name in out.stdout
+    assert [p.name for p in store.quarantined()] == [bad.name]
+    again = otel_llm("compact", "--db", str(store.path))
+    assert "quarantined" not in again.stdout
+
+
+def test_a_threshold_below_the_chunk_event_floor_says_why_figures_are_empty(
+    demo_db: Path,
+) -> None:
+    """Below the 100 ms floor the stall figures cannot be re-derived: `query` says so, with
+    the floor to use; at the floor it says nothing."""
+    below = otel_llm("query", "--db", str(demo_db), "--threshold-ms", "50")
+    assert below.returncode == 0, below.stderr
+    assert "Breakdown (at 50 ms)" in below.stdout
+    assert "recorded chunk events only for gaps above 100 ms" in below.stderr
+    assert "--threshold-ms 100 or above for those calls' figures" in below.stderr
+    at_floor = otel_llm("query", "--db", str(demo_db), "--threshold-ms", "100")
+    assert at_floor.returncode == 0, at_floor.stderr
+    assert "chunk events only" not in at_floor.stderr
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_help_lists_every_command_with_a_whole_sentence(columns: int) -> None:
+    """``otel-llm --help`` gives each command its one-line summary, whole (never cut
+    mid-sentence, at any width): the summary is the docstring's first line, a sentence."""
+    import typer.main
+
+    from otel_llm.cli import app
+
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    out = run_cli("--help", columns=columns)
+    assert out.returncode == 0, out.stderr
+    listed = " ".join(line.strip("│ ") for line in out.stdout.splitlines())
+    listed = " ".join(listed.split())
+    for name, command in group.commands.items():
+        summary = (command.help or "").split("\n\n")[0]
+        assert "\n" not in summary, (name, summary)
+        assert summary.endswith("."), (name, summary)
+        assert f"{name} {summary}" in listed, (name, summary, out.stdout)
+
+
+def test_dashboards_copies_the_shipped_files(tmp_path: Path) -> None:
+    """``otel-llm dashboards DIR`` writes the dashboards and provisioning the repository
+    ships (byte for byte), refuses to overwrite a changed file without --force, and replaces
+    it with --force."""
+    target = tmp_path / "grafana"
+    out = otel_llm("dashboards", str(target))
+    assert out.returncode == 0, out.stderr
+    shipped = ROOT / "dashboards"
+    expected = sorted(p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file())
+    written = sorted(p.relative_to(target) for p in target.rglob("*") if p.is_file())
+    assert written == expected
+    assert len(expected) == 5
+    for relative in expected:
+        assert (target / relative).read_bytes() == (shipped / relative).read_bytes()
+    assert sorted(Path(line).relative_to(target) for line in out.stdout.split()) == expected
+    changed = target / "duckdb" / "otel-llm.json"
+    changed.write_text("{}")
+    refused = otel_llm("dashboards", str(target))
+    assert refused.returncode == 2
+    assert "differ" in refused.stderr
+    assert str(changed) in " ".join(refused.stderr.split())
+    assert changed.read_text() == "{}"
+    forced = otel_llm("dashboards", str(target), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert changed.read_bytes() == (shipped / "duckdb" / "otel-llm.json").read_bytes()

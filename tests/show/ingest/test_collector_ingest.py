@@ -1,0 +1,212 @@
+"""The collector's spool files into the store (``otel_llm._show._ingest._otlp_files``): whole files
+only, idempotent after a crash, and nothing lost silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+
+from otel_llm._show._ingest._otlp_files import CURRENT, Spool, split_messages
+from otel_llm._show._store._access import open_store, prepare_for_writing
+from otel_llm._show._store._rows import span_row
+from otel_llm._show._store._segments import SegmentStore
+from tests.support.duckdb_store import MemoryCalls
+
+
+def _messages(calls: int = 2) -> tuple[list[bytes], list[dict[str, object]]]:
+    """One OTLP message per call (3 spans each), and the embedded rows of the same spans."""
+    source = MemoryCalls(Resource.create({"service.name": "ingest"}))
+    messages: list[bytes] = []
+    for _ in range(calls):
+        source.exporter.clear()
+        source.call()
+        spans = source.exporter.get_finished_spans()
+        messages.append(encode_spans(spans).SerializeToString())
+    rows = [span_row(span) for span in source.exporter.get_finished_spans()]
+    return messages, rows
+
+
+def _framed(messages: list[bytes]) -> bytes:
+    """The file exporter's framing: a 4-byte big-endian length before each message."""
+    return b"".join(len(m).to_bytes(4, "big") + m for m in messages)
+
+
+def _store(tmp_path: Path) -> tuple[SegmentStore, Spool]:
+    store = prepare_for_writing(tmp_path / "store")
+    spool = Spool(tmp_path / "spool", store)
+    spool.folder.mkdir()
+    return store, spool
+
+
+def _count(path: Path) -> int:
+    with open_store(path) as conn:
+        row = conn.execute("SELECT count(*), count(DISTINCT SpanId) FROM otel_traces").fetchone()
+    assert row is not None
+    assert row[0] == row[1], "a span landed twice"
+    return int(row[0])
+
+
+def test_a_rotated_file_lands_whole_and_is_deleted(tmp_path: Path) -> None:
+    """Every span of a finished file is in the store afterwards, and the file is gone."""
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(3)
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(_framed(messages))
+    (spool.folder / CURRENT).write_bytes(_framed(messages[:1]))  # being written: left alone
+    report = spool.ingest()
+    assert (report.files, report.spans, report.problems) == (1, 9, [])
+    assert not rotated.exists()
+    assert (spool.folder / CURRENT).exists()
+    assert _count(store.path) == 9
+
+
+def test_ingesting_a_file_again_after_a_crash_adds_nothing(tmp_path: Path) -> None:
+    """A crash between writing the segments and deleting the file: the next pass writes the
+    same segment names, which replace the first ones, so no span lands twice."""
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(4)
+    data = _framed(messages)
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(data)
+    spool.segment_spans = 5  # several segments from one file
+    assert spool.ingest().spans == 12
+    names = sorted(segment.path.name for segment in store.segments())
+    rotated.write_bytes(data)  # as if the delete never happened
+    assert spool.ingest().spans == 12
+    assert sorted(segment.path.name for segment in store.segments()) == names
+    assert len(names) == 1 + 2  # the schema segment, then spans 1-6 and 7-12
+    assert _count(store.path) == 12
+
+
+def test_a_crash_before_the_delete_survives_a_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between sealing a file's segments and deleting the file leaves them pending:
+    readers see them, a merge leaves them alone, and ingesting the file again replaces them —
+    no span twice even when writers merged the store in between."""
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(4)
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(_framed(messages))
+    spool.segment_spans = 5
+    real_unlink = Path.unlink
+
+    def crash(path: Path, missing_ok: bool = False) -> None:
+        if path == rotated:
+            raise OSError("the process died here")
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", crash)
+    with pytest.raises(OSError, match="died"):
+        spool.ingest()
+    monkeypatch.undo()
+    assert len(store.pending()) == 2
+    assert _count(store.path) == 12  # readers see pending segments
+    other = SegmentStore(store.path)
+    other.write([])  # another writer's small segments, which a merge may take
+    other.write([])
+    assert other.compact(min_segments=2) == 2  # the two small ones; pending ones stay
+    assert len(store.pending()) == 2
+    assert spool.ingest().spans == 12
+    assert store.pending() == []
+    assert not rotated.exists()
+    assert _count(store.path) == 12
+
+
+def test_a_crash_after_the_delete_is_finished_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash after the file is deleted but before its segments got their final names: the
+    next pass gives them their names (so merges may take them) and adds nothing."""
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(2)
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(_framed(messages))
+
+    def crash(name: str) -> None:
+        raise OSError("the process died here")
+
+    monkeypatch.setattr(store, "finalize", crash)
+    with pytest.raises(OSError, match="died"):
+        spool.ingest()
+    monkeypatch.undo()
+    assert not rotated.exists()
+    assert len(store.pending()) == 1
+    assert spool.ingest().spans == 0
+    assert store.pending() == []
+    assert _count(store.path) == 6
+
+
+def test_a_message_cut_short_is_kept_and_reported(tmp_path: Path) -> None:
+    """A file whose last message is incomplete (a collector killed mid-write): the whole
+    messages land, the file is kept as .incomplete, and the report names it and the offset."""
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(2)
+    data = _framed(messages)
+    cut = len(data) - 10
+    spool.folder.joinpath(CURRENT).write_bytes(data[:cut])
+    sealed = spool.seal_current()
+    assert sealed is not None
+    report = spool.ingest()
+    assert report.spans == 3
+    [problem] = report.problems
+    first = 4 + len(messages[0])
+    assert sealed.name in problem
+    assert f"at byte {first} of {cut}" in problem
+    assert "cut short" in problem
+    assert (spool.folder / (sealed.name + ".incomplete")).read_bytes() == data[:cut]
+    assert _count(store.path) == 3
+
+
+@pytest.mark.parametrize(
+    ("damage", "where"),
+    [
+        (b"\xff\xff\xff\xff" + b"x" * 16, "a length of"),
+        (b"\x00\x00\x00\x05" + b"\xff\xff\xff\xff\xff", "does not parse"),
+    ],
+)
+def test_a_corrupt_file_is_kept_by_name(tmp_path: Path, damage: bytes, where: str) -> None:
+    """Bytes that are no message (an absurd length, or a message that does not parse): the
+    messages before them land, the file is kept as .corrupt, the report says why."""
+    _, spool = _store(tmp_path)
+    messages, _ = _messages(1)
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(_framed(messages) + damage)
+    report = spool.ingest()
+    assert report.spans == 3
+    [problem] = report.problems
+    assert rotated.name in problem
+    assert where in problem
+    assert (spool.folder / (rotated.name + ".corrupt")).exists()
+    assert spool.ingest().files == 0  # kept aside, not retried on every pass
+
+
+def test_seal_current_drops_an_empty_file_and_keeps_order(tmp_path: Path) -> None:
+    """An empty current file is removed; a non-empty one sorts after every rotated file."""
+    _, spool = _store(tmp_path)
+    (spool.folder / CURRENT).write_bytes(b"")
+    assert spool.seal_current() is None
+    assert not (spool.folder / CURRENT).exists()
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(b"")
+    (spool.folder / CURRENT).write_bytes(b"\x00\x00\x00\x00")
+    sealed = spool.seal_current()
+    assert spool.finished() == [rotated, sealed]
+
+
+def test_split_messages_finds_the_boundaries() -> None:
+    """Length-prefixed messages split where the prefixes say; an empty message is a message."""
+    framing = split_messages(_framed([b"ab", b"", b"cde"]))
+    assert [(offset, bytes(data)) for offset, data in framing.messages] == [
+        (0, b"ab"),
+        (6, b""),
+        (10, b"cde"),
+    ]
+    assert (framing.end, framing.problem) == (17, None)
+    short = split_messages(b"\x00\x00")
+    assert short.end == 0
+    assert short.problem is not None
+    assert "prefix" in short.problem

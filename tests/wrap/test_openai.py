@@ -1,0 +1,439 @@
+"""instrument_openai(): the real openai SDK over loopback against the simulated provider."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from otel_llm import _semconv as sc
+from otel_llm import instrument_openai, uninstrument_openai
+from otel_llm.simulator import Script, Silence, SimulatedProvider, ThreadedProvider
+from otel_llm.testing import Spans
+from tests.support import REPOSITORY
+from tests.support.processes import run_python
+
+ROOT = REPOSITORY
+MESSAGES = [{"role": "user", "content": "hello"}]
+FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.002, "chunk_count": 12}
+SCRIPTS = {
+    "smooth": Script(**FAST),
+    "stall": Script(**FAST, silences=(Silence(after_chunk=4, duration_s=0.5),)),
+    "reset": Script(**FAST, fault="reset", fault_after_chunk=3),
+    "bad": Script(error_status=400, error_code="context_length_exceeded"),
+    "leaky": Script(error_status=401, error_message="Incorrect API key provided: plain-key-77x"),
+}
+
+
+@pytest.fixture
+def instrumented(spans: Spans) -> Iterator[Spans]:
+    """The SDK instrumented into the in-memory span pipeline (threshold 100 ms)."""
+    instrument_openai(tracer_provider=spans.provider, stall_threshold_ms=100)
+    yield spans
+    uninstrument_openai()
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[SimulatedProvider]:
+    async with SimulatedProvider(scripts=SCRIPTS) as running:
+        yield running
+
+
+@pytest.fixture
+def threaded() -> Iterator[ThreadedProvider]:
+    with SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running:
+        yield running
+
+
+@pytest.fixture
+async def aclient(provider: SimulatedProvider) -> AsyncIterator[openai.AsyncOpenAI]:
+    client = openai.AsyncOpenAI(
+        base_url=provider.base_url, api_key="sk-test-secret-0000", max_retries=0
+    )
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def client(threaded: ThreadedProvider) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(
+        base_url=threaded.base_url, api_key="sk-test-secret-0000", max_retries=0
+    ) as c:
+        yield c
+
+
+def attempt(spans: Spans) -> dict[str, Any]:
+    (span,) = spans.attempts()
+    return dict(span.attributes or {})
+
+
+async def test_async_stream_is_metered(instrumented: Spans, aclient: openai.AsyncOpenAI) -> None:
+    """An async streamed create() yields the same chunks and records figures and events."""
+    stream = await aclient.chat.completions.create(
+        model="stall", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+    )
+    assert isinstance(stream, openai.AsyncStream)
+    texts = [c.choices[0].delta.content async for c in stream if c.choices]
+    assert "".join(t for t in texts if t).startswith("word0")
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
+    assert a[sc.STALL_MS] >= 250  # the 0.5 s silence, with room for a late chunk before it
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+    assert a[sc.SERVER_ADDRESS] == "127.0.0.1"
+    assert a[sc.METERING_STATUS] == sc.METERING_EXACT
+    assert "sk-test-secret" not in instrumented.finished()[0].to_json()
+    (call,) = instrumented.calls()
+    assert (call.attributes or {})[sc.STALL_MS] == a[sc.STALL_MS]
+
+
+def test_sync_stream_is_metered(instrumented: Spans, client: openai.OpenAI) -> None:
+    """A sync streamed create() is metered the same way."""
+    stream = client.chat.completions.create(model="stall", messages=MESSAGES, stream=True)
+    assert isinstance(stream, openai.Stream)
+    assert len(list(stream)) >= 12
+    a = attempt(instrumented)
+    assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
+
+
+def test_sync_stream_as_context_manager(instrumented: Spans, client: openai.OpenAI) -> None:
+    """with create(stream=True) as stream: works and ends the spans once."""
+    with client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True) as stream:
+        for _ in stream:
+            pass
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+
+
+async def test_async_stream_as_context_manager(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """async with create(stream=True) as stream: works and ends the spans once."""
+    async with await aclient.chat.completions.create(
+        model="smooth", messages=MESSAGES, stream=True
+    ) as stream:
+        async for _ in stream:
+            pass
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+
+
+def test_non_streamed_create(instrumented: Spans, client: openai.OpenAI) -> None:
+    """A non-streamed create() records wall time and usage; no stall figures."""
+    completion = client.chat.completions.create(model="smooth", messages=MESSAGES)
+    assert completion.choices[0].message.content
+    a = attempt(instrumented)
+    assert sc.GEN_AI_REQUEST_STREAM not in a, "the convention sets it only when streaming"
+    assert sc.STALL_MS not in a
+    assert a[sc.GENERATION_MS] == a[sc.WALL_MS]
+    assert a[sc.GEN_AI_USAGE_INPUT_TOKENS] > 0
+
+
+def test_with_raw_response(instrumented: Spans, client: openai.OpenAI) -> None:
+    """with_raw_response.create(...).parse() is metered."""
+    raw = client.chat.completions.with_raw_response.create(
+        model="stall", messages=MESSAGES, stream=True
+    )
+    assert raw.http_response.status_code == 200
+    for _ in raw.parse():
+        pass
+    assert attempt(instrumented)[sc.STALL_COUNT] == 1
+
+
+async def test_async_with_raw_response(instrumented: Spans, aclient: openai.AsyncOpenAI) -> None:
+    """The async with_raw_response path is metered."""
+    raw = await aclient.chat.completions.with_raw_response.create(
+        model="smooth", messages=MESSAGES, stream=True
+    )
+    async for _ in raw.parse():
+        pass
+    assert attempt(instrumented)[sc.CHUNK_COUNT] == 12
+
+
+def test_streaming_helper(instrumented: Spans, client: openai.OpenAI) -> None:
+    """chat.completions.stream() (the SDK's helper) is metered."""
+    with client.chat.completions.stream(model="stall", messages=MESSAGES) as stream:
+        events = [event.type for event in stream]
+    assert "content.delta" in events
+    assert attempt(instrumented)[sc.STALL_COUNT] == 1
+
+
+async def test_async_streaming_helper(instrumented: Spans, aclient: openai.AsyncOpenAI) -> None:
+    """The async stream() helper is metered."""
+    async with aclient.chat.completions.stream(model="smooth", messages=MESSAGES) as stream:
+        async for _ in stream:
+            pass
+    assert attempt(instrumented)[sc.CHUNK_COUNT] == 12
+
+
+def test_embeddings(instrumented: Spans, client: openai.OpenAI) -> None:
+    """embeddings.create() is one call with one non-streamed attempt."""
+    result = client.embeddings.create(model="embed", input="hello")
+    assert result.data[0].embedding
+    a = attempt(instrumented)
+    assert a[sc.GEN_AI_OPERATION_NAME] == "embeddings"
+    assert a[sc.GEN_AI_USAGE_INPUT_TOKENS] > 0
+
+
+async def test_async_embeddings(instrumented: Spans, aclient: openai.AsyncOpenAI) -> None:
+    """The async embeddings.create() is metered."""
+    await aclient.embeddings.create(model="embed", input=["a", "b"])
+    assert attempt(instrumented)[sc.GEN_AI_OPERATION_NAME] == "embeddings"
+
+
+def test_provider_error_is_recorded_and_raised(instrumented: Spans, client: openai.OpenAI) -> None:
+    """An error answer raises the SDK's exception and ends both spans with error."""
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="bad", messages=MESSAGES, stream=True)
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert a[sc.ERROR_TYPE] == "BadRequestError"
+    assert instrumented.calls()[0].status.status_code.name == "ERROR"
+
+
+def test_exception_mid_stream(instrumented: Spans, client: openai.OpenAI) -> None:
+    """A connection reset mid-stream ends the spans as error with finish reason error."""
+    stream = client.chat.completions.create(model="reset", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIError):
+        for _ in stream:
+            pass
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("error",)
+
+
+def test_early_break_and_close(instrumented: Spans, client: openai.OpenAI) -> None:
+    """Breaking out and closing the stream ends the spans as closed."""
+    stream = client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    for _ in stream:
+        break
+    stream.close()
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+
+
+def test_dropped_stream_ends_when_collected(instrumented: Spans, client: openai.OpenAI) -> None:
+    """A stream dropped unconsumed is ended, as dropped, when collected."""
+    stream = client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    del stream
+    gc.collect()
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_DROPPED
+
+
+async def test_task_cancellation(instrumented: Spans, aclient: openai.AsyncOpenAI) -> None:
+    """Cancelling the task that reads the stream ends the spans as cancelled."""
+    first = asyncio.Event()
+
+    async def read() -> None:
+        stream = await aclient.chat.completions.create(
+            model="stall", messages=MESSAGES, stream=True
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                first.set()
+
+    task = asyncio.create_task(read())
+    await first.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CANCELLED
+
+
+async def test_slow_consumer_shows_no_stall(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """A consumer that works 200 ms per chunk on a smooth stream shows no stall."""
+    stream = await aclient.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    async for _ in stream:
+        await asyncio.sleep(0.2)  # the application's own work, not a race
+    a = attempt(instrumented)
+    assert a[sc.STALL_COUNT] == 0
+    assert a[sc.CONSUMER_HOLD_MS] >= 2_000
+
+
+def test_instrumenting_twice_is_harmless_and_uninstrument_restores(spans: Spans) -> None:
+    """A second instrument_openai() changes nothing; uninstrument restores the SDK."""
+    from openai.resources.chat.completions.completions import Completions
+
+    original = Completions.__dict__["create"]
+    instrument_openai(tracer_provider=spans.provider)
+    wrapped = Completions.__dict__["create"]
+    instrument_openai(tracer_provider=spans.provider)
+    assert Completions.__dict__["create"] is wrapped
+    uninstrument_openai()
+    assert Completions.__dict__["create"] is original
+    uninstrument_openai()
+    assert Completions.__dict__["create"] is original
+
+
+async def test_async_exception_mid_stream(instrumented: Spans, aclient: openai.AsyncOpenAI) -> None:
+    """An async stream cut by a connection reset ends the spans as error."""
+    stream = await aclient.chat.completions.create(model="reset", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIError):
+        async for _ in stream:
+            pass
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("error",)
+
+
+async def test_async_early_break_and_close(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """Breaking out of an async stream and closing it ends the spans as closed."""
+    stream = await aclient.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    async for _ in stream:
+        break
+    await stream.close()
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+
+
+async def test_async_dropped_stream_ends_when_collected(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """An async stream dropped unconsumed is ended, as dropped, when collected."""
+    stream = await aclient.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    await stream.response.aclose()  # the application lets go of the connection
+    del stream
+    gc.collect()
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_DROPPED
+
+
+def test_sync_slow_consumer_shows_no_stall(instrumented: Spans, client: openai.OpenAI) -> None:
+    """A sync consumer that works 200 ms per chunk on a smooth stream shows no stall."""
+    import time
+
+    for _ in client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True):
+        time.sleep(0.2)  # the application's own work, not a race
+    a = attempt(instrumented)
+    assert a[sc.STALL_COUNT] == 0
+    assert a[sc.CONSUMER_HOLD_MS] >= 2_000
+
+
+def test_sync_fast_consumer_on_stalling_stream(instrumented: Spans, client: openai.OpenAI) -> None:
+    """A sync consumer waiting on a stalling stream sees the stall."""
+    for _ in client.chat.completions.create(model="stall", messages=MESSAGES, stream=True):
+        pass
+    a = attempt(instrumented)
+    assert a[sc.STALL_COUNT] == 1
+    assert a[sc.CONSUMER_HOLD_MS] < 100
+
+
+def test_api_key_echoed_by_the_provider_never_reaches_spans(
+    instrumented: Spans, threaded: ThreadedProvider
+) -> None:
+    """A provider error that echoes the API key is redacted in every span, event and status."""
+    client = openai.OpenAI(base_url=threaded.base_url, api_key="plain-key-77x", max_retries=0)
+    with client, pytest.raises(openai.AuthenticationError):
+        client.chat.completions.create(model="leaky", messages=MESSAGES, stream=True)
+    dumped = "".join(span.to_json() for span in instrumented.finished())
+    assert "plain-key-77x" not in dumped
+    assert "REDACTED" in dumped
+
+
+NO_PROVIDER_SCRIPT = """
+import sys
+import httpx
+import openai
+import otel_llm
+from otel_llm.simulator import Script, SimulatedProvider
+
+mode = sys.argv[1]
+if mode == "init-first":
+    otel_llm.init(db_path=sys.argv[2])
+otel_llm.instrument_openai()
+if mode == "init-later":
+    otel_llm.init(db_path=sys.argv[2])
+script = Script(first_chunk_delay_s=0.0, chunk_interval_s=0.001, chunk_count=3)
+with SimulatedProvider.start_in_thread(default=script) as sim:
+    with openai.OpenAI(base_url=sim.base_url, api_key="sk-none", max_retries=0) as client:
+        for _ in range(3):
+            for _ in client.chat.completions.create(model="m", messages=[], stream=True):
+                pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("mode", "sdk_disabled", "warnings"),
+    [
+        ("alone", False, 1),
+        ("alone", True, 0),
+        ("init-first", False, 0),
+        ("init-later", False, 0),
+    ],
+)
+def test_warns_once_when_no_tracer_provider_is_configured(
+    tmp_path: Path, mode: str, sdk_disabled: bool, warnings: int
+) -> None:
+    """instrument_openai() with no provider anywhere warns once (not per call) that nothing is
+    recorded; init() before or after instrumenting, or OTEL_SDK_DISABLED=true, keeps it quiet."""
+    env = {**os.environ, "OTEL_SDK_DISABLED": "true" if sdk_disabled else "false"}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    out = run_python(NO_PROVIDER_SCRIPT, mode, str(tmp_path / "t.duckdb"), cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stderr.splitlines() if "no tracer provider" in line]
+    assert len(lines) == warnings, out.stderr
+    assert out.stderr.strip() == "\n".join(lines), "nothing else is printed"
+
+
+def test_no_warning_when_a_provider_is_passed(
+    threaded: ThreadedProvider, spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A provider passed to instrument_openai() is used without a look at the global one."""
+    instrument_openai(tracer_provider=spans.provider)
+    try:
+        with (
+            caplog.at_level(logging.WARNING, logger="otel_llm"),
+            openai.OpenAI(base_url=threaded.base_url, api_key="sk-none", max_retries=0) as client,
+        ):
+            client.chat.completions.create(model="smooth", messages=MESSAGES)
+    finally:
+        uninstrument_openai()
+    assert "no tracer provider" not in caplog.text
+    assert len(spans.calls()) == 1
+
+
+def _sse(*frames: str) -> str:
+    return "".join(f"data: {frame}\n\n" for frame in frames)
+
+
+def test_a_chunk_whose_choices_is_not_a_list_is_passed_on_quietly(
+    instrumented: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK builds chunks without validating them, so ``choices`` may be a number or a
+    boolean: such a chunk is malformed, not output — passed on to the application unchanged,
+    never counted as a chunk, and never a logged traceback."""
+    head = '{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",'
+    body = _sse(
+        head + '"choices":[{"index":0,"delta":{"content":"hi"}}]}',
+        head + '"choices":5}',
+        head + '"choices":true}',
+        head + '"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+        "[DONE]",
+    )
+    transport = httpx.MockTransport(
+        lambda request: httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, text=body
+        )
+    )
+    with (
+        httpx.Client(transport=transport) as http,
+        openai.OpenAI(
+            base_url="http://sim.test/v1", api_key="sk-x", max_retries=0, http_client=http
+        ) as client,
+        caplog.at_level(logging.DEBUG, logger="otel_llm"),
+    ):
+        chunks = list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    assert [chunk.choices for chunk in chunks[1:3]] == [5, True]
+    assert not [record for record in caplog.records if record.exc_info], caplog.text
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a[sc.CHUNK_COUNT] == 1
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
