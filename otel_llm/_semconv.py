@@ -30,6 +30,10 @@ GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chun
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+"""Input tokens served from the provider's cache (part of ``gen_ai.usage.input_tokens``)."""
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+"""Input tokens written to the provider's cache (part of ``gen_ai.usage.input_tokens``)."""
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 SERVER_ADDRESS: Final = "server.address"
@@ -38,6 +42,16 @@ ERROR_TYPE: Final = "error.type"
 
 OPERATION_CHAT: Final = "chat"
 OPERATION_EMBEDDINGS: Final = "embeddings"
+OPERATION_GENERATE_CONTENT: Final = "generate_content"
+"""The convention's operation name of Gemini's ``generateContent``."""
+
+# ``gen_ai.provider.name`` values the convention defines for the APIs otel-llm reads
+PROVIDER_OPENAI: Final = "openai"
+PROVIDER_AZURE_OPENAI: Final = "azure.ai.openai"
+PROVIDER_ANTHROPIC: Final = "anthropic"
+PROVIDER_GEMINI: Final = "gcp.gemini"
+"""Google's Gemini API (AI Studio); Vertex AI is ``gcp.vertex_ai``."""
+PROVIDER_VERTEX_AI: Final = "gcp.vertex_ai"
 
 # --- otel_llm namespace: what a span is ---------------------------------------------------------
 SPAN_ROLE: Final = "otel_llm.span"

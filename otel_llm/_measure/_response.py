@@ -49,9 +49,13 @@ class Usage:
     """Token usage as the provider reported it."""
 
     input_tokens: int | None = None
+    """Every input token, those read from or written to a cache included (the convention's
+    rule: an API that counts cached tokens apart, as Anthropic's does, has them added here)."""
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
     total_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
 
     @classmethod
     def from_openai(cls, usage: Any, *, earlier: Usage | None = None) -> Usage:
@@ -63,13 +67,76 @@ class Usage:
         """
         details = field_of(usage, "completion_tokens_details")
         reasoning = field_of(details, "reasoning_tokens") if details is not None else None
+        prompt_details = field_of(usage, "prompt_tokens_details")
+        cached = field_of(prompt_details, "cached_tokens") if prompt_details is not None else None
         read = cls(
             input_tokens=_count(field_of(usage, "prompt_tokens")),
             output_tokens=_count(field_of(usage, "completion_tokens")),
             reasoning_tokens=_count(reasoning),
             total_tokens=_count(field_of(usage, "total_tokens")),
+            cache_read_tokens=_count(cached),
         )
         return read if earlier is None else earlier.updated(read)
+
+    @classmethod
+    def from_responses(cls, usage: Any) -> Usage:
+        """From the OpenAI Responses API's ``usage`` (``input_tokens``, ``output_tokens``,
+        their details)."""
+        details = field_of(usage, "output_tokens_details")
+        input_details = field_of(usage, "input_tokens_details")
+        return cls(
+            input_tokens=_count(field_of(usage, "input_tokens")),
+            output_tokens=_count(field_of(usage, "output_tokens")),
+            reasoning_tokens=_count(field_of(details, "reasoning_tokens")) if details else None,
+            total_tokens=_count(field_of(usage, "total_tokens")),
+            cache_read_tokens=(
+                _count(field_of(input_details, "cached_tokens")) if input_details else None
+            ),
+        )
+
+    @classmethod
+    def from_anthropic(cls, usage: Any, *, earlier: Usage | None = None) -> Usage:
+        """From an Anthropic ``usage`` (``message_start``'s or ``message_delta``'s, which
+        repeats or updates counts). Anthropic counts cache reads and writes apart from
+        ``input_tokens``; here they are added to it, as the convention asks."""
+        plain = _count(field_of(usage, "input_tokens"))
+        read_tokens = _count(field_of(usage, "cache_read_input_tokens"))
+        created = _count(field_of(usage, "cache_creation_input_tokens"))
+        if earlier is not None:  # a later frame may leave a count out: keep the earlier one
+            read_tokens = _newer(read_tokens, earlier.cache_read_tokens)
+            created = _newer(created, earlier.cache_creation_tokens)
+        parts = (plain, read_tokens, created)
+        total_input = None if plain is None else sum(part or 0 for part in parts)
+        read = cls(
+            input_tokens=total_input,
+            output_tokens=_count(field_of(usage, "output_tokens")),
+            cache_read_tokens=read_tokens,
+            cache_creation_tokens=created,
+        )
+        return read if earlier is None else earlier.updated(read)
+
+    @classmethod
+    def from_gemini(cls, usage: Any) -> Usage:
+        """From Gemini's ``usageMetadata`` (the SDK's ``usage_metadata``, snake or camel
+        case): output is the candidates' tokens plus the thoughts' (the convention's output
+        includes reasoning)."""
+
+        def either(snake: str, camel: str) -> int | None:
+            value = _count(field_of(usage, snake))
+            return value if value is not None else _count(field_of(usage, camel))
+
+        candidates = either("candidates_token_count", "candidatesTokenCount")
+        thoughts = either("thoughts_token_count", "thoughtsTokenCount")
+        output = None
+        if candidates is not None or thoughts is not None:
+            output = (candidates or 0) + (thoughts or 0)
+        return cls(
+            input_tokens=either("prompt_token_count", "promptTokenCount"),
+            output_tokens=output,
+            reasoning_tokens=thoughts,
+            total_tokens=either("total_token_count", "totalTokenCount"),
+            cache_read_tokens=either("cached_content_token_count", "cachedContentTokenCount"),
+        )
 
     def updated(self, newer: Usage) -> Usage:
         """``newer``'s counts, and this usage's where ``newer`` has none — except an earlier
@@ -82,6 +149,8 @@ class Usage:
             output_tokens=_newer(newer.output_tokens, self.output_tokens),
             reasoning_tokens=_newer(newer.reasoning_tokens, self.reasoning_tokens),
             total_tokens=_newer(newer.total_tokens, earlier_total),
+            cache_read_tokens=_newer(newer.cache_read_tokens, self.cache_read_tokens),
+            cache_creation_tokens=_newer(newer.cache_creation_tokens, self.cache_creation_tokens),
         )
 
     @property
@@ -119,6 +188,8 @@ class ResponseFacts:
                 (sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens),
                 (sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens),
                 (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens),
+                (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens),
+                (sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_creation_tokens),
             ):
                 if value is not None:
                     attrs[key] = value
