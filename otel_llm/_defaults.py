@@ -255,6 +255,28 @@ class Defaults:
     output_tokens_estimate: int = 512
     """Output tokens pre-deducted by admission when a request sets no ``max_tokens``."""
 
+    # --- the client's providers ------------------------------------------------------------
+    openai_base_url: str = "https://api.openai.com/v1"
+    """Base URL of a ``provider="openai"`` source that names none."""
+
+    anthropic_base_url: str = "https://api.anthropic.com/v1"
+    """Base URL of a ``provider="anthropic"`` source that names none (the Messages API is
+    ``/messages`` below it)."""
+
+    anthropic_version: str = "2026-10-21"
+    """The ``anthropic-version`` header of a source that sets no ``api_version``: the version
+    the pinned ``anthropic`` SDK (2.17) sends."""
+
+    anthropic_max_tokens: int = 4096
+    """``max_tokens`` sent to the Anthropic Messages API (which requires it) when neither the
+    call nor the source sets one. An answer that reaches it ends with finish reason
+    ``length``."""
+
+    gemini_base_url: str = "https://generativelanguage.googleapis.com/v1"
+    """Base URL of a ``provider="gemini"`` source that names none: the Gemini API's default
+    version as the pinned ``google-genai`` SDK (3.6.1) uses it (``…/v1beta`` for preview
+    features)."""
+
     chars_per_token: int = 4
     """Admission's estimate of prompt tokens: characters ÷ this."""
 
