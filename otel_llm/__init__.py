@@ -64,8 +64,11 @@ if _typing.TYPE_CHECKING:  # what _LAZY imports on first use, spelled out for ty
         SegmentSpanExporter as DuckDBSpanExporter,  # noqa: F401
     )
     from otel_llm._telemetry import Telemetry, init
+    from otel_llm._wrap._anthropic import instrument_anthropic, uninstrument_anthropic
     from otel_llm._wrap._chunk_view import openai_classifier
     from otel_llm._wrap._every_sdk import instrument, uninstrument
+    from otel_llm._wrap._google_genai import instrument_google_genai, uninstrument_google_genai
+    from otel_llm._wrap._litellm import instrument_litellm, uninstrument_litellm
     from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, observe_stream
     from otel_llm._wrap._openai import instrument_openai, uninstrument_openai
 
@@ -95,6 +98,9 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "otel_llm._wrap._every_sdk": ("instrument", "uninstrument"),
     "otel_llm._wrap._observe": ("AsyncObservedStream", "ObservedStream", "observe_stream"),
     "otel_llm._wrap._openai": ("instrument_openai", "uninstrument_openai"),
+    "otel_llm._wrap._anthropic": ("instrument_anthropic", "uninstrument_anthropic"),
+    "otel_llm._wrap._google_genai": ("instrument_google_genai", "uninstrument_google_genai"),
+    "otel_llm._wrap._litellm": ("instrument_litellm", "uninstrument_litellm"),
 }
 """Module → the public names it defines, imported when one of them is first used."""
 
@@ -158,11 +164,17 @@ __all__ = [
     "__version__",
     "init",
     "instrument",
+    "instrument_anthropic",
+    "instrument_google_genai",
+    "instrument_litellm",
     "instrument_openai",
     "observe_stream",
     "open_store",
     "openai_classifier",
     "uninstrument",
+    "uninstrument_anthropic",
+    "uninstrument_google_genai",
+    "uninstrument_litellm",
     "uninstrument_openai",
 ]
 

@@ -44,6 +44,8 @@ OPERATION_CHAT: Final = "chat"
 OPERATION_EMBEDDINGS: Final = "embeddings"
 OPERATION_GENERATE_CONTENT: Final = "generate_content"
 """The convention's operation name of Gemini's ``generateContent``."""
+GENERATING_OPERATIONS: Final = (OPERATION_CHAT, OPERATION_GENERATE_CONTENT)
+"""Operations whose calls generate a (streamed) answer: what ``otel-llm tune`` replays."""
 
 # ``gen_ai.provider.name`` values the convention defines for the APIs otel-llm reads
 PROVIDER_OPENAI: Final = "openai"

@@ -38,6 +38,7 @@ logger = logging.getLogger("otel_llm")
 _INT_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("max_tokens", sc.GEN_AI_REQUEST_MAX_TOKENS),
     ("max_completion_tokens", sc.GEN_AI_REQUEST_MAX_TOKENS),
+    ("max_output_tokens", sc.GEN_AI_REQUEST_MAX_TOKENS),  # the Responses API's, Gemini's
     ("seed", sc.GEN_AI_REQUEST_SEED),
     ("n", sc.GEN_AI_REQUEST_CHOICE_COUNT),
 )
@@ -47,13 +48,15 @@ _FLOAT_PARAMETERS: tuple[tuple[str, str], ...] = (
     ("frequency_penalty", sc.GEN_AI_REQUEST_FREQUENCY_PENALTY),
     ("presence_penalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY),
 )
-"""OpenAI request fields → the GenAI request attributes the convention defines for them."""
+"""Request fields (OpenAI's, and the other APIs' names for the same) → the GenAI request
+attributes the convention defines for them."""
 
 
 def request_attributes(params: Mapping[str, Any] | None) -> dict[str, AttributeValue]:
     """The GenAI request attributes of an OpenAI-style request body (never its content):
     ``max_tokens`` (or ``max_completion_tokens``), ``temperature``, ``top_p``, the penalties,
-    ``seed``, ``n`` (only when it is not 1, as the convention asks) and ``stop``."""
+    ``seed``, ``n`` (only when it is not 1, as the convention asks) and ``stop`` (or
+    ``stop_sequences``, as Anthropic and Gemini name it)."""
     attrs: dict[str, AttributeValue] = {}
     if not params:
         return attrs
@@ -67,7 +70,7 @@ def request_attributes(params: Mapping[str, Any] | None) -> dict[str, AttributeV
             attrs[key] = float(number)
     if attrs.get(sc.GEN_AI_REQUEST_CHOICE_COUNT) == 1:
         del attrs[sc.GEN_AI_REQUEST_CHOICE_COUNT]
-    stop = params.get("stop")
+    stop = params.get("stop", params.get("stop_sequences"))
     if isinstance(stop, str):
         attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = (stop,)
     elif isinstance(stop, list | tuple) and all(isinstance(item, str) for item in stop):

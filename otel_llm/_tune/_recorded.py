@@ -162,9 +162,11 @@ def _role(role: str, alias: str = "") -> str:
 def read_recorded(
     conn: duckdb.DuckDBPyConnection, *, since: datetime | None, max_calls: int
 ) -> Recorded:
-    """The attempts of the newest ``max_calls`` chat calls that started at or after ``since``
+    """The attempts of the newest ``max_calls`` generating calls (chat, Gemini's
+    ``generate_content``) that started at or after ``since``
     (every call when ``None``), in the order they started, with those calls' own figures."""
-    where = [_role(sc.SPAN_ROLE_CALL), f"coalesce({_q(_OPERATION)}, '') = '{sc.OPERATION_CHAT}'"]
+    operations = ", ".join(f"'{name}'" for name in sc.GENERATING_OPERATIONS)
+    where = [_role(sc.SPAN_ROLE_CALL), f"coalesce({_q(_OPERATION)}, '') IN ({operations})"]
     params: list[Any] = []
     if since is not None:
         where.append(f"{_q(TIMESTAMP)} >= ?")

@@ -75,6 +75,9 @@ class ResponseNotes:
     choices_seen: set[int] = field(default_factory=set)
     usage: Usage | None = None
     text: list[str] = field(default_factory=list)
+    failure: tuple[str | None, str] | None = None
+    """``(code, message)`` of a failure the stream reported as an event of its own (the
+    Responses API's ``response.failed``) where the SDK raised nothing: the call failed."""
 
     def feed(self, chunk: Any) -> None:
         """Take what one OpenAI-shaped chunk says (unknown shapes are ignored)."""

@@ -12,10 +12,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Final
 
 from opentelemetry import metrics, trace
+
+from otel_llm._wrap._post_import import forget, when_imported
 
 logger = logging.getLogger("otel_llm")
 
@@ -32,8 +35,14 @@ class Sdk:
     """The otel-llm module with ``instrument_<name>()`` and ``uninstrument_<name>()``."""
 
 
-SDKS: Final = (Sdk("openai", "openai", "otel_llm._wrap._openai"),)
-"""Every SDK ``instrument()`` wraps, in the order it wraps them."""
+SDKS: Final = (
+    Sdk("openai", "openai", "otel_llm._wrap._openai"),
+    Sdk("anthropic", "anthropic", "otel_llm._wrap._anthropic"),
+    Sdk("google_genai", "google.genai", "otel_llm._wrap._google_genai"),
+    Sdk("litellm", "litellm", "otel_llm._wrap._litellm"),
+)
+"""Every SDK ``instrument()`` wraps, in the order it wraps them (LiteLLM after the SDKs it
+may call, which then pass through inside its calls)."""
 
 
 def installed(sdk: Sdk) -> bool:
@@ -50,37 +59,52 @@ def instrument(
     meter_provider: metrics.MeterProvider | None = None,
     stall_threshold_ms: int | None = None,
 ) -> tuple[str, ...]:
-    """Instrument every installed SDK otel-llm can wrap; returns the names of those it did.
+    """Instrument every installed SDK otel-llm can wrap; returns the names of those it covers.
 
-    Idempotent, like each ``instrument_<sdk>()``; a bad ``stall_threshold_ms`` raises
+    An SDK the application has imported is wrapped now; one it has not is wrapped when it is
+    imported (so an SDK the application never uses is never imported). Idempotent, like each
+    ``instrument_<sdk>()``; a bad ``stall_threshold_ms`` raises
     :class:`~otel_llm.ConfigurationError` before any SDK is touched."""
     from otel_llm._measure._stalls import resolve_threshold_ms
 
     threshold = resolve_threshold_ms(stall_threshold_ms)
-    done: list[str] = []
+    covered: list[str] = []
     for sdk in SDKS:
         if not installed(sdk):
             continue
+
+        def wrap(sdk: Sdk = sdk) -> None:
+            try:
+                function = getattr(importlib.import_module(sdk.module), f"instrument_{sdk.name}")
+                function(
+                    tracer_provider=tracer_provider,
+                    meter_provider=meter_provider,
+                    stall_threshold_ms=threshold,
+                )
+            except Exception as exc:
+                logger.warning(
+                    "otel-llm: the %s SDK is installed but was not instrumented: %r", sdk.name, exc
+                )
+                raise
+
         try:
-            function = getattr(importlib.import_module(sdk.module), f"instrument_{sdk.name}")
-            function(
-                tracer_provider=tracer_provider,
-                meter_provider=meter_provider,
-                stall_threshold_ms=threshold,
-            )
-        except Exception as exc:
-            logger.warning(
-                "otel-llm: the %s SDK is installed but was not instrumented: %r", sdk.name, exc
-            )
+            when_imported(sdk.package, _hook_key(sdk), wrap)
+        except Exception:
             continue
-        done.append(sdk.name)
-    return tuple(done)
+        covered.append(sdk.name)
+    return tuple(covered)
 
 
 def uninstrument() -> None:
     """Undo :func:`instrument` for every SDK it wrapped (each as its ``uninstrument_<sdk>()``
-    does: another instrumentation that wrapped ours since keeps working)."""
+    does: another instrumentation that wrapped ours since keeps working), and drop the wrapping
+    of those not imported yet."""
     for sdk in SDKS:
-        if installed(sdk):
+        forget(_hook_key(sdk))
+        if sdk.package in sys.modules:
             module = importlib.import_module(sdk.module)
             getattr(module, f"uninstrument_{sdk.name}")()
+
+
+def _hook_key(sdk: Sdk) -> str:
+    return f"otel_llm.instrument:{sdk.name}"

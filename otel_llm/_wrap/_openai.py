@@ -1,6 +1,7 @@
 """``instrument_openai()``: the installed ``openai`` SDK, metered without changing the app.
 
-The SDK is instrumented at its own API — ``chat.completions.create`` and ``embeddings.create``
+The SDK is instrumented at its own API — ``chat.completions.create``, ``responses.create`` and
+``responses.parse`` (``responses.stream()`` goes through ``create``) and ``embeddings.create``
 on the sync and async resources — never at the HTTP library, so it works whether the SDK uses
 ``httpx`` or its fork ``httpx2``. One ``create()`` is one call span with one attempt span; the
 SDK's own internal retries (``max_retries``) happen *inside* that attempt span. Streams come back
@@ -20,48 +21,44 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
+from otel_llm._wrap._chunk_view import StreamReader
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, _Proxy
+from otel_llm._wrap._openai_responses import READER as RESPONSES
+from otel_llm._wrap._openai_responses import responses_messages
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Target
 from otel_llm._wrap._recorder import CallRecorder
+from otel_llm._wrap._sdk_client import client_facts
 
 _CHAT = "openai.resources.chat.completions.completions"
+_RESPONSES = "openai.resources.responses.responses"
 _EMBEDDINGS = "openai.resources.embeddings"
 
 
-def _provider(resource: Any) -> tuple[str, str | None, int | None]:
-    """(``gen_ai.provider.name``, ``server.address``, ``server.port``) of the SDK client."""
-    client = getattr(resource, "_client", None)
-    url = getattr(client, "base_url", None)
-    host = getattr(url, "host", None)
-    port = getattr(url, "port", None)
-    name = "azure.ai.openai" if isinstance(host, str) and "azure" in host else "openai"
-    return name, host if isinstance(host, str) else None, port if isinstance(port, int) else None
-
-
-def _secrets(resource: Any) -> tuple[str, ...]:
-    """The SDK client's API key, to redact from any error text a span records."""
-    key = getattr(getattr(resource, "_client", None), "api_key", None)
-    return (key,) if isinstance(key, str) and key else ()
-
-
 def _recorder(
-    config: PatchConfig, resource: Any, operation: str, kwargs: Mapping[str, Any]
+    config: PatchConfig,
+    resource: Any,
+    operation: str,
+    kwargs: Mapping[str, Any],
+    *,
+    reader: StreamReader | None = None,
+    messages: Any = None,
 ) -> CallRecorder:
-    provider, host, port = _provider(resource)
+    facts = client_facts(resource, default_provider=sc.PROVIDER_OPENAI)
     model = kwargs.get("model")
     return CallRecorder(
         config.tracer,
         config.metrics,
         operation=operation,
-        provider=provider,
+        provider=facts.provider,
         model=model if isinstance(model, str) else None,
         streamed=operation == sc.OPERATION_CHAT and kwargs.get("stream") is True,
         threshold_ms=config.threshold_ms,
-        server_address=host,
-        server_port=port,
-        messages=kwargs.get("messages") if operation == sc.OPERATION_CHAT else None,
+        server_address=facts.host,
+        server_port=facts.port,
+        messages=messages,
         request=kwargs,  # its GenAI request parameters; the SDK's "not given" marks are skipped
-        secrets=_secrets(resource),
+        reader=reader,
+        secrets=facts.secrets,
     )
 
 
@@ -101,7 +98,20 @@ def _observe_result(result: Any, recorder: CallRecorder, is_async: bool) -> Any:
 
 
 def _chat(config: PatchConfig, resource: Any, _: Any, kwargs: Mapping[str, Any]) -> CallRecorder:
-    return _recorder(config, resource, sc.OPERATION_CHAT, kwargs)
+    return _recorder(config, resource, sc.OPERATION_CHAT, kwargs, messages=kwargs.get("messages"))
+
+
+def _responses(
+    config: PatchConfig, resource: Any, _: Any, kwargs: Mapping[str, Any]
+) -> CallRecorder:
+    return _recorder(
+        config,
+        resource,
+        sc.OPERATION_CHAT,
+        kwargs,
+        reader=RESPONSES,
+        messages=responses_messages(kwargs),
+    )
 
 
 def _embeddings(
@@ -115,6 +125,10 @@ _PATCH = SdkPatch(
     (
         Target(_CHAT, "Completions", "create", False, _chat, _observe_result),
         Target(_CHAT, "AsyncCompletions", "create", True, _chat, _observe_result),
+        Target(_RESPONSES, "Responses", "create", False, _responses, _observe_result),
+        Target(_RESPONSES, "AsyncResponses", "create", True, _responses, _observe_result),
+        Target(_RESPONSES, "Responses", "parse", False, _responses, _observe_result),
+        Target(_RESPONSES, "AsyncResponses", "parse", True, _responses, _observe_result),
         Target(_EMBEDDINGS, "Embeddings", "create", False, _embeddings, _observe_result),
         Target(_EMBEDDINGS, "AsyncEmbeddings", "create", True, _embeddings, _observe_result),
     ),

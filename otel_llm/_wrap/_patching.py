@@ -56,26 +56,47 @@ class PatchConfig:
 
 
 RecorderFactory = Callable[[PatchConfig, Any, tuple[Any, ...], Mapping[str, Any]], CallRecorder]
-"""``(config, self, args, kwargs)`` of a wrapped call → the recorder of its spans."""
+"""``(config, self, args, kwargs)`` of a wrapped call → the recorder of its spans (``self`` is
+``None`` for a module-level function)."""
 Observer = Callable[[Any, CallRecorder, bool], Any]
 """``(result, recorder, is_async)`` → what the application receives in place of ``result``
 (the result itself, or a proxy of it that meters the stream)."""
+Starter = Callable[[], CallRecorder | None]
+"""Starts the spans of a call when its request is sent (``None``: pass it through)."""
+LaterObserver = Callable[[Any, Starter, bool], Any]
+"""``(result, start, is_async)`` for a method whose result sends its request later — a
+generator that sends it at its first step, a stream manager that sends it on ``with`` — so the
+spans start then, not when the method returned."""
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One wrapped method: ``<module>.<cls>.<method>``."""
+    """One wrapped method ``<module>.<cls>.<method>``, or function ``<module>.<method>`` when
+    ``cls`` is ``None``.
+
+    ``observe`` meters a result whose request was sent by the method itself; ``observe_later``
+    one whose request is sent later (exactly one of the two is given)."""
 
     module: str
-    cls: str
+    cls: str | None
     method: str
     is_async: bool
     recorder: RecorderFactory
-    observe: Observer
+    observe: Observer | None = None
+    observe_later: LaterObserver | None = None
+
+    def __post_init__(self) -> None:
+        if (self.observe is None) == (self.observe_later is None):
+            raise ValueError(f"{self.key}: give exactly one of observe and observe_later")
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return self.module, self.cls, self.method
+        return self.module, self.cls or "", self.method
+
+    def owner(self) -> Any:
+        """The class (or module) the method is an attribute of."""
+        module = importlib.import_module(self.module)
+        return module if self.cls is None else getattr(module, self.cls)
 
 
 class SdkPatch:
@@ -114,15 +135,25 @@ class SdkPatch:
         with self._lock:
             self._config = config
             self._provider_checked = tracer_provider is not None
+            found = 0
             for target in self._targets:
-                cls = getattr(importlib.import_module(target.module), target.cls)
-                current = cls.__dict__[target.method]
+                try:
+                    owner = target.owner()
+                    current = vars(owner)[target.method]
+                except (ImportError, AttributeError, KeyError):
+                    # an SDK version without this method: the others are still wrapped
+                    logger.debug("otel-llm: %s: %s not found", self._name, ".".join(target.key))
+                    continue
+                found += 1
                 installed = self._installed.get(target.key)
                 if installed is not None and _in_chain(current, installed):
                     continue
                 self._originals[target.key] = current
                 self._installed[target.key] = wrapper = self._wrap(current, target)
-                setattr(cls, target.method, wrapper)
+                setattr(owner, target.method, wrapper)
+            if not found:
+                self._config = None
+                raise ImportError(f"{self._name}: none of the methods it wraps exist here")
 
     def uninstall(self) -> None:
         """Restore the SDK. Where another instrumentation wrapped ours since, ours is left in
@@ -132,9 +163,9 @@ class SdkPatch:
                 original = self._originals.get(target.key)
                 if original is None:
                     continue
-                cls = getattr(importlib.import_module(target.module), target.cls)
-                if cls.__dict__[target.method] is self._installed[target.key]:
-                    setattr(cls, target.method, original)
+                owner = target.owner()
+                if vars(owner)[target.method] is self._installed[target.key]:
+                    setattr(owner, target.method, original)
                     del self._originals[target.key]
                     del self._installed[target.key]
             self._config = None
@@ -173,8 +204,17 @@ class SdkPatch:
             )
 
     def _wrap(self, original: Callable[..., Any], target: Target) -> Callable[..., Any]:
+        if target.observe_later is not None:
+            return self._wrap_later(original, target, target.observe_later)
+        assert target.observe is not None
+        if target.cls is None:
+            return self._wrap_function(original, target, target.observe)
+        return self._wrap_method(original, target, target.observe)
+
+    def _wrap_method(
+        self, original: Callable[..., Any], target: Target, observe: Observer
+    ) -> Callable[..., Any]:
         start = self._start
-        observe = target.observe
         if target.is_async:
 
             @functools.wraps(original)
@@ -210,6 +250,78 @@ class SdkPatch:
             return _observed(observe, result, recorder, False)
 
         return wrapper
+
+    def _wrap_function(
+        self, original: Callable[..., Any], target: Target, observe: Observer
+    ) -> Callable[..., Any]:
+        """A module-level function: as a method, with no ``self``."""
+        method = self._wrap_method(_as_method(original), target, observe)
+
+        if target.is_async:
+
+            @functools.wraps(original)
+            async def async_function(*args: Any, **kwargs: Any) -> Any:
+                return await method(None, *args, **kwargs)
+
+            return async_function
+
+        @functools.wraps(original)
+        def function(*args: Any, **kwargs: Any) -> Any:
+            return method(None, *args, **kwargs)
+
+        return function
+
+    def _wrap_later(
+        self, original: Callable[..., Any], target: Target, observe_later: LaterObserver
+    ) -> Callable[..., Any]:
+        """A method whose result sends the request later: the recorder starts then (a call
+        made inside another wrapped call still passes through)."""
+        start_call = self._start
+
+        def starter(resource: Any, args: Any, kwargs: Any) -> Starter | None:
+            if _INSIDE.get() or self._config is None:
+                return None
+            return lambda: start_call(target, resource, args, kwargs)
+
+        if target.is_async:
+
+            @functools.wraps(original)
+            async def async_wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
+                start = starter(resource, args, kwargs)
+                result = await original(resource, *args, **kwargs)
+                return (
+                    result if start is None else _observed_later(observe_later, result, start, True)
+                )
+
+            return async_wrapper
+
+        @functools.wraps(original)
+        def wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
+            start = starter(resource, args, kwargs)
+            result = original(resource, *args, **kwargs)
+            return result if start is None else _observed_later(observe_later, result, start, False)
+
+        return wrapper
+
+
+def _as_method(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` called as a method whose ``self`` it ignores."""
+
+    def method(_: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    return method
+
+
+def _observed_later(
+    observe_later: LaterObserver, result: Any, start: Starter, is_async: bool
+) -> Any:
+    """``observe_later(result, …)``; should it fail, the result itself, unmetered."""
+    try:
+        return observe_later(result, start, is_async)
+    except Exception:
+        logger.exception("otel-llm: could not observe the result of a wrapped call")
+        return result
 
 
 def _observed(observe: Observer, result: Any, recorder: CallRecorder, is_async: bool) -> Any:

@@ -17,7 +17,7 @@ from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
-from otel_llm._errors import TruncatedStream
+from otel_llm._errors import ProviderError, TruncatedStream
 from otel_llm._measure._call_span import CallSpan
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._spans import AttemptSpan
@@ -159,7 +159,11 @@ class CallRecorder:
         for every choice) it was cut short, recorded as an error — when the stream's shape says
         where finish reasons are: OpenAI chunks, or a ``finish_reason`` hook. What the
         application receives is never changed."""
-        if self.attempt.streamed and self._knows_finish and not self.notes.complete:
+        failure = self.notes.failure
+        if failure is not None:
+            code, message = failure
+            self._end(sc.OUTCOME_ERROR, ProviderError(message, code=code), cut_short=True)
+        elif self.attempt.streamed and self._knows_finish and not self.notes.complete:
             self._end(
                 sc.OUTCOME_ERROR,
                 TruncatedStream("the stream ended without a finish reason"),
@@ -169,7 +173,8 @@ class CallRecorder:
             self._end(sc.OUTCOME_OK, None)
 
     def end_completion(self, completion: Any) -> None:
-        """A non-streamed answer arrived."""
+        """A non-streamed answer arrived (one that reports its own failure ends as an
+        error)."""
         try:
             if self._reader is not None:
                 self._reader.read_answer(completion, self.notes)
@@ -177,7 +182,12 @@ class CallRecorder:
                 self.notes.feed_completion(completion)
         except Exception:
             logger.exception("otel-llm: could not read a completion")
-        self._end(sc.OUTCOME_OK, None)
+        failure = self.notes.failure
+        if failure is not None:
+            code, message = failure
+            self._end(sc.OUTCOME_ERROR, ProviderError(message, code=code))
+        else:
+            self._end(sc.OUTCOME_OK, None)
 
     def end_error(self, error: BaseException) -> None:
         """The call or the stream raised."""

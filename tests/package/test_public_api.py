@@ -72,10 +72,16 @@ EXPECTED = {
     "__version__",
     "init",
     "instrument",
+    "instrument_anthropic",
+    "instrument_google_genai",
+    "instrument_litellm",
     "instrument_openai",
     "observe_stream",
     "openai_classifier",
     "uninstrument",
+    "uninstrument_anthropic",
+    "uninstrument_google_genai",
+    "uninstrument_litellm",
     "uninstrument_openai",
 }
 

@@ -1,0 +1,196 @@
+"""``instrument_anthropic()``: the installed ``anthropic`` SDK, metered at its own API.
+
+Wrapped: ``messages.create`` (streamed and not) and ``messages.stream()``, sync and async. One
+call is one call span with one attempt span; the SDK's own retries happen inside the attempt.
+A stream from ``create(stream=True)`` comes back wrapped (``isinstance(stream,
+anthropic.Stream)`` still holds). ``messages.stream()`` returns its manager wrapped: the spans
+start on ``with`` (when the request is sent) and the raw event stream the SDK's
+``MessageStream`` reads is metered, so iterating it, ``text_stream``, ``until_done()`` and
+``get_final_message()`` are all seen — each raw event once.
+
+The chunk rule of the Messages API (:class:`AnthropicReader`): a ``content_block_delta``
+carrying output — text, thinking, or a tool's input JSON — is a chunk; ``ping`` (a
+keepalive, dropped by the SDK), ``message_start``, ``content_block_start``/``stop``,
+``message_delta``, ``message_stop`` and a ``signature_delta`` are not. Usage comes from
+``message_start`` and ``message_delta``, the stop reason from ``message_delta``; a stream that
+ends without one was cut short. An ``error`` event mid-stream is raised by the SDK and recorded
+as the provider's error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from opentelemetry import metrics, trace
+
+from otel_llm import _semconv as sc
+from otel_llm._measure._response import Usage, field_of
+from otel_llm._wrap._chunk_view import ResponseNotes
+from otel_llm._wrap._later import LaterStreamManager
+from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
+from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
+from otel_llm._wrap._recorder import CallRecorder
+from otel_llm._wrap._sdk_client import client_facts
+
+_MESSAGES: Final = "anthropic.resources.messages.messages"
+
+_OUTPUT_OF_DELTA: Final = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "input_json_delta": "partial_json",
+}
+"""The delta types that carry output, and the field holding it (non-empty: a chunk)."""
+
+
+class AnthropicReader:
+    """The chunk rule and the response facts of the Messages API (events as SDK objects or
+    dicts)."""
+
+    knows_finish = True
+
+    def read(self, event: Any, notes: ResponseNotes) -> bool:
+        kind = field_of(event, "type")
+        if kind == "content_block_delta":
+            delta = field_of(event, "delta")
+            kind = field_of(delta, "type")
+            name = _OUTPUT_OF_DELTA.get(kind) if isinstance(kind, str) else None
+            if name is None:
+                return False
+            output = field_of(delta, name)
+            if not isinstance(output, str) or not output:
+                return False
+            if notes.capture_text and kind == "text_delta":
+                notes.text.append(output)
+            return True
+        if kind == "message_start":
+            message = field_of(event, "message")
+            _identify(message, notes)
+            notes.choices_seen.add(0)
+            usage = field_of(message, "usage")
+            if usage is not None:
+                notes.usage = Usage.from_anthropic(usage, earlier=notes.usage)
+        elif kind == "message_delta":
+            reason = field_of(field_of(event, "delta"), "stop_reason")
+            if isinstance(reason, str) and reason:
+                notes.finish_reasons[0] = reason
+            usage = field_of(event, "usage")
+            if usage is not None:
+                notes.usage = Usage.from_anthropic(usage, earlier=notes.usage)
+        return False
+
+    def read_answer(self, message: Any, notes: ResponseNotes) -> None:
+        _identify(message, notes)
+        notes.choices_seen.add(0)
+        reason = field_of(message, "stop_reason")
+        if isinstance(reason, str) and reason:
+            notes.finish_reasons[0] = reason
+        usage = field_of(message, "usage")
+        if usage is not None:
+            notes.usage = Usage.from_anthropic(usage)
+        if notes.capture_text:
+            for block in field_of(message, "content") or ():
+                text = field_of(block, "text")
+                if field_of(block, "type") == "text" and isinstance(text, str):
+                    notes.text.append(text)
+
+
+def _identify(answer: Any, notes: ResponseNotes) -> None:
+    model = field_of(answer, "model")
+    answer_id = field_of(answer, "id")
+    if notes.model is None and isinstance(model, str) and model:
+        notes.model = model
+    if notes.response_id is None and isinstance(answer_id, str) and answer_id:
+        notes.response_id = answer_id
+
+
+READER: Final = AnthropicReader()
+
+
+def _recorder(
+    config: PatchConfig, resource: Any, kwargs: Mapping[str, Any], streamed: bool
+) -> CallRecorder:
+    facts = client_facts(resource, default_provider=sc.PROVIDER_ANTHROPIC)
+    model = kwargs.get("model")
+    return CallRecorder(
+        config.tracer,
+        config.metrics,
+        operation=sc.OPERATION_CHAT,
+        provider=facts.provider,
+        model=model if isinstance(model, str) else None,
+        streamed=streamed,
+        threshold_ms=config.threshold_ms,
+        server_address=facts.host,
+        server_port=facts.port,
+        messages=_messages(kwargs),
+        request=kwargs,
+        reader=READER,
+        secrets=facts.secrets,
+    )
+
+
+def _messages(kwargs: Mapping[str, Any]) -> list[Any] | None:
+    """The prompt as chat messages: the top-level ``system`` first, then ``messages``."""
+    messages = kwargs.get("messages")
+    if not isinstance(messages, list):
+        return None
+    system = kwargs.get("system")
+    if isinstance(system, str) and system:
+        return [{"role": "system", "content": system}, *messages]
+    return messages
+
+
+def _create(config: PatchConfig, resource: Any, _: Any, kwargs: Mapping[str, Any]) -> CallRecorder:
+    return _recorder(config, resource, kwargs, kwargs.get("stream") is True)
+
+
+def _stream(config: PatchConfig, resource: Any, _: Any, kwargs: Mapping[str, Any]) -> CallRecorder:
+    return _recorder(config, resource, kwargs, True)
+
+
+def _observe_create(result: Any, recorder: CallRecorder, is_async: bool) -> Any:
+    if isinstance(result, ObservedStream | AsyncObservedStream):
+        return result
+    if recorder.attempt.streamed:
+        return (
+            AsyncObservedStream(result, recorder) if is_async else ObservedStream(result, recorder)
+        )
+    recorder.end_completion(result)
+    return result
+
+
+def _observe_stream(manager: Any, start: Starter, is_async: bool) -> Any:
+    return LaterStreamManager(manager, start, "_raw_stream")
+
+
+_PATCH: Final = SdkPatch(
+    "instrument_anthropic",
+    (
+        Target(_MESSAGES, "Messages", "create", False, _create, _observe_create),
+        Target(_MESSAGES, "AsyncMessages", "create", True, _create, _observe_create),
+        Target(_MESSAGES, "Messages", "stream", False, _stream, observe_later=_observe_stream),
+        # AsyncMessages.stream is a plain method returning an async manager
+        Target(_MESSAGES, "AsyncMessages", "stream", False, _stream, observe_later=_observe_stream),
+    ),
+)
+
+
+def instrument_anthropic(
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    stall_threshold_ms: int | None = None,
+) -> None:
+    """Instrument the installed ``anthropic`` SDK (every client, sync and async). Idempotent;
+    a second call only updates the providers and the threshold."""
+    _PATCH.install(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        stall_threshold_ms=stall_threshold_ms,
+    )
+
+
+def uninstrument_anthropic() -> None:
+    """Restore the SDK. Where another instrumentation wrapped ours since, ours is left in
+    place as a pass-through, so theirs keeps working."""
+    _PATCH.uninstall()

@@ -1,0 +1,144 @@
+"""``instrument_litellm()``: LiteLLM's ``completion`` and ``acompletion``, metered at LiteLLM's
+own API.
+
+LiteLLM answers in OpenAI's shape whatever the provider behind it, so its chunks are read by the
+OpenAI chat chunk rule, as the application sees them. ``gen_ai.provider.name`` is the provider
+LiteLLM routes the model to (``anthropic/claude-…`` → ``anthropic``), named as the convention
+names it. When LiteLLM calls an SDK otel-llm also wraps (the ``openai`` SDK for OpenAI-compatible
+models), that inner call passes through: one call, one span set, by LiteLLM's wrapper. The
+functions are wrapped where the application finds them, ``litellm.completion`` and
+``litellm.acompletion``; a name imported from LiteLLM before instrumenting stays unwrapped, and
+LiteLLM's ``Router`` is not covered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Final
+
+from opentelemetry import metrics, trace
+
+from otel_llm import _semconv as sc
+from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
+from otel_llm._wrap._patching import PatchConfig, SdkPatch, Target
+from otel_llm._wrap._recorder import CallRecorder
+
+logger = logging.getLogger("otel_llm")
+
+_PROVIDER_NAMES: Final = {
+    "openai": sc.PROVIDER_OPENAI,
+    "text-completion-openai": sc.PROVIDER_OPENAI,
+    "azure": sc.PROVIDER_AZURE_OPENAI,
+    "azure_text": sc.PROVIDER_AZURE_OPENAI,
+    "anthropic": sc.PROVIDER_ANTHROPIC,
+    "gemini": sc.PROVIDER_GEMINI,
+    "vertex_ai": sc.PROVIDER_VERTEX_AI,
+    "vertex_ai_beta": sc.PROVIDER_VERTEX_AI,
+    "bedrock": "aws.bedrock",
+    "mistral": "mistral_ai",
+    "groq": "groq",
+    "deepseek": "deepseek",
+    "xai": "x_ai",
+    "cohere": "cohere",
+    "cohere_chat": "cohere",
+    "perplexity": "perplexity",
+    "watsonx": "ibm.watsonx.ai",
+}
+"""LiteLLM's provider names → the convention's ``gen_ai.provider.name`` (others as LiteLLM
+names them)."""
+
+
+def _provider(kwargs: Mapping[str, Any]) -> str:
+    """The provider LiteLLM routes this call's model to (``litellm`` when it cannot tell)."""
+    model = kwargs.get("model")
+    if not isinstance(model, str):
+        return "litellm"
+    try:
+        import litellm
+
+        given = kwargs.get("custom_llm_provider")
+        _, provider, _, _ = litellm.get_llm_provider(
+            model=model,
+            custom_llm_provider=given if isinstance(given, str) else None,
+            api_base=kwargs.get("api_base") if isinstance(kwargs.get("api_base"), str) else None,
+        )
+    except Exception:  # an unknown model: LiteLLM itself will say so to the caller
+        return "litellm"
+    return _PROVIDER_NAMES.get(provider, provider) if isinstance(provider, str) else "litellm"
+
+
+def _server(kwargs: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    base = kwargs.get("api_base") or kwargs.get("base_url")
+    if not isinstance(base, str):
+        return None, None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(base)
+        return parts.hostname, parts.port
+    except ValueError:
+        return None, None
+
+
+def _recorder(
+    config: PatchConfig, _: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> CallRecorder:
+    if args:  # completion(model, messages, …) positionally
+        kwargs = {**dict(zip(("model", "messages"), args, strict=False)), **kwargs}
+    model = kwargs.get("model")
+    host, port = _server(kwargs)
+    key = kwargs.get("api_key")
+    return CallRecorder(
+        config.tracer,
+        config.metrics,
+        operation=sc.OPERATION_CHAT,
+        provider=_provider(kwargs),
+        model=model if isinstance(model, str) else None,
+        streamed=kwargs.get("stream") is True,
+        threshold_ms=config.threshold_ms,
+        server_address=host,
+        server_port=port,
+        messages=kwargs.get("messages"),
+        request=kwargs,
+        secrets=(key,) if isinstance(key, str) and key else (),
+    )
+
+
+def _observe(result: Any, recorder: CallRecorder, is_async: bool) -> Any:
+    if recorder.attempt.streamed:
+        return (
+            AsyncObservedStream(result, recorder) if is_async else ObservedStream(result, recorder)
+        )
+    recorder.end_completion(result)
+    return result
+
+
+_PATCH: Final = SdkPatch(
+    "instrument_litellm",
+    (
+        Target("litellm", None, "completion", False, _recorder, _observe),
+        Target("litellm", None, "acompletion", True, _recorder, _observe),
+    ),
+)
+
+
+def instrument_litellm(
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+    stall_threshold_ms: int | None = None,
+) -> None:
+    """Instrument ``litellm.completion`` and ``litellm.acompletion``. Idempotent; a second
+    call only updates the providers and the threshold."""
+    _PATCH.install(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        stall_threshold_ms=stall_threshold_ms,
+    )
+
+
+def uninstrument_litellm() -> None:
+    """Restore LiteLLM's functions. Where another instrumentation wrapped ours since, ours is
+    left in place as a pass-through, so theirs keeps working."""
+    _PATCH.uninstall()
