@@ -36,6 +36,12 @@ def field_of(item: Any, name: str) -> Any:
     return item.get(name) if is_mapping(item) else getattr(item, name, None)
 
 
+def items_of(value: Any) -> list[Any] | tuple[Any, ...]:
+    """``value`` when it is a list or tuple, else nothing to iterate (a field of the wrong
+    type in an answer is ignored, never fatal)."""
+    return value if isinstance(value, list | tuple) else ()
+
+
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -91,6 +97,9 @@ class Usage:
             total_tokens=_count(field_of(usage, "total_tokens")),
             cache_read_tokens=(
                 _count(field_of(input_details, "cached_tokens")) if input_details else None
+            ),
+            cache_creation_tokens=(
+                _count(field_of(input_details, "cache_write_tokens")) if input_details else None
             ),
         )
 

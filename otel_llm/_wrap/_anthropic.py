@@ -25,7 +25,7 @@ from typing import Any, Final
 from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
-from otel_llm._measure._response import Usage, field_of
+from otel_llm._measure._response import Usage, field_of, items_of
 from otel_llm._wrap._chunk_view import ResponseNotes
 from otel_llm._wrap._later import LaterStreamManager
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
@@ -89,7 +89,7 @@ class AnthropicReader:
         if usage is not None:
             notes.usage = Usage.from_anthropic(usage)
         if notes.capture_text:
-            for block in field_of(message, "content") or ():
+            for block in items_of(field_of(message, "content")):
                 text = field_of(block, "text")
                 if field_of(block, "type") == "text" and isinstance(text, str):
                     notes.text.append(text)

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
-from otel_llm._measure._response import Usage, field_of
+from otel_llm._measure._response import Usage, field_of, items_of
 from otel_llm._wrap._chunk_view import ResponseNotes
 from otel_llm._wrap._later import AsyncLaterStream, LaterStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
@@ -71,7 +71,7 @@ class GeminiReader:
             read = Usage.from_gemini(usage)
             notes.usage = read if notes.usage is None else notes.usage.updated(read)
         output = False
-        for position, candidate in enumerate(field_of(response, "candidates") or ()):
+        for position, candidate in enumerate(items_of(field_of(response, "candidates"))):
             index = field_of(candidate, "index")
             if not isinstance(index, int) or isinstance(index, bool):
                 index = position
@@ -79,7 +79,7 @@ class GeminiReader:
             reason = _value(field_of(candidate, "finish_reason"))
             if reason is not None:
                 notes.finish_reasons[index] = reason
-            for part in field_of(field_of(candidate, "content"), "parts") or ():
+            for part in items_of(field_of(field_of(candidate, "content"), "parts")):
                 if _has_output(part):
                     output = True
                     text = field_of(part, "text")

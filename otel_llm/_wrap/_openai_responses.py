@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from otel_llm._measure._response import Usage, field_of
+from otel_llm._measure._response import Usage, field_of, items_of
 from otel_llm._wrap._chunk_view import ResponseNotes
 
 OUTPUT_DELTAS: Final = frozenset(
@@ -55,6 +55,8 @@ class ResponsesReader:
 
     def read(self, event: Any, notes: ResponseNotes) -> bool:
         kind = field_of(event, "type")
+        if not isinstance(kind, str):
+            return False
         if kind in OUTPUT_DELTAS:
             delta = field_of(event, "delta")
             if not isinstance(delta, str) or not delta:
@@ -118,7 +120,7 @@ def _output_text(items: Any) -> list[str]:
     """The output text of a response's message items."""
     texts = []
     for item in items:
-        for part in field_of(item, "content") or ():
+        for part in items_of(field_of(item, "content")):
             text = field_of(part, "text")
             if field_of(part, "type") == "output_text" and isinstance(text, str):
                 texts.append(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 
@@ -15,6 +16,8 @@ from otel_llm._wrap import _every_sdk
 from otel_llm._wrap._every_sdk import SDKS, Sdk
 from otel_llm.simulator import Script, SimulatedProvider, ThreadedProvider
 from otel_llm.testing import Spans
+from tests.support import REPOSITORY
+from tests.support.processes import run_python
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
@@ -85,3 +88,38 @@ def test_a_bad_threshold_is_refused_before_any_sdk_is_touched() -> None:
     with pytest.raises(ConfigurationError):
         otel_llm.instrument(stall_threshold_ms=-1)
     assert openai.resources.chat.completions.Completions.__dict__["create"] is create
+
+
+_LATER = """
+import json, os, sys
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+import otel_llm
+from opentelemetry.sdk.trace import TracerProvider
+covered = otel_llm.instrument(tracer_provider=TracerProvider())
+imported_early = [name for name in ("anthropic", "google.genai", "litellm") if name in sys.modules]
+if sys.argv[1] == "forget":
+    otel_llm.uninstrument()
+import anthropic, google.genai.models, litellm
+from anthropic.resources.messages.messages import Messages
+def ours(function):
+    return "otel_llm" in function.__code__.co_filename
+wrapped = {
+    "anthropic": ours(Messages.__dict__["create"]),
+    "google_genai": ours(google.genai.models.Models.__dict__["generate_content_stream"]),
+    "litellm": ours(litellm.completion),
+}
+print(json.dumps({"covered": covered, "early": imported_early, "wrapped": wrapped}))
+"""
+
+
+@pytest.mark.parametrize("then", ["import", "forget"])
+def test_an_sdk_imported_after_instrument_is_wrapped_when_imported(then: str) -> None:
+    """``instrument()`` imports no SDK the application has not imported; each is wrapped as
+    the application imports it — unless ``uninstrument()`` came first."""
+    done = run_python(_LATER, then, cwd=REPOSITORY)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["early"] == []
+    assert set(seen["covered"]) >= {"openai", "anthropic", "google_genai", "litellm"}
+    expected = then == "import"
+    assert seen["wrapped"] == {"anthropic": expected, "google_genai": expected, "litellm": expected}
