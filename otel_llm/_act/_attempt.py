@@ -27,7 +27,7 @@ def source_attributes(source: Source, operation: str) -> dict[str, AttributeValu
     """Request attributes that describe ``source``."""
     attrs: dict[str, AttributeValue] = {
         sc.GEN_AI_OPERATION_NAME: operation,
-        sc.GEN_AI_PROVIDER_NAME: source.provider,
+        sc.GEN_AI_PROVIDER_NAME: source.provider_name,
         sc.GEN_AI_REQUEST_MODEL: source.model,
         sc.SERVER_ADDRESS: source.host,
         sc.ATTEMPT_SOURCE: source.name,

@@ -1,5 +1,6 @@
-"""``otel_llm.Client``: a resilient async client for OpenAI-compatible sources that meters every
-call and hedges a late or stalled stream onto another source."""
+"""``otel_llm.Client``: a resilient async client for OpenAI-compatible, Azure OpenAI, Anthropic and
+Gemini sources that meters every call and hedges a late or stalled stream onto another source,
+whatever API each speaks."""
 
 from __future__ import annotations
 
@@ -27,10 +28,11 @@ from otel_llm._act._json import require_json
 from otel_llm._act._legs import Request, UsageOf
 from otel_llm._act._pool import Pool
 from otel_llm._act._result import ChatResult, EmbeddingsResult
-from otel_llm._act._settings import CLIENT_ARGUMENTS, ClientSettings
+from otel_llm._act._settings import CLIENT_ARGUMENTS, ClientSettings, EmbeddingSettings
 from otel_llm._act._source import Source
 from otel_llm._act._source_state import SourceState
 from otel_llm._act._stats import CallStats
+from otel_llm._act._transport import embeddings_refused
 from otel_llm._env import scope_key, stall_threshold_key
 from otel_llm._measure._call_span import CallSpan
 from otel_llm._measure._metrics import LlmMetrics
@@ -39,6 +41,20 @@ from otel_llm._measure._stalls import to_ms, validate_threshold_ms
 from otel_llm._version import __version__
 
 T = TypeVar("T")
+
+
+def _check_chat(sources: Sequence[Source], payload: Mapping[str, Any]) -> None:
+    """Refuse a chat request some source's API cannot take (translated), before anything is
+    sent: any source may be tried, by failover or as a hedge."""
+    for source in sources:
+        source.wire.check(source, payload)
+
+
+def _check_embeddings(sources: Sequence[Source], payload: Mapping[str, Any]) -> None:
+    """Refuse an embeddings call when some source's API has no embeddings."""
+    for source in sources:
+        if not source.wire.embeddings:
+            raise embeddings_refused(source)
 
 
 async def _chat(attempt: Attempt, pool: Pool, payload: Mapping[str, Any]) -> Completion:
@@ -190,9 +206,9 @@ def _admission(settings: ClientSettings) -> Admission:
 
 
 class Client:
-    """Calls OpenAI-compatible sources with retries, failover, circuit breaking, admission, a
-    streaming watchdog and hedged requests, and returns the whole answer with its
-    :class:`CallStats`.
+    """Calls sources — OpenAI-compatible, Azure OpenAI, Anthropic, Gemini, each in its own API —
+    with retries, failover, circuit breaking, admission, a streaming watchdog and hedged
+    requests (across APIs too), and returns the whole answer with its :class:`CallStats`.
 
     Configuration comes from ``{scope}__*`` environment keys, then ``settings``, then the
     arguments here (an explicit argument wins). ``scope`` is ``LLM`` for chat and ``EMBEDDING``
@@ -259,6 +275,8 @@ class Client:
             from otel_llm._errors import ConfigurationError
 
             raise ConfigurationError("sources", f"source names must be unique, got {names}")
+        if self.settings.scope == EmbeddingSettings.scope:
+            _check_embeddings(self.settings.sources, {})
         breaker = self.settings.breaker
         self._states = [
             SourceState(
@@ -356,6 +374,7 @@ class Client:
             usage_of=lambda completion: completion.usage,
             facts_of=lambda completion: completion.facts,
             output_of=lambda completion: (completion.text, completion.finish_reason),
+            check=_check_chat,
         )
         return ChatResult.of(outcome.answer, outcome.winner.state.name, stats)
 
@@ -368,6 +387,7 @@ class Client:
             request=_embed,
             usage_of=lambda answer: answer.usage,
             facts_of=lambda answer: answer.facts,
+            check=_check_embeddings,
         )
         return EmbeddingsResult.of(outcome.answer, outcome.winner.state.name, stats)
 
@@ -381,10 +401,12 @@ class Client:
         usage_of: UsageOf[T],
         facts_of: Callable[[T], ResponseFacts],
         output_of: Callable[[T], tuple[str, str | None]] | None = None,
+        check: Callable[[Sequence[Source], Mapping[str, Any]], None],
     ) -> tuple[CallOutcome[T], CallStats]:
         """One call with its span, stats and metrics (chat is hedged, embeddings never).
-        With content capture on, the span records the prompt (``payload["messages"]``) and
-        the winner's answer (``output_of``: its text and finish reason)."""
+        ``check`` refuses, before any request, what some source cannot take. With content
+        capture on, the span records the prompt (``payload["messages"]``) and the winner's
+        answer (``output_of``: its text and finish reason)."""
         started = time.monotonic_ns()
         call = CallSpan(
             self._tracer,
@@ -399,6 +421,7 @@ class Client:
         run: CallRun[T] | None = None
         try:
             require_json(payload)
+            check(self.sources, payload)
             run = CallRun(
                 self._shared(),
                 payload=payload,
@@ -413,7 +436,9 @@ class Client:
             stats = self._stats(outcome, started)
             winner = outcome.winner
             source = winner.state.source
-            call.set_provider(source.provider, {sc.ATTEMPT_SOURCE: source.name}, model=source.model)
+            call.set_provider(
+                source.provider_name, {sc.ATTEMPT_SOURCE: source.name}, model=source.model
+            )
             call.record_response(facts_of(outcome.answer))
             if output_of is not None:
                 call.record_output(*output_of(outcome.answer))
@@ -429,7 +454,7 @@ class Client:
         except BaseException as exc:  # the span ends on every path, with how far the call got
             tried = run.tried if run is not None else []
             last = self._source(tried[-1]) if tried else self.sources[0]
-            call.set_provider(last.provider, model=last.model)
+            call.set_provider(last.provider_name, model=last.model)
             call.record_counts(
                 attempts=run.attempts if run is not None else 0,
                 hedges=run.hedges if run is not None else 0,

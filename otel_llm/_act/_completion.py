@@ -49,7 +49,7 @@ class Completion:
 
 
 @dataclass(slots=True)
-class _ToolCallParts:
+class ToolCallParts:
     id: str | None = None
     name: str | None = None
     type: str = "function"
@@ -78,7 +78,7 @@ class ShapeError(ValueError):
         super().__init__(f"{where} is {got}, expected {expected}")
 
 
-def _expect(value: Any, kind: type | tuple[type, ...], where: str, expected: str) -> Any:
+def expect(value: Any, kind: type | tuple[type, ...], where: str, expected: str) -> Any:
     """``value`` if it is ``None`` or of ``kind`` (never a bool for numbers), else ShapeError."""
     if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
         return value
@@ -109,7 +109,7 @@ class StreamAssembler:
     def __init__(self) -> None:
         self._text: list[str] = []
         self._reasoning: list[str] = []
-        self._tools: dict[int, _ToolCallParts] = {}
+        self._tools: dict[int, ToolCallParts] = {}
         self._id: str | None = None
         self._model: str | None = None
         self._seen: set[int] = set()
@@ -130,7 +130,7 @@ class StreamAssembler:
         usage = chunk.get("usage")
         if isinstance(usage, Mapping):
             self.usage = Usage.from_openai(usage, earlier=self.usage)
-        choices = _expect(chunk.get("choices"), list, "choices", "a list")
+        choices = expect(chunk.get("choices"), list, "choices", "a list")
         incremental = False
         for position, choice in enumerate(choices or ()):
             if not isinstance(choice, dict):
@@ -141,22 +141,22 @@ class StreamAssembler:
 
     def _choice(self, choice: Mapping[str, Any], position: int) -> bool:
         where = f"choices[{position}]"
-        index = _expect(choice.get("index", 0), int, f"{where}.index", "an integer")
+        index = expect(choice.get("index", 0), int, f"{where}.index", "an integer")
         index = 0 if index is None else index
         self._seen.add(index)
-        reason = _expect(choice.get("finish_reason"), str, f"{where}.finish_reason", "a string")
+        reason = expect(choice.get("finish_reason"), str, f"{where}.finish_reason", "a string")
         if reason:
             self._finished.add(index)
             if index == 0:
                 self.finish_reason = reason
-        delta = _expect(choice.get("delta"), dict, f"{where}.delta", "an object")
+        delta = expect(choice.get("delta"), dict, f"{where}.delta", "an object")
         if not delta:
             return False
-        content = _expect(delta.get("content"), str, f"{where}.delta.content", "a string")
-        reasoning = _expect(
+        content = expect(delta.get("content"), str, f"{where}.delta.content", "a string")
+        reasoning = expect(
             delta.get("reasoning_content"), str, f"{where}.delta.reasoning_content", "a string"
-        ) or _expect(delta.get("reasoning"), str, f"{where}.delta.reasoning", "a string")
-        tool_calls = _expect(delta.get("tool_calls"), list, f"{where}.delta.tool_calls", "a list")
+        ) or expect(delta.get("reasoning"), str, f"{where}.delta.reasoning", "a string")
+        tool_calls = expect(delta.get("tool_calls"), list, f"{where}.delta.tool_calls", "a list")
         if index == 0:
             if content:
                 self._text.append(content)
@@ -171,15 +171,15 @@ class StreamAssembler:
             at = f"{where}[{position}]"
             if not isinstance(delta, dict):
                 raise ShapeError(at, "an object", delta)
-            index = _expect(delta.get("index", position), int, f"{at}.index", "an integer")
-            parts = self._tools.setdefault(position if index is None else index, _ToolCallParts())
-            parts.id = _expect(delta.get("id"), str, f"{at}.id", "a string") or parts.id
-            parts.type = _expect(delta.get("type"), str, f"{at}.type", "a string") or parts.type
-            function = _expect(delta.get("function"), dict, f"{at}.function", "an object")
+            index = expect(delta.get("index", position), int, f"{at}.index", "an integer")
+            parts = self._tools.setdefault(position if index is None else index, ToolCallParts())
+            parts.id = expect(delta.get("id"), str, f"{at}.id", "a string") or parts.id
+            parts.type = expect(delta.get("type"), str, f"{at}.type", "a string") or parts.type
+            function = expect(delta.get("function"), dict, f"{at}.function", "an object")
             if function:
-                name = _expect(function.get("name"), str, f"{at}.function.name", "a string")
+                name = expect(function.get("name"), str, f"{at}.function.name", "a string")
                 parts.name = name or parts.name
-                arguments = _expect(
+                arguments = expect(
                     function.get("arguments"), str, f"{at}.function.arguments", "a string"
                 )
                 if arguments:
@@ -204,39 +204,39 @@ class StreamAssembler:
 def completion_from_json(payload: Mapping[str, Any]) -> Completion:
     """A :class:`Completion` from a non-streamed ``chat.completion`` object; ShapeError when
     the answer's fields have the wrong types."""
-    choices = _expect(payload.get("choices"), list, "choices", "a list")
+    choices = expect(payload.get("choices"), list, "choices", "a list")
     if not choices:
         raise ShapeError("choices", "a non-empty list", choices)
     first = choices[0]
     if not isinstance(first, dict):
         raise ShapeError("choices[0]", "an object", first)
-    message = _expect(first.get("message"), dict, "choices[0].message", "an object") or {}
-    calls = _expect(message.get("tool_calls"), list, "choices[0].message.tool_calls", "a list")
+    message = expect(first.get("message"), dict, "choices[0].message", "an object") or {}
+    calls = expect(message.get("tool_calls"), list, "choices[0].message.tool_calls", "a list")
     tool_calls = []
     for position, call in enumerate(calls or ()):
         at = f"choices[0].message.tool_calls[{position}]"
         if not isinstance(call, dict):
             raise ShapeError(at, "an object", call)
-        function = _expect(call.get("function"), dict, f"{at}.function", "an object") or {}
+        function = expect(call.get("function"), dict, f"{at}.function", "an object") or {}
         tool_calls.append(
             ToolCall(
-                _expect(call.get("id"), str, f"{at}.id", "a string"),
-                _expect(function.get("name"), str, f"{at}.function.name", "a string"),
-                _expect(function.get("arguments"), str, f"{at}.function.arguments", "a string")
+                expect(call.get("id"), str, f"{at}.id", "a string"),
+                expect(function.get("name"), str, f"{at}.function.name", "a string"),
+                expect(function.get("arguments"), str, f"{at}.function.arguments", "a string")
                 or "",
-                _expect(call.get("type"), str, f"{at}.type", "a string") or "function",
+                expect(call.get("type"), str, f"{at}.type", "a string") or "function",
             )
         )
     where = "choices[0].message"
-    reasoning = _expect(
+    reasoning = expect(
         message.get("reasoning_content"), str, f"{where}.reasoning_content", "a string"
-    ) or _expect(message.get("reasoning"), str, f"{where}.reasoning", "a string")
+    ) or expect(message.get("reasoning"), str, f"{where}.reasoning", "a string")
     usage = payload.get("usage")
     return Completion(
-        text=_expect(message.get("content"), str, f"{where}.content", "a string") or "",
+        text=expect(message.get("content"), str, f"{where}.content", "a string") or "",
         reasoning=reasoning or None,
         tool_calls=tuple(tool_calls),
-        finish_reason=_expect(
+        finish_reason=expect(
             first.get("finish_reason"), str, "choices[0].finish_reason", "a string"
         ),
         usage=Usage.from_openai(usage) if isinstance(usage, Mapping) else None,
@@ -262,14 +262,14 @@ class Embeddings:
 def embeddings_from_json(payload: Mapping[str, Any], *, inputs: int | None) -> Embeddings:
     """An :class:`Embeddings` from an OpenAI ``list`` of ``embedding`` objects: one float
     vector per input (``inputs``, when known), all of one length; else ShapeError."""
-    data = _expect(payload.get("data"), list, "data", "a list")
+    data = expect(payload.get("data"), list, "data", "a list")
     if not data:
         raise ShapeError("data", "a non-empty list", data)
     items = []
     for position, item in enumerate(data):
         if not isinstance(item, dict):
             raise ShapeError(f"data[{position}]", "an object", item)
-        index = _expect(item.get("index", position), int, f"data[{position}].index", "an integer")
+        index = expect(item.get("index", position), int, f"data[{position}].index", "an integer")
         vector = item.get("embedding")
         if not isinstance(vector, list) or not vector:
             raise ShapeError(f"data[{position}].embedding", "a non-empty list of numbers", vector)

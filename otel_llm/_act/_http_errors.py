@@ -1,11 +1,14 @@
-"""Translate HTTP failures of an OpenAI-compatible provider into the error hierarchy."""
+"""Translate HTTP failures into the error hierarchy: the parts every wire format shares (the
+``Retry-After`` headers, what an HTTP status alone calls for, transport failures) and the
+classifier of OpenAI-compatible error bodies. The Anthropic and Gemini classifiers live with their
+wire formats (:mod:`otel_llm._act._wire`) and build their errors with :func:`make_error`."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -87,8 +90,63 @@ def not_found_hint(base_url: str, requested_url: str) -> str:
     url = httpx2.URL(base_url)
     if not _VERSION_SEGMENT.search(url.path + "/") and "?" not in base_url:  # (Azure: ?api-version)
         suggested = str(url.copy_with(path=url.path.rstrip("/") + "/v1", query=None))
-        hint += f"; an OpenAI-compatible base URL ends in its API version: try {suggested!r}"
+        hint += f"; the base URL ends in its API version: try {suggested!r}"
     return hint + ")"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorContext:
+    """What a classifier needs besides the error body: the source's name and secrets (redacted
+    from every message), the answer's headers (``Retry-After``), the time and, for a 404, what
+    the message adds (:func:`not_found_hint`)."""
+
+    source: str
+    secrets: tuple[str, ...] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+    now_epoch_s: float = 0.0
+    not_found_hint: str = ""
+
+
+def status_class(status: int | None) -> type[e.ProviderError]:
+    """The error an HTTP status alone calls for (``None``, an error inside a successful answer
+    that names no status: a transient ``ServerError``)."""
+    if status is None:
+        return e.ServerError
+    if status == 429:
+        return e.RateLimited
+    if status == 408 or status >= 500:
+        return e.ServerError
+    if status in (401, 403):
+        return e.AuthenticationError
+    if status == 404:
+        return e.NotFound
+    if status in (400, 422):
+        return e.BadRequest
+    if 400 <= status < 500:
+        return e.PermanentError
+    return e.ServerError
+
+
+def make_error(
+    kind: type[e.ProviderError],
+    status: int | None,
+    message: str,
+    *,
+    code: str | None,
+    context: ErrorContext,
+    retry_after_s: float | None = None,
+) -> e.ProviderError:
+    """``kind`` with the message every classifier writes — ``answered <status>: <the
+    provider's own message>``, secrets redacted — a 404's hint added, a 429's wait kept."""
+    shown = "an error" if status is None else str(status)
+    text = f"answered {shown}: {redact(message.strip()[:500] or f'HTTP {shown}', context.secrets)}"
+    if kind is e.RateLimited:
+        return e.RateLimited(
+            text, status_code=status, code=code, source=context.source, retry_after_s=retry_after_s
+        )
+    if kind is e.NotFound:
+        text += context.not_found_hint
+    return kind(text, status_code=status, code=code, source=context.source)
 
 
 def provider_error(
@@ -134,20 +192,6 @@ def provider_error(
     if status is not None and 400 <= status < 500:
         return e.PermanentError(text, **kwargs)
     return e.ServerError(text, **kwargs)
-
-
-def stream_error(
-    payload: Mapping[str, Any], *, source: str, secrets: Iterable[str]
-) -> e.ProviderError:
-    """An error object sent inside an otherwise successful answer (its own ``status_code``,
-    when it carries one, is taken as the status)."""
-    body = json.dumps({"error": payload.get("error")})
-    status = payload.get("status_code")
-    error = payload.get("error")
-    if isinstance(error, dict) and isinstance(error.get("status_code"), int):
-        status = error["status_code"]
-    known = status if isinstance(status, int) and not isinstance(status, bool) else None
-    return provider_error(known, body, headers={}, source=source, secrets=secrets, now_epoch_s=0.0)
 
 
 def transport_error(

@@ -1,4 +1,5 @@
-"""A source: one OpenAI-compatible endpoint (provider, deployment, model) a call can use."""
+"""A source: one endpoint (provider, deployment, model) a call can use, and the wire format the
+client speaks to it, chosen once, when the source is made (:attr:`Source.wire`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import functools
 import math
 from collections.abc import Iterator
 from typing import Any, Final, Literal, Self
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import httpx2
 from pydantic import (
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -21,6 +23,8 @@ from pydantic import (
 
 from otel_llm._act._admission import Limits
 from otel_llm._act._config_model import StrictModel
+from otel_llm._act._providers import API_LABELS, Provider, check_provider_name, provider_of
+from otel_llm._act._wire import Wire, wire_for
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._redact import public_url, redact_url, url_secrets
@@ -36,9 +40,12 @@ def positive_finite(value: float | None, field: str) -> float | None:
 
 
 class Source(StrictModel):
-    """One endpoint. ``api_key`` is a secret, and so is a password in ``base_url``: neither
-    appears in reprs, spans or errors. An invalid field is a :class:`ConfigurationError` naming
-    it (``Source.base_url``), never repeating the value given."""
+    """One endpoint. ``provider`` chooses the wire format: ``anthropic`` speaks the Messages
+    API, ``gemini`` the Gemini API, ``azure`` Azure OpenAI's deployments, anything else
+    OpenAI-compatible chat completions (see :mod:`otel_llm._act._providers`). ``api_key`` is a
+    secret, and so is a password in ``base_url``: neither appears in reprs, spans or errors. An
+    invalid field, or fields that cannot go together, is a :class:`ConfigurationError` naming it
+    (``Source.base_url``), never repeating the value given."""
 
     def __init__(self, **fields: Any) -> None:
         try:
@@ -52,11 +59,21 @@ class Source(StrictModel):
     name: str = Field(min_length=1)
     """Unique name within a client, e.g. ``openai-1``."""
     provider: str = Field(min_length=1)
-    """Provider name as the GenAI convention's ``gen_ai.provider.name`` (``openai`` …)."""
+    """``openai``, ``anthropic``, ``gemini``, ``azure``, or the name of any other
+    OpenAI-compatible provider (lower case). It chooses the wire format and, for the known
+    four, the ``gen_ai.provider.name`` (``anthropic``, ``gcp.gemini``, ``azure.ai.openai``);
+    another name is reported as given."""
     base_url: str = Field(min_length=1)
-    """Base URL up to and including the API version, e.g. ``https://api.openai.com/v1``."""
+    """Base URL up to and including the API version, e.g. ``https://api.openai.com/v1``;
+    ``openai``, ``anthropic`` and ``gemini`` sources may leave it out (their public URLs). For
+    ``azure``: the resource endpoint, ``https://{resource}.openai.azure.com`` (or a whole
+    deployment URL with its ``?api-version=``, or the ``…/openai/v1`` route)."""
     model: str = Field(min_length=1)
+    """The model asked for (for ``azure``, also the deployment unless ``deployment`` names
+    another)."""
     api_key: SecretStr | None = None
+    """Sent as ``Authorization: Bearer`` (OpenAI-compatible), ``api-key`` (Azure),
+    ``x-api-key`` (Anthropic) or ``x-goog-api-key`` (Gemini) — in a header, never in a URL."""
     timeout_s: float = DEFAULTS.timeout_s
     """Read timeout of one attempt; also the watchdog's budgets when those are unset (between
     chunks only when given: see :attr:`effective_inter_chunk_timeout_s`)."""
@@ -75,6 +92,39 @@ class Source(StrictModel):
     """Admission: at most this many requests a minute to this source (``None``: unlimited)."""
     tokens_per_minute: float | None = None
     """Admission: at most this many tokens a minute (estimated up front, settled from usage)."""
+    deployment: str | None = None
+    """``azure`` only: the deployment the requests go to (``None``: the ``model``)."""
+    api_version: str | None = Field(default=None, validate_default=True)
+    """``azure``: the ``api-version`` query kept on every request (required unless
+    ``base_url`` carries it or is the ``…/openai/v1`` route). ``anthropic``: the
+    ``anthropic-version`` header (default: the one the pinned SDK sends). Other providers
+    name their version in ``base_url``."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """The output limit of a call that sets none (``max_tokens`` or ``max_completion_tokens``).
+    The Anthropic Messages API requires one: an ``anthropic`` source without it sends 4096
+    (``anthropic_max_tokens`` in :mod:`otel_llm._defaults`)."""
+
+    _provider: Provider = PrivateAttr()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _public_base_url(cls, data: Any) -> Any:
+        """A known provider's public base URL where the source names none."""
+        if isinstance(data, dict) and data.get("base_url") is None:
+            provider = data.get("provider")
+            if isinstance(provider, str):
+                default = provider_of(provider).base_url
+                if default is not None:
+                    return {**data, "base_url": default}
+        return data
+
+    @field_validator("provider")
+    @classmethod
+    def _check_provider(cls, value: str) -> str:
+        return check_provider_name(value)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._provider = provider_of(self.provider)
 
     @field_validator(
         "timeout_s",
@@ -128,6 +178,57 @@ class Source(StrictModel):
             )
         return value if "?" in value else value.rstrip("/")  # a query's own "/" stays
 
+    @field_validator("api_key_header")
+    @classmethod
+    def _key_header_for_chat(cls, value: str | None, info: ValidationInfo) -> str | None:
+        api = _api_of(info)
+        if value is not None and api is not None and api != "chat":
+            raise ValueError(
+                f"is for OpenAI-compatible and Azure sources; a {info.data['provider']} source "
+                "sends its key in its API's own header"
+            )
+        return value
+
+    @field_validator("deployment")
+    @classmethod
+    def _deployment_for_azure(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        provider = info.data.get("provider")
+        if provider is not None and not provider_of(provider).azure:
+            raise ValueError("names an Azure OpenAI deployment: only for provider='azure'")
+        if not value.strip() or "/" in value or "?" in value:
+            raise ValueError("must be a deployment name (no '/', no '?')")
+        base = info.data.get("base_url")
+        if isinstance(base, str) and "/deployments/" in httpx2.URL(base).path:
+            raise ValueError("is set, and base_url names a deployment too; keep one")
+        return value
+
+    @field_validator("api_version")
+    @classmethod
+    def _version_for_provider(cls, value: str | None, info: ValidationInfo) -> str | None:
+        provider = info.data.get("provider")
+        if provider is None:
+            return value
+        kind = provider_of(provider)
+        if value is not None and not value.strip():
+            raise ValueError("is empty")
+        if kind.azure:
+            base = info.data.get("base_url")
+            if value is None and isinstance(base, str) and not _azure_route_is_versioned(base):
+                raise ValueError(
+                    "Azure OpenAI needs its api-version (such as 2024-10-21) on every request: "
+                    "set api_version, or pass the whole deployment URL with ?api-version=… as "
+                    "base_url"
+                )
+            return value
+        if value is not None and kind.api != "anthropic":
+            raise ValueError(
+                f"is for azure (the api-version query) and anthropic (the anthropic-version "
+                f"header); {API_LABELS[kind.api]} names its version in base_url"
+            )
+        return value
+
     @model_validator(mode="after")
     def _one_authorization(self) -> Self:
         both = self.api_key is not None and self.key_header == "Authorization"
@@ -159,15 +260,41 @@ class Source(StrictModel):
         return inter_chunk_budget_s(self.inter_token_timeout_s, given)
 
     @property
+    def wire(self) -> Wire:
+        """The wire format the client speaks to this source (chosen by ``provider``)."""
+        return wire_for(self._provider.api)
+
+    @property
+    def api(self) -> str:
+        """The wire format's name: ``chat``, ``anthropic`` or ``gemini``."""
+        return self._provider.api
+
+    @property
+    def provider_name(self) -> str:
+        """``gen_ai.provider.name`` of this source."""
+        return self._provider.telemetry_name
+
+    @property
     def chat_url(self) -> str:
-        """The chat completions endpoint (the base URL's query string kept, as Azure's
-        ``?api-version=…`` needs)."""
-        return _endpoint(self.base_url, "chat/completions")
+        """The chat completions endpoint of an OpenAI-compatible or Azure source (the base URL's
+        query string kept, as Azure's ``?api-version=…`` needs)."""
+        return self._route("chat/completions")
 
     @property
     def embeddings_url(self) -> str:
-        """The embeddings endpoint."""
-        return _endpoint(self.base_url, "embeddings")
+        """The embeddings endpoint of an OpenAI-compatible or Azure source."""
+        return self._route("embeddings")
+
+    def endpoint(self, name: str, query: str = "") -> str:
+        """``base_url`` with ``/name`` added to its path and ``query`` to its query (the base
+        URL's own query kept, its user information left out)."""
+        url = _endpoint(self.base_url, name)
+        return f"{url}{'&' if '?' in url else '?'}{query}" if query else url
+
+    def _route(self, name: str) -> str:
+        if not self._provider.azure:
+            return _endpoint(self.base_url, name)
+        return _azure_endpoint(self.base_url, self.deployment or self.model, self.api_version, name)
 
     @property
     def userinfo_header(self) -> str | None:
@@ -181,12 +308,16 @@ class Source(StrictModel):
 
     @property
     def key_header(self) -> str:
-        """The header the API key goes in: ``api-key`` for Azure OpenAI (a ``provider``
-        starting with ``azure``) unless ``api_key_header`` says otherwise, else
-        ``Authorization`` (as ``Bearer <key>``)."""
+        """The header the API key goes in: ``x-api-key`` (Anthropic), ``x-goog-api-key``
+        (Gemini); ``api-key`` for Azure OpenAI (a ``provider`` starting with ``azure``) unless
+        ``api_key_header`` says otherwise, else ``Authorization`` (as ``Bearer <key>``)."""
+        if self._provider.api == "anthropic":
+            return "x-api-key"
+        if self._provider.api == "gemini":
+            return "x-goog-api-key"
         if self.api_key_header is not None:
             return self.api_key_header
-        return "api-key" if self.provider.lower().startswith("azure") else "Authorization"
+        return "api-key" if self.provider.startswith("azure") else "Authorization"
 
     @property
     def public_url(self) -> str:
@@ -215,6 +346,36 @@ def inter_chunk_budget_s(inter_token_timeout_s: float | None, timeout_s: float |
     and ``timeout_s`` (``None``: not set): the first, else the second, else 30 s
     (:attr:`~otel_llm._defaults.Defaults.inter_token_timeout_s`)."""
     return inter_token_timeout_s or timeout_s or DEFAULTS.inter_token_timeout_s
+
+
+def _api_of(info: ValidationInfo) -> str | None:
+    """The wire format of the source being validated (``None``: its provider was refused)."""
+    provider = info.data.get("provider")
+    return provider_of(provider).api if isinstance(provider, str) else None
+
+
+def _azure_route_is_versioned(base_url: str) -> bool:
+    """Whether an Azure base URL needs no ``api_version``: it carries ``api-version`` in its
+    query, or is Azure's versionless ``…/openai/v1`` route."""
+    url = httpx2.URL(base_url)
+    return "api-version" in url.params or url.path.rstrip("/").endswith("/openai/v1")
+
+
+@functools.lru_cache(maxsize=256)
+def _azure_endpoint(base_url: str, deployment: str, api_version: str | None, name: str) -> str:
+    """Azure OpenAI's endpoint ``name``: below the deployment route when ``base_url`` is a
+    resource endpoint (``…/openai/deployments/{deployment}/{name}``), below ``base_url`` when it
+    names a deployment or is the ``…/openai/v1`` route; ``api-version`` added to the query
+    unless it is there already."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    if "/deployments/" not in path and not path.endswith("/openai/v1"):
+        path = path.removesuffix("/openai") + f"/openai/deployments/{quote(deployment, safe='')}"
+    query = parts.query
+    if api_version is not None and "api-version" not in httpx2.URL(base_url).params:
+        query = "&".join(filter(None, (query, urlencode({"api-version": api_version}))))
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, f"{path}/{name}", query, ""))
 
 
 @functools.lru_cache(maxsize=256)

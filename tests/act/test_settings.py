@@ -35,6 +35,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     monkeypatch.setenv("LLM__AZURE__2__BASE_URL", BASE)
     monkeypatch.setenv("LLM__AZURE__2__MODEL", "gpt-b")
     monkeypatch.setenv("LLM__AZURE__2__TIMEOUT_S", "30")
+    monkeypatch.setenv("LLM__AZURE__2__API_VERSION", "2024-10-21")
     return monkeypatch
 
 
@@ -204,6 +205,7 @@ def test_no_source_is_a_clear_error(env: pytest.MonkeyPatch) -> None:
     env.delenv("LLM__AZURE__2__BASE_URL")
     env.delenv("LLM__AZURE__2__MODEL")
     env.delenv("LLM__AZURE__2__TIMEOUT_S")
+    env.delenv("LLM__AZURE__2__API_VERSION")
     with pytest.raises(ConfigurationError, match="no source configured"):
         Client()
 
