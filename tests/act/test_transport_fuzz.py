@@ -10,10 +10,7 @@ incomplete stream as an answer. The wrapper never changes what the SDK returns o
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
@@ -26,25 +23,20 @@ from otel_llm import Source, instrument_openai, uninstrument_openai
 from otel_llm import _errors as e
 from otel_llm._act._pool import Pool
 from otel_llm._act._transport import chat_completion
-from otel_llm._measure._chunks import ChunkClock
 from otel_llm.testing import Spans
-
-BAD_BYTE = b"\xff"
-"""Not UTF-8: a reader decodes it as U+FFFD."""
-DEEP = b"[" * 50_000
-"""JSON nested deeper than the interpreter's recursion limit (``json`` raises RecursionError)."""
-
-
-@dataclass(frozen=True)
-class Event:
-    """One SSE event: its field lines, and what it means to a correct reader."""
-
-    lines: tuple[bytes, ...]
-    effect: str
-    """``skip``, ``chunk``, ``malformed``, ``error`` or ``done``."""
-    text: str = ""
-    finished: tuple[int, ...] = ()
-    seen: tuple[int, ...] = ()
+from tests.support.hostile_sse import (
+    BAD_BYTE,
+    DEEP,
+    Event,
+    Stream,
+    expected,
+    fail,
+    serving,
+    serving_pieces,
+    skip,
+)
+from tests.support.hostile_sse import streams as hostile_streams
+from tests.support.hostile_sse import through_transport as transport_outcome
 
 
 def data(payload: Any) -> tuple[bytes, ...]:
@@ -124,158 +116,43 @@ def events(draw: st.DrawFn) -> Event:
         payload = choice_chunk([{"index": index, "delta": {}, "finish_reason": "stop"}])
         return Event(data(payload), "chunk", finished=(index,), seen=(index,))
     if kind == "comment":
-        return Event((b": ping",), "skip")
+        return skip(b": ping")
     if kind == "field":  # id / retry / an unknown field: no data, nothing dispatched
         line = draw(st.sampled_from([b"id: 7", b"retry: 1000", b"retry: soon", b"foo: bar", b"x"]))
-        return Event((line,), "skip")
+        return skip(line)
     if kind == "typed":  # another event type is not a chunk, whatever it carries
-        return Event((b"event: ping", b"data: {not json"), "skip")
+        return skip(b"event: ping", b"data: {not json")
     if kind == "empty":
-        return Event((b"data:",), "skip")
+        return skip(b"data:")
     if kind == "wrong":
-        return Event(data(draw(wrong_shapes)), "malformed")
+        return fail(e.MalformedStream, *data(draw(wrong_shapes)))
     if kind == "junk":
         junk = draw(st.sampled_from([b"{", b"nope", b'{"a": ', b"[1,", DEEP]))
-        return Event((b"data: " + junk,), "malformed")
+        return fail(e.MalformedStream, b"data: " + junk)
     if kind == "notobject":
-        return Event(data(draw(st.sampled_from([[1], "s", 3, None]))), "malformed")
+        return fail(e.MalformedStream, *data(draw(st.sampled_from([[1], "s", 3, None]))))
     if kind == "error":
-        return Event(data({"error": {"message": "overloaded", "code": "server_error"}}), "error")
+        return fail(
+            e.ServerError, *data({"error": {"message": "overloaded", "code": "server_error"}})
+        )
     if kind == "error-event":
-        return Event((b"event: error", b'data: {"message": "boom"}'), "error")
-    return Event((b"data: [DONE]",), "done")
-
-
-@dataclass
-class Stream:
-    """A generated stream: its events, how it is written and how it is cut."""
-
-    events: list[Event]
-    newline: bytes
-    bom: bool
-    cut: int | None
-    """Byte at which the body stops (``None``: it is whole)."""
-    reset: bool
-    """At the cut, the connection breaks (else the body ends cleanly there)."""
-    splits: list[int] = field(default_factory=list)
-
-    def body(self) -> bytes:
-        out = b"\xef\xbb\xbf" if self.bom else b""
-        for event in self.events:
-            out += b"".join(line + self.newline for line in event.lines) + self.newline
-        return out
-
-    def delivered(self) -> list[Event]:
-        """The events a reader sees whole before the cut. A lone CR at the very end of what
-        arrived before a broken connection may still have become CR LF: it ends no line."""
-        position = 3 if self.bom else 0
-        seen = []
-        for event in self.events:
-            position += sum(len(line) + len(self.newline) for line in event.lines)
-            position += len(self.newline)
-            if self.cut is not None and not self._ends_before_cut(position):
-                break
-            seen.append(event)
-        return seen
-
-    def _ends_before_cut(self, end: int) -> bool:
-        """Whether an event whose blank line ends at byte ``end`` is dispatched."""
-        assert self.cut is not None
-        if self.reset and self.newline == b"\r":
-            return end < self.cut
-        return end <= self.cut
-
-    def pieces(self) -> list[bytes]:
-        body = self.body()
-        if self.cut is not None:
-            body = body[: self.cut]
-        bounds = sorted({0, len(body), *(s % (len(body) + 1) for s in self.splits)})
-        return [body[a:b] for a, b in itertools.pairwise(bounds)]
-
-
-@st.composite
-def streams(draw: st.DrawFn) -> Stream:
-    stream = Stream(
-        events=draw(st.lists(events(), max_size=25)),
-        newline=draw(st.sampled_from([b"\n", b"\r\n", b"\r"])),
-        bom=draw(st.booleans()),
-        cut=None,
-        reset=draw(st.booleans()),
-        splits=draw(st.lists(st.integers(0, 10_000), max_size=12)),
-    )
-    body = stream.body()
-    if draw(st.booleans()) and body:
-        cut = draw(st.integers(0, len(body) - 1))
-        while cut and not stream.reset and body[:cut].endswith(b"\r"):
-            # Left out: a body that ends cleanly just after a lone CR. httpx2's reader then
-            # takes that CR for the end of a line *and* of the event and dispatches what it has
-            # (a quirk of the HTTP library's SSE reader, outside what this property checks).
-            cut -= 1
-        stream.cut = cut
-    return stream
-
-
-def expected(stream: Stream) -> str | type[BaseException]:
-    """What a correct reader makes of ``stream``: the answer's text, or the error class."""
-    text, seen, finished, done = [], set(), set(), False
-    for event in stream.delivered():
-        if done or event.effect == "skip":
-            continue
-        if event.effect == "malformed":
-            return e.MalformedStream
-        if event.effect == "error":
-            return e.ServerError
-        if event.effect == "done":
-            done = True
-            continue
-        text.append(event.text)
-        seen.update(event.seen)
-        finished.update(event.finished)
-    if stream.cut is not None and stream.reset:
-        return e.ProviderConnectionError
-    if finished and seen <= finished:
-        return "".join(text)
-    return e.TruncatedStream
-
-
-def serving(stream: Stream) -> Callable[[httpx2.Request], httpx2.Response]:
-    return serving_pieces(stream.pieces(), reset=stream.cut is not None and stream.reset)
-
-
-def serving_pieces(
-    pieces: list[bytes], *, reset: bool = False
-) -> Callable[[httpx2.Request], httpx2.Response]:
-    """A streamed answer of ``pieces``; with ``reset`` the connection breaks after them."""
-
-    async def body() -> AsyncIterator[bytes]:
-        for piece in pieces:
-            yield piece
-            await asyncio.sleep(0)
-        if reset:
-            raise httpx2.ReadError("connection reset by peer")
-
-    def handler(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
-
-    return handler
+        return fail(e.ServerError, b"event: error", b'data: {"message": "boom"}')
+    return Event((b"data: [DONE]",), "end")
 
 
 SOURCE = Source(name="fuzz", provider="sim", base_url="http://fuzz.test/v1", model="m")
+
+
+def streams() -> st.SearchStrategy[Stream]:
+    """Hostile chat completions streams."""
+    return hostile_streams(events())
+
+
+async def through_transport(handler: Any) -> str | type[BaseException]:
+    return await transport_outcome(SOURCE, handler, {"messages": []})
+
+
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-async def through_transport(
-    handler: Callable[[httpx2.Request], httpx2.Response],
-) -> str | type[BaseException]:
-    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http:
-        async with asyncio.timeout(5):  # a hang fails the test as a TimeoutError
-            try:
-                completion = await chat_completion(
-                    Pool(client=http), SOURCE, {"messages": []}, stream=True, clock=ChunkClock()
-                )
-            except e.OtelLLMError as exc:
-                return type(exc)
-    return completion.text
 
 
 @FUZZ

@@ -371,10 +371,6 @@ def messages_body(translated: Translated, source: Source, *, stream: bool) -> di
         body["system"] = (
             system[0] if len(system) == 1 else [{"type": "text", "text": text} for text in system]
         )
-    if generation.temperature is not None:
-        body["temperature"] = generation.temperature
-    if generation.top_p is not None:
-        body["top_p"] = generation.top_p
     if generation.stop:
         body["stop_sequences"] = list(generation.stop)
     return body
@@ -387,7 +383,7 @@ class AnthropicWire:
     embeddings = False
 
     def _translation(self, source: Source) -> Translation:
-        return Translation(source, "anthropic", temperature_max=1.0)
+        return Translation(source, "anthropic")
 
     def check(self, source: Source, payload: Mapping[str, Any]) -> None:
         """Refuse what does not cross to the Messages API."""

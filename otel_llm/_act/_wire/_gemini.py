@@ -355,7 +355,10 @@ def contents_body(translated: Translated, source: Source) -> dict[str, Any]:
         ]
     }
     if translated.system:
-        body["systemInstruction"] = {"parts": [{"text": text} for text in translated.system]}
+        body["systemInstruction"] = {
+            "parts": [{"text": text} for text in translated.system],
+            "role": "user",  # as the google-genai SDK sends it
+        }
     generation = translated.generation
     config = {
         key: value
@@ -392,7 +395,11 @@ class GeminiWire:
 
     def _translation(self, source: Source) -> Translation:
         return Translation(
-            source, "gemini", extra=frozenset({"seed", "presence_penalty", "frequency_penalty"})
+            source,
+            "gemini",
+            extra=frozenset(
+                {"temperature", "top_p", "seed", "presence_penalty", "frequency_penalty"}
+            ),
         )
 
     def check(self, source: Source, payload: Mapping[str, Any]) -> None:

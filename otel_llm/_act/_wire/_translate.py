@@ -4,8 +4,9 @@ OpenAI-style request for an API that is not OpenAI's.
 What crosses: text content (a string, or a list of ``{"type": "text"}`` parts), system prompts
 (``system`` or ``developer`` messages before the conversation), the roles ``user`` and
 ``assistant``, and the generation settings every API has (``max_tokens`` or
-``max_completion_tokens``, ``temperature``, ``top_p``, ``stop``; ``n`` of 1) — plus, per API,
-those it has too (Gemini: ``seed`` and the penalties). Anything else — tools and tool results,
+``max_completion_tokens``, ``stop``; ``n`` of 1) — plus, per API, those it has too (Gemini:
+``temperature``, ``top_p``, ``seed`` and the penalties; the Anthropic Messages API of the
+version the client speaks has no sampling settings). Anything else — tools and tool results,
 images and audio, ``response_format``, ``n > 1``, log probabilities, a message's ``name``, a
 system message in mid-conversation — is refused with a :class:`~otel_llm.ConfigurationError`
 naming the field, before anything is sent, rather than dropped (the answer would not be the one
@@ -27,9 +28,7 @@ if TYPE_CHECKING:
 
 Role = Literal["user", "assistant"]
 
-COMMON_PARAMETERS: Final = frozenset(
-    {"max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "n"}
-)
+COMMON_PARAMETERS: Final = frozenset({"max_tokens", "max_completion_tokens", "stop", "n"})
 """Generation settings every API has (``n`` only as 1)."""
 IGNORED: Final = frozenset({"messages", "model", "stream_options"})
 """Fields of a request that are not generation settings: the messages (translated), the model
@@ -50,6 +49,8 @@ _WHAT: Final[dict[str, str]] = {
     "logit_bias": "logit biases",
     "prediction": "predicted outputs",
     "web_search_options": "web search",
+    "temperature": "a sampling setting (temperature)",
+    "top_p": "a sampling setting (top_p)",
 }
 """How a refusal names a request field that does not cross (others by their own name)."""
 
@@ -87,27 +88,19 @@ class Translated:
 class Translation:
     """Reads a request for one source whose API is ``api``, refusing what does not cross."""
 
-    def __init__(
-        self,
-        source: Source,
-        api: Api,
-        *,
-        extra: frozenset[str] = frozenset(),
-        temperature_max: float = 2.0,
-    ) -> None:
+    def __init__(self, source: Source, api: Api, *, extra: frozenset[str] = frozenset()) -> None:
         self.source = source
         self.api = api
         self.extra = extra
         """Generation settings beyond :data:`COMMON_PARAMETERS` this API has."""
-        self.temperature_max = temperature_max
 
     def refuse(self, key: str, what: str) -> ConfigurationError:
         """The error for a request field ``key`` that cannot be sent to the source."""
         return ConfigurationError(
             key,
             f"{what} cannot be sent to source {self.source.name!r}, which speaks "
-            f"{API_LABELS[self.api]}: text messages, system prompts and max_tokens, "
-            "temperature, top_p and stop cross providers; nothing was sent",
+            f"{API_LABELS[self.api]}: text messages, system prompts, max_tokens and stop "
+            "cross providers; nothing was sent",
         )
 
     def read(self, payload: Mapping[str, Any]) -> Translated:
@@ -186,7 +179,7 @@ class Translation:
         key = "max_completion_tokens" if "max_completion_tokens" in payload else "max_tokens"
         if limit is not None and not (_whole(limit) and limit >= 1):
             raise self.refuse(key, "max_tokens other than a whole number >= 1")
-        temperature = self._number(payload, "temperature", 0.0, self.temperature_max)
+        temperature = self._number(payload, "temperature", 0.0, 2.0)
         top_p = self._number(payload, "top_p", 0.0, 1.0)
         stop = payload.get("stop")
         if isinstance(stop, str):
