@@ -1,22 +1,31 @@
-"""A simulated OpenAI-compatible provider whose behaviour is scripted.
+"""A simulated LLM provider whose behaviour is scripted, speaking four wire formats.
 
 Used by the tests (real HTTP over loopback), ``otel-llm demo``, ``otel-llm provider`` and the
 benchmarks. A :class:`Script` describes one answer — first-chunk delay, chunk cadence, mid-stream
-:class:`Silence` (with or without ``: ping`` keepalives), reasoning and tool-call phases, usage,
-HTTP errors with ``Retry-After``, holds and connection faults. A request picks its script by
-header ``X-Sim-Script``, body field ``sim``, registered model name, preset name or the server's
-default, in that order. The ``measured`` preset reproduces the user's measured distribution of
-4,407 real calls; ``oracle`` is the same calls without silences. A request carrying
-``sim_key`` draws its script independently of arrival order, and the server keeps that script
-(``stats.script_of(response_id)``); :func:`scripted_figures` turns it into the stall figures an
-honest meter must report — the ground truth ``otel-llm demo`` prints beside its measurements.
+:class:`Silence` (with or without keepalives), reasoning and tool-call phases, usage, HTTP errors
+with ``Retry-After``, holds, connection faults and mid-stream error events. The same script is
+served on every wire format, on the same timeline: OpenAI chat completions
+(``/v1/chat/completions``, and Azure OpenAI's
+``/openai/deployments/{deployment}/chat/completions``), OpenAI Responses (``/v1/responses``),
+Anthropic Messages (``/v1/messages``) and Gemini (``/v1beta/models/{model}:streamGenerateContent``
+…), so a scripted silence, keepalive or fault
+replays on each. A request picks its script by header ``X-Sim-Script``, body field ``sim``,
+registered model name (the body's ``model``, or the URL's for Gemini and Azure), preset name or
+the server's default, in that order. The ``measured`` preset reproduces the user's measured
+distribution of 4,407 real calls; ``oracle`` is the same calls without silences. A request
+carrying ``sim_key`` draws its script independently of arrival order, and the server keeps that
+script (``stats.script_of(response_id)``); :func:`scripted_figures` turns it into the figures an
+honest meter must report on a wire format — the ground truth ``otel-llm demo`` prints beside its
+measurements.
 
 ::
 
     async with SimulatedProvider(time_scale=0.01) as provider:
         client = openai.AsyncOpenAI(base_url=provider.base_url, api_key="sim")
         await client.chat.completions.create(model="stall", messages=[...], stream=True)
-        await provider.stats.wait_for_completed(1)
+        claude = anthropic.AsyncAnthropic(base_url=provider.url, api_key="sim")
+        await claude.messages.create(model="stall", max_tokens=100, messages=[...], stream=True)
+        await provider.stats.wait_for_completed(2)
 """
 
 from otel_llm.simulator._presets import (
@@ -35,7 +44,8 @@ from otel_llm.simulator._provider_stats import ProviderStats
 from otel_llm.simulator._script import Script, Silence
 from otel_llm.simulator._select import SCRIPT_FIELD, SCRIPT_HEADER, SCRIPT_KEY_FIELD, ScriptSource
 from otel_llm.simulator._server import MAX_WAIT_S, ORIGIN_HEADER, STATS_KEY, create_app
-from otel_llm.simulator._truth import ScriptedFigures, scripted_figures
+from otel_llm.simulator._truth import ScriptedFigures, chunk_indices, scripted_figures
+from otel_llm.simulator._wire import WireName
 
 __all__ = [
     "MAX_WAIT_S",
@@ -57,6 +67,8 @@ __all__ = [
     "Silence",
     "SimulatedProvider",
     "ThreadedProvider",
+    "WireName",
+    "chunk_indices",
     "create_app",
     "measured",
     "oracle",

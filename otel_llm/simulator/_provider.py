@@ -1,7 +1,9 @@
 """Running the simulated provider: in the caller's event loop, in a thread, or until Ctrl-C.
 
 * :class:`SimulatedProvider` — ``async with SimulatedProvider(...) as provider:`` serves on
-  127.0.0.1 with an OS-assigned port; ``provider.base_url`` is what a client is given.
+  127.0.0.1 with an OS-assigned port; ``provider.base_url`` (``…/v1``) is what an OpenAI client
+  is given, ``provider.url`` what an Anthropic or Gemini client is given as its base URL and an
+  Azure OpenAI client as its ``azure_endpoint``.
 * :meth:`SimulatedProvider.start_in_thread` — the same served from its own thread and event loop,
   for synchronous clients (the synchronous ``openai`` SDK); close it or use it as ``with``.
 * :func:`serve` — the ``otel-llm provider`` command: serve until interrupted.
@@ -68,7 +70,8 @@ class SimulatedProvider:
 
     @property
     def url(self) -> str:
-        """``http://<host>:<port>`` of the running server."""
+        """``http://<host>:<port>`` of the running server: the base URL of the Anthropic and
+        Gemini SDKs, Azure OpenAI's ``azure_endpoint``."""
         if self._url is None:
             raise RuntimeError("the simulated provider is not running")
         return self._url
@@ -240,9 +243,10 @@ def serve(
     async def run() -> None:
         async with provider:
             announce(
-                f"simulated OpenAI-compatible provider on {provider.base_url} "
-                f"(default {preset or 'script'}, time_scale {time_scale}, seed {seed}); "
-                f"Ctrl-C stops it"
+                f"simulated provider on {provider.base_url} (OpenAI chat completions and "
+                f"Responses); Anthropic Messages and Gemini at {provider.url}, Azure OpenAI "
+                f"at {provider.url}/openai (default {preset or 'script'}, time_scale "
+                f"{time_scale}, seed {seed}); Ctrl-C stops it"
             )
             if not is_loopback(host):
                 announce(f"warning: serving on {host}, reachable beyond this machine")

@@ -6,7 +6,10 @@ thousand times faster in a test. Vocabulary follows the chunk rule: the ``chunk_
 chunks carry output (reasoning, content or tool-call deltas); the role-only chunk, SSE keepalive
 comments, the finish chunk, the usage frame and ``[DONE]`` are not chunks.
 
-The stream a script produces, in order::
+Every wire format (chat completions, Responses, Anthropic Messages, Gemini) plays the same script
+on the same timeline; each module of a format says how it maps the script (``_chat``,
+``_responses``, ``_anthropic``, ``_gemini``). The stream a script produces, in chat completions'
+words, in order::
 
     role chunk                         (role_chunk)
     ── first_chunk_delay_s ──
@@ -28,9 +31,17 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Fault = Literal["reset", "truncate", "malformed"]
+Fault = Literal["reset", "truncate", "malformed", "error"]
 """``reset`` aborts the TCP connection, ``truncate`` ends the response cleanly without a finish
-reason or ``[DONE]``, ``malformed`` sends one ``data:`` line that is not JSON and carries on."""
+reason or ``[DONE]`` (no stop event in any format), ``malformed`` sends one ``data:`` line that is
+not JSON and carries on, ``error`` sends the format's own mid-stream error event (an
+``{"error": …}`` data line for chat completions, ``error`` and ``response.failed`` for Responses,
+``event: error`` for Anthropic, an ``{"error": …}`` chunk for Gemini) naming ``fault_status``, and
+ends the stream."""
+
+ResponsesReasoning = Literal["summary", "text"]
+"""How the Responses API streams the reasoning phase: reasoning-summary deltas (OpenAI's reasoning
+models) or reasoning-text deltas (open-weight models behind a Responses server)."""
 
 ReasoningKey = Literal["reasoning_content", "reasoning"]
 """The delta key of reasoning output (DeepSeek/vLLM style, or OpenRouter style)."""
@@ -45,8 +56,9 @@ class Silence(BaseModel):
     """A mid-stream silence of ``duration_s`` after the incremental chunk ``after_chunk``.
 
     The silence adds to the normal ``chunk_interval_s`` before the next chunk. During it the
-    server writes ``: ping`` SSE comments every ``keepalive_every_s`` when that is set; keepalives
-    are not chunks, so the silence is still a gap to a meter.
+    server writes the format's keepalive every ``keepalive_every_s`` when that is set (a ``: ping``
+    SSE comment; Anthropic's ``ping`` event; nothing on Gemini, whose SDK cannot read comments);
+    keepalives are not chunks, so the silence is still a gap to a meter.
     """
 
     model_config = _FROZEN
@@ -56,7 +68,7 @@ class Silence(BaseModel):
     duration_s: float = Field(ge=0.0)
     """Length of the silence, scripted seconds."""
     keepalive_every_s: float | None = Field(default=None, gt=0.0)
-    """Period of ``: ping`` comments during the silence; ``None`` sends none."""
+    """Period of keepalives during the silence; ``None`` sends none."""
 
     @model_validator(mode="after")
     def _bounded_keepalives(self) -> Self:
@@ -96,24 +108,36 @@ class Script(BaseModel):
     """Delta key of the reasoning phase."""
     tool_call: bool = False
     """The chunks after the reasoning phase stream one tool call instead of content."""
+    refusal: bool = False
+    """The chunks after the reasoning phase carry a refusal instead of content (chat
+    ``delta.refusal``, Responses ``response.refusal.delta``; Anthropic and Gemini have no refusal
+    channel and stream it as text)."""
+    responses_reasoning: ResponsesReasoning = "summary"
+    """How the Responses API streams the reasoning phase (other formats ignore it)."""
     usage: bool = True
     """Send a usage-only frame before ``[DONE]`` when the request set ``include_usage``."""
     finish_reason: str | None = None
     """Finish reason of the final chunk; ``None``: ``tool_calls`` for a tool call, else ``stop``."""
     done: bool = True
-    """Send ``data: [DONE]``; ``False`` ends the stream cleanly without it ("missing [DONE]")."""
+    """Send ``data: [DONE]``; ``False`` ends the stream cleanly without it ("missing [DONE]").
+    Anthropic's terminator is ``message_stop`` (left out the same way); Responses and Gemini
+    have none."""
     model_name: str | None = None
     """``model`` reported in the answer; ``None`` echoes the requested model."""
 
     # Failures.
     error_status: int | None = Field(default=None, ge=400, le=599)
-    """Answer with this HTTP status and an OpenAI-style error body instead of a completion."""
+    """Answer with this HTTP status and the format's error body instead of an answer."""
     error_code: str | None = None
-    """``error.code`` of the error body."""
+    """The provider's error code: OpenAI's ``error.code``, Anthropic's
+    ``error.details.error_code``, the ``reason`` of Gemini's ``ErrorInfo``."""
     error_message: str = "simulated provider error"
-    """``error.message`` of the error body."""
+    """``error.message`` of the error body (and of the ``error`` fault's event)."""
     error_type: str | None = None
-    """``error.type``; ``None`` derives it from the status (``rate_limit_error`` for 429 …)."""
+    """The error's type as the format spells it, written verbatim: OpenAI's and Anthropic's
+    ``error.type``, Gemini's ``error.status``. ``None`` derives it from the status in each
+    format's own words (429: ``rate_limit_error`` / ``rate_limit_error`` /
+    ``RESOURCE_EXHAUSTED``; 529: ``server_error`` / ``overloaded_error`` / ``INTERNAL``)."""
     retry_after: str | None = None
     """Raw ``Retry-After`` header value of an error answer; ``None`` leaves the header out."""
     retry_after_ms: str | None = None
@@ -122,9 +146,14 @@ class Script(BaseModel):
     """Hold the request this long before answering at all (a gateway queueing it)."""
     fault: Fault | None = None
     """Break the stream after chunk ``fault_after_chunk`` (see :data:`Fault`). A non-streamed
-    answer is aborted (``reset``) or cut in half, not JSON (``truncate``, ``malformed``)."""
+    answer is aborted (``reset``), cut in half, not JSON (``truncate``, ``malformed``), or the
+    ``fault_status`` error (``error``)."""
     fault_after_chunk: int = Field(default=0, ge=-1)
     """Chunk index the fault follows; ``-1`` means after ``first_chunk_delay_s``, before chunk 0."""
+    fault_status: int = Field(default=500, ge=400, le=599)
+    """The HTTP status the ``error`` fault names: its event's type derives from it in each
+    format (529 is Anthropic's ``overloaded_error``); a non-streamed answer with the ``error``
+    fault is this status with the format's error body."""
 
     @field_validator("retry_after", "retry_after_ms", mode="before")
     @classmethod
@@ -152,6 +181,8 @@ class Script(BaseModel):
             )
         if self.tool_call and self.reasoning_chunks >= self.chunk_count:
             raise ValueError("tool_call needs at least one chunk after the reasoning chunks")
+        if self.tool_call and self.refusal:
+            raise ValueError("a script streams a tool call or a refusal, not both")
         for silence in self.silences:
             if silence.after_chunk >= self.chunk_count:
                 raise ValueError(

@@ -1,11 +1,24 @@
 """The aiohttp application of the simulated provider.
 
-Routes: ``POST /v1/chat/completions``, ``POST /v1/embeddings``, ``GET /v1/models``,
-``GET /health``. Each answering route is one :class:`~._wire.Wire` served by :func:`answering`:
-the request gets its script from :func:`select_script`; the streamed answer is the wire's plan of
-that script, written event by event (every write goes to the socket at once, so the client sees
-the scripted timing). Every wait is ``time_scale × scripted seconds``,
-at most :data:`MAX_WAIT_S`.
+Routes (each answering route one :class:`~._wire.Wire`, served by :func:`answering`):
+
+=================================================================  =========================
+``POST /v1/chat/completions``                                       OpenAI chat completions
+``POST /openai/deployments/{deployment}/chat/completions``          the same, Azure OpenAI
+``POST /v1/responses``                                              OpenAI Responses
+``POST /v1/messages``                                               Anthropic Messages
+``POST /{v1,v1beta,v1alpha}/models/{model}:generateContent``        Gemini
+``POST /{v1,v1beta,v1alpha}/models/{model}:streamGenerateContent``  Gemini, streamed
+``POST /v1/embeddings``, ``/openai/deployments/{d}/embeddings``     OpenAI / Azure embeddings
+``GET /v1/models``, ``GET /health``
+=================================================================  =========================
+
+Every answering route has the one request flow of :func:`answering`: the request gets its script
+from :func:`select_script` (header ``X-Sim-Script``, body field ``sim``, model, preset, default —
+the model being the body's ``model``, or the path's for Gemini and Azure); the streamed answer is
+the wire's plan of that script, written event by event by :func:`stream` (every write goes to the
+socket at once, so the client sees the scripted timing). Every wait is ``time_scale × scripted
+seconds``, at most :data:`MAX_WAIT_S`.
 
 The request counters live in a :class:`ProviderStats` at ``app[STATS_KEY]``. Client disconnects
 are detected promptly when the app runs with ``handler_cancellation=True`` (as
@@ -30,20 +43,21 @@ from typing import Any
 
 from aiohttp import web
 
-from otel_llm.simulator._frames import (
-    Pause,
-    Reply,
-    Send,
-    Step,
-    completion,
+from otel_llm.simulator._anthropic import ANTHROPIC_MESSAGES
+from otel_llm.simulator._chat import (
+    AZURE_CHAT_COMPLETIONS,
+    CHAT_COMPLETIONS,
+    body_model,
     embeddings_answer,
     error_body,
-    prompt_tokens,
     scripted_error,
-    stream_plan,
 )
+from otel_llm.simulator._frames import Pause, Send, Step, cut
+from otel_llm.simulator._gemini import GEMINI
+from otel_llm.simulator._gemini import ROUTE as GEMINI_ROUTE
 from otel_llm.simulator._presets import PRESETS
 from otel_llm.simulator._provider_stats import ProviderStats, RequestRecord
+from otel_llm.simulator._responses import RESPONSES
 from otel_llm.simulator._script import Script
 from otel_llm.simulator._select import (
     SCRIPT_HEADER,
@@ -54,15 +68,18 @@ from otel_llm.simulator._select import (
     resolve_default,
     select_script,
 )
-from otel_llm.simulator._wire import Body, ScriptedError, Wire
+from otel_llm.simulator._wire import OPENAI_SSE, Asked, Framing, Wire, WireName
 
 MAX_WAIT_S = 600.0
 """No single wait of the simulator lasts longer than this, in real seconds."""
 
 MAX_EMBEDDING_DIMENSIONS = 4096
 DEFAULT_EMBEDDING_DIMENSIONS = 8
-SSE_COMMENT_KEEPALIVE = b": ping\n\n"
-"""The keepalive of the OpenAI-compatible formats: an SSE comment, which no client sees."""
+
+WIRES: Mapping[WireName, Wire] = {
+    wire.name: wire for wire in (CHAT_COMPLETIONS, RESPONSES, ANTHROPIC_MESSAGES, GEMINI)
+}
+"""Every wire format by name (Azure's route serves the ``chat`` format)."""
 
 ORIGIN_HEADER = "X-Sim-Origin"
 """Response header naming where the script came from: header, body, model, preset, default."""
@@ -123,13 +140,6 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _model(body: Mapping[str, Any]) -> str:
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise BadRequest("'model' must be a non-empty string", code="invalid_model")
-    return model
-
-
 def _script_for(
     request: web.Request, sim: _Simulator, body: Mapping[str, Any], model: str
 ) -> tuple[Script, Origin]:
@@ -148,6 +158,13 @@ def _scripted_error(script: Script, headers: Mapping[str, str]) -> web.Response:
     return web.json_response(error, status=status, headers={**headers, **error_headers})
 
 
+def _error_answer(
+    wire: Wire, script: Script, status: int, headers: Mapping[str, str]
+) -> web.Response:
+    error = wire.error(script, status)
+    return web.json_response(error.body, status=error.status, headers={**headers, **error.headers})
+
+
 def _reset(request: web.Request) -> None:
     """Abort the connection with a TCP reset (SO_LINGER 0), as a crashed upstream would."""
     transport = request.transport
@@ -163,9 +180,10 @@ async def _pause(
     response: web.StreamResponse, sim: _Simulator, step: Pause, until: float, keepalive: bytes
 ) -> None:
     """Wait for a scripted pause that ends at loop time ``until``, writing ``keepalive`` at the
-    keepalive period (on the pause's own timeline, so a late ping does not move the next one)."""
+    keepalive period (on the pause's own timeline, so a late ping does not move the next one);
+    a format without keepalives (empty ``keepalive``) only waits."""
     loop = asyncio.get_running_loop()
-    if step.keepalive_every_s is not None:
+    if step.keepalive_every_s is not None and keepalive:
         every = sim.real_s(step.keepalive_every_s)
         start = until - sim.real_s(step.seconds)
         for beat in range(1, step.keepalive_count() + 1):  # counted, not accumulated floats
@@ -183,11 +201,12 @@ async def stream(
     plan: Sequence[Step],
     record: RequestRecord,
     headers: Mapping[str, str],
-    keepalive: bytes = SSE_COMMENT_KEEPALIVE,
+    framing: Framing = OPENAI_SSE,
 ) -> web.StreamResponse:
     """Write a streamed answer step by step: the one interpreter of every wire format's plan."""
+    keepalive = framing.keepalive
     response = web.StreamResponse(headers={**headers, "Cache-Control": "no-cache"})
-    response.content_type = "text/event-stream"
+    response.content_type = framing.content_type
     try:
         await response.prepare(request)
         loop = asyncio.get_running_loop()
@@ -217,59 +236,26 @@ async def stream(
 async def complete(
     request: web.Request,
     sim: _Simulator,
+    wire: Wire,
     script: Script,
     answer: Mapping[str, Any],
     record: RequestRecord,
     headers: Mapping[str, str],
 ) -> web.StreamResponse:
     """Answer at once after the script's whole duration: ``answer`` as JSON, or the scripted
-    fault (a reset; a body cut in half for the others)."""
+    fault (a reset; a body cut in half for truncate and malformed; the ``fault_status`` error
+    in the wire's shape for error)."""
     await sim.wait(script.nominal_duration_s)
     if script.fault == "reset":
         _reset(request)
         record.outcome = "aborted"
         return web.Response()
+    if script.fault == "error":
+        return _error_answer(wire, script, script.fault_status, headers)
     text = json.dumps(answer)
     if script.fault is not None:  # truncate / malformed: a body that is not JSON
-        text = text[: len(text) // 2]
+        text = cut(text)
     return web.Response(text=text, content_type="application/json", headers=headers)
-
-
-def _chat_reply(script: Script, body: Body, model: str, serial: int, created: int) -> Reply:
-    options = body.get("stream_options")
-    include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    return Reply(
-        id=f"chatcmpl-sim{serial:06d}",
-        created=created,
-        model=script.model_name or model,
-        prompt_tokens=prompt_tokens(body.get("messages")),
-        include_usage=include_usage,
-    )
-
-
-def _chat_check(body: Body) -> None:
-    if not isinstance(body.get("messages"), list):
-        raise BadRequest("'messages' must be a list", code="invalid_messages")
-
-
-def _chat_error(script: Script) -> ScriptedError:
-    status, body, headers = scripted_error(script)
-    return ScriptedError(status, body, headers)
-
-
-CHAT_COMPLETIONS = Wire(
-    name="chat",
-    model=lambda body, _: _model(body),
-    check=_chat_check,
-    streamed=lambda body, _: body.get("stream") is True,
-    reply=_chat_reply,
-    plan=stream_plan,
-    answer=completion,
-    error=_chat_error,
-    rejection=lambda message, code: error_body(message, status=400, code=code),
-    keepalive=SSE_COMMENT_KEEPALIVE,
-)
-"""OpenAI-compatible chat completions (``POST /v1/chat/completions``)."""
 
 
 def answering(wire: Wire) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -280,35 +266,31 @@ def answering(wire: Wire) -> Callable[[web.Request], Awaitable[web.StreamRespons
 
     async def handle(request: web.Request) -> web.StreamResponse:
         sim = request.app[_SIMULATOR]
-        path = request.match_info
         try:
-            body = await _json_body(request)
-            model = wire.model(body, path)
+            asked = Asked(await _json_body(request), request.match_info, request.query)
+            model = wire.model(asked)
         except BadRequest as exc:
             with sim.stats.track(""):
                 return reject(exc)
         with sim.stats.track(model) as record:
             try:
-                wire.check(body)
-                script, origin = _script_for(request, sim, body, model)
+                wire.check(asked.body)
+                script, origin = _script_for(request, sim, asked.body, model)
             except BadRequest as exc:
                 return reject(exc)
             headers = {ORIGIN_HEADER: origin}
             await sim.wait(script.hold_s)
             if script.error_status is not None:
-                error = wire.error(script)
-                return web.json_response(
-                    error.body, status=error.status, headers={**headers, **error.headers}
-                )
-            reply = wire.reply(script, body, model, next(sim.ids), int(time.time()))
-            key = draw_key(body)
+                return _error_answer(wire, script, script.error_status, headers)
+            reply = wire.reply(script, asked, model, next(sim.ids), int(time.time()))
+            key = draw_key(asked.body)
             if key is not None:
                 sim.stats.record_script(reply.id, key, script)
-            if wire.streamed(body, path):
+            if wire.streamed(asked):
                 plan = wire.plan(script, reply)
-                return await stream(request, sim, plan, record, headers, wire.keepalive)
+                return await stream(request, sim, plan, record, headers, wire.framing(reply))
             answer = wire.answer(script, reply)
-            return await complete(request, sim, script, answer, record, headers)
+            return await complete(request, sim, wire, script, answer, record, headers)
 
     return handle
 
@@ -337,32 +319,40 @@ def _dimensions(body: Mapping[str, Any]) -> int:
     return value
 
 
-async def _embeddings(request: web.Request) -> web.StreamResponse:
-    """Deterministic vectors after ``hold_s`` and ``first_chunk_delay_s``; errors as scripted."""
-    sim = request.app[_SIMULATOR]
-    try:
-        body = await _json_body(request)
-        model = _model(body)
-    except BadRequest as exc:
-        with sim.stats.track(""):
-            return _reject(exc)
-    with sim.stats.track(model):
+def _embeddings(
+    model_of: Callable[[Asked], str],
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The embeddings handler: deterministic vectors after ``hold_s`` and
+    ``first_chunk_delay_s``; errors as scripted. ``model_of`` reads the model (from the body, or
+    Azure's deployment)."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        sim = request.app[_SIMULATOR]
         try:
-            texts = _texts(body.get("input"))
-            dimensions = _dimensions(body)
-            script, origin = _script_for(request, sim, body, model)
+            body = await _json_body(request)
+            model = model_of(Asked(body, request.match_info, request.query))
         except BadRequest as exc:
-            return _reject(exc)
-        headers = {ORIGIN_HEADER: origin}
-        await sim.wait(script.hold_s)
-        if script.error_status is not None:
-            return _scripted_error(script, headers)
-        await sim.wait(script.first_chunk_delay_s)
-        encoding = "base64" if body.get("encoding_format") == "base64" else "float"
-        answer = embeddings_answer(
-            texts, model=script.model_name or model, dimensions=dimensions, encoding=encoding
-        )
-        return web.json_response(answer, headers=headers)
+            with sim.stats.track(""):
+                return _reject(exc)
+        with sim.stats.track(model):
+            try:
+                texts = _texts(body.get("input"))
+                dimensions = _dimensions(body)
+                script, origin = _script_for(request, sim, body, model)
+            except BadRequest as exc:
+                return _reject(exc)
+            headers = {ORIGIN_HEADER: origin}
+            await sim.wait(script.hold_s)
+            if script.error_status is not None:
+                return _scripted_error(script, headers)
+            await sim.wait(script.first_chunk_delay_s)
+            encoding = "base64" if body.get("encoding_format") == "base64" else "float"
+            answer = embeddings_answer(
+                texts, model=script.model_name or model, dimensions=dimensions, encoding=encoding
+            )
+            return web.json_response(answer, headers=headers)
+
+    return handle
 
 
 async def _models(request: web.Request) -> web.StreamResponse:
@@ -418,7 +408,13 @@ def create_app(
     )
     app.on_shutdown.append(_on_shutdown)
     app.router.add_post("/v1/chat/completions", answering(CHAT_COMPLETIONS))
-    app.router.add_post("/v1/embeddings", _embeddings)
+    app.router.add_post("/v1/responses", answering(RESPONSES))
+    app.router.add_post("/v1/messages", answering(ANTHROPIC_MESSAGES))
+    app.router.add_post(GEMINI_ROUTE, answering(GEMINI))
+    azure = "/openai/deployments/{deployment}"
+    app.router.add_post(f"{azure}/chat/completions", answering(AZURE_CHAT_COMPLETIONS))
+    app.router.add_post("/v1/embeddings", _embeddings(lambda asked: body_model(asked.body)))
+    app.router.add_post(f"{azure}/embeddings", _embeddings(lambda asked: asked.path["deployment"]))
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/health", _health)
     return app

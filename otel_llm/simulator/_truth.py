@@ -1,21 +1,25 @@
 """The scripted ground truth of one answer: what an honest meter must measure for a script.
 
-A meter that receives a scripted stream on time measures the gaps of :attr:`Script.gaps_s`
-(each wait in real seconds is ``time_scale ×`` the scripted one, at most :data:`MAX_WAIT_S`),
-so its stall figures at a threshold follow from the script alone (a stall is a gap strictly longer
-than the threshold). A loaded machine
-delivers late: a measured gap may differ from the scripted one by the scheduler's delay, so a
-scripted gap within ``band_s`` of the threshold may be counted either way —
-:class:`ScriptedFigures` says how many there are instead of pretending to a precision the
-machine cannot give.
+A meter that receives a scripted stream on time measures the gaps between the chunk events it
+receives (each wait in real seconds is ``time_scale ×`` the scripted one, at most
+:data:`MAX_WAIT_S`), so its figures at a threshold follow from the script alone (a stall is a gap
+strictly longer than the threshold). Every wire format plays a script on the same timeline; a
+format that does not send some scripted chunks as chunk events (Gemini's tool call, see
+``Wire.chunk_indices``) has fewer chunks whose gaps add up the gaps between them — ``wire`` says
+which format is measured. A loaded machine delivers late: a measured gap may differ from the
+scripted one by the scheduler's delay, so a scripted gap within ``band_s`` of the threshold may be
+counted either way — :class:`ScriptedFigures` says how many there are instead of pretending to a
+precision the machine cannot give.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from otel_llm.simulator._script import Script
-from otel_llm.simulator._server import MAX_WAIT_S
+from otel_llm.simulator._server import MAX_WAIT_S, WIRES
+from otel_llm.simulator._wire import WireName
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,10 @@ class ScriptedFigures:
     """How many of the near gaps are scripted stalls (longer than the threshold)."""
     near_stall_s: float
     """Sum of those."""
+    chunk_count: int
+    """Chunk events of the whole answer on the wire format measured."""
+    ttft_s: float | None
+    """Request to the first chunk event (hold included); ``None`` without a chunk."""
 
     @property
     def stall_count_range(self) -> tuple[int, int]:
@@ -52,23 +60,35 @@ def _real(scripted_s: float, time_scale: float) -> float:
     return min(MAX_WAIT_S, scripted_s * time_scale)
 
 
+def chunk_indices(script: Script, wire: WireName = "chat") -> tuple[int, ...]:
+    """The scripted chunks ``wire`` sends as chunk events (every one, but for Gemini's tool
+    call)."""
+    return WIRES[wire].chunk_indices(script)
+
+
 def scripted_figures(
-    script: Script, *, threshold_s: float, time_scale: float = 1.0, band_s: float = 0.0
+    script: Script,
+    *,
+    threshold_s: float,
+    time_scale: float = 1.0,
+    band_s: float = 0.0,
+    wire: WireName = "chat",
 ) -> ScriptedFigures:
     """The stall figures ``script`` dictates at ``threshold_s`` (real seconds) when served at
-    ``time_scale``; gaps within ``band_s`` of the threshold are counted apart as *near*."""
+    ``time_scale`` on ``wire``; gaps within ``band_s`` of the threshold are counted apart as
+    *near*."""
     after: dict[int, list[float]] = {}
     for silence in script.silences:
         after.setdefault(silence.after_chunk, []).append(_real(silence.duration_s, time_scale))
     interval = _real(script.chunk_interval_s, time_scale)
-    gaps = [interval + sum(after.get(index, ())) for index in range(max(0, script.chunk_count - 1))]
+    scripted = [
+        interval + sum(after.get(index, ())) for index in range(max(0, script.chunk_count - 1))
+    ]
     tail = sum(after.get(script.chunk_count - 1, ())) if script.chunk_count else 0.0
-    wall = (
-        _real(script.hold_s, time_scale)
-        + _real(script.first_chunk_delay_s, time_scale)
-        + sum(gaps)
-        + tail
-    )
+    start = _real(script.hold_s, time_scale) + _real(script.first_chunk_delay_s, time_scale)
+    wall = start + sum(scripted) + tail
+    sent = chunk_indices(script, wire)
+    gaps = [sum(scripted[earlier:later]) for earlier, later in itertools.pairwise(sent)]
     stalls = [gap for gap in gaps if gap > threshold_s]
     near = [gap for gap in gaps if abs(gap - threshold_s) < band_s]
     near_stalls = [gap for gap in near if gap > threshold_s]
@@ -81,4 +101,6 @@ def scripted_figures(
         near_s=sum(near),
         near_stall_count=len(near_stalls),
         near_stall_s=sum(near_stalls),
+        chunk_count=len(sent),
+        ttft_s=start + sum(scripted[: sent[0]]) if sent else None,
     )

@@ -3,7 +3,7 @@ the event loop's clock.
 
 :class:`~otel_llm.simulator.SimulatedProvider` serves scripts over real HTTP on 127.0.0.1, where
 time is real. :class:`MemoryProvider` serves the same answers — the simulator's own
-:func:`~otel_llm.simulator._frames.stream_plan`, event for event — to an ``httpx2.AsyncClient``
+:func:`~otel_llm.simulator._chat.stream_plan`, event for event — to an ``httpx2.AsyncClient``
 in the same process: every pause is an ``asyncio.sleep`` on the running loop, so on
 :func:`~otel_llm.testing.run_virtual`'s loop an hour-long stream takes no real time and every
 gap the client measures is exactly the scripted one.
@@ -26,15 +26,8 @@ from dataclasses import dataclass, field
 
 import httpx2
 
-from otel_llm.simulator._frames import (
-    Pause,
-    Reply,
-    Send,
-    completion,
-    prompt_tokens,
-    scripted_error,
-    stream_plan,
-)
+from otel_llm.simulator._chat import completion, scripted_error, stream_plan
+from otel_llm.simulator._frames import Pause, Reply, Send, prompt_tokens
 from otel_llm.simulator._presets import Preset
 from otel_llm.simulator._script import Script
 

@@ -899,6 +899,8 @@ def test_public_surface() -> None:
         "Silence",
         "SimulatedProvider",
         "ThreadedProvider",
+        "WireName",
+        "chunk_indices",
         "create_app",
         "measured",
         "oracle",
