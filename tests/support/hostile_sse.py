@@ -41,6 +41,9 @@ class Event:
     seen: tuple[int, ...] = ()
     """Choices this event streams."""
     error: type[BaseException] | None = None
+    incremental: bool = False
+    """Whether the event is an incremental chunk (for the formats whose properties also count
+    the chunks)."""
 
 
 def skip(*lines: bytes) -> Event:
@@ -143,6 +146,17 @@ def expected(stream: Stream) -> str | type[BaseException]:
     return e.TruncatedStream
 
 
+def expected_chunks(stream: Stream) -> int:
+    """How many incremental chunks a correct reader counts in what ``stream`` delivers before
+    it ends or fails."""
+    count = 0
+    for event in stream.delivered():
+        if event.effect in ("fail", "end"):
+            break
+        count += event.incremental
+    return count
+
+
 def serving(stream: Stream) -> Callable[[httpx2.Request], httpx2.Response]:
     return serving_pieces(stream.pieces(), reset=stream.cut is not None and stream.reset)
 
@@ -173,6 +187,17 @@ async def through_transport(
     """The answer's text, or the class of the library error, that the transport gives for the
     answers ``handler`` serves at ``source``; any other exception fails the test (a hang too,
     as a TimeoutError)."""
+    outcome, _ = await counted_through_transport(source, handler, payload)
+    return outcome
+
+
+async def counted_through_transport(
+    source: Source,
+    handler: Callable[[httpx2.Request], httpx2.Response],
+    payload: dict[str, object] | None = None,
+) -> tuple[str | type[BaseException], int]:
+    """:func:`through_transport`, and the chunks the chunk clock counted."""
+    clock = ChunkClock()
     async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http:
         async with asyncio.timeout(5):
             try:
@@ -181,8 +206,8 @@ async def through_transport(
                     source,
                     payload or {"messages": [{"role": "user", "content": "x"}]},
                     stream=True,
-                    clock=ChunkClock(),
+                    clock=clock,
                 )
             except e.OtelLLMError as exc:
-                return type(exc)
-    return completion.text
+                return type(exc), clock.count
+    return completion.text, clock.count
