@@ -280,45 +280,54 @@ class _ResponsesFrames:
         )
 
     def _close(self, status: str) -> list[Send]:
+        """The events that finish the open item, numbered in the order they are sent."""
         phase, self.open = self.open, None
         if phase is None:
             return []
         items = self.items
         text = "".join(items.pieces(phase))
         where = {"item_id": items.id(phase), "output_index": items.index(phase)}
-        done = self._send(
-            "response.output_item.done",
-            output_index=items.index(phase),
-            item=items.item(phase, text, status),
-        )
-        if phase == "tool":
-            finished = self._send(
-                "response.function_call_arguments.done", **where, name=TOOL_NAME, arguments=text
-            )
-            return [finished, done]
         part = items.part(phase, text)
-        if phase == "reasoning" and items.script.responses_reasoning == "summary":
-            return [
+        if phase == "tool":
+            sends = [
+                self._send(
+                    "response.function_call_arguments.done", **where, name=TOOL_NAME, arguments=text
+                )
+            ]
+        elif phase == "reasoning" and items.script.responses_reasoning == "summary":
+            sends = [
                 self._send(
                     "response.reasoning_summary_text.done", **where, summary_index=0, text=text
                 ),
                 self._send(
                     "response.reasoning_summary_part.done", **where, summary_index=0, part=part
                 ),
-                done,
             ]
-        if phase == "reasoning":
-            finished = self._send(
-                "response.reasoning_text.done", **where, content_index=0, text=text
-            )
-        elif items.script.refusal:
-            finished = self._send("response.refusal.done", **where, content_index=0, refusal=text)
         else:
-            finished = self._send(
-                "response.output_text.done", **where, content_index=0, text=text, logprobs=[]
+            if phase == "reasoning":
+                finished = self._send(
+                    "response.reasoning_text.done", **where, content_index=0, text=text
+                )
+            elif items.script.refusal:
+                finished = self._send(
+                    "response.refusal.done", **where, content_index=0, refusal=text
+                )
+            else:
+                finished = self._send(
+                    "response.output_text.done", **where, content_index=0, text=text, logprobs=[]
+                )
+            sends = [
+                finished,
+                self._send("response.content_part.done", **where, content_index=0, part=part),
+            ]
+        sends.append(
+            self._send(
+                "response.output_item.done",
+                output_index=items.index(phase),
+                item=items.item(phase, text, status),
             )
-        content_done = self._send("response.content_part.done", **where, content_index=0, part=part)
-        return [finished, content_done, done]
+        )
+        return sends
 
     def chunk(self, index: int) -> list[Send]:
         items = self.items

@@ -238,6 +238,9 @@ def test_every_format_plays_the_same_script(script: Script) -> None:
         assert bool(errors) == (script.fault == "error"), name
         broken = [event for event in events if event.data != "[DONE]" and not is_json(event.data)]
         assert len(broken) == (script.fault == "malformed"), name
+        if name == "responses":  # every parsed event numbered in order, from 0
+            numbers = [event.json()["sequence_number"] for event in events if is_json(event.data)]
+            assert numbers == list(range(len(numbers)))
 
 
 def test_a_tool_call_is_one_chunk_on_gemini() -> None:
