@@ -198,7 +198,7 @@ def test_truncated_stream_ends_without_a_terminal_event(sdk: openai.OpenAI) -> N
     }
     with sdk.responses.stream(model="m", input="x", extra_headers=header(script)) as helper:
         assert len(list(helper)) == len(events)
-        with pytest.raises(RuntimeError, match="response.completed"):
+        with pytest.raises(RuntimeError, match=r"response\.completed"):
             helper.get_final_response()
 
 
@@ -229,7 +229,7 @@ def test_error_fault_is_yielded_as_events(sdk: openai.OpenAI) -> None:
     assert failed.response.output_text == words("word", 2)
     with sdk.responses.stream(model="m", input="x", extra_headers=header(script)) as helper:
         list(helper)
-        with pytest.raises(RuntimeError, match="response.completed"):
+        with pytest.raises(RuntimeError, match=r"response\.completed"):
             helper.get_final_response()
 
 
