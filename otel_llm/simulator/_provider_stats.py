@@ -11,9 +11,10 @@ from the same loop, another loop or another thread. Every outcome of a request i
 ``interrupted``   the server shut down while answering;
 ``failed``        the handler raised (a simulator bug; aiohttp answers 500).
 
-It also keeps the script that answered each *keyed* chat request (one that carried the body field
-``sim_key``), by the response id of the answer and by key: the scripted ground truth a meter's
-figures can be checked against (``otel-llm demo`` does). At most :data:`SCRIPTS_KEPT` are kept.
+It also keeps the script that answered each *keyed* request of any format (one that carried the
+body field ``sim_key``), by the response id of the answer and by key: the scripted ground truth a
+meter's figures can be checked against (``otel-llm demo`` does). At most :data:`SCRIPTS_KEPT` are
+kept.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class ProviderStats:
 
     @property
     def requests(self) -> int:
-        """Requests received (chat and embeddings)."""
+        """Requests received on every route (answers and embeddings)."""
         with self._lock:
             return self._requests.total()
 
