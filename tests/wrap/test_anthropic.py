@@ -1,0 +1,239 @@
+"""instrument_anthropic(): the real anthropic SDK over loopback against the simulated provider's
+Messages API — every way of calling it, the figures exact, faults recorded as what they are."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anthropic
+import pytest
+
+from otel_llm import _semconv as sc
+from otel_llm import instrument_anthropic, uninstrument_anthropic
+from otel_llm.simulator import Script, Silence, SimulatedProvider
+from otel_llm.testing import Spans
+
+MESSAGES: list[Any] = [{"role": "user", "content": "hello"}]
+FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.002, "chunk_count": 12}
+SCRIPTS = {
+    "smooth": Script(**FAST),
+    "stall": Script(**FAST, silences=(Silence(after_chunk=4, duration_s=0.5),)),
+    "pinged": Script(
+        **FAST, silences=(Silence(after_chunk=4, duration_s=0.5, keepalive_every_s=0.05),)
+    ),
+    "late": Script(**{**FAST, "first_chunk_delay_s": 0.3}),
+    "thinking": Script(**FAST, reasoning_chunks=4),
+    "tool": Script(**FAST, tool_call=True),
+    "cut": Script(**FAST, fault="truncate", fault_after_chunk=5),
+    "broken": Script(**FAST, fault="error", fault_after_chunk=5, fault_status=529),
+    "overloaded": Script(error_status=529, error_type="overloaded_error"),
+}
+KEY = "sk-ant-secret-0000"
+
+
+@pytest.fixture
+def instrumented(spans: Spans) -> Iterator[Spans]:
+    """The SDK instrumented into the in-memory span pipeline (threshold 100 ms)."""
+    instrument_anthropic(tracer_provider=spans.provider, stall_threshold_ms=100)
+    yield spans
+    uninstrument_anthropic()
+
+
+@pytest.fixture
+def client() -> Iterator[anthropic.Anthropic]:
+    with (
+        SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running,
+        anthropic.Anthropic(base_url=running.url, api_key=KEY, max_retries=0) as sdk,
+    ):
+        yield sdk
+
+
+@pytest.fixture
+async def aclient() -> AsyncIterator[anthropic.AsyncAnthropic]:
+    async with SimulatedProvider(scripts=SCRIPTS) as running:
+        sdk = anthropic.AsyncAnthropic(base_url=running.url, api_key=KEY, max_retries=0)
+        yield sdk
+        await sdk.close()
+
+
+def attempt(spans: Spans) -> dict[str, Any]:
+    (span,) = spans.attempts()
+    return dict(span.attributes or {})
+
+
+def _create(model: str, **more: Any) -> dict[str, Any]:
+    return {"model": model, "max_tokens": 100, "messages": MESSAGES, **more}
+
+
+def test_a_streamed_create_is_metered(instrumented: Spans, client: anthropic.Anthropic) -> None:
+    """``create(stream=True)``: every text delta one chunk, the silence one stall, the stop
+    reason and usage from ``message_delta``; the stream is still the SDK's; no key anywhere."""
+    stream = client.messages.create(**_create("stall"), stream=True)
+    assert isinstance(stream, anthropic.Stream)
+    events = list(stream)
+    assert sum(e.type == "content_block_delta" for e in events) == 12
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
+    assert a[sc.STALL_MS] >= 250
+    assert a[sc.GEN_AI_PROVIDER_NAME] == "anthropic"
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+    assert a[sc.GEN_AI_USAGE_INPUT_TOKENS] > 0
+    assert a[sc.GEN_AI_RESPONSE_ID]
+    assert a[sc.SERVER_ADDRESS] == "127.0.0.1"
+    assert a[sc.METERING_STATUS] == sc.METERING_EXACT
+    assert all(KEY not in span.to_json() for span in instrumented.finished())
+
+
+async def test_an_async_streamed_create_is_metered(
+    instrumented: Spans, aclient: anthropic.AsyncAnthropic
+) -> None:
+    """The async twin, the same figures."""
+    stream = await aclient.messages.create(**_create("stall"), stream=True)
+    assert isinstance(stream, anthropic.AsyncStream)
+    async for _ in stream:
+        pass
+    a = attempt(instrumented)
+    assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
+
+
+def test_the_stream_helper_is_metered_whichever_way_it_is_read(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """``messages.stream()`` read by ``text_stream``, by iterating, by ``get_final_message``:
+    each one call, each raw event once (the helper's own derived events are not counted)."""
+    with client.messages.stream(**_create("smooth")) as stream:
+        text = "".join(stream.text_stream)
+    assert text.startswith("word0 word1")
+    with client.messages.stream(**_create("smooth")) as stream:
+        kinds = [event.type for event in stream]
+    assert "text" in kinds  # the helper's derived events were there and not counted
+    with client.messages.stream(**_create("stall")) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "end_turn"
+    counts = [
+        ((s.attributes or {})[sc.CHUNK_COUNT], (s.attributes or {})[sc.STALL_COUNT])
+        for s in instrumented.attempts()
+    ]
+    assert counts == [(12, 0), (12, 0), (12, 1)]
+
+
+async def test_the_async_stream_helper_is_metered(
+    instrumented: Spans, aclient: anthropic.AsyncAnthropic
+) -> None:
+    """``async with messages.stream()`` and its async ``text_stream``."""
+    async with aclient.messages.stream(**_create("smooth")) as stream:
+        text = "".join([piece async for piece in stream.text_stream])
+    assert text.startswith("word0")
+    assert attempt(instrumented)[sc.CHUNK_COUNT] == 12
+
+
+def test_the_spans_of_the_helper_start_when_the_request_is_sent(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """A manager made and never entered sends nothing and records nothing; one entered late
+    measures the provider's first chunk, not the wait before ``with``."""
+    client.messages.stream(**_create("smooth"))
+    assert instrumented.finished() == []
+    manager = client.messages.stream(**_create("smooth"))
+    time.sleep(0.5)
+    with manager as stream:
+        stream.until_done()
+    assert attempt(instrumented)[sc.TTFT_MS] < 400
+
+
+def test_time_to_first_chunk_and_reasoning(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """Thinking deltas are chunks (the first one ends the wait for the first chunk)."""
+    for _ in client.messages.create(**_create("late"), stream=True):
+        pass
+    for _ in client.messages.create(**_create("thinking"), stream=True):
+        pass
+    late, thinking = (dict(s.attributes or {}) for s in instrumented.attempts())
+    assert 250 <= late[sc.TTFT_MS] < 3000
+    assert thinking[sc.CHUNK_COUNT] == 12
+
+
+def test_tool_input_deltas_are_chunks(instrumented: Spans, client: anthropic.Anthropic) -> None:
+    """A streamed tool call: its input JSON deltas are the chunks; the stop reason says so."""
+    for _ in client.messages.create(**_create("tool"), stream=True):
+        pass
+    a = attempt(instrumented)
+    assert a[sc.CHUNK_COUNT] == 12
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_use",)
+
+
+def test_pings_are_not_chunks_and_hide_no_silence(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """A silence full of ``ping`` events is still a stall."""
+    for _ in client.messages.create(**_create("pinged"), stream=True):
+        pass
+    a = attempt(instrumented)
+    assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
+
+
+def test_a_non_streamed_create_records_the_answer(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """One call, no stall figures, stop reason and usage."""
+    message = client.messages.create(**_create("smooth"))
+    assert message.content[0].type == "text"
+    a = attempt(instrumented)
+    assert sc.STALL_MS not in a
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+
+
+def test_a_cut_stream_is_recorded_as_truncated(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """The stream ends without ``message_delta``/``message_stop``: whatever the SDK gives the
+    application, the span says the answer was cut short."""
+    try:
+        for _ in client.messages.create(**_create("cut"), stream=True):
+            pass
+    except anthropic.APIError:
+        pass
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert a[sc.CHUNK_COUNT] == 6
+
+
+def test_an_error_event_mid_stream_is_the_providers_error(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """``event: error`` after six chunks: the SDK raises it, the span records it and the chunks
+    that came."""
+    with pytest.raises(anthropic.APIStatusError):
+        for _ in client.messages.create(**_create("broken"), stream=True):
+            pass
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert a[sc.CHUNK_COUNT] == 6
+    assert a[sc.ERROR_TYPE]
+
+
+def test_an_overloaded_answer_is_recorded_and_raised(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """HTTP 529: the SDK's exception reaches the application, the span names it."""
+    with pytest.raises(anthropic.APIStatusError) as raised:
+        client.messages.create(**_create("overloaded"), stream=True)
+    assert raised.value.status_code == 529
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert a[sc.ERROR_TYPE] == type(raised.value).__name__
+
+
+def test_uninstrument_restores_the_sdk(spans: Spans, client: anthropic.Anthropic) -> None:
+    """After ``uninstrument_anthropic()`` nothing is recorded and the SDK's own types return."""
+    instrument_anthropic(tracer_provider=spans.provider)
+    uninstrument_anthropic()
+    with client.messages.stream(**_create("smooth")) as stream:
+        stream.until_done()
+    assert spans.finished() == []

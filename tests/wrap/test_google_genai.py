@@ -1,0 +1,191 @@
+"""instrument_google_genai(): the real google-genai SDK over loopback against the simulated
+provider's Gemini API — streams, the chat helper, non-streamed answers, faults."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from google import genai
+from google.genai import errors, types
+
+from otel_llm import _semconv as sc
+from otel_llm import instrument_google_genai, uninstrument_google_genai
+from otel_llm.simulator import Script, Silence, SimulatedProvider
+from otel_llm.testing import Spans
+
+pytestmark = pytest.mark.filterwarnings(
+    # google-genai's async client subclasses aiohttp.ClientSession, which aiohttp 3.14 deprecates
+    "ignore:Inheritance class AiohttpClientSession from ClientSession:DeprecationWarning"
+)
+
+FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.002, "chunk_count": 12}
+SCRIPTS = {
+    "smooth": Script(**FAST),
+    "stall": Script(**FAST, silences=(Silence(after_chunk=4, duration_s=0.5),)),
+    "pinged": Script(
+        **FAST, silences=(Silence(after_chunk=4, duration_s=0.5, keepalive_every_s=0.05),)
+    ),
+    "late": Script(**{**FAST, "first_chunk_delay_s": 0.3}),
+    "thinking": Script(**FAST, reasoning_chunks=4),
+    "tool": Script(**FAST, tool_call=True),
+    "long": Script(**FAST, finish_reason="length"),
+    "filtered": Script(**FAST, finish_reason="content_filter"),
+    "cut": Script(**FAST, fault="truncate", fault_after_chunk=5),
+    "exhausted": Script(error_status=429),
+}
+KEY = "AIza-secret-gemini-0000"
+
+
+@pytest.fixture
+def instrumented(spans: Spans) -> Iterator[Spans]:
+    """The SDK instrumented into the in-memory span pipeline (threshold 100 ms)."""
+    instrument_google_genai(tracer_provider=spans.provider, stall_threshold_ms=100)
+    yield spans
+    uninstrument_google_genai()
+
+
+@pytest.fixture
+def client() -> Iterator[genai.Client]:
+    with SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running:
+        options = types.HttpOptions(base_url=running.url, retry_options=None)
+        yield genai.Client(api_key=KEY, http_options=options)
+
+
+@pytest.fixture
+async def aclient() -> AsyncIterator[genai.Client]:
+    async with SimulatedProvider(scripts=SCRIPTS) as running:
+        sdk = genai.Client(api_key=KEY, http_options=types.HttpOptions(base_url=running.url))
+        yield sdk
+        await sdk.aio.aclose()
+
+
+def attempt(spans: Spans) -> dict[str, Any]:
+    (span,) = spans.attempts()
+    return dict(span.attributes or {})
+
+
+def test_a_stream_is_metered(instrumented: Spans, client: genai.Client) -> None:
+    """Every response with new text one chunk, the silence one stall, the finish reason as the
+    API names it, usage; the generator still is one; no key anywhere."""
+    stream = client.models.generate_content_stream(model="stall", contents="hello")
+    responses = list(stream)
+    assert "".join(r.text or "" for r in responses).startswith("word0 word1")
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
+    assert a[sc.STALL_MS] >= 250
+    assert a[sc.GEN_AI_PROVIDER_NAME] == "gcp.gemini"
+    assert a[sc.GEN_AI_OPERATION_NAME] == "generate_content"
+    assert a[sc.GEN_AI_REQUEST_MODEL] == "stall"
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("STOP",)
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+    assert a[sc.SERVER_ADDRESS] == "127.0.0.1"
+    assert all(KEY not in span.to_json() for span in instrumented.finished())
+
+
+async def test_an_async_stream_is_metered(instrumented: Spans, aclient: genai.Client) -> None:
+    """``await client.aio.models.generate_content_stream(...)`` the same way."""
+    stream = await aclient.aio.models.generate_content_stream(model="stall", contents="hello")
+    async for _ in stream:
+        pass
+    a = attempt(instrumented)
+    assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
+
+
+def test_the_spans_start_at_the_first_step_of_the_generator(
+    instrumented: Spans, client: genai.Client
+) -> None:
+    """A stream never read sends nothing and records nothing; one read late measures the
+    provider, not the wait before reading."""
+    client.models.generate_content_stream(model="smooth", contents="hello")
+    assert instrumented.finished() == []
+    stream = client.models.generate_content_stream(model="smooth", contents="hello")
+    time.sleep(0.5)
+    for _ in stream:
+        pass
+    assert attempt(instrumented)[sc.TTFT_MS] < 400
+
+
+def test_the_chat_helper_is_metered(instrumented: Spans, client: genai.Client) -> None:
+    """``chats.create(...).send_message_stream`` goes through the wrapped stream: one call per
+    message."""
+    chat = client.chats.create(model="smooth")
+    for _ in chat.send_message_stream("hello"):
+        pass
+    for _ in chat.send_message_stream("again"):
+        pass
+    assert [(s.attributes or {})[sc.CHUNK_COUNT] for s in instrumented.attempts()] == [12, 12]
+
+
+def test_first_chunk_thoughts_and_a_function_call(
+    instrumented: Spans, client: genai.Client
+) -> None:
+    """Thought parts are chunks; a function call arrives whole, one chunk."""
+    for model in ("late", "thinking", "tool"):
+        for _ in client.models.generate_content_stream(model=model, contents="hello"):
+            pass
+    late, thinking, tool = (dict(s.attributes or {}) for s in instrumented.attempts())
+    assert 250 <= late[sc.TTFT_MS] < 3000
+    assert thinking[sc.CHUNK_COUNT] == 12
+    assert thinking[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] == 4
+    assert tool[sc.CHUNK_COUNT] == 1
+
+
+def test_keepalives_hide_no_silence(instrumented: Spans, client: genai.Client) -> None:
+    """A silence with keepalive comments is still a stall."""
+    for _ in client.models.generate_content_stream(model="pinged", contents="hello"):
+        pass
+    assert attempt(instrumented)[sc.STALL_COUNT] == 1
+
+
+@pytest.mark.parametrize(("model", "reason"), [("long", "MAX_TOKENS"), ("filtered", "SAFETY")])
+def test_finish_reasons_are_the_apis(
+    instrumented: Spans, client: genai.Client, model: str, reason: str
+) -> None:
+    """A length stop and a safety stop, named as Gemini names them."""
+    for _ in client.models.generate_content_stream(model=model, contents="hello"):
+        pass
+    assert attempt(instrumented)[sc.GEN_AI_RESPONSE_FINISH_REASONS] == (reason,)
+
+
+def test_a_non_streamed_answer_is_recorded(instrumented: Spans, client: genai.Client) -> None:
+    """``generate_content``: one call, no stall figures, the finish reason and usage."""
+    answer = client.models.generate_content(model="smooth", contents="hello")
+    assert (answer.text or "").startswith("word0")
+    a = attempt(instrumented)
+    assert sc.STALL_MS not in a
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("STOP",)
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+
+
+async def test_an_async_non_streamed_answer_is_recorded(
+    instrumented: Spans, aclient: genai.Client
+) -> None:
+    """The async ``generate_content`` too."""
+    await aclient.aio.models.generate_content(model="smooth", contents="hello")
+    assert attempt(instrumented)[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+
+
+def test_a_cut_stream_is_recorded_as_truncated(instrumented: Spans, client: genai.Client) -> None:
+    """The stream ends without a finish reason: recorded as cut short, with its chunks."""
+    for _ in client.models.generate_content_stream(model="cut", contents="hello"):
+        pass
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert a[sc.ERROR_TYPE] == "TruncatedStream"
+    assert a[sc.CHUNK_COUNT] == 6
+
+
+def test_resource_exhausted_is_recorded_and_raised(
+    instrumented: Spans, client: genai.Client
+) -> None:
+    """HTTP 429: the SDK's error reaches the application, the span names it."""
+    with pytest.raises(errors.ClientError):
+        for _ in client.models.generate_content_stream(model="exhausted", contents="hello"):
+            pass
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    assert a[sc.ERROR_TYPE] == "ClientError"
