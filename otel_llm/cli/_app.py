@@ -483,7 +483,7 @@ def provider(
         ),
     ] = None,
 ) -> None:
-    """Serve the simulated OpenAI-compatible provider until Ctrl-C."""
+    """Serve the simulated provider (OpenAI, Azure OpenAI, Anthropic, Gemini) until Ctrl-C."""
     console = Console()
     _need_simulator()
     from otel_llm.simulator import measured, oracle, serve
