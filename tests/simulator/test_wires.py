@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,7 @@ from otel_llm.simulator import (
     Script,
     Silence,
     SimulatedProvider,
+    ThreadedProvider,
     chunk_indices,
     scripted_figures,
 )
@@ -466,3 +467,58 @@ async def test_a_non_streamed_error_fault_is_the_format_s_error(
     error = response.json()["error"]
     expected = {"responses": "server_error", "anthropic": "overloaded_error", "gemini": "INTERNAL"}
     assert error.get("type", error.get("status")) == expected[wire]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+"""Any JSON value."""
+
+FIELDS = st.sampled_from(
+    [
+        "model",
+        "messages",
+        "input",
+        "contents",
+        "max_tokens",
+        "stream",
+        "sim",
+        "sim_key",
+        "system",
+        "instructions",
+        "systemInstruction",
+        "stream_options",
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def threaded_sim() -> Iterator[ThreadedProvider]:
+    with SimulatedProvider.start_in_thread(time_scale=1e-5) as running:
+        yield running
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    wire=st.sampled_from([*WIRE_NAMES, "azure"]),
+    fields=st.dictionaries(FIELDS, JSON, max_size=6),
+    stream=st.booleans(),
+)
+def test_hostile_bodies_are_answered_never_crash(
+    threaded_sim: ThreadedProvider, wire: str, fields: dict[str, Any], stream: bool
+) -> None:
+    """Any JSON body on any route is answered (200, or a 400 in the format's shape): the
+    simulator never fails on what a client sends."""
+    path, body = request(wire, stream=stream)
+    with httpx2.Client(base_url=threaded_sim.url, timeout=10.0) as http:
+        answer = http.post(path, json={**body, **fields})
+    assert answer.status_code in (200, 400), answer.text
+    if answer.status_code == 400:
+        assert answer.json()["error"]["message"]
+    assert threaded_sim.stats.outcomes.get("failed", 0) == 0
