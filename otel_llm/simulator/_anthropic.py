@@ -2,9 +2,9 @@
 
 Every event is named. The mapping:
 
-- the opening (``role_chunk``): ``message_start`` (the message with ``usage.input_tokens``)
-  and a ``ping``, as the real API sends one before its first delta; without it ``message_start``
-  goes out with the first event that needs it;
+- the opening (``role_chunk``): ``message_start`` (the message with ``usage.input_tokens``, and
+  ``output_tokens`` 1 as the real API sends) and a ``ping``, as the real API sends one before its
+  first delta; without it ``message_start`` goes out with the first event that needs it;
 - the reasoning phase: a ``thinking`` block whose chunks are ``thinking_delta`` deltas, closed by
   a ``signature_delta`` (not a chunk) and ``content_block_stop``;
 - content (or a refusal): a ``text`` block of ``text_delta`` deltas;
@@ -103,7 +103,7 @@ def _error(script: Script, status: int) -> dict[str, Any]:
     return {"type": "error", "error": error}
 
 
-def _usage(script: Script, reply: Reply, output_count: int) -> dict[str, Any]:
+def _usage(reply: Reply, output_count: int) -> dict[str, Any]:
     return {
         "input_tokens": reply.prompt_tokens,
         "cache_creation_input_tokens": 0,
@@ -114,7 +114,7 @@ def _usage(script: Script, reply: Reply, output_count: int) -> dict[str, Any]:
 
 def _final_usage(script: Script, reply: Reply) -> dict[str, Any]:
     return {
-        **_usage(script, reply, output_tokens(script)),
+        **_usage(reply, output_tokens(script)),
         "output_tokens_details": {"thinking_tokens": reasoning_tokens(script)},
     }
 
@@ -139,7 +139,7 @@ def _message(
         "content": content,
         "stop_reason": stop,
         "stop_sequence": None,
-        "usage": _final_usage(script, reply) if stop else _usage(script, reply, 1),
+        "usage": _final_usage(script, reply) if stop else _usage(reply, 1),
     }
 
 
