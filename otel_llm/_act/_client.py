@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import inspect
 import random
-import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -34,6 +33,7 @@ from otel_llm._act._source_state import SourceState
 from otel_llm._act._stats import CallStats
 from otel_llm._act._transport import embeddings_refused
 from otel_llm._env import scope_key, stall_threshold_key
+from otel_llm._measure import _clock
 from otel_llm._measure._call_span import CallSpan
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._response import ResponseFacts
@@ -407,7 +407,7 @@ class Client:
         ``check`` refuses, before any request, what some source cannot take. With content
         capture on, the span records the prompt (``payload["messages"]``) and the winner's
         answer (``output_of``: its text and finish reason)."""
-        started = time.monotonic_ns()
+        started = _clock.now_ns()  # the metering clock: call_ms and the figures on one clock
         call = CallSpan(
             self._tracer,
             self._metrics,
@@ -460,7 +460,7 @@ class Client:
                 hedges=run.hedges if run is not None else 0,
                 sources_tried=tuple(tried),
             )
-            call.end(duration_s=(time.monotonic_ns() - started) / 1e9, error=exc)
+            call.end(duration_s=(_clock.now_ns() - started) / 1e9, error=exc)
             raise
         call.end(duration_s=(stats.call_ms or 0) / 1000, figures=winner.attempt.figures)
         return outcome, stats
@@ -481,6 +481,6 @@ class Client:
             backoff_ms=int(outcome.backoff_s * 1000),
             hedge_waste_tokens=outcome.hedge_waste_tokens,
             hedge_waste_chunks=outcome.hedge_waste_chunks,
-            call_ms=to_ms(time.monotonic_ns() - started_ns),
+            call_ms=to_ms(_clock.now_ns() - started_ns),
             waited_ms=int(outcome.waited_s * 1000),
         )

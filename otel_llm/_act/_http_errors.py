@@ -19,8 +19,18 @@ from otel_llm._act import _json
 from otel_llm._defaults import DEFAULTS
 from otel_llm._redact import redact
 
-_CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
-_FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "content_filtered"})
+CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+"""Provider error codes of a prompt that does not fit the model (whatever the status)."""
+FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "content_filtered"})
+"""Provider error codes of a refusal on content grounds (whatever the status)."""
+STATUSLESS_TYPES: dict[str, type[e.ProviderError]] = {
+    "invalid_request_error": e.BadRequest,
+    "authentication_error": e.AuthenticationError,
+    "permission_error": e.AuthenticationError,
+    "not_found_error": e.NotFound,
+}
+"""OpenAI-style error types that say what an error sent inside a stream (no HTTP status) is;
+any other is a transient ``ServerError``."""
 
 
 def parse_retry_after(headers: Mapping[str, str], now_epoch_s: float) -> float | None:
@@ -176,13 +186,15 @@ def provider_error(
     kwargs: dict[str, Any] = {"status_code": status, "code": code or kind, "source": source}
     if status == 429:
         return e.RateLimited(text, retry_after_s=parse_retry_after(headers, now_epoch_s), **kwargs)
-    explicit = code in _CONTEXT_CODES or code in _FILTER_CODES or kind in _FILTER_CODES
+    explicit = code in CONTEXT_CODES or code in FILTER_CODES or kind in FILTER_CODES
     if status is not None and (status == 408 or status >= 500) and not explicit:
         return e.ServerError(text, **kwargs)
-    if code in _CONTEXT_CODES or "context length" in lowered or "context_length" in lowered:
+    if code in CONTEXT_CODES or "context length" in lowered or "context_length" in lowered:
         return e.ContextLengthExceeded(text, **kwargs)
-    if code in _FILTER_CODES or kind in _FILTER_CODES:
+    if code in FILTER_CODES or kind in FILTER_CODES:
         return e.ContentFiltered(text, **kwargs)
+    if status is None and kind in STATUSLESS_TYPES:  # an error event of a stream
+        return STATUSLESS_TYPES[kind](text, **kwargs)
     if status in (401, 403):
         return e.AuthenticationError(text, **kwargs)
     if status == 404:

@@ -224,7 +224,7 @@ async def test_a_stream_reads_as_the_sdk_reads_it(stream: str, finish: str) -> N
                          delta={"type": "citations_delta", "citation": {}}), False),
         (anthropic_event("content_block_start", index=1,
                          content_block={"type": "tool_use", "id": "t", "name": "f",
-                                        "input": {}}), True),
+                                        "input": {}}), False),
         (anthropic_event("content_block_start", index=0,
                          content_block={"type": "text", "text": ""}), False),
         (anthropic_event("content_block_stop", index=0), False),
@@ -237,8 +237,8 @@ async def test_a_stream_reads_as_the_sdk_reads_it(stream: str, finish: str) -> N
          "empty-block-start", "block-stop", "ping", "ping-garbage", "comment", "unknown"],
 )  # fmt: skip
 async def test_the_chunk_rule(event: str, chunk: bool) -> None:
-    """Only output — text, thinking, tool-call arguments, a tool call's start — is a chunk;
-    signatures, citations, pings, comments and metadata are not."""
+    """Only output — text, thinking, tool-call arguments — is a chunk; signatures, citations,
+    a block's start (a tool call's names the tool), pings, comments and metadata are not."""
     stream = anthropic_message_start() + event + anthropic_finish()
     _, clock, _ = await run(stream)
     assert clock.count == int(chunk)

@@ -5,9 +5,10 @@ The stream is named events: ``message_start`` (id, model, input usage), ``conten
 / ``content_block_delta`` / ``content_block_stop`` per content block, ``message_delta`` (the
 stop reason and the output usage), ``message_stop``; ``ping`` keeps the connection open and
 ``error`` is the provider's error. The chunk rule: a ``content_block_delta`` carrying text
-(``text_delta``), reasoning (``thinking_delta``) or tool-call arguments (``input_json_delta``),
-and the start of a ``tool_use`` block (the tool's name, as chat completions' first tool-call
-delta); never a ``signature_delta``, a ``ping`` or metadata. An answer is complete once its
+(``text_delta``), reasoning (``thinking_delta``) or tool-call arguments (``input_json_delta``);
+never a ``signature_delta``, a ``ping``, a block's start or stop (a ``tool_use`` block's start
+names the tool; its input follows in chunks), or metadata — the rule the wrapper of the
+anthropic SDK and the simulated provider use too. An answer is complete once its
 stop reason came; ``message_stop`` ends the stream.
 
 Stop reasons become chat completions' finish reasons (:data:`FINISH_REASONS`); a ``refusal`` is
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Final
 from otel_llm import _errors as e
 from otel_llm._act._completion import Completion, ShapeError, ToolCall, ToolCallParts, expect
 from otel_llm._act._http_errors import (
+    CONTEXT_CODES,
+    FILTER_CODES,
     ErrorContext,
     make_error,
     parse_retry_after,
@@ -112,13 +115,18 @@ def refusal(details: Any, source: str) -> e.ContentFiltered:
 
 def anthropic_error(status: int | None, body: Any, context: ErrorContext) -> e.ProviderError:
     """The error of an Anthropic error body ``{"type": "error", "error": {"type",
-    "message"}}`` (or its text when it is not one): the status decides first — 429 is rate
-    limited (``retry-after`` honoured), 5xx and 529 transient — then the error's type."""
+    "message", "details": {"error_code"}}}`` (or its text when it is not one): 429 is rate
+    limited (``retry-after`` honoured); an ``error_code`` of a content refusal or a
+    context-length error is that error whatever the status; other 5xx and 529 are transient;
+    then the error's type decides."""
     error = body.get("error", body) if isinstance(body, Mapping) else body
-    message = kind = None
+    message = kind = code = None
     if isinstance(error, Mapping):
         message = text_or_none(error.get("message"))
         kind = text_or_none(error.get("type"))
+        details = error.get("details")
+        if isinstance(details, Mapping):
+            code = text_or_none(details.get("error_code"))
     elif isinstance(error, str):
         message = error
     if message is None:
@@ -127,6 +135,10 @@ def anthropic_error(status: int | None, body: Any, context: ErrorContext) -> e.P
     retry = parse_retry_after(context.headers, context.now_epoch_s or time.time())
     if status == 429 or kind == "rate_limit_error":
         cls: type[e.ProviderError] = e.RateLimited
+    elif code in FILTER_CODES:
+        cls = e.ContentFiltered
+    elif code in CONTEXT_CODES:
+        cls = e.ContextLengthExceeded
     elif status is not None and (status == 408 or status >= 500):
         cls = e.ServerError
     elif kind == "invalid_request_error" and any(word in lowered for word in _CONTEXT_WORDS):
@@ -135,7 +147,7 @@ def anthropic_error(status: int | None, body: Any, context: ErrorContext) -> e.P
         cls = ERROR_TYPES[kind]
     else:
         cls = status_class(status)
-    return make_error(cls, status, message, code=kind, context=context, retry_after_s=retry)
+    return make_error(cls, status, message, code=code or kind, context=context, retry_after_s=retry)
 
 
 class AnthropicStreamReader:
@@ -237,7 +249,7 @@ class AnthropicStreamReader:
         self._blocks[index] = kind or ""
         if kind == "text":
             text = expect(block.get("text"), str, f"{where}.text", "a string")
-            if text:
+            if text:  # the API starts a block empty; text here is output all the same
                 self._text.append(text)
             return bool(text)
         if kind == "thinking":
@@ -254,7 +266,6 @@ class AnthropicStreamReader:
             if given:
                 parts.arguments.append(json.dumps(given))
             self._tools[index] = parts
-            return True
         return False
 
     def _message_start(self, document: Mapping[str, Any]) -> None:

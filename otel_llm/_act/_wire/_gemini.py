@@ -26,6 +26,8 @@ from urllib.parse import quote
 from otel_llm import _errors as e
 from otel_llm._act._completion import Completion, ShapeError, ToolCall, expect
 from otel_llm._act._http_errors import (
+    CONTEXT_CODES,
+    FILTER_CODES,
     ErrorContext,
     make_error,
     parse_retry_after,
@@ -115,8 +117,9 @@ def _reasons(details: Any) -> set[str]:
 def gemini_error(status: int | None, body: Any, context: ErrorContext) -> e.ProviderError:
     """The error of a Google API error body ``{"error": {"code", "message", "status",
     "details"}}`` (a list of one, too): the HTTP status first (429 rate limited, honouring
-    ``Retry-After`` or the ``RetryInfo`` delay; 5xx transient), then the status name; a 400 whose
-    reason is an invalid key is an authentication error."""
+    ``Retry-After`` or the ``RetryInfo`` delay); an ``ErrorInfo`` reason of a content refusal
+    or a context-length error is that error whatever the status; other 5xx are transient; a
+    400 whose reason is an invalid key is an authentication error; then the status name."""
     if isinstance(body, list) and len(body) == 1:
         body = body[0]
     error = body.get("error", body) if isinstance(body, Mapping) else body
@@ -137,11 +140,16 @@ def gemini_error(status: int | None, body: Any, context: ErrorContext) -> e.Prov
     if retry is None:
         retry = _retry_delay(details)
     lowered = message.lower()
+    reasons = _reasons(details)
     if status == 429 or name == "RESOURCE_EXHAUSTED":
         cls: type[e.ProviderError] = e.RateLimited
+    elif reasons & FILTER_CODES:
+        cls = e.ContentFiltered
+    elif reasons & CONTEXT_CODES:
+        cls = e.ContextLengthExceeded
     elif status is not None and (status == 408 or status >= 500):
         cls = e.ServerError
-    elif _reasons(details) & _KEY_REASONS:
+    elif reasons & _KEY_REASONS:
         cls = e.AuthenticationError
     elif name == "INVALID_ARGUMENT" and any(word in lowered for word in _CONTEXT_WORDS):
         cls = e.ContextLengthExceeded
