@@ -209,9 +209,20 @@ def test_snippets_run(path: Path, provider: str, tmp_path: Path) -> None:
     env = {
         name: value
         for name, value in os.environ.items()
-        if not name.startswith(("OTEL_", "LLM__", "EMBEDDING__", "OPENAI_"))
+        if not name.startswith(
+            ("OTEL_", "LLM__", "EMBEDDING__", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_")
+        )
     }
-    env.update(OPENAI_BASE_URL=provider, OPENAI_API_KEY="sim-key")
+    root = provider.removesuffix("/v1")
+    env.update(  # every SDK a page shows reads the simulated provider from its own variables
+        OPENAI_BASE_URL=provider,
+        OPENAI_API_KEY="sim-key",
+        ANTHROPIC_BASE_URL=root,
+        ANTHROPIC_API_KEY="sim-key",
+        GOOGLE_GEMINI_BASE_URL=root,
+        GEMINI_API_KEY="sim-key",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+    )
     result = subprocess.run(
         [sys.executable, "-c", RUNNER, str(program)],
         cwd=tmp_path,
@@ -239,3 +250,26 @@ def test_no_requirement_ids_in_the_docs() -> None:
         if FORBIDDEN.search(line)
     ]
     assert found == []
+
+
+# --- the tests the docs name ------------------------------------------------------------------
+
+TEST_REFERENCE = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?`")
+
+
+def test_every_test_the_docs_name_exists() -> None:
+    """A page that says which test holds a rule names a test that is there."""
+    named = [
+        (page, match.group(1), match.group(2))
+        for page in [ROOT / "README.md", *PAGES]
+        for match in TEST_REFERENCE.finditer(page.read_text(encoding="utf-8"))
+    ]
+    assert len(named) >= 10
+    missing = []
+    for page, path, function in named:
+        file = ROOT / path
+        if not file.is_file() or (
+            function is not None and f"def {function}(" not in file.read_text(encoding="utf-8")
+        ):
+            missing.append(f"{page.relative_to(ROOT)}: {path}::{function}")
+    assert not missing, missing
