@@ -67,7 +67,8 @@ class Source(StrictModel):
     """Base URL up to and including the API version, e.g. ``https://api.openai.com/v1``;
     ``openai``, ``anthropic`` and ``gemini`` sources may leave it out (their public URLs). For
     ``azure``: the resource endpoint, ``https://{resource}.openai.azure.com`` (or a whole
-    deployment URL with its ``?api-version=``, or the ``…/openai/v1`` route)."""
+    deployment URL with its ``?api-version=``, or a ``…/v1`` route: Azure's v1 API,
+    ``…/openai/v1``, or a gateway's)."""
     model: str = Field(min_length=1)
     """The model asked for (for ``azure``, also the deployment unless ``deployment`` names
     another)."""
@@ -96,7 +97,7 @@ class Source(StrictModel):
     """``azure`` only: the deployment the requests go to (``None``: the ``model``)."""
     api_version: str | None = Field(default=None, validate_default=True)
     """``azure``: the ``api-version`` query kept on every request (required unless
-    ``base_url`` carries it or is the ``…/openai/v1`` route). ``anthropic``: the
+    ``base_url`` carries it or is a ``…/v1`` route). ``anthropic``: the
     ``anthropic-version`` header (default: the one the pinned SDK sends). Other providers
     name their version in ``base_url``."""
     max_tokens: int | None = Field(default=None, ge=1)
@@ -356,20 +357,21 @@ def _api_of(info: ValidationInfo) -> str | None:
 
 def _azure_route_is_versioned(base_url: str) -> bool:
     """Whether an Azure base URL needs no ``api_version``: it carries ``api-version`` in its
-    query, or is Azure's versionless ``…/openai/v1`` route."""
+    query, or is a ``…/v1`` route — Azure's versionless v1 API, ``…/openai/v1``, or a gateway
+    exposing it — which takes the model in the body."""
     url = httpx2.URL(base_url)
-    return "api-version" in url.params or url.path.rstrip("/").endswith("/openai/v1")
+    return "api-version" in url.params or url.path.rstrip("/").endswith("/v1")
 
 
 @functools.lru_cache(maxsize=256)
 def _azure_endpoint(base_url: str, deployment: str, api_version: str | None, name: str) -> str:
     """Azure OpenAI's endpoint ``name``: below the deployment route when ``base_url`` is a
     resource endpoint (``…/openai/deployments/{deployment}/{name}``), below ``base_url`` when it
-    names a deployment or is the ``…/openai/v1`` route; ``api-version`` added to the query
-    unless it is there already."""
+    names a deployment or is a ``…/v1`` route; ``api-version`` added to the query unless it is
+    there already."""
     parts = urlsplit(base_url)
     path = parts.path.rstrip("/")
-    if "/deployments/" not in path and not path.endswith("/openai/v1"):
+    if "/deployments/" not in path and not path.endswith("/v1"):
         path = path.removesuffix("/openai") + f"/openai/deployments/{quote(deployment, safe='')}"
     query = parts.query
     if api_version is not None and "api-version" not in httpx2.URL(base_url).params:

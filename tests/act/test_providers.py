@@ -114,14 +114,17 @@ def test_a_bad_name_or_an_impossible_combination_is_refused_when_made(
         ({"base_url": "https://r.openai.azure.com/openai/v1"},
          "https://r.openai.azure.com/openai/v1/chat/completions",
          "https://r.openai.azure.com/openai/v1/embeddings"),
+        ({"base_url": "https://apim.example.com/v1"},
+         "https://apim.example.com/v1/chat/completions",
+         "https://apim.example.com/v1/embeddings"),
     ],
     ids=["resource-endpoint", "deployment-field", "whole-url", "whole-url-plus-version",
-         "v1-route"],
+         "v1-route", "gateway-v1-route"],
 )  # fmt: skip
 def test_azure_routes(fields: dict[str, Any], chat: str, embeddings: str) -> None:
     """Azure OpenAI: a resource endpoint becomes the deployment's route (the deployment
     defaults to the model), with ``api-version`` on every request; a whole deployment URL or
-    the ``/openai/v1`` route is kept as given."""
+    a ``/v1`` route (Azure's v1 API, or a gateway's) is kept as given."""
     source = make(provider="azure", **fields)
     assert (source.chat_url, source.embeddings_url) == (chat, embeddings)
     assert (source.provider_name, source.key_header) == ("azure.ai.openai", "api-key")
