@@ -106,7 +106,7 @@ class Usage:
     @classmethod
     def from_anthropic(cls, usage: Any, *, earlier: Usage | None = None) -> Usage:
         """From an Anthropic ``usage`` (``message_start``'s or ``message_delta``'s, which
-        repeats or updates counts). Anthropic counts cache reads and writes apart from
+        repeats or updates counts; its thinking tokens are the reasoning tokens). Anthropic counts cache reads and writes apart from
         ``input_tokens``; here they are added to it, as the convention asks."""
         plain = _count(field_of(usage, "input_tokens"))
         read_tokens = _count(field_of(usage, "cache_read_input_tokens"))
@@ -116,9 +116,11 @@ class Usage:
             created = _newer(created, earlier.cache_creation_tokens)
         parts = (plain, read_tokens, created)
         total_input = None if plain is None else sum(part or 0 for part in parts)
+        details = field_of(usage, "output_tokens_details")
         read = cls(
             input_tokens=total_input,
             output_tokens=_count(field_of(usage, "output_tokens")),
+            reasoning_tokens=_count(field_of(details, "thinking_tokens")) if details else None,
             cache_read_tokens=read_tokens,
             cache_creation_tokens=created,
         )

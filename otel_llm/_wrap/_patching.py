@@ -204,15 +204,18 @@ class SdkPatch:
             )
 
     def _wrap(self, original: Callable[..., Any], target: Target) -> Callable[..., Any]:
+        invoke = _invoker(original, method=target.cls is not None)
         if target.observe_later is not None:
-            return self._wrap_later(original, target, target.observe_later)
-        assert target.observe is not None
-        if target.cls is None:
-            return self._wrap_function(original, target, target.observe)
-        return self._wrap_method(original, target, target.observe)
+            wrapped = self._wrap_later(original, target, target.observe_later, invoke)
+        else:
+            assert target.observe is not None
+            wrapped = self._wrap_call(original, target, target.observe, invoke)
+        if target.cls is not None:
+            return wrapped
+        return _as_function(wrapped, is_async=target.is_async)
 
-    def _wrap_method(
-        self, original: Callable[..., Any], target: Target, observe: Observer
+    def _wrap_call(
+        self, original: Callable[..., Any], target: Target, observe: Observer, invoke: Invoker
     ) -> Callable[..., Any]:
         start = self._start
         if target.is_async:
@@ -221,10 +224,10 @@ class SdkPatch:
             async def async_wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
                 recorder = None if _INSIDE.get() else start(target, resource, args, kwargs)
                 if recorder is None:
-                    return await original(resource, *args, **kwargs)
+                    return await invoke(resource, args, kwargs)
                 token = _INSIDE.set(True)
                 try:
-                    result = await original(resource, *args, **kwargs)
+                    result = await invoke(resource, args, kwargs)
                 except BaseException as exc:
                     recorder.end_error(exc)
                     raise
@@ -238,10 +241,10 @@ class SdkPatch:
         def wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
             recorder = None if _INSIDE.get() else start(target, resource, args, kwargs)
             if recorder is None:
-                return original(resource, *args, **kwargs)
+                return invoke(resource, args, kwargs)
             token = _INSIDE.set(True)
             try:
-                result = original(resource, *args, **kwargs)
+                result = invoke(resource, args, kwargs)
             except BaseException as exc:
                 recorder.end_error(exc)
                 raise
@@ -251,28 +254,12 @@ class SdkPatch:
 
         return wrapper
 
-    def _wrap_function(
-        self, original: Callable[..., Any], target: Target, observe: Observer
-    ) -> Callable[..., Any]:
-        """A module-level function: as a method, with no ``self``."""
-        method = self._wrap_method(_as_method(original), target, observe)
-
-        if target.is_async:
-
-            @functools.wraps(original)
-            async def async_function(*args: Any, **kwargs: Any) -> Any:
-                return await method(None, *args, **kwargs)
-
-            return async_function
-
-        @functools.wraps(original)
-        def function(*args: Any, **kwargs: Any) -> Any:
-            return method(None, *args, **kwargs)
-
-        return function
-
     def _wrap_later(
-        self, original: Callable[..., Any], target: Target, observe_later: LaterObserver
+        self,
+        original: Callable[..., Any],
+        target: Target,
+        observe_later: LaterObserver,
+        invoke: Invoker,
     ) -> Callable[..., Any]:
         """A method whose result sends the request later: the recorder starts then (a call
         made inside another wrapped call still passes through)."""
@@ -288,7 +275,7 @@ class SdkPatch:
             @functools.wraps(original)
             async def async_wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
                 start = starter(resource, args, kwargs)
-                result = await original(resource, *args, **kwargs)
+                result = await invoke(resource, args, kwargs)
                 return (
                     result if start is None else _observed_later(observe_later, result, start, True)
                 )
@@ -298,19 +285,43 @@ class SdkPatch:
         @functools.wraps(original)
         def wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
             start = starter(resource, args, kwargs)
-            result = original(resource, *args, **kwargs)
+            result = invoke(resource, args, kwargs)
             return result if start is None else _observed_later(observe_later, result, start, False)
 
         return wrapper
 
 
-def _as_method(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` called as a method whose ``self`` it ignores."""
+Invoker = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]
+"""``(resource, args, kwargs)`` → the wrapped method's (or function's) result."""
 
-    def method(_: Any, *args: Any, **kwargs: Any) -> Any:
-        return function(*args, **kwargs)
 
-    return method
+def _invoker(original: Callable[..., Any], *, method: bool) -> Invoker:
+    """How the original is called: a method bound to the resource first, as attribute access
+    would bind it — so another instrumentation's wrapper beneath ours (a ``wrapt`` descriptor)
+    sees the instance — and a module-level function as it is."""
+    if not method:
+        return lambda _, args, kwargs: original(*args, **kwargs)
+    bind = getattr(original, "__get__", None)
+    if bind is None:
+        return lambda resource, args, kwargs: original(resource, *args, **kwargs)
+    return lambda resource, args, kwargs: bind(resource, type(resource))(*args, **kwargs)
+
+
+def _as_function(wrapped: Callable[..., Any], *, is_async: bool) -> Callable[..., Any]:
+    """A wrapper of a module-level function: the method wrapper, with no resource."""
+    if is_async:
+
+        @functools.wraps(wrapped)
+        async def async_function(*args: Any, **kwargs: Any) -> Any:
+            return await wrapped(None, *args, **kwargs)
+
+        return async_function
+
+    @functools.wraps(wrapped)
+    def function(*args: Any, **kwargs: Any) -> Any:
+        return wrapped(None, *args, **kwargs)
+
+    return function
 
 
 def _observed_later(

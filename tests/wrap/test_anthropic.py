@@ -148,7 +148,8 @@ def test_the_spans_of_the_helper_start_when_the_request_is_sent(
 def test_time_to_first_chunk_and_reasoning(
     instrumented: Spans, client: anthropic.Anthropic
 ) -> None:
-    """Thinking deltas are chunks (the first one ends the wait for the first chunk)."""
+    """Thinking deltas are chunks (the first one ends the wait for the first chunk); the
+    thinking tokens are the reasoning tokens."""
     for _ in client.messages.create(**_create("late"), stream=True):
         pass
     for _ in client.messages.create(**_create("thinking"), stream=True):
@@ -156,6 +157,7 @@ def test_time_to_first_chunk_and_reasoning(
     late, thinking = (dict(s.attributes or {}) for s in instrumented.attempts())
     assert 250 <= late[sc.TTFT_MS] < 3000
     assert thinking[sc.CHUNK_COUNT] == 12
+    assert thinking[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] == 4
 
 
 def test_tool_input_deltas_are_chunks(instrumented: Spans, client: anthropic.Anthropic) -> None:

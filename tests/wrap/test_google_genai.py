@@ -51,7 +51,8 @@ def instrumented(spans: Spans) -> Iterator[Spans]:
 def client() -> Iterator[genai.Client]:
     with SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running:
         options = types.HttpOptions(base_url=running.url, retry_options=None)
-        yield genai.Client(api_key=KEY, http_options=options)
+        with genai.Client(api_key=KEY, http_options=options) as sdk:
+            yield sdk
 
 
 @pytest.fixture
@@ -134,8 +135,9 @@ def test_first_chunk_thoughts_and_a_function_call(
     assert tool[sc.CHUNK_COUNT] == 1
 
 
-def test_keepalives_hide_no_silence(instrumented: Spans, client: genai.Client) -> None:
-    """A silence with keepalive comments is still a stall."""
+def test_a_silence_is_a_stall(instrumented: Spans, client: genai.Client) -> None:
+    """A silence scripted with keepalives is a stall: Gemini sends none (google-genai cannot
+    read an SSE comment), so the stream is simply silent."""
     for _ in client.models.generate_content_stream(model="pinged", contents="hello"):
         pass
     assert attempt(instrumented)[sc.STALL_COUNT] == 1

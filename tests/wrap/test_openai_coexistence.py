@@ -41,9 +41,15 @@ def peers(request: pytest.FixtureRequest, spans: Spans) -> Iterator[Spans]:
     """Both peer instrumentations and ours, in either order."""
     from openai.resources.chat.completions.completions import AsyncCompletions, Completions
     from openai.resources.embeddings import AsyncEmbeddings, Embeddings
+    from openai.resources.responses.responses import AsyncResponses, Responses
 
     classes = (Completions, AsyncCompletions, Embeddings, AsyncEmbeddings)
-    pristine = {cls: cls.__dict__["create"] for cls in classes}
+    pristine = {
+        (cls, name): cls.__dict__[name]
+        for cls in (*classes, Responses, AsyncResponses)
+        for name in ("create", "parse", "stream")
+        if name in cls.__dict__
+    }
     if request.param == "ours-first":
         instrument_openai(tracer_provider=spans.provider)
     OpenLLMetry().instrument(tracer_provider=spans.provider)
@@ -59,8 +65,8 @@ def peers(request: pytest.FixtureRequest, spans: Spans) -> Iterator[Spans]:
     uninstrument_openai()
     # Neither peer fully undoes its wrapping of this openai release (OpenLLMetry leaves its
     # wrapper, the contrib one leaves a bound wrapper): restore the SDK for the next tests.
-    for cls, create in pristine.items():
-        cls.create = create
+    for (cls, name), method in pristine.items():
+        setattr(cls, name, method)
 
 
 def scopes(spans: Spans) -> list[str]:
