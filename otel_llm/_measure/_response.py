@@ -106,8 +106,9 @@ class Usage:
     @classmethod
     def from_anthropic(cls, usage: Any, *, earlier: Usage | None = None) -> Usage:
         """From an Anthropic ``usage`` (``message_start``'s or ``message_delta``'s, which
-        repeats or updates counts; its thinking tokens are the reasoning tokens). Anthropic counts cache reads and writes apart from
-        ``input_tokens``; here they are added to it, as the convention asks."""
+        repeats or updates counts; its thinking tokens are the reasoning tokens). Anthropic
+        counts cache reads and writes apart from ``input_tokens``; here they are added to it,
+        as the convention asks."""
         plain = _count(field_of(usage, "input_tokens"))
         read_tokens = _count(field_of(usage, "cache_read_input_tokens"))
         created = _count(field_of(usage, "cache_creation_input_tokens"))
