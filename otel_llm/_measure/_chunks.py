@@ -1,7 +1,7 @@
 """The metering primitive: which streamed events are incremental chunks, and when they arrived.
 
 An incremental chunk carries generated output — non-empty ``delta.content``,
-``delta.reasoning_content`` (or ``reasoning``), or tool-call deltas. Role-only or empty deltas,
+``delta.reasoning_content`` (or ``reasoning``), ``delta.refusal``, or tool-call deltas. Role-only or empty deltas,
 usage-only frames, SSE comments and ``[DONE]`` are not chunks.
 
 The hot path only records a monotonic timestamp and sets a flag.
@@ -22,7 +22,7 @@ from otel_llm._measure._stalls import Timeline
 def delta_has_output(delta: Any) -> bool:
     """The chunk rule, the one place it is written: True when one choice's
     ``delta`` — a dict or an SDK object — carries content, reasoning (``reasoning_content`` or
-    ``reasoning``) or tool-call deltas. Empty values are no output; every reader of chunks (the
+    ``reasoning``), a refusal's text or tool-call deltas. Empty values are no output; every reader of chunks (the
     client's assembler, the wrappers' classifier and their fused reader) asks this function."""
     if delta is None:
         return False
@@ -35,12 +35,14 @@ def delta_has_output(delta: Any) -> bool:
             or delta.get("reasoning_content")
             or delta.get("reasoning")
             or delta.get("tool_calls")
+            or delta.get("refusal")
         )
     return bool(
         getattr(delta, "content", None)
         or getattr(delta, "reasoning_content", None)
         or getattr(delta, "reasoning", None)
         or getattr(delta, "tool_calls", None)
+        or getattr(delta, "refusal", None)
     )
 
 

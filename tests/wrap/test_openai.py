@@ -29,6 +29,7 @@ SCRIPTS = {
     "stall": Script(**FAST, silences=(Silence(after_chunk=4, duration_s=0.5),)),
     "reset": Script(**FAST, fault="reset", fault_after_chunk=3),
     "bad": Script(error_status=400, error_code="context_length_exceeded"),
+    "refusing": Script(**FAST, refusal=True),
     "leaky": Script(error_status=401, error_message="Incorrect API key provided: plain-key-77x"),
 }
 
@@ -437,3 +438,11 @@ def test_a_chunk_whose_choices_is_not_a_list_is_passed_on_quietly(
     assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
     assert a[sc.CHUNK_COUNT] == 1
     assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+
+
+def test_refusal_deltas_are_chunks(instrumented: Spans, client: openai.OpenAI) -> None:
+    """A refusal streamed as ``delta.refusal`` is output like any other: every delta a chunk."""
+    stream = client.chat.completions.create(model="refusing", messages=MESSAGES, stream=True)
+    refusal = "".join(c.choices[0].delta.refusal or "" for c in stream if c.choices)
+    assert refusal
+    assert attempt(instrumented)[sc.CHUNK_COUNT] == 12
