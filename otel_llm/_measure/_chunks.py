@@ -1,8 +1,8 @@
 """The metering primitive: which streamed events are incremental chunks, and when they arrived.
 
 An incremental chunk carries generated output — non-empty ``delta.content``,
-``delta.reasoning_content`` (or ``reasoning``), ``delta.refusal``, or tool-call deltas. Role-only or empty deltas,
-usage-only frames, SSE comments and ``[DONE]`` are not chunks.
+``delta.reasoning_content`` (or ``reasoning``), ``delta.refusal``, or tool-call deltas.
+Role-only or empty deltas, usage-only frames, SSE comments and ``[DONE]`` are not chunks.
 
 The hot path only records a monotonic timestamp and sets a flag.
 """
@@ -22,8 +22,9 @@ from otel_llm._measure._stalls import Timeline
 def delta_has_output(delta: Any) -> bool:
     """The chunk rule, the one place it is written: True when one choice's
     ``delta`` — a dict or an SDK object — carries content, reasoning (``reasoning_content`` or
-    ``reasoning``), a refusal's text or tool-call deltas. Empty values are no output; every reader of chunks (the
-    client's assembler, the wrappers' classifier and their fused reader) asks this function."""
+    ``reasoning``), a refusal's text or tool-call deltas. Empty values are no output; every
+    reader of chunks (the client's assembler, the wrappers' classifier and their fused reader)
+    asks this function."""
     if delta is None:
         return False
     mapping = MAPPING_TYPES.get(delta.__class__)  # per chunk: a lookup, not a call
