@@ -43,6 +43,7 @@ from otel_llm._act._wire._format import (
 from otel_llm._act._wire._translate import Translated, Translation
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._response import Usage, text_or_none
+from otel_llm._redact import redact
 
 if TYPE_CHECKING:
     from otel_llm._act._source import Source
@@ -94,22 +95,17 @@ def _usage(usage: Any, earlier: Usage | None) -> Usage | None:
     return read
 
 
-def refusal(details: Any, source: str) -> e.ContentFiltered:
+def refusal(details: Any, context: ErrorContext) -> e.ContentFiltered:
     """The error of a ``refusal`` stop: its category and explanation, when Anthropic gave
-    them."""
+    them (secrets redacted)."""
     said = ""
     if isinstance(details, Mapping):
-        parts = [
-            text
-            for text in (
-                text_or_none(details.get("category")),
-                text_or_none(details.get("explanation")),
-            )
-            if text
-        ]
-        said = f": {'; '.join(parts)}" if parts else ""
+        category = text_or_none(details.get("category"))
+        explanation = text_or_none(details.get("explanation"))
+        parts = [text for text in (category, explanation) if text]
+        said = redact(f": {'; '.join(parts)}", context.secrets) if parts else ""
     return e.ContentFiltered(
-        f"answered with stop reason refusal{said}", code=REFUSAL, source=source
+        f"answered with stop reason refusal{said}", code=REFUSAL, source=context.source
     )
 
 
@@ -187,12 +183,15 @@ class AnthropicStreamReader:
         """True once the stop reason came."""
         return self.finish_reason is not None
 
+    def _context(self) -> ErrorContext:
+        return ErrorContext(source=self._name, secrets=self._secrets)
+
     def read(self, event: str, data: str) -> bool:
         """Take one event; True when it is an incremental chunk."""
         if event == "ping":
             return False
         if event == "error":
-            raise anthropic_error(None, error_payload(data) or data, context_of_reader(self))
+            raise anthropic_error(None, error_payload(data) or data, self._context())
         if not data:
             return False
         document = event_object(data, self._name, self._clock)
@@ -208,7 +207,7 @@ class AnthropicStreamReader:
         elif kind == "message_stop":
             self.ended = True
         elif kind == "error":
-            raise anthropic_error(None, document, context_of_reader(self))
+            raise anthropic_error(None, document, self._context())
         return False  # content_block_stop, ping, and event types added later
 
     def _delta(self, document: Mapping[str, Any]) -> bool:
@@ -283,7 +282,7 @@ class AnthropicStreamReader:
         )
         self.usage = _usage(document.get("usage"), self.usage)
         if reason == REFUSAL:
-            raise refusal(delta.get("stop_details"), self._name)
+            raise refusal(delta.get("stop_details"), self._context())
         if reason:
             self.finish_reason = _finish(reason)
 
@@ -306,10 +305,6 @@ class AnthropicStreamReader:
         """Why the stream is not a whole answer."""
         marker = "" if not self.ended else " (message_stop came without it)"
         return f"stream ended without a stop reason{marker}"
-
-
-def context_of_reader(reader: AnthropicStreamReader) -> ErrorContext:
-    return ErrorContext(source=reader._name, secrets=reader._secrets)
 
 
 def _index(document: Mapping[str, Any], event: str) -> int:
@@ -348,7 +343,7 @@ def message_from_json(document: Mapping[str, Any], source: Source) -> Completion
             )
     reason = expect(document.get("stop_reason"), str, "stop_reason", "a string")
     if reason == REFUSAL:
-        raise refusal(document.get("stop_details"), source.name)
+        raise refusal(document.get("stop_details"), context_of(source))
     return Completion(
         text="".join(text),
         reasoning="".join(reasoning) or None,

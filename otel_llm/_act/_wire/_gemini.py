@@ -44,6 +44,7 @@ from otel_llm._act._wire._translate import Translated, Translation
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._chunks import stream_complete
 from otel_llm._measure._response import Usage, text_or_none
+from otel_llm._redact import redact
 
 if TYPE_CHECKING:
     from otel_llm._act._source import Source
@@ -160,7 +161,7 @@ def gemini_error(status: int | None, body: Any, context: ErrorContext) -> e.Prov
     return make_error(cls, status, message, code=name, context=context, retry_after_s=retry)
 
 
-def _blocked(feedback: Any, source: str) -> e.ContentFiltered | None:
+def _blocked(feedback: Any, context: ErrorContext) -> e.ContentFiltered | None:
     """The error of a prompt Gemini blocked (``promptFeedback.blockReason``)."""
     if not isinstance(feedback, Mapping):
         return None
@@ -168,14 +169,15 @@ def _blocked(feedback: Any, source: str) -> e.ContentFiltered | None:
     if reason is None:
         return None
     said = text_or_none(feedback.get("blockReasonMessage"))
-    return e.ContentFiltered(
-        f"blocked the prompt: {reason}" + (f" ({said})" if said else ""), code=reason, source=source
-    )
+    text = f"blocked the prompt: {reason}" + (f" ({said})" if said else "")
+    return e.ContentFiltered(redact(text, context.secrets), code=reason, source=context.source)
 
 
-def _filtered(reason: str, candidate: Mapping[str, Any], source: str) -> e.ContentFiltered:
+def _filtered(
+    reason: str, candidate: Mapping[str, Any], context: ErrorContext
+) -> e.ContentFiltered:
     """The error of a candidate stopped on content grounds: the reason, Gemini's message and
-    the blocked safety categories."""
+    the blocked safety categories (secrets redacted)."""
     said = text_or_none(candidate.get("finishMessage"))
     ratings = candidate.get("safetyRatings")
     blocked = [
@@ -186,11 +188,8 @@ def _filtered(reason: str, candidate: Mapping[str, Any], source: str) -> e.Conte
         and isinstance(rating.get("category"), str)
     ]
     detail = "; ".join(filter(None, (said, ", ".join(blocked))))
-    return e.ContentFiltered(
-        f"answered with finish reason {reason}" + (f": {detail}" if detail else ""),
-        code=reason,
-        source=source,
-    )
+    text = f"answered with finish reason {reason}" + (f": {detail}" if detail else "")
+    return e.ContentFiltered(redact(text, context.secrets), code=reason, source=context.source)
 
 
 class GeminiResponses:
@@ -199,10 +198,10 @@ class GeminiResponses:
     (:attr:`complete`)."""
 
     __slots__ = (
+        "_context",
         "_finished",
         "_id",
         "_model",
-        "_name",
         "_reasoning",
         "_seen",
         "_text",
@@ -211,8 +210,8 @@ class GeminiResponses:
         "usage",
     )
 
-    def __init__(self, source_name: str) -> None:
-        self._name = source_name
+    def __init__(self, context: ErrorContext) -> None:
+        self._context = context
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._tools: list[ToolCall] = []
@@ -237,7 +236,7 @@ class GeminiResponses:
         if isinstance(usage, Mapping):
             read = Usage.from_gemini(usage)
             self.usage = read if self.usage is None else self.usage.updated(read)
-        blocked = _blocked(response.get("promptFeedback"), self._name)
+        blocked = _blocked(response.get("promptFeedback"), self._context)
         if blocked is not None:
             raise blocked
         candidates = expect(response.get("candidates"), list, "candidates", "a list")
@@ -265,7 +264,7 @@ class GeminiResponses:
         reason = expect(candidate.get("finishReason"), str, f"{where}.finishReason", "a string")
         if reason:
             if reason in FILTERED:
-                raise _filtered(reason, candidate, self._name)
+                raise _filtered(reason, candidate, self._context)
             self._finished.add(index)
             if index == 0:
                 self.finish_reason = _finish(reason)
@@ -311,11 +310,10 @@ class GeminiResponses:
 class GeminiStreamReader(GeminiResponses):
     """Reads the events of one ``streamGenerateContent?alt=sse`` answer."""
 
-    __slots__ = ("_clock", "_secrets", "ended")
+    __slots__ = ("_clock", "ended")
 
     def __init__(self, source: Source, clock: ChunkClock | None) -> None:
-        super().__init__(source.name)
-        self._secrets = source.secrets()
+        super().__init__(context_of(source))
         self._clock = clock
         self.ended = False
 
@@ -323,14 +321,13 @@ class GeminiStreamReader(GeminiResponses):
         """Take one event; True when it is an incremental chunk."""
         if event != "message":
             if event == "error":
-                context = ErrorContext(source=self._name, secrets=self._secrets)
-                raise gemini_error(None, error_payload(data) or data, context)
+                raise gemini_error(None, error_payload(data) or data, self._context)
             return False
         if not data:
             return False
-        response = event_object(data, self._name, self._clock)
+        response = event_object(data, self._context.source, self._clock)
         if "error" in response and not response.get("candidates"):
-            raise gemini_error(None, response, ErrorContext(self._name, self._secrets))
+            raise gemini_error(None, response, self._context)
         return self.take(response)
 
     def truncation(self) -> str:
@@ -344,7 +341,7 @@ def response_from_json(document: Mapping[str, Any], source: Source) -> Completio
     """A :class:`Completion` from a non-streamed ``GenerateContentResponse``."""
     if "error" in document and not document.get("candidates"):
         raise gemini_error(None, document, context_of(source))
-    responses = GeminiResponses(source.name)
+    responses = GeminiResponses(context_of(source))
     responses.take(document)
     if not responses.complete:
         raise ShapeError("candidates", "candidates with their finishReason", got="none finished")
