@@ -60,21 +60,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks import child_command, child_env
-from benchmarks.support.callgrind import marked_run, totals_of
+from benchmarks.overhead._per_chunk import (
+    Result,
+    Telemetry,
+    callgrind,
+    callgrind_worker,
+    describe_recorded,
+    in_memory_telemetry,
+    script_headers,
+    table,
+    timed,
+    timing_worker,
+    verdicts,
+)
 from benchmarks.support.provider import start_provider
 
 VARIANTS = ("bare", "otel-llm", "openllmetry", "contrib")
@@ -83,7 +91,6 @@ MODEL = "bench"
 MESSAGES: Any = [{"role": "user", "content": "go"}]
 EXTRA_ITEMS = 2
 """Items the SDK yields beside the incremental chunks: the role chunk and the finish chunk."""
-TARGET_RATIO = 1.05
 CONTENT_VARIABLES = (
     "TRACELOOP_TRACE_CONTENT",
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
@@ -93,68 +100,45 @@ CONTENT_VARIABLES = (
 # --- the variant process ----------------------------------------------------------------------
 
 
-@dataclass
-class Pipeline:
-    """The telemetry a variant records into (``None`` for ``bare``)."""
-
-    spans: Any = None
-    """The ``InMemorySpanExporter``."""
-    metrics: Any = None
-    """The ``InMemoryMetricReader``."""
-
-
-def instrument(variant: str) -> Pipeline:
+def instrument(variant: str) -> Telemetry:
     """Install ``variant``'s instrumentation into a fresh SDK pipeline."""
     if variant == "bare":
-        return Pipeline()
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    reader = InMemoryMetricReader()
-    meter_provider = MeterProvider(metric_readers=[reader])
-    tracer_provider = TracerProvider()
-    processor: SpanProcessor = SimpleSpanProcessor(exporter)
+        return Telemetry()
+    telemetry = in_memory_telemetry(deriving=variant == "otel-llm")
+    providers = {
+        "tracer_provider": telemetry.tracer_provider,
+        "meter_provider": telemetry.meter_provider,
+    }
     if variant == "otel-llm":
-        from otel_llm import DerivingSpanProcessor, instrument_openai
+        from otel_llm import instrument_openai
 
-        tracer_provider.add_span_processor(DerivingSpanProcessor([processor]))
-        instrument_openai(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        instrument_openai(**providers)
     elif variant == "openllmetry":
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetry
 
-        tracer_provider.add_span_processor(processor)
-        OpenLLMetry().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        OpenLLMetry().instrument(**providers)
     elif variant == "contrib":
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
         Contrib: Any = OpenAIInstrumentor  # untyped
 
-        tracer_provider.add_span_processor(processor)
-        Contrib().instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        Contrib().instrument(**providers)
     else:
         raise ValueError(f"unknown variant {variant!r}")
-    return Pipeline(spans=exporter, metrics=reader)
-
-
-def script_headers(header: str, chunks: int) -> dict[str, str]:
-    """The simulated provider's script for an answer of ``chunks`` chunks, zero cadence."""
-    script = {"chunk_count": chunks, "chunk_interval_s": 0, "first_chunk_delay_s": 0}
-    return {header: json.dumps(script)}
+    return telemetry
 
 
 class Streamer:
     """One variant's client: streams answers of a given length and counts the items."""
+
+    extra_items = EXTRA_ITEMS
 
     def __init__(self, args: argparse.Namespace) -> None:
         warnings.simplefilter("ignore")  # the peers' pydantic/semconv deprecation warnings
         variant, base_url, client_kind = args.variant, args.url, args.client
         self.variant = variant
         self.header = args.script_header
-        self.pipeline = instrument(variant)
+        self.telemetry = instrument(variant)
         import openai
 
         self.is_async = client_kind == "async"
@@ -196,31 +180,7 @@ class Streamer:
 
     def recorded(self) -> dict[str, Any]:
         """What the variant recorded since the last call (and forget it)."""
-        exporter, reader = self.pipeline.spans, self.pipeline.metrics
-        if exporter is None:
-            return {"spans": []}
-        spans = []
-        for span in exporter.get_finished_spans():
-            scope = span.instrumentation_scope
-            spans.append(
-                {
-                    "name": span.name,
-                    "scope": scope.name if scope else "",
-                    "attributes": len(span.attributes or {}),
-                    "events": len(span.events),
-                    "dropped_events": span.dropped_events,
-                }
-            )
-        exporter.clear()
-        points = 0
-        names: list[str] = []
-        data = reader.get_metrics_data()
-        for resource_metrics in data.resource_metrics if data else ():
-            for scope_metrics in resource_metrics.scope_metrics:
-                for metric in scope_metrics.metrics:
-                    names.append(metric.name)
-                    points += len(metric.data.data_points)
-        return {"spans": spans, "metrics": sorted(set(names)), "metric_points": points}
+        return self.telemetry.recorded()
 
     def close(self) -> None:
         if self.sync_client is not None:
@@ -230,59 +190,10 @@ class Streamer:
             self.loop.close()
 
 
-def expect_items(variant: str, seen: int, chunks: int) -> None:
-    if seen != chunks + EXTRA_ITEMS:
-        raise SystemExit(f"{variant}: the stream yielded {seen} items, not {chunks + EXTRA_ITEMS}")
-
-
-def callgrind_worker(args: argparse.Namespace) -> None:
-    """Warm up, then the measured stream between two ``os.getppid()`` markers (callgrind dumps
-    at each), then report what was recorded (after the second marker: not counted)."""
-    streamer = Streamer(args)
-    expect_items(args.variant, streamer.stream(args.warmup_chunks), args.warmup_chunks)
-    streamer.recorded()
-    os.getppid()
-    seen = streamer.stream(args.chunks)
-    os.getppid()
-    expect_items(args.variant, seen, args.chunks)
-    print(json.dumps({"recorded": streamer.recorded()}), flush=True)
-    streamer.close()
-
-
-def timing_worker(args: argparse.Namespace) -> None:
-    """Warm up, say ``ready``, then one measured stream per ``run`` line on stdin."""
-    streamer = Streamer(args)
-    expect_items(args.variant, streamer.stream(args.warmup_chunks), args.warmup_chunks)
-    streamer.recorded()
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        if line.strip() != "run":
-            break
-        start = time.process_time()
-        seen = streamer.stream(args.chunks)
-        cpu = time.process_time() - start
-        expect_items(args.variant, seen, args.chunks)
-        print(json.dumps({"cpu_s": cpu, "recorded": streamer.recorded()}), flush=True)
-    streamer.close()
-
-
 # --- the driver -------------------------------------------------------------------------------
 
 
-@dataclass
-class Result:
-    """What the driver learnt about one variant."""
-
-    instructions: int | None = None
-    """Instructions of the measured stream (callgrind)."""
-    process_instructions: int | None = None
-    """Instructions of the whole callgrind process."""
-    cpu_us: list[float] = field(default_factory=list)
-    """CPU µs per chunk, one per round."""
-    recorded: dict[str, Any] = field(default_factory=dict)
-
-
-def worker_command(args: argparse.Namespace, variant: str, role: str, chunks: int) -> list[str]:
+def worker_command(args: argparse.Namespace, variant: str, role: str) -> list[str]:
     return [
         *child_command(__spec__.name),
         "--variant",
@@ -294,99 +205,17 @@ def worker_command(args: argparse.Namespace, variant: str, role: str, chunks: in
         args.client,
         "--script-header",
         args.script_header,
-        "--chunks",
-        str(chunks),
+        "--callgrind-chunks",
+        str(args.callgrind_chunks),
         "--warmup-chunks",
         str(args.warmup_chunks),
     ]
-
-
-def read_reply(proc: subprocess.Popen[str], variant: str) -> dict[str, Any]:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        raise SystemExit(f"{variant}: the worker process ended (exit code {proc.wait()})")
-    reply: dict[str, Any] = json.loads(line)
-    return reply
-
-
-def timed(args: argparse.Namespace, results: dict[str, Result]) -> None:
-    """All variant processes warm up, then ``rounds`` rounds of one stream each, in turn."""
-    workers: dict[str, subprocess.Popen[str]] = {}
-    try:
-        for variant in args.variants:
-            workers[variant] = subprocess.Popen(
-                worker_command(args, variant, "time-worker", args.chunks),
-                env=child_env(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-        for variant, proc in workers.items():
-            read_reply(proc, variant)  # ready
-        order = list(args.variants)
-        for index in range(args.rounds):
-            shift = index % len(order)
-            for variant in order[shift:] + order[:shift]:
-                proc = workers[variant]
-                assert proc.stdin is not None
-                proc.stdin.write("run\n")
-                proc.stdin.flush()
-                reply = read_reply(proc, variant)
-                results[variant].cpu_us.append(reply["cpu_s"] / args.chunks * 1e6)
-                results[variant].recorded = reply["recorded"]
-            print(f"  round {index + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-    finally:
-        for proc in workers.values():
-            if proc.stdin is not None and not proc.stdin.closed:
-                proc.stdin.close()
-        for proc in workers.values():
-            proc.wait(timeout=60)
-
-
-def callgrind(args: argparse.Namespace, variant: str, result: Result) -> None:
-    """Run ``variant`` once under callgrind; keep the count of the measured stream."""
-    started = time.monotonic()
-    env = {**child_env(), "PYTHONHASHSEED": "0"}
-    command = worker_command(args, variant, "callgrind-worker", args.callgrind_chunks)
-    with marked_run(command, env, variant) as (done, parts):
-        counts = [totals_of(part) for part in parts]
-        result.instructions = counts[1]
-        result.process_instructions = sum(counts)
-        result.recorded = json.loads(done.stdout.strip().splitlines()[-1])["recorded"]
-    elapsed = time.monotonic() - started
-    print(f"  callgrind: {variant} done in {elapsed:.0f} s", file=sys.stderr, flush=True)
-
-
-def ratio(value: float | None, base: float | None) -> str:
-    return f"{value / base:.3f}x" if value is not None and base else "-"
-
-
-def describe_recorded(recorded: dict[str, Any]) -> str:
-    spans = recorded.get("spans", [])
-    if "metrics" not in recorded:
-        return "nothing (no instrumentation)"
-    if not spans:
-        text = "NO SPANS"
-    else:
-        text = "; ".join(
-            f"{s['scope']}: '{s['name']}' {s['attributes']} attrs, {s['events']} events"
-            + (f" (+{s['dropped_events']} dropped)" if s["dropped_events"] else "")
-            for s in spans
-        )
-    names = recorded.get("metrics", [])
-    return f"{text}; metrics: {recorded.get('metric_points', 0)} points in {len(names)}" + (
-        f" ({', '.join(names)})" if names else ""
-    )
 
 
 def report(args: argparse.Namespace, results: dict[str, Result], elapsed_s: float) -> str:
     lines: list[str] = []
     emit: Callable[[str], None] = lines.append
     use_callgrind = not args.no_callgrind
-    bare = results.get("bare")
-    bare_i = bare.instructions / args.callgrind_chunks if bare and bare.instructions else None
-    bare_t = statistics.median(bare.cpu_us) if bare and bare.cpu_us else None
     emit(
         f"openai {args.openai_version}, {args.client} client, streamed chat completion, "
         "simulated provider in its own process, zero cadence"
@@ -401,28 +230,8 @@ def report(args: argparse.Namespace, results: dict[str, Result], elapsed_s: floa
         "chunks (secondary: noisy on a shared machine)"
     )
     emit("")
-    header = f"{'variant':<13}{'instr/chunk':>13}{'ratio':>9}{'CPU µs/chunk':>15}{'ratio':>9}"
-    header += f"{'CPU min':>10}{'max':>9}"
-    emit(header)
-    emit("-" * len(header))
-    per_chunk_i: dict[str, float] = {}
-    per_chunk_t: dict[str, float] = {}
-    for variant in args.variants:
-        result = results[variant]
-        inst = result.instructions / args.callgrind_chunks if result.instructions else None
-        cpu = statistics.median(result.cpu_us) if result.cpu_us else None
-        if inst is not None:
-            per_chunk_i[variant] = inst
-        if cpu is not None:
-            per_chunk_t[variant] = cpu
-        emit(
-            f"{variant:<13}"
-            + (f"{inst:>13,.0f}" if inst is not None else f"{'-':>13}")
-            + f"{ratio(inst, bare_i):>9}"
-            + (f"{cpu:>15.2f}" if cpu is not None else f"{'-':>15}")
-            + f"{ratio(cpu, bare_t):>9}"
-            + (f"{min(result.cpu_us):>10.2f}{max(result.cpu_us):>9.2f}" if result.cpu_us else "")
-        )
+    for line in table(args.variants, results, args.callgrind_chunks, args.chunks):
+        emit(line)
     emit("")
     if use_callgrind:
         emit("whole callgrind process (start-up, instrumentation, warm-up, measured stream, exit):")
@@ -431,22 +240,23 @@ def report(args: argparse.Namespace, results: dict[str, Result], elapsed_s: floa
             emit(f"  {variant:<13}{total:>16,}" if total else f"  {variant:<13}{'-':>16}")
         emit("")
     emit("recorded for the measured stream:")
+    measured = args.callgrind_chunks if use_callgrind else args.chunks
     for variant in args.variants:
-        emit(f"  {variant:<13}{describe_recorded(results[variant].recorded)}")
+        emit(f"  {variant:<13}{describe_recorded(results[variant].recorded.get(measured, {}))}")
     emit("")
+    per_chunk_i: dict[str, float] = {}
+    per_chunk_t: dict[str, float] = {}
+    for variant in args.variants:
+        inst = results[variant].instructions_per_chunk(args.callgrind_chunks)
+        cpu = results[variant].cpu_per_chunk(args.chunks)
+        if inst is not None:
+            per_chunk_i[variant] = inst
+        if cpu is not None:
+            per_chunk_t[variant] = cpu
     figures, unit = (per_chunk_i, "instructions") if use_callgrind else (per_chunk_t, "CPU time")
+    for line in verdicts(figures, PEERS, unit).lines:
+        emit(line)
     ours, base = figures.get("otel-llm"), figures.get("bare")
-    if ours is not None and base is not None:
-        verdict = "PASS" if ours <= TARGET_RATIO * base else "FAIL"
-        emit(
-            f"{verdict}  otel-llm <= {TARGET_RATIO:.2f}x bare ({unit}): {ours / base:.3f}x "
-            f"(+{ours - base:,.1f} per chunk)"
-        )
-    peers = [p for p in PEERS if p in figures]
-    if ours is not None and peers:
-        below = all(ours < figures[p] for p in peers)
-        detail = ", ".join(f"{p} {figures[p] / ours:.3f}x ours" for p in peers)
-        emit(f"{'PASS' if below else 'FAIL'}  otel-llm below every peer ({unit}): {detail}")
     if use_callgrind and ours is not None and base is not None and per_chunk_t.get("bare"):
         cpu_ours, cpu_base = per_chunk_t.get("otel-llm"), per_chunk_t["bare"]
         if cpu_ours is not None:
@@ -474,10 +284,16 @@ def main(args: argparse.Namespace) -> None:
     proc, args.url = start_provider()
     try:
         print(f"CPU time: {args.rounds} rounds ...", file=sys.stderr, flush=True)
-        timed(args, results)
+        commands = {v: worker_command(args, v, "time-worker") for v in args.variants}
+        timed(commands, child_env(), [args.chunks], args.rounds, results)
         if not args.no_callgrind:
+
+            def one(variant: str) -> None:
+                command = worker_command(args, variant, "callgrind-worker")
+                callgrind(command, child_env(), variant, [args.callgrind_chunks], results[variant])
+
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                for _ in pool.map(lambda v: callgrind(args, v, results[v]), args.variants):
+                for _ in pool.map(one, args.variants):
                     pass
     finally:
         proc.terminate()
@@ -527,9 +343,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse()
     if arguments.callgrind_worker:
-        callgrind_worker(arguments)
+        callgrind_worker(Streamer(arguments), [arguments.callgrind_chunks], arguments.warmup_chunks)
     elif arguments.time_worker:
-        timing_worker(arguments)
+        timing_worker(Streamer(arguments), arguments.warmup_chunks)
     else:
         from benchmarks.support.header import print_header
 

@@ -2,7 +2,8 @@
 
 The worker calls ``os.getppid()`` (:data:`MARKER`) right before and right after the stretch it
 measures; callgrind dumps its counters at each call, so the second dump holds exactly the
-measured stretch (the first: start-up; the final file: the exit).
+measured stretch (the first: start-up; the final file: the exit). A worker that measures several
+stretches marks each the same way: the dump at each closing marker holds its stretch.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ def totals_of(path: str) -> int:
 
 @contextlib.contextmanager
 def marked_run(
-    command: Sequence[str], env: dict[str, str], label: str
+    command: Sequence[str], env: dict[str, str], label: str, markers: int = 2
 ) -> Iterator[tuple[subprocess.CompletedProcess[str], list[str]]]:
-    """Run ``command`` under callgrind; yield the finished process and its three output files
-    (before the first marker, the measured stretch, after it) while they exist."""
+    """Run ``command`` under callgrind; yield the finished process and its ``markers + 1``
+    output files while they exist: the dump at each marker (the part since the one before),
+    then the rest up to the exit. With two markers: before the first, the measured stretch,
+    after it."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         done = subprocess.run(
@@ -55,10 +58,10 @@ def marked_run(
         )
         if done.returncode != 0:
             raise SystemExit(f"{label} under callgrind failed:\n{done.stderr[-3000:]}")
-        parts = sorted(glob.glob(out + ".*"))
-        if parts != [out + ".1", out + ".2"]:
+        parts = sorted(glob.glob(out + ".*"), key=lambda part: int(part.rsplit(".", 1)[1]))
+        if parts != [f"{out}.{index}" for index in range(1, markers + 1)]:
             raise SystemExit(
-                f"{label}: expected two dumps at the {MARKER}() markers, got {parts}; "
+                f"{label}: expected {markers} dumps at the {MARKER}() markers, got {parts}; "
                 "something else called it"
             )
         yield done, [*parts, out]

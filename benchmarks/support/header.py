@@ -14,7 +14,15 @@ import sys
 
 from benchmarks import ROOT
 
-PACKAGES = ("otel-llm", "opentelemetry-sdk", "openai", "anthropic", "google-genai", "duckdb")
+PACKAGES = (
+    "otel-llm",
+    "opentelemetry-sdk",
+    "openai",
+    "anthropic",
+    "google-genai",
+    "litellm",
+    "duckdb",
+)
 """Versions worth knowing beside any figure (those not installed are left out)."""
 
 
