@@ -99,6 +99,7 @@ class StreamAssembler:
         "_id",
         "_model",
         "_reasoning",
+        "_refusal",
         "_seen",
         "_text",
         "_tools",
@@ -109,6 +110,7 @@ class StreamAssembler:
     def __init__(self) -> None:
         self._text: list[str] = []
         self._reasoning: list[str] = []
+        self._refusal: list[str] = []
         self._tools: dict[int, ToolCallParts] = {}
         self._id: str | None = None
         self._model: str | None = None
@@ -157,6 +159,11 @@ class StreamAssembler:
             delta.get("reasoning_content"), str, f"{where}.delta.reasoning_content", "a string"
         ) or expect(delta.get("reasoning"), str, f"{where}.delta.reasoning", "a string")
         tool_calls = expect(delta.get("tool_calls"), list, f"{where}.delta.tool_calls", "a list")
+        refusal = delta.get("refusal")  # rare: checked only when present
+        if refusal is not None:
+            expect(refusal, str, f"{where}.delta.refusal", "a string")
+            if index == 0 and refusal:
+                self._refusal.append(refusal)
         if index == 0:
             if content:
                 self._text.append(content)
@@ -184,6 +191,11 @@ class StreamAssembler:
                 )
                 if arguments:
                     parts.arguments.append(arguments)
+
+    @property
+    def refusal(self) -> str | None:
+        """The refusal the model streamed (``delta.refusal``) instead of an answer, if any."""
+        return "".join(self._refusal) or None
 
     def result(self) -> Completion:
         """The assembled completion."""

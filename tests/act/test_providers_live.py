@@ -224,6 +224,45 @@ def test_a_broken_stream_is_its_error_never_an_answer(
     assert attempt[sc.CHUNK_COUNT_RECORDED] == 4
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_stop_on_content_grounds_is_content_filtered_on_every_api(
+    provider: str, stream: bool, spans: Spans
+) -> None:
+    """A safety stop — chat completions' ``content_filter`` finish, Anthropic's ``refusal``,
+    Gemini's ``SAFETY`` — is the ContentFiltered error on every API, streamed or not; it
+    reaches the caller at once (no failover by default) after one request."""
+
+    async def main(sim: SimulatedProvider) -> tuple[BaseException, int]:
+        sources = [sim_source(provider, sim), sim_source("openai", sim, name="b", priority=1)]
+        async with Client(sources, tracer_provider=spans.provider) as client:
+            with pytest.raises(e.ContentFiltered) as caught:
+                await client.chat(MESSAGES, stream=stream)
+        return caught.value, sim.stats.requests
+
+    error, requests = live(main, default=Script(chunk_count=4, finish_reason="content_filter"))
+    assert requests == 1
+    assert error.code in ("content_filter", "refusal", "SAFETY")
+
+
+@pytest.mark.parametrize("provider", ["openai", "azure"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_refusal_instead_of_content_is_content_filtered(
+    provider: str, stream: bool, spans: Spans
+) -> None:
+    """A refusal streamed (``delta.refusal``) or answered (``message.refusal``) instead of
+    content is the ContentFiltered error with the model's words, never an empty answer."""
+
+    async def main(sim: SimulatedProvider) -> BaseException:
+        async with Client([sim_source(provider, sim)], tracer_provider=spans.provider) as c:
+            with pytest.raises(e.ContentFiltered) as caught:
+                await c.chat(MESSAGES, stream=stream)
+        return caught.value
+
+    error = live(main, default=Script(chunk_count=3, refusal=True))
+    assert "answered with a refusal: word0 word1 word2" in str(error)
+
+
 class _Sequence:
     """A simulator default answering its n-th request with ``scripts[n]`` (the last repeats)."""
 

@@ -2,6 +2,9 @@
 deployments included: the caller's request goes as it is, with the source's model, the stream
 flag and usage asked for.
 
+A refusal (``delta.refusal``, ``message.refusal``) or a ``content_filter`` finish is the
+:class:`~otel_llm.ContentFiltered` error, as a refusal or a safety stop is on the other APIs.
+
 This is the client's hot path. :meth:`ChatStreamReader.read` is the whole per-event work: the
 event type, ``[DONE]``, one JSON parse, and the chunk assembler (which checks the chunk's shape
 and applies the chunk rule in the same pass).
@@ -25,6 +28,7 @@ from otel_llm._act._wire._format import (
     request_headers,
     where,
 )
+from otel_llm._redact import redact
 
 if TYPE_CHECKING:
     from otel_llm._act._source import Source
@@ -117,11 +121,43 @@ class ChatStreamReader(StreamAssembler):
                 return self.feed(chunk)
         raise failure  # outside the except: the JSON error holds the document
 
+    def result(self) -> Completion:
+        """The assembled answer; a refusal streamed in its place, or a stop on content
+        grounds, is the content-filter error (as on every API)."""
+        refused = self.refusal
+        if refused is not None:
+            raise refusal_error(refused, self._name, self._secrets)
+        if self.finish_reason == CONTENT_FILTER:
+            raise filtered_error(self._name)
+        return super().result()
+
     def truncation(self) -> str:
         """Why the stream is not a whole answer."""
         return "stream ended without a finish reason" + (
             "" if self.finish_reason is None else " for every choice"
         )
+
+
+CONTENT_FILTER = "content_filter"
+"""The finish reason of an answer stopped on content grounds."""
+
+
+def filtered_error(source: str) -> e.ContentFiltered:
+    """The error of an answer whose finish reason is ``content_filter`` (what came before it
+    is not the answer asked for)."""
+    return e.ContentFiltered(
+        f"answered with finish reason {CONTENT_FILTER}", code=CONTENT_FILTER, source=source
+    )
+
+
+def refusal_error(text: str, source: str, secrets: tuple[str, ...]) -> e.ContentFiltered:
+    """The error of an answer the model refused (``refusal`` instead of content), its words
+    kept as the provider's reason (secrets redacted), as Anthropic's ``refusal`` stop is."""
+    return e.ContentFiltered(
+        f"answered with a refusal: {redact(text.strip()[:500], secrets)}",
+        code="refusal",
+        source=source,
+    )
 
 
 class ChatWire:
@@ -149,7 +185,15 @@ class ChatWire:
         error)."""
         if "error" in document and "choices" not in document:
             raise stream_error(document, source=source.name, secrets=source.secrets())
-        return completion_from_json(document)
+        completion = completion_from_json(document)
+        choices = document["choices"]  # a non-empty list: completion_from_json checked it
+        message = choices[0].get("message")
+        refused = message.get("refusal") if isinstance(message, dict) else None
+        if isinstance(refused, str) and refused:
+            raise refusal_error(refused, source.name, source.secrets())
+        if completion.finish_reason == CONTENT_FILTER:
+            raise filtered_error(source.name)
+        return completion
 
     def error(self, status: int | None, body: str, context: ErrorContext) -> e.ProviderError:
         """An OpenAI-style error body (``{"error": {"message", "type", "code"}}``)."""
