@@ -18,33 +18,33 @@ from otel_llm._measure import _clock
 from otel_llm._measure._response import MAPPING_TYPES, field_of, is_mapping
 from otel_llm._measure._stalls import Timeline
 
+_TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
+"""Delta fields whose text is output: the answer, its reasoning, a refusal."""
+
 
 def delta_has_output(delta: Any) -> bool:
     """The chunk rule, the one place it is written: True when one choice's
-    ``delta`` — a dict or an SDK object — carries content, reasoning (``reasoning_content`` or
-    ``reasoning``), a refusal's text or tool-call deltas. Empty values are no output; every
-    reader of chunks (the client's assembler, the wrappers' classifier and their fused reader)
-    asks this function."""
+    ``delta`` — a dict or an SDK object — carries text of content, reasoning
+    (``reasoning_content`` or ``reasoning``) or a refusal, or tool-call deltas. Empty text is
+    no output, and neither is a value of another type where text belongs (a number is not
+    generated text); every reader of chunks (the client's assembler, the wrappers' classifier
+    and their fused reader) asks this function."""
     if delta is None:
         return False
     mapping = MAPPING_TYPES.get(delta.__class__)  # per chunk: a lookup, not a call
     if mapping is None:
         mapping = is_mapping(delta)
     if mapping:
-        return bool(
-            delta.get("content")
-            or delta.get("reasoning_content")
-            or delta.get("reasoning")
-            or delta.get("tool_calls")
-            or delta.get("refusal")
-        )
-    return bool(
-        getattr(delta, "content", None)
-        or getattr(delta, "reasoning_content", None)
-        or getattr(delta, "reasoning", None)
-        or getattr(delta, "tool_calls", None)
-        or getattr(delta, "refusal", None)
-    )
+        for name in _TEXT_FIELDS:
+            value = delta.get(name)
+            if value.__class__ is str and value:
+                return True
+        return bool(delta.get("tool_calls"))
+    for name in _TEXT_FIELDS:
+        value = getattr(delta, name, None)
+        if value.__class__ is str and value:
+            return True
+    return bool(getattr(delta, "tool_calls", None))
 
 
 def stream_complete(choices_seen: Set[int], choices_finished: Set[int]) -> bool:

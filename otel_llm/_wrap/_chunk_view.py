@@ -119,7 +119,8 @@ class ResponseNotes:
                     # content is output by the rule; most chunks stop at it, so it is read
                     # inline here (a call per chunk costs 1/3 of this method) and the rule
                     # itself decides every other chunk
-                    has_content = delta is not None and bool(delta.content)
+                    content = delta.content if delta is not None else None
+                    has_content = content.__class__ is str and bool(content)
                     incremental = has_content or delta_has_output(delta)
                 reason = choice.finish_reason
                 if reason:

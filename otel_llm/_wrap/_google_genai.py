@@ -71,10 +71,10 @@ class GeminiReader:
             read = Usage.from_gemini(usage)
             notes.usage = read if notes.usage is None else notes.usage.updated(read)
         output = False
-        for position, candidate in enumerate(items_of(field_of(response, "candidates"))):
+        for candidate in items_of(field_of(response, "candidates")):
             index = field_of(candidate, "index")
             if not isinstance(index, int) or isinstance(index, bool):
-                index = position
+                index = 0  # the API leaves a default (0) out of its JSON
             notes.choices_seen.add(index)
             reason = _value(field_of(candidate, "finish_reason"))
             if reason is not None:

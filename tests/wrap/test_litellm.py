@@ -96,9 +96,7 @@ def test_a_sync_stream_is_metered_as_the_sdk_beneath_it(
     assert KEY not in instrumented.finished()[0].to_json()
 
 
-async def test_an_async_stream_is_metered(
-    instrumented: Spans, provider: SimulatedProvider
-) -> None:
+async def test_an_async_stream_is_metered(instrumented: Spans, provider: SimulatedProvider) -> None:
     """``acompletion(stream=True)`` the same way."""
     stream = await litellm.acompletion(**_call(provider.base_url, "smooth"), stream=True)
     chunks = [chunk async for chunk in stream]
