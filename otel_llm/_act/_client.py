@@ -32,7 +32,9 @@ from otel_llm._act._source import Source
 from otel_llm._act._source_state import SourceState
 from otel_llm._act._stats import CallStats
 from otel_llm._act._transport import embeddings_refused
+from otel_llm._act._wire._format import EXTRA_BODY
 from otel_llm._env import scope_key, stall_threshold_key
+from otel_llm._errors import InvalidRequest
 from otel_llm._measure import _clock
 from otel_llm._measure._call_span import CallSpan
 from otel_llm._measure._metrics import LlmMetrics
@@ -360,12 +362,25 @@ class Client:
         messages: Sequence[Mapping[str, Any]],
         *,
         stream: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
         **params: Any,
     ) -> ChatResult:
         """Run one chat call. With ``stream=True`` the client consumes the stream itself, so a
         mid-stream switch to the hedge leg never reaches the caller; the whole answer comes back
-        once the winning stream ended. ``params`` go to the provider (``max_tokens`` …)."""
+        once the winning stream ended. ``params`` go to the provider (``max_tokens`` …),
+        translated for a source of another API where they cross (or refused before anything is
+        sent); ``extra_body`` fields are set as they are in the body sent to whichever source
+        answers (options of one provider's API, which otel-llm does not translate)."""
         payload: dict[str, Any] = {"messages": list(messages), **params}
+        if extra_body is not None:
+            if not isinstance(extra_body, Mapping) or not all(
+                isinstance(key, str) for key in extra_body
+            ):
+                raise InvalidRequest(
+                    f"extra_body must be a mapping of field names to values, not "
+                    f"{type(extra_body).__name__}"
+                )
+            payload[EXTRA_BODY] = dict(extra_body)
         outcome, stats = await self._call(
             sc.OPERATION_CHAT,
             payload,

@@ -159,6 +159,15 @@ def demo(
             "otel-llm tune can replay.",
         ),
     ] = False,
+    providers: Annotated[
+        str,
+        typer.Option(
+            "--providers",
+            help="The APIs the two simulated providers speak, primary first, of openai "
+            "(OpenAI-compatible chat completions), anthropic and gemini: openai,anthropic "
+            "hedges and fails over from one API to the other.",
+        ),
+    ] = "openai,openai",
 ) -> None:
     """Run streamed calls against simulated providers and show where their time went.
 
@@ -173,8 +182,21 @@ def demo(
     problem = unwritable(path)
     if problem is not None:
         raise _fail(f"cannot write the demo's spans to {path}: {problem}; pass --db PATH")
+    from otel_llm.cli._demo import parse_apis
+
+    try:
+        apis = parse_apis(providers)
+    except ValueError as exc:
+        raise _fail(f"--providers: {exc}") from None
     options = DemoOptions(
-        path, calls, concurrency, time_scale, seed, via_collector=via_collector, hedge=not no_hedge
+        path,
+        calls,
+        concurrency,
+        time_scale,
+        seed,
+        via_collector=via_collector,
+        hedge=not no_hedge,
+        apis=apis,
     )
     if report_path is not None and no_report:
         raise _fail("--report and --no-report exclude each other")

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
@@ -68,6 +69,7 @@ from otel_llm.simulator import (
     ProviderStats,
     ScriptedFigures,
     SimulatedProvider,
+    WireName,
     scripted_figures,
 )
 
@@ -147,6 +149,9 @@ class DemoOptions:
     hedge: bool = True
     """Hedge late and stalled calls (off: unhedged traffic, every completed call of which
     ``otel-llm tune`` can replay)."""
+    apis: tuple[DemoApi, DemoApi] = ("openai", "openai")
+    """The APIs the two simulated providers speak (the first is the primary): a hedge or a
+    failover from one to the other crosses APIs when they differ."""
 
     @property
     def threshold_ms(self) -> int:
@@ -222,7 +227,7 @@ async def _run_calls(client: Client, options: DemoOptions, console: Console) -> 
         async with semaphore:
             try:
                 answers[number] = await client.chat(
-                    PROMPT, stream=True, **{SCRIPT_KEY_FIELD: f"call-{number}"}
+                    PROMPT, stream=True, extra_body={SCRIPT_KEY_FIELD: f"call-{number}"}
                 )
             except e.OtelLLMError:
                 failures += 1
@@ -295,6 +300,7 @@ def compare(
     results: Sequence[ChatResult],
     providers: dict[str, SimulatedProvider],
     labels: dict[str, str],
+    wires: dict[str, WireName] | None = None,
 ) -> Comparison:
     """Source-by-source comparison of the store with the script of every winning attempt."""
     tolerance = options.tolerance
@@ -311,6 +317,7 @@ def compare(
             threshold_s=options.threshold_ms / 1000,
             time_scale=options.time_scale,
             band_s=tolerance.gap_s,
+            wire=(wires or {}).get(result.source, "chat"),
         )
         per_label[labels[result.source]].append(figures)
         counts.append((result.stats.stall_count, figures))
@@ -328,31 +335,59 @@ def compare(
     return Comparison(checks, disagreeing_calls(counts), p99(errors))
 
 
+DemoApi = Literal["openai", "anthropic", "gemini"]
+"""An API a simulated provider of the demo speaks (``openai``: OpenAI-compatible chat
+completions)."""
+DEMO_APIS: Final[tuple[DemoApi, ...]] = ("openai", "anthropic", "gemini")
+_WIRE_OF: Final[dict[DemoApi, WireName]] = {
+    "openai": "chat",
+    "anthropic": "anthropic",
+    "gemini": "gemini",
+}
+_SOURCES: Final = ("sim-a", "sim-b")
+
+
+def parse_apis(text: str) -> tuple[DemoApi, DemoApi]:
+    """``--providers``: two of :data:`DEMO_APIS`, comma-separated (a ValueError says why not)."""
+    given = [part.strip().lower() for part in text.split(",")]
+    if len(given) != 2:
+        raise ValueError(f"name two APIs, primary first (got {len(given)}: {text!r})")
+    known: dict[str, DemoApi] = {api: api for api in DEMO_APIS}
+    first, second = (known.get(name) for name in given)
+    if first is None or second is None:
+        wrong = given[0] if first is None else given[1]
+        raise ValueError(f"unknown API {wrong!r}; choose from {', '.join(DEMO_APIS)}")
+    return first, second
+
+
+def _provider_name(name: str, api: DemoApi) -> str:
+    """The ``Source.provider`` of a demo source: the API's name, or the source's own for an
+    OpenAI-compatible one (as a gateway would be named)."""
+    return name if api == "openai" else api
+
+
 def _sources(
     options: DemoOptions, first: SimulatedProvider, second: SimulatedProvider
 ) -> list[Source]:
-    """The two simulated providers, with the default read timeout and watchdog budgets in
-    simulated time."""
+    """The two simulated providers, each speaking its API, with the default read timeout and
+    watchdog budgets in simulated time."""
     timeouts = {
         "timeout_s": options.scaled(DEFAULTS.timeout_s),
         "inter_token_timeout_s": options.scaled(DEFAULTS.inter_token_timeout_s),
     }
     return [
         Source(
-            name="sim-a",
-            provider="sim-a",
-            base_url=first.base_url,
+            name=name,
+            provider=_provider_name(name, api),
+            base_url=provider.base_url,
             model=DEMO_MODEL,
+            api_key="sim-key" if api != "openai" else None,
+            priority=priority,
             **timeouts,
-        ),
-        Source(
-            name="sim-b",
-            provider="sim-b",
-            base_url=second.base_url,
-            model=DEMO_MODEL,
-            priority=1,
-            **timeouts,
-        ),
+        )
+        for priority, (name, api, provider) in enumerate(
+            zip(_SOURCES, options.apis, (first, second), strict=True)
+        )
     ]
 
 
@@ -427,8 +462,9 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
     if collector is not None and collector.report.problems:
         raise e.CollectorError("; ".join(collector.report.problems))
     providers = {"sim-a": first, "sim-b": second}
-    labels = {source.name: f"{source.provider}/{source.model}" for source in sources}
-    comparison = compare(options, run_id, outcome.results, providers, labels)
+    labels = {source.name: f"{source.provider_name}/{source.model}" for source in sources}
+    wires = {name: _WIRE_OF[api] for name, api in zip(_SOURCES, options.apis, strict=True)}
+    comparison = compare(options, run_id, outcome.results, providers, labels, wires)
     verdict = Verdict(
         checks=comparison.checks,
         disagreeing=comparison.disagreeing,

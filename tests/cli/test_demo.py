@@ -329,3 +329,35 @@ def test_a_demo_without_hedging_records_traffic_tune_replays_whole(tmp_path: Pat
     data = json.loads(tune.stdout)["data"]
     assert data["left_out"]["hedge_loser"] == 0
     assert data["calls_to_record"] >= 1000
+
+
+def test_a_demo_can_mix_apis_and_stays_exact(tmp_path: Path) -> None:
+    """`demo --providers anthropic,gemini`: the primary speaks the Messages API, the other
+    Gemini; hedges cross APIs; every source's stalls agree with what it scripted; the store
+    names each provider as the convention does."""
+    db = tmp_path / "mixed"
+    out = otel_llm(
+        "demo", "--db", str(db), "--calls", "40", "--providers", "anthropic,gemini",
+        "--no-report", "--time-scale", "0.3",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = run_query(
+        db, "SELECT provider, count(*) FROM llm_calls GROUP BY provider ORDER BY provider"
+    ).rows
+    assert {provider for provider, _ in rows} <= {"anthropic", "gcp.gemini"}
+    assert sum(count for _, count in rows) == 40
+    assert "anthropic/measured" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [("anthropic", "name two APIs"), ("openai,bedrock", "unknown API 'bedrock'")],
+)
+def test_a_bad_providers_option_is_refused_before_any_call(
+    tmp_path: Path, given: str, said: str
+) -> None:
+    """`--providers` names exactly two of the demo's APIs; anything else is said plainly."""
+    out = otel_llm("demo", "--db", str(tmp_path / "x"), "--providers", given, "--no-report")
+    assert out.returncode != 0
+    assert said in out.stdout + out.stderr
+    assert not (tmp_path / "x").exists()

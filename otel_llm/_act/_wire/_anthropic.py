@@ -39,6 +39,7 @@ from otel_llm._act._wire._format import (
     error_payload,
     event_object,
     request_headers,
+    with_extra,
 )
 from otel_llm._act._wire._translate import Translated, Translation
 from otel_llm._defaults import DEFAULTS
@@ -401,7 +402,9 @@ class AnthropicWire:
         headers["anthropic-version"] = source.api_version or DEFAULTS.anthropic_version
         translated = self._translation(source).read(payload)
         return WireRequest(
-            source.endpoint("messages"), headers, messages_body(translated, source, stream=stream)
+            source.endpoint("messages"),
+            headers,
+            with_extra(messages_body(translated, source, stream=stream), payload),
         )
 
     def reader(self, source: Source, clock: ChunkClock | None) -> AnthropicStreamReader:

@@ -22,11 +22,13 @@ from otel_llm._act import _json
 from otel_llm._act._completion import Completion, StreamAssembler, completion_from_json
 from otel_llm._act._http_errors import ErrorContext, provider_error
 from otel_llm._act._wire._format import (
+    EXTRA_BODY,
     WireRequest,
     error_payload,
     json_problem,
     request_headers,
     where,
+    with_extra,
 )
 from otel_llm._redact import redact
 
@@ -39,6 +41,7 @@ def chat_body(source: Source, payload: Mapping[str, Any], *, stream: bool) -> di
     """The JSON body of a chat request: the caller's fields, the source's model, the stream
     flag, and the source's ``max_tokens`` when the call sets no output limit."""
     body = dict(payload)
+    body.pop(EXTRA_BODY, None)
     body["model"] = source.model
     body["stream"] = stream
     if stream:
@@ -51,7 +54,7 @@ def chat_body(source: Source, payload: Mapping[str, Any], *, stream: bool) -> di
         "max_tokens" in body or "max_completion_tokens" in body
     ):
         body["max_tokens"] = source.max_tokens
-    return body
+    return with_extra(body, payload)
 
 
 def stream_error(

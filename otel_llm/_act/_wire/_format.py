@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from otel_llm import _errors as e
 from otel_llm._act import _json
@@ -22,6 +22,17 @@ if TYPE_CHECKING:
     from otel_llm._act._completion import Completion
     from otel_llm._act._source import Source
     from otel_llm._measure._chunks import ChunkClock
+
+
+EXTRA_BODY: Final = "extra_body"
+"""The request field holding fields sent as they are, in the body of whichever API answers
+(``Client.chat(extra_body=…)``): provider options otel-llm does not translate."""
+
+
+def with_extra(body: dict[str, Any], payload: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` with the call's :data:`EXTRA_BODY` fields set on top (as given)."""
+    extra = payload.get(EXTRA_BODY)
+    return {**body, **extra} if extra else body
 
 
 @dataclass(frozen=True, slots=True)

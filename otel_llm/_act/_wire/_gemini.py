@@ -39,6 +39,7 @@ from otel_llm._act._wire._format import (
     error_payload,
     event_object,
     request_headers,
+    with_extra,
 )
 from otel_llm._act._wire._translate import Translated, Translation
 from otel_llm._defaults import DEFAULTS
@@ -416,7 +417,8 @@ class GeminiWire:
         method = "streamGenerateContent" if stream else "generateContent"
         url = source.endpoint(f"{model_path(source.model)}:{method}", "alt=sse" if stream else "")
         translated = self._translation(source).read(payload)
-        return WireRequest(url, request_headers(source), contents_body(translated, source))
+        body = with_extra(contents_body(translated, source), payload)
+        return WireRequest(url, request_headers(source), body)
 
     def reader(self, source: Source, clock: ChunkClock | None) -> GeminiStreamReader:
         """A reader of streamed ``GenerateContentResponse`` events."""

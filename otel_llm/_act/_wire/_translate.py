@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from otel_llm._act._providers import API_LABELS, Api
+from otel_llm._act._wire._format import EXTRA_BODY
 from otel_llm._errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ Role = Literal["user", "assistant"]
 
 COMMON_PARAMETERS: Final = frozenset({"max_tokens", "max_completion_tokens", "stop", "n"})
 """Generation settings every API has (``n`` only as 1)."""
-IGNORED: Final = frozenset({"messages", "model", "stream_options"})
+IGNORED: Final = frozenset({"messages", "model", "stream_options", EXTRA_BODY})
 """Fields of a request that are not generation settings: the messages (translated), the model
 (each source sends its own, as for chat completions) and the stream options (the client streams
 as each API does)."""
