@@ -21,6 +21,7 @@ each measured stream recorded.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -141,13 +142,21 @@ def expect_items(streamer: Streamer, seen: int, chunks: int) -> None:
         raise SystemExit(f"{streamer.variant}: the stream yielded {seen} items, not {wanted}")
 
 
-def callgrind_worker(streamer: Streamer, lengths: Sequence[int], warmup_chunks: int) -> None:
+def callgrind_worker(
+    streamer: Streamer, lengths: Sequence[int], warmup_chunks: int, *, collect: bool = False
+) -> None:
     """Warm up, then each measured stream between two ``os.getppid()`` markers (callgrind dumps
-    at each), then report what each recorded (read between the markers' pairs: not counted)."""
+    at each), then report what each recorded (read between the markers' pairs: not counted).
+
+    With ``collect``, a full garbage collection runs before each measured stream (outside it):
+    every variant's stream then starts from the same collector state, and a collection inside
+    it is one its own allocations caused, not one that history happened to leave due."""
     expect_items(streamer, streamer.stream(warmup_chunks), warmup_chunks)
     streamer.recorded()
     recorded = []
     for chunks in lengths:
+        if collect:
+            gc.collect()
         os.getppid()
         seen = streamer.stream(chunks)
         os.getppid()
@@ -157,8 +166,9 @@ def callgrind_worker(streamer: Streamer, lengths: Sequence[int], warmup_chunks: 
     streamer.close()
 
 
-def timing_worker(streamer: Streamer, warmup_chunks: int) -> None:
-    """Warm up, say ``ready``, then one measured stream per ``run N`` line on stdin."""
+def timing_worker(streamer: Streamer, warmup_chunks: int, *, collect: bool = False) -> None:
+    """Warm up, say ``ready``, then one measured stream per ``run N`` line on stdin (``collect``:
+    as in :func:`callgrind_worker`)."""
     expect_items(streamer, streamer.stream(warmup_chunks), warmup_chunks)
     streamer.recorded()
     print(json.dumps({"ready": True}), flush=True)
@@ -167,6 +177,8 @@ def timing_worker(streamer: Streamer, warmup_chunks: int) -> None:
         if len(words) != 2 or words[0] != "run":
             break
         chunks = int(words[1])
+        if collect:
+            gc.collect()
         start = time.process_time()
         seen = streamer.stream(chunks)
         cpu = time.process_time() - start

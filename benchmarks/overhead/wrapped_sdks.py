@@ -19,7 +19,8 @@ process at zero cadence (each answer is ``N`` chunks of text):
   answer, to its logging thread pool -- with or without a callback -- so after each stream the
   worker waits until that pool has nothing left to do (a blocking wait on the pool's own
   pending-task count, no polling) before the stream counts as done: its work is counted for
-  every variant, bare included.
+  every variant, bare included. The pool starts a thread per task while none is idle (up to 100),
+  so each worker first grows it to its full size: no variant's measured stream starts threads.
 
 Variants, each in a process of its own: ``bare`` (the SDK alone), ``otel-llm``
 (``instrument_anthropic()``, ``instrument_google_genai()``, ``instrument_openai()``,
@@ -59,7 +60,10 @@ Two figures per variant and length, as in ``openai_sdk``:
    (``--chunks``: 150 and 2,000) between two calls of ``os.getppid()``, where callgrind dumps
    its counters: each measured count is the whole ``create()`` call, every chunk, the end of
    the spans and their export, with start-up, warm-up and shut-down left out. The processes
-   run with ``PYTHONHASHSEED=0``, niced, one after another.
+   run with ``PYTHONHASHSEED=0``, niced, one after another. A full garbage collection runs
+   before each measured stream (outside it), so that a collection inside it is one the
+   variant's own allocations caused: without it, one collection more or less (up to 50 million
+   instructions, 25,000 per chunk of a 2,000-chunk stream) fell into a stream by history.
 2. Secondary, noisy: the median ``time.process_time()`` per chunk over ``--rounds`` rounds,
    without valgrind, every variant process warmed up first, the variants in a rotating order.
 
@@ -327,9 +331,21 @@ class _LiteLLM(_Client):
         # max_pending_tasks slots; all slots free = nothing left to do
         slots = getattr(executor, "_pending_slots", None)
         self.capacity = getattr(executor, "_max_pending_tasks", None)
-        if not isinstance(slots, threading.Semaphore) or not isinstance(self.capacity, int):
+        threads = getattr(executor, "_max_workers", None)
+        if (
+            not isinstance(slots, threading.Semaphore)
+            or not isinstance(self.capacity, int)
+            or not isinstance(threads, int)
+        ):
             raise SystemExit("this LiteLLM's logging pool cannot be waited for")
         self.slots = slots
+        # the pool starts a thread per task while none is idle, up to its maximum: grown to it
+        # here, every variant's streams run on a full pool, not on threads started mid-stream
+        gate = threading.Event()
+        for _ in range(threads):
+            executor.submit(gate.wait)
+        gate.set()
+        self.settle()
 
     def request(self, headers: dict[str, str]) -> Iterable[Any]:
         stream: Iterable[Any] = self.litellm.completion(
@@ -627,9 +643,11 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse()
     if arguments.callgrind_worker:
-        callgrind_worker(SdkStreamer(arguments), arguments.chunks, arguments.warmup_chunks)
+        callgrind_worker(
+            SdkStreamer(arguments), arguments.chunks, arguments.warmup_chunks, collect=True
+        )
     elif arguments.time_worker:
-        timing_worker(SdkStreamer(arguments), arguments.warmup_chunks)
+        timing_worker(SdkStreamer(arguments), arguments.warmup_chunks, collect=True)
     else:
         from benchmarks.support.header import print_header
 
