@@ -2,8 +2,10 @@
 
     .venv/bin/python -m benchmarks.<topic>.<name> [options]
 
-- ``overhead``: instructions per chunk of the wrapped SDKs, the client's transport and the
-  chunk events, against the bare loop and the peer instrumentations; import time.
+- ``overhead``: instructions per chunk of every wrapped SDK (openai's chat completions and
+  Responses API, anthropic, google-genai, LiteLLM), the client's transport and the chunk events,
+  against the bare SDK or loop and the peer instrumentations, and where the wrapper's
+  instructions go; import time.
 - ``store``: the embedded store's throughput and months-long run, the dashboard queries, the
   Collector's ingest, the report's size.
 - ``hedging``: the hedging model, its frontier chart, tail latency through the real client.
