@@ -15,7 +15,10 @@ through the bare SDK, then replayed from a list, so the SDK's own work is not in
   span started, their attributes) and ``end`` after answers of each length (the attempt's
   figures, chunk events, the call span's response attributes, the metrics, both spans ended
   and exported through the ``DerivingSpanProcessor`` and a ``SimpleSpanProcessor`` to an
-  in-memory exporter, as in ``wrapped_sdks``).
+  in-memory exporter, as in ``wrapped_sdks``);
+* beside them, the floor: the OpenTelemetry SDK's own cost of recording the same two spans,
+chunk events and histogram points, handed every value ready-made (:func:`floor_replay`) --
+what no instrumentation that records them can go below.
 
 What the pieces do not cover of ``wrapped_sdks``' otel-llm overhead is the patched method's
 own path (the configuration, the nesting guard, the proxy's construction) and the effect on
@@ -250,6 +253,8 @@ def worker(args: argparse.Namespace) -> None:
                 each.end_ok()
 
         phases.run(f"end@{chunks}", end)
+    for chunks in args.chunks:
+        phases.run(f"floor@{chunks}", floor_replay(telemetry, recorder, captured[chunks]))
     spans = len(telemetry.spans.get_finished_spans())
     print(
         json.dumps(
@@ -262,6 +267,74 @@ def worker(args: argparse.Namespace) -> None:
         flush=True,
     )
     client.close()
+
+
+def floor_replay(
+    telemetry: Any, recorder: Callable[[], Any], items: Sequence[Any]
+) -> Callable[[], None]:
+    """The OpenTelemetry SDK's own cost of recording what otel-llm records for one call of
+    ``items``: a call with them is recorded once, and the phase records it again
+    ``REPEAT_CALLS`` times straight through the SDK's API -- both spans started with every
+    attribute they end with, the attempt's chunk events added, both ended and exported
+    through a ``SimpleSpanProcessor`` to an in-memory exporter, the four histogram points
+    recorded into a ``MeterProvider`` with an in-memory reader -- with every value handed over
+    ready-made: nothing read, measured, derived or checked. No instrumentation that records
+    these spans and points can cost less."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    telemetry.recorded()
+    model = recorder()
+    now = time.monotonic_ns()
+    for item in items:
+        now += 1000
+        model.on_item(item, now, now)
+    model.end_ok()
+    call, attempt = sorted(
+        telemetry.spans.get_finished_spans(), key=lambda span: span.parent is not None
+    )
+    points = [
+        (metric.name, metric.unit, point.attributes, point.sum)
+        for resource in telemetry.metrics.get_metrics_data().resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+    ]
+    telemetry.recorded()
+    tracer = TracerProvider()
+    tracer.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    floor_tracer = tracer.get_tracer("floor")
+    meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("floor")
+    histograms = [
+        (meter.create_histogram(name, unit=unit), attributes, value)
+        for name, unit, attributes, value in points
+    ]
+    events = [(event.name, event.attributes, event.timestamp) for event in attempt.events]
+
+    def replay() -> None:
+        for _ in range(REPEAT_CALLS):
+            call_span = floor_tracer.start_span(
+                call.name, attributes=call.attributes, start_time=call.start_time
+            )
+            context = trace.set_span_in_context(call_span)
+            attempt_span = floor_tracer.start_span(
+                attempt.name,
+                context=context,
+                attributes=attempt.attributes,
+                start_time=attempt.start_time,
+            )
+            for name, attributes, timestamp in events:
+                attempt_span.add_event(name, attributes, timestamp)
+            attempt_span.end(attempt.end_time)
+            call_span.end(call.end_time)
+            for histogram, attributes, value in histograms:
+                histogram.record(value, attributes)
+
+    return replay
 
 
 # --- the driver ---------------------------------------------------------------------------------
@@ -280,7 +353,7 @@ def measure(args: argparse.Namespace, sdk: str) -> str:
         "--chunks",
         ",".join(str(chunks) for chunks in args.chunks),
     ]
-    phases = 5 + len(args.chunks)
+    phases = 5 + 2 * len(args.chunks)
     with marked_run(command, worker_env(), sdk, markers=2 * phases) as (done, parts):
         reply = json.loads(done.stdout.strip().splitlines()[-1])
         counts = dict(
@@ -308,6 +381,15 @@ def measure(args: argparse.Namespace, sdk: str) -> str:
         lines.append(
             f"  end after {chunks:>5,} chunks (figures, events, metrics, export) "
             f"{counts[f'end@{chunks}'] / REPEAT_CALLS:>10,.0f}"
+        )
+    lines.append(
+        "== the floor: the OpenTelemetry SDK recording the same spans, events and histogram "
+        f"points (mean of {REPEAT_CALLS})"
+    )
+    for chunks in args.chunks:
+        lines.append(
+            f"  a call of {chunks:>5,} chunks                                 "
+            f"{counts[f'floor@{chunks}'] / REPEAT_CALLS:>10,.0f}"
         )
     return "\n".join(lines)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.util.types import AttributeValue
 
@@ -33,7 +33,10 @@ def is_mapping(item: Any) -> bool:
 
 def field_of(item: Any, name: str) -> Any:
     """``item[name]`` for mappings, ``item.name`` for objects, ``None`` when absent."""
-    return item.get(name) if is_mapping(item) else getattr(item, name, None)
+    mapping = MAPPING_TYPES.get(type(item))  # per field of every chunk: a lookup, not a call
+    if mapping is None:
+        mapping = is_mapping(item)
+    return item.get(name) if mapping else getattr(item, name, None)
 
 
 def items_of(value: Any) -> list[Any] | tuple[Any, ...]:
@@ -42,17 +45,37 @@ def items_of(value: Any) -> list[Any] | tuple[Any, ...]:
     return value if isinstance(value, list | tuple) else ()
 
 
+_GEMINI_USAGE: Final = (
+    ("prompt_token_count", "promptTokenCount"),
+    ("candidates_token_count", "candidatesTokenCount"),
+    ("thoughts_token_count", "thoughtsTokenCount"),
+    ("total_token_count", "totalTokenCount"),
+    ("cached_content_token_count", "cachedContentTokenCount"),
+)
+"""Gemini's usage counts as the SDK and as the JSON name them, in the order
+:meth:`Usage.from_gemini` reads them from a mapping."""
+
+
 def _count(value: Any) -> int | None:
+    """A token count: an integer (a plain ``int`` decided at once), never a bool."""
+    if value.__class__ is int:
+        return value
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_PLAIN_COUNTS: Final = frozenset((int, type(None)))
+"""The types :func:`_count` keeps as they are (checked for a whole usage at once)."""
 
 
 def _newer(value: int | None, earlier: int | None) -> int | None:
     return earlier if value is None else value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Usage:
-    """Token usage as the provider reported it."""
+    """Token usage as the provider reported it. Treated as a value: never changed once built,
+    a changed count is a new ``Usage``. (Not a frozen dataclass: a Gemini stream builds two per
+    response, and a frozen one costs four times as much to build.)"""
 
     input_tokens: int | None = None
     """Every input token, those read from or written to a cache included (the convention's
@@ -132,23 +155,34 @@ class Usage:
         """From Gemini's ``usageMetadata`` (the SDK's ``usage_metadata``, snake or camel
         case): output is the candidates' tokens plus the thoughts' (the convention's output
         includes reasoning)."""
-
-        def either(snake: str, camel: str) -> int | None:
-            value = _count(field_of(usage, snake))
-            return value if value is not None else _count(field_of(usage, camel))
-
-        candidates = either("candidates_token_count", "candidatesTokenCount")
-        thoughts = either("thoughts_token_count", "thoughtsTokenCount")
+        if is_mapping(usage):
+            # the API's JSON names are camelCase, the SDK's fields snake_case
+            prompt, candidates, thoughts, total, cached = [
+                _count(usage.get(snake) if usage.get(snake) is not None else usage.get(camel))
+                for snake, camel in _GEMINI_USAGE
+            ]
+        else:  # an SDK object has only the snake_case names (asking for an alias raises);
+            # read straight, as every response of a stream carries its usage
+            prompt = getattr(usage, "prompt_token_count", None)
+            candidates = getattr(usage, "candidates_token_count", None)
+            thoughts = getattr(usage, "thoughts_token_count", None)
+            total = getattr(usage, "total_token_count", None)
+            cached = getattr(usage, "cached_content_token_count", None)
+            kinds = {
+                prompt.__class__,
+                candidates.__class__,
+                thoughts.__class__,
+                total.__class__,
+                cached.__class__,
+            }
+            if not kinds <= _PLAIN_COUNTS:  # anything but ints and None: the careful rule
+                prompt, candidates, thoughts, total, cached = map(
+                    _count, (prompt, candidates, thoughts, total, cached)
+                )
         output = None
         if candidates is not None or thoughts is not None:
             output = (candidates or 0) + (thoughts or 0)
-        return cls(
-            input_tokens=either("prompt_token_count", "promptTokenCount"),
-            output_tokens=output,
-            reasoning_tokens=thoughts,
-            total_tokens=either("total_token_count", "totalTokenCount"),
-            cache_read_tokens=either("cached_content_token_count", "cachedContentTokenCount"),
-        )
+        return cls(prompt, output, thoughts, total, cached)
 
     def updated(self, newer: Usage) -> Usage:
         """``newer``'s counts, and this usage's where ``newer`` has none — except an earlier
@@ -156,13 +190,18 @@ class Usage:
         and :attr:`total` adds the parts up instead."""
         parts_changed = newer.input_tokens is not None or newer.output_tokens is not None
         earlier_total = None if parts_changed else self.total_tokens
+        # each count newer's, else this one's (inline: a stream's usage can update per chunk)
         return Usage(
-            input_tokens=_newer(newer.input_tokens, self.input_tokens),
-            output_tokens=_newer(newer.output_tokens, self.output_tokens),
-            reasoning_tokens=_newer(newer.reasoning_tokens, self.reasoning_tokens),
-            total_tokens=_newer(newer.total_tokens, earlier_total),
-            cache_read_tokens=_newer(newer.cache_read_tokens, self.cache_read_tokens),
-            cache_creation_tokens=_newer(newer.cache_creation_tokens, self.cache_creation_tokens),
+            self.input_tokens if newer.input_tokens is None else newer.input_tokens,
+            self.output_tokens if newer.output_tokens is None else newer.output_tokens,
+            self.reasoning_tokens if newer.reasoning_tokens is None else newer.reasoning_tokens,
+            earlier_total if newer.total_tokens is None else newer.total_tokens,
+            self.cache_read_tokens if newer.cache_read_tokens is None else newer.cache_read_tokens,
+            (
+                self.cache_creation_tokens
+                if newer.cache_creation_tokens is None
+                else newer.cache_creation_tokens
+            ),
         )
 
     @property

@@ -25,7 +25,7 @@ from typing import Any, Final
 from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
-from otel_llm._measure._response import Usage, field_of, items_of
+from otel_llm._measure._response import MAPPING_TYPES, Usage, field_of, items_of
 from otel_llm._wrap._chunk_view import ResponseNotes
 from otel_llm._wrap._later import LaterStreamManager
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
@@ -50,6 +50,23 @@ class AnthropicReader:
     knows_finish = True
 
     def read(self, event: Any, notes: ResponseNotes) -> bool:
+        # the SDK's objects (of types the careful read has met): most events are deltas, read
+        # with plain attribute access
+        if MAPPING_TYPES.get(type(event)) is False and not notes.capture_text:
+            kind = getattr(event, "type", None)
+            if kind == "content_block_delta":
+                delta = getattr(event, "delta", None)
+                delta_kind = getattr(delta, "type", None)
+                if delta_kind.__class__ is str and MAPPING_TYPES.get(type(delta)) is False:
+                    name = _OUTPUT_OF_DELTA.get(delta_kind)
+                    if name is None:
+                        return False
+                    output = getattr(delta, name, None)
+                    return (output.__class__ is str and bool(output)) or _is_text(output)
+        return self._read_carefully(event, notes)
+
+    def _read_carefully(self, event: Any, notes: ResponseNotes) -> bool:
+        """Any event: dicts, objects, any mix of the two; the text when captured."""
         kind = field_of(event, "type")
         if kind == "content_block_delta":
             delta = field_of(event, "delta")
@@ -93,6 +110,11 @@ class AnthropicReader:
                 text = field_of(block, "text")
                 if field_of(block, "type") == "text" and isinstance(text, str):
                     notes.text.append(text)
+
+
+def _is_text(output: Any) -> bool:
+    """Output as a ``str`` subclass, not empty (a plain ``str`` is decided inline)."""
+    return isinstance(output, str) and bool(output)
 
 
 def _identify(answer: Any, notes: ResponseNotes) -> None:

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
-from otel_llm._measure._response import Usage, field_of, items_of
+from otel_llm._measure._response import Usage, field_of, is_mapping, items_of
 from otel_llm._wrap._chunk_view import ResponseNotes
 from otel_llm._wrap._later import AsyncLaterStream, LaterStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
@@ -66,10 +66,57 @@ class GeminiReader:
     def read(self, response: Any, notes: ResponseNotes) -> bool:
         if notes.model is None:
             self._identify(response, notes)
+        if not notes.capture_text and is_mapping(response) is False:
+            try:
+                return self._read_object(response, notes)
+            except AttributeError:  # an object without a field: read it the careful way
+                pass  # (everything done before is idempotent)
+        return self._read_carefully(response, notes)
+
+    def _read_object(self, response: Any, notes: ResponseNotes) -> bool:
+        """The SDK's objects, read with plain attribute access: the hot path (each response
+        of a stream); what it notes is what :meth:`_read_carefully` notes."""
+        usage = response.usage_metadata
+        if usage is not None:
+            _note_usage(Usage.from_gemini(usage), notes)
+        output = False
+        candidates = response.candidates
+        if candidates.__class__ is not list:
+            if candidates is not None:
+                raise AttributeError("candidates")
+            candidates = ()
+        for candidate in candidates:
+            index = candidate.index
+            if index.__class__ is not int:
+                index = 0  # the API leaves a default (0) out of its JSON
+            notes.choices_seen.add(index)
+            reason = candidate.finish_reason
+            if reason is not None:
+                reason = _value(reason)
+                if reason is not None:
+                    notes.finish_reasons[index] = reason
+            content = candidate.content
+            parts = content.parts if content is not None else None
+            if parts.__class__ is not list:
+                if parts is not None:
+                    raise AttributeError("parts")
+                continue
+            if not output:
+                for part in parts:
+                    text = part.text
+                    if (text.__class__ is str and text) or _has_output(part):
+                        output = True
+                        break
+        feedback = response.prompt_feedback
+        if feedback is not None:
+            _note_blocked(_value(feedback.block_reason), notes)
+        return output
+
+    def _read_carefully(self, response: Any, notes: ResponseNotes) -> bool:
+        """Dicts, objects, and any mix of the two at every level; the text when captured."""
         usage = field_of(response, "usage_metadata")
         if usage is not None:
-            read = Usage.from_gemini(usage)
-            notes.usage = read if notes.usage is None else notes.usage.updated(read)
+            _note_usage(Usage.from_gemini(usage), notes)
         output = False
         for candidate in items_of(field_of(response, "candidates")):
             index = field_of(candidate, "index")
@@ -89,10 +136,8 @@ class GeminiReader:
                         and not field_of(part, "thought")
                     ):
                         notes.text.append(text)
-        blocked = _value(field_of(field_of(response, "prompt_feedback"), "block_reason"))
-        if blocked is not None:
-            notes.choices_seen.add(0)
-            notes.finish_reasons[0] = blocked
+        feedback = field_of(response, "prompt_feedback")
+        _note_blocked(_value(field_of(feedback, "block_reason")), notes)
         return output
 
     def read_answer(self, response: Any, notes: ResponseNotes) -> None:
@@ -104,6 +149,22 @@ class GeminiReader:
         notes.model = model if isinstance(model, str) and model else None
         if notes.response_id is None and isinstance(answer_id, str) and answer_id:
             notes.response_id = answer_id
+
+
+def _note_usage(read: Usage, notes: ResponseNotes) -> None:
+    """The last usage, over the earlier counts it leaves out (most responses repeat it)."""
+    earlier = notes.usage
+    if earlier is None:
+        notes.usage = read
+    elif read != earlier:
+        notes.usage = earlier.updated(read)
+
+
+def _note_blocked(reason: str | None, notes: ResponseNotes) -> None:
+    """A prompt the API blocked: choice 0 ended for that reason."""
+    if reason is not None:
+        notes.choices_seen.add(0)
+        notes.finish_reasons[0] = reason
 
 
 READER: Final = GeminiReader()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
 
@@ -64,15 +64,19 @@ class ObservedStream(_Proxy, Generic[T]):
         except BaseException as exc:
             recorder.end_error(exc)
             raise
-        self._step: tuple[Iterator[T], CallRecorder] = (iterator, recorder)
+        self._step: tuple[Iterator[T], Callable[[Any, int, int], None], CallRecorder] = (
+            iterator,
+            recorder.on_item,
+            recorder,
+        )
         """What each read needs, in one attribute: with ``__getattr__`` defined on the class,
-        every attribute read in ``__next__`` takes the slow path."""
+        every attribute read in ``__next__`` takes the slow path (``on_item`` bound once)."""
 
     def __iter__(self) -> ObservedStream[T]:
         return self
 
     def __next__(self) -> T:
-        iterator, recorder = self._step
+        iterator, on_item, recorder = self._step
         wait_start = _clock.now_ns()
         try:
             item = next(iterator)
@@ -82,7 +86,7 @@ class ObservedStream(_Proxy, Generic[T]):
         except BaseException as exc:
             recorder.end_error(exc)
             raise
-        recorder.on_item(item, wait_start, _clock.now_ns())
+        on_item(item, wait_start, _clock.now_ns())
         return item
 
     def close(self) -> None:

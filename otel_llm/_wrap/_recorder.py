@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -111,7 +111,11 @@ class CallRecorder:
         )
         self.secrets = tuple(secrets)
         self.started_ns = self.attempt.clock.start_ns
-        self._clock = self.attempt.clock
+        self._reader_read: Callable[[Any, ResponseNotes], bool] | None = (
+            reader.read if reader is not None else None
+        )
+        """Bound once: the per-item path reads it first."""
+        self._mark = self.attempt.clock.mark_with_hold
 
     @property
     def ended(self) -> bool:
@@ -131,14 +135,15 @@ class CallRecorder:
             self.hold_ns += wait_start_ns - last
         self._last_arrival_ns = arrival_ns
         try:
-            if self._fused:
+            read = self._reader_read
+            if read is not None:
+                incremental = read(item, self.notes)
+            elif self._fused:
                 incremental = self.notes.feed_and_classify(item)
-            elif self._reader is not None:
-                incremental = self._reader.read(item, self.notes)
             else:
                 incremental = self._feed_custom(item)
             if incremental:
-                self._clock.mark_with_hold(arrival_ns, self.hold_ns)
+                self._mark(arrival_ns, self.hold_ns)
         except Exception:  # a classifier bug must not break the application's stream
             logger.exception("otel-llm: could not read a streamed item")
 
