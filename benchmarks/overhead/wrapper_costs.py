@@ -16,9 +16,11 @@ through the bare SDK, then replayed from a list, so the SDK's own work is not in
   figures, chunk events, the call span's response attributes, the metrics, both spans ended
   and exported through the ``DerivingSpanProcessor`` and a ``SimpleSpanProcessor`` to an
   in-memory exporter, as in ``wrapped_sdks``);
-* beside them, the floor: the OpenTelemetry SDK's own cost of recording the same two spans,
-chunk events and histogram points, handed every value ready-made (:func:`floor_replay`) --
-what no instrumentation that records them can go below.
+* beside them, the floors: per item, a generator that reads the clock before and after each
+  item and does nothing else (:func:`clock_each`: the least a Python wrapper that times items
+  for the consumer costs); per call, the OpenTelemetry SDK's own cost of recording the same two
+  spans, chunk events and histogram points, handed every value ready-made
+  (:func:`floor_replay`) -- what no instrumentation that records them can go below.
 
 What the pieces do not cover of ``wrapped_sdks``' otel-llm overhead is the patched method's
 own path (the configuration, the nesting guard, the proxy's construction) and the effect on
@@ -38,7 +40,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,6 +213,11 @@ def worker(args: argparse.Namespace) -> None:
             for item in items:
                 each.on_item(item, now, now)
 
+    def clocked() -> None:
+        for _ in range(REPEAT_ITEMS):
+            for _item in clock_each(items):
+                pass
+
     streams = [recorder() for _ in range(REPEAT_ITEMS)]
 
     def iterate() -> None:
@@ -239,6 +246,7 @@ def worker(args: argparse.Namespace) -> None:
     phases.run("read", read)
     phases.run("on_item", on_item)
     phases.run("iterate", iterate)
+    phases.run("clocked", clocked)
     phases.run("start", start)
     for chunks in args.chunks:
         ready = [recorder() for _ in range(REPEAT_CALLS)]
@@ -267,6 +275,22 @@ def worker(args: argparse.Namespace) -> None:
         flush=True,
     )
     client.close()
+
+
+def clock_each(items: Sequence[Any]) -> Iterator[Any]:
+    """The least a Python wrapper that times each item for the consumer can do: a generator
+    reading the clock before it asks for an item and after it has it, and nothing else."""
+    iterator = iter(items)
+    now_ns = time.monotonic_ns
+    while True:
+        asked = now_ns()
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        arrived = now_ns()
+        del asked, arrived
+        yield item
 
 
 def floor_replay(
@@ -353,7 +377,7 @@ def measure(args: argparse.Namespace, sdk: str) -> str:
         "--chunks",
         ",".join(str(chunks) for chunks in args.chunks),
     ]
-    phases = 5 + 2 * len(args.chunks)
+    phases = 6 + 2 * len(args.chunks)
     with marked_run(command, worker_env(), sdk, markers=2 * phases) as (done, parts):
         reply = json.loads(done.stdout.strip().splitlines()[-1])
         counts = dict(
@@ -373,6 +397,8 @@ def measure(args: argparse.Namespace, sdk: str) -> str:
         f"  iterate  (the stream proxy, clock reads, on_item)  {per_chunk('iterate'):>10,.0f}",
         f"  on_item  (hold, reader, chunk clock)               {per_chunk('on_item'):>10,.0f}",
         f"  read     (the reader alone)                        {per_chunk('read'):>10,.0f}",
+        f"  clocked  (the floor: a generator reading the clock twice) "
+        f"{per_chunk('clocked'):>6,.0f}",
         f"== {sdk}: per call (mean of {REPEAT_CALLS})",
         f"  start    (recorder: both spans started)            "
         f"{counts['start'] / REPEAT_CALLS:>10,.0f}",

@@ -55,10 +55,15 @@ def choose_event_indices(
     if count == 0:
         return [], floor_ms
     chosen = {0, count - 1}
-    if count >= 2:
-        chosen.add(gaps_ns.index(max(gaps_ns)) + 1)
     floor_ns = floor_ms * NS_PER_MS
-    above = list(compress(range(1, count), map(floor_ns.__lt__, gaps_ns)))
+    longest = max(gaps_ns) if count >= 2 else 0
+    if count >= 2:
+        chosen.add(gaps_ns.index(longest) + 1)
+    above = (
+        list(compress(range(1, count), map(floor_ns.__lt__, gaps_ns)))
+        if longest > floor_ns
+        else []  # no gap above the floor: the scan is not needed
+    )
     room = budget - len(chosen)
     if len(above) - len(chosen.intersection(above)) > room:
         candidates = [index for index in above if index not in chosen]

@@ -81,6 +81,8 @@ class StallFigures:
 def stall_sum(gaps_ns: Sequence[int], threshold_ms: int) -> tuple[int, int]:
     """Total nanoseconds and number of gaps strictly longer than ``threshold_ms``."""
     limit = threshold_ms * NS_PER_MS
+    if not gaps_ns or max(gaps_ns) <= limit:  # most streams: one pass in C, and done
+        return 0, 0
     stalls = [gap for gap in gaps_ns if gap > limit]
     return sum(stalls), len(stalls)
 

@@ -25,7 +25,7 @@ from typing import Any, Final
 from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
-from otel_llm._measure._response import MAPPING_TYPES, Usage, field_of, items_of
+from otel_llm._measure._response import Usage, field_of, items_of
 from otel_llm._wrap._chunk_view import ResponseNotes
 from otel_llm._wrap._later import LaterStreamManager
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
@@ -50,14 +50,14 @@ class AnthropicReader:
     knows_finish = True
 
     def read(self, event: Any, notes: ResponseNotes) -> bool:
-        # the SDK's objects (of types the careful read has met): most events are deltas, read
-        # with plain attribute access
-        if MAPPING_TYPES.get(type(event)) is False and not notes.capture_text:
+        # the SDK's objects: most events are deltas, read with plain attribute access (a dict
+        # has no such attributes, so it goes the careful way below, as does everything else)
+        if not notes.capture_text:
             kind = getattr(event, "type", None)
             if kind == "content_block_delta":
                 delta = getattr(event, "delta", None)
                 delta_kind = getattr(delta, "type", None)
-                if delta_kind.__class__ is str and MAPPING_TYPES.get(type(delta)) is False:
+                if delta_kind.__class__ is str:
                     name = _OUTPUT_OF_DELTA.get(delta_kind)
                     if name is None:
                         return False

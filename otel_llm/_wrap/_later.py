@@ -30,8 +30,16 @@ class LaterStream(_Proxy, Generic[T]):
         self._start: Starter | None = start
         self._inner: Iterator[T] | None = None
 
-    def __iter__(self) -> LaterStream[T]:
-        return self
+    def __iter__(self) -> Iterator[T]:
+        """A generator over the same items, sharing one position with ``next(stream)`` (see
+        :meth:`ObservedStream.__iter__`)."""
+        return self._items()
+
+    def _items(self) -> Iterator[T]:
+        inner = self._inner
+        if inner is None:
+            inner = self._begin()
+        yield from inner
 
     def __next__(self) -> T:
         inner = self._inner

@@ -72,8 +72,26 @@ class ObservedStream(_Proxy, Generic[T]):
         """What each read needs, in one attribute: with ``__getattr__`` defined on the class,
         every attribute read in ``__next__`` takes the slow path (``on_item`` bound once)."""
 
-    def __iter__(self) -> ObservedStream[T]:
-        return self
+    def __iter__(self) -> Iterator[T]:
+        """A generator over the same items (``for item in stream`` resumes a generator per
+        item, cheaper than calling :meth:`__next__`); it and ``next(stream)`` share one
+        position. Leaving a ``for`` loop early ends nothing: the stream is still open."""
+        return self._items()
+
+    def _items(self) -> Iterator[T]:
+        iterator, on_item, recorder = self._step
+        while True:
+            wait_start = _clock.now_ns()
+            try:
+                item = next(iterator)
+            except StopIteration:
+                recorder.end_ok()
+                return
+            except BaseException as exc:
+                recorder.end_error(exc)
+                raise
+            on_item(item, wait_start, _clock.now_ns())
+            yield item
 
     def __next__(self) -> T:
         iterator, on_item, recorder = self._step

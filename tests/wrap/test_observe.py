@@ -134,6 +134,27 @@ def test_early_break_then_close(spans: Spans) -> None:
     assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("error",)
 
 
+def test_a_loop_left_early_leaves_the_stream_open_where_it_was(spans: Spans) -> None:
+    """``for`` reads through a generator and ``next()`` through the stream: both share one
+    position, leaving a loop ends nothing, and every chunk is counted once."""
+    clock = FakeClock()
+    with use_clock(clock):
+        stream = observed(spans, scripted(clock, [5] * 6))
+        first = []
+        for item in stream:
+            first.append(item)
+            if len(first) == 2:
+                break
+        assert not stream.recorder.ended
+        third = next(stream)
+        rest = list(stream)
+    assert [*first, third, *rest] == list(scripted(FakeClock(), [5] * 6))
+    (attempt,) = spans.attempts()
+    a = attrs_of(attempt)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a[sc.CHUNK_COUNT] == 6
+
+
 def test_context_manager_exit_closes(spans: Spans) -> None:
     """Leaving a with block before the end closes the stream and ends the spans."""
     clock = FakeClock()
