@@ -2,7 +2,8 @@
 own API.
 
 LiteLLM answers in OpenAI's shape whatever the provider behind it, so its chunks are read by the
-OpenAI chat chunk rule, as the application sees them. ``gen_ai.provider.name`` is the provider
+OpenAI chat chunk rule, as the application sees them (from the values LiteLLM's objects store:
+:class:`LiteLLMReader`). ``gen_ai.provider.name`` is the provider
 LiteLLM routes the model to (``anthropic/claude-…`` → ``anthropic``), named as the convention
 names it. When LiteLLM calls an SDK otel-llm also wraps (the ``openai`` SDK for OpenAI-compatible
 models), that inner call passes through: one call, one span set, by LiteLLM's wrapper. The
@@ -20,6 +21,7 @@ from typing import Any, Final
 from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
+from otel_llm._wrap._chunk_view import ResponseNotes
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Target
 from otel_llm._wrap._recorder import CallRecorder
@@ -101,8 +103,59 @@ def _recorder(
         server_port=port,
         messages=kwargs.get("messages"),
         request=kwargs,
+        reader=READER,
         secrets=(key,) if isinstance(key, str) and key else (),
     )
+
+
+def _stored(obj: Any) -> Any:
+    """A pydantic model's stored values as one dict: its fields (``__dict__``) and its extra
+    fields (``__pydantic_extra__``); anything else as it is.
+
+    LiteLLM keeps most of a delta's values as extra fields, and reading one as an attribute
+    runs pydantic's ``__getattr__`` — about 1 µs, and an exception inside it for every field a
+    chunk lacks (``usage``, ``refusal``, ``tool_calls`` … on most chunks), which made asking
+    for the chunk rule's fields cost 9 µs a chunk. The same values read from the two dicts
+    cost a fraction; the OpenAI reader then reads them as it reads any dict."""
+    if obj.__class__ is dict:
+        return obj
+    fields = getattr(obj, "__dict__", None)
+    if fields.__class__ is not dict:
+        return obj
+    extra = getattr(obj, "__pydantic_extra__", None)
+    return {**fields, **extra} if extra.__class__ is dict and extra else fields
+
+
+def _plain_chunk(chunk: Any) -> Any:
+    """A streamed chunk with its choices and their deltas as dicts of their stored values (the
+    usage, read once a stream, stays an object)."""
+    plain = _stored(chunk)
+    choices = plain.get("choices") if plain.__class__ is dict else None
+    if choices.__class__ is not list:
+        return plain
+    flat = []
+    for choice in choices:
+        stored = _stored(choice)
+        if stored.__class__ is dict:
+            stored = {**stored, "delta": _stored(stored.get("delta"))}
+        flat.append(stored)
+    return {**plain, "choices": flat}
+
+
+class LiteLLMReader:
+    """LiteLLM's chunks and answers, in OpenAI's shape whatever the provider: the OpenAI chat
+    chunk rule, read from the stored values of LiteLLM's objects (:func:`_plain_chunk`)."""
+
+    knows_finish = True
+
+    def read(self, chunk: Any, notes: ResponseNotes) -> bool:
+        return notes.feed_and_classify(_plain_chunk(chunk))
+
+    def read_answer(self, answer: Any, notes: ResponseNotes) -> None:
+        notes.feed_completion(answer)
+
+
+READER: Final = LiteLLMReader()
 
 
 def _observe(result: Any, recorder: CallRecorder, is_async: bool) -> Any:

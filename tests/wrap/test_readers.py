@@ -4,6 +4,7 @@ from."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -26,6 +27,8 @@ from otel_llm._wrap._anthropic import AnthropicReader
 from otel_llm._wrap._chunk_view import ResponseNotes, StreamReader
 from otel_llm._wrap._google_genai import GeminiReader
 from otel_llm._wrap._openai_responses import OUTPUT_DELTAS, ResponsesReader
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet
 
 READERS: dict[str, StreamReader] = {
     "responses": ResponsesReader(),
@@ -330,3 +333,164 @@ def test_no_input_breaks_a_reader(name: str, events: list[Any]) -> None:
     assert all(isinstance(chunk, bool) for chunk in chunks)
     notes.facts(cut_short=True).attributes()
     READERS[name].read_answer(events[0] if events else {}, ResponseNotes())
+
+
+# --- the SDKs' objects read as their dicts ------------------------------------------------------
+# Each reader reads an SDK's own objects by plain attribute access (the hot path) and anything
+# else the careful way: over the streams an API sends, both must note the very same facts.
+
+_TEXT = st.sampled_from(["", "Hi", " there"])
+_COUNT = st.none() | st.integers(min_value=0, max_value=50)
+
+
+def _facts(notes: ResponseNotes) -> tuple[Any, ...]:
+    return (notes.facts(), sorted(notes.choices_seen), notes.complete)
+
+
+def _counts(**names: Any) -> dict[str, Any]:
+    return {name: value for name, value in names.items() if value is not None}
+
+
+_ANTHROPIC_EVENT = st.one_of(
+    st.builds(
+        lambda kind, text: _delta(kind, **{_ANTHROPIC_FIELD[kind]: text}),
+        st.sampled_from(sorted(_ANTHROPIC_FIELD := {
+            "text_delta": "text", "thinking_delta": "thinking",
+            "input_json_delta": "partial_json", "signature_delta": "signature",
+        })),
+        _TEXT,
+    ),
+    st.builds(
+        lambda tokens, read: {
+            "type": "message_start",
+            "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+                        "content": [], "stop_reason": None, "stop_sequence": None,
+                        "usage": {"input_tokens": tokens or 0, "output_tokens": 1,
+                                  **_counts(cache_read_input_tokens=read)}},
+        },
+        _COUNT, _COUNT,
+    ),
+    st.builds(
+        lambda reason, tokens: {
+            "type": "message_delta",
+            "delta": {"stop_reason": reason, "stop_sequence": None},
+            "usage": {"output_tokens": tokens or 0},
+        },
+        st.sampled_from([None, "end_turn", "max_tokens", "tool_use"]), _COUNT,
+    ),
+    st.just({"type": "content_block_stop", "index": 0}),
+    st.just({"type": "message_stop"}),
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=st.lists(_ANTHROPIC_EVENT, max_size=8))
+def test_anthropic_sdk_objects_read_as_their_dicts(events: list[dict[str, Any]]) -> None:
+    """The anthropic SDK's event objects give the chunks and facts their dicts give."""
+    from anthropic.types import RawMessageStreamEvent
+    from pydantic import TypeAdapter
+
+    adapter: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
+    objects = [adapter.validate_python(event) for event in events]
+    from_objects, object_notes = _read(AnthropicReader(), objects)
+    from_dicts, dict_notes = _read(AnthropicReader(), events)
+    assert from_objects == from_dicts
+    assert _facts(object_notes) == _facts(dict_notes)
+
+
+_PART = st.one_of(
+    st.builds(lambda text: {"text": text}, _TEXT),
+    st.builds(lambda text: {"text": text, "thought": True}, _TEXT),
+    st.just({"function_call": {"name": "f", "args": {"q": 1}}}),
+)
+_GEMINI_RESPONSE = st.builds(
+    lambda candidates, usage, blocked, model: {
+        **({"candidates": candidates} if candidates is not None else {}),
+        **({"usage_metadata": usage} if usage is not None else {}),
+        **({"prompt_feedback": {"block_reason": blocked}} if blocked else {}),
+        **({"model_version": model} if model else {}),
+    },
+    st.none() | st.lists(
+        st.builds(
+            lambda index, parts, finish: {
+                **({"index": index} if index is not None else {}),
+                **({"content": {"role": "model", "parts": parts}} if parts is not None else {}),
+                **({"finish_reason": finish} if finish else {}),
+            },
+            st.none() | st.integers(min_value=0, max_value=2),
+            st.none() | st.lists(_PART, max_size=3),
+            st.sampled_from([None, "STOP", "MAX_TOKENS", "SAFETY"]),
+        ),
+        max_size=2,
+    ),
+    st.none() | st.builds(
+        lambda prompt, candidates, thoughts, total, cached: _counts(
+            prompt_token_count=prompt, candidates_token_count=candidates,
+            thoughts_token_count=thoughts, total_token_count=total,
+            cached_content_token_count=cached,
+        ),
+        _COUNT, _COUNT, _COUNT, _COUNT, _COUNT,
+    ),
+    st.sampled_from([None, "SAFETY"]),
+    st.sampled_from([None, "gemini-x"]),
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(responses=st.lists(_GEMINI_RESPONSE, max_size=6))
+def test_gemini_sdk_objects_read_as_their_dicts(responses: list[dict[str, Any]]) -> None:
+    """google-genai's response objects give the chunks and facts their dicts give (usage
+    merged over the stream: a count a later response leaves out keeps its earlier value)."""
+    objects = [gemini.GenerateContentResponse.model_validate(response) for response in responses]
+    from_objects, object_notes = _read(GeminiReader(), objects)
+    from_dicts, dict_notes = _read(GeminiReader(), responses)
+    assert from_objects == from_dicts
+    assert _facts(object_notes) == _facts(dict_notes)
+
+
+_CHAT_CHUNK = st.builds(
+    lambda deltas, finish, usage: {
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [
+            {"index": index, "delta": delta, "finish_reason": finish if index == 0 else None}
+            for index, delta in enumerate(deltas)
+        ],
+        **({"usage": usage} if usage else {}),
+    },
+    st.lists(
+        st.one_of(
+            st.builds(lambda text: {"role": "assistant", "content": text}, _TEXT),
+            st.builds(lambda text: {"content": text}, _TEXT),
+            st.builds(lambda text: {"reasoning_content": text}, _TEXT),
+            st.builds(lambda text: {"refusal": text}, _TEXT),
+            st.just({"tool_calls": [{"index": 0, "id": "t1", "type": "function",
+                                     "function": {"name": "f", "arguments": "{"}}]}),
+            st.just({}),
+        ),
+        max_size=2,
+    ),
+    st.sampled_from([None, "stop", "length"]),
+    st.none() | st.builds(
+        lambda prompt, completion: {"prompt_tokens": prompt, "completion_tokens": completion,
+                                    "total_tokens": prompt + completion},
+        st.integers(0, 9), st.integers(0, 9),
+    ),
+)  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:Items? .* (are|is) using the `ReadOnly` qualifier")
+@settings(max_examples=200, deadline=None)
+@given(chunks=st.lists(_CHAT_CHUNK, max_size=6))
+def test_litellm_chunks_read_as_openai_chunks(chunks: list[dict[str, Any]]) -> None:
+    """LiteLLM's chunk objects (most delta values kept as pydantic extras) give the chunks and
+    facts the same chunks give as OpenAI dicts."""
+    from litellm.types.utils import ModelResponseStream
+
+    from otel_llm._wrap._litellm import LiteLLMReader
+
+    objects = [ModelResponseStream(**chunk) for chunk in chunks]
+    notes = ResponseNotes()
+    from_dicts = [notes.feed_and_classify(chunk) for chunk in chunks]
+    from_objects, object_notes = _read(LiteLLMReader(), objects)
+    assert from_objects == from_dicts
+    assert _facts(object_notes) == _facts(notes)
