@@ -10,6 +10,11 @@ the scenario — interpreter start-up excluded — and which heavy modules the s
 - the same with ``openai`` already imported (timed after it: otel-llm's own share)
 - ``otel_llm.init()`` (import plus wiring: the SDK, DuckDB, the store's file)
 
+Then whole commands, each timed from the parent as a fresh process (interpreter start-up
+included), against ``python -c pass`` measured in the same run, with the targets for a command
+line and for ``init()``: ``otel-llm --version`` at most ``VERSION_TARGET`` times the bare
+interpreter, ``otel_llm.init()`` at most ``INIT_TARGET`` times.
+
 Give ``--tree`` more than once to compare source trees in one invocation, e.g. main (before) and a
 worktree (after); the last tree is compared with the first (ratio = first / last)::
 
@@ -25,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +76,56 @@ print(json.dumps({{
 if "telemetry" in globals():
     telemetry.shutdown()
 """
+
+
+VERSION_TARGET = 8.0
+"""``otel-llm --version`` at most this many times ``python -c pass``."""
+INIT_TARGET = 12.0
+"""``import otel_llm; otel_llm.init()`` at most this many times ``python -c pass``."""
+COMMANDS: dict[str, list[str]] = {
+    "python -c pass": ["-c", "pass"],
+    "otel-llm --version": [
+        "-c",
+        "import sys; from otel_llm.cli import main; sys.argv[0] = 'otel-llm'; sys.exit(main())",
+        "--version",
+    ],
+    "otel_llm.init()": [
+        "-c",
+        "import otel_llm; otel_llm.init(db_path='init.duckdb', otlp=False).shutdown()",
+    ],
+}
+"""Whole commands (the arguments after the interpreter), the bare interpreter first."""
+
+
+def run_command(python: str, tree: Path, arguments: list[str], runs: int) -> float:
+    """The median wall time of ``runs`` fresh processes of a whole command (one untimed run
+    first, for the bytecode caches), each in a new scratch directory."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    times: list[float] = []
+    for index in range(runs + 1):
+        with tempfile.TemporaryDirectory() as scratch:
+            started = time.perf_counter()
+            subprocess.run(
+                [python, *arguments], cwd=scratch, env=env, capture_output=True, timeout=120,
+                check=True,
+            )  # fmt: skip
+            if index:
+                times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def commands(python: str, tree: Path, runs: int) -> None:
+    """The whole commands against the bare interpreter, with the targets judged."""
+    print(f"\nwhole commands: median wall time of {runs} fresh processes (start-up included)")
+    medians = {name: run_command(python, tree, argv, runs) for name, argv in COMMANDS.items()}
+    bare = medians["python -c pass"]
+    for name, median in medians.items():
+        print(f"{name:<40}{median * 1000:>10.1f} ms{median / bare:>8.1f}x python -c pass")
+    for name, target in (("otel-llm --version", VERSION_TARGET), ("otel_llm.init()", INIT_TARGET)):
+        ratio = medians[name] / bare
+        verdict = "PASS" if ratio <= target else "FAIL"
+        print(f"{verdict}  {name} <= {target:g}x python -c pass: {ratio:.1f}x")
 
 
 @dataclass
@@ -134,6 +190,7 @@ def main() -> None:
             cells += f"{results[0].median_s / results[-1].median_s:>7.1f}×"
         loaded = " | ".join(", ".join(r.heavy) or "-" for r in results)
         print(f"{name:<40}{cells}  {loaded}")
+    commands(args.python, trees[-1], args.runs)
 
 
 if __name__ == "__main__":

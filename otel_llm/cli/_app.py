@@ -27,7 +27,7 @@ from otel_llm._show._store._breakdown import (
 )
 from otel_llm._show._store._segments import SegmentStore
 from otel_llm._telemetry import store_path
-from otel_llm._version import __version__
+from otel_llm.cli import VERSION_FLAG, version_line
 from otel_llm.cli._render import Format, Output
 
 TUNE_SEED = 1
@@ -595,8 +595,8 @@ def collector(
 
 
 def _version(shown: bool) -> None:
-    if shown:
-        typer.echo(f"otel-llm {__version__}")
+    if shown:  # ``otel-llm --version`` alone never gets here (``otel_llm.cli.main``)
+        typer.echo(version_line())
         raise typer.Exit()
 
 
@@ -605,13 +605,8 @@ def _options(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+            VERSION_FLAG, callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
 ) -> None:
     """Where the time of every streamed LLM call goes: first chunk, generation, stalls."""
-
-
-def main() -> None:
-    """Entry point of the ``otel-llm`` console script."""
-    app()

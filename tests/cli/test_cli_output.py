@@ -302,6 +302,23 @@ def test_version() -> None:
     assert out.stdout.strip() == f"otel-llm {__version__}"
 
 
+def test_version_loads_no_application() -> None:
+    """The console script answers `--version` before importing the application: neither typer
+    nor rich, DuckDB or the OpenTelemetry SDK is loaded."""
+    heavy = ("typer", "rich", "duckdb", "pyarrow", "opentelemetry.sdk", "otel_llm.cli._app")
+    code = (
+        "import sys\n"
+        "sys.argv = ['otel-llm', '--version']\n"
+        "from otel_llm.cli import main\n"
+        "main()\n"
+        f"print([name for name in {heavy!r} if name in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.splitlines() == [f"otel-llm {__version__}", "[]"]
+
+
 def test_sqlite_file_is_not_a_store(tmp_path: Path) -> None:
     """A SQLite file is named as one, with what to do, and nothing is downloaded."""
     path = tmp_path / "app.db"
