@@ -6,9 +6,9 @@ apart, on the SDK's own streamed items (captured from a real stream of the simul
 through the bare SDK, then replayed from a list, so the SDK's own work is not in any figure):
 
 * per item, each in a loop over the items of a ``--chunks``-chunk answer, less the same loop
-  doing nothing: ``read`` (the API's reader: the chunk rule and what the item says -- for
-  LiteLLM's OpenAI-shaped chunks the fused OpenAI reader), ``on_item`` (the recorder's
-  per-item path: the consumer's hold, the reader, the chunk clock), ``iterate`` (the stream
+  doing nothing: ``read`` (the API's reader: the chunk rule and what the item says),
+  ``on_item`` (the recorder's per-item path: the consumer's hold, the reader, the chunk
+  clock), ``iterate`` (the stream
   proxy the application reads -- ``ObservedStream``, for google-genai a ``LaterStream`` in
   front of it -- with its two clock reads and the ``on_item``);
 * per call: ``start`` (the recorder the wrapped method builds: the call span and the attempt
@@ -76,8 +76,6 @@ class Wiring:
     """The SDK resource ``self`` of the wrapped method, from the client."""
     kwargs: Callable[[Any, dict[str, str]], dict[str, Any]]
     """The wrapped call's keyword arguments (the client, the script's headers)."""
-    reads_fused: bool = False
-    """OpenAI-shaped chunks: read by ``ResponseNotes.feed_and_classify``, not a reader."""
     later: bool = False
     """The proxy is a ``LaterStream`` (the request goes out at the first step)."""
 
@@ -143,7 +141,6 @@ def _wiring(sdk: str) -> Wiring:
             "extra_headers": headers,
             "max_retries": 0,
         },
-        reads_fused=True,
     )
 
 
@@ -198,12 +195,8 @@ def worker(args: argparse.Namespace) -> None:
     def read() -> None:
         for _ in range(REPEAT_ITEMS):
             notes = ResponseNotes()
-            if wiring.reads_fused:
-                for item in items:
-                    notes.feed_and_classify(item)
-            else:
-                for item in items:
-                    reader.read(item, notes)
+            for item in items:
+                reader.read(item, notes)
 
     fed = [recorder() for _ in range(REPEAT_ITEMS)]
 
