@@ -79,6 +79,10 @@ class ObservedStream(_Proxy, Generic[T]):
         return self._items()
 
     def _items(self) -> Iterator[T]:
+        # __next__'s twin, kept apart on purpose: this generator holds the stream while a
+        # loop runs (``for x in sdk.create(...)`` keeps no other reference, and a stream
+        # collected early ends as dropped); one generator stored on the stream would be a
+        # reference cycle, and __next__ calling it a second frame per item.
         iterator, on_item, recorder = self._step
         while True:
             wait_start = _clock.now_ns()
