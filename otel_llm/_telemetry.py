@@ -324,6 +324,8 @@ def init(
     )
     if collectors:
         atexit.register(_active.shutdown)  # before the SDK's own handlers: they wait 30 s
+    if exporter is not None:
+        exporter.start()  # its libraries load while the application goes on starting
     return _active
 
 

@@ -91,10 +91,71 @@ COMMANDS: dict[str, list[str]] = {
     ],
     "otel_llm.init()": [
         "-c",
+        "import os, otel_llm; otel_llm.init(db_path='init.duckdb', otlp=False); os._exit(0)",
+    ],
+    "  then shutdown() at once": [
+        "-c",
         "import otel_llm; otel_llm.init(db_path='init.duckdb', otlp=False).shutdown()",
     ],
 }
-"""Whole commands (the arguments after the interpreter), the bare interpreter first."""
+"""Whole commands (the arguments after the interpreter), the bare interpreter first. ``init()``
+is timed until it returns (the process then exits at once): the store's writer thread loads
+DuckDB, Arrow and Parquet in the background from there on, so a process that shuts down at once
+waits for that load instead (the last row, for information)."""
+
+
+LOOP_PROBE = """\
+import asyncio, json, os, sys, time
+async def main():
+    gaps = []
+    async def ticker():
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last - 0.001)
+            last = now
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.05)
+    import otel_llm
+    started = time.perf_counter()
+    telemetry = otel_llm.init(db_path=sys.argv[1], otlp=False)
+    blocked = time.perf_counter() - started
+    index = len(gaps) + 1  # the ticks after init() returned
+    loaded = getattr(telemetry.exporter, "_loaded", None)
+    while loaded is not None and not loaded.is_set():
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.05)
+    task.cancel()
+    print(json.dumps({"blocked": blocked, "after": max(gaps[index:], default=0.0)}))
+    os._exit(0)
+asyncio.run(main())
+"""
+"""``init()`` called inside a running event loop with a 1 ms ticker: how long ``init()`` itself
+blocked the loop, and the longest stall of the ticker after it returned (the store's writer
+thread loading DuckDB, Arrow and Parquet beside the loop), until that load is done."""
+
+
+def loop_probe(python: str, tree: Path, runs: int) -> None:
+    """:data:`LOOP_PROBE` in ``runs`` fresh processes: the medians of both figures."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    blocked: list[float] = []
+    after: list[float] = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as scratch:
+            out = subprocess.run(
+                [python, "-c", LOOP_PROBE, str(Path(scratch) / "store")], cwd=scratch, env=env,
+                capture_output=True, text=True, timeout=120, check=True,
+            )  # fmt: skip
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        blocked.append(row["blocked"])
+        after.append(row["after"])
+    blocked_ms, after_ms = statistics.median(blocked) * 1000, statistics.median(after) * 1000
+    print(
+        f"init() in a running loop ({tree.name}): blocked it {blocked_ms:.0f} ms; then the"
+        f" longest stall of a 1 ms ticker {after_ms:.1f} ms (medians of {runs})"
+    )
 
 
 def run_command(python: str, tree: Path, arguments: list[str], runs: int) -> float:
@@ -191,6 +252,9 @@ def main() -> None:
         loaded = " | ".join(", ".join(r.heavy) or "-" for r in results)
         print(f"{name:<40}{cells}  {loaded}")
     commands(args.python, trees[-1], args.runs)
+    print()
+    for tree in trees:
+        loop_probe(args.python, tree, args.runs)
 
 
 if __name__ == "__main__":

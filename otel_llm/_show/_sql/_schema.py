@@ -11,9 +11,7 @@ gains what is missing, and running them twice changes nothing.
 from __future__ import annotations
 
 import hashlib
-from typing import Final
-
-import duckdb
+from typing import TYPE_CHECKING, Final
 
 from otel_llm import _semconv as sc
 from otel_llm._show._sql._table import (
@@ -26,6 +24,9 @@ from otel_llm._show._sql._table import (
     TypedColumn,
 )
 from otel_llm._show._sql._views import DUCKDB, views_sql
+
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = [
     "ALL_COLUMNS",

@@ -25,16 +25,16 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._store._access import prepare_for_writing
-from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._records import PackedSpan, pack
-from otel_llm._show._store._segments import SegmentStore, encode
+
+if TYPE_CHECKING:
+    from otel_llm._show._store._segments import SegmentStore
 
 logger = logging.getLogger("otel_llm")
 
@@ -42,6 +42,9 @@ _YIELD_AFTER_S: Final = 0.0005
 """The writer gives the GIL away after this much work..."""
 _YIELD_S: Final = 0.0001
 """...for this long: enough for a waiting thread (the event loop) to take it."""
+_FORK_WAITS_S: Final = 10.0
+"""How long a fork waits for a writer still importing its libraries (a child forked in the
+middle of an import would find the import's lock held by a thread it does not have)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,12 @@ class ExportStats:
     retries: int
     segments: int
     last_error: str | None
+
+
+def _before_fork(reference: weakref.ref[SegmentSpanExporter]) -> None:
+    exporter = reference()
+    if exporter is not None and exporter._thread is not None:
+        exporter._loaded.wait(_FORK_WAITS_S)
 
 
 def _after_fork(reference: weakref.ref[SegmentSpanExporter]) -> None:
@@ -131,10 +140,19 @@ class SegmentSpanExporter(SpanExporter):
         """Shutdown gave up waiting; what the writer still seals was counted as dropped."""
         self._last_compaction = time.monotonic()
         self._thread: threading.Thread | None = None
+        self._loaded = threading.Event()
+        """Set once the writer imported DuckDB, Arrow and Parquet (or failed to)."""
         reference = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: _after_fork(reference))
-        encode(SegmentColumns().table())  # import Arrow and Parquet now, not in the writer
-        # thread while the event loop runs (the first import holds the GIL for ~100 ms)
+        os.register_at_fork(
+            before=lambda: _before_fork(reference),
+            after_in_child=lambda: _after_fork(reference),
+        )
+
+    def start(self) -> None:
+        """Start the writer thread now rather than at the first span: it loads DuckDB, Arrow
+        and Parquet first, so they are ready when the first segment is due."""
+        with self._cond:
+            self._ensure_thread()
 
     # --- SpanExporter --------------------------------------------------------------------------
 
@@ -165,6 +183,7 @@ class SegmentSpanExporter(SpanExporter):
         """In a child process: a writer of its own, and none of the parent's spans (the
         parent writes those)."""
         self._cond = threading.Condition()
+        self._loaded = threading.Event()
         self._queue.clear()
         self._encoded.clear()
         self._encoded_spans = self._converting = self._flush_requests = 0
@@ -294,7 +313,24 @@ class SegmentSpanExporter(SpanExporter):
             return 0.0
         return max(0.0, self._oldest_queued + self._flush_interval_s - time.monotonic())
 
+    def _load(self) -> None:
+        """Import what writing needs and encode one empty segment, so the first real segment
+        pays no import: this runs first in the writer thread, started by the constructor, so
+        ``init()`` returns without waiting for DuckDB, Arrow, Parquet (and pandas, which Arrow
+        imports when it is installed) — ~0.5 s that now overlaps the application's own start."""
+        try:
+            from otel_llm._show._store import _access  # noqa: F401  (DuckDB, for sealing)
+            from otel_llm._show._store._columns import SegmentColumns
+            from otel_llm._show._store._segments import encode
+
+            encode(SegmentColumns().table())
+        except Exception:  # the first seal meets the same error and reports it
+            logger.debug("otel-llm: the store writer could not load its libraries", exc_info=True)
+        finally:
+            self._loaded.set()
+
     def _run(self) -> None:
+        self._load()
         while True:
             with self._cond:
                 while True:
@@ -333,6 +369,9 @@ class SegmentSpanExporter(SpanExporter):
         ``_YIELD_AFTER_S`` — a thread that only switches when the interpreter forces it would
         keep the event loop waiting up to the 5 ms switch interval at every wake-up."""
         import pyarrow as pa
+
+        from otel_llm._show._store._columns import SegmentColumns
+        from otel_llm._show._store._segments import encode
 
         tables: list[pa.Table] = []
         converted = 0
@@ -376,6 +415,8 @@ class SegmentSpanExporter(SpanExporter):
                 segment = self._sealing = self._encoded[0]
             try:
                 if self._store is None:
+                    from otel_llm._show._store._access import prepare_for_writing
+
                     self._store = prepare_for_writing(self.path)
                 self._store.write(segment.data)
             except Exception as exc:  # a full disk, not a store, a migration's DuckDB error

@@ -10,13 +10,15 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_llm import _semconv as sc
-from otel_llm._show._sql._schema import (
+from otel_llm._show._sql._table import (
     BASE_COLUMNS,
     CHUNK_COLUMNS,
+    CHUNK_GAP_COLUMN,
+    CHUNK_INDEX_COLUMN,
     CHUNK_OFFSET_COLUMN,
+    ERROR_STATUSES,
     TYPED_COLUMNS,
 )
-from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN, ERROR_STATUSES
 
 KIND_NAMES: Final = {
     SpanKind.INTERNAL: "Internal",

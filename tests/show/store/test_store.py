@@ -448,6 +448,63 @@ def test_a_forked_child_writes_its_own_spans(tmp_path: Path) -> None:
     assert count(path) == 6
 
 
+_INIT_THEN = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    sys.path.insert(0, {root!r})
+    from opentelemetry import trace
+    import otel_llm
+    from otel_llm._show._store._exporter import SegmentSpanExporter
+    release = threading.Event()
+    real_load = SegmentSpanExporter._load
+    def held_load(self):
+        release.wait(30)
+        real_load(self)
+    SegmentSpanExporter._load = held_load
+    telemetry = otel_llm.init(db_path={path!r}, otlp=False)
+    heavy = ("duckdb", "pyarrow", "pandas")
+    print(",".join(name for name in heavy if name in sys.modules) or "-")
+    threading.Timer(0.3, release.set).start()
+    if {fork!r}:
+        pid = os.fork()  # waits for the writer's libraries
+        if pid == 0:
+            loaded = all(name in sys.modules for name in ("duckdb", "pyarrow.parquet"))
+            trace.get_tracer("t").start_span("child").end()
+            ok = telemetry.exporter.force_flush(30_000)
+            os._exit(0 if ok and loaded else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    trace.get_tracer("t").start_span("parent").end()
+    assert telemetry.exporter.force_flush(30_000)
+    telemetry.shutdown()
+    """
+)
+
+
+def test_init_leaves_the_store_libraries_to_the_writer_thread(tmp_path: Path) -> None:
+    """``init()`` returns before DuckDB, Arrow or pandas is imported (the writer thread loads
+    them, held back here until after ``init()`` returned), and the first span is written once
+    they are loaded."""
+    path = tmp_path / "store"
+    code = _INIT_THEN.format(root=str(ROOT), path=str(path), fork=False)
+    out = run_python(code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["-"]
+    assert count(path) == 1
+
+
+def test_a_fork_during_the_writers_load_waits_for_it(tmp_path: Path) -> None:
+    """A fork right after ``init()`` (gunicorn --preload) waits until the writer thread has
+    loaded its libraries — a child forked in the middle of an import would find that import's
+    lock held by a thread it does not have — and the child then writes its own span."""
+    path = tmp_path / "store"
+    code = _INIT_THEN.format(root=str(ROOT), path=str(path), fork=True)
+    out = run_python(code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["-", "0"]
+    assert count(path) == 2
+
+
 _CRASHED_MERGE = textwrap.dedent(
     """
     import os, sys
