@@ -17,8 +17,8 @@ chained to it: an ``httpx2`` error holds the request (its URL and key header), a
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 import httpx2
 
@@ -33,6 +33,7 @@ from otel_llm._act._completion import (
 from otel_llm._act._http_errors import ErrorContext, not_found_hint, transport_error
 from otel_llm._act._pool import Pool
 from otel_llm._act._source import Source
+from otel_llm._act._sse import EventTooLarge, SSEDecoder
 from otel_llm._act._wire import StreamReader, json_problem, request_headers, stream_error
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._chunks import ChunkClock
@@ -158,48 +159,54 @@ async def _read_stream(
 
     Like the SDKs, the body is read on after the API's end marker (``[DONE]``,
     ``message_stop``; a bounded number of events), so the connection goes back to the pool
-    clean. A leading byte-order mark is dropped (the SSE rule) and undecodable bytes become
-    U+FFFD; what each event means is the reader's (:class:`~otel_llm._act._wire.StreamReader`).
+    clean. The events are decoded from the body's bytes (:mod:`otel_llm._act._sse`: a leading
+    byte-order mark dropped, undecodable bytes as U+FFFD, every event bounded in size); what
+    each means is the reader's (:class:`~otel_llm._act._wire.StreamReader`).
     """
     content_type = response.headers.get("content-type", "")
-    if "text/event-stream" not in content_type.lower():
+    if content_type.partition(";")[0].strip().lower() != "text/event-stream":
         raise e.MalformedStream(
             f"answered a streaming request with content type {content_type!r}",
             source=source.name,
         )
-    response.encoding = "utf-8-sig"
     read = reader.read
     mark = clock.mark if clock is not None else None
-    # EventSource iterates with an async generator: closing it closes the body read at once
-    events = cast(
-        AsyncGenerator[httpx2.ServerSentEvent, None], httpx2.EventSource(response).__aiter__()
-    )
+    decoder = SSEDecoder()
+    # the body is read through an async generator: closing it closes the body read at once
+    body = response.aiter_bytes()
     ended_after = -1
-    shape: ShapeError | None = None
+    failure: e.ProviderError | None = None
     try:
-        async for event in events:
-            if ended_after >= 0:
-                ended_after += 1
-                if ended_after > DEFAULTS.events_after_done:
-                    break
-                continue
-            try:
-                incremental = read(event.event, event.data)
-            except ShapeError as exc:
-                shape = exc
-                break
-            if incremental:
-                if mark is not None:
-                    mark()
-            elif reader.ended:
-                ended_after = 0
-            if clock is not None and not clock.finished and reader.finish_reason is not None:
-                clock.finished = reader.complete  # complete: no reason to hedge or kill now
-    finally:
-        await events.aclose()
-    if shape is not None:
+        async for piece in body:
+            for kind, data in decoder.feed(piece):
+                if ended_after >= 0:
+                    ended_after += 1
+                    if ended_after > DEFAULTS.events_after_done:
+                        return
+                    continue
+                if read(kind, data):
+                    if mark is not None:
+                        mark()
+                elif reader.ended:
+                    ended_after = 0
+                if clock is not None and not clock.finished and reader.finish_reason is not None:
+                    clock.finished = reader.complete  # complete: no reason to hedge or kill now
+        for kind, data in decoder.close():  # a last line ended by a lone CR
+            if ended_after < 0 and read(kind, data) and mark is not None:
+                mark()
+    except ShapeError as exc:
         after = f"chunk event after {clock.count} chunks" if clock is not None else "a chunk"
-        raise e.MalformedStream(f"sent a malformed {after}: {shape}", source=source.name)
+        failure = e.MalformedStream(f"sent a malformed {after}: {exc}", source=source.name)
+    except EventTooLarge as exc:
+        chunks = clock.count if clock is not None else 0
+        where = f"after {chunks} chunks" if chunks else "before the first chunk"
+        failure = e.MalformedStream(
+            f"sent an unreadable event stream {where} ({exc})", source=source.name
+        )
+    finally:
+        await body.aclose()
+    if failure is not None:
+        raise failure  # outside the except: nothing chained
 
 
 def embedding_inputs(payload: Mapping[str, Any]) -> int | None:
