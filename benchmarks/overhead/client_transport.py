@@ -181,7 +181,7 @@ def report(args: argparse.Namespace, results: dict[str, Result], elapsed_s: floa
         verdict = "PASS" if mine <= TARGET * base else "FAIL"
         lines.append(
             f"{verdict}  otel_llm.Client <= {TARGET:.2f}x the bare SSE loop at {chunks:,} chunks: "
-            f"{mine / base:.3f}x (+{mine - base:,.0f} instructions per chunk)"
+            f"{mine / base:.3f}x ({mine - base:+,.0f} instructions per chunk)"
         )
     lines.append(f"\nrun time {elapsed_s:.0f} s")
     return "\n".join(lines)

@@ -12,6 +12,11 @@ A segment that cannot be written (a full disk, a path that is not a store) stays
 its encoded bytes (a few hundred bytes a span) and is retried; past ``max_pending`` spans the
 oldest are dropped and counted in a warning, and so are the spans a shutdown could not write.
 Nothing is lost silently, and nothing here ever raises into the application.
+
+The writer thread imports DuckDB, Arrow and Parquet itself, first thing (:meth:`start`, which
+``init()`` calls as it returns, or the first span), so constructing an exporter costs none of
+their ~0.4 s; a ``fork()`` waits until that load is done, so a child never inherits an import
+half made by a thread it does not have.
 """
 
 from __future__ import annotations
