@@ -34,7 +34,8 @@ never stack -- neither peer fully uninstruments this openai release. Two figures
 
 1. Primary, deterministic: instructions per chunk under ``valgrind --tool=callgrind``. Each
    variant process starts up, instruments, streams a warm-up answer, then streams the measured
-   answer of ``--callgrind-chunks`` chunks between two calls of ``os.getppid()``;
+   answers of each of ``--callgrind-chunks`` lengths (150, 1,000 and 2,000 chunks by default),
+   each between two calls of ``os.getppid()``;
    ``--dump-before=getppid`` makes callgrind dump its counters at each of them, so the middle
    dump holds exactly the measured stream -- the whole ``create()`` call, every chunk, the end
    of the spans and their export -- with start-up, instrumentation, warm-up and shut-down
@@ -46,12 +47,12 @@ never stack -- neither peer fully uninstruments this openai release. Two figures
    started and warmed up first, then each round runs one stream per variant, one at a time, in a
    rotating order, so drift in the machine's load spreads over all variants.
 
-Targets (judged on instructions; on CPU time with ``--no-callgrind``): otel-llm <= 1.05x bare,
-and below every peer. The script also prints what each variant recorded for the measured stream
+Targets (judged on instructions at every length; on CPU time with ``--no-callgrind``): otel-llm
+<= 1.02x bare (``TARGET``), and below every peer. The script also prints what each variant recorded for the measured stream
 (spans, span events, metric points), so a variant that records nothing is visible.
 
     .venv/bin/python -m benchmarks.overhead.openai_sdk [--chunks 20000] [--rounds 5]
-        [--callgrind-chunks 2000] [--no-callgrind] [--client sync|async] [--out FILE]
+        [--callgrind-chunks 150,1000,2000] [--no-callgrind] [--client sync|async] [--out FILE]
 
 The default run takes about seven minutes on a 2-core machine, most of it under callgrind.
 """
@@ -87,6 +88,8 @@ from benchmarks.support.provider import start_provider
 
 VARIANTS = ("bare", "otel-llm", "openllmetry", "contrib")
 PEERS = ("openllmetry", "contrib")
+TARGET = 1.02
+"""otel-llm's instructions per chunk at most this many times the bare SDK's, at every length."""
 MODEL = "bench"
 MESSAGES: Any = [{"role": "user", "content": "go"}]
 EXTRA_ITEMS = 2
@@ -206,7 +209,7 @@ def worker_command(args: argparse.Namespace, variant: str, role: str) -> list[st
         "--script-header",
         args.script_header,
         "--callgrind-chunks",
-        str(args.callgrind_chunks),
+        ",".join(map(str, args.callgrind_chunks)),
         "--warmup-chunks",
         str(args.warmup_chunks),
     ]
@@ -216,54 +219,54 @@ def report(args: argparse.Namespace, results: dict[str, Result], elapsed_s: floa
     lines: list[str] = []
     emit: Callable[[str], None] = lines.append
     use_callgrind = not args.no_callgrind
+    lengths = ", ".join(f"{n:,}" for n in args.callgrind_chunks)
     emit(
         f"openai {args.openai_version}, {args.client} client, streamed chat completion, "
         "simulated provider in its own process, zero cadence"
     )
     if use_callgrind:
         emit(
-            f"instructions: callgrind, one measured stream of {args.callgrind_chunks:,} chunks "
+            f"instructions: callgrind, one measured stream of each length ({lengths} chunks) "
             f"per variant process (after a {args.warmup_chunks:,}-chunk warm-up)"
         )
     emit(
         f"CPU time: time.process_time(), median of {args.rounds} rounds of {args.chunks:,} "
         "chunks (secondary: noisy on a shared machine)"
     )
-    emit("")
-    for line in table(args.variants, results, args.callgrind_chunks, args.chunks):
-        emit(line)
-    emit("")
+    verdict_lines: list[str] = []
+    per_chunk_t: dict[str, float] = {}
+    for variant in args.variants:
+        cpu = results[variant].cpu_per_chunk(args.chunks)
+        if cpu is not None:
+            per_chunk_t[variant] = cpu
+    for measured in args.callgrind_chunks if use_callgrind else [args.chunks]:
+        emit("")
+        emit(f"== {measured:,} chunks")
+        for line in table(args.variants, results, measured, args.chunks):
+            emit(line)
+        emit("recorded for the measured stream:")
+        for variant in args.variants:
+            recorded = results[variant].recorded.get(measured, {})
+            emit(f"  {variant:<13}{describe_recorded(recorded)}")
+        per_chunk_i: dict[str, float] = {}
+        for variant in args.variants:
+            inst = results[variant].instructions_per_chunk(measured)
+            if inst is not None:
+                per_chunk_i[variant] = inst
+        figures, unit = (per_chunk_i, "instructions") if use_callgrind else (per_chunk_t, "CPU")
+        for line in verdicts(figures, PEERS, unit, target=TARGET).lines:
+            verdict_lines.append(f"{line}   [{measured:,} chunks]")
     if use_callgrind:
-        emit("whole callgrind process (start-up, instrumentation, warm-up, measured stream, exit):")
+        emit("")
+        emit("whole callgrind process (start-up, instrumentation, warm-up, streams, exit):")
         for variant in args.variants:
             total = results[variant].process_instructions
             emit(f"  {variant:<13}{total:>16,}" if total else f"  {variant:<13}{'-':>16}")
-        emit("")
-    emit("recorded for the measured stream:")
-    measured = args.callgrind_chunks if use_callgrind else args.chunks
-    for variant in args.variants:
-        emit(f"  {variant:<13}{describe_recorded(results[variant].recorded.get(measured, {}))}")
     emit("")
-    per_chunk_i: dict[str, float] = {}
-    per_chunk_t: dict[str, float] = {}
-    for variant in args.variants:
-        inst = results[variant].instructions_per_chunk(args.callgrind_chunks)
-        cpu = results[variant].cpu_per_chunk(args.chunks)
-        if inst is not None:
-            per_chunk_i[variant] = inst
-        if cpu is not None:
-            per_chunk_t[variant] = cpu
-    figures, unit = (per_chunk_i, "instructions") if use_callgrind else (per_chunk_t, "CPU time")
-    for line in verdicts(figures, PEERS, unit).lines:
-        emit(line)
-    ours, base = figures.get("otel-llm"), figures.get("bare")
-    if use_callgrind and ours is not None and base is not None and per_chunk_t.get("bare"):
-        cpu_ours, cpu_base = per_chunk_t.get("otel-llm"), per_chunk_t["bare"]
-        if cpu_ours is not None:
-            emit(
-                f"(CPU time, secondary: otel-llm {cpu_ours / cpu_base:.3f}x bare; "
-                "not judged: noisy)"
-            )
+    lines.extend(verdict_lines)
+    cpu_ours, cpu_base = per_chunk_t.get("otel-llm"), per_chunk_t.get("bare")
+    if use_callgrind and cpu_ours is not None and cpu_base:
+        emit(f"(CPU time, secondary: otel-llm {cpu_ours / cpu_base:.3f}x bare; not judged: noisy)")
     emit("")
     emit(f"run time {elapsed_s:.0f} s")
     return "\n".join(lines)
@@ -290,7 +293,7 @@ def main(args: argparse.Namespace) -> None:
 
             def one(variant: str) -> None:
                 command = worker_command(args, variant, "callgrind-worker")
-                callgrind(command, child_env(), variant, [args.callgrind_chunks], results[variant])
+                callgrind(command, child_env(), variant, args.callgrind_chunks, results[variant])
 
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
                 for _ in pool.map(one, args.variants):
@@ -311,7 +314,10 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunks", type=int, default=20_000, help="chunks per timed stream")
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds per variant")
     parser.add_argument(
-        "--callgrind-chunks", type=int, default=2_000, help="chunks of the callgrind stream"
+        "--callgrind-chunks",
+        type=lambda text: [int(n) for n in text.split(",") if n],
+        default=[150, 1_000, 2_000],
+        help="chunks of each measured callgrind stream (comma-separated)",
     )
     parser.add_argument("--warmup-chunks", type=int, default=200)
     parser.add_argument("--no-callgrind", action="store_true", help="CPU time only")
@@ -343,7 +349,7 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = parse()
     if arguments.callgrind_worker:
-        callgrind_worker(Streamer(arguments), [arguments.callgrind_chunks], arguments.warmup_chunks)
+        callgrind_worker(Streamer(arguments), arguments.callgrind_chunks, arguments.warmup_chunks)
     elif arguments.time_worker:
         timing_worker(Streamer(arguments), arguments.warmup_chunks)
     else:
