@@ -48,8 +48,9 @@ never stack -- neither peer fully uninstruments this openai release. Two figures
    rotating order, so drift in the machine's load spreads over all variants.
 
 Targets (judged on instructions at every length; on CPU time with ``--no-callgrind``): otel-llm
-<= 1.02x bare (``TARGET``), and below every peer. The script also prints what each variant recorded for the measured stream
-(spans, span events, metric points), so a variant that records nothing is visible.
+<= 1.02x bare (``TARGET``), and below every peer. The script also prints what each variant
+recorded for the measured stream (spans, span events, metric points), so a variant that records
+nothing is visible.
 
     .venv/bin/python -m benchmarks.overhead.openai_sdk [--chunks 20000] [--rounds 5]
         [--callgrind-chunks 150,1000,2000] [--no-callgrind] [--client sync|async] [--out FILE]
