@@ -1,0 +1,191 @@
+"""``otel-llm query``'s canned queries on a 1,000,000-call store, against their floor.
+
+The floor of a query is the same aggregate over a flat table that already holds what it reads:
+one row per call with its winning attempt's provider, model and figures, the call's hedge
+counts, and -- for the re-thresholded queries -- the winner's chunk gaps and whether they can
+decide its stall figures at another threshold. That table is built once per run from the same
+store (not timed) and held by DuckDB in memory. The benchmark checks that each floor query
+returns exactly the rows of the query it stands for, then times both (median of ``--runs``
+after a cold run) and prints the ratio. Target: each query at most ``TARGET`` times its floor.
+
+The store is the one ``benchmarks/store/queries.py`` builds and caches (real SDK spans
+replicated with fresh ids over 24 h).
+
+    .venv/bin/python -m benchmarks.store.breakdown [--calls 1000000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import duckdb
+
+from benchmarks.store.queries import build_store
+from otel_llm import _semconv as sc
+from otel_llm._figures import GENERATION_MS, STALL_COUNT, STALL_MS, TTFT_MS, WALL_MS
+from otel_llm._measure._stalls import NS_PER_MS
+from otel_llm._show._sql._views import ATTEMPTS_VIEW, CALLS_VIEW, DUCKDB, winner_on
+from otel_llm._show._store._access import open_store
+from otel_llm._show._store._breakdown import breakdown_sql, worst_stalls_sql
+
+TARGET = 1.5
+"""Each canned query at most this many times its floor."""
+THRESHOLDS = (None, 250, 500)
+"""As measured, then re-thresholded."""
+
+FLAT = "flat_winners"
+
+
+def _listed(values: Iterable[str]) -> str:
+    return ", ".join(f"'{value}'" for value in sorted(values))
+
+
+def flat_table_sql() -> str:
+    """One row per call: its winner's identity and figures as measured, the call's hedges, and
+    what a re-threshold reads (the gaps, the measured threshold, whether they can decide)."""
+    return f"""
+    CREATE TEMP TABLE {FLAT} AS
+    SELECT
+        a.provider, a.model, a.trace_id,
+        a.{WALL_MS.name}, a.{STALL_MS.name}, a.{GENERATION_MS.name}, a.{STALL_COUNT.name},
+        a.{TTFT_MS.name}, a.max_inter_chunk_ms, a.chunk_count,
+        c.hedges AS call_hedges, c.hedge_won AS call_hedge_won,
+        t."ChunkGapNs" AS gaps,
+        t."StallThresholdMs" AS measured_threshold,
+        NOT coalesce(t."Outcome", '') IN ({_listed(sc.OUTCOMES_WITHOUT_FIGURES)})
+            AND coalesce(t."MeteringStatus", '') IN
+                ({_listed((sc.METERING_EXACT, sc.METERING_NOT_STREAMED))}) AS figured,
+        coalesce(t."Stream", false) AND coalesce(t."ChunkCount", 0) >= 2 AS observable,
+        coalesce(t."ChunkEventsFloorMs", 0) AS events_floor_ms
+    FROM {CALLS_VIEW} c
+    JOIN {ATTEMPTS_VIEW} a ON {winner_on("c", "a")}
+    JOIN otel_traces t ON t."SpanId" = a.span_id AND t."TraceId" = a.trace_id
+    WHERE a.trace_id = c.trace_id
+    """
+
+
+def _at(threshold: int | None) -> tuple[str, str, str]:
+    """Stall ms, stall count and generation ms of a flat row at ``threshold`` (``None``: as
+    measured), as ``llm_attempts_at`` re-derives them."""
+    if threshold is None:
+        return STALL_MS.name, STALL_COUNT.name, GENERATION_MS.name
+    over = f"list_filter(gaps, lambda g: g > {threshold} * {NS_PER_MS})"
+    usable = f"figured AND observable AND {threshold} >= events_floor_ms"
+    here = f"{threshold} = measured_threshold AND {STALL_MS.name} IS NOT NULL"
+    total = f"coalesce(list_sum({over}), 0) // {NS_PER_MS}"
+    stall = f"CASE WHEN {usable} THEN {total} WHEN {here} THEN {STALL_MS.name} END"
+    count = f"CASE WHEN {usable} THEN len({over}) WHEN {here} THEN {STALL_COUNT.name} END"
+    generation = (
+        f"CASE WHEN {usable} THEN greatest(0, {WALL_MS.name} - {total}) "
+        f"WHEN {here} THEN greatest(0, {WALL_MS.name} - {STALL_MS.name}) "
+        f"WHEN figured AND NOT observable THEN {WALL_MS.name} END"
+    )
+    return stall, count, generation
+
+
+def floor_breakdown_sql(threshold: int | None) -> str:
+    """The breakdown's aggregate over the flat table."""
+    stall, count, generation = _at(threshold)
+    wall = WALL_MS.name
+    return f"""
+    WITH w AS (
+        SELECT provider, model, {wall}, {TTFT_MS.name}, call_hedges, call_hedge_won,
+            {stall} AS s, {count} AS n, {generation} AS g
+        FROM {FLAT}
+    )
+    SELECT
+        provider || '/' || model AS model,
+        count(*) AS calls,
+        round(sum({wall}) / 1000.0, 1),
+        round(sum(s) / 1000.0, 1),
+        round(sum(g) / 1000.0, 1),
+        round(100.0 * sum(s) / nullif(sum({wall}), 0), 1),
+        count_if(n > 0),
+        count_if(call_hedges > 0),
+        count_if(call_hedge_won),
+        round(quantile_cont({TTFT_MS.name}, 0.5) / 1000.0, 2),
+        round(quantile_cont({wall}, 0.5) / 1000.0, 2),
+        round(quantile_cont({wall}, 0.99) / 1000.0, 2)
+    FROM w
+    GROUP BY provider, w.model
+    ORDER BY 1
+    """
+
+
+def floor_worst_sql(threshold: int | None, limit: int = 5) -> str:
+    stall, count, _ = _at(threshold)
+    return f"""
+    WITH w AS (SELECT *, {stall} AS s, {count} AS n FROM {FLAT})
+    SELECT left(trace_id, 16), provider || '/' || model,
+        round({WALL_MS.name} / 1000.0, 2), round(s / 1000.0, 2), n,
+        round(max_inter_chunk_ms / 1000.0, 2), round({TTFT_MS.name} / 1000.0, 2), chunk_count
+    FROM w WHERE s > 0 ORDER BY s DESC LIMIT {limit}
+    """
+
+
+def timed(run: Callable[[], list[tuple[Any, ...]]], runs: int) -> tuple[float, float]:
+    """Cold and median seconds."""
+    began = time.perf_counter()
+    run()
+    cold = time.perf_counter() - began
+    samples = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - began)
+    return cold, statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1_000_000)
+    parser.add_argument("--segment-rows", type=int, default=250_000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    store = build_store(args.calls, args.segment_rows)
+    print(f"store: {store.calls:,} calls, {store.spans:,} spans in {store.segments} segments")
+    failed = []
+    with open_store(store.path, views=True) as conn:
+        began = time.perf_counter()
+        conn.execute(flat_table_sql())
+        (rows,) = conn.execute(f"SELECT count(*) FROM {FLAT}").fetchone() or (0,)
+        print(f"flat table: {rows:,} rows, built in {time.perf_counter() - began:.1f} s (untimed)")
+        print(f"{'query':<28}{'cold ms':>9}{'median ms':>11}{'floor ms':>10}{'ratio':>8}")
+        cases = [
+            (f"breakdown {t or 'as measured'}", breakdown_sql(t), floor_breakdown_sql(t), None)
+            for t in THRESHOLDS
+        ]
+        cases += [  # calls tied on their stall come in any order: compare the stalls only
+            (f"worst stalls {t or 'as measured'}", worst_stalls_sql(5, t), floor_worst_sql(t), 3)
+            for t in THRESHOLDS
+        ]
+        for name, sql, floor, key in cases:
+            ours = [row if key is None else row[key] for row in conn.execute(sql).fetchall()]
+            theirs = [row if key is None else row[key] for row in conn.execute(floor).fetchall()]
+            if ours != theirs:
+                raise SystemExit(f"{name}: the floor does not return the query's rows")
+            cold, median = timed(lambda sql=sql: conn.execute(sql).fetchall(), args.runs)
+            _, floor_s = timed(lambda floor=floor: conn.execute(floor).fetchall(), args.runs)
+            ratio = median / floor_s
+            if ratio > TARGET:
+                failed.append(name)
+            print(
+                f"{name:<28}{cold * 1000:>9.1f}{median * 1000:>11.1f}{floor_s * 1000:>10.1f}"
+                f"{ratio:>7.1f}x"
+            )
+    print(
+        f"{'FAIL' if failed else 'PASS'}  every canned query <= {TARGET}x its floor"
+        + (f": over in {', '.join(failed)}" if failed else "")
+    )
+    _ = DUCKDB, duckdb  # the dialect and engine the canned queries are written for
+
+
+if __name__ == "__main__":
+    from benchmarks.support.header import print_header
+
+    print_header(__spec__.name)
+    main()
