@@ -57,6 +57,11 @@ class Defaults:
     export_warn_every_s: float = 10.0
     """The writer repeats a warning (an unwritable store, dropped spans) at most this often."""
 
+    export_fork_waits_s: float = 60.0
+    """How long a ``fork()`` waits for the writer thread to finish importing DuckDB and Arrow
+    (about 0.5 s; a child forked in the middle of an import would find that import's lock held
+    by a thread it does not have)."""
+
     shutdown_timeout_s: float = 10.0
     """Bound on how long ``shutdown()`` waits for pending spans (a store that is already
     failing gets one more attempt, not the whole wait)."""

@@ -13,8 +13,12 @@ too, and dispatches the unfinished event: a quirk not kept).
 The decoder works on bytes and decodes each event's data once, so a chunk costs a split, a few
 byte comparisons and one decode: the same events as ``httpx2.EventSource`` at a fraction of its
 cost (it decodes the text incrementally, then re-encodes each line to count its size, and builds a
-frozen dataclass per event). An event larger than ``max_event_bytes`` (counting what is still
-unterminated) raises :class:`EventTooLarge`: a hostile stream cannot grow memory without bound.
+frozen dataclass per event). A line that arrives in many pieces is kept as its pieces until it
+ends, so a line sent a few bytes at a time costs time linear in its length. An event larger than
+``max_event_bytes`` (its bytes as received, counting what is still unterminated; the HTTP
+library counts the UTF-8 of the decoded text, where an undecodable byte counts 3) raises
+:class:`EventTooLarge` once the events before it are out: a hostile stream cannot grow memory
+without bound.
 """
 
 from __future__ import annotations
@@ -38,57 +42,109 @@ class EventTooLarge(ValueError):
 class SSEDecoder:
     """Bytes in (:meth:`feed`, then :meth:`close` at a clean end), events out."""
 
-    __slots__ = ("_cr", "_data", "_event", "_limit", "_pending", "_size", "_started", "_tail")
+    __slots__ = (
+        "_cr",
+        "_data",
+        "_event",
+        "_limit",
+        "_overflow",
+        "_parts",
+        "_pending",
+        "_size",
+        "_started",
+        "_waiting",
+    )
 
     def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._limit = max_event_bytes
-        self._tail = b""
-        """The last line, unterminated so far."""
+        self._parts: list[bytes] = []
+        """The last line's bytes so far, unterminated (kept apart: joined once it ends)."""
+        self._waiting = 0
+        """Their length."""
         self._cr = False
-        """The bytes so far ended with a CR (taken back off ``_tail``'s line end)."""
+        """The bytes so far ended with a CR (held back: it may be half of a CR LF)."""
         self._started = False
         """The byte-order mark question is settled."""
         self._data: list[bytes] = []
         self._event = b""
         self._pending = False
         self._size = 0
+        self._overflow: EventTooLarge | None = None
+        """The bound was crossed after events that were still given out: raised next."""
 
     def feed(self, chunk: bytes) -> list[Event]:
-        """The events ``chunk`` completes, in order."""
-        if self._cr:  # the CR held back ends the last line (before the new bytes)
-            chunk = b"\r" + chunk
-            self._cr = False
-        if self._tail:
-            chunk = self._tail + chunk
+        """The events ``chunk`` completes, in order; :class:`EventTooLarge` once an event
+        outgrows the bound (after the events completed before it)."""
+        if self._overflow is not None:
+            raise self._overflow
         if not self._started:
+            chunk = b"".join((*self._parts, chunk))
+            self._parts, self._waiting = [], 0
             if len(chunk) < len(BOM) and BOM.startswith(chunk):
-                self._tail = chunk  # too short to tell yet
+                if chunk:
+                    self._parts, self._waiting = [chunk], len(chunk)  # too short to tell yet
                 return []
             self._started = True
             if chunk.startswith(BOM):
                 chunk = chunk[len(BOM) :]
+        if self._cr:  # the CR held back ends the last line (before the new bytes)
+            chunk = b"\r" + chunk
+            self._cr = False
+        elif b"\n" not in chunk and b"\r" not in chunk:  # the line goes on: no copy, no scan
+            if chunk:
+                self._parts.append(chunk)
+                self._waiting += len(chunk)
+                self._check(self._waiting)
+            return []
+        if self._parts:
+            chunk = b"".join((*self._parts, chunk))
+            self._parts, self._waiting = [], 0
         if b"\r" in chunk:
             if chunk[-1] == 13:  # may be half of a CR LF: wait for the next byte
                 chunk = chunk[:-1]
                 self._cr = True
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         lines = chunk.split(b"\n")
-        self._tail = lines.pop()
+        tail = lines.pop()
         events = self._lines(lines) if lines else []
-        if self._size + len(self._tail) > self._limit:
-            raise EventTooLarge(f"an event exceeded the {self._limit} byte limit")
+        if tail:
+            self._parts, self._waiting = [tail], len(tail)
+        if self._overflow is None:
+            try:
+                self._check(self._waiting)
+            except EventTooLarge as exc:
+                self._overflow = exc
+        if self._overflow is not None and not events:
+            raise self._overflow
         return events
 
     def close(self) -> list[Event]:
         """The body ended cleanly: a line ended by a last lone CR is taken as ended (and may
         dispatch); an unterminated event is dropped."""
+        if self._overflow is not None:
+            raise self._overflow
         if not self._cr:
             return []
         self._cr = False
-        line, self._tail = self._tail, b""
-        return self._lines([line])
+        line = b"".join(self._parts)
+        self._parts, self._waiting = [], 0
+        events = self._lines([line])
+        overflow = self._crossed()
+        if overflow is not None and not events:
+            raise overflow
+        return events
+
+    def _crossed(self) -> EventTooLarge | None:
+        """The overflow :meth:`_lines` noted, if any."""
+        return self._overflow
+
+    def _check(self, unterminated: int) -> None:
+        if self._size + unterminated > self._limit:
+            raise EventTooLarge(f"an event exceeded the {self._limit} byte limit")
 
     def _lines(self, lines: list[bytes]) -> list[Event]:
+        """The events ``lines`` complete; stops at the line that crosses the bound (noted in
+        ``_overflow``, raised once the events before it are out)."""
         events: list[Event] = []
         limit = self._limit
         for line in lines:
@@ -108,7 +164,8 @@ class SSEDecoder:
                 continue
             self._size += len(line)
             if self._size > limit:
-                raise EventTooLarge(f"an event exceeded the {limit} byte limit")
+                self._overflow = EventTooLarge(f"an event exceeded the {limit} byte limit")
+                break
             name, _, value = line.partition(b":")
             if value[:1] == b" ":
                 value = value[1:]
@@ -122,8 +179,8 @@ class SSEDecoder:
                 if b"\0" not in value:
                     self._pending = True
             elif name == b"retry":
-                try:
-                    int(value)
+                try:  # as text: a number in any script's digits counts, as it does there
+                    int(value.decode("utf-8", "replace"))
                 except ValueError:
                     continue
                 self._pending = True

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import codecs
 import itertools
+import time
 
 import pytest
 from httpx2._sse import _SSEParser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otel_llm._act._sse import BOM, EventTooLarge, SSEDecoder
+from otel_llm._act._sse import BOM, MAX_EVENT_BYTES, EventTooLarge, SSEDecoder
 
 SAMPLE_LINES = [
     b'data: {"a": 1}', b"data:x", b"data", b"data: ", b"event: error", b"event:", b": keepalive",
     b":", b"id: 7", b"id: a\0b", b"retry: 10", b"retry: soon", b"unknown: field",
-    b"data: caf\xc3\xa9", b"data: \xff\xfe", b"data: \xe2\x82",
+    b"data: caf\xc3\xa9", b"data: \xff\xfe", b"data: \xe2\x82", "retry: \u0661\u0660".encode(),
 ]  # fmt: skip
 """Field lines of every kind: data, event, comments, id (with and without NUL), retry (a number
-or not), an unknown field, good and broken UTF-8."""
+or not, in any script's digits), an unknown field, good and broken UTF-8."""
 FIELD_LINES = st.one_of(
     st.sampled_from(SAMPLE_LINES),
     st.binary(max_size=12).map(lambda raw: raw.replace(b"\r", b"").replace(b"\n", b"")),
@@ -103,3 +104,31 @@ def test_an_event_larger_than_the_bound_fails_before_it_ends() -> None:
     small = SSEDecoder(max_event_bytes=100)
     for _ in range(100):  # many small events: each within the bound
         assert small.feed(b"data: 0123456789\n\n") == [("message", "0123456789")]
+
+
+def test_events_before_the_bound_are_given_out_first() -> None:
+    """The events a piece completes before the one that outgrows the bound come out; the
+    error follows at the next read."""
+    decoder = SSEDecoder(max_event_bytes=150)
+    assert decoder.feed(b"data: a\n\ndata: " + b"x" * 200) == [("message", "a")]
+    with pytest.raises(EventTooLarge):
+        decoder.feed(b"more")
+    ended = SSEDecoder(max_event_bytes=150)
+    assert ended.feed(b"data: a\n\ndata: " + b"x" * 200 + b"\n") == [("message", "a")]
+    with pytest.raises(EventTooLarge):
+        ended.close()
+
+
+def test_a_line_in_tiny_pieces_costs_linear_time() -> None:
+    """A 1 MB line sent 10 bytes at a time (HTTP chunks a hostile server writes at once) is
+    read in time linear in its length: the unterminated tail is not copied again per piece.
+    Copying it per piece took 22 s of CPU here; linear takes well under 0.1 s, so the bound
+    leaves a margin of 20 times."""
+    decoder = SSEDecoder()
+    began = time.process_time()
+    decoder.feed(b"data: ")
+    for _ in range((MAX_EVENT_BYTES - 6) // 10):  # up to the bound
+        assert decoder.feed(b"0123456789") == []
+    with pytest.raises(EventTooLarge):
+        decoder.feed(b"0123456789")
+    assert time.process_time() - began < 2.0

@@ -15,8 +15,9 @@ Nothing is lost silently, and nothing here ever raises into the application.
 
 The writer thread imports DuckDB, Arrow and Parquet itself, first thing (:meth:`start`, which
 ``init()`` calls as it returns, or the first span), so constructing an exporter costs none of
-their ~0.4 s; a ``fork()`` waits until that load is done, so a child never inherits an import
-half made by a thread it does not have.
+their ~0.4 s; a ``fork()`` waits until that load is done (a bounded while: a child that still
+inherits an import half made by a thread it does not have says so in a warning). A process that
+shuts down at once waits for the load instead, at exit.
 """
 
 from __future__ import annotations
@@ -47,9 +48,6 @@ _YIELD_AFTER_S: Final = 0.0005
 """The writer gives the GIL away after this much work..."""
 _YIELD_S: Final = 0.0001
 """...for this long: enough for a waiting thread (the event loop) to take it."""
-_FORK_WAITS_S: Final = 10.0
-"""How long a fork waits for a writer still importing its libraries (a child forked in the
-middle of an import would find the import's lock held by a thread it does not have)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +65,18 @@ class ExportStats:
 def _before_fork(reference: weakref.ref[SegmentSpanExporter]) -> None:
     exporter = reference()
     if exporter is not None and exporter._thread is not None:
-        exporter._loaded.wait(_FORK_WAITS_S)
+        exporter._loaded_at_fork = exporter._loaded.wait(DEFAULTS.export_fork_waits_s)
 
 
 def _after_fork(reference: weakref.ref[SegmentSpanExporter]) -> None:
     exporter = reference()
     if exporter is not None:
+        if not exporter._loaded_at_fork:
+            logger.warning(
+                "otel-llm: this process was forked while the store's writer was still importing "
+                "DuckDB and Arrow (%g s after it began); importing them here may never return",
+                DEFAULTS.export_fork_waits_s,
+            )
         exporter._forked()
 
 
@@ -147,6 +151,8 @@ class SegmentSpanExporter(SpanExporter):
         self._thread: threading.Thread | None = None
         self._loaded = threading.Event()
         """Set once the writer imported DuckDB, Arrow and Parquet (or failed to)."""
+        self._loaded_at_fork = True
+        """Whether that load had ended when the process last forked (a child checks)."""
         reference = weakref.ref(self)
         os.register_at_fork(
             before=lambda: _before_fork(reference),
@@ -189,6 +195,7 @@ class SegmentSpanExporter(SpanExporter):
         parent writes those)."""
         self._cond = threading.Condition()
         self._loaded = threading.Event()
+        self._loaded_at_fork = True
         self._queue.clear()
         self._encoded.clear()
         self._encoded_spans = self._converting = self._flush_requests = 0
@@ -297,11 +304,17 @@ class SegmentSpanExporter(SpanExporter):
     # --- writer thread ------------------------------------------------------------------------
 
     def _ensure_thread(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name="otel-llm-store-writer", daemon=True
-            )
-            self._thread.start()
+        """Start the writer thread unless it runs; a thread that cannot start (the process is
+        out of threads) is a warning, and the next span tries again."""
+        if self._thread is not None:
+            return
+        thread = threading.Thread(target=self._run, name="otel-llm-store-writer", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as exc:
+            logger.warning("otel-llm: could not start the store's writer thread (%s)", exc)
+            return
+        self._thread = thread
 
     def _due(self) -> float | None:
         """Seconds until the writer should seal a segment (0: now; None: nothing to do).

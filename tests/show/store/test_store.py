@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -503,6 +504,30 @@ def test_a_fork_during_the_writers_load_waits_for_it(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["-", "0"]
     assert count(path) == 2
+
+
+def test_a_writer_thread_that_cannot_start_is_a_warning_and_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Out of threads, ``start()`` (what ``init()`` calls) warns instead of raising into the
+    application, and the next span starts the writer once threads are there again."""
+    exporter = SegmentSpanExporter(tmp_path / "store")
+    real_start = threading.Thread.start
+
+    def refuse(thread: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        exporter.start()
+    assert "could not start the store's writer thread" in caplog.text
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    spans = Spans()
+    spans.tracer.start_span("after").end()
+    exporter.export(spans.finished())
+    assert exporter.force_flush(30_000)
+    exporter.shutdown()
+    assert count(tmp_path / "store") == 1
 
 
 _CRASHED_MERGE = textwrap.dedent(
