@@ -46,6 +46,9 @@ OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = (
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 )
 """``true``: prompts and outputs are recorded on call spans (off by default)."""
+OTEL_SEMCONV_STABILITY_OPT_IN: Final = "OTEL_SEMCONV_STABILITY_OPT_IN"
+"""Comma-separated opt-ins to newer convention names (``gen_ai_client_inference``, ``…/dup``:
+the metrics' new names, or both)."""
 
 # --- the terminal's, honoured by the otel-llm command --------------------------------------------
 COLUMNS: Final = "COLUMNS"

@@ -13,12 +13,8 @@ from opentelemetry.trace import StatusCode
 
 from otel_llm import AllSourcesExhausted, Client, Source, observe_stream
 from otel_llm import _semconv as sc
-from otel_llm._measure._metrics import (
-    GENERATION_DURATION,
-    OPERATION_DURATION,
-    STALL_DURATION,
-    TIME_TO_FIRST_CHUNK,
-)
+from otel_llm._measure._metric_names import DURATION, GENERATION, STALL
+from otel_llm._measure._metric_names import TIME_TO_FIRST_CHUNK as TTFT
 from otel_llm.testing import Scripted, Spans, error, sse_answer, use_clock
 from tests.support.stream_scripts import FakeClock, scripted
 
@@ -56,17 +52,17 @@ def test_wrapped_stream_records_the_four_histograms(
             pass
     got = points(reader)
     assert set(got) == {
-        OPERATION_DURATION,
-        TIME_TO_FIRST_CHUNK,
-        STALL_DURATION,
-        GENERATION_DURATION,
+        DURATION.current,
+        TTFT.current,
+        STALL.current,
+        GENERATION.current,
     }
-    (stall,) = got[STALL_DURATION]
+    (stall,) = got[STALL.current]
     assert stall.sum == pytest.approx(2.0)
     assert 1.0 in stall.explicit_bounds, "a bucket boundary at the default threshold"
-    (ttft,) = got[TIME_TO_FIRST_CHUNK]
+    (ttft,) = got[TTFT.current]
     assert ttft.sum == pytest.approx(0.04)
-    (duration,) = got[OPERATION_DURATION]
+    (duration,) = got[DURATION.current]
     assert dict(duration.attributes or {})["gen_ai.operation.name"] == "chat"
     provider.shutdown()
 
@@ -87,7 +83,7 @@ async def test_client_records_calls_and_failures(
         await client.chat([{"role": "user", "content": "x"}])
         with pytest.raises(Exception, match="400"):
             await client.chat([{"role": "user", "content": "x"}])
-    durations = points(reader)[OPERATION_DURATION]
+    durations = points(reader)[DURATION.current]
     kinds: dict[Any, int] = {}
     for point in durations:
         kinds[dict(point.attributes or {}).get("error.type")] = point.count
@@ -175,6 +171,6 @@ def test_a_closed_wrapped_stream_is_not_an_error(
     assert dict(call.attributes or {})["error.type"] == sc.OUTCOME_CLOSED
     assert call.status.status_code is StatusCode.UNSET
     assert list(call.events) == []
-    (duration,) = points(reader)[OPERATION_DURATION]
+    (duration,) = points(reader)[DURATION.current]
     assert dict(duration.attributes or {})["error.type"] == sc.OUTCOME_CLOSED
     provider.shutdown()
