@@ -75,6 +75,24 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[Event]:
         """The events ``chunk`` completes, in order; :class:`EventTooLarge` once an event
         outgrows the bound (after the events completed before it)."""
+        if self._parts or self._cr or self._overflow is not None or not self._started:
+            return self._feed_carefully(chunk)
+        if b"\r" in chunk:
+            return self._feed_carefully(chunk)
+        lines = chunk.split(b"\n")  # the common piece: whole lines, LF-ended
+        tail = lines.pop()
+        events = self._lines(lines) if lines else []
+        if tail:
+            self._parts, self._waiting = [tail], len(tail)
+            self._note_size()
+        overflow = self._crossed()
+        if overflow is not None and not events:
+            raise overflow
+        return events
+
+    def _feed_carefully(self, chunk: bytes) -> list[Event]:
+        """:meth:`feed` with a line pending, a CR held back, the stream's first bytes or the
+        bound already crossed."""
         if self._overflow is not None:
             raise self._overflow
         if not self._started:
@@ -94,7 +112,9 @@ class SSEDecoder:
             if chunk:
                 self._parts.append(chunk)
                 self._waiting += len(chunk)
-                self._check(self._waiting)
+                self._note_size()
+                if self._overflow is not None:
+                    raise self._overflow
             return []
         if self._parts:
             chunk = b"".join((*self._parts, chunk))
@@ -109,13 +129,10 @@ class SSEDecoder:
         events = self._lines(lines) if lines else []
         if tail:
             self._parts, self._waiting = [tail], len(tail)
-        if self._overflow is None:
-            try:
-                self._check(self._waiting)
-            except EventTooLarge as exc:
-                self._overflow = exc
-        if self._overflow is not None and not events:
-            raise self._overflow
+            self._note_size()
+        overflow = self._crossed()
+        if overflow is not None and not events:
+            raise overflow
         return events
 
     def close(self) -> list[Event]:
@@ -138,9 +155,11 @@ class SSEDecoder:
         """The overflow :meth:`_lines` noted, if any."""
         return self._overflow
 
-    def _check(self, unterminated: int) -> None:
-        if self._size + unterminated > self._limit:
-            raise EventTooLarge(f"an event exceeded the {self._limit} byte limit")
+    def _note_size(self) -> None:
+        """Note an overflow when the pending event and the unterminated line outgrow the
+        bound (raised once the events before it are out)."""
+        if self._overflow is None and self._size + self._waiting > self._limit:
+            self._overflow = EventTooLarge(f"an event exceeded the {self._limit} byte limit")
 
     def _lines(self, lines: list[bytes]) -> list[Event]:
         """The events ``lines`` complete; stops at the line that crosses the bound (noted in
