@@ -57,6 +57,9 @@ class Defaults:
     export_warn_every_s: float = 10.0
     """The writer repeats a warning (an unwritable store, dropped spans) at most this often."""
 
+    metrics_chunk_gaps: bool = False
+    """Whether the per-gap chunk histogram is recorded (``OTEL_LLM_METRICS_CHUNK_GAPS``)."""
+
     export_fork_waits_s: float = 60.0
     """How long a ``fork()`` waits for the writer thread to finish importing DuckDB and Arrow
     (about 0.5 s; a child forked in the middle of an import would find that import's lock held

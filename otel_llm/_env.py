@@ -57,6 +57,9 @@ NO_COLOR: Final = "NO_COLOR"
 """Set to anything: no colour on the terminal (https://no-color.org)."""
 
 # --- otel-llm's own ---------------------------------------------------------------------------
+OTEL_LLM_METRICS_CHUNK_GAPS: Final = "OTEL_LLM_METRICS_CHUNK_GAPS"
+"""``true``: record the per-gap chunk histogram (one point per gap between chunks; off by
+default, for its cost on long streams)."""
 OTEL_LLM_DB: Final = "OTEL_LLM_DB"
 """The embedded store directory (default ``./otel-llm-store``)."""
 

@@ -17,6 +17,7 @@ from otel_llm._act._pool import Pool
 from otel_llm._act._source import Source
 from otel_llm._act._transport import chat_completion, embeddings
 from otel_llm._act._watchdog import Watchdog
+from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import StallFigures
 
@@ -57,6 +58,7 @@ class Attempt:
         signal: asyncio.Event | None = None,
         request_attributes: Mapping[str, AttributeValue] | None = None,
         operation: str = sc.OPERATION_CHAT,
+        metrics: LlmMetrics | None = None,
     ) -> None:
         self.source = source
         self.number = number
@@ -79,6 +81,7 @@ class Attempt:
             context=context,
             signal=signal,
             secrets=source.secrets(),
+            metrics=metrics,
         )
 
     @property

@@ -33,6 +33,7 @@ from otel_llm._act._settings import ClientSettings
 from otel_llm._act._source_state import Candidates, SourceState, Stay
 from otel_llm._act._stall_budget import StallBudget
 from otel_llm._act._wait_warning import WaitWarning, wait_message
+from otel_llm._measure._metrics import LlmMetrics
 
 T = TypeVar("T")
 
@@ -66,6 +67,8 @@ class CallShared:
     admission: Admission
     hedge_budget: HedgeBudgets
     rng: random.Random = field(default_factory=random.Random)
+    metrics: LlmMetrics | None = None
+    """Where each attempt records its outcome and stalls as it ends."""
 
 
 class CallRun(Generic[T]):
@@ -105,6 +108,7 @@ class CallRun(Generic[T]):
                 operation=operation,
                 stream=stream,
                 rng=shared.rng,
+                metrics=shared.metrics,
             ),
             self.candidates,
             payload=payload,

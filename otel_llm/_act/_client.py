@@ -355,6 +355,7 @@ class Client:
             admission=self._admission,
             hedge_budget=self._hedge_budgets,
             rng=self._rng,
+            metrics=self._metrics,
         )
 
     async def chat(

@@ -29,6 +29,7 @@ from otel_llm._act._hedge_budget import HedgeBudgets, Trigger
 from otel_llm._act._pool import Pool
 from otel_llm._act._source_state import Candidates, SourceState
 from otel_llm._defaults import DEFAULTS
+from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._response import Usage
 
 T = TypeVar("T")
@@ -76,6 +77,7 @@ class CallContext:
     operation: str
     stream: bool
     rng: random.Random
+    metrics: LlmMetrics | None = None
 
 
 class LegLedger(Generic[T]):
@@ -128,6 +130,7 @@ class LegLedger(Generic[T]):
             context=call.context,
             signal=signal,
             operation=call.operation,
+            metrics=call.metrics,
         )
         return Leg(state, attempt, tokens)
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Final
+from typing import Final, Literal
 
 from otel_llm import _env as env
 from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
 
 
 class Naming(Enum):
@@ -39,9 +40,28 @@ BOTH_TOKEN: Final = f"{RENAMED_TOKEN}/dup"
 """The value that asks for both names."""
 
 
+SECONDS_BOUNDARIES: Final = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
+    DEFAULTS.stall_threshold_ms / 1000,
+    1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68,
+)  # fmt: skip
+"""Bucket boundaries of the call-level histograms (seconds); 1.0 is the default stall threshold,
+so "over the threshold" is one bucket query."""
+GAP_BOUNDARIES: Final = (
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
+    DEFAULTS.stall_threshold_ms / 1000,
+    2.0, 5.0, 10.0, 30.0,
+)  # fmt: skip
+"""Bucket boundaries of the gap between chunks (seconds): fast models stream a chunk every
+5-30 ms, so the edges start at 1 ms; the default stall threshold (1 s) is an edge, so the gaps
+that were stalls are one bucket query; a few edges above it say how long those stalls were."""
+COUNT_BOUNDARIES: Final = (0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0)
+"""Bucket boundaries of a count per attempt (stalls): none, one, two, a few, many."""
+
+
 @dataclass(frozen=True, slots=True)
 class MetricName:
-    """One metric: its key in otel-llm, its names, unit and description."""
+    """One metric: its key in otel-llm, its names, instrument, unit and description."""
 
     key: str
     current: str
@@ -51,6 +71,9 @@ class MetricName:
     description: str
     renamed_by_operation: Mapping[str, str] = field(default_factory=dict)
     """Operations whose new name differs from :attr:`renamed` (an embeddings call's duration)."""
+    instrument: Literal["histogram", "counter"] = "histogram"
+    boundaries: tuple[float, ...] = SECONDS_BOUNDARIES
+    """Explicit bucket boundaries (histograms)."""
 
     def names(self, naming: Naming, operation: str | None = None) -> tuple[str, ...]:
         """The names a point of ``operation`` is recorded under with ``naming``."""
@@ -96,8 +119,43 @@ GENERATION: Final = MetricName(
     "s",
     "Net generation time: wall time minus stalls.",
 )
-METRICS: Final = (DURATION, TIME_TO_FIRST_CHUNK, STALL, GENERATION)
+CHUNK_GAP: Final = MetricName(
+    "time_per_output_chunk",
+    "gen_ai.client.operation.time_per_output_chunk",
+    "gen_ai.client.inference.time_per_output_chunk",
+    "s",
+    "Provider-side time between two incremental chunks, one point per gap (opt-in).",
+    boundaries=GAP_BOUNDARIES,
+)
+STALL_COUNT: Final = MetricName(
+    "stall_count",
+    "otel_llm.client.attempt.stalls",
+    "otel_llm.client.attempt.stalls",
+    "{stall}",
+    "Stalls of one attempt (gaps between chunks longer than the stall threshold).",
+    boundaries=COUNT_BOUNDARIES,
+)
+ATTEMPTS: Final = MetricName(
+    "attempts",
+    "otel_llm.client.attempts",
+    "otel_llm.client.attempts",
+    "{attempt}",
+    "Attempts ended, by outcome (ok, error, watchdog_killed, hedge_cancelled, cancelled, ...).",
+    instrument="counter",
+)
+CALL_METRICS: Final = (DURATION, TIME_TO_FIRST_CHUNK, STALL, GENERATION)
+"""Recorded once per call."""
+ATTEMPT_METRICS: Final = (ATTEMPTS, STALL_COUNT, CHUNK_GAP)
+"""Recorded once per attempt (the gaps: once per gap, when asked for)."""
+METRICS: Final = (*CALL_METRICS, *ATTEMPT_METRICS)
 """Every metric otel-llm records."""
+
+
+def chunk_gaps_from_env() -> bool:
+    """Whether ``OTEL_LLM_METRICS_CHUNK_GAPS`` asks for the per-gap histogram (one point per
+    gap: on long streams it costs as much again as the SDK's reading of the stream)."""
+    value = env.env_text(env.OTEL_LLM_METRICS_CHUNK_GAPS)
+    return DEFAULTS.metrics_chunk_gaps if value is None else value.lower() == "true"
 
 
 def naming_from_env() -> Naming:

@@ -1,75 +1,98 @@
-"""Histograms beside the spans: operation duration, time to first chunk, stall, net generation.
+"""Metrics beside the spans. Per call: operation duration, time to first chunk, stall, net
+generation (histograms in seconds). Per attempt: attempts by outcome (a counter), stalls per
+attempt, and -- when ``OTEL_LLM_METRICS_CHUNK_GAPS=true`` -- the time between chunks, one point
+per gap.
 
 Names follow the GenAI convention where it defines them, under the names
-``OTEL_SEMCONV_STABILITY_OPT_IN`` chooses (:mod:`._metric_names`, their one owner: the current
-``gen_ai.client.operation.*`` by default); the stall and net-generation histograms live in the
-``otel_llm.`` namespace. Every histogram is in seconds and has a bucket boundary at the default
-stall threshold (1 s), so "stalls over the threshold" is one bucket query.
+``OTEL_SEMCONV_STABILITY_OPT_IN`` chooses (:mod:`._metric_names`, their one owner with their
+units and bucket boundaries: the current ``gen_ai.client.operation.*`` by default); the rest
+live in the ``otel_llm.`` namespace. Every time histogram has a bucket boundary at the default
+stall threshold (1 s), so "over the threshold" is one bucket query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
-from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._metric_names import (
+    ATTEMPTS,
+    CHUNK_GAP,
     DURATION,
     GENERATION,
     METRICS,
     STALL,
+    STALL_COUNT,
     TIME_TO_FIRST_CHUNK,
     MetricName,
     Naming,
+    chunk_gaps_from_env,
     naming_from_env,
 )
 from otel_llm._measure._stalls import StallFigures
 from otel_llm._version import __version__
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import Histogram
-
-BOUNDARIES_S = (
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64,
-    DEFAULTS.stall_threshold_ms / 1000,
-    1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68,
-)  # fmt: skip
-"""Bucket boundaries (seconds); 1.0 is the default stall threshold."""
+    from opentelemetry.metrics import Counter, Histogram
 
 
 class LlmMetrics:
-    """The four histograms, from a meter provider (default: the global one), under the names
-    ``naming`` chooses (default: as ``OTEL_SEMCONV_STABILITY_OPT_IN`` says, read here)."""
+    """otel-llm's metrics, from a meter provider (default: the global one), under the names
+    ``naming`` chooses (default: as ``OTEL_SEMCONV_STABILITY_OPT_IN`` says, read here); the
+    per-gap histogram when ``chunk_gaps`` (default: ``OTEL_LLM_METRICS_CHUNK_GAPS``)."""
 
     def __init__(
-        self, meter_provider: metrics.MeterProvider | None = None, naming: Naming | None = None
+        self,
+        meter_provider: metrics.MeterProvider | None = None,
+        naming: Naming | None = None,
+        *,
+        chunk_gaps: bool | None = None,
     ) -> None:
         provider = meter_provider or metrics.get_meter_provider()
         meter = provider.get_meter("otel_llm", __version__)
         self.naming = naming_from_env() if naming is None else naming
-        self._instruments: dict[str, Histogram] = {
+        self.chunk_gaps = chunk_gaps_from_env() if chunk_gaps is None else chunk_gaps
+        wanted = [m for m in METRICS if m is not CHUNK_GAP or self.chunk_gaps]
+        self._histogram_named: dict[str, Histogram] = {
             name: meter.create_histogram(
                 name,
                 unit=metric.unit,
                 description=metric.description,
-                explicit_bucket_boundaries_advisory=list(BOUNDARIES_S),
+                explicit_bucket_boundaries_advisory=list(metric.boundaries),
             )
-            for metric in METRICS
+            for metric in wanted
+            if metric.instrument == "histogram"
             for name in metric.all_names(self.naming)
         }
-        self._by_operation: dict[tuple[str, str | None], tuple[Histogram, ...]] = {}
+        self._counter_named: dict[str, Counter] = {
+            name: meter.create_counter(name, unit=metric.unit, description=metric.description)
+            for metric in wanted
+            if metric.instrument == "counter"
+            for name in metric.all_names(self.naming)
+        }
+        self._histograms_of: dict[tuple[str, str | None], tuple[Histogram, ...]] = {}
+        self._counters_of: dict[tuple[str, str | None], tuple[Counter, ...]] = {}
 
     def _histograms(self, metric: MetricName, operation: str | None) -> tuple[Histogram, ...]:
         """The instruments a point of ``metric`` for ``operation`` goes to."""
-        found = self._by_operation.get((metric.key, operation))
+        found = self._histograms_of.get((metric.key, operation))
         if found is None:
             names = metric.names(self.naming, operation)
-            found = self._by_operation[(metric.key, operation)] = tuple(
-                self._instruments[name] for name in names
+            found = self._histograms_of[(metric.key, operation)] = tuple(
+                self._histogram_named[name] for name in names
+            )
+        return found
+
+    def _counters(self, metric: MetricName, operation: str | None) -> tuple[Counter, ...]:
+        found = self._counters_of.get((metric.key, operation))
+        if found is None:
+            names = metric.names(self.naming, operation)
+            found = self._counters_of[(metric.key, operation)] = tuple(
+                self._counter_named[name] for name in names
             )
         return found
 
@@ -80,8 +103,7 @@ class LlmMetrics:
         attributes: Mapping[str, AttributeValue],
     ) -> None:
         """Record one call; stall and generation only when observable (never a fake zero)."""
-        operation = attributes.get(sc.GEN_AI_OPERATION_NAME)
-        op = operation if isinstance(operation, str) else None
+        op = _operation(attributes)
         for histogram in self._histograms(DURATION, op):
             histogram.record(duration_s, attributes)
         if figures is None:
@@ -94,3 +116,31 @@ class LlmMetrics:
                 histogram.record(figures.stall_ms / 1000, attributes)
         for histogram in self._histograms(GENERATION, op):
             histogram.record(figures.generation_ms / 1000, attributes)
+
+    def record_attempt(
+        self,
+        outcome: str,
+        figures: StallFigures | None,
+        gaps_ns: Sequence[int],
+        attributes: Mapping[str, AttributeValue],
+    ) -> None:
+        """Record one ended attempt: its outcome (counted under ``otel_llm.attempt.outcome``),
+        its stalls when observable, and, when asked for, every provider-side gap between its
+        chunks (the consumer's own pauses are not in them)."""
+        op = _operation(attributes)
+        counted = {**attributes, sc.ATTEMPT_OUTCOME: outcome}
+        for counter in self._counters(ATTEMPTS, op):
+            counter.add(1, counted)
+        if figures is not None and figures.stall_count is not None:
+            for histogram in self._histograms(STALL_COUNT, op):
+                histogram.record(figures.stall_count, attributes)
+        if self.chunk_gaps and gaps_ns:
+            for histogram in self._histograms(CHUNK_GAP, op):
+                record = histogram.record
+                for gap in gaps_ns:
+                    record(gap / 1e9, attributes)
+
+
+def _operation(attributes: Mapping[str, AttributeValue]) -> str | None:
+    operation = attributes.get(sc.GEN_AI_OPERATION_NAME)
+    return operation if isinstance(operation, str) else None

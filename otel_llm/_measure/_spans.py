@@ -20,6 +20,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import error_type
 from otel_llm._measure import _clock
 from otel_llm._measure._call_span import record_error
 from otel_llm._measure._chunks import ChunkClock
@@ -28,10 +29,21 @@ from otel_llm._measure._events import (
     choose_event_indices,
     chunk_event_attributes,
 )
+from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._span_events import add_events
 from otel_llm._measure._stalls import StallFigures, meter, stall_sum
 
 logger = logging.getLogger("otel_llm")
+
+
+_METRIC_KEYS = (
+    sc.GEN_AI_OPERATION_NAME,
+    sc.GEN_AI_PROVIDER_NAME,
+    sc.GEN_AI_REQUEST_MODEL,
+    sc.ATTEMPT_SOURCE,
+    sc.ATTEMPT_LEG,
+)
+"""The attempt attributes its metrics carry: what it was, never which one (bounded)."""
 
 
 def _event_budget(span: trace.Span) -> int:
@@ -49,7 +61,17 @@ class AttemptSpan:
     ``finish()`` ends the span exactly once, on every path, and returns the attempt's figures.
     """
 
-    __slots__ = ("_anchor_ns", "_figures", "clock", "secrets", "span", "streamed", "threshold_ms")
+    __slots__ = (
+        "_anchor_ns",
+        "_figures",
+        "_metric_attributes",
+        "_metrics",
+        "clock",
+        "secrets",
+        "span",
+        "streamed",
+        "threshold_ms",
+    )
 
     def __init__(
         self,
@@ -64,9 +86,11 @@ class AttemptSpan:
         consumer_aware: bool = False,
         start_ns: int | None = None,
         secrets: Iterable[str] = (),
+        metrics: LlmMetrics | None = None,
     ) -> None:
         """``start_ns`` (a ``time.monotonic_ns()`` value) defaults to now; ``secrets`` are
-        redacted from any error text the span records."""
+        redacted from any error text the span records; ``metrics`` records the attempt's
+        outcome, stalls and (when asked) gaps as it ends."""
         self._anchor_ns = time_ns()
         start = _clock.now_ns() if start_ns is None else start_ns
         self.clock = ChunkClock(start, signal, consumer_aware=consumer_aware)
@@ -81,6 +105,10 @@ class AttemptSpan:
         if streamed:  # the GenAI convention sets it if and only if the request streams
             attrs[sc.GEN_AI_REQUEST_STREAM] = True
         attrs.update(attributes)
+        self._metrics = metrics
+        self._metric_attributes: dict[str, AttributeValue] = (
+            {key: attrs[key] for key in _METRIC_KEYS if key in attrs} if metrics else {}
+        )
         self.span = tracer.start_span(
             name,
             context=context,
@@ -136,7 +164,31 @@ class AttemptSpan:
             logger.exception("otel-llm: could not record attempt span attributes")
         finally:
             span.end(end_time=self._anchor_ns + (end_ns - self.clock.start_ns))
+        if self._metrics is not None:
+            self._record_metrics(outcome, figures, gaps, error, attributes)
         return figures
+
+    def _record_metrics(
+        self,
+        outcome: str,
+        figures: StallFigures,
+        gaps_ns: list[int],
+        error: BaseException | None,
+        attributes: Mapping[str, Any] | None,
+    ) -> None:
+        """The attempt's metrics, under the span's bounded attributes (never its ids)."""
+        assert self._metrics is not None
+        try:
+            attrs = dict(self._metric_attributes)
+            model = (attributes or {}).get(sc.GEN_AI_RESPONSE_MODEL)
+            if isinstance(model, str):
+                attrs[sc.GEN_AI_RESPONSE_MODEL] = model
+            if error is not None:
+                attrs[sc.ERROR_TYPE] = error_type(error)
+            observable = None if outcome in sc.OUTCOMES_WITHOUT_FIGURES else figures
+            self._metrics.record_attempt(outcome, observable, gaps_ns, attrs)
+        except Exception:  # telemetry must never break the call
+            logger.exception("otel-llm: could not record an attempt's metrics")
 
     def _record_chunk_events(self, span: trace.Span, gaps_ns: list[int]) -> None:
         clock = self.clock

@@ -108,6 +108,7 @@ class CallRecorder:
             consumer_aware=True,
             start_ns=started_ns,
             secrets=secrets,
+            metrics=metrics,
         )
         self.secrets = tuple(secrets)
         self.started_ns = self.attempt.clock.start_ns

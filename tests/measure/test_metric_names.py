@@ -8,11 +8,15 @@ from pathlib import Path
 import httpx2
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import (
+    HistogramDataPoint,
+    InMemoryMetricReader,
+    NumberDataPoint,
+)
 
 from otel_llm import Client, Source, observe_stream
 from otel_llm import _semconv as sc
-from otel_llm._env import OTEL_SEMCONV_STABILITY_OPT_IN
+from otel_llm._env import OTEL_LLM_METRICS_CHUNK_GAPS, OTEL_SEMCONV_STABILITY_OPT_IN
 from otel_llm._measure._metric_names import (
     BOTH_TOKEN,
     METRICS,
@@ -25,11 +29,12 @@ from otel_llm.testing import Scripted, Spans, json_answer, sse_answer
 from tests.support import REPOSITORY
 
 BY_CURRENT = {metric.current: metric for metric in METRICS}
+Point = HistogramDataPoint | NumberDataPoint
 
 
-def points(reader: InMemoryMetricReader) -> dict[str, list[HistogramDataPoint]]:
+def points(reader: InMemoryMetricReader) -> dict[str, list[Point]]:
     data = reader.get_metrics_data()
-    out: dict[str, list[HistogramDataPoint]] = defaultdict(list)
+    out: dict[str, list[Point]] = defaultdict(list)
     for resource in data.resource_metrics if data else ():
         for scope in resource.scope_metrics:
             for metric in scope.metrics:
@@ -37,12 +42,17 @@ def points(reader: InMemoryMetricReader) -> dict[str, list[HistogramDataPoint]]:
     return out
 
 
-def _kind(point: HistogramDataPoint) -> tuple[str, int]:
+def _how_many(point: Point) -> float:
+    """A histogram point's count, a counter's value."""
+    return point.count if isinstance(point, HistogramDataPoint) else point.value
+
+
+def _kind(point: Point) -> tuple[str, float]:
     operation = (point.attributes or {}).get(sc.GEN_AI_OPERATION_NAME)
-    return str(operation), point.count
+    return str(operation), _how_many(point)
 
 
-async def emitted(spans: Spans) -> dict[str, list[HistogramDataPoint]]:
+async def emitted(spans: Spans) -> dict[str, list[Point]]:
     """Every kind of call that records metrics: a streamed and a non-streamed chat, an
     embeddings call through the client, and a wrapped stream."""
     reader = InMemoryMetricReader()
@@ -81,19 +91,21 @@ async def test_the_emitted_names_are_the_tables(
     recorded under exactly the names the table gives for the chosen naming, as many times: a
     name emitted that the table does not give, or one it gives that is missing, fails."""
     monkeypatch.delenv(OTEL_SEMCONV_STABILITY_OPT_IN, raising=False)
+    monkeypatch.setenv(OTEL_LLM_METRICS_CHUNK_GAPS, "true")  # every metric there is
     baseline = await emitted(spans)
+    assert set(baseline) == {metric.current for metric in METRICS}
     if opt_in is not None:
         monkeypatch.setenv(OTEL_SEMCONV_STABILITY_OPT_IN, opt_in)
     assert naming_from_env() is naming
     got = await emitted(spans)
-    expected: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    expected: dict[str, list[tuple[str, float]]] = defaultdict(list)
     for current, found in baseline.items():
         metric = BY_CURRENT[current]  # a name the table does not own fails here
         for point in found:
             operation = (point.attributes or {}).get(sc.GEN_AI_OPERATION_NAME)
             assert isinstance(operation, str)
             for name in metric.names(naming, operation):
-                expected[name].append((operation, point.count))
+                expected[name].append((operation, _how_many(point)))
     assert {name: sorted(map(_kind, found)) for name, found in got.items()} == {
         name: sorted(values) for name, values in expected.items()
     }

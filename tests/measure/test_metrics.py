@@ -13,7 +13,7 @@ from opentelemetry.trace import StatusCode
 
 from otel_llm import AllSourcesExhausted, Client, Source, observe_stream
 from otel_llm import _semconv as sc
-from otel_llm._measure._metric_names import DURATION, GENERATION, STALL
+from otel_llm._measure._metric_names import ATTEMPTS, DURATION, GENERATION, STALL, STALL_COUNT
 from otel_llm._measure._metric_names import TIME_TO_FIRST_CHUNK as TTFT
 from otel_llm.testing import Scripted, Spans, error, sse_answer, use_clock
 from tests.support.stream_scripts import FakeClock, scripted
@@ -35,10 +35,11 @@ def points(reader: InMemoryMetricReader) -> dict[str, list[HistogramDataPoint]]:
     return out
 
 
-def test_wrapped_stream_records_the_four_histograms(
+def test_wrapped_stream_records_the_call_and_the_attempt(
     spans: Spans, reader: InMemoryMetricReader
 ) -> None:
-    """A wrapped stream records duration, TTFT, stall and net generation in seconds."""
+    """A wrapped stream records duration, TTFT, stall and net generation in seconds, and its
+    attempt: counted by outcome, with its stalls (one here, of 2 s); no gaps unless asked."""
     provider = MeterProvider(metric_readers=[reader])
     clock = FakeClock()
     with use_clock(clock):
@@ -56,7 +57,15 @@ def test_wrapped_stream_records_the_four_histograms(
         TTFT.current,
         STALL.current,
         GENERATION.current,
+        ATTEMPTS.current,
+        STALL_COUNT.current,
     }
+    (attempts,) = got[ATTEMPTS.current]
+    assert attempts.value == 1  # type: ignore[attr-defined]
+    assert dict(attempts.attributes or {})[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    (stalls,) = got[STALL_COUNT.current]
+    assert (stalls.count, stalls.sum) == (1, 1)
+    assert stalls.explicit_bounds[:3] == (0.0, 1.0, 2.0)
     (stall,) = got[STALL.current]
     assert stall.sum == pytest.approx(2.0)
     assert 1.0 in stall.explicit_bounds, "a bucket boundary at the default threshold"
@@ -96,7 +105,7 @@ async def test_a_cancelled_client_call_records_no_duration(
 ) -> None:
     """A call whose task is cancelled ends its span (``CancelledError``, marked cancelled, an
     ERROR status, no exception event) and records no duration: cancelling is the caller's
-    choice, not a duration of the provider's."""
+    choice, not a duration of the provider's; its attempt is counted, as cancelled."""
     provider = MeterProvider(metric_readers=[reader])
     asked = asyncio.Event()
 
@@ -123,7 +132,11 @@ async def test_a_cancelled_client_call_records_no_duration(
     assert attributes[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CANCELLED
     assert call.status.status_code is StatusCode.ERROR
     assert [event.name for event in call.events] == []
-    assert reader.get_metrics_data() is None, "no metric at all: not even a duration"
+    got = points(reader)
+    assert set(got) == {ATTEMPTS.current}, "no call metric, not even a duration"
+    (attempts,) = got[ATTEMPTS.current]
+    assert attempts.value == 1  # type: ignore[attr-defined]
+    assert dict(attempts.attributes or {})[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CANCELLED
     provider.shutdown()
 
 
