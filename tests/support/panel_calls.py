@@ -8,8 +8,10 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any, Final
 
+from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import AllSourcesExhausted, Client, Source
@@ -76,7 +78,12 @@ def _options(spans: Spans) -> dict[str, Any]:
         "stall_threshold_ms": THRESHOLD_MS,
         "backoff_base_s": 0.01,
         "tracer_provider": spans.provider,
+        "meter_provider": _METERS.get(),
     }
+
+
+_METERS: ContextVar[MeterProvider | None] = ContextVar("panel_meters", default=None)
+"""The meter provider the clients of :func:`panel_spans` record into (``None``: the global)."""
 
 
 async def _front(provider: SimulatedProvider, spans: Spans) -> None:
@@ -130,8 +137,13 @@ async def _run(front: Spans, batch: Spans) -> None:
         await asyncio.gather(_front(provider, front), _batch(provider, batch))
 
 
-def panel_spans() -> list[ReadableSpan]:
-    """Every finished span of both services, through the deriving processor."""
-    with _service(FRONT) as front, _service(BATCH) as batch:
-        asyncio.run(_run(front, batch))
-        return [*front.finished(), *batch.finished()]
+def panel_spans(meter_provider: MeterProvider | None = None) -> list[ReadableSpan]:
+    """Every finished span of both services, through the deriving processor; the clients'
+    metrics go to ``meter_provider`` (default: the global one)."""
+    token = _METERS.set(meter_provider)
+    try:
+        with _service(FRONT) as front, _service(BATCH) as batch:
+            asyncio.run(_run(front, batch))
+            return [*front.finished(), *batch.finished()]
+    finally:
+        _METERS.reset(token)

@@ -1,0 +1,83 @@
+"""The metrics tell the store's story: counted and summed over a run of every kind of call, they
+give the figures the store gives for the same calls."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    HistogramDataPoint,
+    InMemoryMetricReader,
+    NumberDataPoint,
+)
+
+from otel_llm import SegmentSpanExporter
+from otel_llm import _semconv as sc
+from otel_llm._measure._metric_names import ATTEMPTS, DURATION, STALL, STALL_COUNT
+from otel_llm._show._store._breakdown import run_query
+from tests.support.panel_calls import panel_spans
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[object]]]:
+    """The panel calls (smooth, stalled, hedged, failed over, killed, failed, cancelled, not
+    streamed; two services) with their spans in a store and their metrics in memory."""
+    reader = InMemoryMetricReader()
+    spans = panel_spans(MeterProvider(metric_readers=[reader]))
+    store = tmp_path_factory.mktemp("agree") / "store"
+    exporter = SegmentSpanExporter(store)
+    exporter.export(spans)
+    assert exporter.force_flush(60_000)
+    exporter.shutdown()
+    data = reader.get_metrics_data()
+    assert data is not None
+    points: dict[str, list[object]] = {}
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                points.setdefault(metric.name, []).extend(metric.data.data_points)
+    return store, points
+
+
+def _histograms(points: dict[str, list[object]], name: str) -> list[HistogramDataPoint]:
+    found = points.get(name, [])
+    assert all(isinstance(p, HistogramDataPoint) for p in found)
+    return found  # type: ignore[return-value]
+
+
+def test_attempts_by_outcome(run: tuple[Path, dict[str, list[object]]]) -> None:
+    store, points = run
+    counted: Counter[str] = Counter()
+    for point in points[ATTEMPTS.current]:
+        assert isinstance(point, NumberDataPoint)
+        counted[str((point.attributes or {})[sc.ATTEMPT_OUTCOME])] += int(point.value)
+    rows = run_query(store, "SELECT outcome, count(*) FROM llm_attempts GROUP BY 1", canned=True)
+    assert counted == Counter(dict(rows.rows))
+    assert {sc.OUTCOME_OK, sc.OUTCOME_ERROR, sc.OUTCOME_HEDGE_CANCELLED} <= set(counted)
+
+
+def test_stalls_per_attempt(run: tuple[Path, dict[str, list[object]]]) -> None:
+    store, points = run
+    found = _histograms(points, STALL_COUNT.current)
+    sql = "SELECT count(*), sum(stall_count) FROM llm_attempts WHERE stall_count IS NOT NULL"
+    ((attempts, stalls),) = run_query(store, sql, canned=True).rows
+    assert (sum(p.count for p in found), sum(p.sum for p in found)) == (attempts, stalls)
+    assert stalls > 0
+
+
+def test_calls_and_their_stall_time(run: tuple[Path, dict[str, list[object]]]) -> None:
+    """One duration per call that was not cancelled; the stall histogram sums to the calls'
+    stall time in the store (both in whole milliseconds underneath)."""
+    store, points = run
+    durations = _histograms(points, DURATION.current)
+    sql = "SELECT count(*) FROM llm_calls WHERE coalesce(error_type, '') <> 'CancelledError'"
+    ((calls,),) = run_query(store, sql, canned=True).rows
+    assert sum(p.count for p in durations) == calls
+    stall = _histograms(points, STALL.current)
+    sql = "SELECT count(*), sum(stall_ms) FROM llm_calls WHERE stall_ms IS NOT NULL"
+    ((observable, stall_ms),) = run_query(store, sql, canned=True).rows
+    assert sum(p.count for p in stall) == observable
+    assert sum(p.sum for p in stall) == pytest.approx(stall_ms / 1000, abs=1e-9)
