@@ -135,6 +135,17 @@ CALL_WINNER_ATTEMPT: Final = "otel_llm.call.winner_attempt"
 CALL_SOURCES_TRIED: Final = "otel_llm.call.sources_tried"
 CALL_HEDGE_WASTE_TOKENS: Final = "otel_llm.call.hedge_waste_tokens"
 CALL_HEDGE_WASTE_CHUNKS: Final = "otel_llm.call.hedge_waste_chunks"
+HEDGE_TRIGGER: Final = "otel_llm.hedge.trigger"
+"""On hedge metrics: what started the hedge (``first_token`` or ``stall``)."""
+HEDGE_OUTCOME: Final = "otel_llm.hedge.outcome"
+"""On hedge metrics: ``won`` (the hedge answered), ``lost`` (the primary did) or ``failed``
+(neither leg answered)."""
+HEDGE_WON: Final = "won"
+HEDGE_LOST: Final = "lost"
+HEDGE_FAILED: Final = "failed"
+BREAKER_STATE: Final = "otel_llm.breaker.state"
+"""On breaker metrics: the state a source's breaker moved to (``open``, ``half_open``,
+``closed``)."""
 
 # --- span names ------------------------------------------------------------------------------
 

@@ -12,10 +12,14 @@ cancelled hedge loser does not (it releases a probe it held without a verdict).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 from otel_llm._defaults import DEFAULTS
+
+logger = logging.getLogger("otel_llm")
 
 
 class BreakerState(Enum):
@@ -46,6 +50,17 @@ class Breaker:
     reopened: int = 0
     """Failed probes since the breaker last closed."""
     probing: bool = False
+    on_change: Callable[[BreakerState], None] | None = None
+    """Called with the new state whenever the state changes (the client's metrics)."""
+
+    def _move(self, state: BreakerState) -> None:
+        if state is not self.state:
+            self.state = state
+            if self.on_change is not None:
+                try:
+                    self.on_change(state)
+                except Exception:  # telemetry never breaks the call
+                    logger.exception("otel-llm: could not record a breaker's change")
 
     def allows(self, now: float) -> bool:
         """Would an attempt be let through now (without taking the probe)?"""
@@ -60,7 +75,7 @@ class Breaker:
         if not self.allows(now):
             return False
         if self.state is BreakerState.OPEN:
-            self.state = BreakerState.HALF_OPEN
+            self._move(BreakerState.HALF_OPEN)
         if self.state is BreakerState.HALF_OPEN:
             self.probing = True
         return True
@@ -71,7 +86,7 @@ class Breaker:
 
     def record_success(self) -> None:
         """An attempt succeeded: close the breaker."""
-        self.state = BreakerState.CLOSED
+        self._move(BreakerState.CLOSED)
         self.failures = 0
         self.reopened = 0
         self.probing = False
@@ -94,8 +109,8 @@ class Breaker:
         exponent = min(self.reopened, _MAX_GROWTH_STEPS)
         base = min(self.max_cooldown_s, self.first_cooldown_s * self.growth**exponent)
         self.cooldown_s = base * (1.0 - self.jitter * max(0.0, min(1.0, unit)))
-        self.state = BreakerState.OPEN
         self.opened_at = now
+        self._move(BreakerState.OPEN)
 
     def release(self) -> None:
         """An attempt ended without a verdict (cancelled): free the probe it may have held."""

@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
@@ -116,6 +117,7 @@ class CallRun(Generic[T]):
             usage_of=usage_of,
         )
         self.hedge_budget = shared.hedge_budget
+        self.metrics = shared.metrics
         self.round = Round[T](
             hedge=settings.hedge if hedge else type(settings.hedge)(),
             stream=stream,
@@ -278,6 +280,8 @@ class CallRun(Generic[T]):
 
     def _account(self, result: RoundResult[T], started: float) -> RoundResult[T]:
         self.hedges += result.hedges
+        if result.hedges and result.trigger is not None and self.metrics is not None:
+            self._record_hedge(result, result.trigger)
         output_at = self.ledger.last_output_at
         if output_at is not None and output_at > self.budget.started_at:
             # Output was progress: the stall window starts again there, so the call is still
@@ -291,6 +295,27 @@ class CallRun(Generic[T]):
             self.fails += 1  # both legs failing costs one unit
             self.budget.burn(self.loop.time() - started)
         return result
+
+    def _record_hedge(self, result: RoundResult[T], trigger: str) -> None:
+        """The round's hedge in the metrics: its trigger, who answered, what the loser cost."""
+        assert self.metrics is not None
+        try:
+            winner = result.winner
+            if winner is None:
+                outcome = sc.HEDGE_FAILED
+            else:
+                outcome = sc.HEDGE_WON if winner.is_hedge else sc.HEDGE_LOST
+            legs = [*([winner] if winner else []), *result.losers, *result.failed]
+            hedge = next((leg for leg in legs if leg.is_hedge), None)
+            attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: self.operation}
+            if hedge is not None:
+                attributes[sc.ATTEMPT_SOURCE] = hedge.state.name
+                attributes[sc.GEN_AI_PROVIDER_NAME] = hedge.state.source.provider
+            tokens, chunks = self.ledger.waste(result.losers) if winner else (None, None)
+            wasted = (len(result.losers) if winner else 0, chunks or 0, tokens)
+            self.metrics.record_hedge(trigger, outcome, wasted, attributes)
+        except Exception:  # telemetry never breaks the call
+            logger.exception("otel-llm: could not record a hedge's metrics")
 
     async def _after_failure(self, result: RoundResult[T]) -> None:
         transient = any(isinstance(leg.error, e.TransientError) for leg in result.failed)

@@ -280,6 +280,7 @@ class Client:
         if self.settings.scope == EmbeddingSettings.scope:
             _check_embeddings(self.settings.sources, {})
         breaker = self.settings.breaker
+        self._metrics = LlmMetrics(meter_provider)
         self._states = [
             SourceState(
                 source,
@@ -287,13 +288,13 @@ class Client:
                     failure_threshold=breaker.failure_threshold,
                     first_cooldown_s=breaker.effective_first_cooldown_s,
                     max_cooldown_s=breaker.cooldown_s,
+                    on_change=functools.partial(self._metrics.record_breaker_state, source.name),
                 ),
             )
             for source in sorted(self.settings.sources, key=lambda source: source.priority)
         ]
         provider = tracer_provider or trace.get_tracer_provider()
         self._tracer = provider.get_tracer("otel_llm", __version__)
-        self._metrics = LlmMetrics(meter_provider)
         self._pool = _pool(self.settings.pool, http_client)
         self._admission = admission or _admission(self.settings)
         self._owns_admission = admission is None

@@ -143,11 +143,59 @@ ATTEMPTS: Final = MetricName(
     "Attempts ended, by outcome (ok, error, watchdog_killed, hedge_cancelled, cancelled, ...).",
     instrument="counter",
 )
+HEDGES: Final = MetricName(
+    "hedges",
+    "otel_llm.client.hedges",
+    "otel_llm.client.hedges",
+    "{hedge}",
+    "Hedges started, by trigger and outcome (won, lost, failed).",
+    instrument="counter",
+)
+HEDGE_WASTED_REQUESTS: Final = MetricName(
+    "hedge_wasted_requests",
+    "otel_llm.client.hedge.wasted_requests",
+    "otel_llm.client.hedge.wasted_requests",
+    "{request}",
+    "Requests of hedged rounds whose answer was thrown away (the losing leg), by trigger.",
+    instrument="counter",
+)
+HEDGE_WASTED_CHUNKS: Final = MetricName(
+    "hedge_wasted_chunks",
+    "otel_llm.client.hedge.wasted_chunks",
+    "otel_llm.client.hedge.wasted_chunks",
+    "{chunk}",
+    "Incremental chunks the losing legs of hedged rounds had received, by trigger.",
+    instrument="counter",
+)
+HEDGE_WASTED_TOKENS: Final = MetricName(
+    "hedge_wasted_tokens",
+    "otel_llm.client.hedge.wasted_tokens",
+    "otel_llm.client.hedge.wasted_tokens",
+    "{token}",
+    "Tokens the losing legs of hedged rounds used, where the provider reported them, by trigger.",
+    instrument="counter",
+)
+BREAKER_TRANSITIONS: Final = MetricName(
+    "breaker_transitions",
+    "otel_llm.client.breaker.transitions",
+    "otel_llm.client.breaker.transitions",
+    "{transition}",
+    "State changes of a source's breaker, by source and the state it moved to.",
+    instrument="counter",
+)
 CALL_METRICS: Final = (DURATION, TIME_TO_FIRST_CHUNK, STALL, GENERATION)
 """Recorded once per call."""
 ATTEMPT_METRICS: Final = (ATTEMPTS, STALL_COUNT, CHUNK_GAP)
 """Recorded once per attempt (the gaps: once per gap, when asked for)."""
-METRICS: Final = (*CALL_METRICS, *ATTEMPT_METRICS)
+CLIENT_METRICS: Final = (
+    HEDGES,
+    HEDGE_WASTED_REQUESTS,
+    HEDGE_WASTED_CHUNKS,
+    HEDGE_WASTED_TOKENS,
+    BREAKER_TRANSITIONS,
+)
+"""The client's own: its hedges (once per hedged round) and its breakers (once per change)."""
+METRICS: Final = (*CALL_METRICS, *ATTEMPT_METRICS, *CLIENT_METRICS)
 """Every metric otel-llm records."""
 
 

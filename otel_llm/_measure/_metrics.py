@@ -13,6 +13,7 @@ stall threshold (1 s), so "over the threshold" is one bucket query.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from opentelemetry import metrics
@@ -21,9 +22,14 @@ from opentelemetry.util.types import AttributeValue
 from otel_llm import _semconv as sc
 from otel_llm._measure._metric_names import (
     ATTEMPTS,
+    BREAKER_TRANSITIONS,
     CHUNK_GAP,
     DURATION,
     GENERATION,
+    HEDGE_WASTED_CHUNKS,
+    HEDGE_WASTED_REQUESTS,
+    HEDGE_WASTED_TOKENS,
+    HEDGES,
     METRICS,
     STALL,
     STALL_COUNT,
@@ -139,6 +145,34 @@ class LlmMetrics:
                 record = histogram.record
                 for gap in gaps_ns:
                     record(gap / 1e9, attributes)
+
+    def record_hedge(
+        self,
+        trigger: str,
+        outcome: str,
+        wasted: tuple[int, int, int | None],
+        attributes: Mapping[str, AttributeValue],
+    ) -> None:
+        """Record one hedged round: the hedge (by trigger and outcome) and what the losing leg
+        cost — ``wasted`` is requests, chunks and tokens (``None``: not reported)."""
+        op = _operation(attributes)
+        by_trigger = {**attributes, sc.HEDGE_TRIGGER: trigger}
+        for counter in self._counters(HEDGES, op):
+            counter.add(1, {**by_trigger, sc.HEDGE_OUTCOME: outcome})
+        requests, chunks, tokens = wasted
+        for metric, amount in (
+            (HEDGE_WASTED_REQUESTS, requests),
+            (HEDGE_WASTED_CHUNKS, chunks),
+            (HEDGE_WASTED_TOKENS, tokens),
+        ):
+            if amount:
+                for counter in self._counters(metric, op):
+                    counter.add(amount, by_trigger)
+
+    def record_breaker_state(self, source: str, state: Enum) -> None:
+        """Record a source's breaker moving to ``state`` (its value names it)."""
+        for counter in self._counters(BREAKER_TRANSITIONS, None):
+            counter.add(1, {sc.ATTEMPT_SOURCE: source, sc.BREAKER_STATE: str(state.value)})
 
 
 def _operation(attributes: Mapping[str, AttributeValue]) -> str | None:

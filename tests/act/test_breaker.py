@@ -132,3 +132,34 @@ def test_an_outage_of_days_keeps_the_breaker_working() -> None:
     assert breaker.acquire(now)
     breaker.record_success()
     assert breaker.state is BreakerState.CLOSED
+
+
+def test_every_change_of_state_is_told_once() -> None:
+    """``on_change`` hears each move — open, half-open, open again, half-open, closed — and
+    nothing that leaves the state as it was (a success while closed, a failure below the
+    threshold); one that raises costs the breaker nothing."""
+    moves: list[BreakerState] = []
+    breaker = fixed(2, 5.0)
+    breaker.on_change = moves.append
+    breaker.record_success()
+    breaker.record_failure(0.0)
+    breaker.record_failure(0.0)  # opens
+    assert breaker.acquire(5.0)  # half-open probe
+    breaker.record_failure(5.0)  # the probe failed: open again
+    assert breaker.acquire(10.0)
+    breaker.record_success()
+    assert moves == [
+        BreakerState.OPEN,
+        BreakerState.HALF_OPEN,
+        BreakerState.OPEN,
+        BreakerState.HALF_OPEN,
+        BreakerState.CLOSED,
+    ]
+
+    def broken(state: BreakerState) -> None:
+        raise RuntimeError("the meter is gone")
+
+    breaker.on_change = broken
+    breaker.record_failure(20.0)
+    breaker.record_failure(20.0)
+    assert breaker.state is BreakerState.OPEN

@@ -13,7 +13,14 @@ from opentelemetry.trace import StatusCode
 
 from otel_llm import AllSourcesExhausted, Client, Source, observe_stream
 from otel_llm import _semconv as sc
-from otel_llm._measure._metric_names import ATTEMPTS, DURATION, GENERATION, STALL, STALL_COUNT
+from otel_llm._measure._metric_names import (
+    ATTEMPTS,
+    BREAKER_TRANSITIONS,
+    DURATION,
+    GENERATION,
+    STALL,
+    STALL_COUNT,
+)
 from otel_llm._measure._metric_names import TIME_TO_FIRST_CHUNK as TTFT
 from otel_llm.testing import Scripted, Spans, error, sse_answer, use_clock
 from tests.support.stream_scripts import FakeClock, scripted
@@ -186,4 +193,24 @@ def test_a_closed_wrapped_stream_is_not_an_error(
     assert list(call.events) == []
     (duration,) = points(reader)[DURATION.current]
     assert dict(duration.attributes or {})["error.type"] == sc.OUTCOME_CLOSED
+    provider.shutdown()
+
+
+async def test_a_breaker_opening_is_counted(spans: Spans, reader: InMemoryMetricReader) -> None:
+    """A source that fails opens its breaker (threshold 1): one transition to ``open`` for that
+    source, counted; the call fails over to the next source and answers."""
+    provider = MeterProvider(metric_readers=[reader])
+    script = Scripted({"a": [error(500)], "b": [sse_answer()]})
+    sources = [
+        Source(name="a", provider="sim", base_url="http://a.test/v1", model="m"),
+        Source(name="b", provider="sim", base_url="http://b.test/v1", model="m", priority=1),
+    ]
+    async with Client(sources, http_client=script.client(), tracer_provider=spans.provider,
+                      meter_provider=provider, breaker_failure_threshold=1,
+                      same_source_retries=0) as client:  # fmt: skip
+        result = await client.chat([{"role": "user", "content": "x"}])
+    assert result.source == "b"
+    (moved,) = points(reader)[BREAKER_TRANSITIONS.current]
+    assert dict(moved.attributes or {}) == {sc.ATTEMPT_SOURCE: "a", sc.BREAKER_STATE: "open"}
+    assert moved.value == 1  # type: ignore[attr-defined]
     provider.shutdown()

@@ -16,7 +16,14 @@ from opentelemetry.sdk.metrics.export import (
 
 from otel_llm import SegmentSpanExporter
 from otel_llm import _semconv as sc
-from otel_llm._measure._metric_names import ATTEMPTS, DURATION, STALL, STALL_COUNT
+from otel_llm._measure._metric_names import (
+    ATTEMPTS,
+    DURATION,
+    HEDGE_WASTED_CHUNKS,
+    HEDGES,
+    STALL,
+    STALL_COUNT,
+)
 from otel_llm._show._store._breakdown import run_query
 from tests.support.panel_calls import panel_spans
 
@@ -48,12 +55,17 @@ def _histograms(points: dict[str, list[object]], name: str) -> list[HistogramDat
     return found  # type: ignore[return-value]
 
 
+def _counted(points: dict[str, list[object]], name: str, by: str | None = None) -> Counter[str]:
+    counted: Counter[str] = Counter()
+    for point in points.get(name, []):
+        assert isinstance(point, NumberDataPoint)
+        counted[str((point.attributes or {}).get(by)) if by else ""] += int(point.value)
+    return counted
+
+
 def test_attempts_by_outcome(run: tuple[Path, dict[str, list[object]]]) -> None:
     store, points = run
-    counted: Counter[str] = Counter()
-    for point in points[ATTEMPTS.current]:
-        assert isinstance(point, NumberDataPoint)
-        counted[str((point.attributes or {})[sc.ATTEMPT_OUTCOME])] += int(point.value)
+    counted = _counted(points, ATTEMPTS.current, sc.ATTEMPT_OUTCOME)
     rows = run_query(store, "SELECT outcome, count(*) FROM llm_attempts GROUP BY 1", canned=True)
     assert counted == Counter(dict(rows.rows))
     assert {sc.OUTCOME_OK, sc.OUTCOME_ERROR, sc.OUTCOME_HEDGE_CANCELLED} <= set(counted)
@@ -81,3 +93,17 @@ def test_calls_and_their_stall_time(run: tuple[Path, dict[str, list[object]]]) -
     ((observable, stall_ms),) = run_query(store, sql, canned=True).rows
     assert sum(p.count for p in stall) == observable
     assert sum(p.sum for p in stall) == pytest.approx(stall_ms / 1000, abs=1e-9)
+
+
+def test_hedges_and_their_waste(run: tuple[Path, dict[str, list[object]]]) -> None:
+    """Hedges started and won, and the chunks the losers had received, from the counters, equal
+    the calls' hedge figures in the store."""
+    store, points = run
+    sql = """SELECT sum(hedges), count_if(hedge_won), sum(hedge_waste_chunks)
+             FROM llm_calls WHERE hedges > 0"""
+    ((hedges, won, waste),) = run_query(store, sql, canned=True).rows
+    outcomes = _counted(points, HEDGES.current, sc.HEDGE_OUTCOME)
+    assert sum(outcomes.values()) == hedges > 0
+    assert outcomes[sc.HEDGE_WON] == won > 0
+    assert sum(_counted(points, HEDGE_WASTED_CHUNKS.current).values()) == waste
+    assert set(_counted(points, HEDGES.current, sc.HEDGE_TRIGGER)) == {"stall"}
