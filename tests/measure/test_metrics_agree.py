@@ -16,8 +16,10 @@ from opentelemetry.sdk.metrics.export import (
 
 from otel_llm import SegmentSpanExporter
 from otel_llm import _semconv as sc
+from otel_llm._env import OTEL_LLM_METRICS_CHUNK_GAPS
 from otel_llm._measure._metric_names import (
     ATTEMPTS,
+    CHUNK_GAP,
     DURATION,
     HEDGE_WASTED_CHUNKS,
     HEDGES,
@@ -31,9 +33,12 @@ from tests.support.panel_calls import panel_spans
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[object]]]:
     """The panel calls (smooth, stalled, hedged, failed over, killed, failed, cancelled, not
-    streamed; two services) with their spans in a store and their metrics in memory."""
+    streamed; two services) with their spans in a store and their metrics -- the per-gap
+    histogram too -- in memory."""
     reader = InMemoryMetricReader()
-    spans = panel_spans(MeterProvider(metric_readers=[reader]))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(OTEL_LLM_METRICS_CHUNK_GAPS, "true")
+        spans = panel_spans(MeterProvider(metric_readers=[reader]))
     store = tmp_path_factory.mktemp("agree") / "store"
     exporter = SegmentSpanExporter(store)
     exporter.export(spans)
@@ -107,3 +112,17 @@ def test_hedges_and_their_waste(run: tuple[Path, dict[str, list[object]]]) -> No
     assert outcomes[sc.HEDGE_WON] == won > 0
     assert sum(_counted(points, HEDGE_WASTED_CHUNKS.current).values()) == waste
     assert set(_counted(points, HEDGES.current, sc.HEDGE_TRIGGER)) == {"stall"}
+
+
+def test_one_gap_point_per_gap(run: tuple[Path, dict[str, list[object]]]) -> None:
+    """The per-gap histogram holds one point per gap between two chunks of every attempt --
+    cancelled ones too (a hedge's loser: its gaps until then were real), so the store's count is
+    the chunks each attempt span recorded receiving, not its figures (which a cancelled attempt
+    has none of)."""
+    store, points = run
+    gaps = _histograms(points, CHUNK_GAP.current)
+    received = f"TRY_CAST(\"SpanAttributes\"['{sc.CHUNK_COUNT_RECORDED}'] AS BIGINT)"
+    sql = f"""SELECT sum(greatest(coalesce({received}, 0) - 1, 0)) FROM otel_traces
+              WHERE "LlmRole" = '{sc.SPAN_ROLE_ATTEMPT}'"""
+    ((expected,),) = run_query(store, sql, canned=True).rows
+    assert sum(p.count for p in gaps) == expected > 0
