@@ -79,16 +79,7 @@ class SSEDecoder:
             return self._feed_carefully(chunk)
         if b"\r" in chunk:
             return self._feed_carefully(chunk)
-        lines = chunk.split(b"\n")  # the common piece: whole lines, LF-ended
-        tail = lines.pop()
-        events = self._lines(lines) if lines else []
-        if tail:
-            self._parts, self._waiting = [tail], len(tail)
-            self._note_size()
-        overflow = self._crossed()
-        if overflow is not None and not events:
-            raise overflow
-        return events
+        return self._split(chunk)  # the common piece: whole lines, LF-ended
 
     def _feed_carefully(self, chunk: bytes) -> list[Event]:
         """:meth:`feed` with a line pending, a CR held back, the stream's first bytes or the
@@ -124,6 +115,10 @@ class SSEDecoder:
                 chunk = chunk[:-1]
                 self._cr = True
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return self._split(chunk)
+
+    def _split(self, chunk: bytes) -> list[Event]:
+        """The events of ``chunk``'s LF-ended lines; what follows the last LF waits."""
         lines = chunk.split(b"\n")
         tail = lines.pop()
         events = self._lines(lines) if lines else []
