@@ -3,12 +3,14 @@ the same figures as the SDK beneath it, one span set when that SDK is instrument
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from the internet
 
+import httpx
 import litellm
 import pytest
 
@@ -35,10 +37,6 @@ KEY = "sk-litellm-secret-0000"
 pytestmark = [
     # LiteLLM 1.110's own types, built by pydantic on first use: not ours to fix
     pytest.mark.filterwarnings("ignore:Items? .* (are|is) using the `ReadOnly` qualifier"),
-    # LiteLLM itself leaves an event loop and its sockets open after its calls (seen with no
-    # instrumentation at all); the spans' own ends are checked by the ``spans`` fixture
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
 ]
 
 
@@ -51,7 +49,28 @@ def instrumented(spans: Spans) -> Iterator[Spans]:
 
 
 @pytest.fixture
-def threaded() -> Iterator[ThreadedProvider]:
+def blocking_litellm() -> Iterator[None]:
+    """LiteLLM's blocking calls over an httpx client and an event loop the test closes.
+
+    Left to itself, LiteLLM builds an httpx client per base URL and keeps it, connection open,
+    in its client cache until the interpreter exits, and its service hooks make an event loop
+    (``asyncio.get_event_loop()``) that nothing closes."""
+    session, before = httpx.Client(), litellm.client_session
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    litellm.client_session = session
+    try:
+        yield None
+    finally:
+        litellm.client_session = before
+        litellm.in_memory_llm_clients_cache.flush_cache()  # no cached client keeps the session
+        session.close()
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+@pytest.fixture
+def threaded(blocking_litellm: None) -> Iterator[ThreadedProvider]:
     with SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running:
         yield running
 
