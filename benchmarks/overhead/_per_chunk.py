@@ -29,6 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -286,6 +287,30 @@ def callgrind(
             result.recorded[chunks] = what
     elapsed = time.monotonic() - started
     print(f"  callgrind: {variant} done in {elapsed:.0f} s", file=sys.stderr, flush=True)
+
+
+def callgrind_all(
+    commands: Mapping[str, Sequence[str]],
+    env: Mapping[str, str],
+    lengths: Sequence[int],
+    results: Mapping[str, Result],
+    jobs: int,
+) -> None:
+    """:func:`callgrind` for every variant's worker (``commands[variant]``), ``jobs`` at once."""
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for _ in pool.map(
+            lambda variant: callgrind(commands[variant], env, variant, lengths, results[variant]),
+            commands,
+        ):
+            pass
+
+
+def publish(text: str, out: str | None) -> None:
+    """Print a benchmark's report, and write it to ``out`` too when given."""
+    print(text)
+    if out:
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
 
 
 # --- the report -------------------------------------------------------------------------------

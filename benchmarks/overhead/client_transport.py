@@ -25,17 +25,17 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks import child_command, child_env
 from benchmarks.overhead._per_chunk import (
     Result,
     Telemetry,
-    callgrind,
+    callgrind_all,
     callgrind_worker,
     describe_recorded,
     in_memory_telemetry,
+    publish,
 )
 from benchmarks.support.provider import start_provider
 
@@ -192,22 +192,12 @@ def main(args: argparse.Namespace) -> None:
     results = {variant: Result() for variant in args.variants}
     proc, args.url = start_provider()
     try:
-
-        def one(variant: str) -> None:
-            command = worker_command(args, variant)
-            callgrind(command, child_env(), variant, args.lengths, results[variant])
-
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            for _ in pool.map(one, args.variants):
-                pass
+        commands = {variant: worker_command(args, variant) for variant in args.variants}
+        callgrind_all(commands, child_env(), args.lengths, results, args.jobs)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    text = report(args, results, time.monotonic() - started)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+    publish(report(args, results, time.monotonic() - started), args.out)
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -68,17 +68,17 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks import child_command, child_env
 from benchmarks.overhead._per_chunk import (
     Result,
     Telemetry,
-    callgrind,
+    callgrind_all,
     callgrind_worker,
     describe_recorded,
     in_memory_telemetry,
+    publish,
     script_headers,
     table,
     timed,
@@ -291,22 +291,12 @@ def main(args: argparse.Namespace) -> None:
         commands = {v: worker_command(args, v, "time-worker") for v in args.variants}
         timed(commands, child_env(), [args.chunks], args.rounds, results)
         if not args.no_callgrind:
-
-            def one(variant: str) -> None:
-                command = worker_command(args, variant, "callgrind-worker")
-                callgrind(command, child_env(), variant, args.callgrind_chunks, results[variant])
-
-            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                for _ in pool.map(one, args.variants):
-                    pass
+            commands = {v: worker_command(args, v, "callgrind-worker") for v in args.variants}
+            callgrind_all(commands, child_env(), args.callgrind_chunks, results, args.jobs)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    text = report(args, results, time.monotonic() - started)
-    print(text)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
+    publish(report(args, results, time.monotonic() - started), args.out)
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
