@@ -5,8 +5,11 @@ A script maps one to one: the role chunk is a ``{"role": "assistant"}`` delta, e
 chunk one ``chat.completion.chunk`` whose delta carries reasoning (``reasoning_key``), content,
 a refusal or a tool-call piece; then a finish chunk, the usage-only frame (``choices: []``) when
 the request set ``stream_options.include_usage``, and ``data: [DONE]``. The ``error`` fault is an
-``{"error": {…}}`` data line, the keepalive a ``: ping`` comment. Errors have OpenAI's body
-``{"error": {"message", "type", "code"}}``.
+``{"error": {…}}`` data line, the keepalive a ``: ping`` comment (or an empty-delta chunk,
+``keepalive="empty_delta"``). A script with ``choices`` > 1 sends each chunk once per choice
+(``index`` 0, 1, …, at the same moment) and a finish chunk per choice; ``finish_chunk=False``
+leaves the finish chunks out. Errors have OpenAI's body ``{"error": {"message", "type",
+"code"}}``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from otel_llm.simulator._frames import (
 )
 from otel_llm.simulator._script import Script
 from otel_llm.simulator._select import BadRequest
-from otel_llm.simulator._wire import OPENAI_SSE, Asked, Body, ScriptedError, Wire
+from otel_llm.simulator._wire import OPENAI_SSE, SSE, Asked, Body, Framing, ScriptedError, Wire
 
 MALFORMED_DATA = '{"id": "chatcmpl-sim", "choices": [{"index": 0, "delta": {"content": "trunc'
 """The payload of the one ``data:`` line a ``malformed`` fault sends: cut-off JSON."""
@@ -76,17 +79,24 @@ def incremental_deltas(script: Script, reply: Reply) -> list[dict[str, Any]]:
     return deltas
 
 
-def chunk(reply: Reply, delta: Mapping[str, Any], finish_reason: str | None = None) -> str:
-    """One ``chat.completion.chunk`` as JSON text."""
+def chunk(
+    reply: Reply, delta: Mapping[str, Any], finish_reason: str | None = None, choice: int = 0
+) -> str:
+    """One ``chat.completion.chunk`` of choice ``choice`` as JSON text."""
     return json.dumps(
         {
             "id": reply.id,
             "object": "chat.completion.chunk",
             "created": reply.created,
             "model": reply.model,
-            "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish_reason}],
+            "choices": [{"index": choice, "delta": dict(delta), "finish_reason": finish_reason}],
         }
     )
+
+
+def empty_delta_keepalive(reply: Reply) -> bytes:
+    """The keepalive of ``keepalive="empty_delta"``: a chunk whose delta is ``{"content": ""}``."""
+    return Send(chunk(reply, {"content": ""})).encoded()
 
 
 def usage(script: Script, reply: Reply) -> dict[str, Any]:
@@ -126,10 +136,17 @@ class _ChatFrames:
         return [Send(chunk(self.reply, {"role": "assistant"}))]
 
     def chunk(self, index: int) -> list[Send]:
-        return [Send(chunk(self.reply, self.deltas[index]))]
+        delta = self.deltas[index]
+        return [Send(chunk(self.reply, delta, choice=k)) for k in range(self.script.choices)]
 
     def closing(self) -> list[Send]:
-        sends = [Send(chunk(self.reply, {}, self.script.final_reason))]
+        script = self.script
+        sends: list[Send] = []
+        if script.finish_chunk:
+            sends.extend(
+                Send(chunk(self.reply, {}, script.final_reason, choice=k))
+                for k in range(script.choices)
+            )
         if self.script.usage and self.reply.include_usage:
             sends.append(Send(usage_frame(self.script, self.reply)))
         if self.script.done:
@@ -178,7 +195,10 @@ def completion(script: Script, reply: Reply) -> dict[str, Any]:
         "object": "chat.completion",
         "created": reply.created,
         "model": reply.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": script.final_reason}],
+        "choices": [
+            {"index": k, "message": message, "finish_reason": script.final_reason}
+            for k in range(script.choices)
+        ],
         "usage": usage(script, reply),
     }
 
@@ -255,6 +275,7 @@ def _reply(script: Script, asked: Asked, model: str, serial: int, created: int) 
         model=script.model_name or model,
         prompt_tokens=prompt_tokens(asked.body.get("messages")),
         include_usage=include_usage,
+        empty_keepalive=script.keepalive == "empty_delta",
     )
 
 
@@ -273,7 +294,9 @@ CHAT_COMPLETIONS = Wire(
     answer=completion,
     error=openai_error,
     rejection=openai_rejection,
-    framing=lambda _: OPENAI_SSE,
+    framing=lambda reply: (
+        Framing(SSE, empty_delta_keepalive(reply)) if reply.empty_keepalive else OPENAI_SSE
+    ),
 )
 """OpenAI-compatible chat completions (``POST /v1/chat/completions``)."""
 

@@ -39,6 +39,8 @@ class Reply:
     """Chat completions: the request set ``stream_options.include_usage``."""
     json_array: bool = False
     """Gemini: the streamed answer is one JSON array (no ``alt=sse``), not server-sent events."""
+    empty_keepalive: bool = False
+    """Chat completions: keepalives are empty-delta chunks, not SSE comments."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +220,9 @@ def timeline(script: Script, frames: Frames) -> list[Step]:
     steps: list[Step] = []
     if script.role_chunk:
         steps.extend(frames.opening())
-    steps.append(Pause(script.first_chunk_delay_s, cadence=True))
+    steps.append(
+        Pause(script.first_chunk_delay_s, script.first_chunk_keepalive_every_s, cadence=True)
+    )
     if (
         script.fault is not None
         and script.fault_after_chunk == -1

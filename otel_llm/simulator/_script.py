@@ -46,6 +46,13 @@ models) or reasoning-text deltas (open-weight models behind a Responses server).
 ReasoningKey = Literal["reasoning_content", "reasoning"]
 """The delta key of reasoning output (DeepSeek/vLLM style, or OpenRouter style)."""
 
+Keepalive = Literal["comment", "empty_delta"]
+"""What chat completions write as a keepalive: a ``: ping`` SSE comment, or a chunk whose delta
+is ``{"content": ""}`` (OpenAI-compatible servers that keep a connection alive with empty
+deltas). Neither is an incremental chunk. The other formats keep their own keepalive."""
+
+_MAX_CHOICES = 8
+
 _MAX_KEEPALIVES = 10_000
 _FROZEN = ConfigDict(
     frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True
@@ -100,6 +107,19 @@ class Script(BaseModel):
     chunk)."""
     silences: tuple[Silence, ...] = ()
     """Mid-stream silences; several after the same chunk add up."""
+    first_chunk_keepalive_every_s: float | None = Field(default=None, gt=0.0)
+    """Period of keepalives during ``first_chunk_delay_s`` (the format's keepalive, as in a
+    :class:`Silence`); ``None`` sends none."""
+    keepalive: Keepalive = "comment"
+    """Chat completions: what a keepalive is (see :data:`Keepalive`)."""
+    choices: int = Field(default=1, ge=1, le=_MAX_CHOICES)
+    """Chat completions: the answer has this many choices (the request's ``n``); at the time of
+    each incremental chunk one chunk per choice goes out (choice 0 first), and each choice has
+    its own finish chunk. The other formats stream one answer."""
+    finish_chunk: bool = True
+    """Chat completions: send the finish chunk; ``False`` ends the stream with the usage frame
+    and ``[DONE]`` but no finish reason (as some OpenAI-compatible servers do). The other
+    formats always send their finish."""
 
     # What the chunks carry.
     reasoning_chunks: int = Field(default=0, ge=0)
@@ -183,6 +203,12 @@ class Script(BaseModel):
             raise ValueError("tool_call needs at least one chunk after the reasoning chunks")
         if self.tool_call and self.refusal:
             raise ValueError("a script streams a tool call or a refusal, not both")
+        every = self.first_chunk_keepalive_every_s
+        if every is not None and self.first_chunk_delay_s / every > _MAX_KEEPALIVES:
+            raise ValueError(
+                f"first_chunk_keepalive_every_s={every} would send more than "
+                f"{_MAX_KEEPALIVES} keepalives during a {self.first_chunk_delay_s} s delay"
+            )
         for silence in self.silences:
             if silence.after_chunk >= self.chunk_count:
                 raise ValueError(

@@ -44,7 +44,9 @@ class ScriptedFigures:
     near_stall_s: float
     """Sum of those."""
     chunk_count: int
-    """Chunk events of the whole answer on the wire format measured."""
+    """Chunk events of the whole answer on the wire format measured (on chat completions, one
+    per choice at each scripted chunk: the gaps between the choices' chunks of one moment are
+    zero, so the stall figures are those of one choice)."""
     ttft_s: float | None
     """Request to the first chunk event (hold included); ``None`` without a chunk."""
 
@@ -101,6 +103,6 @@ def scripted_figures(
         near_s=sum(near),
         near_stall_count=len(near_stalls),
         near_stall_s=sum(near_stalls),
-        chunk_count=len(sent),
+        chunk_count=len(sent) * (script.choices if wire == "chat" else 1),
         ttft_s=start + sum(scripted[: sent[0]]) if sent else None,
     )
