@@ -75,6 +75,15 @@ OTEL_LLM_COLLECTOR_HTTP_PORT: Final = "OTEL_LLM_COLLECTOR_HTTP_PORT"
 """Read by ``collector/*.yaml``: the OTLP/HTTP port (``otel-llm collector`` sets it)."""
 OTEL_LLM_COLLECTOR_HEALTH_PORT: Final = "OTEL_LLM_COLLECTOR_HEALTH_PORT"
 """Read by ``collector/*.yaml``: the health check's port (``otel-llm collector`` sets it)."""
+OTEL_LLM_COLLECTOR_METRICS_EXPORTERS: Final = "OTEL_LLM_COLLECTOR_METRICS_EXPORTERS"
+"""Read by ``collector/*.yaml``: the metrics pipeline's exporters, a YAML list (unset:
+``[file/metrics]`` in the DuckDB config, ``[debug]``, taken and dropped, in the ClickHouse one);
+``[prometheus_remote_write]`` adds Prometheus (``[file/metrics, prometheus_remote_write]``:
+both)."""
+OTEL_LLM_PROMETHEUS_REMOTE_WRITE_URL: Final = "OTEL_LLM_PROMETHEUS_REMOTE_WRITE_URL"
+"""Read by ``collector/*.yaml``: where the ``prometheus_remote_write`` exporter sends metrics
+(Prometheus' ``/api/v1/write``, Mimir's ``/api/v1/push``; default
+``http://127.0.0.1:9090/api/v1/write``)."""
 OTEL_LLM_CLICKHOUSE_ENDPOINT: Final = "OTEL_LLM_CLICKHOUSE_ENDPOINT"
 """Read by ``collector/clickhouse.yaml``: the ClickHouse server (``tcp://127.0.0.1:9000``);
 ``OTEL_LLM_CLICKHOUSE_USERNAME`` / ``OTEL_LLM_CLICKHOUSE_PASSWORD`` beside it."""
