@@ -10,6 +10,8 @@ ROOT (default: the current directory):
   database whose ``initSql`` reads the store at ``$OTEL_LLM_STORE``; ClickHouse: the server in
   ``$CLICKHOUSE_HOST`` with trace settings on the exporter's ``otel_traces``);
 - ``provisioning/dashboards/otel-llm.yaml``: the dashboard provider for both folders.
+- ``import/otel-llm-{duckdb,clickhouse}.json``: each dashboard in Grafana's export-for-sharing
+  form (the data source an input), to import from a file or from grafana.com.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from otel_llm._show._dashboards._importable import importable
 from otel_llm._show._dashboards._panels import FORMATS, PANELS, TRACE_VIEW, Panel, variable_sql
 from otel_llm._show._sql._clickhouse import DATABASE
 from otel_llm._show._sql._exporter_sql import TRACE_ID_TS_SUFFIX
@@ -40,6 +43,8 @@ from otel_llm._show._store._access import reader_sql
 
 ROOT: Final = Path("dashboards")
 DASHBOARD_FILE: Final = "otel-llm.json"
+IMPORT_FOLDER: Final = Path("import")
+"""The importable dashboards (``import/otel-llm-<source>.json``, :mod:`._importable`)."""
 STORE_VARIABLE: Final = "OTEL_LLM_STORE"
 """The environment variable Grafana's provisioning reads the store's path from."""
 _STORE_PLACEHOLDER: Final = "/__otel_llm_store__"
@@ -451,6 +456,9 @@ def files() -> dict[Path, str]:
         Path(source.name) / DASHBOARD_FILE: json.dumps(dashboard(source), indent=2) + "\n"
         for source in SOURCES
     }
+    for source in SOURCES:  # the export-for-sharing form, outside the provisioned folders
+        board = importable(dashboard(source))
+        out[IMPORT_FOLDER / f"otel-llm-{source.name}.json"] = json.dumps(board, indent=2) + "\n"
     provisioning = Path("provisioning")
     out[provisioning / "datasources" / "duckdb.yaml"] = duckdb_datasource()
     out[provisioning / "datasources" / "clickhouse.yaml"] = clickhouse_datasource()
