@@ -35,6 +35,7 @@ from otel_llm._errors import (
     ServerError,
     TransientError,
     TruncatedStream,
+    UnsupportedSchema,
     WatchdogTimeout,
 )
 from otel_llm._version import __version__
@@ -159,6 +160,7 @@ __all__ = [
     "ToolCall",
     "TransientError",
     "TruncatedStream",
+    "UnsupportedSchema",
     "Usage",
     "WatchdogTimeout",
     "__version__",

@@ -8,6 +8,7 @@
     ├── AllSourcesExhausted           a call gave up; carries the reason per source
     ├── InvalidRequest                the request cannot be sent as given (also a TypeError)
     ├── NotAStore                     a file to read spans from is not an otel-llm store
+    │   └── UnsupportedSchema         a ClickHouse table lacks a column the views read
     ├── CollectorError                the OpenTelemetry Collector could not be built or run
     └── ProviderError                 one attempt against one source failed
         ├── TransientError            worth retrying or failing over
@@ -195,6 +196,20 @@ class NotAStore(OtelLLMError):
     def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
         super().__init__(f"{path} {problem}")
+
+
+class UnsupportedSchema(NotAStore):
+    """A table otel-llm reads spans from (the Collector ClickHouse exporter's ``otel_traces``)
+    lacks a column its views and dashboards read, or has it in another type — an exporter
+    schema otel-llm does not support. ``problems`` lists each such column with what was found;
+    the message names them all and the schema that is supported."""
+
+    def __init__(self, table: str, problems: tuple[str, ...], supported: str) -> None:
+        self.table = table
+        self.problems = problems
+        super().__init__(
+            table, f"is not the schema otel-llm reads ({supported}): " + "; ".join(problems)
+        )
 
 
 class CollectorError(OtelLLMError):

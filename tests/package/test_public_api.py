@@ -67,6 +67,7 @@ EXPECTED = {
     "ToolCall",
     "TransientError",
     "TruncatedStream",
+    "UnsupportedSchema",
     "Usage",
     "WatchdogTimeout",
     "__version__",
