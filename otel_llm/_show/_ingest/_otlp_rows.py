@@ -296,3 +296,4 @@ def _append_events(columns: SegmentColumns, span: Any, start: int) -> None:
         add_arrival(stamp - start)
     event_maps.list_offsets.append(len(offsets) - 1)
     columns._chunk_offsets.append(len(indexes))
+    columns._chunk_form.skip(start)

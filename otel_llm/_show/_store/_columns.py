@@ -12,8 +12,7 @@ give the same table.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from itertools import repeat
-from operator import sub
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -27,15 +26,24 @@ from otel_llm._show._sql._schema import (
     TYPED_COLUMNS,
 )
 from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
-from otel_llm._show._store._records import PackedSpan, SpanRecord, pack, unpack
+from otel_llm._show._store._chunk_columns import ChunkColumns
+from otel_llm._show._store._records import (
+    PackedSpan,
+    SpanRecord,
+    chunk_parts,
+    keys_of,
+    pack,
+    plain_events,
+    raw,
+)
 from otel_llm._show._store._rows import (
-    CHUNK_PAIR,
     KIND_NAMES,
     STATUS_NAMES,
     TYPED_PLAN,
     as_int,
     as_text,
     attribute_string,
+    plain_attributes,
 )
 
 if TYPE_CHECKING:
@@ -60,19 +68,13 @@ _SCALARS: Final = tuple(
 
 
 class _Maps:
-    """A column of ``Map(String, String)`` values, or of lists of them, kept flat.
+    """A column of ``Map(String, String)`` values, or of lists of them, kept flat."""
 
-    Chunk events, nearly all of a span's events, are added coded: their keys as indexes into
-    :data:`CHUNK_PAIR` and their integer values as integers (``None`` stands in the string
-    lists), so Arrow renders them without a Python string per key and value."""
-
-    __slots__ = ("codes", "keys", "list_offsets", "numbers", "offsets", "values")
+    __slots__ = ("keys", "list_offsets", "offsets", "values")
 
     def __init__(self) -> None:
-        self.keys: list[str | None] = []
-        self.values: list[str | None] = []
-        self.codes: list[int] = []
-        self.numbers: list[int] = []
+        self.keys: list[str] = []
+        self.values: list[str] = []
         self.offsets: list[int] = [0]
         self.list_offsets: list[int] = [0]
 
@@ -84,21 +86,18 @@ class _Maps:
                 for v in mapping.values()
             ]
         )
-        if self.codes:
-            self.codes.extend([0] * len(mapping))
-            self.numbers.extend([0] * len(mapping))
         self.offsets.append(len(self.keys))
 
-    def add_coded(self, codes: list[int], numbers: list[int], offsets: range) -> None:
-        """Entries whose keys are ``CHUNK_PAIR[code]`` and whose values are ``numbers``."""
-        if not self.codes and self.keys:
-            self.codes.extend([0] * len(self.keys))
-            self.numbers.extend([0] * len(self.keys))
-        self.keys.extend([None] * len(codes))
-        self.values.extend([None] * len(codes))
-        self.codes.extend(codes)
-        self.numbers.extend(numbers)
-        self.offsets.extend(offsets)
+    def add_rendered(self, keys: Sequence[str], values: Sequence[Any]) -> None:
+        """A mapping given as its keys and its values (rendered here)."""
+        self.keys.extend(keys)
+        self.values.extend(
+            [
+                v if type(v) is str else str(v) if type(v) is int else attribute_string(v)
+                for v in values
+            ]
+        )
+        self.offsets.append(len(self.keys))
 
 
 class SegmentColumns:
@@ -116,8 +115,11 @@ class SegmentColumns:
             name: [] for name in (CHUNK_INDEX_COLUMN, CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN)
         }
         self._chunk_offsets: list[int] = [0]
+        self._chunk_form = ChunkColumns()
+        """Chunk events packed as integers (the rest of the events are in the lists above)."""
         self._typed_rows: list[tuple[Any, ...]] = []
         self._ours: list[bool] = []
+        self._resources: dict[int, tuple[object, tuple[str, ...], list[str], str]] = {}
         self._count = 0
         self._every = self._lists()
 
@@ -130,30 +132,106 @@ class SegmentColumns:
         """Every list a span appends to (their identities never change)."""
         found: list[list[Any]] = [*self._scalars.values(), *self._links.values()]
         for maps in (*self._maps.values(), self._link_maps, self._event_maps):
-            found += [maps.keys, maps.values, maps.codes, maps.numbers]
-            found += [maps.offsets, maps.list_offsets]
+            found += [maps.keys, maps.values, maps.offsets, maps.list_offsets]
         found += [self._event_stamps, self._event_names, *self._chunks.values()]
         found += [self._chunk_offsets, self._typed_rows, self._ours]
         return found
 
     def append_span(self, span: ReadableSpan) -> None:
         """Append one finished span (the same values :func:`span_row` gives)."""
-        self.append_record(unpack(pack(span)))
+        self.append_packed(pack(span))
 
     def append_packed(self, packed: PackedSpan) -> None:
-        """Append one span as the store's writer queue holds it."""
-        self.append_record(unpack(packed))
+        """Append one span as the store's writer queue holds it — all of it, or nothing: a
+        span that cannot be converted raises and leaves the columns as they were."""
+        undo = self._undo_point()
+        try:
+            self._append_packed(packed)
+        except BaseException:
+            self._undo(undo)
+            raise
 
     def append_record(self, record: SpanRecord) -> None:
-        """Append one unpacked span — all of it, or nothing: a span that cannot be converted
-        raises and leaves the columns as they were."""
-        lengths = list(map(len, self._every))
+        """Append one unpacked span — all of it, or nothing (as :meth:`append_packed`)."""
+        undo = self._undo_point()
         try:
             self._append_record(record)
         except BaseException:
-            for values, length in zip(self._every, lengths, strict=True):
-                del values[length:]
+            self._undo(undo)
             raise
+
+    def _undo_point(self) -> tuple[list[int], tuple[int, int, int]]:
+        chunks = self._chunk_form
+        return list(map(len, self._every)), (
+            len(chunks.starts),
+            len(chunks),
+            len(chunks.first_alone),
+        )
+
+    def _undo(self, point: tuple[list[int], tuple[int, int, int]]) -> None:
+        lengths, chunk_lengths = point
+        for values, length in zip(self._every, lengths, strict=True):
+            del values[length:]
+        self._chunk_form.truncate(*chunk_lengths)
+
+    def _append_packed(self, packed: PackedSpan) -> None:
+        """:meth:`_append_record` of the packed values, without a dict per span or a Python
+        object per chunk event."""
+        span = raw(packed)
+        start = span.start
+        s = self._scalars
+        s["Timestamp"].append(start)
+        trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
+        s["TraceId"].append("" if trace_id is None else format(trace_id, "032x"))
+        s["SpanId"].append("" if span_id is None else format(span_id, "016x"))
+        s["ParentSpanId"].append("" if parent is None else format(parent, "016x"))
+        s["TraceState"].append(span.trace_state)
+        s["SpanName"].append(span.name)
+        s["SpanKind"].append(_KINDS.get(span.kind, "Unspecified"))
+        resource_keys, resource_values, service = self._resource(packed.resource)
+        s["ServiceName"].append(service)
+        scope = packed.scope
+        s["ScopeName"].append(scope.name if scope else "")
+        s["ScopeVersion"].append((scope.version or "") if scope else "")
+        s["Duration"].append(max(0, span.end - start))
+        s["StatusCode"].append(_STATUSES.get(span.status, "Unset"))
+        s["StatusMessage"].append(span.status_message)
+        resource_maps = self._maps["ResourceAttributes"]
+        resource_maps.keys.extend(resource_keys)
+        resource_maps.values.extend(resource_values)
+        resource_maps.offsets.append(len(resource_maps.keys))
+        keys = keys_of(span.shape)
+        self._maps["SpanAttributes"].add_rendered(keys, span.values)
+        typed, ours = _typed_plan(keys)
+        self._typed_rows.append(typed(span.values))
+        self._ours.append(ours)
+        for link_trace, link_span, link_state, link_shape, link_values in span.links:
+            self._links["Links.TraceId"].append(format(link_trace, "032x"))
+            self._links["Links.SpanId"].append(format(link_span, "016x"))
+            self._links["Links.TraceState"].append(link_state)
+            self._link_maps.add_rendered(keys_of(link_shape), link_values)
+        self._link_maps.list_offsets.append(len(self._link_maps.offsets) - 1)
+        parts = chunk_parts(span.events)
+        if parts is not None:
+            self._chunk_form.add_packed(start, *parts)
+        else:
+            self._chunk_form.skip(start)
+            self._events_one_by_one(plain_events(span.events), start)
+        self._event_maps.list_offsets.append(len(self._event_maps.offsets) - 1)
+        self._chunk_offsets.append(len(self._chunks[CHUNK_INDEX_COLUMN]))
+        self._count += 1
+
+    def _resource(self, resource: Any) -> tuple[tuple[str, ...], list[str], str]:
+        """A resource's keys, rendered values and service name (worked out once a resource)."""
+        known = self._resources.get(id(resource))
+        if known is not None and known[0] is resource:
+            return known[1], known[2], known[3]
+        attributes = plain_attributes(resource.attributes) if resource is not None else {}
+        keys = tuple(attributes)
+        values = [attribute_string(v) if type(v) is not str else v for v in attributes.values()]
+        service = attribute_string(attributes.get("service.name", ""))
+        self._resources[id(resource)] = (resource, keys, values, service)
+        return keys, values, service
 
     def _append_record(self, record: SpanRecord) -> None:
         start = record.start
@@ -183,8 +261,9 @@ class SegmentColumns:
             self._link_maps.add(link_attributes)
         self._link_maps.list_offsets.append(len(self._link_maps.offsets) - 1)
         if record.chunks is not None:
-            self._chunk_events(*record.chunks, start)
+            self._chunk_form.add_lists(start, *record.chunks)
         else:
+            self._chunk_form.skip(start)
             self._events_one_by_one(record.events, start)
         self._event_maps.list_offsets.append(len(self._event_maps.offsets) - 1)
         self._chunk_offsets.append(len(self._chunks[CHUNK_INDEX_COLUMN]))
@@ -194,28 +273,6 @@ class SegmentColumns:
         """The typed columns' raw values; typed per column in :meth:`table`."""
         self._typed_rows.append(tuple(map(attributes.get, _TYPED_ATTRIBUTES)))
         self._ours.append(sc.SPAN_ROLE in attributes)  # defaults speak for otel-llm's spans only
-
-    def _chunk_events(
-        self, stamps: list[int], indexes: list[int], gaps: list[int | None], start: int
-    ) -> None:
-        """Append well-formed chunk events (checked by the packer) a list at a time."""
-        count = len(stamps)
-        self._event_stamps.extend(stamps)
-        self._event_names.extend(repeat(sc.CHUNK_EVENT, count))
-        self._chunks[CHUNK_INDEX_COLUMN].extend(indexes)
-        self._chunks[CHUNK_GAP_COLUMN].extend(gaps)
-        self._chunks[CHUNK_OFFSET_COLUMN].extend(map(sub, stamps, repeat(start, count)))
-        first_alone = bool(gaps) and gaps[0] is None  # no gap before the first chunk
-        pairs = count - first_alone
-        numbers: list[int] = [0] * (2 * pairs)
-        numbers[0::2] = indexes[first_alone:]
-        numbers[1::2] = gaps[first_alone:]  # type: ignore[assignment]  # ints past the first
-        maps = self._event_maps
-        base = len(maps.keys)
-        if first_alone:
-            maps.add_coded([0], indexes[:1], range(base + 1, base + 2))
-            base += 1
-        maps.add_coded([0, 1] * pairs, numbers, range(base + 2, base + 2 * pairs + 1, 2))
 
     def _events_one_by_one(self, events: list[tuple[str, int, dict[str, Any]]], start: int) -> None:
         maps = self._event_maps
@@ -252,6 +309,7 @@ class SegmentColumns:
         for name in (CHUNK_INDEX_COLUMN, CHUNK_GAP_COLUMN, CHUNK_OFFSET_COLUMN):
             self._chunks[name].extend(row.get(name) or ())
         self._chunk_offsets.append(len(self._chunks[CHUNK_INDEX_COLUMN]))
+        self._chunk_form.skip(row.get("Timestamp") or 0)
         self._count += 1
 
     # --- the table ------------------------------------------------------------------------------
@@ -284,20 +342,78 @@ class SegmentColumns:
                 pa.array(link_counts, pa.int32()), pa.array(self._links[name], pa.string())
             )
         arrays["Links.Attributes"] = _list_of_maps(self._link_maps)
-        event_offsets = pa.array(self._event_maps.list_offsets, pa.int32())
-        arrays["Events.Timestamp"] = pa.ListArray.from_arrays(
-            event_offsets, pa.array(self._event_stamps, pa.timestamp("ns"))
-        )
-        arrays["Events.Name"] = pa.ListArray.from_arrays(
-            event_offsets, pa.array(self._event_names, pa.string())
-        )
-        pause()
-        arrays["Events.Attributes"] = _list_of_maps(self._event_maps)
-        pause()
-        chunk_offsets = pa.array(self._chunk_offsets, pa.int32())
-        for name, numbers in self._chunks.items():
-            arrays[name] = pa.ListArray.from_arrays(chunk_offsets, pa.array(numbers, pa.int64()))
+        arrays.update(self._event_arrays(pause))
         return pa.Table.from_arrays([arrays[name] for name in ALL_COLUMNS], schema=schema)
+
+    def _event_arrays(self, pause: Callable[[], None]) -> dict[str, pa.Array[Any]]:
+        """The event and chunk columns: of the rows whose events are in the general lists,
+        and of those whose chunk events are packed, each row taken from the one it is in."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        general: dict[str, pa.Array[Any]] = {}
+        if self._event_stamps or not len(self._chunk_form):
+            event_offsets = pa.array(self._event_maps.list_offsets, pa.int32())
+            general["Events.Timestamp"] = pa.ListArray.from_arrays(
+                event_offsets, pa.array(self._event_stamps, pa.timestamp("ns"))
+            )
+            general["Events.Name"] = pa.ListArray.from_arrays(
+                event_offsets, pa.array(self._event_names, pa.string())
+            )
+            pause()
+            general["Events.Attributes"] = _list_of_maps(self._event_maps)
+            pause()
+            chunk_offsets = pa.array(self._chunk_offsets, pa.int32())
+            for name, numbers in self._chunks.items():
+                general[name] = pa.ListArray.from_arrays(
+                    chunk_offsets, pa.array(numbers, pa.int64())
+                )
+            if not len(self._chunk_form):
+                return general
+        packed = self._chunk_form.arrays()
+        pause()
+        named = {
+            "Events.Timestamp": packed["stamps"],
+            "Events.Name": packed["names"],
+            "Events.Attributes": packed["maps"],
+            CHUNK_INDEX_COLUMN: packed["index"],
+            CHUNK_GAP_COLUMN: packed["gap"],
+            CHUNK_OFFSET_COLUMN: packed["offset"],
+        }
+        if not general:
+            return named
+        rows = self._count
+        ends = pa.array(self._chunk_form.row_ends, pa.int32())
+        has_packed = pc.greater(pc.subtract(ends[1:], ends[:-1]), pa.scalar(0, pa.int32()))
+        row_numbers = pa.array(range(rows), pa.int64())
+        which = pc.if_else(has_packed, pc.add(row_numbers, rows), row_numbers)
+        return {name: pa.concat_arrays([general[name], named[name]]).take(which) for name in named}
+
+
+_PLANS: dict[tuple[str, ...], tuple[Callable[[tuple[Any, ...]], tuple[Any, ...]], bool]] = {}
+"""Per attribute key tuple: how its values give the typed columns' raw values, and whether
+the span is otel-llm's (a few tuples a process; the packer caps their number)."""
+
+
+def _typed_plan(
+    keys: tuple[str, ...],
+) -> tuple[Callable[[tuple[Any, ...]], tuple[Any, ...]], bool]:
+    """The typed columns' raw values of a span whose attribute keys are ``keys`` (``None``
+    where an attribute is missing), as :meth:`SegmentColumns._typed` takes them from a dict."""
+    plan = _PLANS.get(keys)
+    if plan is None:
+        where = {key: position for position, key in enumerate(keys)}
+        missing = len(keys)  # the ``None`` appended after the values
+        pick = itemgetter(*(where.get(attribute, missing) for attribute in _TYPED_ATTRIBUTES))
+
+        def typed(values: tuple[Any, ...]) -> tuple[Any, ...]:
+            picked: tuple[Any, ...] = pick((*values, None))
+            return picked
+
+        plan = (typed, sc.SPAN_ROLE in where)
+        if len(_PLANS) < 4096:
+            _PLANS[keys] = plan
+    return plan
 
 
 def _typed_list(values: Sequence[Any], typed: Callable[[Any], Any]) -> list[Any]:
@@ -314,16 +430,9 @@ def _typed_list(values: Sequence[Any], typed: Callable[[Any], Any]) -> list[Any]
 
 def _map_array(maps: _Maps) -> pa.Array[Any]:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     keys = pa.array(maps.keys, pa.string())
     values = pa.array(maps.values, pa.string())
-    if maps.codes:  # fill the coded entries in, vectorised
-        coded = pc.is_null(keys)
-        named = pc.take(pa.array(CHUNK_PAIR, pa.string()), pa.array(maps.codes, pa.int8()))
-        keys = pc.if_else(coded, named, keys)
-        rendered = pc.cast(pa.array(maps.numbers, pa.int64()), pa.string())
-        values = pc.if_else(coded, rendered, values)
     array: pa.Array[Any] = pa.MapArray.from_arrays(  # type: ignore[call-overload]
         pa.array(maps.offsets, pa.int32()), keys, values
     )

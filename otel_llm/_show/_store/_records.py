@@ -314,61 +314,94 @@ def _mapping(code: int | tuple[str, ...], values: tuple[Any, ...]) -> dict[str, 
     return dict(zip(_SHAPES.keys(code), values, strict=True))
 
 
+class RawSpan(NamedTuple):
+    """A packed span's values as :func:`pack` laid them out, before any is taken apart: what
+    the store's writer appends column by column (:func:`unpack` builds a record from it)."""
+
+    start: int
+    end: int
+    trace_id: int | None
+    span_id: int | None
+    parent_span_id: int | None
+    trace_state: str
+    name: str
+    kind: int
+    status: int
+    status_message: str
+    shape: int | tuple[str, ...]
+    """The attribute keys (:func:`keys_of`)."""
+    values: tuple[Any, ...]
+    links: tuple[tuple[int, int, str, int | tuple[str, ...], tuple[Any, ...]], ...]
+    events: tuple[Any, ...] | None
+    """:func:`chunk_parts` or :func:`plain_events` read it."""
+
+
+def raw(packed: PackedSpan) -> RawSpan:
+    """The values of ``packed``, as laid out (see :class:`RawSpan`)."""
+    return RawSpan._make(marshal.loads(packed.blob))
+
+
+def keys_of(shape: int | tuple[str, ...]) -> tuple[str, ...]:
+    """The attribute keys a shape stands for."""
+    return _SHAPES.keys(shape)
+
+
+def chunk_parts(events: tuple[Any, ...] | None) -> tuple[bool, bytes, int | bytes, bytes] | None:
+    """Packed chunk events as (first without a gap, arrival steps, indexes — the first index
+    when they count up by one — and gaps), integers as :func:`_ints` packs them; ``None`` when
+    the events are not in that form."""
+    if events is None or events[0] != _CHUNKS:
+        return None
+    _, first_alone, steps, indexes, gaps = events
+    return first_alone, steps, indexes, gaps
+
+
+def plain_events(events: tuple[Any, ...] | None) -> list[tuple[str, int, dict[str, Any]]]:
+    """Name, time and attributes of each event not packed as chunk events."""
+    if events is None or events[0] != _EVENTS:
+        return []
+    _, names, stamps, shaped = events
+    return [
+        (event_name, stamp, _mapping(*attributes))
+        for event_name, stamp, attributes in zip(names, stamps, shaped, strict=True)
+    ]
+
+
 def unpack(packed: PackedSpan) -> SpanRecord:
     """The values :func:`pack` packed, as a :class:`SpanRecord`."""
-    (
-        start,
-        end,
-        trace_id,
-        span_id,
-        parent_span_id,
-        trace_state,
-        name,
-        kind,
-        status,
-        status_message,
-        shape,
-        values,
-        links,
-        events,
-    ) = marshal.loads(packed.blob)
+    span = raw(packed)
+    start = span.start
     chunks: tuple[list[int], list[int], list[int | None]] | None = None
-    plain_events: list[tuple[str, int, dict[str, Any]]] = []
-    if events is not None and events[0] == _CHUNKS:
-        _, first_alone, steps, packed_indexes, packed_gaps = events
+    parts = chunk_parts(span.events)
+    if parts is not None:
+        first_alone, steps, packed_indexes, packed_gaps = parts
         stamps = list(accumulate(_from_ints(steps), initial=start))[1:]
         count = len(stamps)
         if type(packed_indexes) is int:
             indexes = list(range(packed_indexes, packed_indexes + count))
         else:
-            indexes = _from_ints(packed_indexes)
+            indexes = _from_ints(packed_indexes)  # type: ignore[arg-type]
         paired = _from_ints(packed_gaps) if packed_gaps else []
         gaps: list[int | None] = [None, *paired] if first_alone else list(paired)
         chunks = (stamps, indexes, gaps)
-    elif events is not None:
-        _, names, stamps_, shaped = events
-        plain_events = [
-            (event_name, stamp, _mapping(*attributes))
-            for event_name, stamp, attributes in zip(names, stamps_, shaped, strict=True)
-        ]
     resource = packed.resource
     scope = packed.scope
     return SpanRecord(
         start=start,
-        end=end,
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=parent_span_id,
-        trace_state=trace_state,
-        name=name,
-        kind=kind,
-        status=status,
-        status_message=status_message,
-        attributes=_mapping(shape, values),
+        end=span.end,
+        trace_id=span.trace_id,
+        span_id=span.span_id,
+        parent_span_id=span.parent_span_id,
+        trace_state=span.trace_state,
+        name=span.name,
+        kind=span.kind,
+        status=span.status,
+        status_message=span.status_message,
+        attributes=_mapping(span.shape, span.values),
         resource=plain_attributes(resource.attributes) if resource else {},
         scope_name=scope.name if scope else "",
         scope_version=(scope.version or "") if scope else "",
-        links=[(t, s, state, _mapping(code, v)) for t, s, state, code, v in links],
+        links=[(t, s, state, _mapping(code, v)) for t, s, state, code, v in span.links],
         chunks=chunks,
-        events=plain_events,
+        events=plain_events(span.events),
     )

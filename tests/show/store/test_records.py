@@ -135,41 +135,50 @@ _INTS = st.one_of(
 )
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    chunks=st.lists(
-        st.tuples(
-            st.integers(min_value=0, max_value=2**62),  # the event's time
-            _INTS,  # its index
-            st.one_of(st.none(), _INTS),  # its gap (none: the key is left out)
-            st.booleans(),  # keys in the other order
-        ),
-        min_size=1,
-        max_size=6,
-    ),
-    counting=st.booleans(),
+_CHUNK = st.tuples(
+    st.integers(min_value=0, max_value=2**62),  # the event's time
+    _INTS,  # its index
+    st.one_of(st.none(), _INTS),  # its gap (none: the key is left out)
+    st.booleans(),  # keys in the other order
 )
+_SPAN = st.tuples(
+    st.integers(min_value=0, max_value=2**62),  # the span's start
+    st.lists(_CHUNK, max_size=6),
+    st.booleans(),  # indexes that count up from 0
+    st.booleans(),  # one more event that is not a chunk event
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=st.lists(_SPAN, min_size=1, max_size=5))
 def test_chunk_events_of_any_shape_unpack_to_the_row_of_the_span(
-    chunks: list[tuple[int, int, int | None, bool]], counting: bool
+    shapes: list[tuple[int, list[tuple[int, int, int | None, bool]], bool, bool]],
 ) -> None:
     """Times out of order, indexes that count or not, gaps past 64 bits, booleans, keys in
-    the other order: the packed span gives the table the row of the SDK span gives."""
+    the other order, spans whose events are packed beside spans whose are not, in any order:
+    the packed spans give the table their rows give, and so do their unpacked records."""
     spans = Spans()
-    span = spans.tracer.start_span("s", start_time=2**61)
-    for number, (stamp, index, gap, swapped) in enumerate(chunks):
-        pair: dict[str, object] = {sc.CHUNK_INDEX: number if counting else index}
-        if gap is not None:
-            pair[sc.CHUNK_GAP_NS] = gap
-        if swapped:
-            pair = dict(reversed(pair.items()))
-        span.add_event(sc.CHUNK_EVENT, pair, timestamp=stamp)  # type: ignore[arg-type]
-    span.end(end_time=2**62)
-    (finished,) = spans.finished()
-    packed, rows = SegmentColumns(), SegmentColumns()
-    for _ in range(2):
-        packed.append_packed(pack(finished))
-        rows.append_row(span_row(finished))
-    assert packed.table().equals(rows.table())
+    for start, chunks, counting, other in shapes:
+        span = spans.tracer.start_span("s", start_time=start)
+        for number, (stamp, index, gap, swapped) in enumerate(chunks):
+            pair: dict[str, object] = {sc.CHUNK_INDEX: number if counting else index}
+            if gap is not None:
+                pair[sc.CHUNK_GAP_NS] = gap
+            if swapped:
+                pair = dict(reversed(pair.items()))
+            span.add_event(sc.CHUNK_EVENT, pair, timestamp=stamp)  # type: ignore[arg-type]
+        if other:
+            span.add_event("gen_ai.other", {"k": 1}, timestamp=start)
+        span.end(end_time=2**62)
+    finished = spans.finished()
+    packed, records, rows = SegmentColumns(), SegmentColumns(), SegmentColumns()
+    for span in finished:
+        packed.append_packed(pack(span))
+        records.append_record(unpack(pack(span)))
+        rows.append_row(span_row(span))
+    expected = rows.table()
+    assert packed.table().equals(expected)
+    assert records.table().equals(expected)
 
 
 def test_a_subclass_of_a_value_type_keeps_its_value() -> None:
