@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from otel_llm import _semconv as sc
@@ -22,37 +24,100 @@ from otel_llm._show._store._rows import CHUNK_PAIR
 if TYPE_CHECKING:
     import pyarrow as pa
 
-_EIGHT: Final = ord("q")
+_WIDE: Final = ord("q")
+"""The typecode of a packed piece of 8-byte integers (``i``: 4-byte)."""
+_COUNTING: dict[tuple[int, int], bytes] = {}
+"""Packed indexes that count up by one, by (first, count): a few distinct ones a process."""
 
 
-def _extend(target: array[int], packed: bytes) -> None:
-    """Append integers packed as ``_records._ints`` packs them: typecode ``i`` or ``q`` first."""
-    if packed[0] == _EIGHT:
-        target.frombytes(packed[1:])
-    else:
-        target.extend(memoryview(packed)[1:].cast("i"))
+def _counting(first: int, count: int) -> bytes:
+    packed = _COUNTING.get((first, count))
+    if packed is None:
+        try:
+            packed = b"i" + array("i", range(first, first + count)).tobytes()
+        except OverflowError:
+            packed = b"q" + array("q", range(first, first + count)).tobytes()
+        if len(_COUNTING) < 1024:
+            _COUNTING[(first, count)] = packed
+    return packed
+
+
+class _Pieces:
+    """Integers packed as ``_records._ints`` packs them (typecode first), kept as bytes until
+    Arrow reads them all at once."""
+
+    __slots__ = ("pieces", "size", "wide", "widths")
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        """The integers of each piece, without its typecode."""
+        self.widths: list[bool] = []
+        """Whether each piece holds 8-byte integers (else 4-byte)."""
+        self.size = 0
+        self.wide = False
+
+    def add(self, packed: bytes) -> int:
+        """Keep ``packed``; the number of integers in it."""
+        wide = packed[0] == _WIDE
+        data = packed[1:]
+        self.pieces.append(data)
+        self.widths.append(wide)
+        count = len(data) >> 3 if wide else len(data) >> 2
+        self.wide = self.wide or wide
+        self.size += count
+        return count
+
+    def truncate(self, pieces: int) -> None:
+        for data, wide in zip(self.pieces[pieces:], self.widths[pieces:], strict=True):
+            self.size -= len(data) >> 3 if wide else len(data) >> 2
+        del self.pieces[pieces:], self.widths[pieces:]
+
+    def int64(self) -> pa.Array[Any]:
+        """Every integer kept, in order, as one Arrow ``int64`` array."""
+        import pyarrow as pa
+
+        if not self.wide:
+            return _array(False, b"".join(self.pieces))
+        runs = [
+            _array(wide, b"".join(data for _, data in run))
+            for wide, run in groupby(zip(self.widths, self.pieces, strict=True), key=itemgetter(0))
+        ]
+        return pa.concat_arrays(runs) if runs else pa.array([], pa.int64())
+
+
+def _array(wide: bool, data: bytes) -> pa.Array[Any]:
+    """Machine integers (8-byte when ``wide``, else 4-byte) as an Arrow ``int64`` array."""
+    import pyarrow as pa
+
+    kind = pa.int64() if wide else pa.int32()
+    count = len(data) >> 3 if wide else len(data) >> 2
+    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(data)]).cast(pa.int64())
+
+
+_ONE_GAP: Final = (b"i" + bytes(4), b"q" + bytes(8))
+"""A gap of 0 in each width: what stands in where a span's first event has none."""
 
 
 class ChunkColumns:
-    """Chunk events of appended rows as flat integer buffers (see the module docstring)."""
+    """Chunk events of appended rows as packed integers (see the module docstring)."""
 
     __slots__ = ("first_alone", "gaps", "indexes", "row_ends", "starts", "steps")
 
     def __init__(self) -> None:
-        self.steps: array[int] = array("q")
+        self.steps = _Pieces()
         """Each event's arrival minus the one before (the first: minus its span's start)."""
-        self.indexes: array[int] = array("q")
-        self.gaps: array[int] = array("q")
+        self.indexes = _Pieces()
+        self.gaps = _Pieces()
         """Each event's gap; 0 stands in where a span's first event has none."""
         self.first_alone: list[int] = []
-        """Positions (in the event buffers) of first events without a gap."""
+        """Positions (among all events) of first events without a gap."""
         self.starts: list[int] = []
         """Each row's span start."""
         self.row_ends: list[int] = [0]
-        """Where each row's events end in the buffers (row ``r`` is ``row_ends[r:r+2]``)."""
+        """Where each row's events end among all events (row ``r`` is ``row_ends[r:r+2]``)."""
 
     def __len__(self) -> int:
-        return len(self.steps)
+        return self.steps.size
 
     def add_packed(
         self,
@@ -64,36 +129,28 @@ class ChunkColumns:
     ) -> None:
         """One row's chunk events as the packer keeps them: ``indexes`` is the first index
         when they count up by one."""
-        before = len(self.steps)
-        _extend(self.steps, steps)
-        count = len(self.steps) - before
-        if type(indexes) is int:
-            self.indexes.extend(range(indexes, indexes + count))
-        else:
-            _extend(self.indexes, indexes)  # type: ignore[arg-type]
+        before = self.steps.size
+        count = self.steps.add(steps)
+        self.indexes.add(_counting(indexes, count) if type(indexes) is int else indexes)  # type: ignore[arg-type]
         if first_alone:
             self.first_alone.append(before)
-            self.gaps.append(0)
+            self.gaps.add(_ONE_GAP[bool(gaps) and gaps[0] == _WIDE])
         if gaps:
-            _extend(self.gaps, gaps)
+            self.gaps.add(gaps)
         self._close(start)
 
     def add_lists(
         self, start: int, stamps: Sequence[int], indexes: Sequence[int], gaps: Sequence[int | None]
     ) -> None:
         """One row's chunk events as plain lists (a gap of ``None`` only first)."""
-        before = len(self.steps)
-        previous = start
-        for stamp in stamps:
-            self.steps.append(stamp - previous)
-            previous = stamp
-        self.indexes.extend(indexes)
+        before = self.steps.size
+        steps = [b - a for a, b in zip([start, *stamps[:-1]], stamps, strict=True)]
+        self.steps.add(b"q" + array("q", steps).tobytes())
+        self.indexes.add(b"q" + array("q", indexes).tobytes())
         if gaps and gaps[0] is None:
             self.first_alone.append(before)
-            self.gaps.append(0)
-            self.gaps.extend(gaps[1:])  # type: ignore[arg-type]
-        else:
-            self.gaps.extend(gaps)  # type: ignore[arg-type]
+            gaps = [0, *gaps[1:]]
+        self.gaps.add(b"q" + array("q", gaps).tobytes())  # type: ignore[type-var]
         self._close(start)
 
     def skip(self, start: int) -> None:
@@ -102,12 +159,25 @@ class ChunkColumns:
 
     def _close(self, start: int) -> None:
         self.starts.append(start)
-        self.row_ends.append(len(self.steps))
+        self.row_ends.append(self.steps.size)
 
-    def truncate(self, rows: int, events: int, first_alone: int) -> None:
-        """Back to ``rows`` rows holding ``events`` events (undoing a failed append)."""
-        del self.steps[events:], self.indexes[events:], self.gaps[events:]
-        del self.first_alone[first_alone:], self.starts[rows:], self.row_ends[rows + 1 :]
+    def mark(self) -> tuple[int, ...]:
+        """Where the columns stand (for :meth:`truncate`)."""
+        return (
+            len(self.starts),
+            len(self.first_alone),
+            len(self.steps.pieces),
+            len(self.indexes.pieces),
+            len(self.gaps.pieces),
+        )
+
+    def truncate(self, mark: tuple[int, ...]) -> None:
+        """Back to where :meth:`mark` stood (undoing a failed append)."""
+        rows, first_alone, steps, indexes, gaps = mark
+        del self.starts[rows:], self.row_ends[rows + 1 :], self.first_alone[first_alone:]
+        self.steps.truncate(steps)
+        self.indexes.truncate(indexes)
+        self.gaps.truncate(gaps)
 
     def arrays(self) -> dict[str, pa.Array[Any]]:
         """The rows' events as list columns: ``stamps``, ``names``, ``maps`` (of the event
@@ -115,16 +185,16 @@ class ChunkColumns:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        count = len(self.steps)
+        count = self.steps.size
         row_ends = pa.array(self.row_ends, pa.int32())
-        steps = _int64(self.steps)
+        steps = self.steps.int64()
         running = pc.cumulative_sum(steps)  # wraps past 64 bits; the differences stay exact
         before_row = pc.take(pa.concat_arrays([pa.array([0], pa.int64()), running]), row_ends[:-1])
         rows_of = pc.list_parent_indices(pa.ListArray.from_arrays(row_ends, steps))
         offsets = pc.subtract(running, pc.take(before_row, rows_of))
         stamps = pc.add(offsets, pc.take(pa.array(self.starts, pa.int64()), rows_of))
-        indexes = _int64(self.indexes)
-        gaps = _int64(self.gaps)
+        indexes = self.indexes.int64()
+        gaps = self.gaps.int64()
         if self.first_alone:
             alone = bytearray(count)
             for position in self.first_alone:
@@ -150,10 +220,19 @@ class ChunkColumns:
         }
 
 
-def _int64(values: array[int]) -> pa.Array[Any]:
+_COUNTED: list[pa.Array[Any]] = []
+"""0, 1, 2, … as one Arrow array, grown as needed (:func:`counted`)."""
+
+
+def counted(count: int) -> pa.Array[Any]:
+    """The integers 0 … ``count`` - 1 as an Arrow ``int64`` array."""
     import pyarrow as pa
 
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+    if not _COUNTED or len(_COUNTED[0]) < count:
+        _COUNTED[:] = [
+            pa.array(range(max(count, 2 * len(_COUNTED[0]) if _COUNTED else 4096)), pa.int64())
+        ]
+    return _COUNTED[0].slice(0, count)
 
 
 def _chunk_maps(
@@ -165,7 +244,7 @@ def _chunk_maps(
 
     # entries interleaved: event e's index at 2e, its gap at 2e + 1 (dropped where missing)
     texts = pa.concat_arrays([pc.cast(indexes, pa.string()), pc.cast(gaps, pa.string())])
-    slots = pa.array(range(2 * count), pa.int64())
+    slots = counted(2 * count)
     second = pc.bit_wise_and(slots, 1)
     source = pc.add(pc.shift_right(slots, 1), pc.multiply(second, count))
     keys = pc.take(pa.array(CHUNK_PAIR, pa.string()), second)

@@ -26,7 +26,7 @@ from otel_llm._show._sql._schema import (
     TYPED_COLUMNS,
 )
 from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
-from otel_llm._show._store._chunk_columns import ChunkColumns
+from otel_llm._show._store._chunk_columns import ChunkColumns, counted
 from otel_llm._show._store._records import (
     PackedSpan,
     SpanRecord,
@@ -160,19 +160,14 @@ class SegmentColumns:
             self._undo(undo)
             raise
 
-    def _undo_point(self) -> tuple[list[int], tuple[int, int, int]]:
-        chunks = self._chunk_form
-        return list(map(len, self._every)), (
-            len(chunks.starts),
-            len(chunks),
-            len(chunks.first_alone),
-        )
+    def _undo_point(self) -> tuple[list[int], tuple[int, ...]]:
+        return list(map(len, self._every)), self._chunk_form.mark()
 
-    def _undo(self, point: tuple[list[int], tuple[int, int, int]]) -> None:
-        lengths, chunk_lengths = point
+    def _undo(self, point: tuple[list[int], tuple[int, ...]]) -> None:
+        lengths, chunk_mark = point
         for values, length in zip(self._every, lengths, strict=True):
             del values[length:]
-        self._chunk_form.truncate(*chunk_lengths)
+        self._chunk_form.truncate(chunk_mark)
 
     def _append_packed(self, packed: PackedSpan) -> None:
         """:meth:`_append_record` of the packed values, without a dict per span or a Python
@@ -385,7 +380,7 @@ class SegmentColumns:
         rows = self._count
         ends = pa.array(self._chunk_form.row_ends, pa.int32())
         has_packed = pc.greater(pc.subtract(ends[1:], ends[:-1]), pa.scalar(0, pa.int32()))
-        row_numbers = pa.array(range(rows), pa.int64())
+        row_numbers = counted(rows)
         which = pc.if_else(has_packed, pc.add(row_numbers, rows), row_numbers)
         return {name: pa.concat_arrays([general[name], named[name]]).take(which) for name in named}
 
