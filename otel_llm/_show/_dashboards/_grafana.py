@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from otel_llm._show._dashboards._importable import importable
 from otel_llm._show._dashboards._panels import FORMATS, PANELS, TRACE_VIEW, Panel, variable_sql
+from otel_llm._show._dashboards._promql import PromPanel
 from otel_llm._show._sql._clickhouse import DATABASE
 from otel_llm._show._sql._exporter_sql import TRACE_ID_TS_SUFFIX
 from otel_llm._show._sql._panel_sql import (
@@ -214,7 +215,7 @@ def _panel(source: Source, panel: Panel, panel_id: int, grid: dict[str, int]) ->
     return out
 
 
-def _layout(panels: Sequence[Panel]) -> list[dict[str, int]]:
+def _layout(panels: Sequence[Panel | PromPanel]) -> list[dict[str, int]]:
     """Left to right, a new row when a panel does not fit in the 24 columns."""
     x = y = row_height = 0
     grids: list[dict[str, int]] = []
@@ -439,6 +440,9 @@ def dashboard_provider() -> str:
             for source in SOURCES
         ]
     }
+    from otel_llm._show._dashboards import _prometheus  # it builds on this module
+
+    config["providers"].append(_prometheus.provider())
     return (
         _provisioning_header(
             "otel-llm's dashboards: set OTEL_LLM_DASHBOARDS to this repository's dashboards/\n"
@@ -459,9 +463,17 @@ def files() -> dict[Path, str]:
     for source in SOURCES:  # the export-for-sharing form, outside the provisioned folders
         board = importable(dashboard(source))
         out[IMPORT_FOLDER / f"otel-llm-{source.name}.json"] = json.dumps(board, indent=2) + "\n"
+    from otel_llm._show._dashboards import _prometheus  # it builds on this module
+
+    prometheus = _prometheus.dashboard()
+    name = _prometheus.PROMETHEUS.name
+    out[Path(name) / DASHBOARD_FILE] = json.dumps(prometheus, indent=2) + "\n"
+    shared = importable(prometheus)
+    out[IMPORT_FOLDER / f"otel-llm-{name}.json"] = json.dumps(shared, indent=2) + "\n"
     provisioning = Path("provisioning")
     out[provisioning / "datasources" / "duckdb.yaml"] = duckdb_datasource()
     out[provisioning / "datasources" / "clickhouse.yaml"] = clickhouse_datasource()
+    out[provisioning / "datasources" / f"{name}.yaml"] = _prometheus.datasource()
     out[provisioning / "dashboards" / "otel-llm.yaml"] = dashboard_provider()
     return out
 

@@ -31,6 +31,7 @@ export gives a core plugin such as Prometheus the version 1.0.0)."""
 
 PANEL_NAMES: Final = {
     "barchart": "Bar chart",
+    "bargauge": "Bar gauge",
     "heatmap": "Heatmap",
     "stat": "Stat",
     "table": "Table",

@@ -30,6 +30,7 @@ with warnings.catch_warnings():
 from otel_llm._show._dashboards import _grafana as _dashboards
 from otel_llm._show._dashboards._grafana import SOURCES, STORE_VARIABLE, dashboard, files, stale
 from otel_llm._show._dashboards._panels import PANELS, TIME, TRACE_VIEW
+from otel_llm._show._dashboards._prometheus import PROMETHEUS
 from otel_llm._show._sql._exporter_sql import TRACE_ID_TS_SUFFIX, TRACE_ID_TS_TABLE
 from otel_llm._show._sql._panel_sql import DATASOURCE, FILTERS
 from otel_llm._show._store._access import reader_sql
@@ -194,7 +195,7 @@ def _provisioning(name: str) -> dict[str, Any]:
 
 
 def test_the_provisioning_is_yaml_grafana_reads() -> None:
-    """The three provisioning files parse as YAML with apiVersion 1, the data sources have the
+    """The provisioning files parse as YAML with apiVersion 1, the data sources have the
     uids the dashboards' variables default to, and no ``$`` but the documented environment
     variables (Grafana expands ``$NAME`` in provisioning files)."""
     duck = _provisioning("datasources/duckdb.yaml")
@@ -209,8 +210,11 @@ def test_the_provisioning_is_yaml_grafana_reads() -> None:
     traces = click["datasources"][0]["jsonData"]["traces"]
     assert (traces["defaultDatabase"], traces["defaultTable"]) == ("otel", "otel_traces")
     assert [p["options"]["path"].rsplit("/", 1)[1] for p in provider["providers"]] == [
-        s.name for s in SOURCES
+        *(s.name for s in SOURCES),
+        PROMETHEUS.name,
     ]
+    (prometheus,) = _provisioning("datasources/prometheus.yaml")["datasources"]
+    assert (prometheus["uid"], prometheus["url"]) == (PROMETHEUS.uid, "${PROMETHEUS_URL}")
     for path in (DASHBOARDS / "provisioning").rglob("*.yaml"):
         names = set(re.findall(r"\$\{?(\w+)", path.read_text(encoding="utf-8")))
         assert names <= {
@@ -220,6 +224,7 @@ def test_the_provisioning_is_yaml_grafana_reads() -> None:
             "CLICKHOUSE_PORT",
             "CLICKHOUSE_USER",
             "CLICKHOUSE_PASSWORD",
+            "PROMETHEUS_URL",
         }, path
 
 

@@ -20,12 +20,15 @@ with warnings.catch_warnings():
 from otel_llm._show._dashboards import _grafana
 from otel_llm._show._dashboards._grafana import SOURCES, dashboard
 from otel_llm._show._dashboards._importable import PLUGINS, importable, input_name
+from otel_llm._show._dashboards._prometheus import PROMETHEUS
+from otel_llm._show._dashboards._promql import PLUGIN
 from otel_llm._show._sql._panel_sql import DATASOURCE
 from tests.support import REPOSITORY
 
 register_default_plugins()
 FOLDER = REPOSITORY / _grafana.ROOT / _grafana.IMPORT_FOLDER
-NAMES = [source.name for source in SOURCES]
+NAMES = [*(source.name for source in SOURCES), PROMETHEUS.name]
+PLUGIN_OF = {source.name: source.dialect.plugin for source in SOURCES} | {PROMETHEUS.name: PLUGIN}
 
 
 def _read(name: str) -> dict[str, Any]:
@@ -70,7 +73,7 @@ def test_every_panel_reads_the_input(name: str) -> None:
     reference of the panels, their queries and the variables is that input: no reference to
     the provisioned dashboard's variable is left."""
     board = _read(name)
-    plugin = next(s for s in SOURCES if s.name == name).dialect.plugin
+    plugin = PLUGIN_OF[name]
     (source_input,) = board["__inputs"]
     assert (source_input["type"], source_input["pluginId"]) == ("datasource", plugin)
     assert source_input["pluginName"] == PLUGINS[plugin][0]
@@ -122,8 +125,9 @@ def test_grafanas_schema_reads_the_importable_body(name: str) -> None:
     body = {k: v for k, v in board.items() if not k.startswith("__") and k != "id"}
     round_trip = json.loads(json.dumps(Dashboard.from_json(body), cls=JSONEncoder))
     assert len(round_trip["panels"]) == len(body["panels"])
-    assert [p["targets"][0]["rawSql"] for p in round_trip["panels"]] == [
-        p["targets"][0]["rawSql"] for p in body["panels"]
+    query = "expr" if name == PROMETHEUS.name else "rawSql"
+    assert [p["targets"][0][query] for p in round_trip["panels"]] == [
+        p["targets"][0][query] for p in body["panels"]
     ]
     assert [v["name"] for v in round_trip["templating"]["list"]] == [
         v["name"] for v in body["templating"]["list"]
