@@ -1,0 +1,198 @@
+package storeexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+)
+
+// The acknowledgement rule: push returns (and the receiver answers the sender "done") only
+// after the segment holding the request's spans is written, flushed to disk and linked into
+// the store. Spans wait in memory for at most SealInterval, with those of every other request
+// that came meanwhile (one segment for all of them); a failure to seal fails every request
+// in it, and the sender retries. So a Collector killed at any moment has acknowledged only
+// spans that are in the store; what it had not acknowledged is sent again (and the
+// temporaries it left are removed by the next opener).
+
+// batch is the spans of the segment being gathered, and the requests waiting for it.
+type batch struct {
+	rows  *rows
+	spans int
+	done  chan struct{}
+	err   error
+}
+
+type storeExporter struct {
+	cfg    *Config
+	logger *zap.Logger
+	format *segmentFormat
+	store  *store
+
+	mu      sync.Mutex
+	open    *batch         // gathering spans; nil when none wait
+	timer   *time.Timer    // seals open after SealInterval
+	sealing chan *batch    // to the sealer
+	sends   sync.WaitGroup // hand-overs to the sealer in flight (shutdown waits for them)
+	stopped chan struct{}
+	closed  bool
+}
+
+var errShutDown = errors.New("the otel-llm store exporter is shut down")
+
+func newStoreExporter(cfg *Config, logger *zap.Logger) (*storeExporter, error) {
+	format, err := loadFormat(schemaJSON)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := newRows(format, nil); err != nil { // every column is one this exporter fills
+		return nil, err
+	}
+	return &storeExporter{cfg: cfg, logger: logger, format: format}, nil
+}
+
+func (e *storeExporter) start(context.Context, component.Host) error {
+	s, err := openStore(e.cfg.Store, e.format)
+	if err != nil {
+		return err
+	}
+	if n := s.removeOrphans(); n > 0 {
+		e.logger.Info("removed temporaries of writers that died", zap.Int("files", n))
+	}
+	e.store = s
+	e.sealing = make(chan *batch, 2)
+	e.stopped = make(chan struct{})
+	go e.sealer()
+	return nil
+}
+
+// push adds td's spans to the open segment and waits until it is sealed.
+func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
+	if td.SpanCount() == 0 {
+		return nil
+	}
+	e.mu.Lock()
+	if e.closed || e.store == nil {
+		e.mu.Unlock()
+		return errShutDown
+	}
+	b := e.open
+	if b == nil {
+		r, err := newRows(e.format, nil)
+		if err != nil {
+			e.mu.Unlock()
+			return err
+		}
+		b = &batch{rows: r, done: make(chan struct{})}
+		e.open = b
+		e.timer = time.AfterFunc(e.cfg.SealInterval, func() { e.sealIfOpen(b) })
+	}
+	b.spans += b.rows.appendTraces(td)
+	full := b.spans >= e.cfg.SegmentSpans
+	if full {
+		e.takeLocked()
+		e.sends.Add(1)
+	}
+	e.mu.Unlock()
+	if full {
+		e.sealing <- b
+		e.sends.Done()
+	}
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		// the sender gave up waiting: it sends these spans again, and the segment may hold
+		// them too (a span can then be stored twice; it is never lost)
+		return ctx.Err()
+	}
+}
+
+// takeLocked closes the open batch to new spans (caller holds mu).
+func (e *storeExporter) takeLocked() {
+	e.open = nil
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+}
+
+func (e *storeExporter) sealIfOpen(b *batch) {
+	e.mu.Lock()
+	if e.open != b {
+		e.mu.Unlock()
+		return
+	}
+	e.takeLocked()
+	e.sends.Add(1)
+	e.mu.Unlock()
+	e.sealing <- b
+	e.sends.Done()
+}
+
+// sealer seals batches one at a time until the channel closes.
+func (e *storeExporter) sealer() {
+	defer close(e.stopped)
+	for b := range e.sealing {
+		b.err = e.seal(b)
+		if b.err != nil {
+			e.logger.Warn("could not seal a segment; its senders will retry",
+				zap.Int("spans", b.spans), zap.Error(b.err))
+		}
+		close(b.done)
+	}
+}
+
+func (e *storeExporter) seal(b *batch) error {
+	defer b.rows.release()
+	rec := b.rows.record()
+	defer rec.Release()
+	data, err := encodeSegment(e.format, rec)
+	if err != nil {
+		return err
+	}
+	if _, err := e.store.write(data); err != nil {
+		return fmt.Errorf("cannot write a segment into %s: %w", e.store.path, err)
+	}
+	return nil
+}
+
+// shutdown seals what waits, then stops the sealer.
+func (e *storeExporter) shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed || e.sealing == nil {
+		e.closed = true
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	b := e.open
+	e.takeLocked()
+	e.mu.Unlock()
+	if b != nil {
+		e.sealing <- b
+	}
+	e.sends.Wait()
+	close(e.sealing)
+	select {
+	case <-e.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// pendingForTest is the number of spans gathered and not yet handed to the sealer.
+func (e *storeExporter) pendingForTest() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.open == nil {
+		return 0
+	}
+	return e.open.spans
+}

@@ -1,0 +1,171 @@
+package storeexporter
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.uber.org/zap"
+)
+
+func startExporter(t *testing.T, interval time.Duration, spans int) (*storeExporter, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "store")
+	e, err := newStoreExporter(&Config{Store: dir, SealInterval: interval, SegmentSpans: spans}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.start(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.shutdown(context.Background()) })
+	return e, dir
+}
+
+// sealedSpans counts the rows of the store's segments (the schema segment has none).
+func sealedSpans(t *testing.T, dir string) int {
+	t.Helper()
+	total := 0
+	for _, name := range names(t, filepath.Join(dir, "segments")) {
+		if !strings.HasSuffix(name, ".parquet") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "segments", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += int(readBack(t, data).NumRows())
+	}
+	return total
+}
+
+func TestAnExportReturnsOnlyOnceItsSpansAreSealed(t *testing.T) {
+	e, dir := startExporter(t, 300*time.Millisecond, 1_000_000)
+	returned := make(chan error, 1)
+	go func() { returned <- e.push(context.Background(), sampleTraces(3)) }()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-returned:
+		t.Fatalf("acknowledged before the seal interval (%v)", err)
+	default:
+	}
+	if got := sealedSpans(t, dir); got != 0 {
+		t.Fatalf("%d spans sealed before the interval", got)
+	}
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("never acknowledged")
+	}
+	if got := sealedSpans(t, dir); got != 2 {
+		t.Fatalf("%d spans in the store after the acknowledgement", got)
+	}
+}
+
+func TestExportsThatComeTogetherShareOneSegment(t *testing.T) {
+	e, dir := startExporter(t, 500*time.Millisecond, 1_000_000)
+	errs := make(chan error, 5)
+	for i := 0; i < 5; i++ {
+		go func() { errs <- e.push(context.Background(), sampleTraces(2)) }()
+	}
+	for i := 0; i < 5; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	segments := 0
+	for _, name := range names(t, filepath.Join(dir, "segments")) {
+		if strings.HasSuffix(name, ".parquet") && !strings.HasPrefix(name, "0000") {
+			segments++
+		}
+	}
+	if got := sealedSpans(t, dir); got != 10 || segments > 2 {
+		t.Fatalf("%d spans in %d segments", got, segments)
+	}
+}
+
+func TestAFullSegmentIsSealedWithoutWaitingForTheInterval(t *testing.T) {
+	e, dir := startExporter(t, time.Second, 2)
+	e.cfg.SealInterval = time.Hour // (Validate would refuse it: here it only proves the count seals)
+	if err := e.push(context.Background(), sampleTraces(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := sealedSpans(t, dir); got != 2 {
+		t.Fatalf("%d spans sealed", got)
+	}
+}
+
+func TestShutdownSealsWhatWaits(t *testing.T) {
+	e, dir := startExporter(t, time.Second, 1_000_000)
+	returned := make(chan error, 1)
+	go func() { returned <- e.push(context.Background(), sampleTraces(1)) }()
+	for e.pendingForTest() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := e.shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	if got := sealedSpans(t, dir); got != 2 {
+		t.Fatalf("%d spans sealed", got)
+	}
+	if err := e.push(context.Background(), sampleTraces(1)); err == nil {
+		t.Fatal("an export after shutdown was acknowledged")
+	}
+}
+
+func TestAFailedSealFailsItsExports(t *testing.T) {
+	e, dir := startExporter(t, 50*time.Millisecond, 1_000_000)
+	if err := os.Remove(filepath.Join(dir, "segments")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.push(context.Background(), sampleTraces(1)); err == nil {
+		t.Fatal("an export whose segment could not be published was acknowledged")
+	}
+}
+
+func TestTheFactoryMakesAValidDefaultConfigAndATracesExporter(t *testing.T) {
+	factory := NewFactory()
+	if factory.Type().String() != TypeStr {
+		t.Fatalf("type %s", factory.Type())
+	}
+	cfg := factory.CreateDefaultConfig().(*Config)
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a config without a store validated")
+	}
+	cfg.Store = filepath.Join(t.TempDir(), "store")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.SealInterval = 2 * time.Second
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a seal interval above a second validated")
+	}
+	cfg.SealInterval = defaultSealInterval
+	exp, err := factory.CreateTraces(context.Background(), exportertest.NewNopSettings(factory.Type()), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.ConsumeTraces(context.Background(), sampleTraces(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := sealedSpans(t, cfg.Store); got != 2 {
+		t.Fatalf("%d spans sealed", got)
+	}
+}

@@ -1,0 +1,448 @@
+package storeexporter
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// The rows: every span of an OTLP request as one row of the segment schema, with the values
+// otel_llm's span_row (the embedded writer) and its OTLP ingest give the same span. Which
+// columns exist, their order and types, which attribute fills which typed column and how the
+// chunk events become arrays all come from schema.json; this file only knows how each kind of
+// column is read from a span.
+
+// span is what a column is filled from: the span and what was worked out for it once.
+type span struct {
+	ptrace.Span
+	resourceKeys   []string
+	resourceValues [][]byte
+	service        string
+	scopeName      string
+	scopeVersion   string
+	attributes     []keyValue
+	typed          []pcommon.Value // per typed column; an empty Value where the attribute is absent
+	found          []bool
+	ours           bool // the span is otel-llm's (its role attribute is set): defaults apply
+}
+
+type filler func(b array.Builder, s *span, r *rows)
+
+// rows appends spans, column by column, to an Arrow record of the segment schema.
+type rows struct {
+	format  *segmentFormat
+	builder *array.RecordBuilder
+	fillers []filler
+	typedAt map[string]int // attribute -> index into format.Typed
+	count   int
+	scratch []byte
+	kvs     []keyValue
+	current span
+}
+
+func newRows(format *segmentFormat, mem memory.Allocator) (*rows, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	r := &rows{
+		format:  format,
+		builder: array.NewRecordBuilder(mem, format.schema),
+		typedAt: make(map[string]int, len(format.Typed)),
+	}
+	typedByColumn := make(map[string]int, len(format.Typed))
+	for i, t := range format.Typed {
+		r.typedAt[t.Attribute] = i
+		typedByColumn[t.Column] = i
+	}
+	r.current.typed = make([]pcommon.Value, len(format.Typed))
+	r.current.found = make([]bool, len(format.Typed))
+	for _, column := range format.Columns {
+		var fill filler
+		var err error
+		switch column.Role {
+		case "base":
+			fill, err = baseFiller(column)
+		case "typed":
+			i, ok := typedByColumn[column.Name]
+			if !ok {
+				return nil, fmt.Errorf("typed column %q is not in the typed plan", column.Name)
+			}
+			fill, err = typedFiller(format.Typed[i], i, column)
+		case "chunk":
+			fill, err = chunkFiller(format.Chunks, column)
+		default:
+			err = fmt.Errorf("column %q has no role this exporter knows (%q)", column.Name, column.Role)
+		}
+		if err != nil {
+			r.builder.Release()
+			return nil, err
+		}
+		r.fillers = append(r.fillers, fill)
+	}
+	return r, nil
+}
+
+func (r *rows) release() { r.builder.Release() }
+
+// appendTraces appends every span of td; the number appended.
+func (r *rows) appendTraces(td ptrace.Traces) int {
+	appended := 0
+	serviceKey := r.format.ServiceNameAttribute
+	resources := td.ResourceSpans()
+	for i := 0; i < resources.Len(); i++ {
+		rs := resources.At(i)
+		kvs := entries(rs.Resource().Attributes())
+		keys := make([]string, len(kvs))
+		values := make([][]byte, len(kvs))
+		service := ""
+		for j, kv := range kvs {
+			keys[j] = kv.key
+			values[j] = renderValue(nil, kv.value)
+			if kv.key == serviceKey {
+				service = string(values[j])
+			}
+		}
+		scopes := rs.ScopeSpans()
+		for j := 0; j < scopes.Len(); j++ {
+			ss := scopes.At(j)
+			scope := ss.Scope()
+			spans := ss.Spans()
+			for k := 0; k < spans.Len(); k++ {
+				s := &r.current
+				s.Span = spans.At(k)
+				s.resourceKeys, s.resourceValues, s.service = keys, values, service
+				s.scopeName, s.scopeVersion = scope.Name(), scope.Version()
+				r.prepare(s)
+				for c, fill := range r.fillers {
+					fill(r.builder.Field(c), s, r)
+				}
+				r.count++
+				appended++
+			}
+		}
+	}
+	return appended
+}
+
+// prepare works out once per span what several columns need: its attributes with duplicates
+// folded, the typed columns' raw values, whether it is otel-llm's.
+func (r *rows) prepare(s *span) {
+	r.kvs = appendEntries(r.kvs[:0], s.Attributes())
+	s.attributes = r.kvs
+	clear(s.found)
+	s.ours = false
+	for _, kv := range s.attributes {
+		if i, ok := r.typedAt[kv.key]; ok {
+			s.typed[i] = kv.value
+			s.found[i] = true
+		}
+		if kv.key == r.format.TypedDefaultsWhen {
+			s.ours = true
+		}
+	}
+}
+
+func hexID(buf []byte, id []byte, empty bool) []byte {
+	if empty {
+		return buf[:0]
+	}
+	return hex.AppendEncode(buf[:0], id)
+}
+
+func str(b array.Builder) *array.StringBuilder { return b.(*array.StringBuilder) }
+
+func appendMap(mb *array.MapBuilder, kvs []keyValue, r *rows) {
+	mb.Append(true)
+	keys, items := str(mb.KeyBuilder()), str(mb.ItemBuilder())
+	for _, kv := range kvs {
+		keys.Append(kv.key)
+		r.scratch = renderValue(r.scratch[:0], kv.value)
+		items.BinaryBuilder.Append(r.scratch)
+	}
+}
+
+func expect(column fieldSpec, kind string, item string) error {
+	if column.Type != kind || (item != "" && (column.Item == nil || column.Item.Type != item)) {
+		return fmt.Errorf("column %q is %s, this exporter fills it as %s of %s", column.Name,
+			column.Type, kind, item)
+	}
+	return nil
+}
+
+// baseFiller fills one of the Collector ClickHouse exporter's otel_traces columns.
+func baseFiller(column fieldSpec) (filler, error) {
+	scalar := func(kind string, fill filler) (filler, error) { return fill, expect(column, kind, "") }
+	list := func(item string, fill filler) (filler, error) { return fill, expect(column, "list", item) }
+	switch column.Name {
+	case "Timestamp":
+		return scalar("timestamp", func(b array.Builder, s *span, _ *rows) {
+			b.(*array.TimestampBuilder).Append(arrow.Timestamp(s.StartTimestamp()))
+		})
+	case "TraceId":
+		return scalar("string", func(b array.Builder, s *span, r *rows) {
+			id := s.TraceID()
+			r.scratch = hexID(r.scratch, id[:], id.IsEmpty())
+			str(b).BinaryBuilder.Append(r.scratch)
+		})
+	case "SpanId":
+		return scalar("string", func(b array.Builder, s *span, r *rows) {
+			id := s.SpanID()
+			r.scratch = hexID(r.scratch, id[:], id.IsEmpty())
+			str(b).BinaryBuilder.Append(r.scratch)
+		})
+	case "ParentSpanId":
+		return scalar("string", func(b array.Builder, s *span, r *rows) {
+			id := s.ParentSpanID()
+			r.scratch = hexID(r.scratch, id[:], id.IsEmpty())
+			str(b).BinaryBuilder.Append(r.scratch)
+		})
+	case "TraceState":
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.TraceState().AsRaw()) })
+	case "SpanName":
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.Name()) })
+	case "SpanKind":
+		return scalar("string", func(b array.Builder, s *span, r *rows) {
+			name, ok := r.format.spanKinds[int32(s.Kind())]
+			if !ok {
+				name = r.format.SpanKindOther
+			}
+			str(b).Append(name)
+		})
+	case "ServiceName":
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.service) })
+	case "ResourceAttributes":
+		return scalar("map", func(b array.Builder, s *span, _ *rows) {
+			mb := b.(*array.MapBuilder)
+			mb.Append(true)
+			keys, items := str(mb.KeyBuilder()), str(mb.ItemBuilder())
+			for i, key := range s.resourceKeys {
+				keys.Append(key)
+				items.BinaryBuilder.Append(s.resourceValues[i])
+			}
+		})
+	case "ScopeName":
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.scopeName) })
+	case "ScopeVersion":
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.scopeVersion) })
+	case "SpanAttributes":
+		return scalar("map", func(b array.Builder, s *span, r *rows) {
+			appendMap(b.(*array.MapBuilder), s.attributes, r)
+		})
+	case "Duration":
+		return scalar("uint64", func(b array.Builder, s *span, _ *rows) {
+			start, end := s.StartTimestamp(), s.EndTimestamp()
+			duration := uint64(0)
+			if end > start {
+				duration = uint64(end - start)
+			}
+			b.(*array.Uint64Builder).Append(duration)
+		})
+	case "StatusCode":
+		return scalar("string", func(b array.Builder, s *span, r *rows) {
+			name, ok := r.format.statusCodes[int32(s.Status().Code())]
+			if !ok {
+				name = r.format.StatusCodeOther
+			}
+			str(b).Append(name)
+		})
+	case "StatusMessage":
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.Status().Message()) })
+	case "Events.Timestamp":
+		return list("timestamp", func(b array.Builder, s *span, _ *rows) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			values := lb.ValueBuilder().(*array.TimestampBuilder)
+			events := s.Events()
+			for i := 0; i < events.Len(); i++ {
+				values.Append(arrow.Timestamp(events.At(i).Timestamp()))
+			}
+		})
+	case "Events.Name":
+		return list("string", func(b array.Builder, s *span, _ *rows) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			values := str(lb.ValueBuilder())
+			events := s.Events()
+			for i := 0; i < events.Len(); i++ {
+				values.Append(events.At(i).Name())
+			}
+		})
+	case "Events.Attributes":
+		return list("map", func(b array.Builder, s *span, r *rows) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			maps := lb.ValueBuilder().(*array.MapBuilder)
+			events := s.Events()
+			var kvs []keyValue
+			for i := 0; i < events.Len(); i++ {
+				kvs = appendEntries(kvs[:0], events.At(i).Attributes())
+				appendMap(maps, kvs, r)
+			}
+		})
+	case "Links.TraceId":
+		return list("string", func(b array.Builder, s *span, r *rows) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			values := str(lb.ValueBuilder())
+			links := s.Links()
+			for i := 0; i < links.Len(); i++ {
+				id := links.At(i).TraceID()
+				r.scratch = hexID(r.scratch, id[:], id.IsEmpty())
+				values.BinaryBuilder.Append(r.scratch)
+			}
+		})
+	case "Links.SpanId":
+		return list("string", func(b array.Builder, s *span, r *rows) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			values := str(lb.ValueBuilder())
+			links := s.Links()
+			for i := 0; i < links.Len(); i++ {
+				id := links.At(i).SpanID()
+				r.scratch = hexID(r.scratch, id[:], id.IsEmpty())
+				values.BinaryBuilder.Append(r.scratch)
+			}
+		})
+	case "Links.TraceState":
+		return list("string", func(b array.Builder, s *span, _ *rows) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			values := str(lb.ValueBuilder())
+			links := s.Links()
+			for i := 0; i < links.Len(); i++ {
+				values.Append(links.At(i).TraceState().AsRaw())
+			}
+		})
+	case "Links.Attributes":
+		return list("map", func(b array.Builder, s *span, r *rows) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			maps := lb.ValueBuilder().(*array.MapBuilder)
+			links := s.Links()
+			for i := 0; i < links.Len(); i++ {
+				appendMap(maps, entries(links.At(i).Attributes()), r)
+			}
+		})
+	}
+	return nil, fmt.Errorf("base column %q is not one this exporter knows how to fill", column.Name)
+}
+
+// typedFiller fills a typed column from its attribute, as otel_llm's typed_columns does:
+// VARCHAR takes any value (strings as they are, others rendered), BIGINT an int, INTEGER an
+// int within 32 bits, BOOLEAN a bool; any other value is NULL. An otel-llm span without the
+// attribute gets the column's default.
+func typedFiller(plan typedSpec, i int, column fieldSpec) (filler, error) {
+	var dflt *bool = plan.Default
+	switch plan.SQLType {
+	case "VARCHAR":
+		return func(b array.Builder, s *span, r *rows) {
+			sb := str(b)
+			if !s.found[i] || s.typed[i].Type() == pcommon.ValueTypeEmpty {
+				sb.AppendNull()
+				return
+			}
+			r.scratch = renderValue(r.scratch[:0], s.typed[i])
+			sb.BinaryBuilder.Append(r.scratch)
+		}, expect(column, "string", "")
+	case "BIGINT":
+		return func(b array.Builder, s *span, _ *rows) {
+			ib := b.(*array.Int64Builder)
+			if s.found[i] && s.typed[i].Type() == pcommon.ValueTypeInt {
+				ib.Append(s.typed[i].Int())
+				return
+			}
+			ib.AppendNull()
+		}, expect(column, "int64", "")
+	case "INTEGER":
+		return func(b array.Builder, s *span, _ *rows) {
+			ib := b.(*array.Int32Builder)
+			if s.found[i] && s.typed[i].Type() == pcommon.ValueTypeInt {
+				if n := s.typed[i].Int(); n >= math.MinInt32 && n <= math.MaxInt32 {
+					ib.Append(int32(n))
+					return
+				}
+			}
+			ib.AppendNull()
+		}, expect(column, "int32", "")
+	case "BOOLEAN":
+		return func(b array.Builder, s *span, _ *rows) {
+			bb := b.(*array.BooleanBuilder)
+			switch {
+			case s.found[i] && s.typed[i].Type() == pcommon.ValueTypeBool:
+				bb.Append(s.typed[i].Bool())
+			case !s.found[i] && s.ours && dflt != nil:
+				bb.Append(*dflt)
+			default:
+				bb.AppendNull()
+			}
+		}, expect(column, "bool", "")
+	}
+	return nil, fmt.Errorf("typed column %q has a type this exporter does not fill: %s", plan.Column, plan.SQLType)
+}
+
+// chunkFiller fills the typed arrays of the chunk events: per chunk event its index, its gap
+// (NULL where the attribute is not an int) and its arrival in ns from the span's start.
+func chunkFiller(plan chunkSpec, column fieldSpec) (filler, error) {
+	if err := expect(column, "list", "int64"); err != nil {
+		return nil, err
+	}
+	attribute := ""
+	switch column.Name {
+	case plan.IndexColumn:
+		attribute = plan.IndexAttribute
+	case plan.GapColumn:
+		attribute = plan.GapAttribute
+	case plan.OffsetColumn:
+		return func(b array.Builder, s *span, _ *rows) {
+			lb := b.(*array.ListBuilder)
+			lb.Append(true)
+			values := lb.ValueBuilder().(*array.Int64Builder)
+			start := int64(s.StartTimestamp())
+			events := s.Events()
+			for i := 0; i < events.Len(); i++ {
+				event := events.At(i)
+				if event.Name() == plan.Event {
+					values.Append(int64(event.Timestamp()) - start)
+				}
+			}
+		}, nil
+	default:
+		return nil, fmt.Errorf("chunk column %q is not in the chunk plan", column.Name)
+	}
+	return func(b array.Builder, s *span, _ *rows) {
+		lb := b.(*array.ListBuilder)
+		lb.Append(true)
+		values := lb.ValueBuilder().(*array.Int64Builder)
+		events := s.Events()
+		for i := 0; i < events.Len(); i++ {
+			event := events.At(i)
+			if event.Name() != plan.Event {
+				continue
+			}
+			var last pcommon.Value
+			found := false
+			for k, v := range event.Attributes().All() { // the last of a key sent twice wins
+				if k == attribute {
+					last, found = v, true
+				}
+			}
+			if found && last.Type() == pcommon.ValueTypeInt {
+				values.Append(last.Int())
+			} else {
+				values.AppendNull()
+			}
+		}
+	}, nil
+}
+
+// record hands over what was appended as one record (the builder starts empty again).
+func (r *rows) record() arrow.RecordBatch {
+	r.count = 0
+	return r.builder.NewRecordBatch()
+}

@@ -1,0 +1,209 @@
+package storeexporter
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+const start = 1_700_000_000_000_000_000
+
+// sampleTraces is one otel-llm attempt span with chunk events (one without a gap, one with a
+// gap that is not an int) and one span of another library, in one resource.
+func sampleTraces(chunks int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "svc")
+	rs.Resource().Attributes().PutInt("process.pid", 42)
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("otel_llm")
+	ss.Scope().SetVersion("1.2")
+	ours := ss.Spans().AppendEmpty()
+	ours.SetTraceID(pcommon.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
+	ours.SetSpanID(pcommon.SpanID{1, 1, 1, 1, 1, 1, 1, 1})
+	ours.SetParentSpanID(pcommon.SpanID{2, 2, 2, 2, 2, 2, 2, 2})
+	ours.SetName("chat sim")
+	ours.SetKind(ptrace.SpanKindClient)
+	ours.SetStartTimestamp(start)
+	ours.SetEndTimestamp(start + 5_000_000)
+	ours.Status().SetCode(ptrace.StatusCodeError)
+	ours.Status().SetMessage("boom")
+	attrs := ours.Attributes()
+	attrs.PutStr("otel_llm.span", "attempt")
+	attrs.PutInt("otel_llm.attempt.number", 1<<40) // beyond INTEGER: NULL
+	attrs.PutInt("otel_llm.stall_count", 3)
+	attrs.PutDouble("otel_llm.wall_ms", 2.5) // a double where a BIGINT is typed: NULL
+	attrs.PutStr("gen_ai.request.model", "m")
+	for i := 0; i < chunks; i++ {
+		event := ours.Events().AppendEmpty()
+		event.SetName("otel_llm.chunk")
+		event.SetTimestamp(pcommon.Timestamp(start + uint64(i+1)*1000))
+		event.Attributes().PutInt("otel_llm.chunk.index", int64(i))
+		switch i {
+		case 0:
+		case 1:
+			event.Attributes().PutStr("otel_llm.chunk.gap_ns", "x")
+		default:
+			event.Attributes().PutInt("otel_llm.chunk.gap_ns", 1000)
+		}
+	}
+	other := ours.Events().AppendEmpty()
+	other.SetName("exception")
+	other.SetTimestamp(start + 99)
+	other.Attributes().PutBool("escaped", true)
+	link := ours.Links().AppendEmpty()
+	link.SetTraceID(pcommon.TraceID{9})
+	link.SetSpanID(pcommon.SpanID{8})
+	link.Attributes().PutStr("k", "v")
+	foreign := ss.Spans().AppendEmpty()
+	foreign.SetTraceID(pcommon.TraceID{7})
+	foreign.SetSpanID(pcommon.SpanID{7})
+	foreign.SetName("GET /")
+	foreign.SetStartTimestamp(start + 10)
+	foreign.SetEndTimestamp(start) // ends before it starts: Duration 0
+	return td
+}
+
+func mustFormat(t testing.TB) *segmentFormat {
+	f, err := loadFormat(schemaJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func readBack(t testing.TB, data []byte) arrow.Table {
+	reader, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := pqarrow.NewFileReader(reader, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := fr.ReadTable(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
+func column(t testing.TB, table arrow.Table, name string) arrow.Array {
+	indices := table.Schema().FieldIndices(name)
+	if len(indices) != 1 {
+		t.Fatalf("no column %q", name)
+	}
+	return table.Column(indices[0]).Data().Chunk(0)
+}
+
+func TestSpansBecomeRowsOfTheSchema(t *testing.T) {
+	format := mustFormat(t)
+	r, err := newRows(format, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.release()
+	if n := r.appendTraces(sampleTraces(4)); n != 2 {
+		t.Fatalf("appended %d spans", n)
+	}
+	rec := r.record()
+	defer rec.Release()
+	data, err := encodeSegment(format, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := readBack(t, data)
+	if int(table.NumCols()) != len(format.Columns) || table.NumRows() != 2 {
+		t.Fatalf("%d columns, %d rows", table.NumCols(), table.NumRows())
+	}
+	for i, spec := range format.Columns {
+		if table.Schema().Field(i).Name != spec.Name {
+			t.Errorf("column %d is %q, schema.json says %q", i, table.Schema().Field(i).Name, spec.Name)
+		}
+	}
+	checks := map[string]string{
+		"TraceId":            `["0102030405060708090a0b0c0d0e0f10" "07000000000000000000000000000000"]`,
+		"ParentSpanId":       `["0202020202020202" ""]`,
+		"SpanKind":           `["Client" "Unspecified"]`,
+		"StatusCode":         `["Error" "Unset"]`,
+		"ServiceName":        `["svc" "svc"]`,
+		"Duration":           `[5000000 0]`,
+		"ResourceAttributes": `[{["service.name" "process.pid"] ["svc" "42"]} {["service.name" "process.pid"] ["svc" "42"]}]`,
+		"LlmRole":            `["attempt" (null)]`,
+		"AttemptNumber":      `[(null) (null)]`,
+		"StallCount":         `[3 (null)]`,
+		"WallMs":             `[(null) (null)]`,
+		"Stream":             `[false (null)]`,
+		"ChunkIndex":         `[[0 1 2 3] []]`,
+		"ChunkGapNs":         `[[(null) (null) 1000 1000] []]`,
+		"ChunkOffsetNs":      `[[1000 2000 3000 4000] []]`,
+		"Events.Name":        `[["otel_llm.chunk" "otel_llm.chunk" "otel_llm.chunk" "otel_llm.chunk" "exception"] []]`,
+		"Links.TraceId":      `[["09000000000000000000000000000000"] []]`,
+	}
+	for name, want := range checks {
+		if got := column(t, table, name).String(); got != want {
+			t.Errorf("%s: got %s, want %s", name, got, want)
+		}
+	}
+	events := column(t, table, "Events.Attributes").(*array.List)
+	if got := events.String(); !bytes.Contains([]byte(got), []byte(`{["otel_llm.chunk.index" "otel_llm.chunk.gap_ns"] ["1" "x"]}`)) ||
+		!bytes.Contains([]byte(got), []byte(`{["escaped"] ["true"]}`)) {
+		t.Errorf("Events.Attributes: %s", got)
+	}
+}
+
+func TestLargeSegmentsAreZstdAndReadBackWhole(t *testing.T) {
+	format := mustFormat(t)
+	r, err := newRows(format, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.release()
+	td := sampleTraces(30)
+	for r.count < format.Encoding.SmallSegmentRows+10 {
+		r.appendTraces(td)
+	}
+	count := r.count
+	rec := r.record()
+	defer rec.Release()
+	data, err := encodeSegment(format, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := reader.MetaData()
+	if meta.NumRowGroups() != 1 || int(meta.NumRows) != count {
+		t.Fatalf("%d row groups, %d rows", meta.NumRowGroups(), meta.NumRows)
+	}
+	chunk, _ := meta.RowGroup(0).ColumnChunk(0)
+	if chunk.Compression().String() != "ZSTD" {
+		t.Errorf("compression %s", chunk.Compression())
+	}
+	table := readBack(t, data)
+	if got := column(t, table, "ChunkIndex").(*array.List).Len(); got != count {
+		t.Fatalf("%d rows of chunks", got)
+	}
+}
+
+func TestAColumnTheExporterCannotFillIsRefused(t *testing.T) {
+	format := mustFormat(t)
+	format.Columns = append(format.Columns, fieldSpec{Name: "Mystery", Type: "string", Role: "base"})
+	if _, err := newRows(format, nil); err == nil {
+		t.Fatal("a base column the exporter does not know was accepted")
+	}
+	format = mustFormat(t)
+	format.Typed[0].SQLType = "DOUBLE"
+	if _, err := newRows(format, nil); err == nil {
+		t.Fatal("a typed column of a type the exporter does not fill was accepted")
+	}
+}
