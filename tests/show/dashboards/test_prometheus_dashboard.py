@@ -259,3 +259,13 @@ def test_units_match_what_the_queries_read(spec: Any) -> None:
                 n.endswith(("_total", "_bucket")) or n.startswith("otel_llm_client_attempt_stalls")
                 for n in names
             ), names
+
+
+def test_the_docs_list_every_name_as_prometheus_sees_it() -> None:
+    """docs/dashboards.md's Prometheus names table has a row per metric of the table, with the
+    name the exporter gives it."""
+    text = (REPOSITORY / "docs" / "dashboards.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z_.]+)` \| `([a-z_]+)`", text, flags=re.MULTILINE))
+    for metric in METRICS:
+        series = "" if metric.instrument == "counter" else "bucket"
+        assert rows.get(metric.current) == prom_name(metric, series), metric.current  # type: ignore[arg-type]
