@@ -69,6 +69,9 @@ builds); ``./dev test`` sets it for the tests."""
 OTEL_LLM_COLLECTOR_SPOOL: Final = "OTEL_LLM_COLLECTOR_SPOOL"
 """Read by ``collector/duckdb.yaml``: the folder of the file exporter's files (``otel-llm
 collector`` sets it to ``<store>.otlp``): spans there, metrics in its ``metrics/`` folder."""
+OTEL_LLM_COLLECTOR_STORE: Final = "OTEL_LLM_COLLECTOR_STORE"
+"""Read by ``collector/duckdb.yaml``: the store directory its ``otelllm_store`` exporter writes
+segments into (``otel-llm collector`` sets it to the store it was given)."""
 OTEL_LLM_COLLECTOR_GRPC_PORT: Final = "OTEL_LLM_COLLECTOR_GRPC_PORT"
 """Read by ``collector/*.yaml``: the OTLP/gRPC port (``otel-llm collector`` sets it)."""
 OTEL_LLM_COLLECTOR_HTTP_PORT: Final = "OTEL_LLM_COLLECTOR_HTTP_PORT"
