@@ -7,6 +7,14 @@
 --
 -- Apply it once, before the Collector starts (its config sets create_schema: false):
 --     clickhouse client --multiquery < collector/clickhouse/schema.sql
+--
+-- Supported exporter versions: v0.161.0, v0.165.1 (the same otel_traces but for the
+-- columns' ZSTD level), with json: false. Before it adds anything, the script checks that
+-- otel.otel_traces has every column the views and dashboards read, with the exporter's type,
+-- and stops with an error naming the first that is missing or different (a table the exporter
+-- created with json: true, or a future schema that renamed a column), rather than leave the
+-- dashboards empty.
+--
 -- Every statement is idempotent: IF NOT EXISTS for the tables and columns, OR REPLACE for
 -- the views. On a table the exporter already created, the ALTER adds the typed columns: rows
 -- inserted before it compute them when read (ALTER TABLE otel.otel_traces MATERIALIZE COLUMN
@@ -92,6 +100,24 @@ AS SELECT
    FROM "otel"."otel_traces"
    WHERE TraceId != ''
    GROUP BY TraceId;
+
+WITH (SELECT groupArray((name, type)) FROM system.columns WHERE database = 'otel' AND table = 'otel_traces') AS present
+SELECT
+    throwIf(NOT has(present, ('Timestamp', 'DateTime64(9)')), 'otel-llm: otel.otel_traces has no column Timestamp of type DateTime64(9): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('TraceId', 'String')), 'otel-llm: otel.otel_traces has no column TraceId of type String: it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('SpanId', 'String')), 'otel-llm: otel.otel_traces has no column SpanId of type String: it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('ParentSpanId', 'String')), 'otel-llm: otel.otel_traces has no column ParentSpanId of type String: it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('SpanName', 'LowCardinality(String)')), 'otel-llm: otel.otel_traces has no column SpanName of type LowCardinality(String): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('SpanKind', 'LowCardinality(String)')), 'otel-llm: otel.otel_traces has no column SpanKind of type LowCardinality(String): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('ServiceName', 'LowCardinality(String)')), 'otel-llm: otel.otel_traces has no column ServiceName of type LowCardinality(String): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('ResourceAttributes', 'Map(LowCardinality(String), String)')), 'otel-llm: otel.otel_traces has no column ResourceAttributes of type Map(LowCardinality(String), String): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('SpanAttributes', 'Map(LowCardinality(String), String)')), 'otel-llm: otel.otel_traces has no column SpanAttributes of type Map(LowCardinality(String), String): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('Duration', 'UInt64')), 'otel-llm: otel.otel_traces has no column Duration of type UInt64: it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('StatusCode', 'LowCardinality(String)')), 'otel-llm: otel.otel_traces has no column StatusCode of type LowCardinality(String): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('StatusMessage', 'String')), 'otel-llm: otel.otel_traces has no column StatusMessage of type String: it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('Events.Timestamp', 'Array(DateTime64(9))')), 'otel-llm: otel.otel_traces has no column Events.Timestamp of type Array(DateTime64(9)): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('Events.Name', 'Array(LowCardinality(String))')), 'otel-llm: otel.otel_traces has no column Events.Name of type Array(LowCardinality(String)): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)'),
+    throwIf(NOT has(present, ('Events.Attributes', 'Array(Map(LowCardinality(String), String))')), 'otel-llm: otel.otel_traces has no column Events.Attributes of type Array(Map(LowCardinality(String), String)): it is not otel_traces as the Collector ClickHouse exporter v0.161.0 to v0.165.1 creates it, with json: false (see its columns in system.columns)');
 
 ALTER TABLE "otel"."otel_traces"
     ADD COLUMN IF NOT EXISTS "LlmRole" Nullable(String) MATERIALIZED if(mapContains(SpanAttributes, 'otel_llm.span'), SpanAttributes['otel_llm.span'], NULL),
@@ -288,3 +314,85 @@ SELECT
     output_tokens,
     duration_ns
 FROM measured;
+
+CREATE TABLE IF NOT EXISTS otel.llm_winners_1m (
+    call_minute DateTime,
+    minute DateTime,
+    service LowCardinality(String),
+    source LowCardinality(Nullable(String)),
+    provider LowCardinality(Nullable(String)),
+    model LowCardinality(Nullable(String)),
+    calls AggregateFunction(count),
+    wall_ms AggregateFunction(sum, Nullable(Int64)),
+    generation_ms AggregateFunction(sum, Nullable(Int64)),
+    stall_ms AggregateFunction(sum, Nullable(Int64)),
+    wall_ms_count AggregateFunction(count, Nullable(Int64)),
+    ttft_ms_count AggregateFunction(count, Nullable(Int64)),
+    stall_ms_count AggregateFunction(count, Nullable(Int64)),
+    wall_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64)),
+    ttft_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64)),
+    stall_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64))
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toDate(call_minute)
+ORDER BY (call_minute, minute, service, source, provider, model)
+SETTINGS allow_nullable_key = 1;
+
+CREATE TABLE IF NOT EXISTS otel.llm_calls_1m (
+    minute DateTime,
+    service LowCardinality(String),
+    source LowCardinality(Nullable(String)),
+    provider LowCardinality(Nullable(String)),
+    model LowCardinality(Nullable(String)),
+    calls AggregateFunction(count),
+    hedged AggregateFunction(count),
+    hedge_won AggregateFunction(count),
+    hedges AggregateFunction(sum, Nullable(Int64)),
+    hedge_waste_tokens AggregateFunction(sum, Nullable(Int64)),
+    hedge_waste_chunks AggregateFunction(sum, Nullable(Int64))
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toDate(minute)
+ORDER BY (minute, service, source, provider, model)
+SETTINGS allow_nullable_key = 1;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_winners_1m_mv
+TO otel.llm_winners_1m
+AS SELECT
+    toStartOfMinute(c."Timestamp") AS call_minute,
+    toStartOfMinute(a_started) AS minute,
+    a_service AS service,
+    a_source AS source,
+    a_provider AS provider,
+    a_model AS model,
+    countState() AS calls,
+    sumState(CAST(a_wall_ms AS Nullable(Int64))) AS wall_ms,
+    sumState(CAST(a_generation_ms AS Nullable(Int64))) AS generation_ms,
+    sumState(CAST(a_stall_ms AS Nullable(Int64))) AS stall_ms,
+    countState(CAST(a_wall_ms AS Nullable(Int64))) AS wall_ms_count,
+    countState(CAST(a_ttft_ms AS Nullable(Int64))) AS ttft_ms_count,
+    countState(CAST(a_stall_ms AS Nullable(Int64))) AS stall_ms_count,
+    quantilesState(0.5, 0.95, 0.99)(CAST(a_wall_ms AS Nullable(Int64))) AS wall_ms_q,
+    quantilesState(0.5, 0.95, 0.99)(CAST(a_ttft_ms AS Nullable(Int64))) AS ttft_ms_q,
+    quantilesState(0.5, 0.95, 0.99)(CAST(a_stall_ms AS Nullable(Int64))) AS stall_ms_q
+FROM otel.otel_traces AS c
+INNER JOIN (SELECT "Timestamp" AS a_started, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "TtftMs" AS a_ttft_ms FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
+    ON a_call = c."SpanId" AND a_number = c."CallWinnerAttempt"
+WHERE c."LlmRole" = 'call'
+GROUP BY call_minute, minute, service, source, provider, model;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_calls_1m_mv
+TO otel.llm_calls_1m
+AS SELECT
+    toStartOfMinute("Timestamp") AS minute,
+    "ServiceName" AS service,
+    "Source" AS source,
+    "Provider" AS provider,
+    "RequestModel" AS model,
+    countState() AS calls,
+    countStateIf(ifNull("CallHedges", 0) > 0) AS hedged,
+    countStateIf(ifNull("CallHedgeWon", false)) AS hedge_won,
+    sumState(CAST("CallHedges" AS Nullable(Int64))) AS hedges,
+    sumState(CAST("HedgeWasteTokens" AS Nullable(Int64))) AS hedge_waste_tokens,
+    sumState(CAST("HedgeWasteChunks" AS Nullable(Int64))) AS hedge_waste_chunks
+FROM otel.otel_traces
+WHERE "LlmRole" = 'call'
+GROUP BY minute, service, source, provider, model;

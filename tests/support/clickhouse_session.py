@@ -44,14 +44,32 @@ def exporter_row(row: dict[str, Any]) -> dict[str, Any]:
 def chdb_with(spans: Sequence[ReadableSpan]) -> Iterator[Any]:
     """A chDB session with the schema applied and ``spans`` inserted as the exporter inserts
     them."""
+    with chdb_from(statements_of((ROOT / SCHEMA_FILE).read_text()), spans) as session:
+        yield session
+
+
+def insert_spans(
+    session: Any, spans: Sequence[ReadableSpan], insert: str = _exporter_sql.TRACES_INSERT
+) -> None:
+    """``spans`` inserted in one block with the exporter's INSERT template ``insert``."""
+    head = insert.split(" VALUES")[0]
+    sql = _exporter_sql.render(head, DATABASE, TABLE, quoted=(0, 1))
+    lines = "\n".join(json.dumps(exporter_row(span_row(span))) for span in spans)
+    session.query(f"{sql} FORMAT JSONEachRow\n{lines}")
+
+
+@contextmanager
+def chdb_from(
+    statements: Sequence[str],
+    spans: Sequence[ReadableSpan],
+    insert: str = _exporter_sql.TRACES_INSERT,
+) -> Iterator[Any]:
+    """A chDB session with ``statements`` run and ``spans`` inserted with ``insert``."""
     session: Any = chdb_session.Session()  # type: ignore[no-untyped-call]
     try:
-        for statement in statements_of((ROOT / SCHEMA_FILE).read_text()):
+        for statement in statements:
             session.query(statement)
-        head = _exporter_sql.TRACES_INSERT.split(" VALUES")[0]
-        insert = _exporter_sql.render(head, DATABASE, TABLE, quoted=(0, 1))
-        lines = "\n".join(json.dumps(exporter_row(span_row(span))) for span in spans)
-        session.query(f"{insert} FORMAT JSONEachRow\n{lines}")
+        insert_spans(session, spans, insert)
         yield session
     finally:
         session.close()

@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 from otel_llm import _semconv as sc
 from otel_llm._figures import STALL_COUNT, STALL_MS
-from otel_llm._show._sql._exporter_sql import (
-    TRACE_ID_TS_TABLE,
-    TRACE_ID_TS_VIEW,
-    TRACES_TABLE,
-    VERSION,
-    render,
-)
+from otel_llm._show._sql._exporter_sql import TEMPLATE_FILES, VERSION, render
+from otel_llm._show._sql._exporter_versions import SUPPORTED, guard_statement
+from otel_llm._show._sql._rollup import rollup_statements
 from otel_llm._show._sql._table import (
     CHUNK_COLUMNS,
     CHUNK_OFFSET_COLUMN,
@@ -102,28 +98,48 @@ def typed_columns() -> tuple[tuple[str, str, str], ...]:
 
 
 def exporter_statements(
-    database: str = DATABASE, *, cluster: str | None = None, engine: str = "MergeTree()"
+    database: str = DATABASE,
+    *,
+    cluster: str | None = None,
+    engine: str = "MergeTree()",
+    templates: Mapping[str, str] = TEMPLATE_FILES,
 ) -> tuple[str, ...]:
     """The exporter's own trace DDL, rendered as it renders it with ``create_schema: true``
-    (no TTL): the database, ``otel_traces`` and its trace-id lookup table and view."""
+    (no TTL): the database, ``otel_traces`` and its trace-id lookup table and view.
+    ``templates``: the exporter's template files by name (another version's, in the tests)."""
     on_cluster = ClickHouse(database, cluster).on_cluster().strip()
+    table, lookup, view = (
+        templates[name]
+        for name in (
+            "traces_table.sql",
+            "traces_id_ts_lookup_table.sql",
+            "traces_id_ts_lookup_mv.sql",
+        )
+    )
     return (
         f'CREATE DATABASE IF NOT EXISTS "{database}" {on_cluster}'.rstrip(),
-        render(TRACES_TABLE, database, TABLE, on_cluster, engine, "", quoted=(0, 1)),
-        render(TRACE_ID_TS_TABLE, database, TABLE, on_cluster, engine, ""),
-        render(TRACE_ID_TS_VIEW, database, TABLE, on_cluster, database, TABLE, database, TABLE),
+        render(table, database, TABLE, on_cluster, engine, "", quoted=(0, 1)),
+        render(lookup, database, TABLE, on_cluster, engine, ""),
+        render(view, database, TABLE, on_cluster, database, TABLE, database, TABLE),
     )
 
 
 def otel_llm_statements(database: str = DATABASE, *, cluster: str | None = None) -> tuple[str, ...]:
-    """What otel-llm adds to the exporter's table: the typed columns and the views."""
+    """What otel-llm adds to the exporter's table: the check that the table is a schema the
+    views read (:mod:`~otel_llm._show._sql._exporter_versions`), the typed columns and the
+    views."""
     dialect = ClickHouse(database, cluster)
     adds = ",\n".join(
         f'    ADD COLUMN IF NOT EXISTS "{name}" {sql_type} MATERIALIZED {expression}'
         for name, sql_type, expression in typed_columns()
     )
     alter = f'ALTER TABLE "{database}"."{TABLE}"{dialect.on_cluster()}\n{adds}'
-    return (alter, *view_statements(dialect))
+    return (
+        guard_statement(database),
+        alter,
+        *view_statements(dialect),
+        *rollup_statements(dialect),
+    )
 
 
 def _header(database: str) -> str:
@@ -137,6 +153,14 @@ def _header(database: str) -> str:
 --
 -- Apply it once, before the Collector starts (its config sets create_schema: false):
 --     clickhouse client --multiquery < collector/clickhouse/schema.sql
+--
+-- Supported exporter versions: {", ".join(SUPPORTED)} (the same otel_traces but for the
+-- columns' ZSTD level), with json: false. Before it adds anything, the script checks that
+-- {database}.otel_traces has every column the views and dashboards read, with the exporter's type,
+-- and stops with an error naming the first that is missing or different (a table the exporter
+-- created with json: true, or a future schema that renamed a column), rather than leave the
+-- dashboards empty.
+--
 -- Every statement is idempotent: IF NOT EXISTS for the tables and columns, OR REPLACE for
 -- the views. On a table the exporter already created, the ALTER adds the typed columns: rows
 -- inserted before it compute them when read (ALTER TABLE {database}.otel_traces MATERIALIZE COLUMN
