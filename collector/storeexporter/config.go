@@ -15,12 +15,20 @@ type Config struct {
 	SealInterval time.Duration `mapstructure:"seal_interval"`
 	// SegmentSpans: a segment is sealed at once when this many spans wait.
 	SegmentSpans int `mapstructure:"segment_spans"`
+	// ResendWindow: at start, the spans the store got within this long are not written again
+	// when a sender sends them once more (it was not told they were stored: the Collector
+	// before this one was killed between sealing and answering). 0 turns it off.
+	ResendWindow time.Duration `mapstructure:"resend_window"`
+	// ResendSpans bounds the ids kept for that (newest segments first).
+	ResendSpans int `mapstructure:"resend_spans"`
 }
 
 const (
 	defaultSealInterval = 250 * time.Millisecond
 	maxSealInterval     = time.Second
 	defaultSegmentSpans = 20_000
+	defaultResendWindow = 30 * time.Second
+	defaultResendSpans  = 1_000_000
 )
 
 // Validate checks the configuration when the Collector loads it.
@@ -33,6 +41,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SegmentSpans <= 0 {
 		return errors.New("segment_spans: at least 1")
+	}
+	if c.ResendWindow < 0 || c.ResendSpans < 0 {
+		return errors.New("resend_window and resend_spans: 0 or more")
 	}
 	return nil
 }

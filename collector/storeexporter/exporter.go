@@ -41,6 +41,10 @@ type storeExporter struct {
 	sends   sync.WaitGroup // hand-overs to the sealer in flight (shutdown waits for them)
 	stopped chan struct{}
 	closed  bool
+
+	resent      map[spanKey]struct{} // spans stored shortly before this start (see resent.go)
+	resentUntil time.Time
+	dropped     int // resent spans not written again
 }
 
 var errShutDown = errors.New("the otel-llm store exporter is shut down")
@@ -63,6 +67,16 @@ func (e *storeExporter) start(context.Context, component.Host) error {
 	}
 	if n := s.removeOrphans(); n > 0 {
 		e.logger.Info("removed temporaries of writers that died", zap.Int("files", n))
+	}
+	if e.cfg.ResendWindow > 0 && e.cfg.ResendSpans > 0 {
+		started := time.Now()
+		recent, err := s.recentSpans(started.Add(-e.cfg.ResendWindow), e.cfg.ResendSpans)
+		if err != nil {
+			e.logger.Warn("could not read the spans stored just before this start; a span "+
+				"sent again after a crash may be stored twice", zap.Error(err))
+		} else if len(recent) > 0 {
+			e.resent, e.resentUntil = recent, started.Add(e.cfg.ResendWindow)
+		}
 	}
 	e.store = s
 	e.sealing = make(chan *batch, 2)
@@ -92,7 +106,15 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 		e.open = b
 		e.timer = time.AfterFunc(e.cfg.SealInterval, func() { e.sealIfOpen(b) })
 	}
-	b.spans += b.rows.appendTraces(td)
+	var skip func(ptrace.Span) bool
+	if e.resent != nil {
+		if time.Now().After(e.resentUntil) {
+			e.resent = nil
+		} else {
+			skip = e.isResent
+		}
+	}
+	b.spans += b.rows.appendTraces(td, skip)
 	full := b.spans >= e.cfg.SegmentSpans
 	if full {
 		e.takeLocked()
@@ -111,6 +133,15 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 		// them too (a span can then be stored twice; it is never lost)
 		return ctx.Err()
 	}
+}
+
+// isResent says whether s was stored before this start (caller holds mu).
+func (e *storeExporter) isResent(s ptrace.Span) bool {
+	if _, ok := e.resent[keyOf(s)]; ok {
+		e.dropped++
+		return true
+	}
+	return false
 }
 
 // takeLocked closes the open batch to new spans (caller holds mu).

@@ -169,3 +169,38 @@ func TestTheFactoryMakesAValidDefaultConfigAndATracesExporter(t *testing.T) {
 		t.Fatalf("%d spans sealed", got)
 	}
 }
+
+func TestSpansStoredJustBeforeARestartAreNotStoredAgain(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	cfg := &Config{Store: dir, SealInterval: 20 * time.Millisecond, SegmentSpans: 1000,
+		ResendWindow: time.Minute, ResendSpans: 1000}
+	first, err := newStoreExporter(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.start(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.push(context.Background(), sampleTraces(2)); err != nil {
+		t.Fatal(err)
+	}
+	// killed here: its senders were never told, so they send the same spans to the next one
+	second, err := newStoreExporter(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.start(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	defer second.shutdown(context.Background())
+	again := sampleTraces(2)
+	fresh := again.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty()
+	fresh.SetTraceID([16]byte{42})
+	fresh.SetSpanID([8]byte{42})
+	if err := second.push(context.Background(), again); err != nil {
+		t.Fatal(err)
+	}
+	if got := sealedSpans(t, dir); got != 3 {
+		t.Fatalf("%d spans stored, want the 2 first ones and the new one", got)
+	}
+}

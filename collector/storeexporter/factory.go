@@ -28,7 +28,12 @@ func NewFactory() exporter.Factory {
 }
 
 func createDefaultConfig() component.Config {
-	return &Config{SealInterval: defaultSealInterval, SegmentSpans: defaultSegmentSpans}
+	return &Config{
+		SealInterval: defaultSealInterval,
+		SegmentSpans: defaultSegmentSpans,
+		ResendWindow: defaultResendWindow,
+		ResendSpans:  defaultResendSpans,
+	}
 }
 
 func createTraces(ctx context.Context, set exporter.Settings, cfg component.Config) (exporter.Traces, error) {

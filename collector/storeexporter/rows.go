@@ -90,8 +90,9 @@ func newRows(format *segmentFormat, mem memory.Allocator) (*rows, error) {
 
 func (r *rows) release() { r.builder.Release() }
 
-// appendTraces appends every span of td; the number appended.
-func (r *rows) appendTraces(td ptrace.Traces) int {
+// appendTraces appends every span of td but those skip says to leave out (nil: none); the
+// number appended.
+func (r *rows) appendTraces(td ptrace.Traces, skip func(ptrace.Span) bool) int {
 	appended := 0
 	serviceKey := r.format.ServiceNameAttribute
 	resources := td.ResourceSpans()
@@ -114,6 +115,9 @@ func (r *rows) appendTraces(td ptrace.Traces) int {
 			scope := ss.Scope()
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
+				if skip != nil && skip(spans.At(k)) {
+					continue
+				}
 				s := &r.current
 				s.Span = spans.At(k)
 				s.resourceKeys, s.resourceValues, s.service = keys, values, service

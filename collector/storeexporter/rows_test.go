@@ -110,7 +110,7 @@ func TestSpansBecomeRowsOfTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.release()
-	if n := r.appendTraces(sampleTraces(4)); n != 2 {
+	if n := r.appendTraces(sampleTraces(4), nil); n != 2 {
 		t.Fatalf("appended %d spans", n)
 	}
 	rec := r.record()
@@ -168,7 +168,7 @@ func TestLargeSegmentsAreZstdAndReadBackWhole(t *testing.T) {
 	defer r.release()
 	td := sampleTraces(30)
 	for r.count < format.Encoding.SmallSegmentRows+10 {
-		r.appendTraces(td)
+		r.appendTraces(td, nil)
 	}
 	count := r.count
 	rec := r.record()
