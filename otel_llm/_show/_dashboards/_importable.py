@@ -90,11 +90,12 @@ def importable(board: dict[str, Any]) -> dict[str, Any]:
             for kind in panel_types
         ),
     ]
+    kept = "metrics" if plugin == "prometheus" else "spans"
     inputs = [
         {
             "name": name,
             "label": label,
-            "description": f"The {plugin_name} data source otel-llm's spans are in.",
+            "description": f"The {plugin_name} data source otel-llm's {kept} are in.",
             "type": "datasource",
             "pluginId": plugin,
             "pluginName": plugin_name,
