@@ -747,3 +747,39 @@ def test_the_store_agrees_with_itself(live: Live) -> None:
     ((calls,),) = live.store_rows("SELECT count(*) FROM llm_calls")
     assert calls == 11
     assert Counter(m for (m,) in live.store_rows("SELECT model FROM llm_calls"))["quick"] >= 4
+
+
+def _label_values(live: Live, definition: str) -> list[str]:
+    """A variable's ``label_values(selector, label)`` as Grafana's Prometheus data source asks
+    for it: /api/v1/label/<label>/values with the selector as ``match[]``, over the range (a
+    Grafana that does not know the server's version reads /api/v1/series: the same values)."""
+    match = re.fullmatch(r"label_values\((.+), (\w+)\)", definition)
+    assert match, definition
+    selector = grafana_expr(match[1], from_ms=live.t0_ms, to_ms=live.t1_ms)
+    query = urllib.parse.urlencode(
+        {
+            "match[]": selector,
+            "start": f"{live.t0_ms / 1000:.3f}",
+            "end": f"{live.t1_ms / 1000:.3f}",
+        }
+    )
+    answer = _http_json(f"{live.base}/api/v1/label/{match[2]}/values?{query}")
+    assert answer["status"] == "success", answer
+    values: list[str] = answer["data"]
+    return values
+
+
+def test_the_variables_offer_the_stores_values(live: Live) -> None:
+    """The filter variables' options, asked for as Grafana asks: the service, the providers and
+    models of the calls' winners (the call metrics' labels), the sources of the attempts."""
+    board = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    variables = {
+        v["name"]: v["definition"] for v in board["templating"]["list"] if "definition" in v
+    }
+    assert set(variables) == set(PROM_FILTERS)
+    winners = live.store_rows(f"SELECT DISTINCT a.provider, a.model FROM {WINNERS}")
+    sources = live.store_rows("SELECT DISTINCT source FROM llm_attempts")
+    assert _label_values(live, variables["service"]) == [SERVICE]
+    assert _label_values(live, variables["provider"]) == sorted({p for p, _ in winners})
+    assert _label_values(live, variables["model"]) == sorted({m for _, m in winners})
+    assert _label_values(live, variables["source"]) == sorted(s for (s,) in sources)
