@@ -268,6 +268,16 @@ class Live:
         return list(run_query(self.store, sql, canned=True).rows)
 
 
+@dataclass(frozen=True)
+class _Fd:
+    """A file descriptor to close (the collector's log: the child has its own copy)."""
+
+    fd: int
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 @pytest.fixture(scope="module")
 def collector_binary() -> Path:
     """The collector ./dev test built (a skip locally without it, a failure in CI)."""
@@ -288,19 +298,19 @@ def live(tmp_path_factory: pytest.TempPathFactory, collector_binary: Path) -> It
     with _prometheus(folder) as base, pytest.MonkeyPatch.context() as patch:
         patch.setenv(env.OTEL_LLM_METRICS_CHUNK_GAPS, "true")
         ports = Ports.free()
+        log = os.open(folder / "collector.log", os.O_WRONLY | os.O_CREAT, 0o644)
         run = CollectorRun(
             collector_binary,
             collector_dir() / "duckdb.yaml",
-            store=None,
+            store=folder / "collector-store",  # its own (no spans are sent to it)
             ports=ports,
-            log=os.open(folder / "collector.log", os.O_WRONLY | os.O_CREAT, 0o644),
+            log=log,
             extra_env={
-                env.OTEL_LLM_COLLECTOR_SPOOL: str(folder / "spool"),
                 env.OTEL_LLM_COLLECTOR_METRICS_EXPORTERS: "[prometheus_remote_write]",
                 env.OTEL_LLM_PROMETHEUS_REMOTE_WRITE_URL: f"{base}/api/v1/write",
             },
         )
-        with run:
+        with contextlib.closing(_Fd(log)), run:
             exporter = OTLPMetricExporter(endpoint=f"http://127.0.0.1:{ports.http}/v1/metrics")
             reader = PeriodicExportingMetricReader(exporter, export_interval_millis=3_600_000)
             meters = MeterProvider(
