@@ -81,8 +81,8 @@ OTEL_LLM_COLLECTOR_HEALTH_PORT: Final = "OTEL_LLM_COLLECTOR_HEALTH_PORT"
 OTEL_LLM_COLLECTOR_METRICS_EXPORTERS: Final = "OTEL_LLM_COLLECTOR_METRICS_EXPORTERS"
 """Read by ``collector/*.yaml``: the metrics pipeline's exporters, a YAML list (unset:
 ``[file/metrics]`` in the DuckDB config, ``[debug]``, taken and dropped, in the ClickHouse one);
-``[prometheus_remote_write]`` adds Prometheus (``[file/metrics, prometheus_remote_write]``:
-both)."""
+``[prometheus_remote_write]`` sends them to Prometheus instead, ``[file/metrics,
+prometheus_remote_write]`` both."""
 OTEL_LLM_PROMETHEUS_REMOTE_WRITE_URL: Final = "OTEL_LLM_PROMETHEUS_REMOTE_WRITE_URL"
 """Read by ``collector/*.yaml``: where the ``prometheus_remote_write`` exporter sends metrics
 (Prometheus' ``/api/v1/write``, Mimir's ``/api/v1/push``; default
