@@ -234,7 +234,9 @@ def _hedge_rate() -> tuple[PromTarget, ...]:
         inner = f"{prom_name(HEDGES)}{_selector(_HEDGE, *more)}[{RATE}]"
         return f"sum by ({_TRIGGER}) (rate({inner}))"
 
-    calls = f"scalar(sum({_over('rate', DURATION, 'count', _CALL, RATE)}))"
+    # The calls within the filters the hedges have too (a hedge carries no model, a call no
+    # source): with a model or source chosen, hedges and calls still count the same traffic.
+    calls = f"scalar(sum({_over('rate', DURATION, 'count', (SERVICE, PROVIDER), RATE)}))"
     won = f'{_HEDGE_OUTCOME}="{sc.HEDGE_WON}"'
     trigger = " ({{" + _TRIGGER + "}})"
     return (
@@ -359,7 +361,8 @@ PROM_PANELS: Final = (
         "Hedge rate and win rate",
         "timeseries",
         "Per trigger: hedges started per 100 calls, and the share of hedges a hedge leg "
-        "won. " + _RATES,
+        "won. Hedges carry no model: the model filter leaves them (and the calls they are "
+        "counted against) alone. " + _RATES,
         _hedge_rate(),
         "percent",
         height=5,
