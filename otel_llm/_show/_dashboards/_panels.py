@@ -33,6 +33,19 @@ from otel_llm._show._sql._panel_sql import (
     THRESHOLD,
     PanelDialect,
 )
+from otel_llm._show._sql._rollup import (
+    CALL_MINUTE,
+    CALLS,
+    CALLS_ROLLUP,
+    HEDGE_WON,
+    HEDGED,
+    MINUTE,
+    WINNERS_ROLLUP,
+    count_column,
+    merged_count,
+    merged_quantile,
+    merged_sum,
+)
 from otel_llm._show._sql._table import (
     CHUNK_GAP_COLUMN,
     CHUNK_INDEX_COLUMN,
@@ -106,13 +119,16 @@ def _series(alias: str = "") -> str:
 _ATTEMPT: Final = ", ".join(f"a.{c.alias} AS {c.alias}" for c in ATTEMPT_COLUMNS)
 
 
-def _winners(d: PanelDialect, repeat: str | None = None, *, stalled: bool = False) -> str:
+def _winners(
+    d: PanelDialect, repeat: str | None = None, *, stalled: bool = False, unless: str = ""
+) -> str:
     """The winning attempt of every call in range, at the threshold variable, filtered
     (``repeat``: the panel is drawn once per value of that variable): the attempts joined to
     the calls' (span id, winner) — in ClickHouse a set of those keys, as UInt64s, which it
     probes faster than it joins the calls' rows. ``stalled``: only attempts that can have
     stalled at a re-derived threshold T — a gap longer than T makes the longest gap, in whole
-    ms, at least T — so the gaps of the others are never filtered (the same rows, faster)."""
+    ms, at least T — so the gaps of the others are never filtered (the same rows, faster).
+    ``unless``: a condition under which the panel reads a rollup instead (no row then)."""
     calls = d.relation(CALLS_VIEW)
     if d.is_clickhouse:
         join = ""
@@ -129,12 +145,71 @@ def _winners(d: PanelDialect, repeat: str | None = None, *, stalled: bool = Fals
     could_stall = (
         f"\n      AND ({t} = {AS_MEASURED} OR coalesce({longest}, {t}) >= {t})" if stalled else ""
     )
+    instead = f"\n      AND NOT {unless}" if unless else ""
     return f"""w AS (
     SELECT {_ATTEMPT}
     FROM {d.attempts()} a{join}
     WHERE {winner}
-      AND {d.since_start("a.started_at")} AND {d.filters("a", repeat=repeat)}{could_stall}
+      AND {d.since_start("a.started_at")} AND {d.filters("a", repeat=repeat)}{could_stall}{instead}
 )"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Aggregates:
+    """How an over-time panel aggregates: over the rows it selects, or over a rollup's states
+    (:mod:`otel_llm._show._sql._rollup`), the same figures under the same names."""
+
+    time: str
+    """The instant a row is bucketed by."""
+    rolled: bool = False
+
+    def sum(self, name: str) -> str:
+        return merged_sum(name) if self.rolled else f"sum({name})"
+
+    def count(self, name: str = CALLS) -> str:
+        return merged_count(name) if self.rolled else "count(*)"
+
+
+_ROWS: Final = _Aggregates("started_at")
+_ROLLED: Final = _Aggregates(MINUTE, rolled=True)
+
+
+def _rollup_usable(d: PanelDialect, *, at_threshold: bool = True) -> str:
+    """True when the panel's rollup answers as its rows do: whole-minute buckets, and (for the
+    winners' figures) the threshold as measured."""
+    minutes = "$__interval_s % 60 = 0"
+    if not at_threshold:
+        return f"({minutes})"
+    return f"({d.number(THRESHOLD)} = {AS_MEASURED} AND {minutes})"
+
+
+def _rollup_range(*minutes: str) -> str:
+    """The rollup rows of the dashboard's range: the minute (of the call's start) overlapping
+    it, and — for the winners — the winner started in or after the range's first minute."""
+    start = "toStartOfMinute($__fromTime)"  # the rollups are ClickHouse's
+    first, *rest = minutes
+    conditions = [f"{first} >= {start}", f"{first} <= $__toTime"]
+    conditions += [f"{minute} >= {start}" for minute in rest]
+    return " AND ".join(conditions)
+
+
+def _either(rolled: str, rows: str, order: str) -> str:
+    """The rollup's answer when it is usable, else the rows' (each branch is empty in the
+    other case, so ClickHouse reads only one)."""
+    return f"""SELECT * FROM (
+({rolled})
+UNION ALL
+({rows})
+)
+ORDER BY {order}"""
+
+
+def _from_winners_rollup(d: PanelDialect, select: str, repeat: str | None = None) -> str:
+    return f"""SELECT
+    {select}
+FROM {d.relation(WINNERS_ROLLUP)}
+WHERE {_rollup_range(CALL_MINUTE, MINUTE)}
+  AND {d.filters(repeat=repeat)} AND {_rollup_usable(d)}"""
 
 
 def _seconds(expr: str) -> str:
@@ -142,27 +217,43 @@ def _seconds(expr: str) -> str:
 
 
 def _time_split(d: PanelDialect) -> str:
-    return f"""WITH {_winners(d, repeat=SOURCE)}
+    def select(a: _Aggregates) -> str:
+        return f"""{d.bucket(a.time)} AS {TIME},
+    {_seconds(a.sum(GENERATION_MS.name))} AS net_s,
+    {_seconds(a.sum(STALL_MS.name))} AS stall_s,
+    {_seconds(a.sum(WALL_MS.name))} AS wall_s"""
+
+    unless = _rollup_usable(d) if d.rollup else ""
+    rows = f"""WITH {_winners(d, repeat=SOURCE, unless=unless)}
 SELECT
-    {d.bucket("started_at")} AS {TIME},
-    {_seconds(f"sum({GENERATION_MS.name})")} AS net_s,
-    {_seconds(f"sum({STALL_MS.name})")} AS stall_s,
-    {_seconds(f"sum({WALL_MS.name})")} AS wall_s
+    {select(_ROWS)}
 FROM w
 GROUP BY 1
 ORDER BY 1"""
+    if not d.rollup:
+        return rows
+    rolled = _from_winners_rollup(d, select(_ROLLED), repeat=SOURCE) + "\nGROUP BY 1"
+    return _either(rolled, rows, "1")
 
 
 def _stall_share(d: PanelDialect) -> str:
-    share = f"100 * sum({STALL_MS.name}) / nullif(sum({WALL_MS.name}), 0)"
-    return f"""WITH {_winners(d)}
-SELECT
-    {d.bucket("started_at")} AS {TIME},
+    def select(a: _Aggregates) -> str:
+        share = f"100 * {a.sum(STALL_MS.name)} / nullif({a.sum(WALL_MS.name)}, 0)"
+        return f"""{d.bucket(a.time)} AS {TIME},
     {_series()} AS {SERIES},
-    {d.to_double(share)} AS stall_pct
+    {d.to_double(share)} AS stall_pct"""
+
+    unless = _rollup_usable(d) if d.rollup else ""
+    rows = f"""WITH {_winners(d, unless=unless)}
+SELECT
+    {select(_ROWS)}
 FROM w
 GROUP BY 1, 2
 ORDER BY 1, 2"""
+    if not d.rollup:
+        return rows
+    rolled = _from_winners_rollup(d, select(_ROLLED)) + "\nGROUP BY 1, 2"
+    return _either(rolled, rows, "1, 2")
 
 
 STALL_COUNT_BUCKETS: Final = 5
@@ -185,20 +276,36 @@ GROUP BY bar
 ORDER BY bar"""
 
 
+TTFT_LEVELS: Final = ((0.5, "ttft_p50_s"), (0.95, "ttft_p95_s"), (0.99, "ttft_p99_s"))
+"""The TTFT percentiles drawn, and their columns."""
+
+
 def _ttft(d: PanelDialect) -> str:
-    q = d.sql.quantile
     ttft = TTFT_MS.name
-    return f"""WITH {_winners(d)}
-SELECT
-    {d.bucket("started_at")} AS {TIME},
+
+    def select(a: _Aggregates) -> str:
+        levels = ",\n    ".join(
+            _seconds(merged_quantile(TTFT_MS, q) if a.rolled else d.sql.quantile(ttft, q))
+            + f" AS {name}"
+            for q, name in TTFT_LEVELS
+        )
+        return f"""{d.bucket(a.time)} AS {TIME},
     {_series()} AS {SERIES},
-    {_seconds(q(ttft, 0.5))} AS ttft_p50_s,
-    {_seconds(q(ttft, 0.95))} AS ttft_p95_s,
-    {_seconds(q(ttft, 0.99))} AS ttft_p99_s
+    {levels}"""
+
+    unless = _rollup_usable(d) if d.rollup else ""
+    rows = f"""WITH {_winners(d, unless=unless)}
+SELECT
+    {select(_ROWS)}
 FROM w
 WHERE {ttft} IS NOT NULL
 GROUP BY 1, 2
 ORDER BY 1, 2"""
+    if not d.rollup:
+        return rows
+    known = merged_count(count_column(TTFT_MS))
+    rolled = _from_winners_rollup(d, select(_ROLLED)) + f"\nGROUP BY 1, 2\nHAVING {known} > 0"
+    return _either(rolled, rows, "1, 2")
 
 
 GAP_EDGES_MS: Final = (250, 500, 1000, 2000, 5000, 10000, 30000)
@@ -275,16 +382,30 @@ WHERE {d.time_filter("started_at")} AND {d.filters()}"""
 
 
 def _hedge_rate(d: PanelDialect) -> str:
-    count_if = d.sql.count_if
-    hedged = count_if("hedges > 0")
-    return f"""SELECT
-    {d.bucket("started_at")} AS {TIME},
-    {d.to_double(f"100 * {hedged} / nullif(count(*), 0)")} AS hedged_pct,
-    {d.to_double(f"100 * {count_if('hedge_won')} / nullif({hedged}, 0)")} AS hedge_won_pct
+    def select(a: _Aggregates) -> str:
+        count_if = d.sql.count_if
+        hedged = a.count(HEDGED) if a.rolled else count_if("hedges > 0")
+        won = a.count(HEDGE_WON) if a.rolled else count_if("hedge_won")
+        return f"""{d.bucket(a.time)} AS {TIME},
+    {d.to_double(f"100 * {hedged} / nullif({a.count()}, 0)")} AS hedged_pct,
+    {d.to_double(f"100 * {won} / nullif({hedged}, 0)")} AS hedge_won_pct"""
+
+    usable = _rollup_usable(d, at_threshold=False)
+    unless = f" AND NOT {usable}" if d.rollup else ""
+    rows = f"""SELECT
+    {select(_ROWS)}
 FROM {d.relation(CALLS_VIEW)}
-WHERE {d.time_filter("started_at")} AND {d.filters()}
+WHERE {d.time_filter("started_at")} AND {d.filters()}{unless}
 GROUP BY 1
 ORDER BY 1"""
+    if not d.rollup:
+        return rows
+    rolled = f"""SELECT
+    {select(_ROLLED)}
+FROM {d.relation(CALLS_ROLLUP)}
+WHERE {_rollup_range(MINUTE)} AND {d.filters()} AND {usable}
+GROUP BY 1"""
+    return _either(rolled, rows, "1")
 
 
 def _outcomes(d: PanelDialect) -> str:

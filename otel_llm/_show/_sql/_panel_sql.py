@@ -59,6 +59,9 @@ class PanelDialect:
     """The Grafana data source type."""
     sql: Dialect
     """How the engine spells the rest (views, quantiles, lambdas)."""
+    rollup: bool = False
+    """The over-time panels read the 1-minute rollups (ClickHouse,
+    :mod:`otel_llm._show._sql._rollup`) when they can: as measured, in whole-minute buckets."""
 
     @property
     def is_clickhouse(self) -> bool:
@@ -166,6 +169,9 @@ class PanelDialect:
 
 
 DUCKDB_PANELS: Final = PanelDialect("motherduck-duckdb-datasource", DUCKDB)
-CLICKHOUSE_PANELS: Final = PanelDialect("grafana-clickhouse-datasource", CLICKHOUSE)
+CLICKHOUSE_PANELS: Final = PanelDialect("grafana-clickhouse-datasource", CLICKHOUSE, rollup=True)
+CLICKHOUSE_RAW_PANELS: Final = PanelDialect("grafana-clickhouse-datasource", CLICKHOUSE)
+"""The ClickHouse panels reading the spans only (what the rollups are checked and timed
+against)."""
 PANEL_DIALECTS: Final = {"duckdb": DUCKDB_PANELS, "clickhouse": CLICKHOUSE_PANELS}
 """The two data sources, by the folder their dashboards go in."""

@@ -1,0 +1,259 @@
+"""The 1-minute rollups (otel_llm/_show/_sql/_rollup.py) on thousands of synthetic calls
+generated in chDB (tests/support/clickhouse_calls.py): every over-time panel reads the same
+figures from the rollups as from the spans — sums exactly, quantiles within ``quantile``'s
+documented behaviour — at every whole-minute interval and filter; the panels do read the
+rollups; a call split from its winner across inserts is counted missing and a backfill
+restores it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import pytest
+from chdb import session as chdb_session
+
+from otel_llm._show._dashboards._panels import PANELS, Panel
+from otel_llm._show._sql._clickhouse import DATABASE, schema_sql, statements_of
+from otel_llm._show._sql._grafana_macros import QueryContext, Variable, all_of, expand
+from otel_llm._show._sql._panel_sql import (
+    AS_MEASURED,
+    CALL,
+    CLICKHOUSE_PANELS,
+    CLICKHOUSE_RAW_PANELS,
+    FILTERS,
+    MODEL,
+    SERVICE,
+    SOURCE,
+    THRESHOLD,
+)
+from otel_llm._show._sql._rollup import (
+    CALLS_ROLLUP,
+    WINNERS_ROLLUP,
+    backfill_statements,
+    contents_sql,
+    coverage_sql,
+)
+from otel_llm._show._sql._views import CLICKHOUSE
+from tests.support.clickhouse_calls import SOURCES, insert_sql
+
+CALLS: Final = 12_000
+BLOCKS: Final = 4
+"""Inserts (the exporter inserts in batches: the views see one at a time)."""
+HOURS: Final = 3
+END: Final = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+"""The calls start over the :data:`HOURS` before this whole minute."""
+RESERVOIR: Final = 8192
+"""``quantile`` keeps every value of a state (merged or not) up to this many: exact then."""
+OVER_TIME: Final = tuple(
+    p for p in PANELS if p.key in {"time_split", "stall_share", "ttft", "hedge_rate"}
+)
+INTERVALS: Final = (timedelta(minutes=1), timedelta(minutes=5), timedelta(hours=1))
+FILTERED: Final = {
+    "all": {},
+    "service": {SERVICE: ("chat-api",)},
+    "model": {MODEL: ("stalls-1", "smooth-3", "stall-2")},
+    "source": {SOURCE: ("eu",)},
+}
+
+
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp()) * 1_000_000_000
+
+
+def in_chdb(session: Any, sql: str) -> tuple[list[str], list[list[Any]]]:
+    out = json.loads(session.query(sql, "JSONCompact").bytes())
+    return [c["name"] for c in out["meta"]], out["data"]
+
+
+@pytest.fixture(scope="module")
+def chdb() -> Iterator[Any]:
+    """The schema (rollups and their views included), then :data:`CALLS` calls in
+    :data:`BLOCKS` inserts of the exporter's columns."""
+    session: Any = chdb_session.Session()  # type: ignore[no-untyped-call]
+    try:
+        for statement in statements_of(schema_sql()):
+            session.query(statement)
+        size = CALLS // BLOCKS
+        for block in range(BLOCKS):
+            session.query(
+                insert_sql(
+                    block * size,
+                    size,
+                    end_ns=_ns(END),
+                    spread_ns=HOURS * 3600 * 1_000_000_000,
+                    total=CALLS,
+                )
+            )
+        yield session
+    finally:
+        session.close()
+
+
+def _context(
+    interval: timedelta, chosen: dict[str, tuple[str, ...]], start: datetime, end: datetime
+) -> QueryContext:
+    variables = {
+        name: Variable(chosen[name], True, True) if name in chosen else all_of(())
+        for name in FILTERS
+    }
+    variables[THRESHOLD] = Variable(str(AS_MEASURED))
+    variables[CALL] = Variable("")
+    return QueryContext(start, end, interval, variables)
+
+
+def _runs(panel: Panel, context: QueryContext) -> list[tuple[str, QueryContext]]:
+    """The panel, or one copy per source for the panel repeated over sources."""
+    if panel.repeat is None:
+        return [(panel.key, context)]
+    return [
+        (
+            f"{panel.key}[{name}]",
+            replace(context, variables={**context.variables, panel.repeat: Variable((name,))}),
+        )
+        for name, _, _ in SOURCES
+    ]
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    return bool(a == b)
+
+
+CASES: Final = [
+    (panel.key, interval, case)
+    for panel in OVER_TIME
+    for interval in INTERVALS
+    for case in FILTERED
+]
+
+
+@pytest.mark.parametrize(("key", "interval", "case"), CASES)
+def test_the_rollup_reads_what_the_spans_read(
+    chdb: Any, key: str, interval: timedelta, case: str
+) -> None:
+    """An over-time panel from the rollups equals the same panel from the spans (the raw SQL
+    of the same run), row for row: the sums exactly, the TTFT quantiles exactly too, every
+    bucket holding at most the reservoir's 8192 values (checked), where ClickHouse's
+    ``quantile`` keeps them all and interpolates as ``quantileExactInclusive``."""
+    panel = next(p for p in OVER_TIME if p.key == key)
+    start, end = END - timedelta(hours=HOURS + 1), END + timedelta(minutes=2)
+    context = _context(interval, FILTERED[case], start, end)
+    for run, here in _runs(panel, context):
+        rolled = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_PANELS), here, "clickhouse"))
+        raw = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_RAW_PANELS), here, "clickhouse"))
+        assert rolled[0] == raw[0] == list(panel.columns), run
+        assert raw[1], f"{run}: no rows to compare"
+        assert len(rolled[1]) == len(raw[1]), run
+        for got, want in zip(rolled[1], raw[1], strict=True):
+            assert all(_close(g, w) for g, w in zip(got, want, strict=True)), (run, got, want)
+
+
+def test_each_bucket_is_within_the_reservoir(chdb: Any) -> None:
+    """The TTFT comparisons above are exact because no bucket (the widest interval, one
+    series) holds more than 8192 values — and they are not trivially small."""
+    _, rows = in_chdb(
+        chdb,
+        f"SELECT max(n), min(n) FROM (SELECT count() AS n FROM {DATABASE}.llm_calls "
+        "WHERE ttft_ms IS NOT NULL GROUP BY toStartOfHour(started_at), source, model)",
+    )
+    ((largest, smallest),) = rows
+    assert int(smallest) >= 20
+    assert int(largest) <= RESERVOIR
+
+
+def test_the_panels_read_the_rollups(chdb: Any) -> None:
+    """At a whole-minute interval and the threshold as measured, the ClickHouse panels answer
+    from the rollups: a row only the rollups hold (in a range no span is in) is what they
+    draw; at a 30 s interval, or at a re-derived threshold, they read the spans (nothing)."""
+    minute = datetime(2001, 1, 1, 0, 0, tzinfo=UTC)
+    at = f"toDateTime({int(minute.timestamp())})"
+    chdb.query(
+        f"INSERT INTO {DATABASE}.{WINNERS_ROLLUP} SELECT {at}, {at}, 'rollup-only', 'a', 'sim', "
+        "'m', countState(), sumState(CAST(1000 AS Nullable(Int64))), "
+        "sumState(CAST(400 AS Nullable(Int64))), sumState(CAST(600 AS Nullable(Int64))), "
+        "countState(CAST(1 AS Nullable(Int64))), countState(CAST(1 AS Nullable(Int64))), "
+        "countState(CAST(1 AS Nullable(Int64))), "
+        "quantilesState(0.5, 0.95, 0.99)(CAST(1000 AS Nullable(Int64))), "
+        "quantilesState(0.5, 0.95, 0.99)(CAST(250 AS Nullable(Int64))), "
+        "quantilesState(0.5, 0.95, 0.99)(CAST(600 AS Nullable(Int64)))"
+    )
+    chdb.query(
+        f"INSERT INTO {DATABASE}.{CALLS_ROLLUP} SELECT {at}, 'rollup-only', 'a', 'sim', 'm', "
+        "countState(), countStateIf(true), countStateIf(false), "
+        "sumState(CAST(1 AS Nullable(Int64))), sumState(CAST(NULL AS Nullable(Int64))), "
+        "sumState(CAST(NULL AS Nullable(Int64)))"
+    )
+    share = next(p for p in OVER_TIME if p.key == "stall_share")
+    rate = next(p for p in OVER_TIME if p.key == "hedge_rate")
+    span = (minute, minute + timedelta(minutes=10))
+    context = _context(timedelta(minutes=1), {}, *span)
+    _, rows = in_chdb(chdb, expand(share.sql(CLICKHOUSE_PANELS), context, "clickhouse"))
+    assert [row[1:] for row in rows] == [["a/m", 60.0]]
+    _, rows = in_chdb(chdb, expand(rate.sql(CLICKHOUSE_PANELS), context, "clickhouse"))
+    assert [row[1:] for row in rows] == [[100.0, 0.0]]
+    for other in (
+        _context(timedelta(seconds=30), {}, *span),
+        replace(context, variables={**context.variables, THRESHOLD: Variable("250")}),
+    ):
+        assert in_chdb(chdb, expand(share.sql(CLICKHOUSE_PANELS), other, "clickhouse"))[1] == []
+    assert (
+        in_chdb(
+            chdb,
+            expand(
+                rate.sql(CLICKHOUSE_PANELS),
+                _context(timedelta(seconds=30), {}, *span),
+                "clickhouse",
+            ),
+        )[1]
+        == []
+    )
+
+
+def test_a_call_split_from_its_winner_is_found_and_backfilled(chdb: Any) -> None:
+    """A materialized view sees one insert: calls whose spans come in two inserts (attempts,
+    then the call spans) are missing from the winners' rollup, and coverage_sql says how many;
+    backfill_statements rebuilds those minutes, and the panels agree with the spans again."""
+    day = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+    start, end = day - timedelta(hours=1), day
+    generated = insert_sql(0, 600, end_ns=_ns(end), spread_ns=3600 * 1_000_000_000, seed=7)
+    head, select = generated.split("\nSELECT\n", 1)
+    attempts = f"{head}\nSELECT * FROM (SELECT\n{select}) WHERE ParentSpanId != ''"
+    calls = f"{head}\nSELECT * FROM (SELECT\n{select}) WHERE ParentSpanId = ''"
+    chdb.query(attempts)
+    chdb.query(calls)
+    window = (f"toDateTime({int(start.timestamp())})", f"toDateTime({int(end.timestamp())})")
+    ((spans, rolled_up),) = in_chdb(chdb, coverage_sql(CLICKHOUSE, *window))[1]
+    assert int(spans) > 500
+    assert int(rolled_up) == 0
+    calls_rollup = in_chdb(chdb, contents_sql(CLICKHOUSE, CALLS_ROLLUP))[1]
+    for statement in backfill_statements(CLICKHOUSE, *window):
+        chdb.query(statement)
+    ((spans_after, rolled_after),) = in_chdb(chdb, coverage_sql(CLICKHOUSE, *window))[1]
+    assert int(rolled_after) == int(spans_after) == int(spans)
+    assert in_chdb(chdb, contents_sql(CLICKHOUSE, CALLS_ROLLUP))[1] == calls_rollup
+    context = _context(timedelta(minutes=5), {}, start, end + timedelta(minutes=2))
+    for panel in OVER_TIME:
+        for run, here in _runs(panel, context):
+            rolled = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_PANELS), here, "clickhouse"))
+            raw = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_RAW_PANELS), here, "clickhouse"))
+            assert raw[1], run
+            assert len(rolled[1]) == len(raw[1]), run
+            for got, want in zip(rolled[1], raw[1], strict=True):
+                assert all(_close(g, w) for g, w in zip(got, want, strict=True)), run
+
+
+def test_some_winners_start_in_the_next_minute(chdb: Any) -> None:
+    """The data exercises the two minutes a winner's row has: hedge legs that won in the
+    minute after their call started (the panels bucket by the winner, filter by the call)."""
+    _, rows = in_chdb(
+        chdb,
+        f"SELECT countIf(call_minute != minute) FROM {DATABASE}.{WINNERS_ROLLUP} "
+        "WHERE service != 'rollup-only'",
+    )
+    assert int(rows[0][0]) >= 3
