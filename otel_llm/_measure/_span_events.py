@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import repeat
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from opentelemetry import trace
 
@@ -59,18 +59,44 @@ def _sdk_types() -> tuple[type[Event], type[BoundedList[Any]]]:
     return Event, BoundedList
 
 
+class ChunkRun(NamedTuple):
+    """The integers of chunk events added in one step, as the meter held them: their times,
+    indexes and the gaps of those that have one (all but chunk 0)."""
+
+    stamps: Sequence[int]
+    indexes: Sequence[int]
+    gaps: Sequence[int]
+    first_alone: bool
+    """The first event is chunk 0, with no gap before it."""
+
+
 @cache
 def chunk_event_class() -> type[Event]:
     """The SDK's ``Event`` under a name of its own, for chunk events built here from
     :func:`otel_llm._measure._events.chunk_event_attributes` (an integer index and, but for
     chunk 0, an integer gap, in that order, behind a read-only view nobody else holds): a
-    reader that sees this exact class may take those attributes as they are, unchecked."""
+    reader that sees this exact class may take those attributes as they are, unchecked. The
+    first event of those added in one step carries them all as a :class:`ChunkRun` in ``run``
+    (:func:`chunk_run` reads it), so a reader of the whole run needs no walk over the events."""
     from opentelemetry.sdk.trace import Event
 
     class ChunkEvent(Event):
-        __slots__ = ()
+        __slots__ = ("run",)
 
     return ChunkEvent
+
+
+def chunk_run(events: Sequence[Event]) -> ChunkRun | None:
+    """The run of chunk events that ``events`` is exactly (no event before, after or missing
+    from the step that added it), or ``None``. The first event added in one step carries the
+    run; a list that starts with it and is as long as it holds nothing else, since events are
+    only ever appended, and dropped (by the SDK's limit) oldest first."""
+    if not events:
+        return None
+    run: ChunkRun | None = getattr(events[0], "run", None)
+    if run is None or len(run.stamps) != len(events):
+        return None
+    return run
 
 
 def _events_list(span: Any, most_attributes: int) -> BoundedList[Any] | None:
@@ -96,7 +122,7 @@ def add_events(
     attributes: Sequence[dict[str, Any]],
     *,
     most_attributes: int,
-    chunks: bool = False,
+    chunks: ChunkRun | None = None,
 ) -> None:
     """Add one event named ``name`` per timestamp (epoch nanoseconds), in order, with the
     matching attributes: what ``span.add_event(name, attributes[i], timestamp=...)`` for each
@@ -107,14 +133,16 @@ def add_events(
     The dicts are handed over, not copied (the SDK copies each; a copy costs as much as the
     rest of the event): the events see them through read-only views, so the caller must keep
     no reference to them. ``chunks``: they are chunk events from
-    :func:`~otel_llm._measure._events.chunk_event_attributes`, made as :func:`chunk_event_class`
-    where the direct path is taken."""
+    :func:`~otel_llm._measure._events.chunk_event_attributes` with these integers, made as
+    :func:`chunk_event_class` where the direct path is taken (the first carrying ``chunks``)."""
     if len(timestamps_ns) != len(attributes):
         raise ValueError("one attribute mapping per timestamp")
     events_list = _events_list(span, most_attributes)
     if events_list is not None:
-        event = chunk_event_class() if chunks else _sdk_types()[0]
+        event = chunk_event_class() if chunks is not None else _sdk_types()[0]
         events = list(map(event, repeat(name), map(MappingProxyType, attributes), timestamps_ns))
+        if chunks is not None and events:
+            events[0].run = chunks  # type: ignore[attr-defined]
         sdk_span: Any = span  # the SDK's private lock and end time, as add_event() reads them
         with sdk_span._lock:
             if sdk_span._end_time is None:

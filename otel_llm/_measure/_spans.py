@@ -30,7 +30,7 @@ from otel_llm._measure._events import (
     chunk_event_attributes,
 )
 from otel_llm._measure._metrics import LlmMetrics
-from otel_llm._measure._span_events import add_events
+from otel_llm._measure._span_events import ChunkRun, add_events
 from otel_llm._measure._stalls import StallFigures, meter, stall_sum
 
 logger = logging.getLogger("otel_llm")
@@ -210,11 +210,14 @@ class AttemptSpan:
             span.set_attributes({sc.CHUNK_STALL_NS: stall_ns, sc.CHUNK_STALL_COUNT: stall_count})
         arrivals = clock.arrivals_ns
         base = self._anchor_ns - clock.start_ns  # event time = anchor + offset from the start
+        stamps = [base + arrivals[index] for index in indices]
+        first_alone = bool(indices) and indices[0] == 0
+        gaps = [gaps_ns[index - 1] for index in indices[first_alone:]]
         add_events(
             span,
             sc.CHUNK_EVENT,
-            [base + arrivals[index] for index in indices],
+            stamps,
             chunk_event_attributes(indices, gaps_ns),
             most_attributes=CHUNK_EVENT_ATTRIBUTES,
-            chunks=True,
+            chunks=ChunkRun(stamps, indices, gaps, first_alone),
         )

@@ -12,6 +12,7 @@ give the same table.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import cache
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
@@ -29,6 +30,7 @@ from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, CHUNK_INDEX_COLUMN
 from otel_llm._show._store._chunk_columns import ChunkColumns, counted
 from otel_llm._show._store._records import (
     PackedSpan,
+    RawSpan,
     SpanRecord,
     chunk_parts,
     keys_of,
@@ -144,9 +146,14 @@ class SegmentColumns:
     def append_packed(self, packed: PackedSpan) -> None:
         """Append one span as the store's writer queue holds it — all of it, or nothing: a
         span that cannot be converted raises and leaves the columns as they were."""
+        span = raw(packed)
+        parts = chunk_parts(span.events)
+        if not span.links and (parts is not None or span.events is None):
+            self._append_packed(packed, span, parts)  # fails, if at all, before appending
+            return
         undo = self._undo_point()
         try:
-            self._append_packed(packed)
+            self._append_packed(packed, span, parts)
         except BaseException:
             self._undo(undo)
             raise
@@ -169,25 +176,44 @@ class SegmentColumns:
             del values[length:]
         self._chunk_form.truncate(chunk_mark)
 
-    def _append_packed(self, packed: PackedSpan) -> None:
+    def _append_packed(
+        self,
+        packed: PackedSpan,
+        span: RawSpan,
+        parts: tuple[bool, bytes, int | bytes, bytes] | None,
+    ) -> None:
         """:meth:`_append_record` of the packed values, without a dict per span or a Python
-        object per chunk event."""
-        span = raw(packed)
+        object per chunk event. Everything that can fail on a span without links or events
+        other than chunk events is worked out before the first value is appended."""
         start = span.start
+        trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
+        ids = (
+            "" if trace_id is None else format(trace_id, "032x"),
+            "" if span_id is None else format(span_id, "016x"),
+            "" if parent is None else format(parent, "016x"),
+        )
+        resource_keys, resource_values, service = self._resource(packed.resource)
+        scope = packed.scope
+        scope_name, scope_version = (scope.name, scope.version or "") if scope else ("", "")
+        keys = keys_of(span.shape)
+        values = span.values
+        rendered = [
+            v if type(v) is str else str(v) if type(v) is int else attribute_string(v)
+            for v in values
+        ]
+        typed, ours = _typed_plan(span.shape, keys)
+        typed_values = typed(values)
         s = self._scalars
         s["Timestamp"].append(start)
-        trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
-        s["TraceId"].append("" if trace_id is None else format(trace_id, "032x"))
-        s["SpanId"].append("" if span_id is None else format(span_id, "016x"))
-        s["ParentSpanId"].append("" if parent is None else format(parent, "016x"))
+        s["TraceId"].append(ids[0])
+        s["SpanId"].append(ids[1])
+        s["ParentSpanId"].append(ids[2])
         s["TraceState"].append(span.trace_state)
         s["SpanName"].append(span.name)
         s["SpanKind"].append(_KINDS.get(span.kind, "Unspecified"))
-        resource_keys, resource_values, service = self._resource(packed.resource)
         s["ServiceName"].append(service)
-        scope = packed.scope
-        s["ScopeName"].append(scope.name if scope else "")
-        s["ScopeVersion"].append((scope.version or "") if scope else "")
+        s["ScopeName"].append(scope_name)
+        s["ScopeVersion"].append(scope_version)
         s["Duration"].append(max(0, span.end - start))
         s["StatusCode"].append(_STATUSES.get(span.status, "Unset"))
         s["StatusMessage"].append(span.status_message)
@@ -195,10 +221,11 @@ class SegmentColumns:
         resource_maps.keys.extend(resource_keys)
         resource_maps.values.extend(resource_values)
         resource_maps.offsets.append(len(resource_maps.keys))
-        keys = keys_of(span.shape)
-        self._maps["SpanAttributes"].add_rendered(keys, span.values)
-        typed, ours = _typed_plan(keys)
-        self._typed_rows.append(typed(span.values))
+        attribute_maps = self._maps["SpanAttributes"]
+        attribute_maps.keys.extend(keys)
+        attribute_maps.values.extend(rendered)
+        attribute_maps.offsets.append(len(attribute_maps.keys))
+        self._typed_rows.append(typed_values)
         self._ours.append(ours)
         for link_trace, link_span, link_state, link_shape, link_values in span.links:
             self._links["Links.TraceId"].append(format(link_trace, "032x"))
@@ -206,7 +233,6 @@ class SegmentColumns:
             self._links["Links.TraceState"].append(link_state)
             self._link_maps.add_rendered(keys_of(link_shape), link_values)
         self._link_maps.list_offsets.append(len(self._link_maps.offsets) - 1)
-        parts = chunk_parts(span.events)
         if parts is not None:
             self._chunk_form.add_packed(start, *parts)
         else:
@@ -321,12 +347,12 @@ class SegmentColumns:
         pause()
         raw = list(zip(*self._typed_rows, strict=True)) or [()] * len(TYPED_PLAN)
         for values, (name, _, default, typed) in zip(raw, TYPED_PLAN, strict=True):
-            if default is not None:
+            if default is not None and None in values:
                 values = tuple(
                     default if value is None and ours else value
                     for value, ours in zip(values, self._ours, strict=True)
                 )
-            arrays[name] = pa.array(_typed_list(values, typed), type=schema.field(name).type)
+            arrays[name] = _typed_array(values, typed, schema.field(name).type)
         pause()
         for name in _MAP_COLUMNS:
             arrays[name] = _map_array(self._maps[name])
@@ -385,17 +411,18 @@ class SegmentColumns:
         return {name: pa.concat_arrays([general[name], named[name]]).take(which) for name in named}
 
 
-_PLANS: dict[tuple[str, ...], tuple[Callable[[tuple[Any, ...]], tuple[Any, ...]], bool]] = {}
-"""Per attribute key tuple: how its values give the typed columns' raw values, and whether
-the span is otel-llm's (a few tuples a process; the packer caps their number)."""
+_PLANS: dict[int | tuple[str, ...], tuple[Callable[[tuple[Any, ...]], tuple[Any, ...]], bool]] = {}
+"""Per attribute shape (:mod:`._records`' number for a key tuple, or the tuple): how its values
+give the typed columns' raw values, and whether the span is otel-llm's (a few shapes a
+process; the packer caps their number)."""
 
 
 def _typed_plan(
-    keys: tuple[str, ...],
+    shape: int | tuple[str, ...], keys: tuple[str, ...]
 ) -> tuple[Callable[[tuple[Any, ...]], tuple[Any, ...]], bool]:
     """The typed columns' raw values of a span whose attribute keys are ``keys`` (``None``
     where an attribute is missing), as :meth:`SegmentColumns._typed` takes them from a dict."""
-    plan = _PLANS.get(keys)
+    plan = _PLANS.get(shape)
     if plan is None:
         where = {key: position for position, key in enumerate(keys)}
         missing = len(keys)  # the ``None`` appended after the values
@@ -406,9 +433,33 @@ def _typed_plan(
             return picked
 
         plan = (typed, sc.SPAN_ROLE in where)
-        if len(_PLANS) < 4096:
-            _PLANS[keys] = plan
+        if len(_PLANS) < 8192:
+            _PLANS[shape] = plan
     return plan
+
+
+_PLAIN: Final[dict[Callable[[Any], Any], frozenset[type]]] = {
+    as_int: frozenset({int, type(None)}),
+    as_text: frozenset({str, type(None)}),
+}
+"""Per typed column's check: the value types it passes as they are (when Arrow takes them)."""
+
+
+def _typed_array(
+    values: Sequence[Any], typed: Callable[[Any], Any], kind: pa.DataType
+) -> pa.Array[Any]:
+    """A typed column's Arrow array: ``values`` as they are when they are all of the types
+    its check keeps unchanged and Arrow takes them (an integer past 64 bits it refuses), else
+    each through the check."""
+    import pyarrow as pa
+
+    plain = _PLAIN.get(typed)
+    if plain is not None and plain.issuperset(map(type, values)):
+        try:
+            return pa.array(values, type=kind)
+        except OverflowError:
+            pass
+    return pa.array(_typed_list(values, typed), type=kind)
 
 
 def _typed_list(values: Sequence[Any], typed: Callable[[Any], Any]) -> list[Any]:
@@ -465,6 +516,14 @@ _SQL_TYPES: Final = {
 }
 
 
+def statistics_columns() -> list[str]:
+    """The columns a segment keeps min/max statistics for: those of one value per span (a
+    reader skips row groups by them, by ``Timestamp`` above all). Statistics of the list and
+    map columns would cost a sixth of the encoding and serve no filter."""
+    return [name for name in ALL_COLUMNS if not _SQL_TYPES[name].endswith(("[]", ")"))]
+
+
+@cache
 def arrow_schema() -> pa.Schema:
     """The Arrow schema of a segment: every ``otel_traces`` column with its DuckDB type."""
     import pyarrow as pa

@@ -42,7 +42,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 from otel_llm import _semconv as sc
-from otel_llm._measure._span_events import chunk_event_class
+from otel_llm._measure._span_events import chunk_event_class, chunk_run
 from otel_llm._show._store._rows import attribute_string, plain_attributes
 
 _MARSHAL_VERSION: Final = 4
@@ -208,7 +208,11 @@ def _chunks(
 
 
 def _packed_chunks(
-    stamps: Sequence[int], indexes: list[int], gaps: list[int], first_alone: bool, start: int
+    stamps: Sequence[int],
+    indexes: Sequence[int],
+    gaps: Sequence[int],
+    first_alone: bool,
+    start: int,
 ) -> tuple[Any, ...] | None:
     count = len(indexes)
     first = indexes[0]
@@ -237,6 +241,11 @@ def _our_chunks(events: Sequence[Event], start: int) -> tuple[Any, ...] | None:
 def _events(events: Sequence[Event], start: int) -> tuple[Any, ...] | None:
     if not events:
         return None
+    run = chunk_run(events)
+    if run is not None:
+        packed = _packed_chunks(run.stamps, run.indexes, run.gaps, run.first_alone, start)
+        if packed is not None:
+            return packed
     if set(map(type, events)) == _OURS and (chunks := _our_chunks(events, start)) is not None:
         return chunks
     names, stamps, attributes = zip(*map(_EVENT_FIELDS, events), strict=True)

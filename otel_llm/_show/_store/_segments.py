@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._store._columns import SegmentColumns, arrow_schema
+from otel_llm._show._store._columns import SegmentColumns, arrow_schema, statistics_columns
 from otel_llm._show._store._merge_plan import Candidate, choose
 
 if TYPE_CHECKING:
@@ -120,7 +120,12 @@ def encode(table: pa.Table) -> bytes:
         )
     else:
         pq.write_table(
-            table, sink, compression="zstd", row_group_size=rows, write_page_checksum=True
+            table,
+            sink,
+            compression="zstd",
+            row_group_size=rows,
+            write_page_checksum=True,
+            write_statistics=statistics_columns(),
         )
     return bytes(sink.getvalue())
 
@@ -759,7 +764,13 @@ def _write_merged(paths: Sequence[Path], tmp: Path) -> tuple[Path, str] | None:
         for path in paths:
             if (why := _unreadable(path)) is not None:
                 return path, why
-        with pq.ParquetWriter(tmp, schema, compression="zstd", write_page_checksum=True) as out:
+        with pq.ParquetWriter(
+            tmp,
+            schema,
+            compression="zstd",
+            write_page_checksum=True,
+            write_statistics=statistics_columns(),
+        ) as out:
             pending: list[pa.Table] = []
             table: pa.Table | None = None
             held = 0

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from benchmarks.store.throughput import attempt_spans
 from otel_llm import SegmentSpanExporter
 from otel_llm import _semconv as sc
-from otel_llm._measure._span_events import chunk_event_class
+from otel_llm._measure._span_events import chunk_event_class, chunk_run
 from otel_llm._show._store._breakdown import run_query
 from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._records import pack, unpack
@@ -200,3 +200,26 @@ def test_a_subclass_of_a_value_type_keeps_its_value() -> None:
     assert record.attributes[sc.ATTEMPT_NUMBER] == 200
     assert type(record.attributes[sc.ATTEMPT_NUMBER]) is int
     assert record.attributes["r"] == 0.5
+
+
+def test_a_run_of_chunk_events_is_read_whole_or_not_at_all() -> None:
+    """The attempt span's chunk events carry their integers (the run) on the first; a span
+    holding anything else too — an event added after them, or fewer of them than were added
+    (the SDK's limit dropped the oldest) — is read event by event: the same record either way."""
+    (span,) = _attempt_spans(1)
+    assert chunk_run(span.events) is not None
+    walked = unpack(
+        pack(_with_events(span, [Event(e.name, e.attributes, e.timestamp) for e in span.events]))
+    )
+    assert unpack(pack(span)) == walked
+    extra = Event("gen_ai.other", {"k": 1}, span.events[-1].timestamp)
+    more = _with_events(span, [*span.events, extra])
+    assert chunk_run(more.events) is None
+    record = unpack(pack(more))
+    assert [name for name, _, _ in record.events][-1] == "gen_ai.other"
+    assert len(record.events) == 32
+    fewer = _with_events(span, list(span.events[1:]))
+    assert chunk_run(fewer.events) is None
+    record = unpack(pack(fewer))
+    assert record.chunks is not None
+    assert record.chunks[1] == walked.chunks[1][1:]  # type: ignore[index]

@@ -77,6 +77,7 @@ _ATTRIBUTE_VALUES = st.one_of(
     st.text(max_size=20),
     st.booleans(),
     st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.integers(min_value=2**63, max_value=2**70),  # past a BIGINT: the typed column has NULL
     st.floats(allow_nan=False),
     st.lists(st.integers(min_value=-(2**31), max_value=2**31), max_size=3),
     st.lists(st.text(max_size=5), max_size=3),
@@ -89,6 +90,9 @@ _ATTRIBUTE_VALUES = st.one_of(
         st.one_of(st.text(min_size=1, max_size=12), st.sampled_from(_OUR_KEYS)),
         _ATTRIBUTE_VALUES,
         max_size=6,
+    ),
+    others=st.lists(
+        st.dictionaries(st.sampled_from(_OUR_KEYS), _ATTRIBUTE_VALUES, max_size=4), max_size=3
     ),
     events=st.lists(
         st.tuples(
@@ -103,21 +107,27 @@ _ATTRIBUTE_VALUES = st.one_of(
     ),
 )
 def test_columns_are_the_row_of_every_span(
-    attributes: dict[str, object], events: list[tuple[str, dict[str, object]]]
+    attributes: dict[str, object],
+    others: list[dict[str, object]],
+    events: list[tuple[str, dict[str, object]]],
 ) -> None:
-    """Whatever attributes and events a span has, the fast column builder gives exactly the
-    row ``span_row`` gives (the Collector's spans go through rows), and DuckDB reads it back."""
+    """Whatever attributes and events a span has, and whatever the spans beside it in a table
+    have under the same keys (a column of mixed types), the fast column builder gives exactly
+    the rows ``span_row`` gives (the Collector's spans go through rows), and DuckDB reads it
+    back."""
     spans = Spans()
     span = spans.tracer.start_span("s", attributes=attributes)  # type: ignore[arg-type]
     for name, event_attributes in events:
         span.add_event(name, event_attributes)  # type: ignore[arg-type]
     span.end()
-    (finished,) = spans.finished()
+    for other in others:
+        spans.tracer.start_span("o", attributes=other).end()  # type: ignore[arg-type]
+    finished, *beside = spans.finished()
     fast = SegmentColumns()
     rows = SegmentColumns()
-    for _ in range(2):  # a table of several spans: the offsets of one follow the other's
-        fast.append_span(finished)
-        rows.append_row(span_row(finished))
+    for each in (finished, *beside, finished):  # the offsets of one span follow the other's
+        fast.append_span(each)
+        rows.append_row(span_row(each))
     assert fast.table().equals(rows.table())
     arrow = fast.table()
     with duckdb.connect() as conn:
