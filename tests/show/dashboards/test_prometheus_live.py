@@ -160,28 +160,37 @@ def _query(base: str, expr: str, at_s: float) -> list[dict[str, Any]]:
     return result
 
 
-def _sample_times(base: str) -> set[int]:
-    """The timestamps (ms) of every sample of the service's series."""
+def _samples(base: str) -> dict[str, set[int]]:
+    """The timestamps (ms) of the samples of each of the service's series (by its labels)."""
     now = time.time()
     answer = _http_json(
         f"{base}/api/v1/query", {"query": f'{{job="{SERVICE}"}}[1h]', "time": f"{now:.3f}"}
     )
     return {
-        round(float(ts) * 1000) for series in answer["data"]["result"] for ts, _ in series["values"]
+        json.dumps(series["metric"], sort_keys=True): {
+            round(float(ts) * 1000) for ts, _ in series["values"]
+        }
+        for series in answer["data"]["result"]
     }
 
 
-def _flushed(base: str, provider: MeterProvider, known: set[int]) -> int:
-    """Export the metrics now and wait until Prometheus has them: their one timestamp (ms). One
-    export is one OTLP request, one batch, one remote-write request: every series has a sample
-    at that time."""
+def _flushed(base: str, provider: MeterProvider, before: int | None) -> int:
+    """Export the metrics now and wait until Prometheus has them: their one timestamp (ms).
+    After an earlier export (at ``before``), wait until every series it had has a sample at
+    the new time too (a cumulative export sends every series again, and the Collector may have
+    split the export into more than one remote-write request)."""
     assert provider.force_flush(30_000)
     deadline = time.monotonic() + ARRIVAL_TIMEOUT_S
-    while not (new := _sample_times(base) - known):
-        assert time.monotonic() < deadline, "the metrics never reached Prometheus"
+    while True:
+        samples = _samples(base)
+        stamps = set().union(*samples.values()) - ({before} if before is not None else set())
+        if stamps:
+            (stamp,) = stamps  # one collection, one timestamp for every series
+            earlier = {key for key, times in samples.items() if before in times}
+            if all(stamp in samples[key] for key in earlier):
+                return stamp
+        assert time.monotonic() < deadline, "the metrics never all reached Prometheus"
         time.sleep(0.2)
-    (stamp,) = new  # one collection, one timestamp for every series
-    return stamp
 
 
 # --- the traffic ------------------------------------------------------------------------------
@@ -321,13 +330,13 @@ def live(tmp_path_factory: pytest.TempPathFactory, collector_binary: Path) -> It
                 asyncio.run(_run(first, meters))
                 first.check()
                 first.provider.shutdown()
-                t0 = _flushed(base, meters, set())
+                t0 = _flushed(base, meters, None)
                 second = Spans()
                 asyncio.run(_run(second, meters))
                 second.check()
                 spans = second.finished()
                 second.provider.shutdown()
-                t1 = _flushed(base, meters, {t0})
+                t1 = _flushed(base, meters, t0)
             finally:
                 meters.shutdown()
         store = folder / "store"
