@@ -68,9 +68,9 @@ FILTER_LABELS: Final = {
 }
 """Each filter variable's label."""
 
-_UNIT_SUFFIXES: Final = {"s": "seconds", "ms": "milliseconds", "By": "bytes", "1": "ratio"}
-"""The exporter's unit words for the units the names table uses (an annotation in braces has
-none)."""
+_UNIT_SUFFIXES: Final = {"s": "seconds"}
+"""The exporter's word for each unit the names table uses (an annotation in braces, such as
+``{stall}``, adds none); a unit not here is an error, not a guess."""
 
 Series = Literal["", "bucket", "sum", "count"]
 
@@ -79,7 +79,12 @@ def prom_name(metric: MetricName, series: Series = "") -> str:
     """The name Prometheus stores ``metric`` under (its current name), or one series of a
     histogram (``bucket``, ``sum``, ``count``)."""
     name = metric.current.replace(".", "_")
-    unit = _UNIT_SUFFIXES.get(metric.unit, "")
+    if metric.unit.startswith("{") and metric.unit.endswith("}"):
+        unit = ""
+    elif metric.unit in _UNIT_SUFFIXES:
+        unit = _UNIT_SUFFIXES[metric.unit]
+    else:
+        raise ValueError(f"{metric.current}: no Prometheus suffix known for unit {metric.unit!r}")
     if unit and not name.endswith(f"_{unit}"):
         name = f"{name}_{unit}"
     if metric.instrument == "counter":

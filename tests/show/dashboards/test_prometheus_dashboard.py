@@ -7,6 +7,7 @@ Its queries run on a real Prometheus in test_prometheus_live.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import warnings
@@ -208,6 +209,8 @@ def test_the_translation_of_names() -> None:
     assert prom_name(ATTEMPTS) == "otel_llm_client_attempts_total"
     assert prom_name(HEDGES) == "otel_llm_client_hedges_total"
     assert label("gen_ai.request.model") == "gen_ai_request_model"
+    with pytest.raises(ValueError, match="no Prometheus suffix known for unit 'ms'"):
+        prom_name(dataclasses.replace(DURATION, unit="ms"))  # a new unit: checked, not guessed
 
 
 def test_the_variables() -> None:
