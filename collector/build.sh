@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds otel-llm's collector distribution (manifest.yaml beside this script) with the collector
-# builder (ocb) once per hash of the manifest, the builder's version and Go's version, and prints
-# the binary's path on stdout (everything else goes to stderr).
+# Builds otel-llm's collector distribution (manifest.yaml beside this script, with otel-llm's own
+# exporter from storeexporter/) with the collector builder (ocb) once per hash of the manifest,
+# the exporter's sources (go.mod, go.sum, *.go, schema.json), the builder's version and Go's
+# version, and prints the binary's path on stdout (everything else goes to stderr).
 #
 # The binary is kept under ${XDG_CACHE_HOME:-$HOME/.cache}/otel-llm/collector/<hash>/, outside
 # the checkout, so a fresh clone on the same machine (as CI makes) finds it; Go's module and build
@@ -15,7 +16,7 @@
 set -euo pipefail
 
 OCB_VERSION=v0.161.0  # go.opentelemetry.io/collector/cmd/builder, the manifest's release
-GO_MINIMUM=1.24       # what the v0.161.0 modules' go.mod files ask for
+GO_MINIMUM=1.26       # what the v0.161.0 modules' and storeexporter's (arrow-go v18.9.0) go.mod ask for
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'collector/build.sh: %s\n' "$*" >&2; exit 1; }
@@ -23,6 +24,8 @@ die() { printf 'collector/build.sh: %s\n' "$*" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 manifest=$here/manifest.yaml
 [ -f "$manifest" ] || die "no manifest at $manifest"
+exporter=$here/storeexporter  # the manifest's `path: ./storeexporter`
+[ -f "$exporter/go.mod" ] || die "no storeexporter module at $exporter"
 
 go_cmd=${GO:-}
 if [ -z "$go_cmd" ]; then
@@ -47,7 +50,18 @@ fi
 hash_of() {
   if command -v sha256sum >/dev/null 2>&1; then sha256sum; else shasum -a 256; fi
 }
-hash=$( { cat "$manifest"; printf '%s\n%s\n' "$OCB_VERSION" "$go_version"; } | hash_of | cut -c1-16)
+exporter_sources() {  # every file the exporter is built from, each named, in a stable order
+  local file
+  for file in $(cd "$exporter" && LC_ALL=C ls go.mod go.sum schema.json *.go); do
+    printf '%s\n' "$file"
+    cat "$exporter/$file"
+  done
+}
+hash=$( {
+  cat "$manifest"
+  exporter_sources
+  printf '%s\n%s\n' "$OCB_VERSION" "$go_version"
+} | hash_of | cut -c1-16)
 
 root=${XDG_CACHE_HOME:-$HOME/.cache}/otel-llm/collector
 target=$root/$hash
@@ -86,6 +100,8 @@ fi
 
 say "building the collector ($hash) into $target; a first build takes several minutes"
 cp "$manifest" "$work/manifest.yaml"
+mkdir "$work/storeexporter"
+cp "$exporter"/go.mod "$exporter"/go.sum "$exporter"/schema.json "$exporter"/*.go "$work/storeexporter/"
 # The manifest's output_path is relative: it lands in $work. ocb finds go on PATH.
 go_dir=$(dirname "$(command -v "$go_cmd")")
 (cd "$work" && PATH="$go_dir:$PATH" CGO_ENABLED=0 GOFLAGS=-buildvcs=false \

@@ -67,8 +67,9 @@ OTEL_LLM_COLLECTOR_BIN: Final = "OTEL_LLM_COLLECTOR_BIN"
 """The collector binary ``otel-llm collector`` runs (default: what ``collector/build.sh``
 builds); ``./dev test`` sets it for the tests."""
 OTEL_LLM_COLLECTOR_SPOOL: Final = "OTEL_LLM_COLLECTOR_SPOOL"
-"""Read by ``collector/duckdb.yaml``: the folder of the file exporter's files (``otel-llm
-collector`` sets it to ``<store>.otlp``): spans there, metrics in its ``metrics/`` folder."""
+"""Read by ``collector/duckdb.yaml``: the spool folder (``otel-llm collector`` sets it to
+``<store>.otlp``): metrics in its ``metrics/`` folder; span files there are what collectors of
+earlier versions wrote (``otel-llm collector`` ingests them)."""
 OTEL_LLM_COLLECTOR_STORE: Final = "OTEL_LLM_COLLECTOR_STORE"
 """Read by ``collector/duckdb.yaml``: the store directory its ``otelllm_store`` exporter writes
 segments into (``otel-llm collector`` sets it to the store it was given)."""

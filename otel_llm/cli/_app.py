@@ -587,7 +587,10 @@ def collector(
     except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _fail(str(exc)) from exc
     report = run.report
-    say(f"collector stopped (exit code {code}); {report.spans} spans ingested in total")
+    landed = f"spans went straight into {store}" if store else f"config {config}"
+    if report.files:
+        landed += f"; {report.spans} spans ingested from spool files of an earlier version"
+    say(f"collector stopped (exit code {code}); {landed}")
     for problem in report.problems:
         console.print(f"[bold red]kept:[/bold red] {escape(problem)}")
     if report.problems or (code not in (0, None) and not stop.is_set()):

@@ -1,14 +1,15 @@
-"""``otel-llm collector``: build if needed, run the OpenTelemetry Collector, ingest its files.
+"""``otel-llm collector``: build if needed, run the OpenTelemetry Collector into the store.
 
 The collector distribution is the one ``collector/manifest.yaml`` describes, built once per
 manifest by ``collector/build.sh`` (or the binary ``$OTEL_LLM_COLLECTOR_BIN`` names). With the
-``duckdb`` config it receives OTLP on 127.0.0.1 and writes protobuf files into a spool folder
-beside the store (``<store>.otlp``; the metrics it receives go to that folder's ``metrics/``, as
-bounded JSON lines that nothing ingests); :class:`CollectorRun` starts it, waits for its health
-check, ingests every finished file into the store while it runs (:class:`~otel_llm._show.
-_otlp_files.Spool`), and on stop ends it with SIGTERM (it writes its last batches), then ingests
-the rest. A collector killed earlier leaves its current file behind: it is ingested before the
-next start.
+``duckdb`` config it receives OTLP on 127.0.0.1 and its ``otelllm_store`` exporter
+(``collector/storeexporter``, Go) writes the spans straight into the store as sealed segments
+(``$OTEL_LLM_COLLECTOR_STORE``); the metrics it receives go to the spool folder beside the store
+(``<store>.otlp/metrics/``, bounded JSON lines that nothing ingests). :class:`CollectorRun`
+starts it, waits for its health check, merges the store's small segments now and then while it
+runs, and on stop ends it with SIGTERM (it seals what waits). Spool files that collectors of
+earlier versions wrote (``<store>.otlp/traces*.binpb``) are still ingested (:class:`~otel_llm.
+_show._ingest._otlp_files.Spool`): before the start, while it runs, and at stop.
 """
 
 from __future__ import annotations
@@ -147,8 +148,11 @@ class CollectorRun:
         self.config = config
         self.ports = ports or Ports()
         self.store_path = store
+        self.store = prepare_for_writing(store) if store is not None else None
         self.spool = (
-            Spool(spool_path(store), prepare_for_writing(store)) if store is not None else None
+            Spool(spool_path(store), self.store)
+            if store is not None and self.store is not None
+            else None
         )
         self.report = IngestReport()
         self._log = log
@@ -168,6 +172,8 @@ class CollectorRun:
         }
         if self.spool is not None:
             values[env.OTEL_LLM_COLLECTOR_SPOOL] = str(self.spool.folder)
+        if self.store is not None:
+            values[env.OTEL_LLM_COLLECTOR_STORE] = str(self.store.path.absolute())
         return values
 
     def start(self, timeout_s: float = DEFAULTS.collector_start_timeout_s) -> None:
@@ -244,6 +250,11 @@ class CollectorRun:
             self.report.add(done)
             return done
 
+    def compact(self) -> int:
+        """Merge the store's small segments if any merge is due (the collector seals a segment
+        up to four times a second while spans arrive); the number merged."""
+        return self.store.compact() if self.store is not None else 0
+
     def stop(self, timeout_s: float = DEFAULTS.collector_stop_timeout_s) -> int | None:
         """End the collector (SIGTERM: it writes its last batches; SIGKILL after
         ``timeout_s``), then ingest every file left. Its exit code (None: not started)."""
@@ -296,10 +307,18 @@ def run_until_stopped(
     say: Callable[[str], None],
     poll_s: float = DEFAULTS.collector_poll_s,
 ) -> int | None:
-    """Ingest finished files until ``stop`` is set or the collector exits, then stop it and
-    ingest the rest; the collector's exit code."""
+    """Ingest finished files (and merge small segments every ``compact_every_s``) until
+    ``stop`` is set or the collector exits, then stop it and ingest the rest; the collector's
+    exit code."""
+    merged_at = time.monotonic()
     try:
         while not stop.wait(poll_s):
+            if time.monotonic() - merged_at >= DEFAULTS.compact_every_s:
+                merged_at = time.monotonic()
+                try:
+                    run.compact()
+                except OSError as exc:  # merging is an optimisation: the collector runs on
+                    say(f"could not merge the store's segments ({exc})")
             done = run.ingest()
             for problem in done.problems:
                 say(f"kept a damaged file: {problem}")

@@ -1,7 +1,9 @@
 """The Collector file exporter's OTLP protobuf files, ingested into the store.
 
-``collector/duckdb.yaml`` makes the collector write a spool directory: ``traces.binpb`` is the
-file it is writing; full ones are rotated to ``traces-<UTC time>-<reason>.binpb``. A file is a
+Collectors of earlier versions wrote spans into a spool directory through the file exporter
+(``collector/duckdb.yaml`` now has the ``otelllm_store`` exporter write the store itself; the
+files any of them left are still ingested): ``traces.binpb`` is the file being written; full
+ones are rotated to ``traces-<UTC time>-<reason>.binpb``. A file is a
 sequence of 4-byte big-endian lengths, each followed by one ``ExportTraceServiceRequest``; the
 exporter writes each message with one write into the rotating file, so a message never spans two
 files and a rotated file ends on a message boundary.
