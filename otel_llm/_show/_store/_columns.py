@@ -462,6 +462,34 @@ def _typed_array(
     return pa.array(_typed_list(values, typed), type=kind)
 
 
+def warm_table() -> pa.Table:
+    """A table of one made-up span with chunk events, built as every table is: what the
+    store's writer builds (and encodes) once, first thing, so that the imports and first calls
+    of every Arrow function a real segment needs are behind it before a span waits on them."""
+    record = SpanRecord(
+        start=1,
+        end=3,
+        trace_id=1,
+        span_id=1,
+        parent_span_id=None,
+        trace_state="",
+        name="warm",
+        kind=0,
+        status=0,
+        status_message="",
+        attributes={},
+        resource={},
+        scope_name="",
+        scope_version="",
+        links=[],
+        chunks=([1, 2], [0, 1], [None, 1]),
+        events=[],
+    )
+    columns = SegmentColumns()
+    columns.append_record(record)
+    return columns.table()
+
+
 def _typed_list(values: Sequence[Any], typed: Callable[[Any], Any]) -> list[Any]:
     """``values`` through a typed column's check, the common cases inline."""
     if typed is as_int:

@@ -338,10 +338,10 @@ class SegmentSpanExporter(SpanExporter):
         imports when it is installed) — ~0.5 s that now overlaps the application's own start."""
         try:
             from otel_llm._show._store import _access  # noqa: F401  (DuckDB, for sealing)
-            from otel_llm._show._store._columns import SegmentColumns
+            from otel_llm._show._store._columns import warm_table
             from otel_llm._show._store._segments import encode
 
-            encode(SegmentColumns().table())
+            encode(warm_table())
         except Exception:  # the first seal meets the same error and reports it
             logger.debug("otel-llm: the store writer could not load its libraries", exc_info=True)
         finally:
