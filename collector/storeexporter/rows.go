@@ -450,3 +450,64 @@ func (r *rows) record() arrow.RecordBatch {
 	r.count = 0
 	return r.builder.NewRecordBatch()
 }
+
+// shape is how many values (and string bytes) a column and its children held: the next
+// segment's builders reserve that much at once instead of growing by doubling.
+type shape struct {
+	values   int
+	bytes    int
+	children []shape
+}
+
+func shapeOf(a arrow.Array) shape {
+	switch a := a.(type) {
+	case *array.Map:
+		return shape{values: a.Len(), children: []shape{shapeOf(a.Keys()), shapeOf(a.Items())}}
+	case *array.List:
+		return shape{values: a.Len(), children: []shape{shapeOf(a.ListValues())}}
+	case *array.String:
+		return shape{values: a.Len(), bytes: len(a.ValueBytes())}
+	}
+	return shape{values: a.Len()}
+}
+
+// shapesOf is the shape of each column of rec.
+func shapesOf(rec arrow.RecordBatch) []shape {
+	shapes := make([]shape, rec.NumCols())
+	for i, column := range rec.Columns() {
+		shapes[i] = shapeOf(column)
+	}
+	return shapes
+}
+
+func reserve(b array.Builder, s shape) {
+	switch b := b.(type) {
+	case *array.MapBuilder:
+		b.Reserve(s.values)
+		if len(s.children) == 2 {
+			reserve(b.KeyBuilder(), s.children[0])
+			reserve(b.ItemBuilder(), s.children[1])
+			b.ValueBuilder().Reserve(s.children[0].values)
+		}
+	case *array.ListBuilder:
+		b.Reserve(s.values)
+		if len(s.children) == 1 {
+			reserve(b.ValueBuilder(), s.children[0])
+		}
+	case *array.StringBuilder:
+		b.Reserve(s.values)
+		b.ReserveData(s.bytes)
+	default:
+		b.Reserve(s.values)
+	}
+}
+
+// reserveLike makes room for a segment shaped as shapes (an earlier segment's).
+func (r *rows) reserveLike(shapes []shape) {
+	if len(shapes) != len(r.fillers) {
+		return
+	}
+	for i, s := range shapes {
+		reserve(r.builder.Field(i), s)
+	}
+}

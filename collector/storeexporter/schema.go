@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet"
 )
 
 // schemaJSON is the segment format as otel_llm writes it
@@ -88,9 +89,10 @@ type segmentFormat struct {
 	Encoding             encodingSpec      `json:"encoding"`
 	Store                storeSpec         `json:"store"`
 
-	schema      *arrow.Schema
-	spanKinds   map[int32]string
-	statusCodes map[int32]string
+	schema          *arrow.Schema
+	listLeafOptions []parquet.WriterProperty
+	spanKinds       map[int32]string
+	statusCodes     map[int32]string
 }
 
 func loadFormat(data []byte) (*segmentFormat, error) {
@@ -111,6 +113,9 @@ func loadFormat(data []byte) (*segmentFormat, error) {
 	}
 	f.schema = arrow.NewSchema(fields, nil)
 	var err error
+	if f.listLeafOptions, err = listLeafOptions(f.schema); err != nil {
+		return nil, err
+	}
 	if f.spanKinds, err = numbered(f.SpanKinds); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,9 @@ func encodeSegment(format *segmentFormat, rec arrow.RecordBatch) ([]byte, error)
 		if err != nil {
 			return nil, err
 		}
-		options = append(options, parquet.WithCompression(codec))
+		// level 1, Arrow C++'s (pyarrow's) default for zstd; Go's default is slower for little gain
+		options = append(options, parquet.WithCompression(codec), parquet.WithCompressionLevel(1))
+		options = append(options, format.listLeafOptions...)
 	}
 	var out bytes.Buffer
 	writer, err := pqarrow.NewFileWriter(format.schema, &out, parquet.NewWriterProperties(options...),
@@ -45,6 +47,26 @@ func encodeSegment(format *segmentFormat, rec arrow.RecordBatch) ([]byte, error)
 		return nil, fmt.Errorf("cannot finish a segment: %w", err)
 	}
 	return out.Bytes(), nil
+}
+
+// listLeafOptions turns dictionaries and statistics off for the values inside list columns
+// (the events, links and chunk arrays: nearly all of a segment's values, mostly distinct, and
+// never filtered on by min/max): a sixth of the encoding's CPU. Top-level columns and the
+// attribute maps keep both, as pyarrow writes them.
+func listLeafOptions(sc *arrow.Schema) ([]parquet.WriterProperty, error) {
+	pq, err := pqarrow.ToParquet(sc, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
+	if err != nil {
+		return nil, err
+	}
+	var options []parquet.WriterProperty
+	for i := 0; i < pq.NumColumns(); i++ {
+		path := pq.Column(i).ColumnPath()
+		fields := sc.FieldIndices(path[0])
+		if len(fields) == 1 && sc.Field(fields[0]).Type.ID() == arrow.LIST {
+			options = append(options, parquet.WithDictionaryPath(path, false), parquet.WithStatsPath(path, false))
+		}
+	}
+	return options, nil
 }
 
 func codecNamed(name string) (compress.Compression, error) {

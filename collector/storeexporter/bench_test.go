@@ -1,0 +1,67 @@
+package storeexporter
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// benchTraces is `spans` otel-llm attempt spans of 30 chunk events each, as an OTLP request
+// decoded by the receiver (pdata).
+func benchTraces(b *testing.B, spans int) ptrace.Traces {
+	one := sampleTraces(30)
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	one.ResourceSpans().At(0).Resource().CopyTo(rs.Resource())
+	ss := rs.ScopeSpans().AppendEmpty()
+	for i := 0; i < spans; i++ {
+		one.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).CopyTo(ss.Spans().AppendEmpty())
+	}
+	return td
+}
+
+// BenchmarkSpansToSegment: decoding the request is the receiver's; here the rows and the
+// Parquet encoding, per span.
+func BenchmarkSpansToSegment(b *testing.B) {
+	format := mustFormat(b)
+	td := benchTraces(b, 512)
+	data, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	var shapes []shape
+	started := cpuTime()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		decoded, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := newRows(format, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.reserveLike(shapes)
+		for k := 0; k < 20; k++ { // a segment of 10,240 spans
+			r.appendTraces(decoded, nil)
+		}
+		rec := r.record()
+		shapes = shapesOf(rec)
+		if _, err := encodeSegment(format, rec); err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+		r.release()
+	}
+	b.ReportMetric(float64((cpuTime()-started).Nanoseconds())/float64(b.N*512*20), "cpu-ns/span")
+}
+
+// cpuTime is this process's user and system CPU time (every thread, the GC's too).
+func cpuTime() time.Duration {
+	var usage syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &usage)
+	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
+}
