@@ -71,8 +71,9 @@ class Adapter:
     measures: Callable[[WireName], frozenset[str]]
     """The figures it records at all on a wire (``chunks``, ``ttft``, ``stalls``, ``stall_s``,
     ``finish``, ``outcome``)."""
-    install: Callable[[Telemetry], Callable[[], None]]
-    """Install into the telemetry; returns the uninstall."""
+    install: Callable[[Telemetry, frozenset[WireName]], Callable[[], None]]
+    """Install into the telemetry, for the wire formats about to be played; returns the
+    uninstall."""
     read: Callable[[Recorded, Case], Measured]
     reads: str
     """What it reads, in one line (the scorecard prints it)."""
@@ -138,7 +139,7 @@ def _single(recorded: Recorded) -> ReadableSpan | None:
 # --- otel-llm -----------------------------------------------------------------------------------
 
 
-def _install_otel_llm(telemetry: Telemetry) -> Callable[[], None]:
+def _install_otel_llm(telemetry: Telemetry, wires: frozenset[WireName]) -> Callable[[], None]:
     import otel_llm
 
     providers: dict[str, Any] = {
@@ -146,14 +147,19 @@ def _install_otel_llm(telemetry: Telemetry) -> Callable[[], None]:
         "meter_provider": telemetry.meter_provider,
         "stall_threshold_ms": round(THRESHOLDS_S[0] * 1000),
     }
-    otel_llm.instrument_openai(**providers)
-    otel_llm.instrument_anthropic(**providers)
-    otel_llm.instrument_google_genai(**providers)
+    pairs = {
+        "chat": (otel_llm.instrument_openai, otel_llm.uninstrument_openai),
+        "responses": (otel_llm.instrument_openai, otel_llm.uninstrument_openai),
+        "anthropic": (otel_llm.instrument_anthropic, otel_llm.uninstrument_anthropic),
+        "gemini": (otel_llm.instrument_google_genai, otel_llm.uninstrument_google_genai),
+    }
+    wanted = {pairs[wire] for wire in sorted(wires)}  # an SDK not played is not imported
+    for instrument, _ in wanted:
+        instrument(**providers)
 
     def uninstall() -> None:
-        otel_llm.uninstrument_openai()
-        otel_llm.uninstrument_anthropic()
-        otel_llm.uninstrument_google_genai()
+        for _, remove in wanted:
+            remove()
 
     return uninstall
 
@@ -247,8 +253,10 @@ _CHUNK_EVENT = "gen_ai.content.completion.chunk"
 _OPENLLMETRY_TTFT = "gen_ai.server.time_to_first_token"
 
 
-def _instrumentor(module: str, name: str, **options: Any) -> Callable[[Telemetry], Any]:
-    def install(telemetry: Telemetry) -> Callable[[], None]:
+def _instrumentor(
+    module: str, name: str, **options: Any
+) -> Callable[[Telemetry, frozenset[WireName]], Callable[[], None]]:
+    def install(telemetry: Telemetry, wires: frozenset[WireName]) -> Callable[[], None]:
         instrumentor = getattr(importlib.import_module(module), name)()
         instrumentor.instrument(
             tracer_provider=telemetry.tracer_provider,

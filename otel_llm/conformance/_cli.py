@@ -6,7 +6,9 @@
     python -m otel_llm.conformance --instrumentation otel-llm [--case chat/] [--json]
     python -m otel_llm.conformance --list                   # the cases and their figures
 
-With ``--instrumentation`` the suite runs in this process for that one instrumentation and
+With ``--instrumentation`` (a name, or ``module:attribute`` naming an
+:class:`~otel_llm.conformance.Adapter` of one's own) the suite runs in this process for that
+one instrumentation and
 prints each case's verdicts (``--json``: one JSON line per case). Without it, it starts one
 such process per instrumentation installed (a peer that is not installed is skipped and named)
 and prints the scorecard. The exit status is 1 when ``--require-exact`` names an
@@ -16,6 +18,7 @@ instrumentation with a wrong or unmeasured figure.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -28,7 +31,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m otel_llm.conformance",
         description="The streaming-telemetry conformance suite and its scorecard.",
     )
-    parser.add_argument("--instrumentation", help="run one instrumentation in this process")
+    parser.add_argument(
+        "--instrumentation",
+        help="run one instrumentation in this process: a name, or module:attribute of an Adapter",
+    )
     parser.add_argument("--case", default="", help="only cases whose name contains this text")
     parser.add_argument(
         "--wire",
@@ -69,8 +75,15 @@ def _one(name: str, case_filter: str, wires: Sequence[str], as_json: bool) -> in
     from otel_llm.conformance._run import run
 
     adapter = ADAPTERS.get(name)
+    if adapter is None and ":" in name:  # an adapter of one's own: module:attribute
+        module, _, attribute = name.partition(":")
+        adapter = getattr(importlib.import_module(module), attribute)
     if adapter is None:
-        print(f"unknown instrumentation {name!r}; known: {', '.join(ADAPTERS)}", file=sys.stderr)
+        known = ", ".join(ADAPTERS)
+        print(
+            f"unknown instrumentation {name!r}; known: {known}, or module:attribute",
+            file=sys.stderr,
+        )
         return 2
     cases = [
         case for case in CASES if case_filter in case.name and (not wires or case.wire in wires)

@@ -149,8 +149,9 @@ async def _consume(case: Case, stream: Any, sdk: _Sdk, started: float) -> tuple[
 
 
 async def drive(case: Case, sdk: _Sdk) -> Driven:
-    """Make the case's call and consume it; the stream of a ``break`` consumer is dropped and
-    collected before this returns."""
+    """Make the case's call through ``sdk`` (one client per wire format serves every case of
+    a run) and consume it; the stream of a ``break`` consumer is dropped and collected before
+    this returns."""
     loop = asyncio.get_running_loop()
     headers = {SCRIPT_HEADER: case.script.model_dump_json()}
     started = loop.time()
@@ -168,8 +169,9 @@ async def drive(case: Case, sdk: _Sdk) -> Driven:
         raised = "cancelled"
     except Exception as exc:  # the SDK's own error for a mid-stream error or a broken stream
         raised = type(exc).__name__
-    stream = None
-    gc.collect()  # an abandoned stream is collected, as it would be in an application
+    if case.consumer.stop == "break":
+        stream = None
+        gc.collect()  # the abandoned stream is collected, as it would be in an application
     for _ in range(3):
         await asyncio.sleep(0)
     return Driven(items, raised)

@@ -47,6 +47,10 @@ NO_FINISH: Final = "error"
 """The finish reason the GenAI conventions give a generation that ended without one (an
 error, a cut, a cancellation): recorded where the provider sent none, it is right."""
 
+_FLOAT_SLACK_S: Final = 1e-6
+"""Float rounding of the virtual clock (a 0.65 s arrival may read 0.6499999 s, which whole
+milliseconds make 649 ms): never more than this on top of the tolerance."""
+
 Outcome = Literal["ok", "truncated", "error", "cancelled"]
 Status = Literal["exact", "wrong", "not measured"]
 
@@ -160,7 +164,7 @@ def _judge_value(
             return Verdict(figure, "exact", "none", "none")
         difference = "records none" if measured is None else "records a figure that does not exist"
         return Verdict(figure, "wrong", show(expected), show(measured), difference)
-    tolerance = TIME_TOLERANCE_S if time else 0.0
+    tolerance = TIME_TOLERANCE_S + _FLOAT_SLACK_S if time else 0.0
     if abs(measured - expected) <= tolerance:
         return Verdict(figure, "exact", show(expected), show(measured))
     return Verdict(

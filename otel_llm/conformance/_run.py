@@ -60,20 +60,24 @@ async def _play(adapter: Adapter, cases: Sequence[Case], progress: Callable[[str
     clocks = install_clocks()
     clocks.follow(asyncio.get_running_loop())
     telemetry = adapter.telemetry()
-    uninstall = adapter.install(telemetry)
+    uninstall = adapter.install(telemetry, frozenset(case.wire for case in cases))
     results: list[CaseResult] = []
+    sdks: dict[str, Any] = {}
     try:
         async with SimulatedProvider(time_scale=1.0) as provider:
-            for case in cases:
-                sdk = sdk_for(case, provider)
-                try:
+            try:
+                for case in cases:
+                    sdk = sdks.get(case.wire)
+                    if sdk is None:
+                        sdk = sdks[case.wire] = sdk_for(case, provider)
                     with telemetry.case(case.name) as recorded:
                         driven = await drive(case, sdk)
                     measured = adapter.read(recorded[0], case)
-                finally:
+                    results.append(judge_case(adapter, case, measured, driven))
+                    progress(case.name)
+            finally:
+                for sdk in sdks.values():
                     await sdk.close()
-                results.append(judge_case(adapter, case, measured, driven))
-                progress(case.name)
     finally:
         uninstall()
         telemetry.shutdown()

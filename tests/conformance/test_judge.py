@@ -1,0 +1,94 @@
+"""How the suite judges a measurement (``otel_llm/conformance/_figures.py``): exact, wrong by
+how much, or not measured — by table, and through the real suite with a deliberately wrong
+adapter, which must be reported wrong by exactly its error."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from otel_llm.conformance import Expected, Measured, StallPair, judge
+from otel_llm.conformance._cli import command, parse
+
+TRUTH = Expected(10, 0.4, (StallPair(2, 8.6), StallPair(1, 6.05)), ("end_turn",), "ok", True)
+REASONS = (frozenset({"stop"}),)
+EVERYTHING = frozenset({"chunks", "ttft", "stalls", "stall_s", "finish", "outcome"})
+RIGHT = Measured(10, 0.4, (StallPair(2, 8.6), StallPair(1, 6.05)), ("stop",), "ok", True)
+
+
+def statuses(measured: Measured, measures: frozenset[str] = EVERYTHING) -> dict[str, str]:
+    return {v.figure: v.status for v in judge(TRUTH, REASONS, measured, measures)}
+
+
+def test_a_right_measurement_is_exact_on_every_figure() -> None:
+    """Every figure right (end_turn recorded as stop is the same reason): nine exact."""
+    assert set(statuses(RIGHT).values()) == {"exact"}
+    assert len(statuses(RIGHT)) == 9
+
+
+def test_times_within_a_millisecond_counts_exact() -> None:
+    """A time 1 ms off is exact, 2 ms off is wrong by +0.002 s; a count one off is wrong by +1."""
+    near = Measured(10, 0.401, RIGHT.stalls, ("stop",), "ok", True)
+    assert statuses(near)["ttft"] == "exact"
+    far = Measured(11, 0.402, (StallPair(2, 8.6), StallPair(1, 6.05)), ("stop",), "ok", True)
+    verdicts = {v.figure: v for v in judge(TRUTH, REASONS, far, EVERYTHING)}
+    assert (verdicts["ttft"].status, verdicts["ttft"].difference) == ("wrong", "+0.002 s")
+    assert (verdicts["chunks"].status, verdicts["chunks"].difference) == ("wrong", "+1")
+
+
+def test_a_figure_it_does_not_record_is_not_measured() -> None:
+    """Figures outside what the instrumentation records are 'not measured', never wrong."""
+    got = statuses(Measured(finish_reasons=("stop",), outcome="ok", span_ends=True),
+                   frozenset({"finish", "outcome"}))  # fmt: skip
+    assert got["chunks"] == got["ttft"] == got["stalls@1s"] == "not measured"
+    assert got["finish"] == got["outcome"] == got["span ends"] == "exact"
+
+
+def test_a_missing_figure_of_a_measured_kind_is_wrong() -> None:
+    """An instrumentation that measures stalls but records none where they exist is wrong."""
+    got = statuses(Measured(10, 0.4, (None, None), ("stop",), "ok", True))
+    assert got["stalls@1s"] == got["stall_s@4s"] == "wrong"
+
+
+def test_no_span_means_every_measured_figure_is_wrong() -> None:
+    """A call whose span never ended recorded nothing: its measured figures are wrong."""
+    verdicts = judge(TRUTH, REASONS, Measured(span_ends=False), frozenset({"ttft", "outcome"}))
+    by = {v.figure: v for v in verdicts}
+    assert by["ttft"].difference == by["outcome"].difference == "no span ended"
+    assert by["span ends"].status == "wrong"
+    assert by["chunks"].status == "not measured"
+
+
+@pytest.mark.parametrize(
+    ("recorded", "status"),
+    [(None, "exact"), (("error",), "exact"), (("stop",), "wrong")],
+)
+def test_where_no_finish_reason_was_sent(recorded: tuple[str, ...] | None, status: str) -> None:
+    """Where the provider sent none, none or the conventions' 'error' is right, 'stop' wrong."""
+    truth = Expected(4, 0.4, (None, None), None, "error", True)
+    measured = Measured(4, 0.4, (None, None), recorded, "error", True)
+    by = {v.figure: v.status for v in judge(truth, None, measured, EVERYTHING)}
+    assert by["finish"] == status
+
+
+def test_a_deliberately_wrong_adapter_is_reported_wrong_by_its_error() -> None:
+    """Through the real suite (its own process, two cases per wire): an adapter that adds one
+    chunk, 250 ms to the first chunk and says 'length' is wrong by +1, +0.250 s and the
+    reason, on every case, and exact on every other figure."""
+    adapter = "tests.support.conformance_adapters:WRONG"
+    done = subprocess.run(
+        command(adapter, case_filter="/silences"), capture_output=True, text=True, timeout=55
+    )
+    results = parse(adapter, done.returncode, done.stdout, done.stderr)
+    assert sorted(r["case"] for r in results) == [
+        "anthropic/silences", "chat/silences", "gemini/silences", "responses/silences",
+    ]  # fmt: skip
+    for result in results:
+        by = {v["figure"]: v for v in result["verdicts"]}
+        assert (by["chunks"]["status"], by["chunks"]["difference"]) == ("wrong", "+1")
+        assert (by["ttft"]["status"], by["ttft"]["difference"]) == ("wrong", "+0.250 s")
+        assert by["finish"]["status"] == "wrong"
+        assert "'length' not sent" in by["finish"]["difference"]
+        others = {name for name, v in by.items() if v["status"] != "exact"}
+        assert others == {"chunks", "ttft", "finish"}
