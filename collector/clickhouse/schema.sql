@@ -319,10 +319,10 @@ CREATE TABLE IF NOT EXISTS otel.llm_winners_1m (
     call_minute DateTime,
     minute DateTime,
     service LowCardinality(String),
-    source LowCardinality(Nullable(String)),
-    provider LowCardinality(Nullable(String)),
-    model LowCardinality(Nullable(String)),
-    calls AggregateFunction(count),
+    source Nullable(String),
+    provider Nullable(String),
+    model Nullable(String),
+    n_calls AggregateFunction(count),
     wall_ms AggregateFunction(sum, Nullable(Int64)),
     generation_ms AggregateFunction(sum, Nullable(Int64)),
     stall_ms AggregateFunction(sum, Nullable(Int64)),
@@ -331,7 +331,9 @@ CREATE TABLE IF NOT EXISTS otel.llm_winners_1m (
     stall_ms_count AggregateFunction(count, Nullable(Int64)),
     wall_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64)),
     ttft_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64)),
-    stall_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64))
+    stall_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64)),
+    stall_counts AggregateFunction(sumMap, Array(Int64), Array(UInt64)),
+    worst AggregateFunction(groupArraySorted(20), Tuple(Int64, String, DateTime64(9), Nullable(String), Nullable(String), Nullable(String), Nullable(Int64), Nullable(Int64), Nullable(Int64), Nullable(Int64), Nullable(Int64), Nullable(Int64)))
 ) ENGINE = AggregatingMergeTree()
 PARTITION BY toDate(call_minute)
 ORDER BY (call_minute, minute, service, source, provider, model)
@@ -340,18 +342,35 @@ SETTINGS allow_nullable_key = 1;
 CREATE TABLE IF NOT EXISTS otel.llm_calls_1m (
     minute DateTime,
     service LowCardinality(String),
-    source LowCardinality(Nullable(String)),
-    provider LowCardinality(Nullable(String)),
-    model LowCardinality(Nullable(String)),
-    calls AggregateFunction(count),
-    hedged AggregateFunction(count),
-    hedge_won AggregateFunction(count),
+    source Nullable(String),
+    provider Nullable(String),
+    model Nullable(String),
+    n_calls AggregateFunction(count),
+    n_hedged AggregateFunction(count),
+    n_hedge_won AggregateFunction(count),
     hedges AggregateFunction(sum, Nullable(Int64)),
     hedge_waste_tokens AggregateFunction(sum, Nullable(Int64)),
     hedge_waste_chunks AggregateFunction(sum, Nullable(Int64))
 ) ENGINE = AggregatingMergeTree()
 PARTITION BY toDate(minute)
 ORDER BY (minute, service, source, provider, model)
+SETTINGS allow_nullable_key = 1;
+
+CREATE TABLE IF NOT EXISTS otel.llm_attempts_1m (
+    minute DateTime,
+    service LowCardinality(String),
+    source Nullable(String),
+    provider Nullable(String),
+    model Nullable(String),
+    outcome Nullable(String),
+    leg Nullable(String),
+    error_type Nullable(String),
+    n_attempts AggregateFunction(count),
+    gaps_at_floor AggregateFunction(sum, Int64),
+    gaps_ms AggregateFunction(sumMap, Array(Int64), Array(UInt64))
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toDate(minute)
+ORDER BY (minute, service, source, provider, model, outcome, leg, error_type)
 SETTINGS allow_nullable_key = 1;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_winners_1m_mv
@@ -363,7 +382,7 @@ AS SELECT
     a_source AS source,
     a_provider AS provider,
     a_model AS model,
-    countState() AS calls,
+    countState() AS n_calls,
     sumState(CAST(a_wall_ms AS Nullable(Int64))) AS wall_ms,
     sumState(CAST(a_generation_ms AS Nullable(Int64))) AS generation_ms,
     sumState(CAST(a_stall_ms AS Nullable(Int64))) AS stall_ms,
@@ -372,9 +391,11 @@ AS SELECT
     countState(CAST(a_stall_ms AS Nullable(Int64))) AS stall_ms_count,
     quantilesState(0.5, 0.95, 0.99)(CAST(a_wall_ms AS Nullable(Int64))) AS wall_ms_q,
     quantilesState(0.5, 0.95, 0.99)(CAST(a_ttft_ms AS Nullable(Int64))) AS ttft_ms_q,
-    quantilesState(0.5, 0.95, 0.99)(CAST(a_stall_ms AS Nullable(Int64))) AS stall_ms_q
+    quantilesState(0.5, 0.95, 0.99)(CAST(a_stall_ms AS Nullable(Int64))) AS stall_ms_q,
+    sumMapState(if(isNull(a_stall_count), CAST([] AS Array(Int64)), [toInt64(assumeNotNull(a_stall_count))]), if(isNull(a_stall_count), CAST([] AS Array(UInt64)), [toUInt64(1)])) AS stall_counts,
+    groupArraySortedStateIf(20)(tuple(-assumeNotNull(a_stall_ms), a_trace_id, a_started, a_source, a_provider, a_model, CAST(a_wall_ms AS Nullable(Int64)), CAST(a_stall_ms AS Nullable(Int64)), CAST(a_stall_count AS Nullable(Int64)), CAST(a_max_inter_chunk_ms AS Nullable(Int64)), CAST(a_ttft_ms AS Nullable(Int64)), CAST(a_chunk_count AS Nullable(Int64))), a_stall_ms > 0) AS worst
 FROM otel.otel_traces AS c
-INNER JOIN (SELECT "Timestamp" AS a_started, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "TtftMs" AS a_ttft_ms FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
+INNER JOIN (SELECT "Timestamp" AS a_started, "TraceId" AS a_trace_id, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "TtftMs" AS a_ttft_ms, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "StallCount" AS a_stall_count, "MaxInterChunkMs" AS a_max_inter_chunk_ms, "ChunkCount" AS a_chunk_count FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
     ON a_call = c."SpanId" AND a_number = c."CallWinnerAttempt"
 WHERE c."LlmRole" = 'call'
 GROUP BY call_minute, minute, service, source, provider, model;
@@ -387,12 +408,30 @@ AS SELECT
     "Source" AS source,
     "Provider" AS provider,
     "RequestModel" AS model,
-    countState() AS calls,
-    countStateIf(ifNull("CallHedges", 0) > 0) AS hedged,
-    countStateIf(ifNull("CallHedgeWon", false)) AS hedge_won,
+    countState() AS n_calls,
+    countStateIf(ifNull("CallHedges", 0) > 0) AS n_hedged,
+    countStateIf(ifNull("CallHedgeWon", false)) AS n_hedge_won,
     sumState(CAST("CallHedges" AS Nullable(Int64))) AS hedges,
     sumState(CAST("HedgeWasteTokens" AS Nullable(Int64))) AS hedge_waste_tokens,
     sumState(CAST("HedgeWasteChunks" AS Nullable(Int64))) AS hedge_waste_chunks
 FROM otel.otel_traces
 WHERE "LlmRole" = 'call'
 GROUP BY minute, service, source, provider, model;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_attempts_1m_mv
+TO otel.llm_attempts_1m
+AS SELECT
+    toStartOfMinute("Timestamp") AS minute,
+    "ServiceName" AS service,
+    "Source" AS source,
+    "Provider" AS provider,
+    "RequestModel" AS model,
+    "Outcome" AS outcome,
+    "Leg" AS leg,
+    "ErrorType" AS error_type,
+    countState() AS n_attempts,
+    sumStateIf(toInt64(greatest(coalesce("ChunkCount", 0) - 1, 0) - length(arrayFilter(g -> g > coalesce("ChunkEventsFloorMs", 0) * 1000000, "ChunkGapNs"))), coalesce("Stream", false) AND "MeteringStatus" = 'exact') AS gaps_at_floor,
+    sumMapStateIf(CAST(arrayMap(g -> intDiv(assumeNotNull(g) + 999999, 1000000), arrayFilter(g -> g > coalesce("ChunkEventsFloorMs", 0) * 1000000, "ChunkGapNs")) AS Array(Int64)), arrayMap(g -> toUInt64(1), arrayFilter(g -> g > coalesce("ChunkEventsFloorMs", 0) * 1000000, "ChunkGapNs")), coalesce("Stream", false) AND "MeteringStatus" = 'exact') AS gaps_ms
+FROM otel.otel_traces
+WHERE "LlmRole" = 'attempt'
+GROUP BY minute, service, source, provider, model, outcome, leg, error_type;

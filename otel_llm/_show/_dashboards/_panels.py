@@ -34,17 +34,27 @@ from otel_llm._show._sql._panel_sql import (
     PanelDialect,
 )
 from otel_llm._show._sql._rollup import (
+    ATTEMPTS,
+    ATTEMPTS_ROLLUP,
     CALL_MINUTE,
     CALLS,
     CALLS_ROLLUP,
+    GAPS_AT_FLOOR,
+    GAPS_MS,
     HEDGE_WON,
     HEDGED,
     MINUTE,
+    STALL_COUNTS,
     WINNERS_ROLLUP,
+    WORST_CALLS,
+    WORST_FIELDS,
     count_column,
     merged_count,
+    merged_map,
     merged_quantile,
     merged_sum,
+    merged_worst,
+    worst_field,
 )
 from otel_llm._show._sql._table import (
     CHUNK_GAP_COLUMN,
@@ -120,7 +130,12 @@ _ATTEMPT: Final = ", ".join(f"a.{c.alias} AS {c.alias}" for c in ATTEMPT_COLUMNS
 
 
 def _winners(
-    d: PanelDialect, repeat: str | None = None, *, stalled: bool = False, unless: str = ""
+    d: PanelDialect,
+    repeat: str | None = None,
+    *,
+    stalled: bool = False,
+    unless: str = "",
+    name: str = "w",
 ) -> str:
     """The winning attempt of every call in range, at the threshold variable, filtered
     (``repeat``: the panel is drawn once per value of that variable): the attempts joined to
@@ -146,7 +161,7 @@ def _winners(
         f"\n      AND ({t} = {AS_MEASURED} OR coalesce({longest}, {t}) >= {t})" if stalled else ""
     )
     instead = f"\n      AND NOT {unless}" if unless else ""
-    return f"""w AS (
+    return f"""{name} AS (
     SELECT {_ATTEMPT}
     FROM {d.attempts()} a{join}
     WHERE {winner}
@@ -174,13 +189,12 @@ _ROWS: Final = _Aggregates("started_at")
 _ROLLED: Final = _Aggregates(MINUTE, rolled=True)
 
 
-def _rollup_usable(d: PanelDialect, *, at_threshold: bool = True) -> str:
-    """True when the panel's rollup answers as its rows do: whole-minute buckets, and (for the
-    winners' figures) the threshold as measured."""
-    minutes = "$__interval_s % 60 = 0"
-    if not at_threshold:
-        return f"({minutes})"
-    return f"({d.number(THRESHOLD)} = {AS_MEASURED} AND {minutes})"
+def _rollup_usable(d: PanelDialect, *, at_threshold: bool = True, minutes: bool = True) -> str:
+    """True when the panel's rollup answers as its rows do: whole-minute buckets (a panel
+    over time), and the threshold as measured (the winners' stall figures)."""
+    conditions = [f"{d.number(THRESHOLD)} = {AS_MEASURED}"] if at_threshold else []
+    conditions += ["$__interval_s % 60 = 0"] if minutes else []
+    return f"({' AND '.join(conditions)})"
 
 
 def _rollup_range(*minutes: str) -> str:
@@ -204,12 +218,50 @@ UNION ALL
 ORDER BY {order}"""
 
 
-def _from_winners_rollup(d: PanelDialect, select: str, repeat: str | None = None) -> str:
+def _from_winners_rollup(
+    d: PanelDialect, select: str, repeat: str | None = None, *, usable: str | None = None
+) -> str:
+    """``select`` over the winners' rollup rows in range and filtered, when ``usable``
+    (default: as measured, in whole-minute buckets)."""
     return f"""SELECT
     {select}
 FROM {d.relation(WINNERS_ROLLUP)}
 WHERE {_rollup_range(CALL_MINUTE, MINUTE)}
-  AND {d.filters(repeat=repeat)} AND {_rollup_usable(d)}"""
+  AND {d.filters(repeat=repeat)} AND {usable or _rollup_usable(d)}"""
+
+
+def _from_rollup(d: PanelDialect, table: str, select: str, where: str = "") -> str:
+    """``select`` over the rows of the calls' or attempts' rollup in range and filtered."""
+    extra = f" AND {where}" if where else ""
+    return f"""SELECT
+    {select}
+FROM {d.relation(table)}
+WHERE {_rollup_range(MINUTE)} AND {d.filters()}{extra}"""
+
+
+_WORST_COLUMNS: Final = WORST_FIELDS[1:]
+"""The winners' columns the worst-calls queries read (the view's names)."""
+
+
+def _worst_rows(d: PanelDialect) -> str:
+    """``w``: the winners the worst-calls queries rank — in ClickHouse, from the winners'
+    rollup (each minute's worst :data:`WORST_CALLS` as measured) when it is usable, else
+    from the spans."""
+    if not d.rollup:
+        return _winners(d, stalled=True)
+    usable = _rollup_usable(d, minutes=False)
+    columns = ", ".join(_WORST_COLUMNS)
+    fields = ",\n        ".join(f"{worst_field('t', f)} AS {f}" for f in _WORST_COLUMNS)
+    return f"""{_winners(d, stalled=True, unless=usable, name="spans")},
+w AS (
+    SELECT {columns} FROM spans
+    UNION ALL
+    SELECT
+        {fields}
+    FROM (SELECT arrayJoin({merged_worst()}) AS t
+          FROM {d.relation(WINNERS_ROLLUP)}
+          WHERE {_rollup_range(CALL_MINUTE, MINUTE)} AND {d.filters()} AND {usable})
+)"""
 
 
 def _seconds(expr: str) -> str:
@@ -265,6 +317,23 @@ def _stall_counts(d: PanelDialect) -> str:
     label = f"CASE WHEN bar = {n} THEN '{n}+' ELSE CAST(bar AS VARCHAR) END"
     if d.is_clickhouse:
         label = f"if(bar = {n}, '{n}+', toString(bar))"
+    if d.rollup:
+        usable = _rollup_usable(d, minutes=False)
+        rolled = _from_winners_rollup(d, f"{merged_map(STALL_COUNTS)} AS m", usable=usable)
+        return f"""WITH {_winners(d, unless=usable)},
+bars AS (
+    SELECT least({STALL_COUNT.name}, CAST({n} AS BIGINT)) AS bar, toUInt64(1) AS n
+    FROM w
+    WHERE {STALL_COUNT.name} IS NOT NULL
+    UNION ALL
+    SELECT least(k, CAST({n} AS BIGINT)) AS bar, v AS n
+    FROM ({rolled})
+    ARRAY JOIN m.1 AS k, m.2 AS v
+)
+SELECT {label} AS stalls, sum(n) AS calls
+FROM bars
+GROUP BY bar
+ORDER BY bar"""
     return f"""WITH {_winners(d)}
 SELECT {label} AS stalls, count(*) AS calls
 FROM (
@@ -344,6 +413,20 @@ def _chunk_gaps(d: PanelDialect) -> str:
       AND {d.matches('"Source"', "source")}"""
     above = f"{d.unnest('above')} / {NS_PER_MS}"
     number, label = _gap_bar("gap_ms")
+    if d.rollup:
+        merged = f"{merged_sum(GAPS_AT_FLOOR)} AS at_floor, {merged_map(GAPS_MS)} AS m"
+        return f"""WITH rolled AS (
+    {_from_rollup(d, ATTEMPTS_ROLLUP, merged)}
+),
+recorded AS (
+    SELECT {d.to_double("k")} AS gap_ms, v AS n FROM rolled ARRAY JOIN m.1 AS k, m.2 AS v
+),
+bars AS (
+    SELECT 0 AS bar, '≤ event floor' AS gap, {d.total("at_floor")} AS gaps FROM rolled
+    UNION ALL
+    SELECT {number} AS bar, {label} AS gap, {d.total("n")} AS gaps FROM recorded GROUP BY 1, 2
+)
+SELECT gap, gaps FROM bars WHERE gaps > 0 ORDER BY bar"""
     return f"""WITH attempts AS (
     {attempts}
 ),
@@ -368,6 +451,20 @@ def known_total(d: PanelDialect, column: str) -> str:
 
 
 def _hedging(d: PanelDialect) -> str:
+    if d.rollup:
+        calls, hedged = merged_count(CALLS), merged_count(HEDGED)
+
+        def known(name: str) -> str:
+            unknown = f"CASE WHEN {hedged} > 0 THEN NULL ELSE 0 END"
+            return f"coalesce(toInt64({merged_sum(name)}), {unknown})"
+
+        select = f"""{calls} AS calls,
+    {d.to_double(f"100 * {hedged} / nullif({calls}, 0)")} AS hedged_pct,
+    {d.to_double(f"100 * {merged_count(HEDGE_WON)} / nullif({hedged}, 0)")} AS hedge_won_pct,
+    coalesce(toInt64({merged_sum("hedges")}), 0) AS wasted_requests,
+    {known("hedge_waste_tokens")} AS wasted_tokens,
+    {known("hedge_waste_chunks")} AS wasted_chunks"""
+        return _from_rollup(d, CALLS_ROLLUP, select)
     count_if = d.sql.count_if
     hedged = count_if("hedges > 0")
     return f"""SELECT
@@ -409,6 +506,17 @@ GROUP BY 1"""
 
 
 def _outcomes(d: PanelDialect) -> str:
+    if d.rollup:
+        per_leg = _from_rollup(d, ATTEMPTS_ROLLUP, f"outcome, leg, {merged_count(ATTEMPTS)} AS n")
+        return f"""SELECT
+    coalesce(outcome, 'unknown') AS outcome,
+    sumIf(n, leg = '{sc.LEG_PRIMARY}') AS primary_attempts,
+    sumIf(n, leg = '{sc.LEG_HEDGE}') AS hedge_attempts,
+    sumIf(n, coalesce(leg, '') NOT IN ('{sc.LEG_PRIMARY}', '{sc.LEG_HEDGE}')) AS other_attempts
+FROM ({per_leg}
+    GROUP BY outcome, leg)
+GROUP BY 1
+ORDER BY 1"""
     count_if = d.sql.count_if
     return f"""SELECT
     coalesce(outcome, 'unknown') AS outcome,
@@ -426,25 +534,30 @@ _NOT_ERRORS: Final = ", ".join(f"'{outcome}'" for outcome in sorted(sc.OUTCOMES_
 
 
 def _errors(d: PanelDialect) -> str:
+    source = d.relation(ATTEMPTS_VIEW)
+    count = "count(*)"
+    where = d.time_filter("started_at")
+    if d.rollup:
+        source, count, where = (
+            d.relation(ATTEMPTS_ROLLUP),
+            merged_count(ATTEMPTS),
+            (_rollup_range(MINUTE)),
+        )
     return f"""SELECT
     {_series()} AS {SERIES},
     coalesce(outcome, 'unknown') AS outcome,
     error_type,
-    count(*) AS attempts
-FROM {d.relation(ATTEMPTS_VIEW)}
-WHERE {d.time_filter("started_at")} AND {d.filters()} AND error_type IS NOT NULL
+    {count} AS attempts
+FROM {source}
+WHERE {where} AND {d.filters()} AND error_type IS NOT NULL
     AND coalesce(outcome, '') NOT IN ({_NOT_ERRORS})
 GROUP BY 1, 2, 3
 ORDER BY attempts DESC, 1, 2, 3
 LIMIT 50"""
 
 
-WORST_CALLS: Final = 20
-"""Rows of the worst-stalls table."""
-
-
 def _worst(d: PanelDialect) -> str:
-    return f"""WITH {_winners(d, stalled=True)}
+    return f"""WITH {_worst_rows(d)}
 SELECT
     {d.timestamp("started_at")} AS started_at,
     trace_id,
@@ -463,7 +576,7 @@ LIMIT {WORST_CALLS}"""
 
 def worst_trace_ids(d: PanelDialect) -> str:
     """The chosen-call variable's options: the worst stalled calls in range, worst first."""
-    return f"""WITH {_winners(d, stalled=True)}
+    return f"""WITH {_worst_rows(d)}
 SELECT trace_id FROM w WHERE {STALL_MS.name} > 0
 ORDER BY {STALL_MS.name} DESC, trace_id
 LIMIT {WORST_CALLS}"""
@@ -686,6 +799,11 @@ def variable_sql(d: PanelDialect, name: str) -> str:
     """The options of template variable ``name``: the values seen in the time range."""
     if name == CALL:
         return worst_trace_ids(d)
+    if d.rollup:
+        rollup = CALLS_ROLLUP if name == SERVICE else ATTEMPTS_ROLLUP
+        return f"""SELECT DISTINCT {name} FROM {d.relation(rollup)}
+WHERE {_rollup_range(MINUTE)} AND {name} IS NOT NULL
+ORDER BY 1"""
     view = CALLS_VIEW if name == SERVICE else ATTEMPTS_VIEW
     return f"""SELECT DISTINCT {name} FROM {d.relation(view)}
 WHERE {d.time_filter("started_at")} AND {name} IS NOT NULL

@@ -12,9 +12,18 @@ rows of aggregate states instead of millions of spans.
   attempt was inserted in another block is not counted (the SDK ends a winning attempt just
   before its call and exports them in one batch; :func:`coverage_sql` counts what a rollup
   missed, :func:`backfill_statements` rebuilds a range from the spans).
+  It also holds, per minute and key, the winners' stall counts (``sumMap``: the stall-count
+  bars) and the :data:`WORST_CALLS` winners that stalled longest (``groupArraySorted``: the
+  worst-calls table and the chosen-call options; the top of a union is the top of the tops).
 - :data:`CALLS_ROLLUP` (``llm_calls_1m``): every call by the minute it started and its service,
   source, provider and model — calls, hedged calls, calls a hedge won, hedges and their waste
-  (the hedge rate). Each call span alone feeds it: nothing is missed.
+  (the hedge rate and the hedging figures). Each call span alone feeds it: nothing is missed.
+- :data:`ATTEMPTS_ROLLUP` (``llm_attempts_1m``): every attempt by the minute it started, its
+  service, source, provider, model, outcome, leg and error type — attempts, and for streamed
+  attempts whose chunk events are complete the gaps at or below the event floor (a sum) and the
+  recorded gaps above it by whole milliseconds rounded up (``sumMap``: a bar's edge is whole
+  milliseconds, so each gap falls in the bar it falls in from the spans). Each attempt span
+  alone feeds it.
 
 The columns keep the views' names (``service``, ``model``, ``source``, the figures' names), so
 the panels' filters read a rollup as they read a view. The merge side (:func:`merged_sum`,
@@ -26,13 +35,25 @@ from __future__ import annotations
 from typing import Final
 
 from otel_llm import _semconv as sc
-from otel_llm._figures import GENERATION_MS, STALL_MS, TTFT_MS, WALL_MS, Figure
-from otel_llm._show._sql._table import TABLE, TYPED
+from otel_llm._figures import (
+    CHUNK_COUNT,
+    FIGURES,
+    GENERATION_MS,
+    STALL_COUNT,
+    STALL_MS,
+    TTFT_MS,
+    WALL_MS,
+    Figure,
+)
+from otel_llm._measure._stalls import NS_PER_MS
+from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, TABLE, TYPED
 from otel_llm._show._sql._views import (
+    ATTEMPT_COLUMNS,
     CALL_COLUMNS,
     CALL_OF_ATTEMPT,
     IDENTITY,
     STARTED_AT,
+    TRACE_ID,
     WINNER_OF_CALL,
     ClickHouse,
     ViewColumn,
@@ -50,7 +71,7 @@ QUANTILED: Final = (WALL_MS, TTFT_MS, STALL_MS)
 """The winners' figures kept as quantile states per minute."""
 LEVELS: Final = (0.5, 0.95, 0.99)
 """The quantiles a state can be read back at (a ``quantiles`` state's type names its levels)."""
-CALLS: Final = "calls"
+CALLS: Final = "n_calls"
 COUNTED_SUFFIX: Final = "_count"
 """``ttft_ms_count``: the rows whose figure is known (a quantile over none is no row)."""
 QUANTILE_SUFFIX: Final = "_q"
@@ -58,8 +79,33 @@ QUANTILE_SUFFIX: Final = "_q"
 _BY_ALIAS: Final = {c.alias: c for c in (*IDENTITY, *CALL_COLUMNS)}
 KEYS: Final = tuple(_BY_ALIAS[name] for name in ("service", "source", "provider", "model"))
 """The identity a rollup row is for, as the views name it."""
-HEDGED: Final = "hedged"
-HEDGE_WON: Final = "hedge_won"
+WORST_CALLS: Final = 20
+"""Rows of the worst-stalls table (and options of the chosen call)."""
+WORST: Final = "worst"
+WORST_FIELDS: Final = (
+    "neg_stall_ms",
+    "trace_id",
+    "started_at",
+    "source",
+    "provider",
+    "model",
+    "wall_ms",
+    "stall_ms",
+    "stall_count",
+    "max_inter_chunk_ms",
+    "ttft_ms",
+    "chunk_count",
+)
+"""The tuple a worst call is kept as: ordered by stall descending, then trace id."""
+STALL_COUNTS: Final = "stall_counts"
+ATTEMPTS_ROLLUP: Final = "llm_attempts_1m"
+ATTEMPTS: Final = "n_attempts"
+ATTEMPT_KEYS: Final = ("outcome", "leg", "error_type")
+"""The attempts' rollup keys besides :data:`KEYS` (view aliases of ``llm_attempts``)."""
+GAPS_AT_FLOOR: Final = "gaps_at_floor"
+GAPS_MS: Final = "gaps_ms"
+HEDGED: Final = "n_hedged"
+HEDGE_WON: Final = "n_hedge_won"
 HEDGE_SUMS: Final = ("hedges", "hedge_waste_tokens", "hedge_waste_chunks")
 """The calls' hedge figures summed per minute (view aliases)."""
 
@@ -76,6 +122,21 @@ def count_column(figure: Figure) -> str:
 def merged_sum(name: str) -> str:
     """A summed column read back."""
     return f"sumMerge({name})"
+
+
+def merged_map(name: str) -> str:
+    """A ``sumMap`` column read back: (keys, counts)."""
+    return f"sumMapMerge({name})"
+
+
+def merged_worst(name: str = WORST) -> str:
+    """The worst calls' tuples read back, worst first."""
+    return f"groupArraySortedMerge({WORST_CALLS})({name})"
+
+
+def worst_field(row: str, field: str) -> str:
+    """Field ``field`` of a worst call's tuple ``row``."""
+    return f"tupleElement({row}, {WORST_FIELDS.index(field) + 1})"
 
 
 def merged_count(name: str) -> str:
@@ -107,10 +168,18 @@ _CALL_ROLE: Final = f"{_q(TYPED['LlmRole'].name)} = '{sc.SPAN_ROLE_CALL}'"
 _ATTEMPT_ROLE: Final = f"{_q(TYPED['LlmRole'].name)} = '{sc.SPAN_ROLE_ATTEMPT}'"
 _KEY_TYPES: Final = {
     "service": "LowCardinality(String)",
-    "source": "LowCardinality(Nullable(String))",
-    "provider": "LowCardinality(Nullable(String))",
-    "model": "LowCardinality(Nullable(String))",
+    **dict.fromkeys(
+        ("source", "provider", "model", "outcome", "leg", "error_type"), "Nullable(String)"
+    ),
 }
+"""The views' types (the exporter's ``ServiceName``, otel-llm's typed columns), so a panel's
+columns have the same types from a rollup as from the spans."""
+_MAP_TYPE: Final = "AggregateFunction(sumMap, Array(Int64), Array(UInt64))"
+_WORST_TYPE: Final = (
+    f"AggregateFunction(groupArraySorted({WORST_CALLS}), Tuple(Int64, String, DateTime64(9), "
+    "Nullable(String), Nullable(String), Nullable(String), Nullable(Int64), Nullable(Int64), "
+    "Nullable(Int64), Nullable(Int64), Nullable(Int64), Nullable(Int64)))"
+)
 _FIGURE_TYPE: Final = "Nullable(Int64)"
 
 
@@ -123,10 +192,25 @@ def _engine(dialect: ClickHouse) -> str:
     return "ReplicatedAggregatingMergeTree()" if dialect.cluster else "AggregatingMergeTree()"
 
 
-def _table(dialect: ClickHouse, name: str, minutes: tuple[str, ...], values: list[str]) -> str:
-    keys = [*minutes, *(k.alias for k in KEYS)]
+def _one_map(key: str) -> tuple[str, str]:
+    """``sumMap`` arguments counting one ``key`` (none when it is NULL)."""
+    return (
+        f"if(isNull({key}), CAST([] AS Array(Int64)), [toInt64(assumeNotNull({key}))])",
+        f"if(isNull({key}), CAST([] AS Array(UInt64)), [toUInt64(1)])",
+    )
+
+
+def _table(
+    dialect: ClickHouse,
+    name: str,
+    minutes: tuple[str, ...],
+    values: list[str],
+    extra_keys: tuple[str, ...] = (),
+) -> str:
+    keys = [*minutes, *(k.alias for k in KEYS), *extra_keys]
     columns = [f"    {m} DateTime" for m in minutes]
     columns += [f"    {k.alias} {_KEY_TYPES[k.alias]}" for k in KEYS]
+    columns += [f"    {k} {_KEY_TYPES[k]}" for k in extra_keys]
     columns += [f"    {v}" for v in values]
     body = ",\n".join(columns)
     return (
@@ -144,7 +228,16 @@ def _winner_values() -> list[str]:
         f"{quantile_state(f)} AggregateFunction(quantiles({_levels()}), {_FIGURE_TYPE})"
         for f in QUANTILED
     ]
+    values += [f"{STALL_COUNTS} {_MAP_TYPE}", f"{WORST} {_WORST_TYPE}"]
     return values
+
+
+def _attempt_values() -> list[str]:
+    return [
+        f"{ATTEMPTS} AggregateFunction(count)",
+        f"{GAPS_AT_FLOOR} AggregateFunction(sum, Int64)",
+        f"{GAPS_MS} {_MAP_TYPE}",
+    ]
 
 
 def _call_values() -> list[str]:
@@ -159,16 +252,26 @@ def _winner_select(source: str, where: str = "") -> str:
     attempt_of = {c.alias: c.column for c in (*IDENTITY, ViewColumn(call, "ParentSpanId"))}
     attempt_of[number] = TYPED["AttemptNumber"].name
     call_of = {c.alias: c.column for c in CALL_COLUMNS}
-    figures = {f.name: _q(f.column) for f in (*SUMMED, *QUANTILED)}
+    figures = {f.name: _q(f.column) for f in FIGURES}
     inner = ", ".join(
         [
             f"{_q(STARTED_AT.column)} AS a_started",
+            f"{_q(TRACE_ID.column)} AS a_trace_id",
             f"{_q(attempt_of[call])} AS a_call",
             f"{_q(attempt_of[number])} AS a_number",
             *(f"{_column(k)} AS a_{k.alias}" for k in KEYS),
             *(f"{column} AS a_{name}" for name, column in figures.items()),
         ]
     )
+    worst = {
+        "neg_stall_ms": f"-assumeNotNull(a_{STALL_MS.name})",
+        "trace_id": "a_trace_id",
+        "started_at": "a_started",
+        **{name: f"a_{name}" for name in ("source", "provider", "model")},
+        **{f.name: _figure(f"a_{f.name}") for f in FIGURES if f.name in WORST_FIELDS},
+    }
+    assert set(worst) == set(WORST_FIELDS), "every field of a worst call"
+    stalled = f"a_{STALL_MS.name} > 0"
     states = [f"countState() AS {CALLS}"]
     states += [f"sumState({_figure(f'a_{f.name}')}) AS {f.name}" for f in SUMMED]
     states += [f"countState({_figure(f'a_{f.name}')}) AS {count_column(f)}" for f in QUANTILED]
@@ -176,6 +279,10 @@ def _winner_select(source: str, where: str = "") -> str:
         f"quantilesState({_levels()})({_figure(f'a_{f.name}')}) AS {quantile_state(f)}"
         for f in QUANTILED
     ]
+    keys_of, ones = _one_map(f"a_{STALL_COUNT.name}")
+    states.append(f"sumMapState({keys_of}, {ones}) AS {STALL_COUNTS}")
+    fields = ", ".join(worst[name] for name in WORST_FIELDS)
+    states.append(f"groupArraySortedStateIf({WORST_CALLS})(tuple({fields}), {stalled}) AS {WORST}")
     keys = ",\n    ".join(f"a_{k.alias} AS {k.alias}" for k in KEYS)
     state_sql = ",\n    ".join(states)
     extra = f" AND {where}" if where else ""
@@ -212,20 +319,56 @@ WHERE {_CALL_ROLE}{extra}
 GROUP BY {MINUTE}, {", ".join(k.alias for k in KEYS)}"""
 
 
+def _attempt_select(source: str, where: str = "") -> str:
+    """The attempts' states of the spans in ``source``: counts, and the gaps of streamed
+    attempts whose chunk events are complete (as the chunk-gap bars count them)."""
+    attempt_of = {c.alias: _q(c.column) for c in ATTEMPT_COLUMNS}
+    keys = [_column(k) + f" AS {k.alias}" for k in KEYS]
+    keys += [f"{attempt_of[name]} AS {name}" for name in ATTEMPT_KEYS]
+    complete = (
+        f"coalesce({_q(TYPED['Stream'].name)}, false) AND "
+        f"{_q(TYPED['MeteringStatus'].name)} = '{sc.METERING_EXACT}'"
+    )
+    floor_ns = f"coalesce({_q(TYPED['ChunkEventsFloorMs'].name)}, 0) * {NS_PER_MS}"
+    above = f"arrayFilter(g -> g > {floor_ns}, {_q(CHUNK_GAP_COLUMN)})"
+    chunks = f"coalesce({_q(CHUNK_COUNT.column)}, 0)"
+    at_floor = f"toInt64(greatest({chunks} - 1, 0) - length({above}))"
+    ceil_ms = f"arrayMap(g -> intDiv(assumeNotNull(g) + {NS_PER_MS - 1}, {NS_PER_MS}), {above})"
+    ones = f"arrayMap(g -> toUInt64(1), {above})"
+    states = [
+        f"countState() AS {ATTEMPTS}",
+        f"sumStateIf({at_floor}, {complete}) AS {GAPS_AT_FLOOR}",
+        f"sumMapStateIf(CAST({ceil_ms} AS Array(Int64)), {ones}, {complete}) AS {GAPS_MS}",
+    ]
+    extra = f" AND {where}" if where else ""
+    key_sql = ",\n    ".join(keys)
+    state_sql = ",\n    ".join(states)
+    names = ", ".join([*(k.alias for k in KEYS), *ATTEMPT_KEYS])
+    return f"""SELECT
+    toStartOfMinute({_q(STARTED_AT.column)}) AS {MINUTE},
+    {key_sql},
+    {state_sql}
+FROM {source}
+WHERE {_ATTEMPT_ROLE}{extra}
+GROUP BY {MINUTE}, {names}"""
+
+
 def _view_name(table: str) -> str:
     return f"{table}_mv"
 
 
 def rollup_statements(dialect: ClickHouse) -> tuple[str, ...]:
-    """The two rollup tables and the materialized views that feed them (idempotent)."""
+    """The three rollup tables and the materialized views that feed them (idempotent)."""
     source = dialect.relation(TABLE)
     out: list[str] = [
         _table(dialect, WINNERS_ROLLUP, (CALL_MINUTE, MINUTE), _winner_values()),
         _table(dialect, CALLS_ROLLUP, (MINUTE,), _call_values()),
+        _table(dialect, ATTEMPTS_ROLLUP, (MINUTE,), _attempt_values(), ATTEMPT_KEYS),
     ]
     for table, select in (
         (WINNERS_ROLLUP, _winner_select(source)),
         (CALLS_ROLLUP, _call_select(source)),
+        (ATTEMPTS_ROLLUP, _attempt_select(source)),
     ):
         out.append(
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {dialect.relation(_view_name(table))}"
@@ -239,10 +382,10 @@ def _between(expr: str, start: str, end: str) -> str:
 
 
 def backfill_statements(dialect: ClickHouse, start: str, end: str) -> tuple[str, ...]:
-    """Rebuild both rollups for the calls that started in [``start``, ``end``) (SQL instants,
-    whole minutes) from the spans: drop those minutes' rows, then insert them again. Run it
-    after loading spans the views did not see (an import, a block that split a call from its
-    winner: :func:`coverage_sql`)."""
+    """Rebuild the rollups for the calls (and attempts) that started in [``start``, ``end``)
+    (SQL instants, whole minutes) from the spans: drop those minutes' rows, then insert them
+    again. Run it after loading spans the views did not see (an import, a block that split a
+    call from its winner: :func:`coverage_sql`)."""
     source = dialect.relation(TABLE)
     started = _between(f"c.{_q(STARTED_AT.column)}", start, end)
     return (
@@ -253,6 +396,10 @@ def backfill_statements(dialect: ClickHouse, start: str, end: str) -> tuple[str,
         f"WHERE {_between(MINUTE, start, end)}",
         f"INSERT INTO {dialect.relation(CALLS_ROLLUP)}\n"
         f"{_call_select(source, _between(_q(STARTED_AT.column), start, end))}",
+        f"DELETE FROM {dialect.relation(ATTEMPTS_ROLLUP)}{dialect.on_cluster()} "
+        f"WHERE {_between(MINUTE, start, end)}",
+        f"INSERT INTO {dialect.relation(ATTEMPTS_ROLLUP)}\n"
+        f"{_attempt_select(source, _between(_q(STARTED_AT.column), start, end))}",
     )
 
 
@@ -279,13 +426,20 @@ def contents_sql(dialect: ClickHouse, table: str) -> str:
         values += [merged_sum(f.name) for f in SUMMED]
         values += [merged_count(count_column(f)) for f in QUANTILED]
         values += [merged_quantile(f, q) for f in QUANTILED for q in LEVELS]
+        values += [merged_map(STALL_COUNTS), merged_worst()]
+        extra: tuple[str, ...] = ()
     elif table == CALLS_ROLLUP:
         minutes = (MINUTE,)
         values = [merged_count(name) for name in (CALLS, HEDGED, HEDGE_WON)]
         values += [merged_sum(name) for name in HEDGE_SUMS]
+        extra = ()
+    elif table == ATTEMPTS_ROLLUP:
+        minutes = (MINUTE,)
+        values = [merged_count(ATTEMPTS), merged_sum(GAPS_AT_FLOOR), merged_map(GAPS_MS)]
+        extra = ATTEMPT_KEYS
     else:
         raise ValueError(f"not a rollup: {table}")
-    keys = ", ".join([*minutes, *(k.alias for k in KEYS)])
+    keys = ", ".join([*minutes, *(k.alias for k in KEYS), *extra])
     return (
         f"SELECT {keys}, {', '.join(values)}\nFROM {dialect.relation(table)}\n"
         f"GROUP BY {keys}\nORDER BY {keys}"

@@ -17,7 +17,7 @@ from typing import Any, Final
 import pytest
 from chdb import session as chdb_session
 
-from otel_llm._show._dashboards._panels import PANELS, Panel
+from otel_llm._show._dashboards._panels import PANELS, Panel, variable_sql
 from otel_llm._show._sql._clickhouse import DATABASE, schema_sql, statements_of
 from otel_llm._show._sql._grafana_macros import QueryContext, Variable, all_of, expand
 from otel_llm._show._sql._panel_sql import (
@@ -41,7 +41,7 @@ from otel_llm._show._sql._rollup import (
 from otel_llm._show._sql._views import CLICKHOUSE
 from tests.support.clickhouse_calls import SOURCES, insert_sql
 
-CALLS: Final = 12_000
+CALLS: Final = 6_000
 BLOCKS: Final = 4
 """Inserts (the exporter inserts in batches: the views see one at a time)."""
 HOURS: Final = 3
@@ -49,6 +49,8 @@ END: Final = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 """The calls start over the :data:`HOURS` before this whole minute."""
 RESERVOIR: Final = 8192
 """``quantile`` keeps every value of a state (merged or not) up to this many: exact then."""
+ROLLED: Final = tuple(p for p in PANELS if p.sql(CLICKHOUSE_PANELS) != p.sql(CLICKHOUSE_RAW_PANELS))
+"""The panels with a rollup reading (every one but the chosen call's timeline)."""
 OVER_TIME: Final = tuple(
     p for p in PANELS if p.key in {"time_split", "stall_share", "ttft", "hedge_rate"}
 )
@@ -127,21 +129,28 @@ def _close(a: Any, b: Any) -> bool:
 
 CASES: Final = [
     (panel.key, interval, case)
-    for panel in OVER_TIME
-    for interval in INTERVALS
+    for panel in ROLLED
+    for interval in (INTERVALS if panel in OVER_TIME else INTERVALS[:1])
     for case in FILTERED
 ]
+
+
+def test_every_panel_but_the_timeline_has_a_rollup_reading() -> None:
+    """The ClickHouse dashboard reads a rollup in every panel that aggregates calls or
+    attempts; only the chosen call's chunk timeline (one trace) reads the spans alone."""
+    assert {p.key for p in PANELS} - {p.key for p in ROLLED} == {"timeline"}
 
 
 @pytest.mark.parametrize(("key", "interval", "case"), CASES)
 def test_the_rollup_reads_what_the_spans_read(
     chdb: Any, key: str, interval: timedelta, case: str
 ) -> None:
-    """An over-time panel from the rollups equals the same panel from the spans (the raw SQL
-    of the same run), row for row: the sums exactly, the TTFT quantiles exactly too, every
-    bucket holding at most the reservoir's 8192 values (checked), where ClickHouse's
-    ``quantile`` keeps them all and interpolates as ``quantileExactInclusive``."""
-    panel = next(p for p in OVER_TIME if p.key == key)
+    """A panel from the rollups equals the same panel from the spans (the raw SQL of the
+    same run), row for row: counts and sums exactly, the worst calls and their order, the
+    gap bars, and the TTFT quantiles exactly too, every bucket holding at most the reservoir's
+    8192 values (checked), where ClickHouse's ``quantile`` keeps them all and interpolates as
+    ``quantileExactInclusive``."""
+    panel = next(p for p in ROLLED if p.key == key)
     start, end = END - timedelta(hours=HOURS + 1), END + timedelta(minutes=2)
     context = _context(interval, FILTERED[case], start, end)
     for run, here in _runs(panel, context):
@@ -154,17 +163,32 @@ def test_the_rollup_reads_what_the_spans_read(
             assert all(_close(g, w) for g, w in zip(got, want, strict=True)), (run, got, want)
 
 
+@pytest.mark.parametrize("name", [*FILTERS, CALL])
+def test_the_variables_offer_what_the_spans_offer(chdb: Any, name: str) -> None:
+    """The template variables' options (services, models, sources, the worst calls) from the
+    rollups are those from the spans."""
+    start, end = END - timedelta(hours=HOURS + 1), END + timedelta(minutes=2)
+    context = _context(timedelta(minutes=1), {}, start, end)
+    rolled, raw = (
+        in_chdb(chdb, expand(variable_sql(d, name), context, "clickhouse", variable_query=True))
+        for d in (CLICKHOUSE_PANELS, CLICKHOUSE_RAW_PANELS)
+    )
+    assert variable_sql(CLICKHOUSE_PANELS, name) != variable_sql(CLICKHOUSE_RAW_PANELS, name)
+    assert len(raw[1]) >= 2
+    assert rolled == raw
+
+
 def test_each_bucket_is_within_the_reservoir(chdb: Any) -> None:
     """The TTFT comparisons above are exact because no bucket (the widest interval, one
-    series) holds more than 8192 values — and they are not trivially small."""
+    series) holds more than 8192 values — and there are thousands to compare."""
     _, rows = in_chdb(
         chdb,
-        f"SELECT max(n), min(n) FROM (SELECT count() AS n FROM {DATABASE}.llm_calls "
+        f"SELECT max(n), sum(n) FROM (SELECT count() AS n FROM {DATABASE}.llm_calls "
         "WHERE ttft_ms IS NOT NULL GROUP BY toStartOfHour(started_at), source, model)",
     )
-    ((largest, smallest),) = rows
-    assert int(smallest) >= 20
+    ((largest, total),) = rows
     assert int(largest) <= RESERVOIR
+    assert int(total) >= CALLS // 2
 
 
 def test_the_panels_read_the_rollups(chdb: Any) -> None:
@@ -174,7 +198,10 @@ def test_the_panels_read_the_rollups(chdb: Any) -> None:
     minute = datetime(2001, 1, 1, 0, 0, tzinfo=UTC)
     at = f"toDateTime({int(minute.timestamp())})"
     chdb.query(
-        f"INSERT INTO {DATABASE}.{WINNERS_ROLLUP} SELECT {at}, {at}, 'rollup-only', 'a', 'sim', "
+        f"INSERT INTO {DATABASE}.{WINNERS_ROLLUP} (call_minute, minute, service, source, "
+        "provider, model, n_calls, wall_ms, generation_ms, stall_ms, wall_ms_count, "
+        "ttft_ms_count, stall_ms_count, wall_ms_q, ttft_ms_q, stall_ms_q) "
+        f"SELECT {at}, {at}, 'rollup-only', 'a', 'sim', "
         "'m', countState(), sumState(CAST(1000 AS Nullable(Int64))), "
         "sumState(CAST(400 AS Nullable(Int64))), sumState(CAST(600 AS Nullable(Int64))), "
         "countState(CAST(1 AS Nullable(Int64))), countState(CAST(1 AS Nullable(Int64))), "
