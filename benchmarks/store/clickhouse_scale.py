@@ -56,8 +56,14 @@ from otel_llm._show._sql._panel_sql import (
     THRESHOLD,
     PanelDialect,
 )
-from otel_llm._show._sql._rollup import CALLS_ROLLUP, WINNERS_ROLLUP
+from otel_llm._show._sql._rollup import (
+    ATTEMPTS_ROLLUP,
+    CALLS_ROLLUP,
+    WINNERS_ROLLUP,
+    coverage_sql,
+)
 from otel_llm._show._sql._table import TABLE
+from otel_llm._show._sql._views import CLICKHOUSE
 from tests.support.clickhouse_calls import SOURCES, insert_sql
 
 TARGET_S = 0.5
@@ -104,7 +110,7 @@ def build(calls: int, block: int) -> tuple[Any, Path, float]:
         done = first + count
         rate = done / (time.perf_counter() - began)
         print(f"   built {done:,} of {calls:,} calls ({rate:,.0f} calls/s)", flush=True)
-    for table in (WINNERS_ROLLUP, CALLS_ROLLUP):
+    for table in (WINNERS_ROLLUP, CALLS_ROLLUP, ATTEMPTS_ROLLUP):
         session.query(f"OPTIMIZE TABLE {DATABASE}.{table} FINAL")
     seconds = time.perf_counter() - began
     marker.write_text(f"{calls} calls, built in {seconds:.0f} s\n")
@@ -232,15 +238,22 @@ def main() -> None:
             f"sum(bytes_on_disk) FROM system.parts WHERE database = '{DATABASE}' "
             f"AND table = '{TABLE}' AND active"
         )
+        rollups = ", ".join(f"'{t}'" for t in (WINNERS_ROLLUP, CALLS_ROLLUP, ATTEMPTS_ROLLUP))
         ((rollup_rows,),) = run(
             f"SELECT sum(rows) FROM system.parts WHERE database = '{DATABASE}' AND active "
-            f"AND table IN ('{WINNERS_ROLLUP}', '{CALLS_ROLLUP}')"
+            f"AND table IN ({rollups})"
         )
+        day = (f"toDateTime({int((END - DAY).timestamp())})", f"toDateTime({int(END.timestamp())})")
+        ((with_winner, rolled_up),) = run(coverage_sql(CLICKHOUSE, *day))
         built = f"built in {seconds:.0f} s" if seconds else "cached"
         print(
             f"== chDB {chdb.__version__}: {int(calls):,} calls, {int(spans):,} spans "
             f"({int(traces_bytes) / 2**20:,.0f} MiB on disk), {int(rollup_rows):,} rollup rows, "
             f"24 h up to {END:%Y-%m-%d %H:%M} UTC ({built})"
+        )
+        print(
+            f"   calls with a winner: {int(with_winner):,} in the spans, {int(rolled_up):,} in "
+            f"the winners' rollup"
         )
         print(f"   {path}")
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
