@@ -3,11 +3,12 @@ should measure, checked against scripted streams whose truth is known.
 
 What it is
 ----------
-A corpus of scripted streams (:data:`CASES`, 112 on four wire formats: OpenAI chat completions,
-OpenAI Responses, Anthropic Messages, Gemini), each played by otel-llm's simulated provider
-through the real SDK of its format (``openai``, ``anthropic``, ``google-genai``) to a consumer
-that reads to the end, pauses between reads or stops early. For each case the suite knows the
-exact figures an honest instrumentation records — derived from the script's schedule alone:
+A corpus of scripted streams (:data:`CASES`, over a hundred on four wire formats: OpenAI chat
+completions, OpenAI Responses, Anthropic Messages, Gemini), each played by otel-llm's simulated
+provider through the real SDK of its format (``openai``, ``anthropic``, ``google-genai``) to a
+consumer that reads to the end, pauses between reads or stops early. For each case the suite
+knows the exact figures an honest instrumentation records, derived from the script's schedule
+alone:
 
 - ``chunks``: incremental chunks (events carrying output; not role-only or empty deltas,
   usage-only frames, keepalives, ``[DONE]`` or lifecycle events);

@@ -88,6 +88,13 @@ COMMON: Final[tuple[Template, ...]] = (
         Consumer(),
     ),
     (
+        "no-opening",
+        "role-only",
+        "no opening frame: the first event is the first chunk, after 0.8 s",
+        lambda: _script(role_chunk=False, first_chunk_delay_s=0.8),
+        Consumer(),
+    ),
+    (
         "reasoning-first",
         "reasoning-first",
         "4 reasoning-only chunks, then 6 chunks of text",
@@ -318,13 +325,6 @@ CHAT_ONLY: Final[tuple[Template, ...]] = (
         "reasoning-first",
         'OpenRouter-style "reasoning" deltas for 3 chunks, then text',
         lambda: _script(reasoning_chunks=3, reasoning_key="reasoning"),
-        Consumer(),
-    ),
-    (
-        "no-role-chunk",
-        "plain",
-        "no role-only opening: the first frame is the first chunk, after 0.8 s",
-        lambda: _script(role_chunk=False, first_chunk_delay_s=0.8),
         Consumer(),
     ),
 )

@@ -214,12 +214,13 @@ def judge(
     """Every figure of a case, judged; ``measures`` names the figures the instrumentation
     records at all (any other is *not measured*); ``accepted_reasons`` gives, per choice, the
     reason classes that are right (see :func:`reason_class`). When no span of the call ended,
-    every figure it measures is wrong: nothing was recorded."""
+    every figure it measures is wrong (nothing was recorded), but for those whose truth is
+    "none"."""
     verdicts = list(_judge_figures(expected, accepted_reasons, measured, measures))
     if not measured.span_ends:
         verdicts = [
             Verdict(v.figure, "wrong", v.expected, "none", "no span ended")
-            if v.status != "not measured" and v.figure != "span ends"
+            if v.status != "not measured" and v.figure != "span ends" and v.expected != "none"
             else v
             for v in verdicts
         ]
