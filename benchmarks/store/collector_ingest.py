@@ -1,29 +1,37 @@
-"""The collector path's ingest: OTLP protobuf files (as the Collector's file exporter writes
-them) into the store, in spans per second of one core's CPU time.
+"""The collector path: OTLP into the store, in spans per second of one core's CPU time — the
+Go exporter in the real Collector beside the Python ingest of the same spans, in one run.
 
 Real SDK spans: otel-llm attempt spans through the deriving processor, each with ``--events``
 chunk events (one per gap above the 100 ms floor), encoded by the SDK's OTLP encoder into
-messages of ``--batch`` spans and framed as the file exporter frames them (4-byte big-endian
-length + ``ExportTraceServiceRequest``). Printed, best of ``--repeat``:
+messages of ``--batch`` spans. Printed, best of ``--repeat``:
 
-- ``convert``: bytes → rows (``rows_from_export_request``), the part this module owns;
-- ``ingest``: a whole spool file → sealed Parquet segments (``Spool.ingest_file`` into a
-  ``SegmentStore``): what ``otel-llm collector`` does per file;
+- ``convert``: bytes → rows (``rows_from_export_request``), the Python ingest's conversion;
+- ``ingest``: a whole spool file (as the file exporter of earlier versions framed it) → sealed
+  Parquet segments (``Spool.ingest_file`` into a ``SegmentStore``);
 - for scale, the embedded path's ``span_row`` on the same spans (SDK objects → rows).
 
-With ``--collector BINARY`` the spans also go through a real collector (OTLP/HTTP in, the
-``duckdb`` config), and the files it wrote are ingested and counted: the end-to-end check that
-every span sent lands::
+With ``--collector BINARY`` (collector/build.sh's) the same messages go over OTLP/HTTP into the
+real Collector with ``collector/duckdb.yaml`` (its ``otelllm_store`` exporter, Go, writing
+the store), ``--rounds`` times from ``--senders`` connections at once: its CPU time (user +
+system, ``/proc/<pid>/stat``) over the sends gives spans per CPU-second — OTLP/HTTP receive,
+protobuf decode, rows, Parquet, fsync and publish, all of it — judged against 50,000; each
+export's answer comes once its spans are sealed, so its latency is how soon they are readable
+(judged against 2 s); the store's row count is checked::
 
-    .venv/bin/python -m benchmarks.store.collector_ingest [--spans 20000] \
+    .venv/bin/python -m benchmarks.store.collector_ingest [--spans 10000] \
         [--collector "$(collector/build.sh)"]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import os
+import queue
 import shutil
+import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -114,33 +122,109 @@ def convert_all(data: bytes, batch_bytes: list[bytes]) -> int:
     return total
 
 
-def through_collector(binary: Path, spans: list[ReadableSpan], folder: Path) -> tuple[int, float]:
-    """Send ``spans`` over OTLP/HTTP through a real collector into a store; spans landed and
-    the ingest's CPU seconds."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+GO_TARGET_SPANS_PER_CPU_S = 50_000
+VISIBLE_WITHIN_S = 2.0
 
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _post_all(port: int, messages: list[bytes], senders: int) -> list[float]:
+    """POST every message to /v1/traces from ``senders`` connections at once; the seconds each
+    took to be answered (every answer must be 200)."""
+    work: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+    for message in messages:
+        work.put(message)
+    for _ in range(senders):
+        work.put(None)
+    latencies: list[float] = []
+    failures: list[str] = []
+
+    def send() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        try:
+            while (message := work.get()) is not None:
+                started = time.monotonic()
+                connection.request(
+                    "POST",
+                    "/v1/traces",
+                    body=message,
+                    headers={"Content-Type": "application/x-protobuf"},
+                )
+                answer = connection.getresponse()
+                answer.read()
+                latencies.append(time.monotonic() - started)
+                if answer.status != 200:
+                    failures.append(f"HTTP {answer.status}")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[:3]
+    return latencies
+
+
+def through_go_exporter(
+    binary: Path,
+    messages: list[bytes],
+    spans: int,
+    first_spans: int,
+    rounds: int,
+    senders: int,
+    folder: Path,
+) -> None:
+    """The messages into the real Collector (duckdb.yaml: the Go exporter) ``rounds`` times;
+    print its spans per CPU-second and how soon exports were answered (= readable)."""
     from otel_llm.cli._collector import CollectorRun, Ports, collector_dir
 
-    store = folder / "via-collector"
+    store = folder / "via-go"
     ports = Ports.free()
-    log = folder / "collector.log"
-    with log.open("wb") as handle:
+    with (folder / "collector.log").open("wb") as log:
         run = CollectorRun(
-            binary, collector_dir() / "duckdb.yaml", store=store, ports=ports, log=handle.fileno()
+            binary, collector_dir() / "duckdb.yaml", store=store, ports=ports, log=log.fileno()
         )
         run.start()
-        exporter = OTLPSpanExporter(endpoint=ports.traces_url)
-        for start in range(0, len(spans), 512):
-            exporter.export(spans[start : start + 512])
-        exporter.shutdown()
-        started = time.process_time()
-        run.stop()
-        ingest_s = time.process_time() - started
+        try:
+            pid = run.pid
+            assert pid is not None
+            alone = _post_all(ports.http, messages[:1] * 5, 1)  # one export at a time, idle
+            before = _cpu_s(pid)
+            started = time.monotonic()
+            loaded = _post_all(ports.http, messages * rounds, senders)
+            wall_s = time.monotonic() - started
+            cpu_s = _cpu_s(pid) - before
+        finally:
+            run.stop()
+    sent = spans * rounds
     with open_store(store) as conn:
-        row = conn.execute("SELECT count(DISTINCT SpanId) FROM otel_traces").fetchone()
+        row = conn.execute("SELECT count(*) FROM otel_traces").fetchone()
     assert row is not None
-    assert not run.report.problems, run.report.problems
-    return int(row[0]), ingest_s
+    landed = int(row[0])
+    assert landed == sent + 5 * first_spans, (landed, sent)  # and the first message 5 times
+    rate = sent / cpu_s
+    loaded.sort()
+    worst = max(max(alone), loaded[-1])
+    print(
+        f"Go exporter in the Collector: {sent:,} spans from {senders} connections in "
+        f"{wall_s:.2f} s wall, {cpu_s:.2f} s of its CPU: {rate:,.0f} spans per CPU-second "
+        f"({1e6 / rate:.1f} us a span, receive to publish); {landed:,} rows in the store"
+    )
+    print(
+        f"answered (= readable) after: alone {statistics.median(alone):.3f} s median; loaded "
+        f"p50 {loaded[len(loaded) // 2]:.3f} s, p99 {loaded[int(len(loaded) * 0.99)]:.3f} s, "
+        f"max {loaded[-1]:.3f} s"
+    )
+    verdict = "PASS" if rate >= GO_TARGET_SPANS_PER_CPU_S else "FAIL"
+    print(f"{verdict}: {rate:,.0f} spans per CPU-second, target >= {GO_TARGET_SPANS_PER_CPU_S:,}")
+    verdict = "PASS" if worst <= VISIBLE_WITHIN_S else "FAIL"
+    print(f"{verdict}: every export readable within {worst:.2f} s, target <= {VISIBLE_WITHIN_S} s")
 
 
 def main() -> None:
@@ -151,6 +235,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--collector", type=Path, help="a collector binary (collector/build.sh)")
+    parser.add_argument("--rounds", type=int, default=5, help="sends of the spans to it")
+    parser.add_argument("--senders", type=int, default=8, help="connections sending at once")
     args = parser.parse_args()
 
     spans = attempt_spans(args.spans, args.events)
@@ -184,10 +270,14 @@ def main() -> None:
         print(f"embedded span_row, for scale {len(spans) / embedded_s:>9,.0f} spans/s (CPU)")
         print(f"target ≥ 10,000 spans/s: ingest at {len(spans) / ingest_s / 10_000:.2f}x")
         if args.collector is not None:
-            landed, collector_ingest_s = through_collector(args.collector, spans, folder)
-            print(
-                f"through a real collector: {landed} of {len(spans)} spans landed; its files "
-                f"ingested at {landed / collector_ingest_s:,.0f} spans/s (CPU)"
+            through_go_exporter(
+                args.collector,
+                messages,
+                len(spans),
+                min(args.batch, len(spans)),
+                args.rounds,
+                args.senders,
+                folder,
             )
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -42,6 +42,7 @@ type storeExporter struct {
 	stopped chan struct{}
 	closed  bool
 
+	shapes      []shape              // of the last segment: the next one reserves as much
 	resent      map[spanKey]struct{} // spans stored shortly before this start (see resent.go)
 	resentUntil time.Time
 	dropped     int // resent spans not written again
@@ -102,6 +103,7 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 			e.mu.Unlock()
 			return err
 		}
+		r.reserveLike(e.shapes)
 		b = &batch{rows: r, done: make(chan struct{})}
 		e.open = b
 		e.timer = time.AfterFunc(e.cfg.SealInterval, func() { e.sealIfOpen(b) })
@@ -183,6 +185,10 @@ func (e *storeExporter) seal(b *batch) error {
 	defer b.rows.release()
 	rec := b.rows.record()
 	defer rec.Release()
+	shapes := shapesOf(rec)
+	e.mu.Lock()
+	e.shapes = shapes
+	e.mu.Unlock()
 	data, err := encodeSegment(e.format, rec)
 	if err != nil {
 		return err

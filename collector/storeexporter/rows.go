@@ -36,14 +36,17 @@ type filler func(b array.Builder, s *span, r *rows)
 
 // rows appends spans, column by column, to an Arrow record of the segment schema.
 type rows struct {
-	format  *segmentFormat
-	builder *array.RecordBuilder
-	fillers []filler
-	typedAt map[string]int // attribute -> index into format.Typed
-	count   int
-	scratch []byte
-	kvs     []keyValue
-	current span
+	format   *segmentFormat
+	builder  *array.RecordBuilder
+	fillers  []filler
+	typedAt  map[string]int // attribute -> index into format.Typed
+	count    int
+	scratch  []byte
+	eventKVs []keyValue
+	offsets  []int32
+	valid    []bool
+	kvs      []keyValue
+	current  span
 }
 
 func newRows(format *segmentFormat, mem memory.Allocator) (*rows, error) {
@@ -282,12 +285,20 @@ func baseFiller(column fieldSpec) (filler, error) {
 			lb := b.(*array.ListBuilder)
 			lb.Append(true)
 			maps := lb.ValueBuilder().(*array.MapBuilder)
+			keys, items := str(maps.KeyBuilder()), str(maps.ItemBuilder())
 			events := s.Events()
-			var kvs []keyValue
-			for i := 0; i < events.Len(); i++ {
-				kvs = appendEntries(kvs[:0], events.At(i).Attributes())
-				appendMap(maps, kvs, r)
+			r.offsets, r.valid = r.offsets[:0], r.valid[:0]
+			for i := 0; i < events.Len(); i++ { // the maps' offsets go in at once, after
+				r.offsets = append(r.offsets, int32(keys.Len()))
+				r.valid = append(r.valid, true)
+				r.eventKVs = appendEntries(r.eventKVs[:0], events.At(i).Attributes())
+				for _, kv := range r.eventKVs {
+					keys.Append(kv.key)
+					r.scratch = renderValue(r.scratch[:0], kv.value)
+					items.BinaryBuilder.Append(r.scratch)
+				}
 			}
+			maps.AppendValues(r.offsets, r.valid)
 		})
 	case "Links.TraceId":
 		return list("string", func(b array.Builder, s *span, r *rows) {
@@ -330,7 +341,8 @@ func baseFiller(column fieldSpec) (filler, error) {
 			maps := lb.ValueBuilder().(*array.MapBuilder)
 			links := s.Links()
 			for i := 0; i < links.Len(); i++ {
-				appendMap(maps, entries(links.At(i).Attributes()), r)
+				r.eventKVs = appendEntries(r.eventKVs[:0], links.At(i).Attributes())
+				appendMap(maps, r.eventKVs, r)
 			}
 		})
 	}

@@ -237,6 +237,11 @@ class CollectorRun:
             self._spool_lock = None
 
     @property
+    def pid(self) -> int | None:
+        """The collector process's id while it runs (benchmarks read its CPU time)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def running(self) -> bool:
         """True while the collector process lives."""
         return self._process is not None and self._process.poll() is None
