@@ -95,4 +95,4 @@ def render(
                 f"    {result.case:34} {verdict.figure:12} {verdict.expected} -> "
                 f"{verdict.measured} ({verdict.difference})"
             )
-    return lines
+    return [line.rstrip() for line in lines]
