@@ -31,6 +31,8 @@ Run it
     python -m otel_llm.conformance --instrumentation otel-llm   # one, in this process
     python -m otel_llm.conformance --list                       # the cases and their truth
 
+It needs the ``testing`` extra (the simulator's aiohttp) and the SDKs it plays (``openai``,
+``anthropic``, ``google-genai``); a peer is measured when its distribution is installed.
 Every instrumentation runs in a process of its own. The scorecard with the versions and the
 date is ``python -m benchmarks.conformance.scorecard`` (it writes
 ``benchmarks/results/conformance_scorecard.txt``; the docs page "Conformance" shows it).

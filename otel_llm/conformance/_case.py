@@ -14,9 +14,11 @@ the provider's silence.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal, get_args
 
+from otel_llm._errors import ConfigurationError
 from otel_llm.conformance._figures import (
     THRESHOLDS_S,
     Expected,
@@ -29,6 +31,8 @@ from otel_llm.simulator._anthropic import stop_reason
 from otel_llm.simulator._gemini import finish_reason as gemini_finish_reason
 from otel_llm.simulator._responses import INCOMPLETE_REASONS
 from otel_llm.simulator._wire import WireName
+
+_WIRES: Final = get_args(WireName)
 
 Stop = Literal["break", "close", "cancel"]
 """How a consumer stops early: ``break`` leaves the loop and drops the stream without closing
@@ -66,6 +70,10 @@ class Pause:
     at_s: float
     for_s: float
 
+    def __post_init__(self) -> None:
+        _seconds("Pause.at_s", self.at_s, positive=False)
+        _seconds("Pause.for_s", self.for_s, positive=True)
+
 
 @dataclass(frozen=True, slots=True)
 class Consumer:
@@ -77,6 +85,13 @@ class Consumer:
     stop_at_s: float = 0.0
     """``break``/``close``: after reading the first item that arrives after this time;
     ``cancel``: the consuming task is cancelled at this time."""
+
+    def __post_init__(self) -> None:
+        if self.stop not in (None, "break", "close", "cancel"):
+            raise ConfigurationError(
+                "Consumer.stop", f"must be break, close, cancel or None, not {self.stop!r}"
+            )
+        _seconds("Consumer.stop_at_s", self.stop_at_s, positive=self.stop is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +106,14 @@ class Case:
     """One line: what is sent, in the provider's terms."""
     consumer: Consumer = field(default_factory=Consumer)
 
+    def __post_init__(self) -> None:
+        if self.wire not in _WIRES:
+            raise ConfigurationError(
+                "Case.wire", f"must be one of {', '.join(_WIRES)}, not {self.wire!r}"
+            )
+        if not self.name:
+            raise ConfigurationError("Case.name", "must not be empty")
+
     def expected(self) -> Expected:
         """The figures an honest instrumentation records for this case (see the module)."""
         return expected_figures(self)
@@ -104,6 +127,15 @@ class Case:
             return None
         script_class = reason_class(self.script.final_reason)
         return tuple(frozenset({reason_class(word), script_class}) for word in reasons)
+
+
+def _seconds(key: str, value: float, *, positive: bool) -> None:
+    """A time of a consumer: a finite number of seconds, positive where it must be."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigurationError(key, f"must be a finite number of seconds, not {value!r}")
+    if value < 0 or (positive and value == 0):
+        rule = "positive" if positive else "zero or more"
+        raise ConfigurationError(key, f"must be {rule}, not {value!r}")
 
 
 def _received(case: Case) -> int:

@@ -161,3 +161,25 @@ def test_the_corpus_covers_every_kind_on_four_wires() -> None:
         assert {"keepalive-first", "keepalive-mid"} <= {m.kind for m in CASES if m.wire == wire}
     stops = {made.consumer.stop for made in CASES}
     assert stops == {None, "break", "close", "cancel"}
+
+
+@pytest.mark.parametrize(
+    ("make", "key"),
+    [
+        (lambda: Pause(-0.5, 1.0), "Pause.at_s"),
+        (lambda: Pause(1.0, 0.0), "Pause.for_s"),
+        (lambda: Pause(float("inf"), 1.0), "Pause.at_s"),
+        (lambda: Consumer(stop="cancel"), "Consumer.stop_at_s"),
+        (lambda: Consumer(stop="abort", stop_at_s=1.0), "Consumer.stop"),  # type: ignore[arg-type]
+        (lambda: Case("x", "grpc", "plain", Script(), "w"), "Case.wire"),  # type: ignore[arg-type]
+        (lambda: Case("", "chat", "plain", Script(), "w"), "Case.name"),
+    ],
+)
+def test_a_bad_case_is_refused_when_made(make: object, key: str) -> None:
+    """A case, consumer or pause that cannot be played is a ConfigurationError naming the
+    field, at construction."""
+    from otel_llm import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as caught:
+        make()  # type: ignore[operator]
+    assert caught.value.key == key

@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from otel_llm.conformance import Expected, Measured, StallPair, judge
 from otel_llm.conformance._cli import command, parse
@@ -92,3 +94,28 @@ def test_a_deliberately_wrong_adapter_is_reported_wrong_by_its_error() -> None:
         assert "'length' not sent" in by["finish"]["difference"]
         others = {name for name, v in by.items() if v["status"] != "exact"}
         assert others == {"chunks", "ttft", "finish"}
+
+
+counts = st.integers(min_value=0, max_value=10_000)
+seconds = st.floats(min_value=0.0, max_value=3_600.0, allow_nan=False)
+pairs = st.builds(StallPair, counts, seconds)
+
+
+@given(
+    chunks=counts,
+    ttft=seconds,
+    stalls=st.tuples(pairs, pairs),
+    shift=st.integers(min_value=-50, max_value=50).filter(bool),
+)
+def test_judging_is_exact_on_the_truth_and_wrong_by_any_shift(
+    chunks: int, ttft: float, stalls: tuple[StallPair, StallPair], shift: int
+) -> None:
+    """Any truth read back unchanged is exact on all nine figures; a chunk count off by any
+    amount is wrong by exactly that amount, and nothing else changes."""
+    truth = Expected(chunks, ttft, stalls, ("stop",), "ok", True)
+    same = Measured(chunks, ttft, stalls, ("stop",), "ok", True)
+    assert {v.status for v in judge(truth, REASONS, same, EVERYTHING)} == {"exact"}
+    off = Measured(chunks + shift, ttft, stalls, ("stop",), "ok", True)
+    verdicts = {v.figure: v for v in judge(truth, REASONS, off, EVERYTHING)}
+    assert (verdicts["chunks"].status, verdicts["chunks"].difference) == ("wrong", f"{shift:+d}")
+    assert [v.status for k, v in verdicts.items() if k != "chunks"] == ["exact"] * 8
