@@ -431,7 +431,7 @@ AS SELECT
     "ErrorType" AS error_type,
     countState() AS n_attempts,
     sumStateIf(toInt64(greatest(coalesce("ChunkCount", 0) - 1, 0) - length(arrayFilter(g -> g > coalesce("ChunkEventsFloorMs", 0) * 1000000, "ChunkGapNs"))), coalesce("Stream", false) AND "MeteringStatus" = 'exact') AS gaps_at_floor,
-    sumMapStateIf(CAST(arrayMap(g -> intDiv(assumeNotNull(g) + 999999, 1000000), arrayFilter(g -> g > coalesce("ChunkEventsFloorMs", 0) * 1000000, "ChunkGapNs")) AS Array(Int64)), arrayMap(g -> toUInt64(1), arrayFilter(g -> g > coalesce("ChunkEventsFloorMs", 0) * 1000000, "ChunkGapNs")), coalesce("Stream", false) AND "MeteringStatus" = 'exact') AS gaps_ms
+    sumMapStateIf(arrayMap(g -> toInt64(CASE WHEN toFloat64(g / 1000000) <= 250 THEN 1 WHEN toFloat64(g / 1000000) <= 500 THEN 2 WHEN toFloat64(g / 1000000) <= 1000 THEN 3 WHEN toFloat64(g / 1000000) <= 2000 THEN 4 WHEN toFloat64(g / 1000000) <= 5000 THEN 5 WHEN toFloat64(g / 1000000) <= 10000 THEN 6 WHEN toFloat64(g / 1000000) <= 30000 THEN 7 ELSE 8 END), arrayFilter(g -> g > coalesce("ChunkEventsFloorMs", 0) * 1000000, "ChunkGapNs")), arrayMap(g -> toUInt64(1), arrayFilter(g -> g > coalesce("ChunkEventsFloorMs", 0) * 1000000, "ChunkGapNs")), coalesce("Stream", false) AND "MeteringStatus" = 'exact') AS gaps_ms
 FROM otel.otel_traces
 WHERE "LlmRole" = 'attempt'
 GROUP BY minute, service, source, provider, model, outcome, leg, error_type;

@@ -66,7 +66,7 @@ SELECT
     kind = 'hedge' AND bitAnd(intDiv(r, 7), 1) = 1 AS hedge_won,
     multiIf(kind = 'failed', NULL, kind = 'failover', 2, hedge_won, 2, 1) AS winner,
     {_array(SERVICES)}[1 + intDiv(r, 3) % {len(SERVICES)}] AS service,
-    toInt64({end_ns - spread_ns} + intDiv(number * {spread_ns}, {max(total, 1)})
+    toInt64({end_ns - spread_ns} + number * {spread_ns // max(total, 1)}
         + intDiv(r, 11) % 1000000) AS call_ns,
     [1 + intDiv(r, 100) % 3, 1 + (intDiv(r, 100) + 1) % 3] AS src,
     arrayMap(s -> {sources}[s], src) AS source,

@@ -39,6 +39,7 @@ from otel_llm._show._sql._rollup import (
     CALL_MINUTE,
     CALLS,
     CALLS_ROLLUP,
+    GAP_EDGES_MS,
     GAPS_AT_FLOOR,
     GAPS_MS,
     HEDGE_WON,
@@ -49,6 +50,7 @@ from otel_llm._show._sql._rollup import (
     WORST_CALLS,
     WORST_FIELDS,
     count_column,
+    gap_bar,
     merged_count,
     merged_map,
     merged_quantile,
@@ -377,23 +379,22 @@ ORDER BY 1, 2"""
     return _either(rolled, rows, "1, 2")
 
 
-GAP_EDGES_MS: Final = (250, 500, 1000, 2000, 5000, 10000, 30000)
-"""Upper edges of the chunk-gap bars above the event floor; the last bar is open."""
+def _edge_text(ms: int) -> str:
+    return f"{ms // 1000} s" if ms >= 1000 else f"{ms} ms"
 
 
 def _gap_bar(gap_ms: str) -> tuple[str, str]:
     """The bar (its number, its label) a recorded gap above the floor falls in."""
-
-    def text(ms: int) -> str:
-        return f"{ms // 1000} s" if ms >= 1000 else f"{ms} ms"
-
     edges = GAP_EDGES_MS
-    number = " ".join(f"WHEN {gap_ms} <= {edge} THEN {i + 1}" for i, edge in enumerate(edges))
-    label = " ".join(f"WHEN {gap_ms} <= {edge} THEN '≤ {text(edge)}'" for edge in edges)
-    return (
-        f"CASE {number} ELSE {len(edges) + 1} END",
-        f"CASE {label} ELSE '> {text(edges[-1])}' END",
-    )
+    label = " ".join(f"WHEN {gap_ms} <= {edge} THEN '≤ {_edge_text(edge)}'" for edge in edges)
+    return gap_bar(gap_ms), f"CASE {label} ELSE '> {_edge_text(edges[-1])}' END"
+
+
+def _gap_label(bar: str) -> str:
+    """The label of chunk-gap bar number ``bar`` (1, 2 …)."""
+    edges = enumerate(GAP_EDGES_MS)
+    label = " ".join(f"WHEN {i + 1} THEN '≤ {_edge_text(edge)}'" for i, edge in edges)
+    return f"CASE {bar} {label} ELSE '> {_edge_text(GAP_EDGES_MS[-1])}' END"
 
 
 def _chunk_gaps(d: PanelDialect) -> str:
@@ -418,13 +419,11 @@ def _chunk_gaps(d: PanelDialect) -> str:
         return f"""WITH rolled AS (
     {_from_rollup(d, ATTEMPTS_ROLLUP, merged)}
 ),
-recorded AS (
-    SELECT {d.to_double("k")} AS gap_ms, v AS n FROM rolled ARRAY JOIN m.1 AS k, m.2 AS v
-),
 bars AS (
     SELECT 0 AS bar, '≤ event floor' AS gap, {d.total("at_floor")} AS gaps FROM rolled
     UNION ALL
-    SELECT {number} AS bar, {label} AS gap, {d.total("n")} AS gaps FROM recorded GROUP BY 1, 2
+    SELECT k AS bar, {_gap_label("k")} AS gap, toInt64(v) AS gaps
+    FROM rolled ARRAY JOIN m.1 AS k, m.2 AS v
 )
 SELECT gap, gaps FROM bars WHERE gaps > 0 ORDER BY bar"""
     return f"""WITH attempts AS (

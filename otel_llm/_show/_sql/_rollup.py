@@ -21,9 +21,8 @@ rows of aggregate states instead of millions of spans.
 - :data:`ATTEMPTS_ROLLUP` (``llm_attempts_1m``): every attempt by the minute it started, its
   service, source, provider, model, outcome, leg and error type — attempts, and for streamed
   attempts whose chunk events are complete the gaps at or below the event floor (a sum) and the
-  recorded gaps above it by whole milliseconds rounded up (``sumMap``: a bar's edge is whole
-  milliseconds, so each gap falls in the bar it falls in from the spans). Each attempt span
-  alone feeds it.
+  recorded gaps above it by the chunk-gap bar they fall in (``sumMap``, :data:`GAP_EDGES_MS`).
+  Each attempt span alone feeds it.
 
 The columns keep the views' names (``service``, ``model``, ``source``, the figures' names), so
 the panels' filters read a rollup as they read a view. The merge side (:func:`merged_sum`,
@@ -102,6 +101,9 @@ ATTEMPTS_ROLLUP: Final = "llm_attempts_1m"
 ATTEMPTS: Final = "n_attempts"
 ATTEMPT_KEYS: Final = ("outcome", "leg", "error_type")
 """The attempts' rollup keys besides :data:`KEYS` (view aliases of ``llm_attempts``)."""
+GAP_EDGES_MS: Final = (250, 500, 1000, 2000, 5000, 10000, 30000)
+"""Upper edges of the chunk-gap bars above the event floor; the last bar is open. The
+attempts' rollup counts the recorded gaps by these bars."""
 GAPS_AT_FLOOR: Final = "gaps_at_floor"
 GAPS_MS: Final = "gaps_ms"
 HEDGED: Final = "n_hedged"
@@ -122,6 +124,13 @@ def count_column(figure: Figure) -> str:
 def merged_sum(name: str) -> str:
     """A summed column read back."""
     return f"sumMerge({name})"
+
+
+def gap_bar(gap_ms: str) -> str:
+    """The number (1, 2 …) of the chunk-gap bar a recorded gap of ``gap_ms`` ms falls in."""
+    edges = enumerate(GAP_EDGES_MS)
+    number = " ".join(f"WHEN {gap_ms} <= {edge} THEN {i + 1}" for i, edge in edges)
+    return f"CASE {number} ELSE {len(GAP_EDGES_MS) + 1} END"
 
 
 def merged_map(name: str) -> str:
@@ -333,12 +342,12 @@ def _attempt_select(source: str, where: str = "") -> str:
     above = f"arrayFilter(g -> g > {floor_ns}, {_q(CHUNK_GAP_COLUMN)})"
     chunks = f"coalesce({_q(CHUNK_COUNT.column)}, 0)"
     at_floor = f"toInt64(greatest({chunks} - 1, 0) - length({above}))"
-    ceil_ms = f"arrayMap(g -> intDiv(assumeNotNull(g) + {NS_PER_MS - 1}, {NS_PER_MS}), {above})"
+    bars = f"arrayMap(g -> toInt64({gap_bar(f'toFloat64(g / {NS_PER_MS})')}), {above})"
     ones = f"arrayMap(g -> toUInt64(1), {above})"
     states = [
         f"countState() AS {ATTEMPTS}",
         f"sumStateIf({at_floor}, {complete}) AS {GAPS_AT_FLOOR}",
-        f"sumMapStateIf(CAST({ceil_ms} AS Array(Int64)), {ones}, {complete}) AS {GAPS_MS}",
+        f"sumMapStateIf({bars}, {ones}, {complete}) AS {GAPS_MS}",
     ]
     extra = f" AND {where}" if where else ""
     key_sql = ",\n    ".join(keys)
