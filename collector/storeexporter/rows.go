@@ -155,6 +155,10 @@ func (r *rows) prepare(s *span) {
 	}
 }
 
+// hexID is an id in lowercase hex; "" for a parent id that is not there. The Collector's data
+// model cannot tell an id that was not sent from one of zeros: ids render as zeros, a parent of
+// zeros as none (what the Python ingest makes of the ids SDKs send: always set, a root span's
+// parent never).
 func hexID(buf []byte, id []byte, empty bool) []byte {
 	if empty {
 		return buf[:0]
@@ -194,13 +198,13 @@ func baseFiller(column fieldSpec) (filler, error) {
 	case "TraceId":
 		return scalar("string", func(b array.Builder, s *span, r *rows) {
 			id := s.TraceID()
-			r.scratch = hexID(r.scratch, id[:], id.IsEmpty())
+			r.scratch = hexID(r.scratch, id[:], false)
 			str(b).BinaryBuilder.Append(r.scratch)
 		})
 	case "SpanId":
 		return scalar("string", func(b array.Builder, s *span, r *rows) {
 			id := s.SpanID()
-			r.scratch = hexID(r.scratch, id[:], id.IsEmpty())
+			r.scratch = hexID(r.scratch, id[:], false)
 			str(b).BinaryBuilder.Append(r.scratch)
 		})
 	case "ParentSpanId":
@@ -308,7 +312,7 @@ func baseFiller(column fieldSpec) (filler, error) {
 			links := s.Links()
 			for i := 0; i < links.Len(); i++ {
 				id := links.At(i).TraceID()
-				r.scratch = hexID(r.scratch, id[:], id.IsEmpty())
+				r.scratch = hexID(r.scratch, id[:], false)
 				values.BinaryBuilder.Append(r.scratch)
 			}
 		})
@@ -320,7 +324,7 @@ func baseFiller(column fieldSpec) (filler, error) {
 			links := s.Links()
 			for i := 0; i < links.Len(); i++ {
 				id := links.At(i).SpanID()
-				r.scratch = hexID(r.scratch, id[:], id.IsEmpty())
+				r.scratch = hexID(r.scratch, id[:], false)
 				values.BinaryBuilder.Append(r.scratch)
 			}
 		})
