@@ -183,6 +183,9 @@ func (e *storeExporter) sealer() {
 
 func (e *storeExporter) seal(b *batch) error {
 	defer b.rows.release()
+	if b.spans == 0 {
+		return nil // every span was one stored before this start (resent.go)
+	}
 	rec := b.rows.record()
 	defer rec.Release()
 	shapes := shapesOf(rec)
@@ -218,6 +221,13 @@ func (e *storeExporter) shutdown(ctx context.Context) error {
 	close(e.sealing)
 	select {
 	case <-e.stopped:
+		e.mu.Lock()
+		dropped := e.dropped
+		e.mu.Unlock()
+		if dropped > 0 {
+			e.logger.Info("spans sent again after a restart were not stored twice",
+				zap.Int("spans", dropped))
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

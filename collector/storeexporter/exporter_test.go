@@ -203,4 +203,11 @@ func TestSpansStoredJustBeforeARestartAreNotStoredAgain(t *testing.T) {
 	if got := sealedSpans(t, dir); got != 3 {
 		t.Fatalf("%d spans stored, want the 2 first ones and the new one", got)
 	}
+	before := len(names(t, filepath.Join(dir, "segments")))
+	if err := second.push(context.Background(), sampleTraces(2)); err != nil { // all resent
+		t.Fatal(err)
+	}
+	if got := len(names(t, filepath.Join(dir, "segments"))); got != before {
+		t.Fatalf("a segment of no spans was written (%d files, %d before)", got, before)
+	}
 }
