@@ -428,11 +428,10 @@ def test_a_collector_killed_at_random_moments_loses_no_acknowledged_span(
 def test_many_seals_with_merges_beside_them_keep_every_span_once(
     binary: Path, tmp_path: Path
 ) -> None:
-    """The Collector sealing every 10 ms (a day's seals in seconds) while this process merges
-    the store again and again: every acknowledged span is there once, merges kept the segment
-    count bounded, and every segment reads whole."""
+    """The Collector sealing every 10 ms (a day's seals in seconds) into a store it made itself
+    while this process merges the store again and again: every acknowledged span is there once,
+    merges kept the segment count bounded, and every segment reads whole."""
     store = tmp_path / "store"
-    prepare_for_writing(store)
     config = tmp_path / "fast-seals.yaml"
     config.write_text(CONFIG.read_text().replace("seal_interval: 250ms", "seal_interval: 10ms"))
     assert "seal_interval: 10ms" in config.read_text()
@@ -443,6 +442,9 @@ def test_many_seals_with_merges_beside_them_keep_every_span_once(
     def merge() -> None:
         nonlocal merges
         segments = SegmentStore(store)
+        while not (store / "segments").is_symlink():  # until the collector made the store
+            if stop.wait(0.01):
+                return
         while not stop.is_set():
             merges += segments.compact(min_segments=4)
             stop.wait(0.05)
