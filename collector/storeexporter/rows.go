@@ -359,6 +359,10 @@ func baseFiller(column fieldSpec) (filler, error) {
 // attribute gets the column's default.
 func typedFiller(plan typedSpec, i int, column fieldSpec) (filler, error) {
 	var dflt *bool = plan.Default
+	if dflt != nil && plan.SQLType != "BOOLEAN" {
+		return nil, fmt.Errorf("typed column %q has a default, which this exporter applies to "+
+			"BOOLEAN columns only", plan.Column)
+	}
 	switch plan.SQLType {
 	case "VARCHAR":
 		return func(b array.Builder, s *span, r *rows) {

@@ -206,4 +206,10 @@ func TestAColumnTheExporterCannotFillIsRefused(t *testing.T) {
 	if _, err := newRows(format, nil); err == nil {
 		t.Fatal("a typed column of a type the exporter does not fill was accepted")
 	}
+	format = mustFormat(t)
+	yes := true
+	format.Typed[0].Default = &yes // LlmRole, a VARCHAR
+	if _, err := newRows(format, nil); err == nil {
+		t.Fatal("a default on a VARCHAR column was accepted (and would be ignored)")
+	}
 }
