@@ -332,8 +332,7 @@ CREATE TABLE IF NOT EXISTS otel.llm_winners_1m (
     wall_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64)),
     ttft_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64)),
     stall_ms_q AggregateFunction(quantiles(0.5, 0.95, 0.99), Nullable(Int64)),
-    stall_counts AggregateFunction(sumMap, Array(Int64), Array(UInt64)),
-    worst AggregateFunction(groupArraySorted(20), Tuple(Int64, String, DateTime64(9), Nullable(String), Nullable(String), Nullable(String), Nullable(Int64), Nullable(Int64), Nullable(Int64), Nullable(Int64), Nullable(Int64), Nullable(Int64)))
+    stall_counts AggregateFunction(sumMap, Array(Int64), Array(UInt64))
 ) ENGINE = AggregatingMergeTree()
 PARTITION BY toDate(call_minute)
 ORDER BY (call_minute, minute, service, source, provider, model)
@@ -373,6 +372,25 @@ PARTITION BY toDate(minute)
 ORDER BY (minute, service, source, provider, model, outcome, leg, error_type)
 SETTINGS allow_nullable_key = 1;
 
+CREATE TABLE IF NOT EXISTS otel.llm_stalled_winners (
+    call_started_at DateTime64(9),
+    started_at DateTime64(9),
+    trace_id String,
+    neg_stall_ms Int64,
+    service LowCardinality(String),
+    source Nullable(String),
+    provider Nullable(String),
+    model Nullable(String),
+    wall_ms Nullable(Int64),
+    stall_ms Nullable(Int64),
+    stall_count Nullable(Int64),
+    max_inter_chunk_ms Nullable(Int64),
+    ttft_ms Nullable(Int64),
+    chunk_count Nullable(Int64)
+) ENGINE = MergeTree()
+PARTITION BY toDate(call_started_at)
+ORDER BY (neg_stall_ms, trace_id);
+
 CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_winners_1m_mv
 TO otel.llm_winners_1m
 AS SELECT
@@ -392,8 +410,7 @@ AS SELECT
     quantilesState(0.5, 0.95, 0.99)(CAST(a_wall_ms AS Nullable(Int64))) AS wall_ms_q,
     quantilesState(0.5, 0.95, 0.99)(CAST(a_ttft_ms AS Nullable(Int64))) AS ttft_ms_q,
     quantilesState(0.5, 0.95, 0.99)(CAST(a_stall_ms AS Nullable(Int64))) AS stall_ms_q,
-    sumMapState(if(isNull(a_stall_count), CAST([] AS Array(Int64)), [toInt64(assumeNotNull(a_stall_count))]), if(isNull(a_stall_count), CAST([] AS Array(UInt64)), [toUInt64(1)])) AS stall_counts,
-    groupArraySortedStateIf(20)(tuple(-assumeNotNull(a_stall_ms), a_trace_id, a_started, a_source, a_provider, a_model, CAST(a_wall_ms AS Nullable(Int64)), CAST(a_stall_ms AS Nullable(Int64)), CAST(a_stall_count AS Nullable(Int64)), CAST(a_max_inter_chunk_ms AS Nullable(Int64)), CAST(a_ttft_ms AS Nullable(Int64)), CAST(a_chunk_count AS Nullable(Int64))), a_stall_ms > 0) AS worst
+    sumMapState(if(isNull(a_stall_count), CAST([] AS Array(Int64)), [toInt64(assumeNotNull(a_stall_count))]), if(isNull(a_stall_count), CAST([] AS Array(UInt64)), [toUInt64(1)])) AS stall_counts
 FROM otel.otel_traces AS c
 INNER JOIN (SELECT "Timestamp" AS a_started, "TraceId" AS a_trace_id, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "TtftMs" AS a_ttft_ms, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "StallCount" AS a_stall_count, "MaxInterChunkMs" AS a_max_inter_chunk_ms, "ChunkCount" AS a_chunk_count FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
     ON a_call = c."SpanId" AND a_number = c."CallWinnerAttempt"
@@ -435,3 +452,25 @@ AS SELECT
 FROM otel.otel_traces
 WHERE "LlmRole" = 'attempt'
 GROUP BY minute, service, source, provider, model, outcome, leg, error_type;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_stalled_winners_mv
+TO otel.llm_stalled_winners
+AS SELECT
+    c."Timestamp" AS call_started_at,
+    a_started AS started_at,
+    a_trace_id AS trace_id,
+    -assumeNotNull(a_stall_ms) AS neg_stall_ms,
+    a_service AS service,
+    a_source AS source,
+    a_provider AS provider,
+    a_model AS model,
+    CAST(a_wall_ms AS Nullable(Int64)) AS wall_ms,
+    CAST(a_stall_ms AS Nullable(Int64)) AS stall_ms,
+    CAST(a_stall_count AS Nullable(Int64)) AS stall_count,
+    CAST(a_max_inter_chunk_ms AS Nullable(Int64)) AS max_inter_chunk_ms,
+    CAST(a_ttft_ms AS Nullable(Int64)) AS ttft_ms,
+    CAST(a_chunk_count AS Nullable(Int64)) AS chunk_count
+FROM otel.otel_traces AS c
+INNER JOIN (SELECT "Timestamp" AS a_started, "TraceId" AS a_trace_id, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "TtftMs" AS a_ttft_ms, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "StallCount" AS a_stall_count, "MaxInterChunkMs" AS a_max_inter_chunk_ms, "ChunkCount" AS a_chunk_count FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
+    ON a_call = c."SpanId" AND a_number = c."CallWinnerAttempt"
+WHERE c."LlmRole" = 'call' AND a_stall_ms > 0;

@@ -37,6 +37,7 @@ from otel_llm._show._sql._rollup import (
     ATTEMPTS,
     ATTEMPTS_ROLLUP,
     CALL_MINUTE,
+    CALL_STARTED_AT,
     CALLS,
     CALLS_ROLLUP,
     GAP_EDGES_MS,
@@ -45,7 +46,9 @@ from otel_llm._show._sql._rollup import (
     HEDGE_WON,
     HEDGED,
     MINUTE,
+    NEG_STALL_MS,
     STALL_COUNTS,
+    STALLED_WINNERS,
     WINNERS_ROLLUP,
     WORST_CALLS,
     WORST_FIELDS,
@@ -55,8 +58,6 @@ from otel_llm._show._sql._rollup import (
     merged_map,
     merged_quantile,
     merged_sum,
-    merged_worst,
-    worst_field,
 )
 from otel_llm._show._sql._table import (
     CHUNK_GAP_COLUMN,
@@ -241,28 +242,25 @@ FROM {d.relation(table)}
 WHERE {_rollup_range(MINUTE)} AND {d.filters()}{extra}"""
 
 
-_WORST_COLUMNS: Final = WORST_FIELDS[1:]
-"""The winners' columns the worst-calls queries read (the view's names)."""
-
-
 def _worst_rows(d: PanelDialect) -> str:
-    """``w``: the winners the worst-calls queries rank — in ClickHouse, from the winners'
-    rollup (each minute's worst :data:`WORST_CALLS` as measured) when it is usable, else
-    from the spans."""
+    """``w``: the winners the worst-calls queries rank — in ClickHouse, when the threshold is
+    "as measured", the first :data:`WORST_CALLS` rows of ``llm_stalled_winners`` (sorted by
+    stall descending, then trace id) in range and filtered; else the spans."""
     if not d.rollup:
         return _winners(d, stalled=True)
     usable = _rollup_usable(d, minutes=False)
-    columns = ", ".join(_WORST_COLUMNS)
-    fields = ",\n        ".join(f"{worst_field('t', f)} AS {f}" for f in _WORST_COLUMNS)
+    columns = ", ".join(WORST_FIELDS)
     return f"""{_winners(d, stalled=True, unless=usable, name="spans")},
 w AS (
     SELECT {columns} FROM spans
     UNION ALL
-    SELECT
-        {fields}
-    FROM (SELECT arrayJoin({merged_worst()}) AS t
-          FROM {d.relation(WINNERS_ROLLUP)}
-          WHERE {_rollup_range(CALL_MINUTE, MINUTE)} AND {d.filters()} AND {usable})
+    SELECT {columns} FROM (
+        SELECT {columns}
+        FROM {d.relation(STALLED_WINNERS)}
+        WHERE {d.time_filter(CALL_STARTED_AT)} AND {d.since_start("started_at")}
+          AND {d.filters()} AND {usable}
+        ORDER BY {NEG_STALL_MS}, trace_id
+        LIMIT {WORST_CALLS})
 )"""
 
 

@@ -13,8 +13,11 @@ rows of aggregate states instead of millions of spans.
   before its call and exports them in one batch; :func:`coverage_sql` counts what a rollup
   missed, :func:`backfill_statements` rebuilds a range from the spans).
   It also holds, per minute and key, the winners' stall counts (``sumMap``: the stall-count
-  bars) and the :data:`WORST_CALLS` winners that stalled longest (``groupArraySorted``: the
-  worst-calls table and the chosen-call options; the top of a union is the top of the tops).
+  bars).
+- :data:`STALLED_WINNERS` (``llm_stalled_winners``): a ``MergeTree`` of the winners that stalled
+  (as measured), one row each with the call's and the winner's start, sorted by stall
+  descending then trace id: the worst-calls table and the chosen-call options read its first
+  rows that pass the range and the filters, exactly as the spans rank them.
 - :data:`CALLS_ROLLUP` (``llm_calls_1m``): every call by the minute it started and its service,
   source, provider and model — calls, hedged calls, calls a hedge won, hedges and their waste
   (the hedge rate and the hedging figures). Each call span alone feeds it: nothing is missed.
@@ -80,11 +83,14 @@ KEYS: Final = tuple(_BY_ALIAS[name] for name in ("service", "source", "provider"
 """The identity a rollup row is for, as the views name it."""
 WORST_CALLS: Final = 20
 """Rows of the worst-stalls table (and options of the chosen call)."""
-WORST: Final = "worst"
+STALLED_WINNERS: Final = "llm_stalled_winners"
+CALL_STARTED_AT: Final = "call_started_at"
+NEG_STALL_MS: Final = "neg_stall_ms"
+"""``-stall_ms``: :data:`STALLED_WINNERS` is sorted by it, then by trace id — the worst-calls
+order, read from the start."""
 WORST_FIELDS: Final = (
-    "neg_stall_ms",
-    "trace_id",
     "started_at",
+    "trace_id",
     "source",
     "provider",
     "model",
@@ -95,7 +101,7 @@ WORST_FIELDS: Final = (
     "ttft_ms",
     "chunk_count",
 )
-"""The tuple a worst call is kept as: ordered by stall descending, then trace id."""
+"""The columns of a stalled winner the worst-calls queries read (the views' names)."""
 STALL_COUNTS: Final = "stall_counts"
 ATTEMPTS_ROLLUP: Final = "llm_attempts_1m"
 ATTEMPTS: Final = "n_attempts"
@@ -138,16 +144,6 @@ def merged_map(name: str) -> str:
     return f"sumMapMerge({name})"
 
 
-def merged_worst(name: str = WORST) -> str:
-    """The worst calls' tuples read back, worst first."""
-    return f"groupArraySortedMerge({WORST_CALLS})({name})"
-
-
-def worst_field(row: str, field: str) -> str:
-    """Field ``field`` of a worst call's tuple ``row``."""
-    return f"tupleElement({row}, {WORST_FIELDS.index(field) + 1})"
-
-
 def merged_count(name: str) -> str:
     """A counted column read back."""
     return f"countMerge({name})"
@@ -184,11 +180,7 @@ _KEY_TYPES: Final = {
 """The views' types (the exporter's ``ServiceName``, otel-llm's typed columns), so a panel's
 columns have the same types from a rollup as from the spans."""
 _MAP_TYPE: Final = "AggregateFunction(sumMap, Array(Int64), Array(UInt64))"
-_WORST_TYPE: Final = (
-    f"AggregateFunction(groupArraySorted({WORST_CALLS}), Tuple(Int64, String, DateTime64(9), "
-    "Nullable(String), Nullable(String), Nullable(String), Nullable(Int64), Nullable(Int64), "
-    "Nullable(Int64), Nullable(Int64), Nullable(Int64), Nullable(Int64)))"
-)
+
 _FIGURE_TYPE: Final = "Nullable(Int64)"
 
 
@@ -237,7 +229,7 @@ def _winner_values() -> list[str]:
         f"{quantile_state(f)} AggregateFunction(quantiles({_levels()}), {_FIGURE_TYPE})"
         for f in QUANTILED
     ]
-    values += [f"{STALL_COUNTS} {_MAP_TYPE}", f"{WORST} {_WORST_TYPE}"]
+    values.append(f"{STALL_COUNTS} {_MAP_TYPE}")
     return values
 
 
@@ -255,13 +247,13 @@ def _call_values() -> list[str]:
     return values
 
 
-def _winner_select(source: str, where: str = "") -> str:
-    """The winners' states of the spans in ``source`` (the inserted block, in the view)."""
+def _winner_join(source: str, select: str, where: str = "", group_by: str = "") -> str:
+    """``select`` over each call span of ``source`` (``c``) joined to its winning attempt, whose
+    columns are ``a_<view alias>`` (``source`` is the inserted block, in a view)."""
     (call, number), (span, winner) = CALL_OF_ATTEMPT, WINNER_OF_CALL
     attempt_of = {c.alias: c.column for c in (*IDENTITY, ViewColumn(call, "ParentSpanId"))}
     attempt_of[number] = TYPED["AttemptNumber"].name
     call_of = {c.alias: c.column for c in CALL_COLUMNS}
-    figures = {f.name: _q(f.column) for f in FIGURES}
     inner = ", ".join(
         [
             f"{_q(STARTED_AT.column)} AS a_started",
@@ -269,18 +261,21 @@ def _winner_select(source: str, where: str = "") -> str:
             f"{_q(attempt_of[call])} AS a_call",
             f"{_q(attempt_of[number])} AS a_number",
             *(f"{_column(k)} AS a_{k.alias}" for k in KEYS),
-            *(f"{column} AS a_{name}" for name, column in figures.items()),
+            *(f"{_q(f.column)} AS a_{f.name}" for f in FIGURES),
         ]
     )
-    worst = {
-        "neg_stall_ms": f"-assumeNotNull(a_{STALL_MS.name})",
-        "trace_id": "a_trace_id",
-        "started_at": "a_started",
-        **{name: f"a_{name}" for name in ("source", "provider", "model")},
-        **{f.name: _figure(f"a_{f.name}") for f in FIGURES if f.name in WORST_FIELDS},
-    }
-    assert set(worst) == set(WORST_FIELDS), "every field of a worst call"
-    stalled = f"a_{STALL_MS.name} > 0"
+    extra = f" AND {where}" if where else ""
+    grouped = f"\nGROUP BY {group_by}" if group_by else ""
+    return f"""SELECT
+    {select}
+FROM {source} AS c
+INNER JOIN (SELECT {inner} FROM {source} WHERE {_ATTEMPT_ROLE}) AS a
+    ON a_call = c.{_q(call_of[span])} AND a_number = c.{_q(call_of[winner])}
+WHERE c.{_CALL_ROLE}{extra}{grouped}"""
+
+
+def _winner_select(source: str, where: str = "") -> str:
+    """The winners' states of the spans in ``source``."""
     states = [f"countState() AS {CALLS}"]
     states += [f"sumState({_figure(f'a_{f.name}')}) AS {f.name}" for f in SUMMED]
     states += [f"countState({_figure(f'a_{f.name}')}) AS {count_column(f)}" for f in QUANTILED]
@@ -290,21 +285,37 @@ def _winner_select(source: str, where: str = "") -> str:
     ]
     keys_of, ones = _one_map(f"a_{STALL_COUNT.name}")
     states.append(f"sumMapState({keys_of}, {ones}) AS {STALL_COUNTS}")
-    fields = ", ".join(worst[name] for name in WORST_FIELDS)
-    states.append(f"groupArraySortedStateIf({WORST_CALLS})(tuple({fields}), {stalled}) AS {WORST}")
-    keys = ",\n    ".join(f"a_{k.alias} AS {k.alias}" for k in KEYS)
-    state_sql = ",\n    ".join(states)
-    extra = f" AND {where}" if where else ""
-    return f"""SELECT
-    toStartOfMinute(c.{_q(STARTED_AT.column)}) AS {CALL_MINUTE},
-    toStartOfMinute(a_started) AS {MINUTE},
-    {keys},
-    {state_sql}
-FROM {source} AS c
-INNER JOIN (SELECT {inner} FROM {source} WHERE {_ATTEMPT_ROLE}) AS a
-    ON a_call = c.{_q(call_of[span])} AND a_number = c.{_q(call_of[winner])}
-WHERE c.{_CALL_ROLE}{extra}
-GROUP BY {CALL_MINUTE}, {MINUTE}, {", ".join(k.alias for k in KEYS)}"""
+    select = ",\n    ".join(
+        [
+            f"toStartOfMinute(c.{_q(STARTED_AT.column)}) AS {CALL_MINUTE}",
+            f"toStartOfMinute(a_started) AS {MINUTE}",
+            *(f"a_{k.alias} AS {k.alias}" for k in KEYS),
+            *states,
+        ]
+    )
+    keys = ", ".join([CALL_MINUTE, MINUTE, *(k.alias for k in KEYS)])
+    return _winner_join(source, select, where, keys)
+
+
+def _stalled_columns() -> dict[str, tuple[str, str]]:
+    """Each column of :data:`STALLED_WINNERS`: its type and its value in the winner join."""
+    figures = {f.name: (_FIGURE_TYPE, _figure(f"a_{f.name}")) for f in FIGURES}
+    return {
+        CALL_STARTED_AT: ("DateTime64(9)", f"c.{_q(STARTED_AT.column)}"),
+        STARTED_AT.alias: ("DateTime64(9)", "a_started"),
+        TRACE_ID.alias: ("String", "a_trace_id"),
+        NEG_STALL_MS: ("Int64", f"-assumeNotNull(a_{STALL_MS.name})"),
+        **{k.alias: (_KEY_TYPES[k.alias], f"a_{k.alias}") for k in KEYS},
+        **{name: figures[name] for name in WORST_FIELDS if name in figures},
+    }
+
+
+def _stalled_select(source: str, where: str = "") -> str:
+    """The rows of :data:`STALLED_WINNERS` for the spans in ``source``."""
+    columns = _stalled_columns()
+    select = ",\n    ".join(f"{value} AS {name}" for name, (_, value) in columns.items())
+    stalled = f"a_{STALL_MS.name} > 0"
+    return _winner_join(source, select, f"{stalled} AND {where}" if where else stalled)
 
 
 def _call_select(source: str, where: str = "") -> str:
@@ -367,17 +378,25 @@ def _view_name(table: str) -> str:
 
 
 def rollup_statements(dialect: ClickHouse) -> tuple[str, ...]:
-    """The three rollup tables and the materialized views that feed them (idempotent)."""
+    """The rollup tables and the materialized views that feed them (idempotent)."""
     source = dialect.relation(TABLE)
     out: list[str] = [
         _table(dialect, WINNERS_ROLLUP, (CALL_MINUTE, MINUTE), _winner_values()),
         _table(dialect, CALLS_ROLLUP, (MINUTE,), _call_values()),
         _table(dialect, ATTEMPTS_ROLLUP, (MINUTE,), _attempt_values(), ATTEMPT_KEYS),
     ]
+    columns = ",\n".join(f"    {name} {kind}" for name, (kind, _) in _stalled_columns().items())
+    engine = "ReplicatedMergeTree()" if dialect.cluster else "MergeTree()"
+    out.append(
+        f"CREATE TABLE IF NOT EXISTS {dialect.relation(STALLED_WINNERS)}{dialect.on_cluster()} "
+        f"(\n{columns}\n) ENGINE = {engine}\nPARTITION BY toDate({CALL_STARTED_AT})\n"
+        f"ORDER BY ({NEG_STALL_MS}, {TRACE_ID.alias})"
+    )
     for table, select in (
         (WINNERS_ROLLUP, _winner_select(source)),
         (CALLS_ROLLUP, _call_select(source)),
         (ATTEMPTS_ROLLUP, _attempt_select(source)),
+        (STALLED_WINNERS, _stalled_select(source)),
     ):
         out.append(
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {dialect.relation(_view_name(table))}"
@@ -409,6 +428,9 @@ def backfill_statements(dialect: ClickHouse, start: str, end: str) -> tuple[str,
         f"WHERE {_between(MINUTE, start, end)}",
         f"INSERT INTO {dialect.relation(ATTEMPTS_ROLLUP)}\n"
         f"{_attempt_select(source, _between(_q(STARTED_AT.column), start, end))}",
+        f"DELETE FROM {dialect.relation(STALLED_WINNERS)}{dialect.on_cluster()} "
+        f"WHERE {_between(CALL_STARTED_AT, start, end)}",
+        f"INSERT INTO {dialect.relation(STALLED_WINNERS)}\n{_stalled_select(source, started)}",
     )
 
 
@@ -435,7 +457,7 @@ def contents_sql(dialect: ClickHouse, table: str) -> str:
         values += [merged_sum(f.name) for f in SUMMED]
         values += [merged_count(count_column(f)) for f in QUANTILED]
         values += [merged_quantile(f, q) for f in QUANTILED for q in LEVELS]
-        values += [merged_map(STALL_COUNTS), merged_worst()]
+        values.append(merged_map(STALL_COUNTS))
         extra: tuple[str, ...] = ()
     elif table == CALLS_ROLLUP:
         minutes = (MINUTE,)
@@ -446,6 +468,11 @@ def contents_sql(dialect: ClickHouse, table: str) -> str:
         minutes = (MINUTE,)
         values = [merged_count(ATTEMPTS), merged_sum(GAPS_AT_FLOOR), merged_map(GAPS_MS)]
         extra = ATTEMPT_KEYS
+    elif table == STALLED_WINNERS:
+        return (
+            f"SELECT * FROM {dialect.relation(table)}\n"
+            f"ORDER BY {NEG_STALL_MS}, {TRACE_ID.alias}, {CALL_STARTED_AT}"
+        )
     else:
         raise ValueError(f"not a rollup: {table}")
     keys = ", ".join([*minutes, *(k.alias for k in KEYS), *extra])

@@ -33,7 +33,13 @@ from otel_llm._show._sql._exporter_versions import (
 )
 from otel_llm._show._sql._grafana_macros import QueryContext, Variable, all_of, expand
 from otel_llm._show._sql._panel_sql import AS_MEASURED, CALL, CLICKHOUSE_PANELS, FILTERS, THRESHOLD
-from otel_llm._show._sql._rollup import CALLS_ROLLUP, WINNERS_ROLLUP, contents_sql
+from otel_llm._show._sql._rollup import (
+    ATTEMPTS_ROLLUP,
+    CALLS_ROLLUP,
+    STALLED_WINNERS,
+    WINNERS_ROLLUP,
+    contents_sql,
+)
 from otel_llm._show._sql._table import BASE_COLUMNS, TABLE
 from otel_llm._show._sql._views import ATTEMPTS_VIEW, CALLS_VIEW, CLICKHOUSE, view_statements
 from tests.conftest import require
@@ -148,6 +154,8 @@ def _reads(session: Any) -> dict[str, Any]:
         f"SELECT * FROM {CLICKHOUSE.at_threshold(200)} ORDER BY span_id",
         contents_sql(CLICKHOUSE, WINNERS_ROLLUP),
         contents_sql(CLICKHOUSE, CALLS_ROLLUP),
+        contents_sql(CLICKHOUSE, ATTEMPTS_ROLLUP),
+        contents_sql(CLICKHOUSE, STALLED_WINNERS),
     ]
     found: dict[str, Any] = {sql: in_chdb(session, sql) for sql in relations}
     for key, sql in _panel_queries(session).items():

@@ -245,7 +245,7 @@ def test_the_panels_read_the_rollups(chdb: Any) -> None:
 def test_a_call_split_from_its_winner_is_found_and_backfilled(chdb: Any) -> None:
     """A materialized view sees one insert: calls whose spans come in two inserts (attempts,
     then the call spans) are missing from the winners' rollup, and coverage_sql says how many;
-    backfill_statements rebuilds those minutes, and the panels agree with the spans again."""
+    backfill_statements rebuilds those minutes, and every panel agrees with the spans again."""
     day = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
     start, end = day - timedelta(hours=1), day
     generated = insert_sql(0, 600, end_ns=_ns(end), spread_ns=3600 * 1_000_000_000, seed=7)
@@ -265,7 +265,7 @@ def test_a_call_split_from_its_winner_is_found_and_backfilled(chdb: Any) -> None
     assert int(rolled_after) == int(spans_after) == int(spans)
     assert in_chdb(chdb, contents_sql(CLICKHOUSE, CALLS_ROLLUP))[1] == calls_rollup
     context = _context(timedelta(minutes=5), {}, start, end + timedelta(minutes=2))
-    for panel in OVER_TIME:
+    for panel in ROLLED:
         for run, here in _runs(panel, context):
             rolled = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_PANELS), here, "clickhouse"))
             raw = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_RAW_PANELS), here, "clickhouse"))
