@@ -28,6 +28,8 @@ _WIDE: Final = ord("q")
 """The typecode of a packed piece of 8-byte integers (``i``: 4-byte)."""
 _COUNTING: dict[tuple[int, int], bytes] = {}
 """Packed indexes that count up by one, by (first, count): a few distinct ones a process."""
+_COUNTING_MOST: Final = 1024
+"""Runs longer than this are packed afresh each time (the cache stays under 8 MiB)."""
 
 
 def _counting(first: int, count: int) -> bytes:
@@ -37,7 +39,7 @@ def _counting(first: int, count: int) -> bytes:
             packed = b"i" + array("i", range(first, first + count)).tobytes()
         except OverflowError:
             packed = b"q" + array("q", range(first, first + count)).tobytes()
-        if len(_COUNTING) < 1024:
+        if count <= _COUNTING_MOST and len(_COUNTING) < 1024:
             _COUNTING[(first, count)] = packed
     return packed
 
@@ -228,11 +230,13 @@ def counted(count: int) -> pa.Array[Any]:
     """The integers 0 … ``count`` - 1 as an Arrow ``int64`` array."""
     import pyarrow as pa
 
-    if not _COUNTED or len(_COUNTED[0]) < count:
-        _COUNTED[:] = [
-            pa.array(range(max(count, 2 * len(_COUNTED[0]) if _COUNTED else 4096)), pa.int64())
-        ]
-    return _COUNTED[0].slice(0, count)
+    have = _COUNTED[0] if _COUNTED else None
+    if have is None or len(have) < count:
+        # read once, sliced from the local: another writer thread may replace the shared one
+        # meanwhile (with a shorter array it decided on before this one grew it)
+        have = pa.array(range(max(count, 2 * len(have) if have is not None else 4096)), pa.int64())
+        _COUNTED[:] = [have]
+    return have.slice(0, count)
 
 
 def _chunk_maps(

@@ -186,6 +186,8 @@ class SegmentColumns:
         object per chunk event. Everything that can fail on a span without links or events
         other than chunk events is worked out before the first value is appended."""
         start = span.start
+        duration = max(0, span.end - start)
+        _check_span_times(start, duration)
         trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
         ids = (
             "" if trace_id is None else format(trace_id, "032x"),
@@ -214,7 +216,7 @@ class SegmentColumns:
         s["ServiceName"].append(service)
         s["ScopeName"].append(scope_name)
         s["ScopeVersion"].append(scope_version)
-        s["Duration"].append(max(0, span.end - start))
+        s["Duration"].append(duration)
         s["StatusCode"].append(_STATUSES.get(span.status, "Unset"))
         s["StatusMessage"].append(span.status_message)
         resource_maps = self._maps["ResourceAttributes"]
@@ -256,6 +258,11 @@ class SegmentColumns:
 
     def _append_record(self, record: SpanRecord) -> None:
         start = record.start
+        duration = max(0, record.end - start)
+        _check_span_times(start, duration)
+        if record.chunks is not None:
+            stamps = record.chunks[0]
+            _check_event_times(stamps, [stamp - start for stamp in stamps])
         resource = record.resource
         s = self._scalars
         s["Timestamp"].append(start)
@@ -269,7 +276,7 @@ class SegmentColumns:
         s["ServiceName"].append(attribute_string(resource.get("service.name", "")))
         s["ScopeName"].append(record.scope_name)
         s["ScopeVersion"].append(record.scope_version)
-        s["Duration"].append(max(0, record.end - start))
+        s["Duration"].append(duration)
         s["StatusCode"].append(_STATUSES.get(record.status, "Unset"))
         s["StatusMessage"].append(record.status_message)
         self._maps["ResourceAttributes"].add(resource)
@@ -300,6 +307,7 @@ class SegmentColumns:
         indexes = self._chunks[CHUNK_INDEX_COLUMN]
         gaps = self._chunks[CHUNK_GAP_COLUMN]
         arrivals = self._chunks[CHUNK_OFFSET_COLUMN]
+        stamps_from, arrivals_from = len(self._event_stamps), len(arrivals)
         for name, stamp, attributes in events:
             self._event_stamps.append(stamp)
             self._event_names.append(name)
@@ -308,6 +316,8 @@ class SegmentColumns:
                 gaps.append(as_int(attributes.get(sc.CHUNK_GAP_NS)))
                 arrivals.append(stamp - start)
             maps.add(attributes)
+        if events:  # (the caller undoes the appends when this raises)
+            _check_event_times(self._event_stamps[stamps_from:], arrivals[arrivals_from:])
 
     def append_row(self, row: Mapping[str, Any]) -> None:
         """Append one row keyed by column name, as :func:`span_row` returns it."""
@@ -409,6 +419,31 @@ class SegmentColumns:
         row_numbers = counted(rows)
         which = pc.if_else(has_packed, pc.add(row_numbers, rows), row_numbers)
         return {name: pa.concat_arrays([general[name], named[name]]).take(which) for name in named}
+
+
+_INT64: Final = 2**63
+
+
+def _check_span_times(start: Any, duration: Any) -> None:
+    """Raise now what Arrow would raise for this span's ``Timestamp`` or ``Duration`` when
+    the table is made (a time past 64 bits): the span alone is refused, not the table."""
+    ints = type(start) is int and type(duration) is int
+    if ints and -_INT64 <= start < _INT64 and duration < 2 * _INT64:
+        return
+    import pyarrow as pa
+
+    pa.array([start], pa.timestamp("ns"))
+    pa.array([duration], pa.uint64())
+
+
+def _check_event_times(stamps: Sequence[Any], offsets: Sequence[Any]) -> None:
+    """As :func:`_check_span_times`, for a span's event times and chunk offsets."""
+    if all(type(v) is int and -_INT64 <= v < _INT64 for v in (*stamps, *offsets)):
+        return
+    import pyarrow as pa
+
+    pa.array(stamps, pa.timestamp("ns"))
+    pa.array(offsets, pa.int64())
 
 
 _PLANS: dict[int | tuple[str, ...], tuple[Callable[[tuple[Any, ...]], tuple[Any, ...]], bool]] = {}

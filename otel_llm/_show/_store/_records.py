@@ -217,6 +217,12 @@ def _packed_chunks(
     count = len(indexes)
     first = indexes[0]
     try:
+        # the columns are a running sum of the steps, exact only where every time and every
+        # offset from the start fits 64 bits: elsewhere the events are kept whole (and the
+        # writer refuses the span, as the table would)
+        low, high = min(stamps), max(stamps)
+        if min(low, low - start) < -_INT64 or max(high, high - start) >= _INT64:
+            return None
         steps = _ints([stamps[0] - start, *map(sub, stamps[1:], stamps[:-1])])
         packed_gaps = _ints(gaps) if gaps else b""
         in_range = -_INT64 <= first < _INT64 - count
