@@ -107,7 +107,7 @@ def _span(provider: TracerProvider, shape: tuple[Any, ...]) -> None:
         span.add_event("gen_ai.other", {"k": "v"}, timestamp=start)
     if kind.startswith(("run", "before+run")):
         _add_run(span, start, run, plain=False)
-    if kind == "plain":
+    if kind in ("plain", "row"):  # a row: appended as its row, chunk events and all
         _add_run(span, start, run, plain=True)
     if kind in ("run+after", "other"):
         span.add_event("gen_ai.other", {"k": 2}, timestamp=start + 5)
