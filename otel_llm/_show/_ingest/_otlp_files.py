@@ -213,10 +213,9 @@ class Spool:
         corrupt = framing.corrupt
         end = framing.end
         columns = SegmentColumns()
-        first = 0
+        batch: list[tuple[int, bytes | memoryview]] = []
+        refused: list[int] = []
         for offset, message in framing.messages:
-            if not len(columns):
-                first = offset
             try:
                 append_export_request(columns, message)
             except DecodeError as exc:
@@ -224,11 +223,20 @@ class Spool:
                 corrupt = True
                 end = offset
                 break
+            batch.append((offset, message))
             if len(columns) >= self.segment_spans:
-                self._write(columns, path, checksum, first, report)
-                columns = SegmentColumns()
+                refused += self._write_batch(columns, batch, path, checksum, report)
+                columns, batch = SegmentColumns(), []
         if len(columns):
-            self._write(columns, path, checksum, first, report)
+            refused += self._write_batch(columns, batch, path, checksum, report)
+        left_out = bool(refused) and problem is None
+        if left_out:
+            problem = (
+                f"{len(refused)} message(s) with values the store cannot hold (a time past "
+                f"64 bits), at byte {', '.join(map(str, refused))}, left out"
+            )
+            corrupt = True
+            end = refused[0]
         if problem is None:
             path.unlink()
         else:
@@ -238,11 +246,46 @@ class Spool:
             self.store.finalize(name)
         if problem is None:
             return report
+        if left_out:
+            report.problems.append(
+                f"{path}: {problem}; the {report.spans} spans of the other messages are in the "
+                f"store, the file is kept as {kept.name}"
+            )
+            return report
         report.problems.append(
             f"{path}: {problem} at byte {end} of {len(data)}; the {report.spans} spans before "
             f"it are in the store, the file is kept as {kept.name}"
         )
         return report
+
+    def _write_batch(
+        self,
+        columns: SegmentColumns,
+        batch: list[tuple[int, bytes | memoryview]],
+        path: Path,
+        checksum: int,
+        report: IngestReport,
+    ) -> list[int]:
+        """Write the spans of ``batch`` (its messages, appended to ``columns``) as one segment;
+        when they cannot make one table (a value a column cannot hold: OTLP times are
+        unsigned 64-bit, the store's signed), write them message by message instead, leaving
+        out the messages that cannot. The offsets of the messages left out."""
+        import pyarrow as pa
+
+        try:
+            self._write(columns, path, checksum, batch[0][0], report)
+            return []
+        except (OverflowError, pa.ArrowException):
+            pass
+        refused = []
+        for offset, message in batch:
+            alone = SegmentColumns()
+            append_export_request(alone, message)
+            try:
+                self._write(alone, path, checksum, offset, report)
+            except (OverflowError, pa.ArrowException):
+                refused.append(offset)
+        return refused
 
     def _write(
         self,

@@ -210,3 +210,32 @@ def test_split_messages_finds_the_boundaries() -> None:
     assert short.end == 0
     assert short.problem is not None
     assert "prefix" in short.problem
+
+
+def test_a_message_the_store_cannot_hold_is_left_out_and_the_rest_lands(tmp_path: Path) -> None:
+    """OTLP times are unsigned 64-bit, the store's signed: a span starting past 2**63 cannot be
+    a row. Its message is left out and named; the messages around it, and the next file, land;
+    the file is kept as .corrupt rather than blocking every later ingest."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(4)
+    bad = ExportTraceServiceRequest.FromString(messages[1])
+    bad.resource_spans[0].scope_spans[0].spans[0].start_time_unix_nano = 2**63 + 5
+    framed = [messages[0], bad.SerializeToString(), messages[2]]
+    first = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    first.write_bytes(_framed(framed))
+    later = spool.folder / "traces-2026-01-01T00-00-01.000-size.binpb"
+    later.write_bytes(_framed(messages[3:]))
+    report = spool.ingest()
+    assert (report.files, report.spans) == (2, 9)
+    [problem] = report.problems
+    assert first.name in problem
+    assert f"at byte {4 + len(messages[0])}" in problem
+    assert "past 64 bits" in problem
+    assert (spool.folder / (first.name + ".corrupt")).exists()
+    assert not later.exists()
+    assert _count(store.path) == 9
+    assert spool.ingest().files == 0
