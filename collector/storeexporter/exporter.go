@@ -116,7 +116,12 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 			skip = e.isResent
 		}
 	}
+	refusedBefore := b.rows.refused
 	b.spans += b.rows.appendTraces(td, skip)
+	if refused := b.rows.refused - refusedBefore; refused > 0 {
+		e.logger.Warn("spans left out: a start or event time past 2^63 ns, which the store's "+
+			"signed time columns cannot hold", zap.Int("spans", refused))
+	}
 	full := b.spans >= e.cfg.SegmentSpans
 	if full {
 		e.takeLocked()

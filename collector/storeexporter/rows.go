@@ -41,6 +41,7 @@ type rows struct {
 	fillers  []filler
 	typedAt  map[string]int // attribute -> index into format.Typed
 	count    int
+	refused  int // spans left out: a time the store cannot hold (fitsStore)
 	scratch  []byte
 	eventKVs []keyValue
 	offsets  []int32
@@ -118,6 +119,10 @@ func (r *rows) appendTraces(td ptrace.Traces, skip func(ptrace.Span) bool) int {
 			scope := ss.Scope()
 			spans := ss.Spans()
 			for k := 0; k < spans.Len(); k++ {
+				if !fitsStore(spans.At(k)) {
+					r.refused++
+					continue
+				}
 				if skip != nil && skip(spans.At(k)) {
 					continue
 				}
@@ -135,6 +140,24 @@ func (r *rows) appendTraces(td ptrace.Traces, skip func(ptrace.Span) bool) int {
 		}
 	}
 	return appended
+}
+
+// fitsStore says whether the store's signed 64-bit nanosecond columns can hold s's times:
+// OTLP's are unsigned, and a start or an event time past 2^63 (the year 2262) would wrap to a
+// time before 1970. The embedded writer and the spool ingest refuse such a span the same way
+// (its end may be anything: the duration is unsigned there too).
+func fitsStore(s ptrace.Span) bool {
+	const limit = uint64(1) << 63
+	if uint64(s.StartTimestamp()) >= limit {
+		return false
+	}
+	events := s.Events()
+	for i := 0; i < events.Len(); i++ {
+		if uint64(events.At(i).Timestamp()) >= limit {
+			return false
+		}
+	}
+	return true
 }
 
 // prepare works out once per span what several columns need: its attributes with duplicates

@@ -213,3 +213,27 @@ func TestAColumnTheExporterCannotFillIsRefused(t *testing.T) {
 		t.Fatal("a default on a VARCHAR column was accepted (and would be ignored)")
 	}
 }
+
+func TestASpanWithATimePast63BitsIsLeftOutAlone(t *testing.T) {
+	r, err := newRows(mustFormat(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.release()
+	td := sampleTraces(4)
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	late := spans.AppendEmpty()
+	spans.At(0).CopyTo(late)
+	late.SetStartTimestamp(pcommon.Timestamp(uint64(1)<<63 + 5))
+	eventLate := spans.AppendEmpty()
+	spans.At(0).CopyTo(eventLate)
+	eventLate.Events().AppendEmpty().SetTimestamp(pcommon.Timestamp(uint64(1) << 63))
+	if n := r.appendTraces(td, nil); n != 2 || r.refused != 2 {
+		t.Fatalf("appended %d spans, refused %d; want 2 and 2", n, r.refused)
+	}
+	rec := r.record()
+	defer rec.Release()
+	if rec.NumRows() != 2 {
+		t.Fatalf("%d rows", rec.NumRows())
+	}
+}
