@@ -277,7 +277,7 @@ def main() -> None:
         print(f"        over: {t.panel} ({t.window}, {t.threshold}) {t.median_s * 1000:.0f} ms")
     rolled = [t for t in timings if t.spans_s]
     if rolled:
-        print("== the rollups: over-time panels, rollup against spans in this run")
+        print("== the rollups: each query that reads one, against the spans in this run")
         for t in rolled:
             assert t.spans_s is not None
             print(
