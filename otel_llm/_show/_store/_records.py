@@ -51,6 +51,8 @@ _SHAPES_CAP: Final = 4096
 """Distinct attribute key tuples numbered per process; more travel with their keys inline."""
 _INT64: Final = 2**63
 _CHUNKS: Final = 1
+_NARROW: Final = ord("i")
+"""The typecode :func:`_ints` gives integers that fit 4 bytes."""
 _EVENTS: Final = 2
 _FIRST_KEY: Final = {sc.CHUNK_INDEX}
 _GET_INDEX: Final = itemgetter(sc.CHUNK_INDEX)
@@ -220,10 +222,12 @@ def _packed_chunks(
         # the columns are a running sum of the steps, exact only where every time and every
         # offset from the start fits 64 bits: elsewhere the events are kept whole (and the
         # writer refuses the span, as the table would)
-        low, high = min(stamps), max(stamps)
-        if min(low, low - start) < -_INT64 or max(high, high - start) >= _INT64:
-            return None
         steps = _ints([stamps[0] - start, *map(sub, stamps[1:], stamps[:-1])])
+        reach = count << 31  # 4-byte steps move the times at most this far from the start
+        if not (steps[0] == _NARROW and -_INT64 + reach <= start < _INT64 - reach):
+            low, high = min(stamps), max(stamps)
+            if min(low, low - start) < -_INT64 or max(high, high - start) >= _INT64:
+                return None
         packed_gaps = _ints(gaps) if gaps else b""
         in_range = -_INT64 <= first < _INT64 - count
         counting = in_range and indexes == list(range(first, first + count))

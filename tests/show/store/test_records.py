@@ -223,3 +223,23 @@ def test_a_run_of_chunk_events_is_read_whole_or_not_at_all() -> None:
     record = unpack(pack(fewer))
     assert record.chunks is not None
     assert record.chunks[1] == walked.chunks[1][1:]  # type: ignore[index]
+
+
+def test_chunk_events_a_few_steps_past_64_bits_are_not_packed() -> None:
+    """Small steps from a start just below 2**63 still carry the times past it: the events
+    are kept whole (the writer then refuses the span) rather than packed to wrap around."""
+    spans = Spans()
+    start = 2**63 - 10
+    span = spans.tracer.start_span("s", start_time=start)
+    for number, offset in enumerate((1, 20)):
+        pair = {sc.CHUNK_INDEX: number, sc.CHUNK_GAP_NS: 5} if number else {sc.CHUNK_INDEX: 0}
+        span.add_event(sc.CHUNK_EVENT, pair, timestamp=start + offset)
+    span.end(end_time=start)
+    (finished,) = spans.finished()
+    assert unpack(pack(finished)).chunks is None
+    low = Spans()
+    span = low.tracer.start_span("s", start_time=2**62)
+    span.add_event(sc.CHUNK_EVENT, {sc.CHUNK_INDEX: 0}, timestamp=2**62 + 1)
+    span.end(end_time=2**62 + 2)
+    (finished,) = low.finished()
+    assert unpack(pack(finished)).chunks is not None
