@@ -362,7 +362,8 @@ def _ttft(d: PanelDialect) -> str:
     {_series()} AS {SERIES},
     {levels}"""
 
-    unless = _rollup_usable(d) if d.rollup else ""
+    usable = _rollup_usable(d, at_threshold=False)  # TTFT reads the same at any threshold
+    unless = usable if d.rollup else ""
     rows = f"""WITH {_winners(d, unless=unless)}
 SELECT
     {select(_ROWS)}
@@ -373,7 +374,8 @@ ORDER BY 1, 2"""
     if not d.rollup:
         return rows
     known = merged_count(count_column(TTFT_MS))
-    rolled = _from_winners_rollup(d, select(_ROLLED)) + f"\nGROUP BY 1, 2\nHAVING {known} > 0"
+    rolled = _from_winners_rollup(d, select(_ROLLED), usable=usable)
+    rolled += f"\nGROUP BY 1, 2\nHAVING {known} > 0"
     return _either(rolled, rows, "1, 2")
 
 

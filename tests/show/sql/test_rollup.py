@@ -163,6 +163,26 @@ def test_the_rollup_reads_what_the_spans_read(
             assert all(_close(g, w) for g, w in zip(got, want, strict=True)), (run, got, want)
 
 
+@pytest.mark.parametrize("threshold", [250, 1000])
+def test_ttft_reads_the_rollup_at_any_threshold(chdb: Any, threshold: int) -> None:
+    """TTFT does not depend on the stall threshold, so at a re-derived threshold the TTFT
+    panel still reads the rollup — and equals the spans' panel at that threshold — while the
+    stall share (which does depend on it) reads the spans there."""
+    start, end = END - timedelta(hours=HOURS + 1), END + timedelta(minutes=2)
+    context = _context(timedelta(minutes=5), {}, start, end)
+    context = replace(context, variables={**context.variables, THRESHOLD: Variable(str(threshold))})
+    ttft = next(p for p in ROLLED if p.key == "ttft")
+    rolled = in_chdb(chdb, expand(ttft.sql(CLICKHOUSE_PANELS), context, "clickhouse"))
+    raw = in_chdb(chdb, expand(ttft.sql(CLICKHOUSE_RAW_PANELS), context, "clickhouse"))
+    assert raw[1]
+    assert len(rolled[1]) == len(raw[1])
+    for got, want in zip(rolled[1], raw[1], strict=True):
+        assert all(_close(g, w) for g, w in zip(got, want, strict=True)), (got, want)
+    share = next(p for p in ROLLED if p.key == "stall_share").sql(CLICKHOUSE_PANELS)
+    assert "AND NOT (${threshold} = 0 AND" in share
+    assert "AND NOT ($__interval_s % 60 = 0)" in ttft.sql(CLICKHOUSE_PANELS)
+
+
 @pytest.mark.parametrize("name", [*FILTERS, CALL])
 def test_the_variables_offer_what_the_spans_offer(chdb: Any, name: str) -> None:
     """The template variables' options (services, models, sources, the worst calls) from the
