@@ -393,6 +393,43 @@ CREATE TABLE IF NOT EXISTS otel.llm_stalled_winners (
 PARTITION BY toDate(call_started_at)
 ORDER BY (neg_stall_ms, trace_id);
 
+CREATE TABLE IF NOT EXISTS otel.llm_winners_at_1m (
+    call_minute DateTime,
+    minute DateTime,
+    service LowCardinality(String),
+    source Nullable(String),
+    provider Nullable(String),
+    model Nullable(String),
+    threshold_ms Int64,
+    wall_ms AggregateFunction(sum, Nullable(Int64)),
+    generation_ms AggregateFunction(sum, Nullable(Int64)),
+    stall_ms AggregateFunction(sum, Nullable(Int64)),
+    stall_counts AggregateFunction(sumMap, Array(Int64), Array(UInt64))
+) ENGINE = AggregatingMergeTree()
+PARTITION BY toDate(call_minute)
+ORDER BY (call_minute, minute, service, source, provider, model, threshold_ms)
+SETTINGS allow_nullable_key = 1;
+
+CREATE TABLE IF NOT EXISTS otel.llm_stalled_winners_at (
+    threshold_ms Int64,
+    call_started_at DateTime64(9),
+    started_at DateTime64(9),
+    trace_id String,
+    neg_stall_ms Int64,
+    service LowCardinality(String),
+    source Nullable(String),
+    provider Nullable(String),
+    model Nullable(String),
+    wall_ms Nullable(Int64),
+    stall_ms Nullable(Int64),
+    stall_count Nullable(Int64),
+    max_inter_chunk_ms Nullable(Int64),
+    ttft_ms Nullable(Int64),
+    chunk_count Nullable(Int64)
+) ENGINE = MergeTree()
+PARTITION BY toDate(call_started_at)
+ORDER BY (threshold_ms, neg_stall_ms, trace_id);
+
 CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_winners_1m_mv
 TO otel.llm_winners_1m
 AS SELECT
@@ -476,3 +513,1486 @@ FROM otel.otel_traces AS c
 INNER JOIN (SELECT "Timestamp" AS a_started, "TraceId" AS a_trace_id, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "TtftMs" AS a_ttft_ms, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "StallCount" AS a_stall_count, "MaxInterChunkMs" AS a_max_inter_chunk_ms, "ChunkCount" AS a_chunk_count FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
     ON a_call = c."SpanId" AND a_number = c."CallWinnerAttempt"
 WHERE c."LlmRole" = 'call' AND a_stall_ms > 0;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_winners_at_1m_mv
+TO otel.llm_winners_at_1m
+AS SELECT
+    toStartOfMinute(c."Timestamp") AS call_minute,
+    toStartOfMinute(a.started_at) AS minute,
+    a.service AS service,
+    a.source AS source,
+    a.provider AS provider,
+    a.model AS model,
+    a.stall_threshold_ms AS threshold_ms,
+    sumState(CAST(a.wall_ms AS Nullable(Int64))) AS wall_ms,
+    sumState(CAST(a.generation_ms AS Nullable(Int64))) AS generation_ms,
+    sumState(CAST(a.stall_ms AS Nullable(Int64))) AS stall_ms,
+    sumMapState(if(isNull(a.stall_count), CAST([] AS Array(Int64)), [toInt64(assumeNotNull(a.stall_count))]), if(isNull(a.stall_count), CAST([] AS Array(UInt64)), [toUInt64(1)])) AS stall_counts
+FROM otel.otel_traces AS c
+INNER JOIN (
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        100 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        100 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(100 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(100 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        250 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        250 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(250 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(250 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        500 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        500 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(500 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(500 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        1000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        1000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(1000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(1000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        2000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        2000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(2000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(2000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        5000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        5000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(5000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(5000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        10000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        10000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(10000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(10000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        20000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        20000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(20000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(20000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+) AS a
+    ON a.call_span_id = c."SpanId" AND a.attempt = c."CallWinnerAttempt"
+WHERE c."LlmRole" = 'call'
+GROUP BY call_minute, minute, service, source, provider, model, threshold_ms;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_stalled_winners_at_mv
+TO otel.llm_stalled_winners_at
+AS SELECT
+    a.stall_threshold_ms AS threshold_ms,
+    c."Timestamp" AS call_started_at,
+    a.started_at AS started_at,
+    a.trace_id AS trace_id,
+    -assumeNotNull(a.stall_ms) AS neg_stall_ms,
+    a.service AS service,
+    a.source AS source,
+    a.provider AS provider,
+    a.model AS model,
+    CAST(a.wall_ms AS Nullable(Int64)) AS wall_ms,
+    CAST(a.stall_ms AS Nullable(Int64)) AS stall_ms,
+    CAST(a.stall_count AS Nullable(Int64)) AS stall_count,
+    CAST(a.max_inter_chunk_ms AS Nullable(Int64)) AS max_inter_chunk_ms,
+    CAST(a.ttft_ms AS Nullable(Int64)) AS ttft_ms,
+    CAST(a.chunk_count AS Nullable(Int64)) AS chunk_count
+FROM otel.otel_traces AS c
+INNER JOIN (
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        100 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        100 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(100 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(100 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        250 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        250 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(250 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(250 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        500 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        500 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(500 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(500 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        1000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        1000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(1000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(1000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        2000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        2000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(2000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(2000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        5000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        5000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(5000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(5000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        10000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        10000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(10000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(10000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+UNION ALL
+(WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        20000 = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        20000 >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST(20000 AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST(20000 AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured)
+) AS a
+    ON a.call_span_id = c."SpanId" AND a.attempt = c."CallWinnerAttempt"
+WHERE c."LlmRole" = 'call' AND a.stall_ms > 0;

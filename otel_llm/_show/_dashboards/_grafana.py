@@ -39,6 +39,7 @@ from otel_llm._show._sql._panel_sql import (
     THRESHOLD,
     PanelDialect,
 )
+from otel_llm._show._sql._rollup import THRESHOLD_OPTIONS_MS
 from otel_llm._show._sql._table import TABLE
 from otel_llm._show._store._access import reader_sql
 
@@ -50,7 +51,7 @@ STORE_VARIABLE: Final = "OTEL_LLM_STORE"
 """The environment variable Grafana's provisioning reads the store's path from."""
 _STORE_PLACEHOLDER: Final = "/__otel_llm_store__"
 GRID_WIDTH: Final = 24
-THRESHOLDS_MS: Final = (100, 250, 500, 1000, 2000, 5000, 10000, 20000)
+THRESHOLDS_MS: Final = THRESHOLD_OPTIONS_MS
 """The threshold variable's options besides "as measured"."""
 FOLDER: Final = "otel-llm"
 

@@ -49,6 +49,10 @@ from otel_llm._show._sql._rollup import (
     NEG_STALL_MS,
     STALL_COUNTS,
     STALLED_WINNERS,
+    STALLED_WINNERS_AT,
+    THRESHOLD_KEY,
+    THRESHOLD_OPTIONS_MS,
+    WINNERS_AT_ROLLUP,
     WINNERS_ROLLUP,
     WORST_CALLS,
     WORST_FIELDS,
@@ -200,6 +204,25 @@ def _rollup_usable(d: PanelDialect, *, at_threshold: bool = True, minutes: bool 
     return f"({' AND '.join(conditions)})"
 
 
+def _offered(d: PanelDialect) -> str:
+    """True when the threshold variable holds one the rollups re-derive at."""
+    options = ", ".join(str(t) for t in THRESHOLD_OPTIONS_MS)
+    return f"has([{options}], {d.number(THRESHOLD)})"
+
+
+def _any_rollup(d: PanelDialect, *, minutes: bool = True) -> str:
+    """True when a rollup answers the winners' stall figures: as measured or re-derived at
+    an offered threshold (and, for a panel over time, in whole-minute buckets)."""
+    at = f"({d.number(THRESHOLD)} = {AS_MEASURED} OR {_offered(d)})"
+    return f"({at} AND $__interval_s % 60 = 0)" if minutes else f"({at})"
+
+
+def _at_offered(d: PanelDialect, *, minutes: bool = True) -> str:
+    """The rows of the re-derived rollups at the threshold variable, when it is offered."""
+    interval = " AND $__interval_s % 60 = 0" if minutes else ""
+    return f"({THRESHOLD_KEY} = {d.number(THRESHOLD)} AND {_offered(d)}{interval})"
+
+
 def _rollup_range(*minutes: str) -> str:
     """The rollup rows of the dashboard's range: the minute (of the call's start) overlapping
     it, and — for the winners — the winner started in or after the range's first minute."""
@@ -222,15 +245,32 @@ ORDER BY {order}"""
 
 
 def _from_winners_rollup(
-    d: PanelDialect, select: str, repeat: str | None = None, *, usable: str | None = None
+    d: PanelDialect,
+    select: str,
+    repeat: str | None = None,
+    *,
+    usable: str | None = None,
+    table: str = WINNERS_ROLLUP,
 ) -> str:
     """``select`` over the winners' rollup rows in range and filtered, when ``usable``
     (default: as measured, in whole-minute buckets)."""
     return f"""SELECT
     {select}
-FROM {d.relation(WINNERS_ROLLUP)}
+FROM {d.relation(table)}
 WHERE {_rollup_range(CALL_MINUTE, MINUTE)}
   AND {d.filters(repeat=repeat)} AND {usable or _rollup_usable(d)}"""
+
+
+def _from_winners_rollups(
+    d: PanelDialect, select: str, tail: str, repeat: str | None = None, *, minutes: bool = True
+) -> str:
+    """``select`` … ``tail`` over the winners' figures as measured (``llm_winners_1m``) or
+    re-derived at the offered threshold chosen (``llm_winners_at_1m``): one of the two."""
+    measured = _from_winners_rollup(d, select, repeat, usable=_rollup_usable(d, minutes=minutes))
+    at = _from_winners_rollup(
+        d, select, repeat, usable=_at_offered(d, minutes=minutes), table=WINNERS_AT_ROLLUP
+    )
+    return f"({measured}{tail})\nUNION ALL\n({at}{tail})"
 
 
 def _from_rollup(d: PanelDialect, table: str, select: str, where: str = "") -> str:
@@ -243,24 +283,32 @@ WHERE {_rollup_range(MINUTE)} AND {d.filters()}{extra}"""
 
 
 def _worst_rows(d: PanelDialect) -> str:
-    """``w``: the winners the worst-calls queries rank — in ClickHouse, when the threshold is
-    "as measured", the first :data:`WORST_CALLS` rows of ``llm_stalled_winners`` (sorted by
-    stall descending, then trace id) in range and filtered; else the spans."""
+    """``w``: the winners the worst-calls queries rank — in ClickHouse, the first
+    :data:`WORST_CALLS` rows in range and filtered of ``llm_stalled_winners`` (as measured) or
+    ``llm_stalled_winners_at`` (at an offered threshold), sorted by stall descending, then
+    trace id; at any other threshold, the spans."""
     if not d.rollup:
         return _winners(d, stalled=True)
-    usable = _rollup_usable(d, minutes=False)
     columns = ", ".join(WORST_FIELDS)
-    return f"""{_winners(d, stalled=True, unless=usable, name="spans")},
-w AS (
-    SELECT {columns} FROM spans
-    UNION ALL
-    SELECT {columns} FROM (
+
+    def first(table: str, usable: str) -> str:
+        return f"""SELECT {columns} FROM (
         SELECT {columns}
-        FROM {d.relation(STALLED_WINNERS)}
+        FROM {d.relation(table)}
         WHERE {d.time_filter(CALL_STARTED_AT)} AND {d.since_start("started_at")}
           AND {d.filters()} AND {usable}
         ORDER BY {NEG_STALL_MS}, trace_id
-        LIMIT {WORST_CALLS})
+        LIMIT {WORST_CALLS})"""
+
+    measured = first(STALLED_WINNERS, _rollup_usable(d, minutes=False))
+    at = first(STALLED_WINNERS_AT, _at_offered(d, minutes=False))
+    return f"""{_winners(d, stalled=True, unless=_any_rollup(d, minutes=False), name="spans")},
+w AS (
+    SELECT {columns} FROM spans
+    UNION ALL
+    {measured}
+    UNION ALL
+    {at}
 )"""
 
 
@@ -275,7 +323,7 @@ def _time_split(d: PanelDialect) -> str:
     {_seconds(a.sum(STALL_MS.name))} AS stall_s,
     {_seconds(a.sum(WALL_MS.name))} AS wall_s"""
 
-    unless = _rollup_usable(d) if d.rollup else ""
+    unless = _any_rollup(d) if d.rollup else ""
     rows = f"""WITH {_winners(d, repeat=SOURCE, unless=unless)}
 SELECT
     {select(_ROWS)}
@@ -284,7 +332,7 @@ GROUP BY 1
 ORDER BY 1"""
     if not d.rollup:
         return rows
-    rolled = _from_winners_rollup(d, select(_ROLLED), repeat=SOURCE) + "\nGROUP BY 1"
+    rolled = _from_winners_rollups(d, select(_ROLLED), "\nGROUP BY 1", repeat=SOURCE)
     return _either(rolled, rows, "1")
 
 
@@ -295,7 +343,7 @@ def _stall_share(d: PanelDialect) -> str:
     {_series()} AS {SERIES},
     {d.to_double(share)} AS stall_pct"""
 
-    unless = _rollup_usable(d) if d.rollup else ""
+    unless = _any_rollup(d) if d.rollup else ""
     rows = f"""WITH {_winners(d, unless=unless)}
 SELECT
     {select(_ROWS)}
@@ -304,7 +352,7 @@ GROUP BY 1, 2
 ORDER BY 1, 2"""
     if not d.rollup:
         return rows
-    rolled = _from_winners_rollup(d, select(_ROLLED)) + "\nGROUP BY 1, 2"
+    rolled = _from_winners_rollups(d, select(_ROLLED), "\nGROUP BY 1, 2")
     return _either(rolled, rows, "1, 2")
 
 
@@ -318,9 +366,8 @@ def _stall_counts(d: PanelDialect) -> str:
     if d.is_clickhouse:
         label = f"if(bar = {n}, '{n}+', toString(bar))"
     if d.rollup:
-        usable = _rollup_usable(d, minutes=False)
-        rolled = _from_winners_rollup(d, f"{merged_map(STALL_COUNTS)} AS m", usable=usable)
-        return f"""WITH {_winners(d, unless=usable)},
+        rolled = _from_winners_rollups(d, f"{merged_map(STALL_COUNTS)} AS m", "", minutes=False)
+        return f"""WITH {_winners(d, unless=_any_rollup(d, minutes=False))},
 bars AS (
     SELECT least({STALL_COUNT.name}, CAST({n} AS BIGINT)) AS bar, toUInt64(1) AS n
     FROM w

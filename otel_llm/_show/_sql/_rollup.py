@@ -34,6 +34,7 @@ the panels' filters read a rollup as they read a view. The merge side (:func:`me
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from otel_llm import _semconv as sc
@@ -55,10 +56,12 @@ from otel_llm._show._sql._views import (
     CALL_OF_ATTEMPT,
     IDENTITY,
     STARTED_AT,
+    THRESHOLD,
     TRACE_ID,
     WINNER_OF_CALL,
     ClickHouse,
     ViewColumn,
+    _attempts_at,
 )
 
 WINNERS_ROLLUP: Final = "llm_winners_1m"
@@ -81,6 +84,13 @@ QUANTILE_SUFFIX: Final = "_q"
 _BY_ALIAS: Final = {c.alias: c for c in (*IDENTITY, *CALL_COLUMNS)}
 KEYS: Final = tuple(_BY_ALIAS[name] for name in ("service", "source", "provider", "model"))
 """The identity a rollup row is for, as the views name it."""
+THRESHOLD_OPTIONS_MS: Final = (100, 250, 500, 1000, 2000, 5000, 10000, 20000)
+"""The stall thresholds the dashboards offer besides "as measured": the rollups also hold the
+winners' stall figures re-derived at each (``llm_winners_at_1m``, ``llm_stalled_winners_at``)."""
+WINNERS_AT_ROLLUP: Final = "llm_winners_at_1m"
+STALLED_WINNERS_AT: Final = "llm_stalled_winners_at"
+THRESHOLD_KEY: Final = "threshold_ms"
+AT_THRESHOLD_SUMMED: Final = (WALL_MS, GENERATION_MS, STALL_MS)
 WORST_CALLS: Final = 20
 """Rows of the worst-stalls table (and options of the chosen call)."""
 STALLED_WINNERS: Final = "llm_stalled_winners"
@@ -172,6 +182,7 @@ def _column(view_column: ViewColumn) -> str:
 _CALL_ROLE: Final = f"{_q(TYPED['LlmRole'].name)} = '{sc.SPAN_ROLE_CALL}'"
 _ATTEMPT_ROLE: Final = f"{_q(TYPED['LlmRole'].name)} = '{sc.SPAN_ROLE_ATTEMPT}'"
 _KEY_TYPES: Final = {
+    THRESHOLD_KEY: "Int64",
     "service": "LowCardinality(String)",
     **dict.fromkeys(
         ("source", "provider", "model", "outcome", "leg", "error_type"), "Nullable(String)"
@@ -373,6 +384,84 @@ WHERE {_ATTEMPT_ROLE}{extra}
 GROUP BY {MINUTE}, {names}"""
 
 
+@dataclass(frozen=True, slots=True)
+class _AtThreshold(ClickHouse):
+    """``llm_attempts_at``'s re-derivation at one fixed threshold (a literal, not a
+    parameter: a materialized view takes none)."""
+
+    threshold_ms: int = 0
+
+    def parameter(self) -> str:
+        return str(self.threshold_ms)
+
+
+def _winner_at_join(source: str, select: str, where: str = "", group_by: str = "") -> str:
+    """``select`` over each call span of ``source`` (``c``) joined to its winning attempt
+    re-derived at every offered threshold (``a``: ``llm_attempts_at``'s columns, one row per
+    threshold)."""
+    (call, number), (span, winner) = CALL_OF_ATTEMPT, WINNER_OF_CALL
+    call_of = {c.alias: c.column for c in CALL_COLUMNS}
+    database = source.split(".", 1)[0]
+    attempts = "\nUNION ALL\n".join(
+        f"({_attempts_at(_AtThreshold(database, threshold_ms=t))})" for t in THRESHOLD_OPTIONS_MS
+    )
+    extra = f" AND {where}" if where else ""
+    grouped = f"\nGROUP BY {group_by}" if group_by else ""
+    return f"""SELECT
+    {select}
+FROM {source} AS c
+INNER JOIN (
+{attempts}
+) AS a
+    ON a.{call} = c.{_q(call_of[span])} AND a.{number} = c.{_q(call_of[winner])}
+WHERE c.{_CALL_ROLE}{extra}{grouped}"""
+
+
+def _winner_at_select(source: str, where: str = "") -> str:
+    """The winners' stall figures re-derived at each offered threshold, as states."""
+    states = [f"sumState({_figure(f'a.{f.name}')}) AS {f.name}" for f in AT_THRESHOLD_SUMMED]
+    keys_of, ones = _one_map(f"a.{STALL_COUNT.name}")
+    states.append(f"sumMapState({keys_of}, {ones}) AS {STALL_COUNTS}")
+    select = ",\n    ".join(
+        [
+            f"toStartOfMinute(c.{_q(STARTED_AT.column)}) AS {CALL_MINUTE}",
+            f"toStartOfMinute(a.{STARTED_AT.alias}) AS {MINUTE}",
+            *(f"a.{k.alias} AS {k.alias}" for k in KEYS),
+            f"a.{THRESHOLD.alias} AS {THRESHOLD_KEY}",
+            *states,
+        ]
+    )
+    keys = ", ".join([CALL_MINUTE, MINUTE, *(k.alias for k in KEYS), THRESHOLD_KEY])
+    return _winner_at_join(source, select, where, keys)
+
+
+def _stalled_at_columns() -> dict[str, tuple[str, str]]:
+    """Each column of :data:`STALLED_WINNERS_AT`: its type and its value in the join."""
+    figures = {f.name: (_FIGURE_TYPE, _figure(f"a.{f.name}")) for f in FIGURES}
+    return {
+        THRESHOLD_KEY: ("Int64", f"a.{THRESHOLD.alias}"),
+        CALL_STARTED_AT: ("DateTime64(9)", f"c.{_q(STARTED_AT.column)}"),
+        STARTED_AT.alias: ("DateTime64(9)", f"a.{STARTED_AT.alias}"),
+        TRACE_ID.alias: ("String", f"a.{TRACE_ID.alias}"),
+        NEG_STALL_MS: ("Int64", f"-assumeNotNull(a.{STALL_MS.name})"),
+        **{k.alias: (_KEY_TYPES[k.alias], f"a.{k.alias}") for k in KEYS},
+        **{name: figures[name] for name in WORST_FIELDS if name in figures},
+    }
+
+
+def _stalled_at_select(source: str, where: str = "") -> str:
+    columns = _stalled_at_columns()
+    select = ",\n    ".join(f"{value} AS {name}" for name, (_, value) in columns.items())
+    stalled = f"a.{STALL_MS.name} > 0"
+    return _winner_at_join(source, select, f"{stalled} AND {where}" if where else stalled)
+
+
+def _winner_at_values() -> list[str]:
+    values = [f"{f.name} AggregateFunction(sum, {_FIGURE_TYPE})" for f in AT_THRESHOLD_SUMMED]
+    values.append(f"{STALL_COUNTS} {_MAP_TYPE}")
+    return values
+
+
 def _view_name(table: str) -> str:
     return f"{table}_mv"
 
@@ -392,11 +481,24 @@ def rollup_statements(dialect: ClickHouse) -> tuple[str, ...]:
         f"(\n{columns}\n) ENGINE = {engine}\nPARTITION BY toDate({CALL_STARTED_AT})\n"
         f"ORDER BY ({NEG_STALL_MS}, {TRACE_ID.alias})"
     )
+    out.append(
+        _table(
+            dialect, WINNERS_AT_ROLLUP, (CALL_MINUTE, MINUTE), _winner_at_values(), (THRESHOLD_KEY,)
+        )
+    )
+    columns = ",\n".join(f"    {name} {kind}" for name, (kind, _) in _stalled_at_columns().items())
+    out.append(
+        f"CREATE TABLE IF NOT EXISTS {dialect.relation(STALLED_WINNERS_AT)}{dialect.on_cluster()} "
+        f"(\n{columns}\n) ENGINE = {engine}\nPARTITION BY toDate({CALL_STARTED_AT})\n"
+        f"ORDER BY ({THRESHOLD_KEY}, {NEG_STALL_MS}, {TRACE_ID.alias})"
+    )
     for table, select in (
         (WINNERS_ROLLUP, _winner_select(source)),
         (CALLS_ROLLUP, _call_select(source)),
         (ATTEMPTS_ROLLUP, _attempt_select(source)),
         (STALLED_WINNERS, _stalled_select(source)),
+        (WINNERS_AT_ROLLUP, _winner_at_select(source)),
+        (STALLED_WINNERS_AT, _stalled_at_select(source)),
     ):
         out.append(
             f"CREATE MATERIALIZED VIEW IF NOT EXISTS {dialect.relation(_view_name(table))}"
@@ -431,6 +533,13 @@ def backfill_statements(dialect: ClickHouse, start: str, end: str) -> tuple[str,
         f"DELETE FROM {dialect.relation(STALLED_WINNERS)}{dialect.on_cluster()} "
         f"WHERE {_between(CALL_STARTED_AT, start, end)}",
         f"INSERT INTO {dialect.relation(STALLED_WINNERS)}\n{_stalled_select(source, started)}",
+        f"DELETE FROM {dialect.relation(WINNERS_AT_ROLLUP)}{dialect.on_cluster()} "
+        f"WHERE {_between(CALL_MINUTE, start, end)}",
+        f"INSERT INTO {dialect.relation(WINNERS_AT_ROLLUP)}\n{_winner_at_select(source, started)}",
+        f"DELETE FROM {dialect.relation(STALLED_WINNERS_AT)}{dialect.on_cluster()} "
+        f"WHERE {_between(CALL_STARTED_AT, start, end)}",
+        f"INSERT INTO {dialect.relation(STALLED_WINNERS_AT)}\n"
+        f"{_stalled_at_select(source, started)}",
     )
 
 
@@ -468,10 +577,16 @@ def contents_sql(dialect: ClickHouse, table: str) -> str:
         minutes = (MINUTE,)
         values = [merged_count(ATTEMPTS), merged_sum(GAPS_AT_FLOOR), merged_map(GAPS_MS)]
         extra = ATTEMPT_KEYS
-    elif table == STALLED_WINNERS:
+    elif table == WINNERS_AT_ROLLUP:
+        minutes = (CALL_MINUTE, MINUTE)
+        values = [merged_sum(f.name) for f in AT_THRESHOLD_SUMMED]
+        values.append(merged_map(STALL_COUNTS))
+        extra = (THRESHOLD_KEY,)
+    elif table in (STALLED_WINNERS, STALLED_WINNERS_AT):
+        first = f"{THRESHOLD_KEY}, " if table == STALLED_WINNERS_AT else ""
         return (
             f"SELECT * FROM {dialect.relation(table)}\n"
-            f"ORDER BY {NEG_STALL_MS}, {TRACE_ID.alias}, {CALL_STARTED_AT}"
+            f"ORDER BY {first}{NEG_STALL_MS}, {TRACE_ID.alias}, {CALL_STARTED_AT}"
         )
     else:
         raise ValueError(f"not a rollup: {table}")

@@ -327,8 +327,8 @@ def test_a_cluster_schema_is_on_cluster_and_replicated() -> None:
     statements = statements_of(schema_sql(cluster="llm"))
     assert sum(s.startswith("WITH") for s in statements) == 1
     assert all("ON CLUSTER `llm`" in s for s in statements if not s.startswith("WITH"))
-    assert sum("ENGINE = ReplicatedMergeTree()" in s for s in statements) == 3
-    assert sum("ENGINE = ReplicatedAggregatingMergeTree()" in s for s in statements) == 3
+    assert sum("ENGINE = ReplicatedMergeTree()" in s for s in statements) == 4
+    assert sum("ENGINE = ReplicatedAggregatingMergeTree()" in s for s in statements) == 4
     unreplicated = re.sub(r"Replicated(Aggregating)?MergeTree\(\)", "", "".join(statements))
     assert "MergeTree()" not in unreplicated
 

@@ -37,6 +37,8 @@ from otel_llm._show._sql._rollup import (
     ATTEMPTS_ROLLUP,
     CALLS_ROLLUP,
     STALLED_WINNERS,
+    STALLED_WINNERS_AT,
+    WINNERS_AT_ROLLUP,
     WINNERS_ROLLUP,
     contents_sql,
 )
@@ -156,6 +158,8 @@ def _reads(session: Any) -> dict[str, Any]:
         contents_sql(CLICKHOUSE, CALLS_ROLLUP),
         contents_sql(CLICKHOUSE, ATTEMPTS_ROLLUP),
         contents_sql(CLICKHOUSE, STALLED_WINNERS),
+        contents_sql(CLICKHOUSE, WINNERS_AT_ROLLUP),
+        contents_sql(CLICKHOUSE, STALLED_WINNERS_AT),
     ]
     found: dict[str, Any] = {sql: in_chdb(session, sql) for sql in relations}
     for key, sql in _panel_queries(session).items():

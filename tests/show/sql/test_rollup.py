@@ -33,6 +33,7 @@ from otel_llm._show._sql._panel_sql import (
 )
 from otel_llm._show._sql._rollup import (
     CALLS_ROLLUP,
+    WINNERS_AT_ROLLUP,
     WINNERS_ROLLUP,
     backfill_statements,
     contents_sql,
@@ -97,13 +98,17 @@ def chdb() -> Iterator[Any]:
 
 
 def _context(
-    interval: timedelta, chosen: dict[str, tuple[str, ...]], start: datetime, end: datetime
+    interval: timedelta,
+    chosen: dict[str, tuple[str, ...]],
+    start: datetime,
+    end: datetime,
+    threshold: int = AS_MEASURED,
 ) -> QueryContext:
     variables = {
         name: Variable(chosen[name], True, True) if name in chosen else all_of(())
         for name in FILTERS
     }
-    variables[THRESHOLD] = Variable(str(AS_MEASURED))
+    variables[THRESHOLD] = Variable(str(threshold))
     variables[CALL] = Variable("")
     return QueryContext(start, end, interval, variables)
 
@@ -127,11 +132,20 @@ def _close(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+RE_DERIVED: Final = (250, 1000, 300)
+"""Two thresholds the dashboard offers (the rollups re-derive at them) and one it does not
+(the panels read the spans)."""
 CASES: Final = [
-    (panel.key, interval, case)
+    (panel.key, interval, case, AS_MEASURED)
     for panel in ROLLED
     for interval in (INTERVALS if panel in OVER_TIME else INTERVALS[:1])
     for case in FILTERED
+] + [
+    (panel.key, INTERVALS[1], case, threshold)
+    for panel in ROLLED
+    if "${" + THRESHOLD + "}" in panel.sql(CLICKHOUSE_RAW_PANELS)
+    for case in ("all", "source")
+    for threshold in RE_DERIVED
 ]
 
 
@@ -141,18 +155,18 @@ def test_every_panel_but_the_timeline_has_a_rollup_reading() -> None:
     assert {p.key for p in PANELS} - {p.key for p in ROLLED} == {"timeline"}
 
 
-@pytest.mark.parametrize(("key", "interval", "case"), CASES)
+@pytest.mark.parametrize(("key", "interval", "case", "threshold"), CASES)
 def test_the_rollup_reads_what_the_spans_read(
-    chdb: Any, key: str, interval: timedelta, case: str
+    chdb: Any, key: str, interval: timedelta, case: str, threshold: int
 ) -> None:
     """A panel from the rollups equals the same panel from the spans (the raw SQL of the
     same run), row for row: counts and sums exactly, the worst calls and their order, the
     gap bars, and the TTFT quantiles exactly too, every bucket holding at most the reservoir's
     8192 values (checked), where ClickHouse's ``quantile`` keeps them all and interpolates as
-    ``quantileExactInclusive``."""
+    ``quantileExactInclusive``; as measured and re-derived at a threshold."""
     panel = next(p for p in ROLLED if p.key == key)
     start, end = END - timedelta(hours=HOURS + 1), END + timedelta(minutes=2)
-    context = _context(interval, FILTERED[case], start, end)
+    context = _context(interval, FILTERED[case], start, end, threshold)
     for run, here in _runs(panel, context):
         rolled = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_PANELS), here, "clickhouse"))
         raw = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_RAW_PANELS), here, "clickhouse"))
@@ -163,11 +177,10 @@ def test_the_rollup_reads_what_the_spans_read(
             assert all(_close(g, w) for g, w in zip(got, want, strict=True)), (run, got, want)
 
 
-@pytest.mark.parametrize("threshold", [250, 1000])
+@pytest.mark.parametrize("threshold", [250, 1000, 300])
 def test_ttft_reads_the_rollup_at_any_threshold(chdb: Any, threshold: int) -> None:
-    """TTFT does not depend on the stall threshold, so at a re-derived threshold the TTFT
-    panel still reads the rollup — and equals the spans' panel at that threshold — while the
-    stall share (which does depend on it) reads the spans there."""
+    """TTFT does not depend on the stall threshold, so at any threshold (offered or not) the
+    TTFT panel reads the measured rollup — and equals the spans' panel at that threshold."""
     start, end = END - timedelta(hours=HOURS + 1), END + timedelta(minutes=2)
     context = _context(timedelta(minutes=5), {}, start, end)
     context = replace(context, variables={**context.variables, THRESHOLD: Variable(str(threshold))})
@@ -178,8 +191,6 @@ def test_ttft_reads_the_rollup_at_any_threshold(chdb: Any, threshold: int) -> No
     assert len(rolled[1]) == len(raw[1])
     for got, want in zip(rolled[1], raw[1], strict=True):
         assert all(_close(g, w) for g, w in zip(got, want, strict=True)), (got, want)
-    share = next(p for p in ROLLED if p.key == "stall_share").sql(CLICKHOUSE_PANELS)
-    assert "AND NOT (${threshold} = 0 AND" in share
     assert "AND NOT ($__interval_s % 60 = 0)" in ttft.sql(CLICKHOUSE_PANELS)
 
 
@@ -214,7 +225,8 @@ def test_each_bucket_is_within_the_reservoir(chdb: Any) -> None:
 def test_the_panels_read_the_rollups(chdb: Any) -> None:
     """At a whole-minute interval and the threshold as measured, the ClickHouse panels answer
     from the rollups: a row only the rollups hold (in a range no span is in) is what they
-    draw; at a 30 s interval, or at a re-derived threshold, they read the spans (nothing)."""
+    draw; at a 30 s interval they read the spans (nothing); at an offered threshold the
+    re-derived rollup's row for it, at one not offered the spans."""
     minute = datetime(2001, 1, 1, 0, 0, tzinfo=UTC)
     at = f"toDateTime({int(minute.timestamp())})"
     chdb.query(
@@ -249,6 +261,17 @@ def test_the_panels_read_the_rollups(chdb: Any) -> None:
         replace(context, variables={**context.variables, THRESHOLD: Variable("250")}),
     ):
         assert in_chdb(chdb, expand(share.sql(CLICKHOUSE_PANELS), other, "clickhouse"))[1] == []
+    chdb.query(
+        f"INSERT INTO {DATABASE}.{WINNERS_AT_ROLLUP} (call_minute, minute, service, source, "
+        "provider, model, threshold_ms, wall_ms, stall_ms) "
+        f"SELECT {at}, {at}, 'rollup-only', 'a', 'sim', 'm', 250, "
+        "sumState(CAST(1000 AS Nullable(Int64))), sumState(CAST(250 AS Nullable(Int64)))"
+    )
+    at_250 = replace(context, variables={**context.variables, THRESHOLD: Variable("250")})
+    _, rows = in_chdb(chdb, expand(share.sql(CLICKHOUSE_PANELS), at_250, "clickhouse"))
+    assert [row[1:] for row in rows] == [["a/m", 25.0]]  # re-derived at 250 ms: its own row
+    at_300 = replace(context, variables={**context.variables, THRESHOLD: Variable("300")})
+    assert in_chdb(chdb, expand(share.sql(CLICKHOUSE_PANELS), at_300, "clickhouse"))[1] == []
     assert (
         in_chdb(
             chdb,
