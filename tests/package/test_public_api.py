@@ -87,9 +87,9 @@ EXPECTED = {
 }
 
 
-PUBLIC_SUBPACKAGES = {"testing", "simulator", "cli"}
-"""Public on purpose: test doubles, the simulated provider, the command line (present in the
-namespace once imported)."""
+PUBLIC_SUBPACKAGES = {"testing", "simulator", "cli", "conformance"}
+"""Public on purpose: test doubles, the simulated provider, the command line, the conformance
+suite (present in the namespace once imported)."""
 
 
 def test_public_names_are_exactly_the_curated_set() -> None:
