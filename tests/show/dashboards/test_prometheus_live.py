@@ -504,8 +504,8 @@ def test_every_query_returns_data(live: Live) -> None:
 
 def test_the_units(live: Live) -> None:
     """A panel in seconds reads _seconds metrics and gives seconds (the p95 TTFT of the 200 ms
-    script between 0.2 and 1); a percentage is 100 × a ratio, between 0 and 100; a count is a whole
-    number of _total or bucket series."""
+    script at least 0.2, far below 200); a percentage is 100 × a ratio, between 0 and 100; a
+    count is a whole number of _total or bucket series."""
     for panel in _panels():
         unit = panel["fieldConfig"]["defaults"]["unit"]
         for target in panel["targets"]:
@@ -527,7 +527,10 @@ def test_the_units(live: Live) -> None:
         for s in _target(live, "Time to first chunk: p50 / p95 / p99", 1)
         if s["metric"].get(FILTER_LABELS["model"]) == "slow-start"
     ]
-    assert 0.2 <= _value(slow) <= 1.0  # its scripted first-chunk delay is 200 ms
+    # Seconds, not milliseconds: its scripted first-chunk delay is 200 ms, so at least 0.2, and
+    # far below the 200 a figure in milliseconds would be; a loaded machine may add a second or
+    # more (test_ttft_p95_from_the_buckets holds the exact bucket, against the store's p95).
+    assert 0.2 <= _value(slow) < 20
 
 
 def test_totals_over_the_range_equal_the_stores(live: Live) -> None:

@@ -72,15 +72,22 @@ def templates(version: str, *, json_schema: bool = False) -> dict[str, str]:
 
 
 def _module_cache(version: str) -> Path:
+    """The templates of ``version``'s module in the Go module cache, downloaded through the Go
+    module proxy when missing (``go mod download`` needs no module of its own for this)."""
     go = shutil.which("go") or "/usr/local/go/bin/go"
     try:
         found = subprocess.run(
-            [go, "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        found = ""
-    gopath = Path(found or os.environ.get("GOMODCACHE") or Path.home() / "go" / "pkg" / "mod")
-    return gopath / f"{MODULE}@{version}" / "internal" / "sqltemplates"
+            [go, "mod", "download", "-json", f"{MODULE}@{version}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        ).stdout
+        folder = Path(json.loads(found)["Dir"])
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+        gopath = Path(os.environ.get("GOMODCACHE") or Path.home() / "go" / "pkg" / "mod")
+        folder = gopath / f"{MODULE}@{version}"
+    return folder / "internal" / "sqltemplates"
 
 
 def in_chdb(session: Any, sql: str) -> tuple[list[str], list[list[Any]]]:
@@ -93,8 +100,8 @@ def in_chdb(session: Any, sql: str) -> tuple[list[str], list[list[Any]]]:
 
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_the_fixtures_are_the_exporters_own(version: str) -> None:
-    """Each version's fixtures are byte for byte its module's templates (when ``go mod
-    download`` has put that version in the Go module cache)."""
+    """Each version's fixtures are byte for byte its module's templates, as ``go mod download``
+    fetches them."""
     folder = _module_cache(version)
     require(folder.is_dir(), f"the exporter's module {version} in the Go module cache at {folder}")
     for name in (*MAP_FILES, *JSON_FILES):
