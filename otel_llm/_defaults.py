@@ -152,6 +152,12 @@ class Defaults:
     pending_call_figures: int = 10_000
     """Calls whose attempt figures the processor keeps while waiting for the call span."""
 
+    winner_gap_floor_ms: int = 100
+    """The call span carries its winner's gaps longer than this (and longer than the winner's
+    chunk-event floor), so a query re-derives the winner's stalls at any threshold at or above
+    it without reading the attempt. Each is a stall at some threshold anyone asks about; the
+    gaps of a healthy stream, tens of milliseconds, are left on the attempt span."""
+
     # --- the resilient client -------------------------------------------------------------
     max_attempts: int = 3
     """Attempts that may fail (transiently) before a call gives up; 429s do not count."""

@@ -132,6 +132,16 @@ CALL_HEDGES: Final = "otel_llm.call.hedges"
 CALL_HEDGE_WON: Final = "otel_llm.call.hedge_won"
 CALL_WINNER_ATTEMPT: Final = "otel_llm.call.winner_attempt"
 """The ``otel_llm.attempt.number`` whose figures the call span carries."""
+CALL_WINNER_MODEL: Final = "otel_llm.call.winner_model"
+"""The winning attempt's ``gen_ai.request.model`` (its source's model, which a failover or a
+hedge may make differ from the call's)."""
+CALL_WINNER_GAPS_NS: Final = "otel_llm.call.winner_gaps_ns"
+"""The winning attempt's gaps between chunks longer than ``otel_llm.call.winner_gaps_floor_ms``,
+in ns and in order: enough to re-derive its stall figures at any threshold at or above the
+floor from the call span alone."""
+CALL_WINNER_GAPS_FLOOR_MS: Final = "otel_llm.call.winner_gaps_floor_ms"
+"""The floor of ``otel_llm.call.winner_gaps_ns``: every gap of the winner longer than it is
+there."""
 CALL_SOURCES_TRIED: Final = "otel_llm.call.sources_tried"
 CALL_HEDGE_WASTE_TOKENS: Final = "otel_llm.call.hedge_waste_tokens"
 CALL_HEDGE_WASTE_CHUNKS: Final = "otel_llm.call.hedge_waste_chunks"

@@ -151,6 +151,9 @@ ALTER TABLE "otel"."otel_traces"
     ADD COLUMN IF NOT EXISTS "CallWinnerAttempt" Nullable(Int32) MATERIALIZED toInt32OrNull(SpanAttributes['otel_llm.call.winner_attempt']),
     ADD COLUMN IF NOT EXISTS "HedgeWasteTokens" Nullable(Int64) MATERIALIZED toInt64OrNull(SpanAttributes['otel_llm.call.hedge_waste_tokens']),
     ADD COLUMN IF NOT EXISTS "HedgeWasteChunks" Nullable(Int64) MATERIALIZED toInt64OrNull(SpanAttributes['otel_llm.call.hedge_waste_chunks']),
+    ADD COLUMN IF NOT EXISTS "WinnerModel" Nullable(String) MATERIALIZED if(mapContains(SpanAttributes, 'otel_llm.call.winner_model'), SpanAttributes['otel_llm.call.winner_model'], NULL),
+    ADD COLUMN IF NOT EXISTS "WinnerGapsFloorMs" Nullable(Int64) MATERIALIZED toInt64OrNull(SpanAttributes['otel_llm.call.winner_gaps_floor_ms']),
+    ADD COLUMN IF NOT EXISTS "WinnerGapNs" Array(Int64) MATERIALIZED JSONExtract(SpanAttributes['otel_llm.call.winner_gaps_ns'], 'Array(Int64)'),
     ADD COLUMN IF NOT EXISTS "ChunkIndex" Array(Nullable(Int64)) MATERIALIZED arrayMap(a -> toInt64OrNull(a['otel_llm.chunk.index']), arrayFilter((x, n) -> n = 'otel_llm.chunk', "Events.Attributes", "Events.Name")),
     ADD COLUMN IF NOT EXISTS "ChunkGapNs" Array(Nullable(Int64)) MATERIALIZED arrayMap(a -> toInt64OrNull(a['otel_llm.chunk.gap_ns']), arrayFilter((x, n) -> n = 'otel_llm.chunk', "Events.Attributes", "Events.Name")),
     ADD COLUMN IF NOT EXISTS "ChunkOffsetNs" Array(Int64) MATERIALIZED arrayMap(t -> toInt64(toUnixTimestamp64Nano(t)) - toInt64(toUnixTimestamp64Nano(Timestamp)), arrayFilter((x, n) -> n = 'otel_llm.chunk', "Events.Timestamp", "Events.Name"));
@@ -220,6 +223,8 @@ SELECT
     "MaxInterChunkMs" AS max_inter_chunk_ms,
     "ChunkCount" AS chunk_count,
     "StallThresholdMs" AS stall_threshold_ms,
+    "WinnerModel" AS winner_model,
+    "WinnerGapsFloorMs" AS winner_gaps_floor_ms,
     "InputTokens" AS input_tokens,
     "OutputTokens" AS output_tokens,
     "Duration" AS duration_ns
@@ -316,6 +321,251 @@ SELECT
     output_tokens,
     duration_ns
 FROM measured;
+
+CREATE OR REPLACE VIEW otel.llm_winners AS
+SELECT
+    "Timestamp" AS started_at,
+    "TraceId" AS trace_id,
+    "SpanId" AS call_span_id,
+    "ServiceName" AS service,
+    "Operation" AS operation,
+    "Provider" AS provider,
+    "WinnerModel" AS model,
+    "Source" AS source,
+    "Stream" AS stream,
+    "CallWinnerAttempt" AS attempt,
+    "TtftMs" AS ttft_ms,
+    "WallMs" AS wall_ms,
+    "GenerationMs" AS generation_ms,
+    "StallMs" AS stall_ms,
+    "StallCount" AS stall_count,
+    "MaxInterChunkMs" AS max_inter_chunk_ms,
+    "ChunkCount" AS chunk_count,
+    "StallThresholdMs" AS stall_threshold_ms,
+    "MeteringStatus" AS metering_status,
+    "CallHedges" AS call_hedges,
+    "CallHedgeWon" AS call_hedge_won
+FROM otel.otel_traces
+WHERE "LlmRole" = 'call' AND "WinnerGapsFloorMs" IS NOT NULL
+UNION ALL
+SELECT
+    c.started_at AS started_at,
+    c.trace_id AS trace_id,
+    c.span_id AS call_span_id,
+    a.service AS service,
+    a.operation AS operation,
+    a.provider AS provider,
+    a.model AS model,
+    a.source AS source,
+    a.stream AS stream,
+    a.attempt AS attempt,
+    a.ttft_ms AS ttft_ms,
+    a.wall_ms AS wall_ms,
+    a.generation_ms AS generation_ms,
+    a.stall_ms AS stall_ms,
+    a.stall_count AS stall_count,
+    a.max_inter_chunk_ms AS max_inter_chunk_ms,
+    a.chunk_count AS chunk_count,
+    a.stall_threshold_ms AS stall_threshold_ms,
+    a.metering_status AS metering_status,
+    c.hedges AS call_hedges,
+    c.hedge_won AS call_hedge_won
+FROM otel.llm_calls c
+JOIN otel.llm_attempts a ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt AND a.trace_id = c.trace_id
+WHERE c.winner_gaps_floor_ms IS NULL;
+
+CREATE OR REPLACE VIEW otel.llm_winners_at AS
+SELECT * FROM (
+WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "WinnerModel" AS model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "CallWinnerAttempt" AS attempt,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "CallHedges" AS call_hedges,
+        "CallHedgeWon" AS call_hedge_won,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        {threshold_ms:Int64} = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        {threshold_ms:Int64} >= coalesce("WinnerGapsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST({threshold_ms:Int64} AS BIGINT) * 1000000, "WinnerGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'call' AND "WinnerGapsFloorMs" <= {threshold_ms:Int64}
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    call_span_id,
+    service,
+    operation,
+    provider,
+    model,
+    source,
+    stream,
+    attempt,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST({threshold_ms:Int64} AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    call_hedges,
+    call_hedge_won
+FROM measured
+)
+UNION ALL
+SELECT
+    c.started_at AS started_at,
+    c.trace_id AS trace_id,
+    c.span_id AS call_span_id,
+    a.service AS service,
+    a.operation AS operation,
+    a.provider AS provider,
+    a.model AS model,
+    a.source AS source,
+    a.stream AS stream,
+    a.attempt AS attempt,
+    a.ttft_ms AS ttft_ms,
+    a.wall_ms AS wall_ms,
+    a.generation_ms AS generation_ms,
+    a.stall_ms AS stall_ms,
+    a.stall_count AS stall_count,
+    a.max_inter_chunk_ms AS max_inter_chunk_ms,
+    a.chunk_count AS chunk_count,
+    a.stall_threshold_ms AS stall_threshold_ms,
+    a.metering_status AS metering_status,
+    c.hedges AS call_hedges,
+    c.hedge_won AS call_hedge_won
+FROM otel.llm_calls c
+JOIN (
+WITH flagged AS (
+    SELECT
+        "Timestamp" AS started_at,
+        "TraceId" AS trace_id,
+        "SpanId" AS span_id,
+        "ParentSpanId" AS call_span_id,
+        "ServiceName" AS service,
+        "SpanName" AS span_name,
+        "Operation" AS operation,
+        "Provider" AS provider,
+        "RequestModel" AS model,
+        "ResponseModel" AS response_model,
+        "Source" AS source,
+        "Stream" AS stream,
+        "Leg" AS leg,
+        "AttemptNumber" AS attempt,
+        "Outcome" AS outcome,
+        "ErrorType" AS error_type,
+        "StatusCode" AS status_code,
+        "TtftMs" AS ttft_ms,
+        "WallMs" AS wall_ms,
+        "MaxInterChunkMs" AS max_inter_chunk_ms,
+        "ChunkCount" AS chunk_count,
+        "MeteringStatus" AS metering_status,
+        "InputTokens" AS input_tokens,
+        "OutputTokens" AS output_tokens,
+        "Duration" AS duration_ns,
+        "GenerationMs" AS measured_generation_ms,
+        "StallMs" AS measured_stall_ms,
+        "StallCount" AS measured_stall_count,
+        {threshold_ms:Int64} = "StallThresholdMs" AND "StallMs" IS NOT NULL AS measured_here,
+        coalesce("Outcome", '') IN ('cancelled', 'hedge_cancelled') AS cancelled,
+        coalesce("MeteringStatus", '') IN ('exact', 'not_streamed') AS complete,
+        coalesce("Stream", false) AND coalesce("ChunkCount", 0) >= 2
+            AS observable,
+        {threshold_ms:Int64} >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
+        arrayFilter(g -> g > CAST({threshold_ms:Int64} AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
+    FROM otel.otel_traces
+    WHERE "LlmRole" = 'attempt'
+),
+measured AS (
+    SELECT
+        *,
+        NOT cancelled AND complete AND observable AND above_floor AS usable,
+        intDiv(coalesce(arraySum(x -> ifNull(x, 0), stall_gaps), 0), 1000000)
+            AS stall_total_ms
+    FROM flagged
+)
+SELECT
+    started_at,
+    trace_id,
+    span_id,
+    call_span_id,
+    service,
+    span_name,
+    operation,
+    provider,
+    model,
+    response_model,
+    source,
+    stream,
+    leg,
+    attempt,
+    outcome,
+    error_type,
+    status_code,
+    ttft_ms,
+    wall_ms,
+    CASE
+        WHEN usable THEN greatest(0, wall_ms - stall_total_ms)
+        WHEN measured_here THEN greatest(0, wall_ms - measured_stall_ms)
+        WHEN NOT cancelled AND complete AND NOT observable THEN wall_ms
+    END AS generation_ms,
+    CASE
+        WHEN usable THEN stall_total_ms
+        WHEN measured_here THEN measured_stall_ms
+    END AS stall_ms,
+    CASE
+        WHEN usable THEN toInt64(length(stall_gaps))
+        WHEN measured_here THEN measured_stall_count
+    END AS stall_count,
+    max_inter_chunk_ms,
+    chunk_count,
+    CAST({threshold_ms:Int64} AS BIGINT) AS stall_threshold_ms,
+    metering_status,
+    input_tokens,
+    output_tokens,
+    duration_ns
+FROM measured
+) a ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt AND a.trace_id = c.trace_id
+WHERE (c.winner_gaps_floor_ms IS NULL OR c.winner_gaps_floor_ms > {threshold_ms:Int64});
 
 CREATE TABLE IF NOT EXISTS otel.llm_winners_1m (
     call_minute DateTime,

@@ -378,8 +378,8 @@ func baseFiller(column fieldSpec) (filler, error) {
 
 // typedFiller fills a typed column from its attribute, as otel_llm's typed_columns does:
 // VARCHAR takes any value (strings as they are, others rendered), BIGINT an int, INTEGER an
-// int within 32 bits, BOOLEAN a bool; any other value is NULL. An otel-llm span without the
-// attribute gets the column's default.
+// int within 32 bits, BOOLEAN a bool, BIGINT[] an array of ints; any other value is NULL. An
+// otel-llm span without the attribute gets the column's default.
 func typedFiller(plan typedSpec, i int, column fieldSpec) (filler, error) {
 	var dflt *bool = plan.Default
 	if dflt != nil && plan.SQLType != "BOOLEAN" {
@@ -429,6 +429,26 @@ func typedFiller(plan typedSpec, i int, column fieldSpec) (filler, error) {
 				bb.AppendNull()
 			}
 		}, expect(column, "bool", "")
+	case "BIGINT[]":
+		return func(b array.Builder, s *span, _ *rows) {
+			lb := b.(*array.ListBuilder)
+			if !s.found[i] || s.typed[i].Type() != pcommon.ValueTypeSlice {
+				lb.AppendNull()
+				return
+			}
+			items := s.typed[i].Slice()
+			for k := 0; k < items.Len(); k++ {
+				if items.At(k).Type() != pcommon.ValueTypeInt {
+					lb.AppendNull() // as the Python writer: a list of ints or nothing
+					return
+				}
+			}
+			lb.Append(true)
+			values := lb.ValueBuilder().(*array.Int64Builder)
+			for k := 0; k < items.Len(); k++ {
+				values.Append(items.At(k).Int())
+			}
+		}, expect(column, "list", "int64")
 	}
 	return nil, fmt.Errorf("typed column %q has a type this exporter does not fill: %s", plan.Column, plan.SQLType)
 }

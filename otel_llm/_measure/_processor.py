@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -23,7 +23,14 @@ from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
 from otel_llm._figures import FIGURES
 from otel_llm._measure._events import read_chunk_columns
-from otel_llm._measure._stalls import StallFigures, meter, to_ms, validate_threshold_ms
+from otel_llm._measure._stalls import (
+    NS_PER_MS,
+    StallFigures,
+    Timeline,
+    meter,
+    to_ms,
+    validate_threshold_ms,
+)
 
 logger = logging.getLogger("otel_llm")
 
@@ -85,15 +92,40 @@ def derive_attempt(
     span: ReadableSpan, default_threshold_ms: int
 ) -> tuple[StallFigures | None, dict[str, AttributeValue]]:
     """Derive one attempt span's figures; returns them and the attributes to add."""
+    figures, extra, _ = _derive_attempt(span, default_threshold_ms)
+    return figures, extra
+
+
+def winner_attributes(
+    attributes: Mapping[str, Any], timeline: Timeline
+) -> dict[str, AttributeValue]:
+    """What the call span carries of its winning attempt beside the figures: the attempt's
+    model and its gaps longer than :attr:`~otel_llm._defaults.Defaults.winner_gap_floor_ms`
+    (or than its chunk-event floor, if higher: shorter gaps may be missing there)."""
+    floor_ms = max(DEFAULTS.winner_gap_floor_ms, timeline.complete_above_ms)
+    floor_ns = floor_ms * NS_PER_MS
+    extra: dict[str, AttributeValue] = {
+        sc.CALL_WINNER_GAPS_FLOOR_MS: floor_ms,
+        sc.CALL_WINNER_GAPS_NS: tuple(gap for gap in timeline.gaps_ns if gap > floor_ns),
+    }
+    model = attributes.get(sc.GEN_AI_REQUEST_MODEL)
+    if isinstance(model, str):
+        extra[sc.CALL_WINNER_MODEL] = model
+    return extra
+
+
+def _derive_attempt(
+    span: ReadableSpan, default_threshold_ms: int
+) -> tuple[StallFigures | None, dict[str, AttributeValue], Timeline | None]:
     attributes = span.attributes or {}
     start, end = span.start_time, span.end_time
     if start is None or end is None:
-        return None, {}
+        return None, {}, None
     threshold = attributes.get(sc.STALL_THRESHOLD_MS, default_threshold_ms)
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold <= 0:
         threshold = default_threshold_ms
     if attributes.get(sc.ATTEMPT_OUTCOME) in sc.OUTCOMES_WITHOUT_FIGURES:
-        return None, {sc.WALL_MS: to_ms(end - start)}
+        return None, {sc.WALL_MS: to_ms(end - start)}, None
     events = span.events
     recorded = read_chunk_columns(
         attributes,
@@ -106,15 +138,15 @@ def derive_attempt(
     )
     wall_only: dict[str, AttributeValue] = {sc.WALL_MS: to_ms(end - start)}
     if recorded.timeline is None:
-        return None, {**wall_only, sc.METERING_STATUS: recorded.status}
+        return None, {**wall_only, sc.METERING_STATUS: recorded.status}, None
     try:
         figures = meter(recorded.timeline, threshold)
     except ValueError:  # below the event floor, and not the threshold measured at
-        return None, {**wall_only, sc.METERING_STATUS: sc.METERING_INCOMPLETE_FLOOR}
+        return None, {**wall_only, sc.METERING_STATUS: sc.METERING_INCOMPLETE_FLOOR}, None
     extra = figure_attributes(figures)
     extra[sc.METERING_STATUS] = recorded.status
     extra[sc.STALL_THRESHOLD_MS] = threshold
-    return figures, extra
+    return figures, extra, recorded.timeline
 
 
 class DerivingSpanProcessor(SpanProcessor):
@@ -196,10 +228,14 @@ class DerivingSpanProcessor(SpanProcessor):
         attributes = span.attributes or {}
         role = attributes.get(sc.SPAN_ROLE)
         if role == sc.SPAN_ROLE_ATTEMPT:
-            figures, extra = derive_attempt(span, self._default_threshold_ms)
-            if figures is not None and attributes.get(sc.ATTEMPT_OUTCOME) == sc.OUTCOME_OK:
+            figures, extra, timeline = _derive_attempt(span, self._default_threshold_ms)
+            if (
+                figures is not None
+                and timeline is not None
+                and attributes.get(sc.ATTEMPT_OUTCOME) == sc.OUTCOME_OK
+            ):
                 ttft_s = attributes.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
-                copied = dict(extra)
+                copied = {**extra, **winner_attributes(attributes, timeline)}
                 if ttft_s is not None:
                     copied[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ttft_s
                 self._remember(span, copied)

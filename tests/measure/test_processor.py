@@ -123,6 +123,49 @@ def test_winner_figures_are_copied_onto_the_call_span(spans: Spans) -> None:
     assert attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] == pytest.approx(0.1)
 
 
+def test_the_call_span_carries_its_winners_long_gaps_and_model(spans: Spans) -> None:
+    """Beside the figures, the call span carries the winner's model and, in order, its gaps
+    longer than the floor (100 ms) — not the loser's, not the winner's shorter gaps — so a
+    query re-derives the winner's stalls at any threshold from 100 ms from the call alone."""
+    call = spans.tracer.start_span("chat sim", attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL})
+    ctx = trace.set_span_in_context(call)
+    run_attempt(spans, [10, 20, 5000, 5010], 5020, number=1, context=ctx)
+    # gaps 50, 100 (not longer than the floor), 101, 2000, 30 ms
+    winner = run_attempt(spans, [100, 150, 250, 351, 2351, 2381], 2400, number=2, context=ctx)
+    call.set_attribute(sc.CALL_WINNER_ATTEMPT, 2)
+    call.end()
+    (call_span,) = spans.calls()
+    attrs = call_span.attributes or {}
+    assert attrs[sc.CALL_WINNER_GAPS_FLOOR_MS] == 100
+    assert list(attrs[sc.CALL_WINNER_GAPS_NS]) == [101 * MS, 2000 * MS]  # type: ignore[arg-type]
+    assert attrs[sc.STALL_COUNT] == winner.stall_count == 1
+    assert sc.CALL_WINNER_MODEL not in attrs  # this attempt named no model
+    (_, second) = spans.attempts()
+    assert sc.CALL_WINNER_GAPS_NS not in (second.attributes or {})  # on the call span only
+
+
+def test_a_winner_whose_events_were_thinned_carries_the_events_floor() -> None:
+    """When the winner's chunk events were thinned above a floor higher than 100 ms, its
+    shorter gaps are unknown: the call says so with that floor, and carries every gap above."""
+    pipeline = Spans(max_events=12)
+    call = pipeline.tracer.start_span("chat x", attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL})
+    ctx = trace.set_span_in_context(call)
+    gaps_ms = [300 + (i % 7) + (1700 if i % 13 == 5 else 0) for i in range(39)]
+    arrivals = [float(sum(gaps_ms[:i])) for i in range(40)]  # 294-306 ms, and three of 2 s
+    run_attempt(pipeline, arrivals, arrivals[-1] + 1, context=ctx)
+    call.end()
+    (attempt,) = pipeline.attempts()
+    floor = (attempt.attributes or {})[sc.CHUNK_EVENTS_FLOOR_MS]
+    (call_span,) = pipeline.calls()
+    attrs = call_span.attributes or {}
+    assert isinstance(floor, int)
+    assert floor > 100
+    assert attrs[sc.CALL_WINNER_GAPS_FLOOR_MS] == floor
+    above = [gap * MS for gap in gaps_ms if gap > floor]
+    assert list(attrs[sc.CALL_WINNER_GAPS_NS]) == above  # type: ignore[arg-type]
+    assert len(above) == 3
+
+
 def test_hundred_thousand_chunk_attempt_is_exact(spans: Spans) -> None:
     """A 100,000-chunk stream keeps exact figures within the SDK's default event limit."""
     arrivals = [1630.0 + i * 2.5 for i in range(100_000)]

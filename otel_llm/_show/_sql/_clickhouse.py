@@ -38,8 +38,15 @@ DATABASE: Final = "otel"
 SCHEMA_FILE: Final = Path("collector/clickhouse/schema.sql")
 """Where the repository keeps the generated script (relative to its root)."""
 
-_TYPES: Final = {"VARCHAR": "String", "BIGINT": "Int64", "INTEGER": "Int32", "BOOLEAN": "Bool"}
-"""DuckDB's type of a typed column → ClickHouse's (every typed column is Nullable)."""
+_TYPES: Final = {
+    "VARCHAR": "Nullable(String)",
+    "BIGINT": "Nullable(Int64)",
+    "INTEGER": "Nullable(Int32)",
+    "BOOLEAN": "Nullable(Bool)",
+    "BIGINT[]": "Array(Int64)",
+}
+"""DuckDB's type of a typed column → ClickHouse's (every scalar is Nullable; an array cannot
+be, and is empty where DuckDB's is NULL)."""
 _ATTRIBUTES: Final = "SpanAttributes"
 
 
@@ -54,6 +61,8 @@ def _value(column: TypedColumn) -> str:
         return f"toInt32OrNull({value})"
     if column.sql_type == "BOOLEAN":
         return f"multiIf({value} = 'true', true, {value} = 'false', false, NULL)"
+    if column.sql_type == "BIGINT[]":  # the exporter renders an array attribute as JSON
+        return f"JSONExtract({value}, 'Array(Int64)')"
     raise ValueError(f"no ClickHouse type for {column.sql_type}")  # pragma: no cover
 
 
@@ -75,9 +84,7 @@ def _chunk_events(array: str) -> str:
 def typed_columns() -> tuple[tuple[str, str, str], ...]:
     """(name, ClickHouse type, MATERIALIZED expression) of every column the exporter's INSERT
     does not name, in the DuckDB store's column order."""
-    columns = [
-        (c.name, f"Nullable({_TYPES[c.sql_type]})", _typed_expression(c)) for c in TYPED_COLUMNS
-    ]
+    columns = [(c.name, _TYPES[c.sql_type], _typed_expression(c)) for c in TYPED_COLUMNS]
     columns += [
         (
             name,

@@ -101,6 +101,9 @@ TYPED_COLUMNS: Final = (
     TypedColumn("CallWinnerAttempt", "INTEGER", sc.CALL_WINNER_ATTEMPT),
     TypedColumn("HedgeWasteTokens", "BIGINT", sc.CALL_HEDGE_WASTE_TOKENS),
     TypedColumn("HedgeWasteChunks", "BIGINT", sc.CALL_HEDGE_WASTE_CHUNKS),
+    TypedColumn("WinnerModel", "VARCHAR", sc.CALL_WINNER_MODEL),
+    TypedColumn("WinnerGapsFloorMs", "BIGINT", sc.CALL_WINNER_GAPS_FLOOR_MS),
+    TypedColumn("WinnerGapNs", "BIGINT[]", sc.CALL_WINNER_GAPS_NS),
 )
 
 CHUNK_INDEX_COLUMN: Final = "ChunkIndex"

@@ -31,6 +31,8 @@ from otel_llm._show._sql._table import ALL_COLUMNS, TABLE
 ATTEMPTS_VIEW: Final = "llm_attempts"
 CALLS_VIEW: Final = "llm_calls"
 ATTEMPTS_AT: Final = "llm_attempts_at"
+WINNERS_VIEW: Final = "llm_winners"
+WINNERS_AT: Final = "llm_winners_at"
 THRESHOLD_PARAMETER: Final = "threshold_ms"
 """The parameter of :data:`ATTEMPTS_AT`, in milliseconds."""
 
@@ -88,9 +90,10 @@ class Dialect:
         """The statement that (re)defines ``name`` taking :data:`THRESHOLD_PARAMETER`."""
         return f"CREATE OR REPLACE MACRO {name}({THRESHOLD_PARAMETER}) AS TABLE\n{select}"
 
-    def at_threshold(self, threshold_ms: int) -> str:
-        """:data:`ATTEMPTS_AT` at ``threshold_ms``, as a query's FROM names it."""
-        return f"{ATTEMPTS_AT}({int(threshold_ms)})"
+    def at_threshold(self, threshold_ms: int, name: str = ATTEMPTS_AT) -> str:
+        """:data:`ATTEMPTS_AT` (or :data:`WINNERS_AT`) at ``threshold_ms``, as a query's FROM
+        names it."""
+        return f"{name}({int(threshold_ms)})"
 
 
 ROUND_FUNCTION: Final = "otel_llm_round"
@@ -168,8 +171,8 @@ class ClickHouse(Dialect):
     def create_at_threshold(self, name: str, select: str) -> str:
         return self.create_view(name, select)
 
-    def at_threshold(self, threshold_ms: int) -> str:
-        return f"{self.relation(ATTEMPTS_AT)}({THRESHOLD_PARAMETER}={int(threshold_ms)})"
+    def at_threshold(self, threshold_ms: int, name: str = ATTEMPTS_AT) -> str:
+        return f"{self.relation(name)}({THRESHOLD_PARAMETER}={int(threshold_ms)})"
 
 
 DUCKDB: Final = Dialect()
@@ -191,6 +194,10 @@ def _figure_columns() -> tuple[ViewColumn, ...]:
 STARTED_AT: Final = ViewColumn("started_at", "Timestamp")
 TRACE_ID: Final = ViewColumn("trace_id", "TraceId")
 SPAN_ID: Final = ViewColumn("span_id", "SpanId")
+WINNER_GAPS_FLOOR: Final = ViewColumn("winner_gaps_floor_ms", "WinnerGapsFloorMs")
+"""On a call row: the floor of its winner's gaps there (NULL: the row carries no winner)."""
+WINNER_GAP_COLUMN: Final = "WinnerGapNs"
+"""On a call row: its winner's gaps longer than :data:`WINNER_GAPS_FLOOR`, in ns."""
 THRESHOLD: Final = ViewColumn("stall_threshold_ms", "StallThresholdMs")
 """The stall threshold in force when the figures were measured (T in ``llm_attempts_at``)."""
 
@@ -240,6 +247,8 @@ CALL_COLUMNS: Final = (
     ViewColumn("hedge_waste_chunks", "HedgeWasteChunks"),
     *_figure_columns(),
     THRESHOLD,
+    ViewColumn("winner_model", "WinnerModel"),
+    WINNER_GAPS_FLOOR,
     ViewColumn("input_tokens", "InputTokens"),
     ViewColumn("output_tokens", "OutputTokens"),
     ViewColumn("duration_ns", "Duration"),
@@ -259,7 +268,38 @@ def winner_on(calls: str, attempts: str) -> str:
     return " AND ".join(f"{attempts}.{a} = {calls}.{c}" for a, c in pairs)
 
 
-_unknown = {c.column for c in (*ATTEMPT_COLUMNS, *CALL_COLUMNS)} - set(ALL_COLUMNS)
+@dataclass(frozen=True, slots=True)
+class WinnerColumn:
+    """One column of ``llm_winners``: ``alias`` over the call row's ``column`` (the figures
+    its winner left there), or ``joined`` (``c.`` a call's, ``a.`` its winner's) for a call
+    whose row does not carry them."""
+
+    alias: str
+    column: str
+    joined: str
+
+
+WINNER_COLUMNS: Final = (
+    WinnerColumn("started_at", "Timestamp", "c.started_at"),
+    WinnerColumn("trace_id", "TraceId", "c.trace_id"),
+    WinnerColumn("call_span_id", "SpanId", "c.span_id"),
+    WinnerColumn("service", "ServiceName", "a.service"),
+    WinnerColumn("operation", "Operation", "a.operation"),
+    WinnerColumn("provider", "Provider", "a.provider"),
+    WinnerColumn("model", "WinnerModel", "a.model"),
+    WinnerColumn("source", "Source", "a.source"),
+    WinnerColumn("stream", "Stream", "a.stream"),
+    WinnerColumn("attempt", "CallWinnerAttempt", "a.attempt"),
+    *(WinnerColumn(f.name, f.column, f"a.{f.name}") for f in FIGURES),
+    WinnerColumn(THRESHOLD.alias, THRESHOLD.column, f"a.{THRESHOLD.alias}"),
+    WinnerColumn("metering_status", "MeteringStatus", "a.metering_status"),
+    WinnerColumn("call_hedges", "CallHedges", "c.hedges"),
+    WinnerColumn("call_hedge_won", "CallHedgeWon", "c.hedge_won"),
+)
+"""The columns of ``llm_winners`` and ``llm_winners_at(T)``: one row per call that has a
+winner — when it started, what answered, the winner's figures and the call's hedges."""
+
+_unknown = {c.column for c in (*ATTEMPT_COLUMNS, *CALL_COLUMNS, *WINNER_COLUMNS)} - set(ALL_COLUMNS)
 assert not _unknown, f"view columns over no otel_traces column: {_unknown}"
 
 
@@ -305,12 +345,23 @@ assert set(_rederived(DUCKDB)) == {f for f in FIGURES if f.at_threshold}, (
 )
 
 
-def _attempts_at(dialect: Dialect) -> str:
+def _rederived_at(
+    dialect: Dialect,
+    columns: tuple[ViewColumn, ...],
+    where: str,
+    *,
+    gaps: str = "ChunkGapNs",
+    floor: str = "ChunkEventsFloorMs",
+) -> str:
+    """``columns`` of the rows of ``otel_traces`` that satisfy ``where``, with the figures that
+    depend on the threshold re-derived at T from the gaps in column ``gaps`` (every gap longer
+    than the row's ``floor`` in ms is there) and ``stall_threshold_ms`` = T: the one rule of
+    ``llm_attempts_at`` and ``llm_winners_at``."""
     t = dialect.parameter()
     rederived = _rederived(dialect)
     kept = tuple(
         c
-        for c in ATTEMPT_COLUMNS
+        for c in columns
         if c != THRESHOLD and not any(f.at_threshold and f.name == c.alias for f in FIGURES)
     )
     measured = ",\n        ".join(
@@ -319,10 +370,10 @@ def _attempts_at(dialect: Dialect) -> str:
     kept_sql = ",\n        ".join(f"{_q(c.column)} AS {c.alias}" for c in kept)
     outcomes = ", ".join(f"'{outcome}'" for outcome in sorted(sc.OUTCOMES_WITHOUT_FIGURES))
     complete = f"'{sc.METERING_EXACT}', '{sc.METERING_NOT_STREAMED}'"
-    gap_over = dialect.filter(_q("ChunkGapNs"), "g", f"g > CAST({t} AS BIGINT) * {NS_PER_MS}")
+    gap_over = dialect.filter(_q(gaps), "g", f"g > CAST({t} AS BIGINT) * {NS_PER_MS}")
     by_figure = {figure.name: figure for figure in rederived}
     outputs: list[str] = []
-    for column in ATTEMPT_COLUMNS:
+    for column in columns:
         if column == THRESHOLD:
             outputs.append(f"CAST({t} AS BIGINT) AS {column.alias}")
         elif column.alias in by_figure:
@@ -348,10 +399,10 @@ def _attempts_at(dialect: Dialect) -> str:
         coalesce({_q("MeteringStatus")}, '') IN ({complete}) AS complete,
         coalesce({_q("Stream")}, false) AND coalesce({_q(CHUNK_COUNT.column)}, 0) >= 2
             AS observable,
-        {t} >= coalesce({_q("ChunkEventsFloorMs")}, 0) AS above_floor,
+        {t} >= coalesce({_q(floor)}, 0) AS above_floor,
         {gap_over} AS {_STALL_GAPS}
     FROM {dialect.relation(TABLE)}
-    WHERE {_role(sc.SPAN_ROLE_ATTEMPT)}
+    WHERE {where}
 ),
 measured AS (
     SELECT
@@ -366,8 +417,70 @@ SELECT
 FROM measured"""
 
 
+def _attempts_at(dialect: Dialect) -> str:
+    return _rederived_at(dialect, ATTEMPT_COLUMNS, _role(sc.SPAN_ROLE_ATTEMPT))
+
+
+_CARRIED: Final = tuple(ViewColumn(c.alias, c.column) for c in WINNER_COLUMNS)
+
+
+def _carries_winner(dialect: Dialect, threshold: bool) -> str:
+    """Call rows that carry their winner's figures (``threshold``: and gaps enough for T)."""
+    gaps_floor = _q(WINNER_GAPS_FLOOR.column)
+    if threshold:
+        condition = f"{gaps_floor} <= {dialect.parameter()}"
+    else:
+        condition = f"{gaps_floor} IS NOT NULL"
+    return f"{_role(sc.SPAN_ROLE_CALL)} AND {condition}"
+
+
+def _winners_joined(dialect: Dialect, threshold: bool) -> str:
+    """The winners of the calls whose rows do not carry what is asked: each call joined to
+    its winning attempt (``llm_attempts``, or at T ``llm_attempts_at``'s rows)."""
+    calls = dialect.relation(CALLS_VIEW)
+    floor = f"c.{WINNER_GAPS_FLOOR.alias}"
+    if threshold:
+        attempts = f"(\n{_attempts_at(dialect)}\n)"
+        not_carried = f"({floor} IS NULL OR {floor} > {dialect.parameter()})"
+    else:
+        attempts = dialect.relation(ATTEMPTS_VIEW)
+        not_carried = f"{floor} IS NULL"
+    columns = ",\n    ".join(f"{c.joined} AS {c.alias}" for c in WINNER_COLUMNS)
+    return f"""SELECT
+    {columns}
+FROM {calls} c
+JOIN {attempts} a ON {winner_on("c", "a")} AND a.trace_id = c.trace_id
+WHERE {not_carried}"""
+
+
+def _winners(dialect: Dialect) -> str:
+    carried = _select(_CARRIED)
+    return f"""SELECT
+    {carried}
+FROM {dialect.relation(TABLE)}
+WHERE {_carries_winner(dialect, False)}
+UNION ALL
+{_winners_joined(dialect, False)}"""
+
+
+def _winners_at(dialect: Dialect) -> str:
+    carried = _rederived_at(
+        dialect,
+        _CARRIED,
+        _carries_winner(dialect, True),
+        gaps=WINNER_GAP_COLUMN,
+        floor=WINNER_GAPS_FLOOR.column,
+    )
+    return f"""SELECT * FROM (
+{carried}
+)
+UNION ALL
+{_winners_joined(dialect, True)}"""
+
+
 def view_statements(dialect: Dialect) -> tuple[str, ...]:
-    """The statements that (re)define ``llm_attempts``, ``llm_calls`` and ``llm_attempts_at``."""
+    """The statements that (re)define ``llm_attempts``, ``llm_calls``, ``llm_attempts_at``,
+    ``llm_winners`` and ``llm_winners_at``."""
     table = dialect.relation(TABLE)
     attempts = (
         f"SELECT\n    {_select(ATTEMPT_COLUMNS)}\nFROM {table}\nWHERE {_role(sc.SPAN_ROLE_ATTEMPT)}"
@@ -378,6 +491,8 @@ def view_statements(dialect: Dialect) -> tuple[str, ...]:
         dialect.create_view(ATTEMPTS_VIEW, attempts),
         dialect.create_view(CALLS_VIEW, calls),
         dialect.create_at_threshold(ATTEMPTS_AT, _attempts_at(dialect)),
+        dialect.create_view(WINNERS_VIEW, _winners(dialect)),
+        dialect.create_at_threshold(WINNERS_AT, _winners_at(dialect)),
     )
 
 

@@ -1,8 +1,9 @@
 """Canned queries: the wall / stall / net-generation breakdown and the worst stalls, in DuckDB's
 SQL or (``dialect=CLICKHOUSE``) their ClickHouse twins.
 
-Both read the winning attempt of every call through ``llm_attempts_at(threshold)``, so the same
-query answers "as measured" (the configured threshold) and "what if the threshold were N ms".
+Both read the winning attempt of every call through ``llm_winners`` or
+``llm_winners_at(threshold)``, so the same query answers "as measured" (the configured
+threshold) and "what if the threshold were N ms".
 """
 
 from __future__ import annotations
@@ -24,14 +25,7 @@ from otel_llm._figures import (
 )
 from otel_llm._measure._stalls import validate_threshold_ms
 from otel_llm._show._sql._table import TABLE
-from otel_llm._show._sql._views import (
-    ATTEMPT_COLUMNS,
-    ATTEMPTS_VIEW,
-    CALLS_VIEW,
-    DUCKDB,
-    Dialect,
-    winner_on,
-)
+from otel_llm._show._sql._views import DUCKDB, WINNERS_AT, WINNERS_VIEW, Dialect
 from otel_llm._show._store._access import open_store
 
 
@@ -48,34 +42,28 @@ RUN_ATTRIBUTE = "service.instance.id"
 
 
 def _run_filter(run: str | None, dialect: Dialect) -> str:
-    """SQL restricting calls ``c`` to the spans of one run (``None``: every run)."""
+    """SQL restricting winners to the calls of one run (``None``: every run)."""
     if run is None:
         return ""
     if not run.isascii() or not run.replace("-", "").isalnum():
         raise ConfigurationError(RUN_ATTRIBUTE, f"a run id is letters, digits and '-', not {run!r}")
     return f"""
-        AND c.span_id IN (
+        WHERE call_span_id IN (
             SELECT "SpanId" FROM {dialect.relation(TABLE)}
             WHERE "ResourceAttributes"['{RUN_ATTRIBUTE}'] = '{run}'
         )"""
 
 
-_ATTEMPT = ", ".join(f"a.{c.alias} AS {c.alias}" for c in ATTEMPT_COLUMNS)
-"""Every column of the attempt, named as in ``llm_attempts`` (ClickHouse would prefix ``a.*``'s
-names that ``llm_calls`` shares)."""
-
-
 def _winners(threshold_ms: int | None, run: str | None, dialect: Dialect) -> str:
-    """Winning attempts at ``threshold_ms`` (``None``: each as measured), of one run or all."""
+    """Winning attempts at ``threshold_ms`` (``None``: each as measured), of one run or all:
+    ``llm_winners``, which reads most calls' winners from the call rows alone."""
     if threshold_ms is None:
-        source = dialect.relation(ATTEMPTS_VIEW)
+        source = dialect.relation(WINNERS_VIEW)
     else:
-        source = dialect.at_threshold(validate_threshold_ms(threshold_ms, "--threshold-ms"))
+        threshold = validate_threshold_ms(threshold_ms, "--threshold-ms")
+        source = dialect.at_threshold(threshold, WINNERS_AT)
     return f"""
-        SELECT {_ATTEMPT}, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
-        FROM {dialect.relation(CALLS_VIEW)} c
-        JOIN {source} a ON {winner_on("c", "a")}
-        WHERE a.trace_id = c.trace_id{_run_filter(run, dialect)}
+        SELECT * FROM {source}{_run_filter(run, dialect)}
     """
 
 

@@ -108,11 +108,24 @@ def _as_int32(value: Any) -> Any:
     return value if value is None or -(2**31) <= value < 2**31 else None
 
 
+def _as_int_list(value: Any) -> Any:
+    """``value`` as a list when it is a sequence of BIGINTs, else ``None``."""
+    if type(value) not in (tuple, list):
+        return None
+    values = list(map(as_int, value))
+    return None if None in values else values
+
+
 def as_text(value: Any) -> Any:
     return value if type(value) is str else attribute_string(value)
 
 
-_TYPED: Final = {"BOOLEAN": _as_bool, "BIGINT": as_int, "INTEGER": _as_int32}
+_TYPED: Final = {
+    "BOOLEAN": _as_bool,
+    "BIGINT": as_int,
+    "INTEGER": _as_int32,
+    "BIGINT[]": _as_int_list,
+}
 TYPED_PLAN: Final = tuple(
     (column.name, column.attribute, column.default, _TYPED.get(column.sql_type, as_text))
     for column in TYPED_COLUMNS

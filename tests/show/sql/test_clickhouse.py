@@ -34,11 +34,17 @@ from otel_llm._show._sql._clickhouse import (
 from otel_llm._show._sql._table import BASE_COLUMNS
 from otel_llm._show._sql._views import (
     ATTEMPT_COLUMNS,
+    ATTEMPTS_AT,
     ATTEMPTS_VIEW,
     CALLS_VIEW,
     CLICKHOUSE,
     DUCKDB,
+    WINNER_COLUMNS,
+    WINNERS_AT,
+    WINNERS_VIEW,
     Dialect,
+    views_sql,
+    winner_on,
 )
 from otel_llm._show._store._breakdown import (
     RUN_ATTRIBUTE,
@@ -183,8 +189,8 @@ def in_chdb(session: Any, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     return _table(session.query(sql, "ArrowTable"))
 
 
-def _ordered(relation: str) -> str:
-    return f"SELECT * FROM {relation} ORDER BY span_id"
+def _ordered(relation: str, key: str = "span_id") -> str:
+    return f"SELECT * FROM {relation} ORDER BY {key}"
 
 
 def test_the_spans_cover_every_path(duck: duckdb.DuckDBPyConnection) -> None:
@@ -223,6 +229,71 @@ def test_rethreshold_equals_row_for_row(
     expected = in_duckdb(duck, _ordered(DUCKDB.at_threshold(threshold)))
     assert expected[0] == [c.alias for c in ATTEMPT_COLUMNS]
     assert in_chdb(chdb, _ordered(CLICKHOUSE.at_threshold(threshold))) == expected
+
+
+def _joined_winners(threshold: int | None) -> str:
+    """Each call's winner as the definition says: the attempt of that call whose number is the
+    call's winner, read from the attempt (at T: from llm_attempts_at(T))."""
+    attempts = ATTEMPTS_VIEW if threshold is None else f"{ATTEMPTS_AT}({threshold})"
+    columns = ", ".join(f"{c.joined} AS {c.alias}" for c in WINNER_COLUMNS)
+    return f"""SELECT {columns} FROM {CALLS_VIEW} c JOIN {attempts} a
+        ON {winner_on("c", "a")} AND a.trace_id = c.trace_id ORDER BY call_span_id"""
+
+
+def _winners(threshold: int | None) -> str:
+    relation = WINNERS_VIEW if threshold is None else DUCKDB.at_threshold(threshold, WINNERS_AT)
+    return _ordered(relation, "call_span_id")
+
+
+@pytest.mark.parametrize("threshold", [None, *THRESHOLDS])
+def test_the_call_rows_give_the_joined_winners(
+    duck: duckdb.DuckDBPyConnection, threshold: int | None
+) -> None:
+    """llm_winners (and llm_winners_at(T)) read each winner from its call's row: the same rows
+    as joining each call to its winning attempt, as measured, below the call rows' 100 ms floor
+    of gaps (50: those calls are joined) and above it; and every call with a winner carries it."""
+    expected = in_duckdb(duck, _joined_winners(threshold))
+    assert len(expected[1]) >= 6
+    assert in_duckdb(duck, _winners(threshold)) == expected
+    carried = f"SELECT count(*) FROM {CALLS_VIEW} WHERE winner_gaps_floor_ms IS NOT NULL"
+    assert in_duckdb(duck, carried)[1] == [(len(expected[1]),)]
+
+
+@pytest.mark.parametrize("threshold", [None, 50, 250])
+def test_calls_whose_rows_carry_no_winner_are_joined(
+    duck: duckdb.DuckDBPyConnection, threshold: int | None
+) -> None:
+    """A store whose call rows carry no winner (written before they did, or by an
+    instrumentation that does not), or only some: the same winners, through the join."""
+    table = duck.sql("SELECT * FROM otel_traces").to_arrow_table()
+    for keep in ("none", "every other"):
+        conn = duckdb.connect()
+        conn.register("written", table)
+        kept = "false" if keep == "none" else 'hash("SpanId") % 2 = 0'
+        conn.execute(
+            f"""CREATE TABLE otel_traces AS SELECT * REPLACE (
+                CASE WHEN {kept} THEN "WinnerGapsFloorMs" END AS "WinnerGapsFloorMs",
+                CASE WHEN {kept} THEN "WinnerGapNs" END AS "WinnerGapNs",
+                CASE WHEN {kept} THEN "WinnerModel" END AS "WinnerModel") FROM written"""
+        )
+        conn.execute(views_sql(DUCKDB))
+        assert in_duckdb(conn, _winners(threshold)) == in_duckdb(duck, _joined_winners(threshold))
+        conn.close()
+
+
+@pytest.mark.parametrize("threshold", [None, 50, 250, 1000])
+def test_winners_equal_row_for_row(
+    duck: duckdb.DuckDBPyConnection, chdb: Any, threshold: int | None
+) -> None:
+    """llm_winners and llm_winners_at(T): the same rows in both engines."""
+    expected = in_duckdb(duck, _winners(threshold))
+    assert expected[0] == [c.alias for c in WINNER_COLUMNS]
+    relation = (
+        CLICKHOUSE.relation(WINNERS_VIEW)
+        if threshold is None
+        else CLICKHOUSE.at_threshold(threshold, WINNERS_AT)
+    )
+    assert in_chdb(chdb, _ordered(relation, "call_span_id")) == expected
 
 
 def test_rethreshold_changes_the_stall_figures(duck: duckdb.DuckDBPyConnection) -> None:
