@@ -299,7 +299,10 @@ WINNER_COLUMNS: Final = (
 """The columns of ``llm_winners`` and ``llm_winners_at(T)``: one row per call that has a
 winner — when it started, what answered, the winner's figures and the call's hedges."""
 
-_unknown = {c.column for c in (*ATTEMPT_COLUMNS, *CALL_COLUMNS, *WINNER_COLUMNS)} - set(ALL_COLUMNS)
+_unknown = {
+    *(c.column for c in (*ATTEMPT_COLUMNS, *CALL_COLUMNS)),
+    *(c.column for c in WINNER_COLUMNS),
+} - set(ALL_COLUMNS)
 assert not _unknown, f"view columns over no otel_traces column: {_unknown}"
 
 
