@@ -78,7 +78,7 @@ TARGET_S = 0.5
 DAY = timedelta(hours=24)
 MODEL_SPLIT = 4
 """Each replica's models get one of this many suffixes."""
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 """Bumped when the generated store changes shape (a new cache key)."""
 
 
@@ -109,7 +109,10 @@ def _replicated(seed: str, replicas: range, count: int, end_ns: int) -> str:
         'ELSE left(md5(s."ParentSpanId" || r.i::VARCHAR), 16) END',
         "Events.Timestamp": 'list_transform(s."Events.Timestamp", '
         f"lambda t: make_timestamp_ns(epoch_ns(t) + {shifted}))",
-        "RequestModel": f"s.\"RequestModel\" || '-' || (r.i % {MODEL_SPLIT})::VARCHAR",
+        **{
+            column: f"s.\"{column}\" || '-' || (r.i % {MODEL_SPLIT})::VARCHAR"
+            for column in ("RequestModel", "WinnerModel")
+        },
     }
     columns = ", ".join(
         f'{replaced.get(name, f"s.{chr(34)}{name}{chr(34)}")} AS "{name}"' for name in ALL_COLUMNS

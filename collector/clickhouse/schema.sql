@@ -349,30 +349,35 @@ FROM otel.otel_traces
 WHERE "LlmRole" = 'call' AND "WinnerGapsFloorMs" IS NOT NULL
 UNION ALL
 SELECT
-    c.started_at AS started_at,
-    c.trace_id AS trace_id,
-    c.span_id AS call_span_id,
-    a.service AS service,
-    a.operation AS operation,
-    a.provider AS provider,
-    a.model AS model,
-    a.source AS source,
-    a.stream AS stream,
-    a.attempt AS attempt,
-    a.ttft_ms AS ttft_ms,
-    a.wall_ms AS wall_ms,
-    a.generation_ms AS generation_ms,
-    a.stall_ms AS stall_ms,
-    a.stall_count AS stall_count,
-    a.max_inter_chunk_ms AS max_inter_chunk_ms,
-    a.chunk_count AS chunk_count,
-    a.stall_threshold_ms AS stall_threshold_ms,
-    a.metering_status AS metering_status,
-    c.hedges AS call_hedges,
-    c.hedge_won AS call_hedge_won
-FROM otel.llm_calls c
-JOIN otel.llm_attempts a ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt AND a.trace_id = c.trace_id
-WHERE c.winner_gaps_floor_ms IS NULL;
+    "call_started_at" AS started_at,
+    "call_trace_id" AS trace_id,
+    "call_span_id" AS call_span_id,
+    "ServiceName" AS service,
+    "Operation" AS operation,
+    "Provider" AS provider,
+    "RequestModel" AS model,
+    "Source" AS source,
+    "Stream" AS stream,
+    "AttemptNumber" AS attempt,
+    "TtftMs" AS ttft_ms,
+    "WallMs" AS wall_ms,
+    "GenerationMs" AS generation_ms,
+    "StallMs" AS stall_ms,
+    "StallCount" AS stall_count,
+    "MaxInterChunkMs" AS max_inter_chunk_ms,
+    "ChunkCount" AS chunk_count,
+    "StallThresholdMs" AS stall_threshold_ms,
+    "MeteringStatus" AS metering_status,
+    "call_hedges" AS call_hedges,
+    "call_hedge_won" AS call_hedge_won
+FROM (
+    SELECT t.*, c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
+    FROM otel.llm_calls c
+    JOIN otel.otel_traces t
+        ON t."ParentSpanId" = c.span_id AND t."AttemptNumber" = c.winner_attempt
+        AND t."TraceId" = c.trace_id AND t."LlmRole" = 'attempt'
+    WHERE c.winner_attempt IS NOT NULL AND c.winner_gaps_floor_ms IS NULL
+);
 
 CREATE OR REPLACE VIEW otel.llm_winners_at AS
 SELECT * FROM (
@@ -451,57 +456,26 @@ SELECT
 FROM measured
 )
 UNION ALL
-SELECT
-    c.started_at AS started_at,
-    c.trace_id AS trace_id,
-    c.span_id AS call_span_id,
-    a.service AS service,
-    a.operation AS operation,
-    a.provider AS provider,
-    a.model AS model,
-    a.source AS source,
-    a.stream AS stream,
-    a.attempt AS attempt,
-    a.ttft_ms AS ttft_ms,
-    a.wall_ms AS wall_ms,
-    a.generation_ms AS generation_ms,
-    a.stall_ms AS stall_ms,
-    a.stall_count AS stall_count,
-    a.max_inter_chunk_ms AS max_inter_chunk_ms,
-    a.chunk_count AS chunk_count,
-    a.stall_threshold_ms AS stall_threshold_ms,
-    a.metering_status AS metering_status,
-    c.hedges AS call_hedges,
-    c.hedge_won AS call_hedge_won
-FROM otel.llm_calls c
-JOIN (
+SELECT * FROM (
 WITH flagged AS (
     SELECT
-        "Timestamp" AS started_at,
-        "TraceId" AS trace_id,
-        "SpanId" AS span_id,
-        "ParentSpanId" AS call_span_id,
+        "call_started_at" AS started_at,
+        "call_trace_id" AS trace_id,
+        "call_span_id" AS call_span_id,
         "ServiceName" AS service,
-        "SpanName" AS span_name,
         "Operation" AS operation,
         "Provider" AS provider,
         "RequestModel" AS model,
-        "ResponseModel" AS response_model,
         "Source" AS source,
         "Stream" AS stream,
-        "Leg" AS leg,
         "AttemptNumber" AS attempt,
-        "Outcome" AS outcome,
-        "ErrorType" AS error_type,
-        "StatusCode" AS status_code,
         "TtftMs" AS ttft_ms,
         "WallMs" AS wall_ms,
         "MaxInterChunkMs" AS max_inter_chunk_ms,
         "ChunkCount" AS chunk_count,
         "MeteringStatus" AS metering_status,
-        "InputTokens" AS input_tokens,
-        "OutputTokens" AS output_tokens,
-        "Duration" AS duration_ns,
+        "call_hedges" AS call_hedges,
+        "call_hedge_won" AS call_hedge_won,
         "GenerationMs" AS measured_generation_ms,
         "StallMs" AS measured_stall_ms,
         "StallCount" AS measured_stall_count,
@@ -512,8 +486,15 @@ WITH flagged AS (
             AS observable,
         {threshold_ms:Int64} >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
         arrayFilter(g -> g > CAST({threshold_ms:Int64} AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
-    FROM otel.otel_traces
-    WHERE "LlmRole" = 'attempt'
+    FROM (
+    SELECT t.*, c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
+    FROM otel.llm_calls c
+    JOIN otel.otel_traces t
+        ON t."ParentSpanId" = c.span_id AND t."AttemptNumber" = c.winner_attempt
+        AND t."TraceId" = c.trace_id AND t."LlmRole" = 'attempt'
+    WHERE c.winner_attempt IS NOT NULL AND (c.winner_gaps_floor_ms IS NULL OR c.winner_gaps_floor_ms > {threshold_ms:Int64})
+)
+    WHERE true
 ),
 measured AS (
     SELECT
@@ -526,21 +507,14 @@ measured AS (
 SELECT
     started_at,
     trace_id,
-    span_id,
     call_span_id,
     service,
-    span_name,
     operation,
     provider,
     model,
-    response_model,
     source,
     stream,
-    leg,
     attempt,
-    outcome,
-    error_type,
-    status_code,
     ttft_ms,
     wall_ms,
     CASE
@@ -560,12 +534,10 @@ SELECT
     chunk_count,
     CAST({threshold_ms:Int64} AS BIGINT) AS stall_threshold_ms,
     metering_status,
-    input_tokens,
-    output_tokens,
-    duration_ns
+    call_hedges,
+    call_hedge_won
 FROM measured
-) a ON a.call_span_id = c.span_id AND a.attempt = c.winner_attempt AND a.trace_id = c.trace_id
-WHERE (c.winner_gaps_floor_ms IS NULL OR c.winner_gaps_floor_ms > {threshold_ms:Int64});
+);
 
 CREATE TABLE IF NOT EXISTS otel.llm_winners_1m (
     call_minute DateTime,

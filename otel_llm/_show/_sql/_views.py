@@ -355,11 +355,13 @@ def _rederived_at(
     *,
     gaps: str = "ChunkGapNs",
     floor: str = "ChunkEventsFloorMs",
+    rows: str | None = None,
 ) -> str:
-    """``columns`` of the rows of ``otel_traces`` that satisfy ``where``, with the figures that
-    depend on the threshold re-derived at T from the gaps in column ``gaps`` (every gap longer
-    than the row's ``floor`` in ms is there) and ``stall_threshold_ms`` = T: the one rule of
-    ``llm_attempts_at`` and ``llm_winners_at``."""
+    """``columns`` of the rows of ``otel_traces`` (or of the relation ``rows``, which has its
+    columns) that satisfy ``where``, with the figures that depend on the threshold re-derived
+    at T from the gaps in column ``gaps`` (every gap longer than the row's ``floor`` in ms is
+    there) and ``stall_threshold_ms`` = T: the one rule of ``llm_attempts_at`` and
+    ``llm_winners_at``."""
     t = dialect.parameter()
     rederived = _rederived(dialect)
     kept = tuple(
@@ -404,7 +406,7 @@ def _rederived_at(
             AS observable,
         {t} >= coalesce({_q(floor)}, 0) AS above_floor,
         {gap_over} AS {_STALL_GAPS}
-    FROM {dialect.relation(TABLE)}
+    FROM {rows or dialect.relation(TABLE)}
     WHERE {where}
 ),
 measured AS (
@@ -437,23 +439,46 @@ def _carries_winner(dialect: Dialect, threshold: bool) -> str:
     return f"{_role(sc.SPAN_ROLE_CALL)} AND {condition}"
 
 
+_OF_CALL: Final = "call_"
+"""In the joined rows of :func:`_winners_joined`, the prefix of the call's columns."""
+
+
 def _winners_joined(dialect: Dialect, threshold: bool) -> str:
-    """The winners of the calls whose rows do not carry what is asked: each call joined to
-    its winning attempt (``llm_attempts``, or at T ``llm_attempts_at``'s rows)."""
+    """The winners of the calls whose rows do not carry what is asked: each call joined to its
+    winning attempt's row, re-derived at T after the join (so that when no call needs it, the
+    join reads no attempt: its calls' side is empty)."""
     calls = dialect.relation(CALLS_VIEW)
     floor = f"c.{WINNER_GAPS_FLOOR.alias}"
+    has_winner = f"c.{WINNER_OF_CALL[1]} IS NOT NULL"  # as the join needs: no row scanned else
     if threshold:
-        attempts = f"(\n{_attempts_at(dialect)}\n)"
         not_carried = f"({floor} IS NULL OR {floor} > {dialect.parameter()})"
     else:
-        attempts = dialect.relation(ATTEMPTS_VIEW)
         not_carried = f"{floor} IS NULL"
-    columns = ",\n    ".join(f"{c.joined} AS {c.alias}" for c in WINNER_COLUMNS)
-    return f"""SELECT
-    {columns}
-FROM {calls} c
-JOIN {attempts} a ON {winner_on("c", "a")} AND a.trace_id = c.trace_id
-WHERE {not_carried}"""
+    of_attempt = {c.alias: c.column for c in ATTEMPT_COLUMNS}
+    columns = tuple(
+        ViewColumn(
+            c.alias,
+            _OF_CALL + c.joined[2:] if c.joined.startswith("c.") else of_attempt[c.joined[2:]],
+        )
+        for c in WINNER_COLUMNS
+    )
+    of_call = ", ".join(
+        f"c.{c.joined[2:]} AS {_OF_CALL}{c.joined[2:]}"
+        for c in WINNER_COLUMNS
+        if c.joined.startswith("c.")
+    )
+    (call, number), (span, winner) = CALL_OF_ATTEMPT, WINNER_OF_CALL
+    rows = f"""(
+    SELECT t.*, {of_call}
+    FROM {calls} c
+    JOIN {dialect.relation(TABLE)} t
+        ON t.{_q(of_attempt[call])} = c.{span} AND t.{_q(of_attempt[number])} = c.{winner}
+        AND t.{_q(TRACE_ID.column)} = c.{TRACE_ID.alias} AND t.{_role(sc.SPAN_ROLE_ATTEMPT)}
+    WHERE {has_winner} AND {not_carried}
+)"""
+    if threshold:
+        return _rederived_at(dialect, columns, "true", rows=rows)
+    return f"SELECT\n    {_select(columns)}\nFROM {rows}"
 
 
 def _winners(dialect: Dialect) -> str:
@@ -478,7 +503,9 @@ def _winners_at(dialect: Dialect) -> str:
 {carried}
 )
 UNION ALL
-{_winners_joined(dialect, True)}"""
+SELECT * FROM (
+{_winners_joined(dialect, True)}
+)"""
 
 
 def view_statements(dialect: Dialect) -> tuple[str, ...]:

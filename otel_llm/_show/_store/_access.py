@@ -39,6 +39,10 @@ NO_EXTENSIONS: Final = {"autoload_known_extensions": False, "autoinstall_known_e
 """Opening a store never loads or downloads a DuckDB extension (DuckDB would, for a SQLite
 file given as the store)."""
 
+SEGMENT_READER: Final = "SET parquet_metadata_cache = true"
+"""A segment store's reader keeps each segment's footer once read: segments are sealed files
+that never change in place, and the next query spends its time on the rows, not the footers."""
+
 STORE_HINT = "write spans with otel_llm.init(db_path=...) or run `otel-llm demo --db PATH`"
 """How to get a store, for every message that says a path is not one."""
 _DUCKDB_MAGIC = b"DUCK"
@@ -131,8 +135,8 @@ def open_store(
     path: str | os.PathLike[str], *, views: bool = True
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only DuckDB connection to the store at ``path``, with the ``otel_traces`` table
-    and the views (``llm_calls``, ``llm_attempts``, ``llm_attempts_at(T)``), as a context
-    manager. While it is open no writer merges segments, so every query on it sees each span
+    and the views (``llm_calls``, ``llm_attempts``, ``llm_winners`` and their ``_at(T)``), as a
+    context manager. While it is open no writer merges segments, so every query on it sees each span
     exactly once; writers go on writing. Raises :class:`~otel_llm.NotAStore` when ``path`` is
     not a store (or has a segment DuckDB cannot read, after moving it aside once)."""
     path = Path(path)
@@ -141,6 +145,7 @@ def open_store(
         store = SegmentStore(path)
         store.repair()  # a merge cut short by a crash would show its spans twice
         with duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
+            conn.execute(SEGMENT_READER)
             for attempt in range(2):
                 with store.reading():
                     try:
