@@ -371,7 +371,7 @@ SELECT
     "call_hedges" AS call_hedges,
     "call_hedge_won" AS call_hedge_won
 FROM (
-    SELECT t.*, c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
+    SELECT t."AttemptNumber" AS "AttemptNumber", t."ChunkCount" AS "ChunkCount", t."ChunkEventsFloorMs" AS "ChunkEventsFloorMs", t."ChunkGapNs" AS "ChunkGapNs", t."GenerationMs" AS "GenerationMs", t."MaxInterChunkMs" AS "MaxInterChunkMs", t."MeteringStatus" AS "MeteringStatus", t."Operation" AS "Operation", t."Outcome" AS "Outcome", t."Provider" AS "Provider", t."RequestModel" AS "RequestModel", t."ServiceName" AS "ServiceName", t."Source" AS "Source", t."StallCount" AS "StallCount", t."StallMs" AS "StallMs", t."StallThresholdMs" AS "StallThresholdMs", t."Stream" AS "Stream", t."TtftMs" AS "TtftMs", t."WallMs" AS "WallMs", c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
     FROM otel.llm_calls c
     JOIN otel.otel_traces t
         ON t."ParentSpanId" = c.span_id AND t."AttemptNumber" = c.winner_attempt
@@ -487,7 +487,7 @@ WITH flagged AS (
         {threshold_ms:Int64} >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
         arrayFilter(g -> g > CAST({threshold_ms:Int64} AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
     FROM (
-    SELECT t.*, c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
+    SELECT t."AttemptNumber" AS "AttemptNumber", t."ChunkCount" AS "ChunkCount", t."ChunkEventsFloorMs" AS "ChunkEventsFloorMs", t."ChunkGapNs" AS "ChunkGapNs", t."GenerationMs" AS "GenerationMs", t."MaxInterChunkMs" AS "MaxInterChunkMs", t."MeteringStatus" AS "MeteringStatus", t."Operation" AS "Operation", t."Outcome" AS "Outcome", t."Provider" AS "Provider", t."RequestModel" AS "RequestModel", t."ServiceName" AS "ServiceName", t."Source" AS "Source", t."StallCount" AS "StallCount", t."StallMs" AS "StallMs", t."StallThresholdMs" AS "StallThresholdMs", t."Stream" AS "Stream", t."TtftMs" AS "TtftMs", t."WallMs" AS "WallMs", c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
     FROM otel.llm_calls c
     JOIN otel.otel_traces t
         ON t."ParentSpanId" = c.span_id AND t."AttemptNumber" = c.winner_attempt

@@ -467,9 +467,13 @@ def _winners_joined(dialect: Dialect, threshold: bool) -> str:
         for c in WINNER_COLUMNS
         if c.joined.startswith("c.")
     )
+    read = {c.column for c in columns if not c.column.startswith(_OF_CALL)}
+    read |= {"Outcome", "MeteringStatus", "Stream", "ChunkEventsFloorMs", "ChunkGapNs"}
+    read |= {f.column for f in FIGURES}  # ClickHouse's t.* would leave MATERIALIZED ones out
+    of_attempt_sql = ", ".join(f"t.{_q(column)} AS {_q(column)}" for column in sorted(read))
     (call, number), (span, winner) = CALL_OF_ATTEMPT, WINNER_OF_CALL
     rows = f"""(
-    SELECT t.*, {of_call}
+    SELECT {of_attempt_sql}, {of_call}
     FROM {calls} c
     JOIN {dialect.relation(TABLE)} t
         ON t.{_q(of_attempt[call])} = c.{span} AND t.{_q(of_attempt[number])} = c.{winner}
