@@ -26,7 +26,7 @@ from otel_llm._figures import (
     Figure,
 )
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._sql._table import ALL_COLUMNS, TABLE
+from otel_llm._show._sql._table import ALL_COLUMNS, CHUNK_GAP_COLUMN, TABLE
 
 ATTEMPTS_VIEW: Final = "llm_attempts"
 CALLS_VIEW: Final = "llm_calls"
@@ -353,7 +353,7 @@ def _rederived_at(
     columns: tuple[ViewColumn, ...],
     where: str,
     *,
-    gaps: str = "ChunkGapNs",
+    gaps: str = CHUNK_GAP_COLUMN,
     floor: str = "ChunkEventsFloorMs",
     rows: str | None = None,
 ) -> str:
@@ -468,7 +468,7 @@ def _winners_joined(dialect: Dialect, threshold: bool) -> str:
         if c.joined.startswith("c.")
     )
     read = {c.column for c in columns if not c.column.startswith(_OF_CALL)}
-    read |= {"Outcome", "MeteringStatus", "Stream", "ChunkEventsFloorMs", "ChunkGapNs"}
+    read |= {"Outcome", "MeteringStatus", "Stream", "ChunkEventsFloorMs", CHUNK_GAP_COLUMN}
     read |= {f.column for f in FIGURES}  # ClickHouse's t.* would leave MATERIALIZED ones out
     of_attempt_sql = ", ".join(f"t.{_q(column)} AS {_q(column)}" for column in sorted(read))
     (call, number), (span, winner) = CALL_OF_ATTEMPT, WINNER_OF_CALL
