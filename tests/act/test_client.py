@@ -117,8 +117,8 @@ async def test_hedging_off_by_default_behaves_unhedged(
     assert (result.stats.attempts, result.stats.hedges) == (1, 0)
     assert result.stats.stall_count == 1
     assert result.stats.stall_ms is not None
-    # the 0.6 s silence, with room for a chunk before it delivered late on a loaded machine
-    assert result.stats.stall_ms >= 300
+    # at least the threshold: a chunk before the 0.6 s silence delivered late shortens the gap
+    assert result.stats.stall_ms >= 100
 
 
 async def test_stall_only_hedging_leaves_non_streamed_calls_alone(

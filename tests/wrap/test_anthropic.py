@@ -77,7 +77,7 @@ def test_a_streamed_create_is_metered(instrumented: Spans, client: anthropic.Ant
     a = attempt(instrumented)
     assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
     assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
-    assert a[sc.STALL_MS] >= 250
+    assert a[sc.STALL_MS] >= 100  # the threshold: a late chunk before the 0.5 s silence shortens it
     assert a[sc.GEN_AI_PROVIDER_NAME] == "anthropic"
     assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
     assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12

@@ -77,7 +77,7 @@ def test_a_stream_is_metered(instrumented: Spans, client: genai.Client) -> None:
     a = attempt(instrumented)
     assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
     assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
-    assert a[sc.STALL_MS] >= 250
+    assert a[sc.STALL_MS] >= 100  # the threshold: a late chunk before the 0.5 s silence shortens it
     assert a[sc.GEN_AI_PROVIDER_NAME] == "gcp.gemini"
     assert a[sc.GEN_AI_OPERATION_NAME] == "generate_content"
     assert a[sc.GEN_AI_REQUEST_MODEL] == "stall"

@@ -108,7 +108,9 @@ def test_a_sync_stream_is_metered_as_the_sdk_beneath_it(
     a = attempt(instrumented)
     assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
     assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
-    assert a[sc.STALL_MS] >= 250
+    # The scripted silence is 500 ms; on a loaded machine the chunk before it can arrive late and
+    # shorten the gap the client sees, so only the threshold is a floor that cannot move.
+    assert a[sc.STALL_MS] >= 100
     assert a[sc.GEN_AI_PROVIDER_NAME] == sc.PROVIDER_OPENAI
     assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
     assert a[sc.SERVER_ADDRESS] == "127.0.0.1"

@@ -87,7 +87,7 @@ async def test_async_stream_is_metered(instrumented: Spans, aclient: openai.Asyn
     a = attempt(instrumented)
     assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
     assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
-    assert a[sc.STALL_MS] >= 250  # the 0.5 s silence, with room for a late chunk before it
+    assert a[sc.STALL_MS] >= 100  # the threshold: a late chunk before the 0.5 s silence shortens it
     assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
     assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
     assert a[sc.SERVER_ADDRESS] == "127.0.0.1"

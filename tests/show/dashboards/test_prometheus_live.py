@@ -518,7 +518,8 @@ def test_the_units(live: Live) -> None:
             elif unit == "percent":
                 assert target["expr"].startswith("100 * ")
                 for series in _target(live, panel["title"], panel["targets"].index(target)):
-                    assert 0 <= _value(series) <= 100, series
+                    # PromQL's float arithmetic may land a hair beyond 100 (100.00000000000001)
+                    assert 0 <= _value(series) <= 100 + 1e-9, series
             else:
                 assert unit == "short"
                 assert not any("_seconds_" in n and not n.endswith("_bucket") for n in names)
