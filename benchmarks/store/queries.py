@@ -72,13 +72,13 @@ from otel_llm._show._sql._panel_sql import (
 from otel_llm._show._sql._table import ALL_COLUMNS, TABLE
 from otel_llm._show._store._access import open_store
 from otel_llm._show._store._columns import SegmentColumns
-from otel_llm._show._store._segments import MARKER, SEGMENTS, SegmentStore, encode
+from otel_llm._show._store._segments import MARKER, SEGMENTS, SegmentStore, encode, write_merged
 
 TARGET_S = 0.5
 DAY = timedelta(hours=24)
 MODEL_SPLIT = 4
 """Each replica's models get one of this many suffixes."""
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 4
 """Bumped when the generated store changes shape (a new cache key)."""
 
 
@@ -168,15 +168,18 @@ def build_store(calls: int, segment_rows: int) -> Store:
     end_ns = int(end.timestamp()) * 1_000_000_000
     per_segment = max(1, segment_rows // seed_spans)
     segments = 0
+    raw = folder / "replicas.parquet"
     for first in range(0, replicas, per_segment):
         part = range(first, min(replicas, first + per_segment))
-        name = f"{first + 1:020d}-bench.parquet"
         conn.execute(
             f"""COPY ({_replicated(str(seed), part, replicas, end_ns)})
-            TO '{store.segments_dir / name}' (FORMAT parquet, COMPRESSION zstd,
-            ROW_GROUP_SIZE 122880)"""
+            TO '{raw}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"""
         )
+        # each segment laid out as the store's merges lay out what they seal
+        if broken := write_merged([raw], store.segments_dir / f"{first + 1:020d}-bench.parquet"):
+            raise RuntimeError(f"the replicas cannot be merged: {broken}")
         segments += 1
+    raw.unlink()
     total = seed_spans * replicas
     conn.close()
     seconds = time.perf_counter() - began

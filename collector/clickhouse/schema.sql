@@ -346,7 +346,7 @@ SELECT
     "CallHedges" AS call_hedges,
     "CallHedgeWon" AS call_hedge_won
 FROM otel.otel_traces
-WHERE "LlmRole" = 'call' AND "WinnerGapsFloorMs" IS NOT NULL
+WHERE "LlmRole" = 'call' AND "CallWinnerAttempt" IS NOT NULL AND "WinnerGapsFloorMs" IS NOT NULL
 UNION ALL
 SELECT
     "call_started_at" AS started_at,
@@ -411,7 +411,7 @@ WITH flagged AS (
         {threshold_ms:Int64} >= coalesce("WinnerGapsFloorMs", 0) AS above_floor,
         arrayFilter(g -> g > CAST({threshold_ms:Int64} AS BIGINT) * 1000000, "WinnerGapNs") AS stall_gaps
     FROM otel.otel_traces
-    WHERE "LlmRole" = 'call' AND "WinnerGapsFloorMs" <= {threshold_ms:Int64}
+    WHERE "LlmRole" = 'call' AND "CallWinnerAttempt" IS NOT NULL AND "WinnerGapsFloorMs" <= {threshold_ms:Int64}
 ),
 measured AS (
     SELECT

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -112,6 +112,10 @@ def winner_attributes(
     if isinstance(model, str):
         extra[sc.CALL_WINNER_MODEL] = model
     return extra
+
+
+_NO_GAPS_FLOOR: Final = DEFAULTS.winner_gap_floor_ms
+"""The gap floor a call without a winner carries (it has no gaps above any)."""
 
 
 def _derive_attempt(
@@ -264,9 +268,11 @@ class DerivingSpanProcessor(SpanProcessor):
             return {}
         with self._lock:
             attempts = self._winners.pop((context.trace_id, context.span_id), None)
-        if not attempts:
-            return {}
         winner: Any = (span.attributes or {}).get(sc.CALL_WINNER_ATTEMPT)
+        if not attempts:
+            # no winner: the row says all there is of it (a store skips it when it looks for
+            # rows that do not carry their winner); a winner not seen here: nothing
+            return {} if winner is not None else {sc.CALL_WINNER_GAPS_FLOOR_MS: _NO_GAPS_FLOOR}
         if winner in attempts:
             return dict(attempts[winner])
         if winner is None and len(attempts) == 1:

@@ -166,6 +166,31 @@ def test_a_winner_whose_events_were_thinned_carries_the_events_floor() -> None:
     assert len(above) == 3
 
 
+def test_a_call_without_a_winner_says_so_and_one_unseen_says_nothing(spans: Spans) -> None:
+    """A call no attempt won (its attempts failed) carries a gap floor and nothing else of a
+    winner, so a store knows its row is whole; a call whose winner this processor never saw
+    (it ended elsewhere, or was forgotten) carries nothing, so a store looks the winner up."""
+    failed = spans.tracer.start_span("chat sim", attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL})
+    run_attempt(
+        spans, [10, 20], 30, outcome=sc.OUTCOME_ERROR, context=trace.set_span_in_context(failed)
+    )
+    failed.end()
+    unseen = spans.tracer.start_span("chat sim", attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL})
+    unseen.set_attribute(sc.CALL_WINNER_ATTEMPT, 1)
+    unseen.end()
+    failed_span, unseen_span = spans.calls()
+    carried = {
+        key: value
+        for key, value in (failed_span.attributes or {}).items()
+        if key.startswith("otel_llm.call.winner")
+    }
+    assert carried == {sc.CALL_WINNER_GAPS_FLOOR_MS: 100}
+    assert sc.STALL_MS not in (failed_span.attributes or {})
+    unseen_attributes = unseen_span.attributes or {}
+    assert sc.CALL_WINNER_GAPS_FLOOR_MS not in unseen_attributes
+    assert sc.CALL_WINNER_GAPS_NS not in unseen_attributes
+
+
 def test_hundred_thousand_chunk_attempt_is_exact(spans: Spans) -> None:
     """A 100,000-chunk stream keeps exact figures within the SDK's default event limit."""
     arrivals = [1630.0 + i * 2.5 for i in range(100_000)]

@@ -67,6 +67,7 @@ from otel_llm._show._sql._table import (
     CHUNK_GAP_COLUMN,
     CHUNK_INDEX_COLUMN,
     CHUNK_OFFSET_COLUMN,
+    ROLE_COLUMN,
     TABLE,
     is_error_sql,
 )
@@ -447,7 +448,7 @@ def _gap_label(bar: str) -> str:
 def _chunk_gaps(d: PanelDialect) -> str:
     """Gaps above each attempt's event floor come one by one from its chunk events; the gaps at
     or below the floor are not recorded one by one, only counted (chunks − 1 − those above)."""
-    role = f"\"LlmRole\" = '{sc.SPAN_ROLE_ATTEMPT}'"
+    role = f"\"{ROLE_COLUMN}\" = '{sc.SPAN_ROLE_ATTEMPT}'"
     floor_ns = f'coalesce("ChunkEventsFloorMs", 0) * {NS_PER_MS}'
     gaps = d.sql.filter(f'"{CHUNK_GAP_COLUMN}"', "g", f"g > {floor_ns}")
     attempts = f"""SELECT
@@ -629,7 +630,7 @@ LIMIT {WORST_CALLS}"""
 
 
 def _timeline(d: PanelDialect) -> str:
-    role = f"\"LlmRole\" = '{sc.SPAN_ROLE_ATTEMPT}'"
+    role = f"\"{ROLE_COLUMN}\" = '{sc.SPAN_ROLE_ATTEMPT}'"
     call = d.literal(CALL)
     if d.is_clickhouse:
         arrays = f"""arrayJoin(arrayZip("{CHUNK_OFFSET_COLUMN}", "{CHUNK_GAP_COLUMN}",

@@ -49,7 +49,7 @@ from otel_llm._figures import (
     Figure,
 )
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, TABLE, TYPED
+from otel_llm._show._sql._table import CHUNK_GAP_COLUMN, ROLE_COLUMN, TABLE, TYPED
 from otel_llm._show._sql._views import (
     ATTEMPT_COLUMNS,
     CALL_COLUMNS,
@@ -179,8 +179,8 @@ def _column(view_column: ViewColumn) -> str:
     return _q(view_column.column)
 
 
-_CALL_ROLE: Final = f"{_q(TYPED['LlmRole'].name)} = '{sc.SPAN_ROLE_CALL}'"
-_ATTEMPT_ROLE: Final = f"{_q(TYPED['LlmRole'].name)} = '{sc.SPAN_ROLE_ATTEMPT}'"
+_CALL_ROLE: Final = f"{_q(ROLE_COLUMN)} = '{sc.SPAN_ROLE_CALL}'"
+_ATTEMPT_ROLE: Final = f"{_q(ROLE_COLUMN)} = '{sc.SPAN_ROLE_ATTEMPT}'"
 _KEY_TYPES: Final = {
     THRESHOLD_KEY: "Int64",
     "service": "LowCardinality(String)",

@@ -77,8 +77,11 @@ _FIGURE_COLUMNS: Final = tuple(
     TypedColumn(figure.column, "BIGINT", figure.attribute) for figure in FIGURES
 )
 
+ROLE_COLUMN: Final = "LlmRole"
+"""The typed column that says whether a row is a call or an attempt."""
+
 TYPED_COLUMNS: Final = (
-    TypedColumn("LlmRole", "VARCHAR", sc.SPAN_ROLE),
+    TypedColumn(ROLE_COLUMN, "VARCHAR", sc.SPAN_ROLE),
     TypedColumn("Operation", "VARCHAR", sc.GEN_AI_OPERATION_NAME),
     TypedColumn("Provider", "VARCHAR", sc.GEN_AI_PROVIDER_NAME),
     TypedColumn("RequestModel", "VARCHAR", sc.GEN_AI_REQUEST_MODEL),

@@ -26,7 +26,7 @@ from otel_llm._figures import (
     Figure,
 )
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._sql._table import ALL_COLUMNS, CHUNK_GAP_COLUMN, TABLE
+from otel_llm._show._sql._table import ALL_COLUMNS, CHUNK_GAP_COLUMN, ROLE_COLUMN, TABLE
 
 ATTEMPTS_VIEW: Final = "llm_attempts"
 CALLS_VIEW: Final = "llm_calls"
@@ -195,7 +195,10 @@ STARTED_AT: Final = ViewColumn("started_at", "Timestamp")
 TRACE_ID: Final = ViewColumn("trace_id", "TraceId")
 SPAN_ID: Final = ViewColumn("span_id", "SpanId")
 WINNER_GAPS_FLOOR: Final = ViewColumn("winner_gaps_floor_ms", "WinnerGapsFloorMs")
-"""On a call row: the floor of its winner's gaps there (NULL: the row carries no winner)."""
+"""On a call row: the floor of its winner's gaps there (NULL: the row does not say what its
+winner was; a call without a winner says so with a floor and no winner attempt)."""
+WINNER_ATTEMPT: Final = ViewColumn("winner_attempt", "CallWinnerAttempt")
+"""On a call row: the number of the attempt that won (NULL: none did)."""
 WINNER_GAP_COLUMN: Final = "WinnerGapNs"
 """On a call row: its winner's gaps longer than :data:`WINNER_GAPS_FLOOR`, in ns."""
 THRESHOLD: Final = ViewColumn("stall_threshold_ms", "StallThresholdMs")
@@ -242,7 +245,7 @@ CALL_COLUMNS: Final = (
     ViewColumn("attempts", "CallAttempts"),
     ViewColumn("hedges", "CallHedges"),
     ViewColumn("hedge_won", "CallHedgeWon"),
-    ViewColumn("winner_attempt", "CallWinnerAttempt"),
+    WINNER_ATTEMPT,
     ViewColumn("hedge_waste_tokens", "HedgeWasteTokens"),
     ViewColumn("hedge_waste_chunks", "HedgeWasteChunks"),
     *_figure_columns(),
@@ -256,7 +259,7 @@ CALL_COLUMNS: Final = (
 
 CALL_OF_ATTEMPT: Final = ("call_span_id", "attempt")
 """The columns of ``llm_attempts`` that name an attempt's call and its number in that call."""
-WINNER_OF_CALL: Final = ("span_id", "winner_attempt")
+WINNER_OF_CALL: Final = (SPAN_ID.alias, WINNER_ATTEMPT.alias)
 """The columns of ``llm_calls`` that match :data:`CALL_OF_ATTEMPT` for the call's winner."""
 
 
@@ -289,7 +292,7 @@ WINNER_COLUMNS: Final = (
     WinnerColumn("model", "WinnerModel", "a.model"),
     WinnerColumn("source", "Source", "a.source"),
     WinnerColumn("stream", "Stream", "a.stream"),
-    WinnerColumn("attempt", "CallWinnerAttempt", "a.attempt"),
+    WinnerColumn("attempt", WINNER_ATTEMPT.column, "a.attempt"),
     *(WinnerColumn(f.name, f.column, f"a.{f.name}") for f in FIGURES),
     WinnerColumn(THRESHOLD.alias, THRESHOLD.column, f"a.{THRESHOLD.alias}"),
     WinnerColumn("metering_status", "MeteringStatus", "a.metering_status"),
@@ -315,7 +318,7 @@ def _select(columns: tuple[ViewColumn, ...]) -> str:
 
 
 def _role(role: str) -> str:
-    return f"""{_q("LlmRole")} = '{role}'"""
+    return f"""{_q(ROLE_COLUMN)} = '{role}'"""
 
 
 def _measured(figure: Figure) -> str:
@@ -436,7 +439,8 @@ def _carries_winner(dialect: Dialect, threshold: bool) -> str:
         condition = f"{gaps_floor} <= {dialect.parameter()}"
     else:
         condition = f"{gaps_floor} IS NOT NULL"
-    return f"{_role(sc.SPAN_ROLE_CALL)} AND {condition}"
+    has_winner = f"{_q(WINNER_ATTEMPT.column)} IS NOT NULL"  # a call without one carries a floor
+    return f"{_role(sc.SPAN_ROLE_CALL)} AND {has_winner} AND {condition}"
 
 
 _OF_CALL: Final = "call_"

@@ -48,12 +48,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
+from otel_llm._show._sql._table import ROLE_COLUMN
 from otel_llm._show._store._columns import SegmentColumns, arrow_schema, statistics_columns
 from otel_llm._show._store._merge_plan import Candidate, choose
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 logger = logging.getLogger("otel_llm")
 
@@ -679,7 +682,7 @@ class SegmentStore:
             paths = [self._dir(current) / candidate.name for candidate in chosen]
             tmp = self.path / TMP / _temporary_name(f"merge-{current + 1}")
             try:
-                broken = _write_merged(paths, tmp)
+                broken = write_merged(paths, tmp)
                 if broken is None:
                     oldest = chosen[0].name[:20]
                     prefix = oldest if oldest.isdigit() else "0" * 20
@@ -752,7 +755,7 @@ class SegmentStore:
                 self._tidy()
 
 
-def _write_merged(paths: Sequence[Path], tmp: Path) -> tuple[Path, str] | None:
+def write_merged(paths: Sequence[Path], tmp: Path) -> tuple[Path, str] | None:
     """Stream ``paths`` into one zstd segment at ``tmp``, flushed to disk, holding about
     ``segment_merge_buffer_bytes`` of rows at a time; or the first input that cannot be read
     whole and why (checked before any of its rows is written)."""
@@ -783,16 +786,30 @@ def _write_merged(paths: Sequence[Path], tmp: Path) -> tuple[Path, str] | None:
                         pending.append(table)
                         held += table.nbytes
                         if held >= DEFAULTS.segment_merge_buffer_bytes:  # bounded memory
-                            out.write_table(pa.concat_tables(pending))
+                            _write_by_role(out, pa.concat_tables(pending))
                             pending, held = [], 0
             if pending:
-                out.write_table(pa.concat_tables(pending))
+                _write_by_role(out, pa.concat_tables(pending))
             del pending, table
     finally:  # Arrow's allocator keeps what a merge freed (~70 MiB for 6,000 spans) unless told
         pa.default_memory_pool().release_unused()
     with tmp.open("rb") as handle:
         os.fsync(handle.fileno())
     return None
+
+
+def _write_by_role(out: pq.ParquetWriter, table: pa.Table) -> None:
+    """``table``'s call rows, then its other rows, each in row groups of their own (in the
+    order they came): a reader of the call rows alone — every winner query — skips the
+    attempts' row groups by ``LlmRole``'s statistics, and a time filter still skips by
+    ``Timestamp``'s."""
+    import pyarrow.compute as pc
+
+    role = pc.field(ROLE_COLUMN)
+    is_call = role == sc.SPAN_ROLE_CALL
+    for part in (table.filter(is_call), table.filter(~is_call | role.is_null())):
+        if part.num_rows:
+            out.write_table(part)
 
 
 def _unreadable(path: Path) -> str | None:

@@ -75,13 +75,13 @@ def test_a_merge_rewrites_a_bounded_amount_however_old_the_store(
 
     small, fanout, minimum, cap = 64 * 1024, 4, 16, 256 * 1024 * 1024
     merges: list[list[int]] = []
-    write_merged = segments_module._write_merged
+    write_merged = segments_module.write_merged
 
     def recording(paths: list[Path], tmp: Path) -> object:
         merges.append([path.stat().st_size for path in paths])
         return write_merged(paths, tmp)
 
-    monkeypatch.setattr(segments_module, "_write_merged", recording)
+    monkeypatch.setattr(segments_module, "write_merged", recording)
     store = SegmentStore(tmp_path / "store", generation_keep_s=0.0)
     store.create()
     rows = _rows(16)
@@ -256,3 +256,36 @@ def test_a_pending_segment_written_again_after_a_merge_is_never_brought_back(
     store.repair()
     assert lockless_count(store.path) == (9, 9)
     assert store.pending() == []
+
+
+def test_a_merge_keeps_call_rows_in_row_groups_of_their_own(tmp_path: Path) -> None:
+    """Calls and attempts sealed interleaved come out of a merge with the call rows in row
+    groups apart, each role's statistics one value, so a reader of the calls skips every
+    attempt row group; every row is there once, in its role's order."""
+    import pyarrow.parquet as pq
+
+    from tests.support.panel_calls import panel_spans
+
+    rows = [span_row(span) for span in panel_spans()]
+    store = SegmentStore(tmp_path / "store", generation_keep_s=0.0)
+    store.create()
+    for first in range(0, len(rows), 7):
+        store.write(rows[first : first + 7])
+    assert store.compact(min_segments=2) == -(-len(rows) // 7)
+    (merged,) = [s for s in store.segments() if s.path.name != SCHEMA_SEGMENT]
+    metadata = pq.ParquetFile(merged.path).metadata
+    (column,) = [
+        i for i in range(metadata.num_columns) if metadata.schema.column(i).path == "LlmRole"
+    ]
+    roles = []
+    for group in range(metadata.num_row_groups):
+        statistics = metadata.row_group(group).column(column).statistics
+        assert statistics is not None and statistics.has_min_max
+        assert statistics.min == statistics.max, group
+        roles.append(statistics.min)
+    assert roles == ["call", "attempt"]
+    table = pq.read_table(merged.path, columns=["SpanId", "LlmRole"])
+    calls = [r["SpanId"] for r in rows if r["LlmRole"] == "call"]
+    others = [r["SpanId"] for r in rows if r["LlmRole"] != "call"]
+    assert 0 < len(calls) < len(rows)
+    assert table.column("SpanId").to_pylist() == calls + others

@@ -551,11 +551,11 @@ _CRASHED_MERGE = textwrap.dedent(
     def die(*args, **kwargs):
         os._exit(137)
     if step == "writing":  # the merged segment half-written in tmp/
-        real = _segments._write_merged
-        def _write_merged(paths, tmp):
+        real = _segments.write_merged
+        def write_merged(paths, tmp):
             tmp.write_bytes(b"PAR1 half a segment")
             die()
-        _segments._write_merged = _write_merged
+        _segments.write_merged = write_merged
     elif step == "building":  # the next generation half-built, not switched to
         real_link = os.link
         made = [0]
