@@ -135,6 +135,13 @@ CALL_WINNER_ATTEMPT: Final = "otel_llm.call.winner_attempt"
 CALL_WINNER_MODEL: Final = "otel_llm.call.winner_model"
 """The winning attempt's ``gen_ai.request.model`` (its source's model, which a failover or a
 hedge may make differ from the call's)."""
+CALL_WINNER_SOURCE: Final = "otel_llm.call.winner_source"
+"""The winning attempt's ``otel_llm.attempt.source``."""
+CALL_WINNER_PROVIDER: Final = "otel_llm.call.winner_provider"
+"""The winning attempt's ``gen_ai.provider.name`` (a failover may cross providers)."""
+CALL_WINNER_STARTED_AT_NS: Final = "otel_llm.call.winner_started_at_ns"
+"""When the winning attempt started, in ns since the epoch (a hedge or a failover starts after
+the call): what the winner panels bucket a call by."""
 CALL_WINNER_GAPS_NS: Final = "otel_llm.call.winner_gaps_ns"
 """The winning attempt's gaps between chunks longer than ``otel_llm.call.winner_gaps_floor_ms``,
 in ns and in order: enough to re-derive its stall figures at any threshold at or above the

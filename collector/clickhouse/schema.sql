@@ -152,6 +152,9 @@ ALTER TABLE "otel"."otel_traces"
     ADD COLUMN IF NOT EXISTS "HedgeWasteTokens" Nullable(Int64) MATERIALIZED toInt64OrNull(SpanAttributes['otel_llm.call.hedge_waste_tokens']),
     ADD COLUMN IF NOT EXISTS "HedgeWasteChunks" Nullable(Int64) MATERIALIZED toInt64OrNull(SpanAttributes['otel_llm.call.hedge_waste_chunks']),
     ADD COLUMN IF NOT EXISTS "WinnerModel" Nullable(String) MATERIALIZED if(mapContains(SpanAttributes, 'otel_llm.call.winner_model'), SpanAttributes['otel_llm.call.winner_model'], NULL),
+    ADD COLUMN IF NOT EXISTS "WinnerSource" Nullable(String) MATERIALIZED if(mapContains(SpanAttributes, 'otel_llm.call.winner_source'), SpanAttributes['otel_llm.call.winner_source'], NULL),
+    ADD COLUMN IF NOT EXISTS "WinnerProvider" Nullable(String) MATERIALIZED if(mapContains(SpanAttributes, 'otel_llm.call.winner_provider'), SpanAttributes['otel_llm.call.winner_provider'], NULL),
+    ADD COLUMN IF NOT EXISTS "WinnerStartedAt" Nullable(DateTime64(9)) MATERIALIZED fromUnixTimestamp64Nano(toInt64OrNull(SpanAttributes['otel_llm.call.winner_started_at_ns'])),
     ADD COLUMN IF NOT EXISTS "WinnerGapsFloorMs" Nullable(Int64) MATERIALIZED toInt64OrNull(SpanAttributes['otel_llm.call.winner_gaps_floor_ms']),
     ADD COLUMN IF NOT EXISTS "WinnerGapNs" Array(Int64) MATERIALIZED JSONExtract(SpanAttributes['otel_llm.call.winner_gaps_ns'], 'Array(Int64)'),
     ADD COLUMN IF NOT EXISTS "ChunkIndex" Array(Nullable(Int64)) MATERIALIZED arrayMap(a -> toInt64OrNull(a['otel_llm.chunk.index']), arrayFilter((x, n) -> n = 'otel_llm.chunk', "Events.Attributes", "Events.Name")),
@@ -325,13 +328,14 @@ FROM measured;
 CREATE OR REPLACE VIEW otel.llm_winners AS
 SELECT
     "Timestamp" AS started_at,
+    "WinnerStartedAt" AS winner_started_at,
     "TraceId" AS trace_id,
     "SpanId" AS call_span_id,
     "ServiceName" AS service,
     "Operation" AS operation,
-    "Provider" AS provider,
+    "WinnerProvider" AS provider,
     "WinnerModel" AS model,
-    "Source" AS source,
+    "WinnerSource" AS source,
     "Stream" AS stream,
     "CallWinnerAttempt" AS attempt,
     "TtftMs" AS ttft_ms,
@@ -350,6 +354,7 @@ WHERE "LlmRole" = 'call' AND "CallWinnerAttempt" IS NOT NULL AND "WinnerGapsFloo
 UNION ALL
 SELECT
     "call_started_at" AS started_at,
+    "Timestamp" AS winner_started_at,
     "call_trace_id" AS trace_id,
     "call_span_id" AS call_span_id,
     "ServiceName" AS service,
@@ -371,7 +376,7 @@ SELECT
     "call_hedges" AS call_hedges,
     "call_hedge_won" AS call_hedge_won
 FROM (
-    SELECT t."AttemptNumber" AS "AttemptNumber", t."ChunkCount" AS "ChunkCount", t."ChunkEventsFloorMs" AS "ChunkEventsFloorMs", t."ChunkGapNs" AS "ChunkGapNs", t."GenerationMs" AS "GenerationMs", t."MaxInterChunkMs" AS "MaxInterChunkMs", t."MeteringStatus" AS "MeteringStatus", t."Operation" AS "Operation", t."Outcome" AS "Outcome", t."Provider" AS "Provider", t."RequestModel" AS "RequestModel", t."ServiceName" AS "ServiceName", t."Source" AS "Source", t."StallCount" AS "StallCount", t."StallMs" AS "StallMs", t."StallThresholdMs" AS "StallThresholdMs", t."Stream" AS "Stream", t."TtftMs" AS "TtftMs", t."WallMs" AS "WallMs", c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
+    SELECT t."AttemptNumber" AS "AttemptNumber", t."ChunkCount" AS "ChunkCount", t."ChunkEventsFloorMs" AS "ChunkEventsFloorMs", t."ChunkGapNs" AS "ChunkGapNs", t."GenerationMs" AS "GenerationMs", t."MaxInterChunkMs" AS "MaxInterChunkMs", t."MeteringStatus" AS "MeteringStatus", t."Operation" AS "Operation", t."Outcome" AS "Outcome", t."Provider" AS "Provider", t."RequestModel" AS "RequestModel", t."ServiceName" AS "ServiceName", t."Source" AS "Source", t."StallCount" AS "StallCount", t."StallMs" AS "StallMs", t."StallThresholdMs" AS "StallThresholdMs", t."Stream" AS "Stream", t."Timestamp" AS "Timestamp", t."TtftMs" AS "TtftMs", t."WallMs" AS "WallMs", c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
     FROM otel.llm_calls c
     JOIN otel.otel_traces t
         ON t."ParentSpanId" = c.span_id AND t."AttemptNumber" = c.winner_attempt
@@ -384,13 +389,14 @@ SELECT * FROM (
 WITH flagged AS (
     SELECT
         "Timestamp" AS started_at,
+        "WinnerStartedAt" AS winner_started_at,
         "TraceId" AS trace_id,
         "SpanId" AS call_span_id,
         "ServiceName" AS service,
         "Operation" AS operation,
-        "Provider" AS provider,
+        "WinnerProvider" AS provider,
         "WinnerModel" AS model,
-        "Source" AS source,
+        "WinnerSource" AS source,
         "Stream" AS stream,
         "CallWinnerAttempt" AS attempt,
         "TtftMs" AS ttft_ms,
@@ -423,6 +429,7 @@ measured AS (
 )
 SELECT
     started_at,
+    winner_started_at,
     trace_id,
     call_span_id,
     service,
@@ -460,6 +467,7 @@ SELECT * FROM (
 WITH flagged AS (
     SELECT
         "call_started_at" AS started_at,
+        "Timestamp" AS winner_started_at,
         "call_trace_id" AS trace_id,
         "call_span_id" AS call_span_id,
         "ServiceName" AS service,
@@ -487,7 +495,7 @@ WITH flagged AS (
         {threshold_ms:Int64} >= coalesce("ChunkEventsFloorMs", 0) AS above_floor,
         arrayFilter(g -> g > CAST({threshold_ms:Int64} AS BIGINT) * 1000000, "ChunkGapNs") AS stall_gaps
     FROM (
-    SELECT t."AttemptNumber" AS "AttemptNumber", t."ChunkCount" AS "ChunkCount", t."ChunkEventsFloorMs" AS "ChunkEventsFloorMs", t."ChunkGapNs" AS "ChunkGapNs", t."GenerationMs" AS "GenerationMs", t."MaxInterChunkMs" AS "MaxInterChunkMs", t."MeteringStatus" AS "MeteringStatus", t."Operation" AS "Operation", t."Outcome" AS "Outcome", t."Provider" AS "Provider", t."RequestModel" AS "RequestModel", t."ServiceName" AS "ServiceName", t."Source" AS "Source", t."StallCount" AS "StallCount", t."StallMs" AS "StallMs", t."StallThresholdMs" AS "StallThresholdMs", t."Stream" AS "Stream", t."TtftMs" AS "TtftMs", t."WallMs" AS "WallMs", c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
+    SELECT t."AttemptNumber" AS "AttemptNumber", t."ChunkCount" AS "ChunkCount", t."ChunkEventsFloorMs" AS "ChunkEventsFloorMs", t."ChunkGapNs" AS "ChunkGapNs", t."GenerationMs" AS "GenerationMs", t."MaxInterChunkMs" AS "MaxInterChunkMs", t."MeteringStatus" AS "MeteringStatus", t."Operation" AS "Operation", t."Outcome" AS "Outcome", t."Provider" AS "Provider", t."RequestModel" AS "RequestModel", t."ServiceName" AS "ServiceName", t."Source" AS "Source", t."StallCount" AS "StallCount", t."StallMs" AS "StallMs", t."StallThresholdMs" AS "StallThresholdMs", t."Stream" AS "Stream", t."Timestamp" AS "Timestamp", t."TtftMs" AS "TtftMs", t."WallMs" AS "WallMs", c.started_at AS call_started_at, c.trace_id AS call_trace_id, c.span_id AS call_span_id, c.hedges AS call_hedges, c.hedge_won AS call_hedge_won
     FROM otel.llm_calls c
     JOIN otel.otel_traces t
         ON t."ParentSpanId" = c.span_id AND t."AttemptNumber" = c.winner_attempt
@@ -506,6 +514,7 @@ measured AS (
 )
 SELECT
     started_at,
+    winner_started_at,
     trace_id,
     call_span_id,
     service,

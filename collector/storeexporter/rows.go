@@ -378,7 +378,8 @@ func baseFiller(column fieldSpec) (filler, error) {
 
 // typedFiller fills a typed column from its attribute, as otel_llm's typed_columns does:
 // VARCHAR takes any value (strings as they are, others rendered), BIGINT an int, INTEGER an
-// int within 32 bits, BOOLEAN a bool, BIGINT[] an array of ints; any other value is NULL. An
+// int within 32 bits, BOOLEAN a bool, TIMESTAMP_NS an int (ns since the epoch), BIGINT[] an
+// array of ints; any other value is NULL. An
 // otel-llm span without the attribute gets the column's default.
 func typedFiller(plan typedSpec, i int, column fieldSpec) (filler, error) {
 	var dflt *bool = plan.Default
@@ -429,6 +430,15 @@ func typedFiller(plan typedSpec, i int, column fieldSpec) (filler, error) {
 				bb.AppendNull()
 			}
 		}, expect(column, "bool", "")
+	case "TIMESTAMP_NS":
+		return func(b array.Builder, s *span, _ *rows) {
+			tb := b.(*array.TimestampBuilder)
+			if s.found[i] && s.typed[i].Type() == pcommon.ValueTypeInt {
+				tb.Append(arrow.Timestamp(s.typed[i].Int()))
+				return
+			}
+			tb.AppendNull()
+		}, expect(column, "timestamp", "")
 	case "BIGINT[]":
 		return func(b array.Builder, s *span, _ *rows) {
 			lb := b.(*array.ListBuilder)

@@ -97,21 +97,33 @@ def derive_attempt(
 
 
 def winner_attributes(
-    attributes: Mapping[str, Any], timeline: Timeline
+    attributes: Mapping[str, Any], timeline: Timeline, started_at_ns: int
 ) -> dict[str, AttributeValue]:
-    """What the call span carries of its winning attempt beside the figures: the attempt's
-    model and its gaps longer than :attr:`~otel_llm._defaults.Defaults.winner_gap_floor_ms`
-    (or than its chunk-event floor, if higher: shorter gaps may be missing there)."""
+    """What the call span carries of its winning attempt beside the figures: when it started,
+    its model, source and provider, and its gaps longer than
+    :attr:`~otel_llm._defaults.Defaults.winner_gap_floor_ms` (or than its chunk-event floor, if
+    higher: shorter gaps may be missing there)."""
     floor_ms = max(DEFAULTS.winner_gap_floor_ms, timeline.complete_above_ms)
     floor_ns = floor_ms * NS_PER_MS
     extra: dict[str, AttributeValue] = {
+        sc.CALL_WINNER_STARTED_AT_NS: started_at_ns,
         sc.CALL_WINNER_GAPS_FLOOR_MS: floor_ms,
         sc.CALL_WINNER_GAPS_NS: tuple(gap for gap in timeline.gaps_ns if gap > floor_ns),
     }
-    model = attributes.get(sc.GEN_AI_REQUEST_MODEL)
-    if isinstance(model, str):
-        extra[sc.CALL_WINNER_MODEL] = model
+    for key, carried in _CARRIED_NAMES:
+        value = attributes.get(key)
+        if isinstance(value, str):
+            extra[carried] = value
     return extra
+
+
+_CARRIED_NAMES: Final = (
+    (sc.GEN_AI_REQUEST_MODEL, sc.CALL_WINNER_MODEL),
+    (sc.ATTEMPT_SOURCE, sc.CALL_WINNER_SOURCE),
+    (sc.GEN_AI_PROVIDER_NAME, sc.CALL_WINNER_PROVIDER),
+)
+"""The attempt's attributes that name what answered, and the call span's names for the
+winner's."""
 
 
 _NO_GAPS_FLOOR: Final = DEFAULTS.winner_gap_floor_ms
@@ -239,7 +251,8 @@ class DerivingSpanProcessor(SpanProcessor):
                 and attributes.get(sc.ATTEMPT_OUTCOME) == sc.OUTCOME_OK
             ):
                 ttft_s = attributes.get(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)
-                copied = {**extra, **winner_attributes(attributes, timeline)}
+                started = span.start_time or 0  # derived figures mean it has one
+                copied = {**extra, **winner_attributes(attributes, timeline, started)}
                 if ttft_s is not None:
                     copied[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ttft_s
                 self._remember(span, copied)

@@ -139,9 +139,50 @@ def test_the_call_span_carries_its_winners_long_gaps_and_model(spans: Spans) -> 
     assert attrs[sc.CALL_WINNER_GAPS_FLOOR_MS] == 100
     assert list(attrs[sc.CALL_WINNER_GAPS_NS]) == [101 * MS, 2000 * MS]  # type: ignore[arg-type]
     assert attrs[sc.STALL_COUNT] == winner.stall_count == 1
-    assert sc.CALL_WINNER_MODEL not in attrs  # this attempt named no model
-    (_, second) = spans.attempts()
+    assert sc.CALL_WINNER_MODEL not in attrs  # this attempt named no model, source, provider
+    assert sc.CALL_WINNER_SOURCE not in attrs
+    assert sc.CALL_WINNER_PROVIDER not in attrs
+    (first, second) = spans.attempts()
     assert sc.CALL_WINNER_GAPS_NS not in (second.attributes or {})  # on the call span only
+    assert attrs[sc.CALL_WINNER_STARTED_AT_NS] == second.start_time != first.start_time
+
+
+def test_the_call_span_names_what_answered(spans: Spans) -> None:
+    """The winner's model, source and provider on the call span, whatever the call span says
+    of its own (a failover may cross providers)."""
+    call = spans.tracer.start_span(
+        "chat sim",
+        attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL, sc.GEN_AI_PROVIDER_NAME: "anthropic"},
+    )
+    ctx = trace.set_span_in_context(call)
+    for number, (source, provider, model) in enumerate(
+        [("a", "anthropic", "claude"), ("b", "openai", "gpt")], start=1
+    ):
+        attempt = AttemptSpan(
+            spans.tracer,
+            "chat sim",
+            attributes={
+                sc.ATTEMPT_NUMBER: number,
+                sc.ATTEMPT_SOURCE: source,
+                sc.GEN_AI_PROVIDER_NAME: provider,
+                sc.GEN_AI_REQUEST_MODEL: model,
+            },
+            threshold_ms=1000,
+            streamed=True,
+            start_ns=0,
+            context=ctx,
+        )
+        for t in (10, 20):
+            attempt.clock.mark_at(t * MS)
+        attempt.finish(sc.OUTCOME_OK, end_ns=30 * MS)
+    call.set_attribute(sc.CALL_WINNER_ATTEMPT, 2)
+    call.end()
+    (call_span,) = spans.calls()
+    attrs = call_span.attributes or {}
+    assert attrs[sc.CALL_WINNER_SOURCE] == "b"
+    assert attrs[sc.CALL_WINNER_PROVIDER] == "openai"
+    assert attrs[sc.CALL_WINNER_MODEL] == "gpt"
+    assert attrs[sc.GEN_AI_PROVIDER_NAME] == "anthropic"  # the call's own, untouched
 
 
 def test_a_winner_whose_events_were_thinned_carries_the_events_floor() -> None:

@@ -76,8 +76,10 @@ from otel_llm._show._sql._views import (
     ATTEMPTS_VIEW,
     CALL_OF_ATTEMPT,
     CALLS_VIEW,
+    STARTED_AT,
+    WINNER_COLUMNS,
     WINNER_OF_CALL,
-    winner_on,
+    WINNER_STARTED_AT,
 )
 
 Kind = Literal["timeseries", "barchart", "table", "stat", "xychart", "traces"]
@@ -135,6 +137,13 @@ def _series(alias: str = "") -> str:
 
 
 _ATTEMPT: Final = ", ".join(f"a.{c.alias} AS {c.alias}" for c in ATTEMPT_COLUMNS)
+_WINNER: Final = ", ".join(
+    f"a.{c.alias} AS {STARTED_AT.alias}" if c == WINNER_STARTED_AT else f"a.{c.alias}"
+    for c in WINNER_COLUMNS
+    if c.alias != STARTED_AT.alias
+)
+"""A winner panel's columns in DuckDB, read from the call rows: those of the attempts' rows
+it reads in ClickHouse (``started_at`` the winner's), and the call's hedges."""
 
 
 def _winners(
@@ -146,34 +155,38 @@ def _winners(
     name: str = "w",
 ) -> str:
     """The winning attempt of every call in range, at the threshold variable, filtered
-    (``repeat``: the panel is drawn once per value of that variable): the attempts joined to
-    the calls' (span id, winner) — in ClickHouse a set of those keys, as UInt64s, which it
-    probes faster than it joins the calls' rows. ``stalled``: only attempts that can have
-    stalled at a re-derived threshold T — a gap longer than T makes the longest gap, in whole
-    ms, at least T — so the gaps of the others are never filtered (the same rows, faster).
+    (``repeat``: the panel is drawn once per value of that variable): in DuckDB read from the
+    call rows (``llm_winners``, which joins only the calls whose rows do not carry their
+    winner); in ClickHouse the attempts whose (call span id, number) is in the set of the calls'
+    (span id, winner), as UInt64s, which it probes faster than it joins the calls' rows.
+    ``stalled``: only attempts that can have stalled at a re-derived threshold T — a gap
+    longer than T makes the longest gap, in whole ms, at least T — so the gaps of the others
+    are never filtered (the same rows, faster).
     ``unless``: a condition under which the panel reads a rollup instead (no row then)."""
-    calls = d.relation(CALLS_VIEW)
-    if d.is_clickhouse:
-        join = ""
-        (call, number), (span, winner_number) = CALL_OF_ATTEMPT, WINNER_OF_CALL
-        winner = f"""({d.span_key(f"a.{call}")}, a.{number}) IN (
-        SELECT {d.span_key(span)}, {winner_number} FROM {calls}
-        WHERE {d.time_filter("started_at")}
-      )"""
-    else:
-        join = f"\n    JOIN {calls} c ON {winner_on('c', 'a')}"
-        winner = d.time_filter("c.started_at")
     t = d.number(THRESHOLD)
     longest = f"a.{MAX_INTER_CHUNK_MS.name}"
     could_stall = (
         f"\n      AND ({t} = {AS_MEASURED} OR coalesce({longest}, {t}) >= {t})" if stalled else ""
     )
     instead = f"\n      AND NOT {unless}" if unless else ""
+    filters = f"{d.filters('a', repeat=repeat)}{could_stall}{instead}"
+    if not d.is_clickhouse:
+        return f"""{name} AS (
+    SELECT {_WINNER}
+    FROM {d.winners()} a
+    WHERE {d.time_filter("a.started_at")}
+      AND {d.since_start(f"a.{WINNER_STARTED_AT.alias}")} AND {filters}
+)"""
+    calls = d.relation(CALLS_VIEW)
+    (call, number), (span, winner_number) = CALL_OF_ATTEMPT, WINNER_OF_CALL
     return f"""{name} AS (
     SELECT {_ATTEMPT}
-    FROM {d.attempts()} a{join}
-    WHERE {winner}
-      AND {d.since_start("a.started_at")} AND {d.filters("a", repeat=repeat)}{could_stall}{instead}
+    FROM {d.attempts()} a
+    WHERE ({d.span_key(f"a.{call}")}, a.{number}) IN (
+        SELECT {d.span_key(span)}, {winner_number} FROM {calls}
+        WHERE {d.time_filter("started_at")}
+      )
+      AND {d.since_start("a.started_at")} AND {filters}
 )"""
 
 

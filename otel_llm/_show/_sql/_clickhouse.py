@@ -44,6 +44,7 @@ _TYPES: Final = {
     "INTEGER": "Nullable(Int32)",
     "BOOLEAN": "Nullable(Bool)",
     "BIGINT[]": "Array(Int64)",
+    "TIMESTAMP_NS": "Nullable(DateTime64(9))",
 }
 """DuckDB's type of a typed column → ClickHouse's (every scalar is Nullable; an array cannot
 be, and is empty where DuckDB's is NULL)."""
@@ -61,6 +62,8 @@ def _value(column: TypedColumn) -> str:
         return f"toInt32OrNull({value})"
     if column.sql_type == "BOOLEAN":
         return f"multiIf({value} = 'true', true, {value} = 'false', false, NULL)"
+    if column.sql_type == "TIMESTAMP_NS":  # ns since the epoch
+        return f"fromUnixTimestamp64Nano(toInt64OrNull({value}))"
     if column.sql_type == "BIGINT[]":  # the exporter renders an array attribute as JSON
         return f"JSONExtract({value}, 'Array(Int64)')"
     raise ValueError(f"no ClickHouse type for {column.sql_type}")  # pragma: no cover

@@ -26,6 +26,8 @@ from otel_llm._show._sql._views import (
     CLICKHOUSE,
     DUCKDB,
     THRESHOLD_PARAMETER,
+    WINNERS_AT,
+    WINNERS_VIEW,
     ClickHouse,
     Dialect,
 )
@@ -132,12 +134,20 @@ class PanelDialect:
 
     def attempts(self) -> str:
         """The attempts with their stall figures at the threshold variable."""
+        return self._at_threshold(ATTEMPTS_VIEW, ATTEMPTS_AT)
+
+    def winners(self) -> str:
+        """Every call's winner with its stall figures at the threshold variable."""
+        return self._at_threshold(WINNERS_VIEW, WINNERS_AT)
+
+    def _at_threshold(self, view: str, at: str) -> str:
+        """``view`` as measured, or ``at`` (the view re-derived) at the threshold variable."""
         t = self.number(THRESHOLD)
-        measured = self.relation(ATTEMPTS_VIEW)
+        measured = self.relation(view)
         if self.is_clickhouse:
-            rederived = f"{self.relation(ATTEMPTS_AT)}({THRESHOLD_PARAMETER}={t})"
+            rederived = f"{self.relation(at)}({THRESHOLD_PARAMETER}={t})"
         else:
-            rederived = f"{ATTEMPTS_AT}({t})"
+            rederived = f"{at}({t})"
         return (
             f"(SELECT * FROM {measured} WHERE {t} = {AS_MEASURED}\n"
             f"     UNION ALL\n"

@@ -105,6 +105,9 @@ TYPED_COLUMNS: Final = (
     TypedColumn("HedgeWasteTokens", "BIGINT", sc.CALL_HEDGE_WASTE_TOKENS),
     TypedColumn("HedgeWasteChunks", "BIGINT", sc.CALL_HEDGE_WASTE_CHUNKS),
     TypedColumn("WinnerModel", "VARCHAR", sc.CALL_WINNER_MODEL),
+    TypedColumn("WinnerSource", "VARCHAR", sc.CALL_WINNER_SOURCE),
+    TypedColumn("WinnerProvider", "VARCHAR", sc.CALL_WINNER_PROVIDER),
+    TypedColumn("WinnerStartedAt", "TIMESTAMP_NS", sc.CALL_WINNER_STARTED_AT_NS),
     TypedColumn("WinnerGapsFloorMs", "BIGINT", sc.CALL_WINNER_GAPS_FLOOR_MS),
     TypedColumn("WinnerGapNs", "BIGINT[]", sc.CALL_WINNER_GAPS_NS),
 )

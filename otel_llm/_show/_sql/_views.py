@@ -282,15 +282,19 @@ class WinnerColumn:
     joined: str
 
 
+WINNER_STARTED_AT: Final = WinnerColumn("winner_started_at", "WinnerStartedAt", "a.started_at")
+"""When the winning attempt started (the call's ``started_at`` is when the call did)."""
+
 WINNER_COLUMNS: Final = (
     WinnerColumn("started_at", "Timestamp", "c.started_at"),
+    WINNER_STARTED_AT,
     WinnerColumn("trace_id", "TraceId", "c.trace_id"),
     WinnerColumn("call_span_id", "SpanId", "c.span_id"),
     WinnerColumn("service", "ServiceName", "a.service"),
     WinnerColumn("operation", "Operation", "a.operation"),
-    WinnerColumn("provider", "Provider", "a.provider"),
+    WinnerColumn("provider", "WinnerProvider", "a.provider"),
     WinnerColumn("model", "WinnerModel", "a.model"),
-    WinnerColumn("source", "Source", "a.source"),
+    WinnerColumn("source", "WinnerSource", "a.source"),
     WinnerColumn("stream", "Stream", "a.stream"),
     WinnerColumn("attempt", WINNER_ATTEMPT.column, "a.attempt"),
     *(WinnerColumn(f.name, f.column, f"a.{f.name}") for f in FIGURES),
@@ -300,7 +304,8 @@ WINNER_COLUMNS: Final = (
     WinnerColumn("call_hedge_won", "CallHedgeWon", "c.hedge_won"),
 )
 """The columns of ``llm_winners`` and ``llm_winners_at(T)``: one row per call that has a
-winner — when it started, what answered, the winner's figures and the call's hedges."""
+winner — when it and its winner started, what answered, the winner's figures and the call's
+hedges."""
 
 _unknown = {
     *(c.column for c in (*ATTEMPT_COLUMNS, *CALL_COLUMNS)),

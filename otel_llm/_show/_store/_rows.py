@@ -123,6 +123,7 @@ def as_text(value: Any) -> Any:
 _TYPED: Final = {
     "BOOLEAN": _as_bool,
     "BIGINT": as_int,
+    "TIMESTAMP_NS": as_int,  # ns since the epoch
     "INTEGER": _as_int32,
     "BIGINT[]": _as_int_list,
 }

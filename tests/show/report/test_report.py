@@ -70,16 +70,20 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
 
 def _hostile_copy(source: Path, target: Path) -> Path:
     """The demo's spans with the source, provider, model, service and error names replaced
-    by :data:`HOSTILE` variants (the escaping test's store)."""
+    by :data:`HOSTILE` variants, on the attempts and on the calls that name their winner's (the
+    escaping test's store)."""
     SegmentStore(target).create()
     glob = str(SegmentStore(source).segments_dir / "*.parquet")
     names = ", ".join(
         f'\'{prefix}\' || "{column}" || {_sql(HOSTILE)} AS "{column}"'
         for prefix, column in (
             ("s", "Source"),
+            ("s", "WinnerSource"),
             ("p", "Provider"),
+            ("p", "WinnerProvider"),
             ("m", "RequestModel"),
             ("m", "ResponseModel"),
+            ("m", "WinnerModel"),
             ("svc", "ServiceName"),
         )
     )

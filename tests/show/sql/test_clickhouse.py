@@ -263,6 +263,30 @@ def test_the_call_rows_give_the_joined_winners(
     assert calls > len(expected[1])  # some calls have no winner
 
 
+def test_a_call_span_that_names_no_source_gives_its_winners(tmp_path: Path) -> None:
+    """Call spans that name no source or provider of their own (a wrapped SDK's, a scripted
+    one's): each call's winner still says which source answered, the hedge leg when it won."""
+    from tests.support.tune_store import Scripted, TuneStore, stream
+
+    store = TuneStore(tmp_path / "store")
+    lost = Scripted(stream(200.0, chunks=3, every_ms=50.0), 2000.0, outcome=sc.OUTCOME_ERROR)
+    hedge = Scripted(
+        stream(100.0, chunks=3, every_ms=50.0),
+        300.0,
+        source="sim-2",
+        leg=sc.LEG_HEDGE,
+        start_ms=500.0,
+    )
+    store.call([lost, hedge])
+    store.call([Scripted(stream(200.0, chunks=3, every_ms=50.0), 400.0)])
+    store.close()
+    with open_store(tmp_path / "store") as conn:
+        joined = in_duckdb(conn, _joined_winners(None))
+        assert in_duckdb(conn, _winners(None)) == joined
+        sources = in_duckdb(conn, f"SELECT source, attempt FROM {WINNERS_VIEW} ORDER BY 1")[1]
+    assert sources == [("sim-1", 1), ("sim-2", 2)]
+
+
 @pytest.mark.parametrize("threshold", [None, 50, 250])
 def test_calls_whose_rows_carry_no_winner_are_joined(
     duck: duckdb.DuckDBPyConnection, threshold: int | None
