@@ -25,6 +25,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ from otel_llm._show._store._breakdown import breakdown_sql, worst_stalls_sql
 
 TARGET = 1.5
 """Each canned query at most this many times its floor."""
+RECENT = timedelta(hours=6)
+RECENT_TARGET_S = 0.1
+"""Over the store's last ``RECENT``, each canned query within this many seconds."""
 THRESHOLDS = (None, 250, 500)
 """As measured, then re-thresholded."""
 
@@ -208,6 +212,23 @@ def main() -> None:
     print(
         f"{'FAIL' if failed else 'PASS'}  every canned query <= {TARGET}x its floor in memory"
         + (f": over in {', '.join(failed)}" if failed else "")
+    )
+    since = store.end - RECENT
+    slow = []
+    print(f"over the last {RECENT} (otel-llm query --since 6h), target <= {RECENT_TARGET_S} s:")
+    with open_store(store.path, views=True) as conn:
+        for t in THRESHOLDS:
+            for name, sql in (
+                (f"breakdown {t or 'as measured'}", breakdown_sql(t, since=since)),
+                (f"worst stalls {t or 'as measured'}", worst_stalls_sql(5, t, since=since)),
+            ):
+                cold, median = timed(lambda sql=sql: conn.execute(sql).fetchall(), args.runs)
+                if median > RECENT_TARGET_S:
+                    slow.append(name)
+                print(f"{name:<28}{cold * 1000:>9.1f}{median * 1000:>11.1f}")
+    print(
+        f"{'FAIL' if slow else 'PASS'}  every canned query over the last {RECENT} <= "
+        f"{RECENT_TARGET_S} s" + (f": over in {', '.join(slow)}" if slow else "")
     )
     _ = DUCKDB, duckdb  # the dialect and engine the canned queries are written for
 

@@ -5,7 +5,8 @@ The store: real SDK spans (``tests/support/panel_calls.py``: the client against 
 — stalls, hedges, failovers, watchdog kills, errors, two services) replicated with fresh trace and
 span ids, their timestamps spread over 24 h and the models split four ways (so a panel draws a
 realistic number of series), segments of ``--segment-rows`` rows laid out by the store's merge
-writer (as a long-running store's merges leave them) in a real store directory. It is cached under ``.cache/`` keyed by its parameters, so a rerun only times.
+writer (as a long-running store's merges leave them) in a real store directory. It is cached
+under ``.cache/`` keyed by its parameters, so a rerun only times.
 DuckDB reads it as every reader does (``open_store``: the views over the segments' glob); chDB gets
 the ClickHouse DDL and a MergeTree ``otel_traces`` filled by ``INSERT … SELECT`` from the same
 Parquet.

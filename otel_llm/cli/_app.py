@@ -229,6 +229,16 @@ def demo(
         )
 
 
+SinceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--since",
+        help="The range to show: a duration back from now (15m, 6h, 7d) or an ISO 8601 time "
+        "(2026-01-31T12:00Z); default: everything in the store.",
+    ),
+]
+
+
 @app.command()
 def query(
     sql: Annotated[str | None, typer.Argument(help="SQL to run; omit for the breakdown.")] = None,
@@ -246,40 +256,39 @@ def query(
         ),
     ] = False,
     limit: Annotated[int, typer.Option(min=1, help="Rows of the worst stalls.")] = 5,
+    since: SinceOption = None,
     output_format: FormatOption = Format.TABLE,
     width: WidthOption = None,
 ) -> None:
     """Print the wall / stall / net-generation breakdown, or run SQL on the spans."""
+    from otel_llm._show._store._since import parse_since
+
     out = Output.stdout(output_format, width)
     path = _db(db)
     try:
         if sql is not None:
-            if threshold_ms is not None or worst_stalls:
-                raise _fail("--threshold-ms and --worst-stalls apply to the breakdown, not to SQL")
+            if threshold_ms is not None or worst_stalls or since is not None:
+                raise _fail(
+                    "--threshold-ms, --worst-stalls and --since apply to the breakdown, not to SQL"
+                )
             out.table(run_query(path, sql))
             return
+        start = parse_since(since, datetime.now(UTC)) if since is not None else None
         label = f"at {threshold_ms} ms" if threshold_ms else "as measured"
+        if start is not None:
+            label += f", calls since {start.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
         if threshold_ms is not None and (note := below_floor_note(path, threshold_ms)):
             typer.echo(note, err=True)
-        stalls = worst_stalls_sql(limit, threshold_ms=threshold_ms)
+        stalls = worst_stalls_sql(limit, threshold_ms=threshold_ms, since=start)
         if not worst_stalls:
             out.table(
-                run_query(path, breakdown_sql(threshold_ms), canned=True), f"Breakdown ({label})"
+                run_query(path, breakdown_sql(threshold_ms, since=start), canned=True),
+                f"Breakdown ({label})",
             )
         if worst_stalls or not output_format.one_table:
             out.table(run_query(path, stalls, canned=True), f"Worst stalls ({label})")
     except (OtelLLMError, duckdb.Error) as exc:
         raise _fail(str(exc)) from exc
-
-
-SinceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--since",
-        help="The range to show: a duration back from now (15m, 6h, 7d) or an ISO 8601 time "
-        "(2026-01-31T12:00Z); default: everything in the store.",
-    ),
-]
 
 
 def _write_report(

@@ -62,6 +62,43 @@ def test_query_breakdown_and_rederivation(demo_db: Path) -> None:
     assert "Breakdown (at 500 ms)" in rederived.stdout
 
 
+def test_query_since_counts_only_the_calls_in_range(tmp_path: Path) -> None:
+    """``--since 6h``: the breakdown and the worst stalls of the calls that started in the
+    last six hours, the older ones left out; a bad value is refused naming the option."""
+    import json
+    import time
+
+    from tests.support.tune_store import Scripted, TuneStore, stream
+
+    now_ns = time.time_ns()
+    hour_ns = 3600 * 1_000_000_000
+    store = TuneStore(tmp_path / "store")
+    stalled = Scripted(stream(200.0, chunks=4, every_ms=50.0, silences={2: 1500.0}), 2000.0)
+    for hours_ago in (30, 20, 7):  # before the range
+        store.call([stalled], at_ns=now_ns - hours_ago * hour_ns)
+    for hours_ago in (5, 1):
+        store.call(
+            [Scripted(stream(200.0, chunks=4, every_ms=50.0), 400.0)],
+            at_ns=now_ns - hours_ago * hour_ns,
+        )
+    store.close()
+    db = str(tmp_path / "store")
+    every = json.loads(otel_llm("query", "--db", db, "--format", "json").stdout)
+    assert sum(row["calls"] for row in every) == 5
+    assert sum(row["stalled"] for row in every) == 3
+    recent = otel_llm("query", "--db", db, "--since", "6h", "--format", "json")
+    assert recent.returncode == 0, recent.stderr
+    assert [row["calls"] for row in json.loads(recent.stdout)] == [2]
+    assert json.loads(recent.stdout)[0]["stalled"] == 0
+    worst = otel_llm("query", "--db", db, "--since", "6h", "--worst-stalls", "--format", "json")
+    assert json.loads(worst.stdout) == []  # the stalled calls are older
+    table = otel_llm("query", "--db", db, "--since", "6h")
+    assert "calls since" in table.stdout
+    bad = otel_llm("query", "--db", db, "--since", "yesterday")
+    assert bad.returncode != 0
+    assert "--since" in bad.stderr + bad.stdout
+
+
 def test_query_runs_sql(demo_db: Path) -> None:
     """`query SQL` runs the statement and prints its rows."""
     out = otel_llm("query", "--db", str(demo_db), "SELECT count(*) AS n FROM llm_calls")

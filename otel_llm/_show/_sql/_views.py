@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final
 
 from otel_llm import _semconv as sc
@@ -35,6 +36,12 @@ WINNERS_VIEW: Final = "llm_winners"
 WINNERS_AT: Final = "llm_winners_at"
 THRESHOLD_PARAMETER: Final = "threshold_ms"
 """The parameter of :data:`ATTEMPTS_AT`, in milliseconds."""
+
+
+def _utc_text(at: datetime) -> str:
+    """``at`` in UTC as ``YYYY-MM-DD HH:MM:SS.ffffff`` (a naive time is read as UTC)."""
+    utc = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return utc.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
 
 
 class Dialect:
@@ -68,6 +75,10 @@ class Dialect:
     def round(self, expr: str, digits: int) -> str:
         """DuckDB's ``round`` of a DOUBLE at ``digits`` decimals (see :func:`_duckdb_round`)."""
         return f"round({expr}, {digits})"
+
+    def instant(self, at: datetime) -> str:
+        """``at`` as a literal of ``Timestamp``'s type (UTC; a naive time is read as UTC)."""
+        return f"TIMESTAMP '{_utc_text(at)}'"
 
     def quantile(self, expr: str, q: float) -> str:
         """The continuous quantile (linear interpolation between the closest ranks, R-7: the
@@ -164,6 +175,9 @@ class ClickHouse(Dialect):
 
     def quantile(self, expr: str, q: float) -> str:
         return f"quantileExactInclusive({q})({expr})"
+
+    def instant(self, at: datetime) -> str:
+        return f"toDateTime64('{_utc_text(at)}', 9, 'UTC')"
 
     def count_if(self, condition: str) -> str:
         return f"countIf({condition})"

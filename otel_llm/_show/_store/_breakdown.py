@@ -9,6 +9,7 @@ threshold) and "what if the threshold were N ms".
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,29 +42,33 @@ RUN_ATTRIBUTE = "service.instance.id"
 """The resource attribute that tells one run (one process) from the others in a shared file."""
 
 
-def _run_filter(run: str | None, dialect: Dialect) -> str:
-    """SQL restricting winners to the calls of one run (``None``: every run)."""
-    if run is None:
-        return ""
+def _run_filter(run: str, dialect: Dialect) -> str:
+    """SQL restricting winners to the calls of one run."""
     if not run.isascii() or not run.replace("-", "").isalnum():
         raise ConfigurationError(RUN_ATTRIBUTE, f"a run id is letters, digits and '-', not {run!r}")
-    return f"""
-        WHERE call_span_id IN (
+    return f"""call_span_id IN (
             SELECT "SpanId" FROM {dialect.relation(TABLE)}
             WHERE "ResourceAttributes"['{RUN_ATTRIBUTE}'] = '{run}'
         )"""
 
 
-def _winners(threshold_ms: int | None, run: str | None, dialect: Dialect) -> str:
-    """Winning attempts at ``threshold_ms`` (``None``: each as measured), of one run or all:
-    ``llm_winners``, which reads most calls' winners from the call rows alone."""
+def _winners(
+    threshold_ms: int | None, run: str | None, dialect: Dialect, since: datetime | None = None
+) -> str:
+    """Winning attempts at ``threshold_ms`` (``None``: each as measured), of one run or all,
+    of the calls that started at or after ``since`` (``None``: all): ``llm_winners``, which
+    reads most calls' winners from the call rows alone."""
     if threshold_ms is None:
         source = dialect.relation(WINNERS_VIEW)
     else:
         threshold = validate_threshold_ms(threshold_ms, "--threshold-ms")
         source = dialect.at_threshold(threshold, WINNERS_AT)
+    conditions = [] if run is None else [_run_filter(run, dialect)]
+    if since is not None:
+        conditions.append(f"started_at >= {dialect.instant(since)}")
+    where = f"\n        WHERE {' AND '.join(conditions)}" if conditions else ""
     return f"""
-        SELECT * FROM {source}{_run_filter(run, dialect)}
+        SELECT * FROM {source}{where}
     """
 
 
@@ -74,14 +79,19 @@ def _seconds(figure: Figure, dialect: Dialect, digits: int, *, total: bool = Fal
 
 
 def breakdown_sql(
-    threshold_ms: int | None = None, *, run: str | None = None, dialect: Dialect = DUCKDB
+    threshold_ms: int | None = None,
+    *,
+    run: str | None = None,
+    since: datetime | None = None,
+    dialect: Dialect = DUCKDB,
 ) -> str:
     """Per provider and model: calls, wall vs stall vs net generation, stall share, TTFT
-    (``run``: only the calls whose spans carry that :data:`RUN_ATTRIBUTE`)."""
+    (``run``: only the calls whose spans carry that :data:`RUN_ATTRIBUTE`; ``since``: only
+    the calls that started then or later)."""
     wall, stall = WALL_MS.name, STALL_MS.name
     share = dialect.round(f"100.0 * sum({stall}) / nullif(sum({wall}), 0)", 1)
     return f"""
-    WITH w AS ({_winners(threshold_ms, run, dialect)})
+    WITH w AS ({_winners(threshold_ms, run, dialect, since)})
     SELECT
         provider || '/' || model AS model,
         count(*) AS calls,
@@ -142,11 +152,13 @@ def worst_stalls_sql(
     threshold_ms: int | None = None,
     *,
     run: str | None = None,
+    since: datetime | None = None,
     dialect: Dialect = DUCKDB,
 ) -> str:
-    """The calls whose winning attempt lost the most time to stalls."""
+    """The calls whose winning attempt lost the most time to stalls (of those that started at
+    or after ``since``)."""
     return f"""
-    WITH w AS ({_winners(threshold_ms, run, dialect)})
+    WITH w AS ({_winners(threshold_ms, run, dialect, since)})
     SELECT
         left(trace_id, 16) AS trace,
         provider || '/' || model AS model,

@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
@@ -362,6 +362,24 @@ def test_canned_queries_equal_row_for_row(
     expected = in_duckdb(duck, _canned(DUCKDB)[query])
     assert bool(expected[1]) == (query not in EMPTY)
     assert in_chdb(chdb, _canned(CLICKHOUSE)[query]) == expected
+
+
+def test_since_keeps_the_calls_that_started_then_or_later(
+    duck: duckdb.DuckDBPyConnection, chdb: Any
+) -> None:
+    """``since`` at the middle call's start: the breakdown and worst stalls of the later half
+    (that call included), the same rows in both engines."""
+    starts = [row[0] for row in in_duckdb(duck, f"SELECT started_at FROM {WINNERS_VIEW}")[1]]
+    middle_us = sorted(starts)[len(starts) // 2] // 1000  # ns read back; a literal holds µs
+    middle = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=middle_us)
+    later = sum(start >= middle_us * 1000 for start in starts)
+    assert 0 < later < len(starts)
+    for threshold in (None, 250):
+        for make in (breakdown_sql, lambda t, **kw: worst_stalls_sql(50, t, **kw)):
+            expected = in_duckdb(duck, make(threshold, since=middle, dialect=DUCKDB))
+            assert in_chdb(chdb, make(threshold, since=middle, dialect=CLICKHOUSE)) == expected
+    (_, rows) = in_duckdb(duck, breakdown_sql(since=middle))
+    assert sum(row[1] for row in rows) == later
 
 
 def test_rounding_is_duckdbs(duck: duckdb.DuckDBPyConnection, chdb: Any) -> None:

@@ -280,7 +280,8 @@ def test_a_merge_keeps_call_rows_in_row_groups_of_their_own(tmp_path: Path) -> N
     roles = []
     for group in range(metadata.num_row_groups):
         statistics = metadata.row_group(group).column(column).statistics
-        assert statistics is not None and statistics.has_min_max
+        assert statistics is not None
+        assert statistics.has_min_max
         assert statistics.min == statistics.max, group
         roles.append(statistics.min)
     assert roles == ["call", "attempt"]
