@@ -70,7 +70,7 @@ from otel_llm._show._sql._panel_sql import (
     FILTERS,
     THRESHOLD,
 )
-from otel_llm._show._sql._table import ALL_COLUMNS, TABLE
+from otel_llm._show._sql._table import ALL_COLUMNS, BASE_COLUMNS, TABLE, TYPED_COLUMNS
 from otel_llm._show._store._access import open_store
 from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._segments import MARKER, SEGMENTS, SegmentStore, encode, write_merged
@@ -79,8 +79,10 @@ TARGET_S = 0.5
 DAY = timedelta(hours=24)
 MODEL_SPLIT = 4
 """Each replica's models get one of this many suffixes."""
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
 """Bumped when the generated store changes shape (a new cache key)."""
+COLUMN_TYPES = {**dict(BASE_COLUMNS), **{c.name: c.sql_type for c in TYPED_COLUMNS}}
+"""Every column's DuckDB type (the replicas move each instant)."""
 
 
 # --- the store ----------------------------------------------------------------------------------
@@ -103,13 +105,20 @@ def _replicated(seed: str, replicas: range, count: int, end_ns: int) -> str:
     day_ns = DAY // timedelta(microseconds=1) * 1000
     shifted = f"(r.i * {day_ns // count} + {end_ns - day_ns} - s.first)"
     replaced = {
-        "Timestamp": f'make_timestamp_ns(epoch_ns(s."Timestamp") + {shifted})',
         "TraceId": 'md5(s."TraceId" || r.i::VARCHAR)',
         "SpanId": 'left(md5(s."SpanId" || r.i::VARCHAR), 16)',
         "ParentSpanId": "CASE WHEN s.\"ParentSpanId\" = '' THEN '' "
         'ELSE left(md5(s."ParentSpanId" || r.i::VARCHAR), 16) END',
-        "Events.Timestamp": 'list_transform(s."Events.Timestamp", '
-        f"lambda t: make_timestamp_ns(epoch_ns(t) + {shifted}))",
+        **{  # every instant moves with its replica
+            name: f'make_timestamp_ns(epoch_ns(s."{name}") + {shifted})'
+            for name, sql_type in COLUMN_TYPES.items()
+            if sql_type == "TIMESTAMP_NS"
+        },
+        **{
+            name: f's."{name}".list_transform(lambda t: make_timestamp_ns(epoch_ns(t) + {shifted}))'
+            for name, sql_type in COLUMN_TYPES.items()
+            if sql_type == "TIMESTAMP_NS[]"
+        },
         **{
             column: f"s.\"{column}\" || '-' || (r.i % {MODEL_SPLIT})::VARCHAR"
             for column in ("RequestModel", "WinnerModel")

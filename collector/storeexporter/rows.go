@@ -379,8 +379,8 @@ func baseFiller(column fieldSpec) (filler, error) {
 // typedFiller fills a typed column from its attribute, as otel_llm's typed_columns does:
 // VARCHAR takes any value (strings as they are, others rendered), BIGINT an int, INTEGER an
 // int within 32 bits, BOOLEAN a bool, TIMESTAMP_NS an int (ns since the epoch), BIGINT[] an
-// array of ints; any other value is NULL. An
-// otel-llm span without the attribute gets the column's default.
+// array of ints; any other value is NULL. An otel-llm span without the attribute gets the
+// column's default.
 func typedFiller(plan typedSpec, i int, column fieldSpec) (filler, error) {
 	var dflt *bool = plan.Default
 	if dflt != nil && plan.SQLType != "BOOLEAN" {

@@ -80,7 +80,7 @@ _SENDER = textwrap.dedent(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
     import otel_llm
-    from otel_llm.simulator import SimulatedProvider
+    from otel_llm.simulator import Script, Silence, SimulatedProvider
 
     provider = TracerProvider(resource=Resource.create({
         "service.name": sys.argv[1], "deploy.ratio": 0.1, "deploy.tags": ("a", "é", "\\U0001F600"),
@@ -88,9 +88,13 @@ _SENDER = textwrap.dedent(
     telemetry = otel_llm.init(db_path=sys.argv[2], tracer_provider=provider, set_global=False)
 
     async def main() -> None:
-        async with SimulatedProvider(default="smooth", time_scale=0.01) as sim:
+        # a 400 ms gap: the call row carries it (longer than 100 ms), no stall at 1 s
+        gappy = Script(chunk_count=6, silences=(Silence(after_chunk=2, duration_s=40.0),))
+        async with SimulatedProvider(
+            scripts={"gappy": gappy}, default="gappy", time_scale=0.01
+        ) as sim:
             source = otel_llm.Source(
-                name="sim-1", provider="sim", base_url=sim.base_url, model="smooth"
+                name="sim-1", provider="sim", base_url=sim.base_url, model="gappy"
             )
             async with otel_llm.Client([source], tracer_provider=provider) as client:
                 for _ in range(3):
@@ -110,6 +114,8 @@ _SENDER = textwrap.dedent(
             "a.floats": (1.5, 2.0, float("inf")), "a.bools": (True, False), "a.ints": (1, -2),
             "a.strs": ("x", "ü\\n", ""), "gen_ai.request.model": 42,
             "otel_llm.attempt.number": 2**40, "otel_llm.stall_count": True,
+            "otel_llm.call.winner_gaps_ns": (1.5, 2.0), "otel_llm.call.winner_started_at_ns": "x",
+            "otel_llm.call.winner_source": 7,
         },
     )
     span.add_event("note", {"n": 1.25, "s": "v", "list": ("p", "q")})
@@ -140,10 +146,17 @@ def test_rows_equal_the_embedded_writers(binary: Path, tmp_path: Path) -> None:
     assert landed == _rows(embedded, every)
     names = _rows(store, "SELECT SpanName FROM otel_traces WHERE ScopeName = 'tests.hostile'")
     assert names == [("hostile 'span' \n é",)]
+    carried = _rows(store, "SELECT WinnerGapNs, WinnerStartedAt FROM otel_traces ORDER BY SpanId")
+    gaps = [row[0] for row in carried if row[0]]
+    assert len(gaps) == 3  # each call carries its winner's one gap longer than 100 ms
+    assert all(len(g) == 1 and g[0] > 100_000_000 for g in gaps), gaps
+    assert sum(row[1] is not None for row in carried) == 3
     for sql in (
         "SELECT * FROM llm_attempts ORDER BY span_id",
         "SELECT * FROM llm_calls ORDER BY trace_id",
         "SELECT * FROM llm_attempts_at(20) ORDER BY span_id",
+        "SELECT * FROM llm_winners ORDER BY call_span_id",
+        "SELECT * FROM llm_winners_at(150) ORDER BY call_span_id",
     ):
         rows = _rows(store, sql)
         assert rows, sql

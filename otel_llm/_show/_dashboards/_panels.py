@@ -142,8 +142,9 @@ _WINNER: Final = ", ".join(
     for c in WINNER_COLUMNS
     if c.alias != STARTED_AT.alias
 )
-"""A winner panel's columns in DuckDB, read from the call rows: those of the attempts' rows
-it reads in ClickHouse (``started_at`` the winner's), and the call's hedges."""
+"""A winner panel's columns in DuckDB, read from the call rows: ``llm_winners``' columns,
+``started_at`` the winning attempt's start (as the attempts' ``started_at`` the panels read in
+ClickHouse), not the call's."""
 
 
 def _winners(

@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import AllSourcesExhausted, Client, Source, open_store
 from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
 from otel_llm._show._sql import _exporter_sql
 from otel_llm._show._sql._clickhouse import (
     SCHEMA_FILE,
@@ -31,7 +32,8 @@ from otel_llm._show._sql._clickhouse import (
     schema_sql,
     statements_of,
 )
-from otel_llm._show._sql._table import BASE_COLUMNS
+from otel_llm._show._sql._rollup import THRESHOLD_OPTIONS_MS
+from otel_llm._show._sql._table import BASE_COLUMNS, ROLE_COLUMN
 from otel_llm._show._sql._views import (
     ATTEMPT_COLUMNS,
     ATTEMPTS_AT,
@@ -285,6 +287,30 @@ def test_a_call_span_that_names_no_source_gives_its_winners(tmp_path: Path) -> N
         assert in_duckdb(conn, _winners(None)) == joined
         sources = in_duckdb(conn, f"SELECT source, attempt FROM {WINNERS_VIEW} ORDER BY 1")[1]
     assert sources == [("sim-1", 1), ("sim-2", 2)]
+
+
+def test_every_offered_threshold_reads_the_call_rows() -> None:
+    """The call rows carry every gap of their winner above the floor, and every threshold the
+    dashboards offer is at or above it: a winner panel or rollup never needs the join."""
+    assert min(THRESHOLD_OPTIONS_MS) >= DEFAULTS.winner_gap_floor_ms
+
+
+def test_the_call_rows_alone_give_every_winner(duck: duckdb.DuckDBPyConnection) -> None:
+    """With every attempt row gone, llm_winners and llm_winners_at(T) at and above the call
+    rows' 100 ms gap floor return every winner as before: they read the call rows, not the
+    attempts. Below the floor (50 ms) the calls are joined to attempts that are not there."""
+    table = duck.sql("SELECT * FROM otel_traces").to_arrow_table()
+    conn = duckdb.connect()
+    conn.register("written", table)
+    calls = f"\"{ROLE_COLUMN}\" = '{sc.SPAN_ROLE_CALL}'"
+    conn.execute(f"CREATE TABLE otel_traces AS SELECT * FROM written WHERE {calls}")
+    conn.execute(views_sql(DUCKDB))
+    for threshold in (None, 100, 250, 1000):
+        expected = in_duckdb(duck, _winners(threshold))
+        assert len(expected[1]) >= 6
+        assert in_duckdb(conn, _winners(threshold)) == expected, threshold
+    assert in_duckdb(conn, _winners(50))[1] == []
+    conn.close()
 
 
 @pytest.mark.parametrize("threshold", [None, 50, 250])

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from otel_llm import _semconv as sc
+from otel_llm._show._sql._table import ROLE_COLUMN
 from otel_llm._show._store._access import prepare_for_writing, reader_sql
 from otel_llm._show._store._rows import span_row
 from otel_llm._show._store._segments import (
@@ -275,7 +277,7 @@ def test_a_merge_keeps_call_rows_in_row_groups_of_their_own(tmp_path: Path) -> N
     (merged,) = [s for s in store.segments() if s.path.name != SCHEMA_SEGMENT]
     metadata = pq.ParquetFile(merged.path).metadata
     (column,) = [
-        i for i in range(metadata.num_columns) if metadata.schema.column(i).path == "LlmRole"
+        i for i in range(metadata.num_columns) if metadata.schema.column(i).path == ROLE_COLUMN
     ]
     roles = []
     for group in range(metadata.num_row_groups):
@@ -284,9 +286,9 @@ def test_a_merge_keeps_call_rows_in_row_groups_of_their_own(tmp_path: Path) -> N
         assert statistics.has_min_max
         assert statistics.min == statistics.max, group
         roles.append(statistics.min)
-    assert roles == ["call", "attempt"]
-    table = pq.read_table(merged.path, columns=["SpanId", "LlmRole"])
-    calls = [r["SpanId"] for r in rows if r["LlmRole"] == "call"]
-    others = [r["SpanId"] for r in rows if r["LlmRole"] != "call"]
+    assert roles == [sc.SPAN_ROLE_CALL, sc.SPAN_ROLE_ATTEMPT]
+    calls = [r["SpanId"] for r in rows if r[ROLE_COLUMN] == sc.SPAN_ROLE_CALL]
+    others = [r["SpanId"] for r in rows if r[ROLE_COLUMN] != sc.SPAN_ROLE_CALL]
+    table = pq.read_table(merged.path, columns=["SpanId"])
     assert 0 < len(calls) < len(rows)
     assert table.column("SpanId").to_pylist() == calls + others
