@@ -319,7 +319,8 @@ WINNER_COLUMNS: Final = (
 )
 """The columns of ``llm_winners`` and ``llm_winners_at(T)``: one row per call that has a
 winner — when it and its winner started, what answered, the winner's figures and the call's
-hedges."""
+hedges. Service, operation and stream are read from the call row: otel-llm gives a call and its
+attempts the same (one resource, one request), so the joined rows read them from the attempt."""
 
 _unknown = {
     *(c.column for c in (*ATTEMPT_COLUMNS, *CALL_COLUMNS)),
