@@ -1,11 +1,15 @@
 package storeexporter
 
 import (
+	"context"
+	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 )
 
 // benchTraces is `spans` otel-llm attempt spans of 30 chunk events each, as an OTLP request
@@ -82,4 +86,61 @@ func BenchmarkReceiverDecode(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64((cpuTime()-started).Nanoseconds())/float64(b.N*512), "cpu-ns/span")
+}
+
+// BenchmarkExportThroughTheStore: what the Collector spends per span from a request's bytes to
+// its segment on disk, as in a running Collector: 8 senders at once, each request decoded (the
+// receiver's part) and pushed into one exporter (seal_interval 250ms), segments written,
+// flushed and published. Its cpu-ns/span minus BenchmarkReceiverDecode's is the exporter's own.
+func BenchmarkExportThroughTheStore(b *testing.B) {
+	const senders, requests = 8, 96 // 49,152 spans an op
+	data, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(benchTraces(b, 512))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(b.TempDir(), "store")
+	e, err := newStoreExporter(&Config{Store: dir, SealInterval: 250 * time.Millisecond,
+		SegmentSpans: defaultSegmentSpans}, zap.NewNop())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := e.start(context.Background(), nil); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = e.shutdown(context.Background()) }()
+	b.ReportAllocs()
+	started := cpuTime()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		work := make(chan struct{}, requests)
+		for k := 0; k < requests; k++ {
+			work <- struct{}{}
+		}
+		close(work)
+		var wg sync.WaitGroup
+		failures := make(chan error, senders)
+		for s := 0; s < senders; s++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range work {
+					td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(data)
+					if err == nil {
+						err = e.push(context.Background(), td)
+					}
+					if err != nil {
+						failures <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(failures)
+		for err := range failures {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((cpuTime()-started).Nanoseconds())/float64(b.N*requests*512), "cpu-ns/span")
+	b.ReportMetric(float64(e.memory.keptBytes())/(1<<20), "kept-MiB")
 }

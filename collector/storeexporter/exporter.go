@@ -43,6 +43,8 @@ type storeExporter struct {
 	closed  bool
 
 	shapes      []shape              // of the last segment: the next one reserves as much
+	rowBytes    float64              // the last segment's bytes a row: the next one's buffer
+	memory      *recycler            // the segments' Arrow and Parquet buffers, reused
 	resent      map[spanKey]struct{} // spans stored shortly before this start (see resent.go)
 	resentUntil time.Time
 	dropped     int // resent spans not written again
@@ -58,7 +60,7 @@ func newStoreExporter(cfg *Config, logger *zap.Logger) (*storeExporter, error) {
 	if _, err := newRows(format, nil); err != nil { // every column is one this exporter fills
 		return nil, err
 	}
-	return &storeExporter{cfg: cfg, logger: logger, format: format}, nil
+	return &storeExporter{cfg: cfg, logger: logger, format: format, memory: newRecycler(recycledBytes)}, nil
 }
 
 func (e *storeExporter) start(context.Context, component.Host) error {
@@ -98,7 +100,7 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 	}
 	b := e.open
 	if b == nil {
-		r, err := newRows(e.format, nil)
+		r, err := newRows(e.format, e.memory)
 		if err != nil {
 			e.mu.Unlock()
 			return err
@@ -197,10 +199,12 @@ func (e *storeExporter) seal(b *batch) error {
 	e.mu.Lock()
 	e.shapes = shapes
 	e.mu.Unlock()
-	data, err := encodeSegment(e.format, rec)
+	rows := int(rec.NumRows())
+	data, err := encodeSegmentInto(e.format, rec, int(e.rowBytes*float64(rows)*1.125)+4096, e.memory)
 	if err != nil {
 		return err
 	}
+	e.rowBytes = float64(len(data)) / float64(max(rows, 1))
 	if _, err := e.store.write(data); err != nil {
 		return fmt.Errorf("cannot write a segment into %s: %w", e.store.path, err)
 	}

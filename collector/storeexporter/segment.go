@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -14,9 +15,16 @@ import (
 // writer encodes (schema.json's "encoding"): a small segment plainly (snappy, no dictionaries,
 // no statistics: compaction re-encodes it later), a larger one with zstd.
 func encodeSegment(format *segmentFormat, rec arrow.RecordBatch) ([]byte, error) {
+	return encodeSegmentInto(format, rec, 0, memory.DefaultAllocator)
+}
+
+// encodeSegmentInto is encodeSegment into a buffer that starts with room for sizeHint bytes
+// (what a segment of as many rows took last time), so it is not grown by doubling and copying.
+func encodeSegmentInto(format *segmentFormat, rec arrow.RecordBatch, sizeHint int,
+	mem memory.Allocator) ([]byte, error) {
 	enc := format.Encoding
 	rows := max(int64(1), rec.NumRows())
-	options := []parquet.WriterProperty{parquet.WithMaxRowGroupLength(rows)}
+	options := []parquet.WriterProperty{parquet.WithMaxRowGroupLength(rows), parquet.WithAllocator(mem)}
 	if rows < int64(enc.SmallSegmentRows) {
 		codec, err := codecNamed(enc.SmallCompression)
 		if err != nil {
@@ -33,9 +41,9 @@ func encodeSegment(format *segmentFormat, rec arrow.RecordBatch) ([]byte, error)
 		options = append(options, parquet.WithCompression(codec), parquet.WithCompressionLevel(1))
 		options = append(options, format.listLeafOptions...)
 	}
-	var out bytes.Buffer
-	writer, err := pqarrow.NewFileWriter(format.schema, &out, parquet.NewWriterProperties(options...),
-		pqarrow.DefaultWriterProps())
+	out := bytes.NewBuffer(make([]byte, 0, sizeHint))
+	writer, err := pqarrow.NewFileWriter(format.schema, out, parquet.NewWriterProperties(options...),
+		pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem)))
 	if err != nil {
 		return nil, fmt.Errorf("cannot start a segment: %w", err)
 	}
