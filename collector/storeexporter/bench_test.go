@@ -37,6 +37,8 @@ func BenchmarkSpansToSegment(b *testing.B) {
 	}
 	b.ReportAllocs()
 	var shapes []shape
+	mem := newRecycler(recycledBytes) // as the exporter: buffers reused segment after segment
+	sizeHint := 0
 	started := cpuTime()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -44,7 +46,7 @@ func BenchmarkSpansToSegment(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := newRows(format, nil)
+		r, err := newRows(format, mem)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -54,9 +56,11 @@ func BenchmarkSpansToSegment(b *testing.B) {
 		}
 		rec := r.record()
 		shapes = shapesOf(rec)
-		if _, err := encodeSegment(format, rec); err != nil {
+		data, err := encodeSegmentInto(format, rec, sizeHint, mem)
+		if err != nil {
 			b.Fatal(err)
 		}
+		sizeHint = len(data)
 		rec.Release()
 		r.release()
 	}
