@@ -156,7 +156,7 @@ ALTER TABLE "otel"."otel_traces"
     ADD COLUMN IF NOT EXISTS "WinnerProvider" Nullable(String) MATERIALIZED if(mapContains(SpanAttributes, 'otel_llm.call.winner_provider'), SpanAttributes['otel_llm.call.winner_provider'], NULL),
     ADD COLUMN IF NOT EXISTS "WinnerStartedAt" Nullable(DateTime64(9)) MATERIALIZED fromUnixTimestamp64Nano(toInt64OrNull(SpanAttributes['otel_llm.call.winner_started_at_ns'])),
     ADD COLUMN IF NOT EXISTS "WinnerGapsFloorMs" Nullable(Int64) MATERIALIZED toInt64OrNull(SpanAttributes['otel_llm.call.winner_gaps_floor_ms']),
-    ADD COLUMN IF NOT EXISTS "WinnerGapNs" Array(Int64) MATERIALIZED JSONExtract(SpanAttributes['otel_llm.call.winner_gaps_ns'], 'Array(Int64)'),
+    ADD COLUMN IF NOT EXISTS "WinnerGapNs" Array(Int64) MATERIALIZED if(JSONType(SpanAttributes['otel_llm.call.winner_gaps_ns']) = 'Array' AND arrayAll(x -> JSONType(x) = 'Int64', JSONExtractArrayRaw(SpanAttributes['otel_llm.call.winner_gaps_ns'])), JSONExtract(SpanAttributes['otel_llm.call.winner_gaps_ns'], 'Array(Int64)'), []),
     ADD COLUMN IF NOT EXISTS "ChunkIndex" Array(Nullable(Int64)) MATERIALIZED arrayMap(a -> toInt64OrNull(a['otel_llm.chunk.index']), arrayFilter((x, n) -> n = 'otel_llm.chunk', "Events.Attributes", "Events.Name")),
     ADD COLUMN IF NOT EXISTS "ChunkGapNs" Array(Nullable(Int64)) MATERIALIZED arrayMap(a -> toInt64OrNull(a['otel_llm.chunk.gap_ns']), arrayFilter((x, n) -> n = 'otel_llm.chunk', "Events.Attributes", "Events.Name")),
     ADD COLUMN IF NOT EXISTS "ChunkOffsetNs" Array(Int64) MATERIALIZED arrayMap(t -> toInt64(toUnixTimestamp64Nano(t)) - toInt64(toUnixTimestamp64Nano(Timestamp)), arrayFilter((x, n) -> n = 'otel_llm.chunk', "Events.Timestamp", "Events.Name"));

@@ -65,7 +65,11 @@ def _value(column: TypedColumn) -> str:
     if column.sql_type == "TIMESTAMP_NS":  # ns since the epoch
         return f"fromUnixTimestamp64Nano(toInt64OrNull({value}))"
     if column.sql_type == "BIGINT[]":  # the exporter renders an array attribute as JSON
-        return f"JSONExtract({value}, 'Array(Int64)')"
+        # an array of ints only: JSONExtract alone would turn floats and bools into ints
+        return (
+            f"if(JSONType({value}) = 'Array' AND arrayAll(x -> JSONType(x) = 'Int64', "
+            f"JSONExtractArrayRaw({value})), JSONExtract({value}, 'Array(Int64)'), [])"
+        )
     raise ValueError(f"no ClickHouse type for {column.sql_type}")  # pragma: no cover
 
 

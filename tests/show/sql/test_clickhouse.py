@@ -25,6 +25,7 @@ from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
 from otel_llm._show._sql import _exporter_sql
 from otel_llm._show._sql._clickhouse import (
+    DATABASE,
     SCHEMA_FILE,
     exporter_statements,
     main,
@@ -33,7 +34,7 @@ from otel_llm._show._sql._clickhouse import (
     statements_of,
 )
 from otel_llm._show._sql._rollup import THRESHOLD_OPTIONS_MS
-from otel_llm._show._sql._table import BASE_COLUMNS, ROLE_COLUMN
+from otel_llm._show._sql._table import BASE_COLUMNS, ROLE_COLUMN, TABLE, TYPED_COLUMNS
 from otel_llm._show._sql._views import (
     ATTEMPT_COLUMNS,
     ATTEMPTS_AT,
@@ -505,3 +506,80 @@ def test_render_fills_go_verbs() -> None:
         _exporter_sql.render("%s %s", "a")
     with pytest.raises(ValueError, match="plain identifier"):
         _exporter_sql.render("%q", 'a"b', quoted=(0,))
+
+
+KINDS: Final = (
+    "text",
+    "",
+    7,
+    -5,
+    0,
+    3_000_000_000,
+    2**62,
+    True,
+    False,
+    1.5,
+    2.0,
+    float("nan"),
+    (1, 2, 3),
+    (2**62, -1),
+    (),
+    (1.5, 2.0),
+    (True, False),
+    ("a", "b"),
+)
+"""A value of every kind an OpenTelemetry attribute holds, ints past 32 bits among them.
+Strings that spell another kind ("42", "true", "[1]") are left out: the exporter's
+Map(String, String) holds 42 and "42" alike, and ClickHouse reads both as what they spell."""
+
+
+def test_every_typed_column_reads_every_kind_of_value_alike(tmp_path: Path) -> None:
+    """Each typed column, given a value of each kind (on otel-llm's spans, where the defaults
+    apply, and on others), holds in ClickHouse what the embedded writer stores: the value when
+    it is of the column's type, else NULL — an array column, which ClickHouse cannot make
+    NULL, empty — never a float or a bool turned into an int."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    tracer = provider.get_tracer("kinds")
+    typed = [c for c in TYPED_COLUMNS if c.attribute != sc.SPAN_ROLE]
+    for i, value in enumerate(KINDS):
+        for ours in (False, True):
+            with tracer.start_as_current_span(f"kind {i:02d} {ours}") as span:
+                if ours:
+                    span.set_attribute(sc.SPAN_ROLE, sc.SPAN_ROLE_ATTEMPT)
+                for column in typed:
+                    span.set_attribute(column.attribute, value)
+    spans = exported.get_finished_spans()
+    provider.shutdown()
+    assert len(spans) == 2 * len(KINDS)
+    store = SegmentStore(tmp_path / "store")
+    store.create()
+    columns = SegmentColumns()
+    for finished_span in spans:
+        columns.append_span(finished_span)
+    store.write(encode(columns.table()))
+    names = ", ".join(f'"{c.name}"' for c in TYPED_COLUMNS)
+    # (the module's chDB holds other spans too: one embedded server a process)
+    sql = f"SELECT SpanName, {names} FROM {{}} WHERE SpanName LIKE 'kind %' ORDER BY SpanName"
+    arrays = [i + 1 for i, c in enumerate(TYPED_COLUMNS) if c.sql_type == "BIGINT[]"]
+    assert arrays
+    with open_store(tmp_path / "store") as conn:
+        expected = in_duckdb(conn, sql.format(TABLE))
+    with chdb_with(spans) as session:
+        got = in_chdb(session, sql.format(f"{DATABASE}.{TABLE}"))
+    assert got[0] == expected[0]
+    nulls_as_empty = [
+        tuple([] if i in arrays and v is None else v for i, v in enumerate(row))
+        for row in expected[1]
+    ]
+    assert {row[0] for row in nulls_as_empty} == {span.name for span in spans}
+    for want, have in zip(nulls_as_empty, got[1], strict=True):
+        assert have == want, want[0]
+    gaps = {row[0]: row[arrays[0]] for row in got[1]}
+    assert gaps["kind 12 True"] == [1, 2, 3]
+    assert gaps["kind 15 True"] == []  # floats: no ints
