@@ -132,6 +132,14 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _peak_rss_mib(pid: int) -> float:
+    """The most resident memory process ``pid`` has had (VmHWM), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
 def _post_all(port: int, messages: list[bytes], senders: int) -> list[float]:
     """POST every message to /v1/traces from ``senders`` connections at once; the seconds each
     took to be answered (every answer must be 200)."""
@@ -189,10 +197,10 @@ def _floor_config(folder: Path) -> Path:
 
 def _through(
     binary: Path, config: Path, messages: list[bytes], rounds: int, senders: int, store: Path
-) -> tuple[float, float, list[float], list[float]]:
+) -> tuple[float, float, list[float], list[float], float]:
     """The messages into a Collector with ``config``, once alone five times, then ``rounds``
-    times from ``senders`` connections: its CPU seconds and wall seconds over the latter, and
-    the answer latencies of both."""
+    times from ``senders`` connections: its CPU seconds and wall seconds over the latter, the
+    answer latencies of both, and its peak resident memory in MiB."""
     from otel_llm.cli._collector import CollectorRun, Ports
 
     ports = Ports.free()
@@ -208,9 +216,10 @@ def _through(
             loaded = _post_all(ports.http, messages * rounds, senders)
             wall_s = time.monotonic() - started
             cpu_s = _cpu_s(pid) - before
+            peak_mib = _peak_rss_mib(pid)
         finally:
             run.stop()
-    return cpu_s, wall_s, alone, sorted(loaded)
+    return cpu_s, wall_s, alone, sorted(loaded), peak_mib
 
 
 def through_go_exporter(
@@ -228,11 +237,11 @@ def through_go_exporter(
     from otel_llm.cli._collector import collector_dir
 
     sent = spans * rounds
-    floor_s, _, _, _ = _through(
+    floor_s, _, _, _, floor_mib = _through(
         binary, _floor_config(folder), messages, rounds, senders, folder / "floor"
     )
     store = folder / "via-go"
-    cpu_s, wall_s, alone, loaded = _through(
+    cpu_s, wall_s, alone, loaded, peak_mib = _through(
         binary, collector_dir() / "duckdb.yaml", messages, rounds, senders, store
     )
     with open_store(store) as conn:
@@ -245,13 +254,14 @@ def through_go_exporter(
     worst = max(max(alone), loaded[-1])
     print(
         f"the Collector's floor (receive + decode, debug exporter): {floor:,.0f} spans per "
-        f"CPU-second ({1e6 / floor:.1f} us a span)"
+        f"CPU-second ({1e6 / floor:.1f} us a span), peak resident memory {floor_mib:.0f} MiB"
     )
     print(
         f"Go exporter in the Collector: {sent:,} spans from {senders} connections in "
         f"{wall_s:.2f} s wall, {cpu_s:.2f} s of its CPU: {rate:,.0f} spans per CPU-second "
         f"({1e6 / rate:.1f} us a span, receive to publish; the exporter's own "
-        f"{1e6 / rate - 1e6 / floor:.1f} us); {landed:,} rows in the store"
+        f"{1e6 / rate - 1e6 / floor:.1f} us); {landed:,} rows in the store; peak resident "
+        f"memory {peak_mib:.0f} MiB"
     )
     print(
         f"answered (= readable) after: alone {statistics.median(alone):.3f} s median; loaded "

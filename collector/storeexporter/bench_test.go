@@ -63,6 +63,7 @@ func BenchmarkSpansToSegment(b *testing.B) {
 		sizeHint = len(data)
 		rec.Release()
 		r.release()
+		mem.trim()
 	}
 	b.ReportMetric(float64((cpuTime()-started).Nanoseconds())/float64(b.N*512*20), "cpu-ns/span")
 }

@@ -180,6 +180,7 @@ func (e *storeExporter) sealer() {
 	defer close(e.stopped)
 	for b := range e.sealing {
 		b.err = e.seal(b)
+		e.memory.trim() // the segment's buffers are back: keep no more than it needed
 		if b.err != nil {
 			e.logger.Warn("could not seal a segment; its senders will retry",
 				zap.Int("spans", b.spans), zap.Error(b.err))

@@ -211,3 +211,29 @@ func TestSpansStoredJustBeforeARestartAreNotStoredAgain(t *testing.T) {
 		t.Fatalf("a segment of no spans was written (%d files, %d before)", got, before)
 	}
 }
+
+// Senders filling segments in recycled memory while earlier ones are encoded in it (and the
+// memory trimmed after each): every span sealed once, each segment whole. Run with -race too.
+func TestSendersAndTheSealerShareTheMemoryCleanly(t *testing.T) {
+	e, dir := startExporter(t, 5*time.Millisecond, 300)
+	const senders, pushes = 6, 15
+	errs := make(chan error, senders*pushes)
+	for s := 0; s < senders; s++ {
+		go func() {
+			for p := 0; p < pushes; p++ {
+				errs <- e.push(context.Background(), sampleTraces(30))
+			}
+		}()
+	}
+	for i := 0; i < senders*pushes; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sealedSpans(t, dir); got != 2*senders*pushes {
+		t.Fatalf("%d spans sealed, %d sent", got, 2*senders*pushes)
+	}
+	if kept := e.memory.keptBytes(); kept == 0 || kept > recycledBytes {
+		t.Fatalf("%d bytes kept free", kept)
+	}
+}

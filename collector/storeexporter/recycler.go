@@ -12,11 +12,17 @@ import (
 // so the next segment's columns and Parquet pages are built in the memory the last one used
 // instead of in new memory the garbage collector must clear and later collect. A buffer is
 // 64-byte aligned and its capacity a power of two (its size class); it comes out zeroed to its
-// capacity, as Go's allocator gives it. At most `limit` bytes are kept free.
+// capacity, as Go's allocator gives it. Only buffers it handed out and that are still out are
+// taken back (a foreign slice or a second free of the same buffer is left to the garbage
+// collector). What it keeps free is at most `limit` bytes, and after each segment (trim) no
+// more than the most that segment had out at once.
 type recycler struct {
 	mu     sync.Mutex
 	free   [maxClass + 1][][]byte
-	kept   int // bytes in free
+	out    map[*byte]struct{} // the buffers handed out and not yet freed, by first byte
+	kept   int                // bytes in free
+	inUse  int                // bytes of the buffers out
+	peak   int                // the most inUse since the last trim
 	limit  int
 	poison bool // tests: freed buffers are overwritten, so a use after free shows in the output
 }
@@ -24,11 +30,15 @@ type recycler struct {
 const (
 	minClass = 6  // 64 bytes
 	maxClass = 30 // 1 GiB: larger buffers are Go's allocator's alone
+	// recycledBytes is the most a store exporter keeps free between segments.
+	recycledBytes = 128 << 20
 )
 
 var _ memory.Allocator = (*recycler)(nil)
 
-func newRecycler(limit int) *recycler { return &recycler{limit: limit} }
+func newRecycler(limit int) *recycler {
+	return &recycler{limit: limit, out: make(map[*byte]struct{})}
+}
 
 func sizeClass(size int) int {
 	if size <= 1<<minClass {
@@ -42,21 +52,28 @@ func (r *recycler) Allocate(size int) []byte {
 	if size <= 0 || class > maxClass {
 		return memory.NewGoAllocator().Allocate(size)
 	}
+	capacity := 1 << class
 	r.mu.Lock()
-	list := r.free[class]
-	if n := len(list); n > 0 {
-		buf := list[n-1]
-		r.free[class] = list[:n-1]
-		r.kept -= len(buf)
-		r.mu.Unlock()
-		clear(buf)
-		return buf[:size]
+	var buf []byte
+	if list := r.free[class]; len(list) > 0 {
+		buf = list[len(list)-1]
+		r.free[class] = list[:len(list)-1]
+		r.kept -= capacity
 	}
 	r.mu.Unlock()
-	capacity := 1 << class
-	raw := make([]byte, capacity+64)
-	shift := int(-uintptr(unsafe.Pointer(&raw[0])) & 63)
-	return raw[shift : shift+size : shift+capacity]
+	if buf != nil {
+		clear(buf)
+	} else {
+		raw := make([]byte, capacity+64)
+		shift := int(-uintptr(unsafe.Pointer(&raw[0])) & 63)
+		buf = raw[shift : shift+capacity : shift+capacity]
+	}
+	r.mu.Lock()
+	r.out[&buf[0]] = struct{}{}
+	r.inUse += capacity
+	r.peak = max(r.peak, r.inUse)
+	r.mu.Unlock()
+	return buf[:size]
 }
 
 func (r *recycler) Reallocate(size int, b []byte) []byte {
@@ -71,11 +88,23 @@ func (r *recycler) Reallocate(size int, b []byte) []byte {
 
 func (r *recycler) Free(b []byte) {
 	capacity := cap(b)
-	if capacity < 1<<minClass || capacity > 1<<maxClass || capacity&(capacity-1) != 0 {
-		return // not one of this allocator's classes: the garbage collector's
+	if capacity == 0 {
+		return
 	}
 	b = b[:capacity]
-	if uintptr(unsafe.Pointer(&b[0]))&63 != 0 {
+	r.mu.Lock()
+	if _, ours := r.out[&b[0]]; !ours {
+		r.mu.Unlock()
+		return // not handed out by this allocator, or freed already: the garbage collector's
+	}
+	delete(r.out, &b[0])
+	r.inUse -= capacity
+	keep := r.kept+capacity <= r.limit
+	if keep {
+		r.kept += capacity // counted now; the buffer joins its list below
+	}
+	r.mu.Unlock()
+	if !keep {
 		return
 	}
 	if r.poison {
@@ -83,14 +112,26 @@ func (r *recycler) Free(b []byte) {
 			b[i] = 0xA5
 		}
 	}
+	class := bits.Len(uint(capacity)) - 1
+	r.mu.Lock()
+	r.free[class] = append(r.free[class], b)
+	r.mu.Unlock()
+}
+
+// trim lets go of the free buffers beyond the most that were out at once since the last trim
+// (the largest first), so a burst's memory is not kept once segments are small again.
+func (r *recycler) trim() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.kept+capacity > r.limit {
-		return
+	for class := maxClass; class >= minClass && r.kept > r.peak; class-- {
+		for len(r.free[class]) > 0 && r.kept > r.peak {
+			list := r.free[class]
+			list[len(list)-1] = nil
+			r.free[class] = list[:len(list)-1]
+			r.kept -= 1 << class
+		}
 	}
-	class := bits.Len(uint(capacity)) - 1
-	r.free[class] = append(r.free[class], b)
-	r.kept += capacity
+	r.peak = r.inUse
 }
 
 // keptBytes is how many bytes wait free.
@@ -99,6 +140,3 @@ func (r *recycler) keptBytes() int {
 	defer r.mu.Unlock()
 	return r.kept
 }
-
-// recycledBytes is the most a store exporter keeps free between segments.
-const recycledBytes = 128 << 20
