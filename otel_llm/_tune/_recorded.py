@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 import duckdb
@@ -43,6 +43,7 @@ from otel_llm._show._sql._table import (
     TRACE_ID,
     column_for,
     is_error_sql,
+    naive_utc,
 )
 from otel_llm._tune._hedging_model import Timeline
 
@@ -170,7 +171,7 @@ def read_recorded(
     params: list[Any] = []
     if since is not None:
         where.append(f"{_q(TIMESTAMP)} >= ?")
-        params.append(since.astimezone(UTC).replace(tzinfo=None) if since.tzinfo else since)
+        params.append(naive_utc(since))
     calls_sql = (
         f"SELECT {_q(TRACE_ID)} AS trace_id, {_q(SPAN_ID)} AS span_id, "
         f"{_q(DURATION)} AS duration_ns, "

@@ -76,6 +76,8 @@ from otel_llm._show._sql._views import (
     ATTEMPTS_VIEW,
     CALL_OF_ATTEMPT,
     CALLS_VIEW,
+    EVENTS_FLOOR_NS,
+    GAPS_COUNTED,
     STARTED_AT,
     WINNER_COLUMNS,
     WINNER_OF_CALL,
@@ -463,13 +465,12 @@ def _chunk_gaps(d: PanelDialect) -> str:
     """Gaps above each attempt's event floor come one by one from its chunk events; the gaps at
     or below the floor are not recorded one by one, only counted (chunks − 1 − those above)."""
     role = f"\"{ROLE_COLUMN}\" = '{sc.SPAN_ROLE_ATTEMPT}'"
-    floor_ns = f'coalesce("ChunkEventsFloorMs", 0) * {NS_PER_MS}'
-    gaps = d.sql.filter(f'"{CHUNK_GAP_COLUMN}"', "g", f"g > {floor_ns}")
+    gaps = d.sql.filter(f'"{CHUNK_GAP_COLUMN}"', "g", f"g > {EVENTS_FLOOR_NS}")
     attempts = f"""SELECT
         coalesce("{CHUNK_COUNT.column}", 0) AS chunks,
         {gaps} AS above
     FROM {d.relation(TABLE)}
-    WHERE {role} AND coalesce("Stream", false) AND "MeteringStatus" = '{sc.METERING_EXACT}'
+    WHERE {role} AND {GAPS_COUNTED}
       AND {d.time_filter('"Timestamp"')}
       AND {d.matches('"ServiceName"', "service")}
       AND {d.matches('"RequestModel"', "model")}

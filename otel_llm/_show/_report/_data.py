@@ -35,6 +35,7 @@ from otel_llm._show._sql._panel_sql import (
     FILTERS,
     THRESHOLD,
 )
+from otel_llm._show._sql._table import as_utc
 from otel_llm._show._sql._views import ATTEMPTS_VIEW, CALLS_VIEW
 from otel_llm._show._store._since import parse_since
 from otel_llm._tune._tuning import Tuning, tune
@@ -67,11 +68,6 @@ class TimeRange:
         return QueryContext(start, end, interval_for(start, end), variables)
 
 
-def _utc(moment: datetime) -> datetime:
-    """DuckDB's naive timestamps are UTC."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
 def store_range(conn: duckdb.DuckDBPyConnection, now: datetime) -> TimeRange:
     """Everything in the store: from the first call's start to the last start of a call or
     an attempt (a hedge leg starts after its call); ``now`` when the store has no call."""
@@ -81,7 +77,7 @@ def store_range(conn: duckdb.DuckDBPyConnection, now: datetime) -> TimeRange:
     ).fetchone()
     if row is None or row[0] is None:
         return TimeRange(now, now)
-    return TimeRange(_utc(row[0]), _utc(row[1]))
+    return TimeRange(as_utc(row[0]), as_utc(row[1]))
 
 
 def variables(threshold_ms: int | None, trace_id: str = "") -> dict[str, Variable]:
@@ -103,7 +99,7 @@ def json_value(value: object) -> object:
     if isinstance(value, Decimal):
         return json_value(float(value))
     if isinstance(value, datetime):
-        return _utc(value).timestamp() * 1000
+        return as_utc(value).timestamp() * 1000
     if isinstance(value, date):
         return json_value(datetime(value.year, value.month, value.day))
     if isinstance(value, timedelta):
@@ -197,7 +193,7 @@ def collect(
     """Run every panel on the open store ``conn`` (of ``store``) for the range ``since``
     names (everything in the store when ``None``) at ``threshold_ms`` (as measured when
     ``None``)."""
-    now = _utc(now or datetime.now(UTC))
+    now = as_utc(now or datetime.now(UTC))
     if threshold_ms is not None:
         threshold_ms = validate_threshold_ms(threshold_ms, THRESHOLD_KEY)
     time_range = (

@@ -22,6 +22,7 @@ from otel_llm._show._report._charts import Frame, chart_spec, label
 from otel_llm._show._report._data import PanelResult, ReportData
 from otel_llm._show._report._hedging import hedging_section
 from otel_llm._show._sql._grafana_macros import format_interval
+from otel_llm._show._sql._table import as_utc
 from otel_llm._version import __version__
 
 NO_DATA: Final = "no data in this range"
@@ -131,8 +132,7 @@ def cell(value: object, column: str) -> str:
     if value is None:
         return "–"
     if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return _utc_text(moment)
+        return _utc_text(as_utc(value))
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):

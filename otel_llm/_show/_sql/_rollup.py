@@ -54,6 +54,8 @@ from otel_llm._show._sql._views import (
     ATTEMPT_COLUMNS,
     CALL_COLUMNS,
     CALL_OF_ATTEMPT,
+    EVENTS_FLOOR_NS,
+    GAPS_COUNTED,
     IDENTITY,
     STARTED_AT,
     THRESHOLD,
@@ -356,12 +358,8 @@ def _attempt_select(source: str, where: str = "") -> str:
     attempt_of = {c.alias: _q(c.column) for c in ATTEMPT_COLUMNS}
     keys = [_column(k) + f" AS {k.alias}" for k in KEYS]
     keys += [f"{attempt_of[name]} AS {name}" for name in ATTEMPT_KEYS]
-    complete = (
-        f"coalesce({_q(TYPED['Stream'].name)}, false) AND "
-        f"{_q(TYPED['MeteringStatus'].name)} = '{sc.METERING_EXACT}'"
-    )
-    floor_ns = f"coalesce({_q(TYPED['ChunkEventsFloorMs'].name)}, 0) * {NS_PER_MS}"
-    above = f"arrayFilter(g -> g > {floor_ns}, {_q(CHUNK_GAP_COLUMN)})"
+    complete = GAPS_COUNTED
+    above = f"arrayFilter(g -> g > {EVENTS_FLOOR_NS}, {_q(CHUNK_GAP_COLUMN)})"
     chunks = f"coalesce({_q(CHUNK_COUNT.column)}, 0)"
     at_floor = f"toInt64(greatest({chunks} - 1, 0) - length({above}))"
     bars = f"arrayMap(g -> toInt64({gap_bar(f'toFloat64(g / {NS_PER_MS})')}), {above})"

@@ -10,12 +10,24 @@ both engines are derived from it (:mod:`otel_llm._show._sql._schema`,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final
 
 from otel_llm import _semconv as sc
 from otel_llm._figures import FIGURES
 
 TABLE: Final = "otel_traces"
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC time; a naive one is read as UTC, as the table's times are."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def naive_utc(moment: datetime) -> datetime:
+    """``moment`` as the table holds times: naive, in UTC (a naive ``moment`` is UTC already)."""
+    return as_utc(moment).replace(tzinfo=None)
+
 
 TIMESTAMP: Final = "Timestamp"
 TRACE_ID: Final = "TraceId"
@@ -80,6 +92,13 @@ _FIGURE_COLUMNS: Final = tuple(
 ROLE_COLUMN: Final = "LlmRole"
 """The typed column that says whether a row is a call or an attempt."""
 
+STREAM_COLUMN: Final = "Stream"
+OUTCOME_COLUMN: Final = "Outcome"
+METERING_COLUMN: Final = "MeteringStatus"
+THRESHOLD_COLUMN: Final = "StallThresholdMs"
+EVENTS_FLOOR_COLUMN: Final = "ChunkEventsFloorMs"
+"""The attempt's chunk-event floor: its chunk events hold every gap longer than this many ms."""
+
 TYPED_COLUMNS: Final = (
     TypedColumn(ROLE_COLUMN, "VARCHAR", sc.SPAN_ROLE),
     TypedColumn("Operation", "VARCHAR", sc.GEN_AI_OPERATION_NAME),
@@ -87,15 +106,15 @@ TYPED_COLUMNS: Final = (
     TypedColumn("RequestModel", "VARCHAR", sc.GEN_AI_REQUEST_MODEL),
     TypedColumn("ResponseModel", "VARCHAR", sc.GEN_AI_RESPONSE_MODEL),
     TypedColumn("Source", "VARCHAR", sc.ATTEMPT_SOURCE),
-    TypedColumn("Stream", "BOOLEAN", sc.GEN_AI_REQUEST_STREAM, default=False),
+    TypedColumn(STREAM_COLUMN, "BOOLEAN", sc.GEN_AI_REQUEST_STREAM, default=False),
     TypedColumn("Leg", "VARCHAR", sc.ATTEMPT_LEG),
     TypedColumn("AttemptNumber", "INTEGER", sc.ATTEMPT_NUMBER),
-    TypedColumn("Outcome", "VARCHAR", sc.ATTEMPT_OUTCOME),
+    TypedColumn(OUTCOME_COLUMN, "VARCHAR", sc.ATTEMPT_OUTCOME),
     TypedColumn("ErrorType", "VARCHAR", sc.ERROR_TYPE),
     *_FIGURE_COLUMNS,
-    TypedColumn("StallThresholdMs", "BIGINT", sc.STALL_THRESHOLD_MS),
-    TypedColumn("MeteringStatus", "VARCHAR", sc.METERING_STATUS),
-    TypedColumn("ChunkEventsFloorMs", "BIGINT", sc.CHUNK_EVENTS_FLOOR_MS),
+    TypedColumn(THRESHOLD_COLUMN, "BIGINT", sc.STALL_THRESHOLD_MS),
+    TypedColumn(METERING_COLUMN, "VARCHAR", sc.METERING_STATUS),
+    TypedColumn(EVENTS_FLOOR_COLUMN, "BIGINT", sc.CHUNK_EVENTS_FLOOR_MS),
     TypedColumn("InputTokens", "BIGINT", sc.GEN_AI_USAGE_INPUT_TOKENS),
     TypedColumn("OutputTokens", "BIGINT", sc.GEN_AI_USAGE_OUTPUT_TOKENS),
     TypedColumn("CallAttempts", "INTEGER", sc.CALL_ATTEMPTS),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final
 
 from otel_llm import _semconv as sc
@@ -27,7 +27,18 @@ from otel_llm._figures import (
     Figure,
 )
 from otel_llm._measure._stalls import NS_PER_MS
-from otel_llm._show._sql._table import ALL_COLUMNS, CHUNK_GAP_COLUMN, ROLE_COLUMN, TABLE
+from otel_llm._show._sql._table import (
+    ALL_COLUMNS,
+    CHUNK_GAP_COLUMN,
+    EVENTS_FLOOR_COLUMN,
+    METERING_COLUMN,
+    OUTCOME_COLUMN,
+    ROLE_COLUMN,
+    STREAM_COLUMN,
+    TABLE,
+    THRESHOLD_COLUMN,
+    naive_utc,
+)
 
 ATTEMPTS_VIEW: Final = "llm_attempts"
 CALLS_VIEW: Final = "llm_calls"
@@ -40,8 +51,7 @@ THRESHOLD_PARAMETER: Final = "threshold_ms"
 
 def _utc_text(at: datetime) -> str:
     """``at`` in UTC as ``YYYY-MM-DD HH:MM:SS.ffffff`` (a naive time is read as UTC)."""
-    utc = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-    return utc.replace(tzinfo=None).isoformat(sep=" ", timespec="microseconds")
+    return naive_utc(at).isoformat(sep=" ", timespec="microseconds")
 
 
 class Dialect:
@@ -215,7 +225,7 @@ WINNER_ATTEMPT: Final = ViewColumn("winner_attempt", "CallWinnerAttempt")
 """On a call row: the number of the attempt that won (NULL: none did)."""
 WINNER_GAP_COLUMN: Final = "WinnerGapNs"
 """On a call row: its winner's gaps longer than :data:`WINNER_GAPS_FLOOR`, in ns."""
-THRESHOLD: Final = ViewColumn("stall_threshold_ms", "StallThresholdMs")
+THRESHOLD: Final = ViewColumn("stall_threshold_ms", THRESHOLD_COLUMN)
 """The stall threshold in force when the figures were measured (T in ``llm_attempts_at``)."""
 
 IDENTITY: Final = (
@@ -226,7 +236,7 @@ IDENTITY: Final = (
     ViewColumn("model", "RequestModel"),
     ViewColumn("response_model", "ResponseModel"),
     ViewColumn("source", "Source"),
-    ViewColumn("stream", "Stream"),
+    ViewColumn("stream", STREAM_COLUMN),
 )
 """The columns that say what a span was, the same in ``llm_attempts`` and ``llm_calls``."""
 
@@ -238,12 +248,12 @@ ATTEMPT_COLUMNS: Final = (
     *IDENTITY,
     ViewColumn("leg", "Leg"),
     ViewColumn("attempt", "AttemptNumber"),
-    ViewColumn("outcome", "Outcome"),
+    ViewColumn("outcome", OUTCOME_COLUMN),
     ViewColumn("error_type", "ErrorType"),
     ViewColumn("status_code", "StatusCode"),
     *_figure_columns(),
     THRESHOLD,
-    ViewColumn("metering_status", "MeteringStatus"),
+    ViewColumn("metering_status", METERING_COLUMN),
     ViewColumn("input_tokens", "InputTokens"),
     ViewColumn("output_tokens", "OutputTokens"),
     ViewColumn("duration_ns", "Duration"),
@@ -309,11 +319,11 @@ WINNER_COLUMNS: Final = (
     WinnerColumn("provider", "WinnerProvider", "a.provider"),
     WinnerColumn("model", "WinnerModel", "a.model"),
     WinnerColumn("source", "WinnerSource", "a.source"),
-    WinnerColumn("stream", "Stream", "a.stream"),
+    WinnerColumn("stream", STREAM_COLUMN, "a.stream"),
     WinnerColumn("attempt", WINNER_ATTEMPT.column, "a.attempt"),
     *(WinnerColumn(f.name, f.column, f"a.{f.name}") for f in FIGURES),
     WinnerColumn(THRESHOLD.alias, THRESHOLD.column, f"a.{THRESHOLD.alias}"),
-    WinnerColumn("metering_status", "MeteringStatus", "a.metering_status"),
+    WinnerColumn("metering_status", METERING_COLUMN, "a.metering_status"),
     WinnerColumn("call_hedges", "CallHedges", "c.hedges"),
     WinnerColumn("call_hedge_won", "CallHedgeWon", "c.hedge_won"),
 )
@@ -371,13 +381,32 @@ assert set(_rederived(DUCKDB)) == {f for f in FIGURES if f.at_threshold}, (
 )
 
 
+EVENTS_FLOOR_NS: Final = f"coalesce({_q(EVENTS_FLOOR_COLUMN)}, 0) * {NS_PER_MS}"
+"""An attempt's chunk-event floor in ns (0 without one): its chunk events hold every longer gap."""
+GAPS_COUNTED: Final = (
+    f"coalesce({_q(STREAM_COLUMN)}, false) AND {_q(METERING_COLUMN)} = '{sc.METERING_EXACT}'"
+)
+"""The attempts whose gaps the chunk-gap bars count: streamed and metered exactly, so each gap
+above :data:`EVENTS_FLOOR_NS` is one chunk event and the others are chunks - 1 - those."""
+
+_REDERIVE_READS: Final = (
+    OUTCOME_COLUMN,
+    METERING_COLUMN,
+    STREAM_COLUMN,
+    CHUNK_COUNT.column,
+    EVENTS_FLOOR_COLUMN,
+    CHUNK_GAP_COLUMN,
+)
+"""What :func:`_rederived_at` reads of a row besides its kept columns and measured figures."""
+
+
 def _rederived_at(
     dialect: Dialect,
     columns: tuple[ViewColumn, ...],
     where: str,
     *,
     gaps: str = CHUNK_GAP_COLUMN,
-    floor: str = "ChunkEventsFloorMs",
+    floor: str = EVENTS_FLOOR_COLUMN,
     rows: str | None = None,
 ) -> str:
     """``columns`` of the rows of ``otel_traces`` (or of the relation ``rows``, which has its
@@ -423,9 +452,9 @@ def _rederived_at(
         {kept_sql},
         {measured},
         {t} = {_q(THRESHOLD.column)} AND {_q(STALL_MS.column)} IS NOT NULL AS measured_here,
-        coalesce({_q("Outcome")}, '') IN ({outcomes}) AS cancelled,
-        coalesce({_q("MeteringStatus")}, '') IN ({complete}) AS complete,
-        coalesce({_q("Stream")}, false) AND coalesce({_q(CHUNK_COUNT.column)}, 0) >= 2
+        coalesce({_q(OUTCOME_COLUMN)}, '') IN ({outcomes}) AS cancelled,
+        coalesce({_q(METERING_COLUMN)}, '') IN ({complete}) AS complete,
+        coalesce({_q(STREAM_COLUMN)}, false) AND coalesce({_q(CHUNK_COUNT.column)}, 0) >= 2
             AS observable,
         {t} >= coalesce({_q(floor)}, 0) AS above_floor,
         {gap_over} AS {_STALL_GAPS}
@@ -492,7 +521,7 @@ def _winners_joined(dialect: Dialect, threshold: bool) -> str:
         if c.joined.startswith("c.")
     )
     read = {c.column for c in columns if not c.column.startswith(_OF_CALL)}
-    read |= {"Outcome", "MeteringStatus", "Stream", "ChunkEventsFloorMs", CHUNK_GAP_COLUMN}
+    read |= set(_REDERIVE_READS)
     read |= {f.column for f in FIGURES}  # ClickHouse's t.* would leave MATERIALIZED ones out
     of_attempt_sql = ", ".join(f"t.{_q(column)} AS {_q(column)}" for column in sorted(read))
     (call, number), (span, winner) = CALL_OF_ATTEMPT, WINNER_OF_CALL

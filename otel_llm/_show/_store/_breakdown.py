@@ -25,7 +25,7 @@ from otel_llm._figures import (
     Figure,
 )
 from otel_llm._measure._stalls import validate_threshold_ms
-from otel_llm._show._sql._table import TABLE
+from otel_llm._show._sql._table import EVENTS_FLOOR_COLUMN, TABLE
 from otel_llm._show._sql._views import DUCKDB, WINNERS_AT, WINNERS_VIEW, Dialect
 from otel_llm._show._store._access import open_store
 
@@ -114,7 +114,7 @@ def breakdown_sql(
 def below_floor_sql(threshold_ms: int) -> str:
     """Attempts whose chunk events start above ``threshold_ms`` (their stall figures cannot be
     re-derived there), and the highest such floor."""
-    floor = '"ChunkEventsFloorMs"'
+    floor = f'"{EVENTS_FLOOR_COLUMN}"'
     return f"SELECT count(*), max({floor}) FROM {TABLE} WHERE {floor} > {int(threshold_ms)}"
 
 

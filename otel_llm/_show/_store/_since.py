@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
 from otel_llm._errors import ConfigurationError
+from otel_llm._show._sql._table import as_utc
 
 SINCE_KEY: Final = "--since"
 _DURATION: Final = re.compile(r"(?P<amount>\d+)\s*(?P<unit>s|m|h|d|w)")
@@ -35,7 +36,7 @@ def parse_since(text: str, now: datetime) -> datetime:
             f"expected a duration (15m, 6h, 7d) or an ISO 8601 time (2026-01-31T12:00Z), "
             f"got {text!r}",
         ) from None
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    moment = as_utc(moment)
     if moment > now:
         raise ConfigurationError(SINCE_KEY, f"{text!r} is in the future")
-    return moment.astimezone(UTC)
+    return moment
