@@ -25,9 +25,11 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import NotAStore
 from otel_llm._show._sql._schema import ALL_COLUMNS, TABLE, VIEWS, migrate
 from otel_llm._show._store._columns import SegmentColumns, arrow_schema
+from otel_llm._show._store._footer import stored_arrow_schema
 from otel_llm._show._store._segments import (
     GLOB_CHARACTERS,
     SCHEMA_SEGMENT,
+    Segment,
     SegmentStore,
     encode,
     is_store,
@@ -68,14 +70,50 @@ def _sql_text(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _table_view(source: str, *, by_name: bool) -> str:
+    union = ", union_by_name = true" if by_name else ""
+    return f"CREATE OR REPLACE VIEW {TABLE} AS SELECT * FROM read_parquet({source}{union})"
+
+
 def reader_sql(path: str | os.PathLike[str]) -> str:
     """The SQL that makes an in-memory DuckDB read the segment store at ``path``: the
     ``otel_traces`` view over its segments, then the views. Grafana's ``initSql``."""
     glob = SegmentStore(Path(path).absolute()).glob
-    return (
-        f"CREATE OR REPLACE VIEW {TABLE} AS SELECT * FROM "
-        f"read_parquet({_sql_text(glob)}, union_by_name = true);\n{VIEWS}"
-    )
+    return f"{_table_view(_sql_text(glob), by_name=True)};\n{VIEWS}"
+
+
+def _listed(segments: list[Segment]) -> str:
+    return "[" + ", ".join(_sql_text(str(segment.path)) for segment in segments) + "]"
+
+
+def _read_snapshot(conn: duckdb.DuckDBPyConnection, store: SegmentStore) -> None:
+    """Make ``conn`` read the segments of ``store`` sealed now (the store is held from
+    merging), unioned by name; or, when every segment holding spans stored one Arrow schema
+    and reads the same columns alone, as a plain list of them, largest first.
+
+    The union by name reads every segment's footer each time a query refers to the table
+    (about 1 ms a segment a reference, three references a canned query); a plain list binds its
+    first file only, and DuckDB takes that file's rows as its estimate of each file's, hence
+    the largest first."""
+    segments = store.segments()
+    if not segments:  # DuckDB's error for the glob says what is missing
+        conn.execute(reader_sql(store.path))
+        return
+    conn.execute(f"{_table_view(_listed(segments), by_name=True)};\n{VIEWS}")
+    holding = [s for s in segments if s.path.name != SCHEMA_SEGMENT]
+    schemas = {stored_arrow_schema(segment.path) for segment in holding}
+    if not holding or len(schemas) != 1 or None in schemas:
+        return
+    union = _columns(conn)
+    largest_first = sorted(holding, key=lambda segment: segment.size, reverse=True)
+    conn.execute(_table_view(_listed(largest_first), by_name=False))
+    if _columns(conn) != union:  # the schema segment has a column the others lack
+        conn.execute(_table_view(_listed(segments), by_name=True))
+
+
+def _columns(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The table's columns and their types (in any order: the views name what they read)."""
+    return {name: kind for name, kind, *_ in conn.execute(f"DESCRIBE {TABLE}").fetchall()}
 
 
 def _check_glob_safe(path: Path) -> None:
@@ -136,9 +174,11 @@ def open_store(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only DuckDB connection to the store at ``path``, with the ``otel_traces`` table
     and the views (``llm_calls``, ``llm_attempts``, ``llm_winners`` and their ``_at(T)``), as a
-    context manager. While it is open no writer merges segments, so every query on it sees each span
-    exactly once; writers go on writing. Raises :class:`~otel_llm.NotAStore` when ``path`` is
-    not a store (or has a segment DuckDB cannot read, after moving it aside once)."""
+    context manager. It reads the segments sealed when it opened, and while it is open no
+    writer merges segments, so every query on it sees each of those spans exactly once; writers
+    go on writing (open the store again to read what they wrote since). Raises
+    :class:`~otel_llm.NotAStore` when ``path`` is not a store (or has a segment DuckDB cannot
+    read, after moving it aside once)."""
     path = Path(path)
     check_store(path)
     if path.is_dir():
@@ -149,7 +189,7 @@ def open_store(
             for attempt in range(2):
                 with store.reading():
                     try:
-                        conn.execute(reader_sql(path))
+                        _read_snapshot(conn, store)
                     except duckdb.Error as exc:  # a segment damaged outside otel-llm
                         problem = str(exc).splitlines()[0]
                     else:

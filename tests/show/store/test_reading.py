@@ -1,0 +1,232 @@
+"""How ``open_store`` reads the segments: the ones sealed when it opened, as a plain list when
+they share one schema (read from each footer without a Parquet library), else unioned by name."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_llm import open_store
+from otel_llm._show._sql._table import TABLE
+from otel_llm._show._store._access import NO_EXTENSIONS, reader_sql
+from otel_llm._show._store._columns import arrow_schema
+from otel_llm._show._store._footer import stored_arrow_schema
+from otel_llm._show._store._segments import SCHEMA_SEGMENT, SegmentStore, encode
+from tests.support.duckdb_store import Store
+
+SPANS_A_CALL = 3
+
+
+def _store(path: Path, calls: int, segments: int) -> SegmentStore:
+    """A store of ``calls`` calls in ``segments`` segments (the last written holding the most)."""
+    store = Store(path, flush_interval_s=3600)
+    for index in range(segments):
+        for _ in range(calls // segments + (calls % segments if index == segments - 1 else 0)):
+            store.call()
+        assert store.exporter.force_flush(10_000)
+    store.close()
+    return SegmentStore(path)
+
+
+def _holding(store: SegmentStore) -> list[Path]:
+    return [s.path for s in store.segments() if s.path.name != SCHEMA_SEGMENT]
+
+
+def _table_sql(conn: duckdb.DuckDBPyConnection) -> str:
+    row = conn.execute("SELECT sql FROM duckdb_views() WHERE view_name = ?", [TABLE]).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _rows(conn: duckdb.DuckDBPyConnection) -> list[tuple[object, ...]]:
+    return conn.execute(
+        'SELECT "SpanId", "LlmRole", "StallMs", "WinnerGapNs" FROM otel_traces ORDER BY 1'
+    ).fetchall()
+
+
+def _by_glob(path: Path) -> list[tuple[object, ...]]:
+    """The rows as Grafana's ``initSql`` reads them: the glob, unioned by name."""
+    with duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
+        conn.execute(reader_sql(path))
+        return _rows(conn)
+
+
+def _rewrite(path: Path, table: pa.Table) -> None:
+    """Replace the segment at ``path`` by ``table``, as another version's writer would."""
+    tmp = path.with_name(f".{path.name}.rewrite")
+    tmp.write_bytes(encode(table))
+    tmp.replace(path)
+
+
+# --- the footer ---------------------------------------------------------------------------------
+
+
+def test_the_stored_arrow_schema_is_the_one_pyarrow_reads(tmp_path: Path) -> None:
+    """For a small (snappy) and a large (zstd) segment and the schema segment, the bytes read
+    from the footer are those pyarrow reads under ``ARROW:schema``, and the same for all three."""
+    store = _store(tmp_path / "store", calls=2, segments=1)
+    small = _holding(store)[0]
+    large = small.with_name("00000000000000000009-large.parquet")
+    table = pq.read_table(small).cast(arrow_schema())
+    large.write_bytes(encode(pa.concat_tables([table] * 3000)))
+    paths = [store.segments_dir / SCHEMA_SEGMENT, small, large]
+    assert pq.ParquetFile(large).metadata.row_group(0).column(0).compression == "ZSTD"
+    read = [stored_arrow_schema(path) for path in paths]
+    for path, stored in zip(paths, read, strict=True):
+        metadata = pq.ParquetFile(path).metadata.metadata
+        assert stored is not None
+        assert stored == metadata[b"ARROW:schema"]
+    assert len(set(read)) == 1
+
+
+def test_a_footer_that_does_not_say_is_unknown(tmp_path: Path) -> None:
+    """No stored schema, a file cut short, an empty or a missing file, bytes that are not
+    Parquet, a footer length past the start: ``None``, never an error."""
+    table = pa.table({"a": [1, 2, 3]})
+    bare = tmp_path / "bare.parquet"
+    pq.write_table(table, bare, store_schema=False)
+    with_schema = tmp_path / "with.parquet"
+    pq.write_table(table, with_schema)
+    data = with_schema.read_bytes()
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(data[:-3])
+    empty = tmp_path / "empty.parquet"
+    empty.write_bytes(b"")
+    text = tmp_path / "text.parquet"
+    text.write_bytes(b"not a parquet file at all")
+    too_long = tmp_path / "long.parquet"
+    too_long.write_bytes(b"PAR1" + (1 << 30).to_bytes(4, "little") + b"PAR1")
+    assert stored_arrow_schema(with_schema) is not None
+    for path in (bare, cut, empty, text, too_long, tmp_path / "missing.parquet"):
+        assert stored_arrow_schema(path) is None, path.name
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_a_damaged_footer_never_raises(tmp_path: Path, data: st.DataObject) -> None:
+    """Bytes of a real segment's tail overwritten anywhere: the schema read is the right one,
+    or ``None``, or other bytes (then the segments read as unioned by name) -- never an
+    exception."""
+    source = tmp_path / "source.parquet"
+    if not source.exists():
+        pq.write_table(pa.table({"a": [1, 2, 3], "b": ["x", "y", "z"]}), source)
+    original = source.read_bytes()
+    tail = data.draw(st.integers(min_value=1, max_value=min(len(original), 2000)))
+    at = len(original) - tail
+    patch = data.draw(st.binary(min_size=1, max_size=16))
+    damaged = original[:at] + patch + original[at + len(patch) :]
+    path = tmp_path / "damaged.parquet"
+    path.write_bytes(damaged[: data.draw(st.integers(min_value=0, max_value=len(damaged)))])
+    stored = stored_arrow_schema(path)
+    assert stored is None or isinstance(stored, bytes)
+
+
+# --- the view -----------------------------------------------------------------------------------
+
+
+def test_segments_of_one_schema_are_read_as_a_list_largest_first(tmp_path: Path) -> None:
+    """Three segments of this version: the table is a plain list of them, the largest first,
+    and reads every span exactly as the glob unioned by name does."""
+    store = _store(tmp_path / "store", calls=7, segments=3)
+    holding = _holding(store)
+    largest = max(holding, key=lambda path: path.stat().st_size)
+    assert largest == holding[-1]  # the last by name: listed first only for its size
+    with open_store(store.path) as conn:
+        sql = _table_sql(conn)
+        rows = _rows(conn)
+        calls = conn.execute("SELECT count(*) FROM llm_calls").fetchone()
+    assert "union_by_name" not in sql
+    assert SCHEMA_SEGMENT not in sql
+    assert sql.index(largest.name) < min(sql.index(p.name) for p in holding if p != largest)
+    assert all(path.name in sql for path in holding)
+    assert len(rows) == 7 * SPANS_A_CALL
+    assert calls == (7,)
+    assert rows == _by_glob(store.path)
+
+
+def test_a_segment_of_another_version_is_unioned_by_name(tmp_path: Path) -> None:
+    """A segment written without a column (an older version) or with one more (a newer): the
+    table unions the segments by name, every span is read once, and the missing column is
+    empty for the older segment's rows only."""
+    for change in ("older", "newer"):
+        store = _store(tmp_path / change, calls=3, segments=3)
+        target = _holding(store)[1]
+        table = pq.read_table(target)
+        if change == "older":
+            table = table.drop_columns(["WinnerGapNs"])
+        else:
+            table = table.append_column("FutureColumn", pa.array([7] * table.num_rows))
+        _rewrite(target, table)
+        with open_store(store.path) as conn:
+            sql = _table_sql(conn)
+            rows = _rows(conn)
+            nulls = conn.execute(
+                "SELECT count(*) FROM otel_traces WHERE \"LlmRole\" = 'call' "
+                'AND "WinnerGapNs" IS NULL'
+            ).fetchone()
+            columns = [name for name, *_ in conn.execute(f"DESCRIBE {TABLE}").fetchall()]
+        assert "union_by_name = true" in sql, change
+        assert len(rows) == 3 * SPANS_A_CALL
+        assert rows == _by_glob(store.path)
+        if change == "older":
+            assert nulls == (1,)  # the older segment's call
+        else:
+            assert "FutureColumn" in columns
+
+
+def test_the_schema_segment_counts_only_for_its_columns(tmp_path: Path) -> None:
+    """The empty segment a store starts with, written by an older version (a column fewer):
+    the segments holding spans are still read as a list. Written with a column the others lack:
+    the union by name is kept, so that column is there, empty."""
+    store = _store(tmp_path / "store", calls=2, segments=2)
+    schema_segment = store.segments_dir / SCHEMA_SEGMENT
+    empty = pq.read_table(schema_segment)
+    _rewrite(schema_segment, empty.drop_columns(["WinnerGapNs"]))
+    with open_store(store.path) as conn:
+        assert "union_by_name" not in _table_sql(conn)
+        assert len(_rows(conn)) == 2 * SPANS_A_CALL
+    extra = empty.append_column("FutureColumn", pa.array([], pa.int64()))
+    _rewrite(schema_segment, extra)
+    with open_store(store.path) as conn:
+        assert "union_by_name = true" in _table_sql(conn)
+        assert conn.execute(
+            'SELECT count("FutureColumn"), count(*) FROM otel_traces'
+        ).fetchone() == (
+            0,
+            2 * SPANS_A_CALL,
+        )
+
+
+def test_a_connection_reads_the_segments_sealed_when_it_opened(tmp_path: Path) -> None:
+    """Spans sealed while a connection is open are read by the next one, not by it."""
+    path = tmp_path / "store"
+    _store(path, calls=2, segments=1)
+    more = Store(path, flush_interval_s=3600)
+    with open_store(path) as conn:
+        more.call()
+        assert more.exporter.force_flush(10_000)
+        assert conn.execute("SELECT count(*) FROM llm_calls").fetchone() == (2,)
+    more.close()
+    with open_store(path) as conn:
+        assert conn.execute("SELECT count(*) FROM llm_calls").fetchone() == (3,)
+
+
+def test_a_store_copied_elsewhere_reads_its_own_segments(tmp_path: Path) -> None:
+    """The list names the segments of the store opened (through its ``segments`` link), so a
+    copy reads its own files."""
+    source = _store(tmp_path / "a", calls=2, segments=2)
+    copy = tmp_path / "b"
+    shutil.copytree(source.path, copy, symlinks=True)
+    with open_store(copy) as conn:
+        sql = _table_sql(conn)
+        assert str(copy) in sql
+        assert str(source.path) + "/" not in sql
+        assert conn.execute("SELECT count(*) FROM llm_calls").fetchone() == (2,)
