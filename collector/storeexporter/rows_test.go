@@ -237,3 +237,47 @@ func TestASpanWithATimePast63BitsIsLeftOutAlone(t *testing.T) {
 		t.Fatalf("%d rows", rec.NumRows())
 	}
 }
+
+func TestSegmentsStoreTheirArrowSchema(t *testing.T) {
+	format := mustFormat(t)
+	stored := map[string]bool{}
+	for _, rows := range []int{3, format.Encoding.SmallSegmentRows + 10} {
+		r, err := newRows(format, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.count < rows {
+			r.appendTraces(sampleTraces(3), nil)
+		}
+		rec := r.record()
+		data, err := encodeSegment(format, rec)
+		rec.Release()
+		r.release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader, err := file.NewParquetReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		value := reader.MetaData().KeyValueMetadata().FindValue("ARROW:schema")
+		if value == nil || *value == "" {
+			t.Fatalf("a segment of %d rows stored no Arrow schema", rows)
+		}
+		stored[*value] = true
+		got := readBack(t, data).Schema() // the reader adds each field's PARQUET:field_id
+		if got.NumFields() != format.schema.NumFields() {
+			t.Fatalf("%d columns read back, not %d", got.NumFields(), format.schema.NumFields())
+		}
+		for i, want := range format.schema.Fields() {
+			field := got.Field(i)
+			if field.Name != want.Name || field.Nullable != want.Nullable ||
+				!arrow.TypeEqual(field.Type, want.Type) {
+				t.Fatalf("column %d reads back as %s, not %s", i, field, want)
+			}
+		}
+	}
+	if len(stored) != 1 { // readers read segments that stored one schema as one list
+		t.Fatalf("small and large segments stored %d different schemas", len(stored))
+	}
+}

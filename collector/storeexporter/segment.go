@@ -13,7 +13,8 @@ import (
 
 // encodeSegment writes rec as the bytes of one segment: one row group, encoded as the Python
 // writer encodes (schema.json's "encoding"): a small segment plainly (snappy, no dictionaries,
-// no statistics: compaction re-encodes it later), a larger one with zstd.
+// no statistics: compaction re-encodes it later), a larger one with zstd. Its footer stores the
+// Arrow schema, as pyarrow's do: readers read segments that stored the same one as one list.
 func encodeSegment(format *segmentFormat, rec arrow.RecordBatch) ([]byte, error) {
 	return encodeSegmentInto(format, rec, 0, memory.DefaultAllocator)
 }
@@ -43,7 +44,7 @@ func encodeSegmentInto(format *segmentFormat, rec arrow.RecordBatch, sizeHint in
 	}
 	out := bytes.NewBuffer(make([]byte, 0, sizeHint))
 	writer, err := pqarrow.NewFileWriter(format.schema, out, parquet.NewWriterProperties(options...),
-		pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem)))
+		pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem), pqarrow.WithStoreSchema()))
 	if err != nil {
 		return nil, fmt.Errorf("cannot start a segment: %w", err)
 	}

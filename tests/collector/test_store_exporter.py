@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from otel_llm import _env as env
@@ -47,6 +48,16 @@ def binary() -> Path:
 def _rows(store: Path, sql: str) -> list[tuple[object, ...]]:
     with open_store(store) as conn:
         return [tuple(row) for row in conn.execute(sql).fetchall()]
+
+
+def _table_view(store: Path) -> str:
+    """The SQL of the ``otel_traces`` view ``open_store`` made over ``store``."""
+    with open_store(store) as conn:
+        row = conn.execute(
+            "SELECT sql FROM duckdb_views() WHERE view_name = 'otel_traces'"
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def _python(script: str, *args: str, environment: dict[str, str]) -> subprocess.Popen[str]:
@@ -164,6 +175,16 @@ def test_rows_equal_the_embedded_writers(binary: Path, tmp_path: Path) -> None:
     written = [s.path.name for s in SegmentStore(store).segments()][1:]  # after the schema's
     assert written
     assert all(name.count("-") == 3 for name in written), written  # <ns>-<pid>-<token>-<n>
+    # segments that stored one Arrow schema are read as one plain list: the Go exporter's, and
+    # the empty segment the store began with (pyarrow's, another), united by name; a segment
+    # of the embedded writer joins the second list
+    view = _table_view(store)
+    assert view.count("read_parquet(") == 2
+    assert "union_by_name" not in view
+    python_written = SegmentStore(embedded).segments()[-1].path
+    SegmentStore(store).write(python_written.read_bytes(), name="99999999999999999999-py.parquet")
+    assert _table_view(store).count("read_parquet(") == 2
+    assert len(_rows(store, every)) == len(landed) + pq.read_metadata(python_written).num_rows
 
 
 # --- three processes: the app, the Collector, a reader -----------------------------------------

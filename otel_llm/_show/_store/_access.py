@@ -86,34 +86,39 @@ def _listed(segments: list[Segment]) -> str:
     return "[" + ", ".join(_sql_text(str(segment.path)) for segment in segments) + "]"
 
 
+def snapshot_sql(segments: list[Segment]) -> str:
+    """The ``otel_traces`` view over ``segments``: those that stored the same Arrow schema in
+    their footers read as one plain list, largest first; those that stored none unioned by name;
+    and the lists united by name.
+
+    Unioning by name reads every segment's footer each time a query refers to the table
+    (about 1 ms a segment a reference, three references a canned query); a plain list binds its
+    first file only (hence one list per schema, as reading a file without a column the first
+    one has fails), and DuckDB takes that file's rows as its estimate of each file's (hence the
+    largest first). United by name, segments of an older and a newer otel-llm, or of the
+    Collector's writer and Python's, read as the union by name reads them."""
+    lists: dict[bytes | None, list[Segment]] = {}
+    for segment in segments:
+        lists.setdefault(stored_arrow_schema(segment.path), []).append(segment)
+    parts = []
+    for schema, listed in lists.items():
+        listed.sort(key=lambda segment: segment.size, reverse=True)
+        parts.append(
+            f"SELECT * FROM read_parquet({_listed(listed)}"
+            f"{', union_by_name = true' if schema is None else ''})"
+        )
+    united = "\nUNION ALL BY NAME\n".join(parts)
+    return f"CREATE OR REPLACE VIEW {TABLE} AS\n{united}"
+
+
 def _read_snapshot(conn: duckdb.DuckDBPyConnection, store: SegmentStore) -> None:
     """Make ``conn`` read the segments of ``store`` sealed now (the store is held from
-    merging), unioned by name; or, when every segment holding spans stored one Arrow schema
-    and reads the same columns alone, as a plain list of them, largest first.
-
-    The union by name reads every segment's footer each time a query refers to the table
-    (about 1 ms a segment a reference, three references a canned query); a plain list binds its
-    first file only, and DuckDB takes that file's rows as its estimate of each file's, hence
-    the largest first."""
+    merging: :func:`snapshot_sql`), and the views over them."""
     segments = store.segments()
     if not segments:  # DuckDB's error for the glob says what is missing
         conn.execute(reader_sql(store.path))
         return
-    conn.execute(f"{_table_view(_listed(segments), by_name=True)};\n{VIEWS}")
-    holding = [s for s in segments if s.path.name != SCHEMA_SEGMENT]
-    schemas = {stored_arrow_schema(segment.path) for segment in holding}
-    if not holding or len(schemas) != 1 or None in schemas:
-        return
-    union = _columns(conn)
-    largest_first = sorted(holding, key=lambda segment: segment.size, reverse=True)
-    conn.execute(_table_view(_listed(largest_first), by_name=False))
-    if _columns(conn) != union:  # the schema segment has a column the others lack
-        conn.execute(_table_view(_listed(segments), by_name=True))
-
-
-def _columns(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """The table's columns and their types (in any order: the views name what they read)."""
-    return {name: kind for name, kind, *_ in conn.execute(f"DESCRIBE {TABLE}").fetchall()}
+    conn.execute(f"{snapshot_sql(segments)};\n{VIEWS}")
 
 
 def _check_glob_safe(path: Path) -> None:

@@ -3,6 +3,7 @@ they share one schema (read from each footer without a Parquet library), else un
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -133,8 +134,9 @@ def test_a_damaged_footer_never_raises(tmp_path: Path, data: st.DataObject) -> N
 
 
 def test_segments_of_one_schema_are_read_as_a_list_largest_first(tmp_path: Path) -> None:
-    """Three segments of this version: the table is a plain list of them, the largest first,
-    and reads every span exactly as the glob unioned by name does."""
+    """Three segments of this version and the empty one the store began with: the table is
+    one plain list of them, the largest first, and reads every span exactly as the glob
+    unioned by name does."""
     store = _store(tmp_path / "store", calls=7, segments=3)
     holding = _holding(store)
     largest = max(holding, key=lambda path: path.stat().st_size)
@@ -144,18 +146,20 @@ def test_segments_of_one_schema_are_read_as_a_list_largest_first(tmp_path: Path)
         rows = _rows(conn)
         calls = conn.execute("SELECT count(*) FROM llm_calls").fetchone()
     assert "union_by_name" not in sql
-    assert SCHEMA_SEGMENT not in sql
-    assert sql.index(largest.name) < min(sql.index(p.name) for p in holding if p != largest)
-    assert all(path.name in sql for path in holding)
+    assert sql.count("read_parquet(") == 1
+    listed = [Path(name).name for name in re.findall(r"'([^']+[.]parquet)'", sql)]
+    assert listed[0] == largest.name
+    assert listed[-1] == SCHEMA_SEGMENT  # no rows: the smallest
+    assert sorted(listed) == sorted([SCHEMA_SEGMENT, *(path.name for path in holding)])
     assert len(rows) == 7 * SPANS_A_CALL
     assert calls == (7,)
     assert rows == _by_glob(store.path)
 
 
-def test_a_segment_of_another_version_is_unioned_by_name(tmp_path: Path) -> None:
-    """A segment written without a column (an older version) or with one more (a newer): the
-    table unions the segments by name, every span is read once, and the missing column is
-    empty for the older segment's rows only."""
+def test_segments_of_another_version_are_a_list_of_their_own(tmp_path: Path) -> None:
+    """A segment written without a column (an older version) or with one more (a newer): it is
+    read as a list of its own, united with the others by name; every span is read once, as the
+    glob unioned by name reads it, and the missing column is empty for the older rows only."""
     for change in ("older", "newer"):
         store = _store(tmp_path / change, calls=3, segments=3)
         target = _holding(store)[1]
@@ -172,37 +176,55 @@ def test_a_segment_of_another_version_is_unioned_by_name(tmp_path: Path) -> None
                 "SELECT count(*) FROM otel_traces WHERE \"LlmRole\" = 'call' "
                 'AND "WinnerGapNs" IS NULL'
             ).fetchone()
-            columns = [name for name, *_ in conn.execute(f"DESCRIBE {TABLE}").fetchall()]
-        assert "union_by_name = true" in sql, change
+            future = conn.execute(
+                "SELECT count(*) FROM duckdb_columns() "
+                "WHERE table_name = 'otel_traces' AND column_name = 'FutureColumn'"
+            ).fetchone()
+        assert sql.count("read_parquet(") == 2, change
+        assert "UNION ALL BY NAME" in sql
+        assert "union_by_name" not in sql
         assert len(rows) == 3 * SPANS_A_CALL
         assert rows == _by_glob(store.path)
-        if change == "older":
-            assert nulls == (1,)  # the older segment's call
-        else:
-            assert "FutureColumn" in columns
+        assert nulls == ((1,) if change == "older" else (0,))
+        assert future == ((0,) if change == "older" else (1,))
 
 
-def test_the_schema_segment_counts_only_for_its_columns(tmp_path: Path) -> None:
-    """The empty segment a store starts with, written by an older version (a column fewer):
-    the segments holding spans are still read as a list. Written with a column the others lack:
-    the union by name is kept, so that column is there, empty."""
+def test_a_schema_segment_of_another_version_is_a_list_of_its_own(tmp_path: Path) -> None:
+    """The empty segment a store starts with, written by a version with another column: its
+    column is there, empty, and every span is read once."""
     store = _store(tmp_path / "store", calls=2, segments=2)
     schema_segment = store.segments_dir / SCHEMA_SEGMENT
     empty = pq.read_table(schema_segment)
-    _rewrite(schema_segment, empty.drop_columns(["WinnerGapNs"]))
+    _rewrite(schema_segment, empty.append_column("FutureColumn", pa.array([], pa.int64())))
     with open_store(store.path) as conn:
-        assert "union_by_name" not in _table_sql(conn)
-        assert len(_rows(conn)) == 2 * SPANS_A_CALL
-    extra = empty.append_column("FutureColumn", pa.array([], pa.int64()))
-    _rewrite(schema_segment, extra)
+        sql = _table_sql(conn)
+        read = conn.execute('SELECT count("FutureColumn"), count(*) FROM otel_traces').fetchone()
+        rows = _rows(conn)
+    assert sql.count("read_parquet(") == 2
+    assert read == (0, 2 * SPANS_A_CALL)
+    assert rows == _by_glob(store.path)
+
+
+def test_segments_that_stored_no_schema_are_unioned_by_name(tmp_path: Path) -> None:
+    """Segments whose footers hold no Arrow schema (as other Parquet writers leave them): read
+    unioned by name, beside the list of the others, one of them a column short."""
+    store = _store(tmp_path / "store", calls=4, segments=4)
+    first, second = _holding(store)[:2]
+    for target, table in (
+        (first, pq.read_table(first)),
+        (second, pq.read_table(second).drop_columns(["WinnerGapNs"])),
+    ):
+        tmp = target.with_name(f".{target.name}.rewrite")
+        pq.write_table(table, tmp, store_schema=False)
+        tmp.replace(target)
+        assert stored_arrow_schema(target) is None
     with open_store(store.path) as conn:
-        assert "union_by_name = true" in _table_sql(conn)
-        assert conn.execute(
-            'SELECT count("FutureColumn"), count(*) FROM otel_traces'
-        ).fetchone() == (
-            0,
-            2 * SPANS_A_CALL,
-        )
+        sql = _table_sql(conn)
+        rows = _rows(conn)
+    assert sql.count("read_parquet(") == 2
+    assert sql.count("union_by_name = true") == 1
+    assert len(rows) == 4 * SPANS_A_CALL
+    assert rows == _by_glob(store.path)
 
 
 def test_a_connection_reads_the_segments_sealed_when_it_opened(tmp_path: Path) -> None:
