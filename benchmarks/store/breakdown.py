@@ -170,7 +170,7 @@ def main() -> None:
         print(
             "the floor: in memory (the target's); and as one zstd Parquet file of the same rows, "
             "the format the store keeps. planning: the query's EXPLAIN alone (binding the "
-            "store's view over every segment, union_by_name, once per reference)"
+            "store's view over its segments, once per reference)"
         )
         print(
             f"{'query':<28}{'cold ms':>9}{'median ms':>11}{'planning':>10}{'floor ms':>10}"
