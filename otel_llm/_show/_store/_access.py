@@ -70,23 +70,21 @@ def _sql_text(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _table_view(source: str, *, by_name: bool) -> str:
-    union = ", union_by_name = true" if by_name else ""
-    return f"CREATE OR REPLACE VIEW {TABLE} AS SELECT * FROM read_parquet({source}{union})"
-
-
 def reader_sql(path: str | os.PathLike[str]) -> str:
     """The SQL that makes an in-memory DuckDB read the segment store at ``path``: the
     ``otel_traces`` view over its segments, then the views. Grafana's ``initSql``."""
     glob = SegmentStore(Path(path).absolute()).glob
-    return f"{_table_view(_sql_text(glob), by_name=True)};\n{VIEWS}"
+    return (
+        f"CREATE OR REPLACE VIEW {TABLE} AS SELECT * FROM "
+        f"read_parquet({_sql_text(glob)}, union_by_name = true);\n{VIEWS}"
+    )
 
 
 def _listed(segments: list[Segment]) -> str:
     return "[" + ", ".join(_sql_text(str(segment.path)) for segment in segments) + "]"
 
 
-def snapshot_sql(segments: list[Segment]) -> str:
+def _snapshot_sql(segments: list[Segment]) -> str:
     """The ``otel_traces`` view over ``segments``: those that stored the same Arrow schema in
     their footers read as one plain list, largest first; those that stored none unioned by name;
     and the lists united by name.
@@ -113,12 +111,15 @@ def snapshot_sql(segments: list[Segment]) -> str:
 
 def _read_snapshot(conn: duckdb.DuckDBPyConnection, store: SegmentStore) -> None:
     """Make ``conn`` read the segments of ``store`` sealed now (the store is held from
-    merging: :func:`snapshot_sql`), and the views over them."""
+    merging: :func:`_snapshot_sql`), and the views over them. Every segment's footer is read
+    here, once (DuckDB keeps them for the queries), so a damaged one is met now and moved
+    aside, not in the middle of a query: a plain list binds only its first file."""
     segments = store.segments()
     if not segments:  # DuckDB's error for the glob says what is missing
         conn.execute(reader_sql(store.path))
         return
-    conn.execute(f"{snapshot_sql(segments)};\n{VIEWS}")
+    conn.execute(f"{_snapshot_sql(segments)};\n{VIEWS}")
+    conn.execute(f"SELECT count(*) FROM {TABLE}").fetchall()  # every footer: rows are counted
 
 
 def _check_glob_safe(path: Path) -> None:

@@ -252,3 +252,22 @@ def test_a_store_copied_elsewhere_reads_its_own_segments(tmp_path: Path) -> None
         assert str(copy) in sql
         assert str(source.path) + "/" not in sql
         assert conn.execute("SELECT count(*) FROM llm_calls").fetchone() == (2,)
+
+
+def test_a_footer_damaged_past_its_stored_schema_is_met_on_opening(tmp_path: Path) -> None:
+    """A segment whose footer still holds its schema but is damaged elsewhere, not the first of
+    its list (which alone is bound): found when the store is opened, moved aside and named, and
+    the rest read -- not met by a query later."""
+    store = _store(tmp_path / "store", calls=4, segments=3)  # 1, 1 and 2 calls
+    target = _holding(store)[0]
+    assert target.stat().st_size < _holding(store)[-1].stat().st_size  # not first in the list
+    data = bytearray(target.read_bytes())
+    footer_at = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    for index in range(footer_at + 30, footer_at + 34):  # inside the footer's Parquet schema
+        data[index] ^= 0xFF
+    target.write_bytes(bytes(data))
+    assert stored_arrow_schema(target) is not None
+    with open_store(store.path) as conn:
+        calls = conn.execute("SELECT count(*) FROM llm_calls").fetchone()
+    assert calls == (3,)
+    assert [path.name for path in store.quarantined()] == [target.name]
