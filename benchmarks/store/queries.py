@@ -7,8 +7,8 @@ span ids, their timestamps spread over 24 h and the models split four ways (so a
 realistic number of series), segments of ``--segment-rows`` rows laid out by the store's merge
 writer (as a long-running store's merges leave them) in a real store directory. It is cached
 under ``.cache/`` keyed by its parameters, so a rerun only times.
-DuckDB reads it as every reader does (``open_store``: the views over the segments' glob); chDB gets
-the ClickHouse DDL and a MergeTree ``otel_traces`` filled by ``INSERT … SELECT`` from the same
+DuckDB reads it as ``otel-llm query`` does (``open_store``: the views over the segments); chDB
+gets the ClickHouse DDL and a MergeTree ``otel_traces`` filled by ``INSERT … SELECT`` from the same
 Parquet.
 
 Each panel's query is expanded as its Grafana plugin expands it ("All" for every filter, the
@@ -391,7 +391,10 @@ def main() -> None:
     timings: list[Timing] = []
     with contextlib.ExitStack() as stack:
         if "duckdb" in engines:
-            print(f"== DuckDB {duckdb.__version__} (open_store: views over the segments' glob)")
+            print(
+                f"== DuckDB {duckdb.__version__} "
+                "(open_store: views over the segments, one list per stored schema)"
+            )
             timings += time_panels("duckdb", duckdb_engine(store, stack), store, runs, thresholds)
     with contextlib.ExitStack() as stack:
         if "chdb" in engines:

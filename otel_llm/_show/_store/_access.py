@@ -115,7 +115,9 @@ def _read_snapshot(conn: duckdb.DuckDBPyConnection, store: SegmentStore) -> None
     here, once (DuckDB keeps them for the queries), so a damaged one is met now and moved
     aside, not in the middle of a query: a plain list binds only its first file."""
     segments = store.segments()
-    if not segments:  # DuckDB's error for the glob says what is missing
+    if not segments or any(GLOB_CHARACTERS.intersection(s.path.name) for s in segments):
+        # none: DuckDB's error for the glob says what is missing; a name DuckDB would read as
+        # a pattern (no writer of ours makes one) is read by the glob, as it always was
         conn.execute(reader_sql(store.path))
         return
     conn.execute(f"{_snapshot_sql(segments)};\n{VIEWS}")

@@ -271,3 +271,16 @@ def test_a_footer_damaged_past_its_stored_schema_is_met_on_opening(tmp_path: Pat
         calls = conn.execute("SELECT count(*) FROM llm_calls").fetchone()
     assert calls == (3,)
     assert [path.name for path in store.quarantined()] == [target.name]
+
+
+def test_a_segment_named_like_a_pattern_is_read_by_the_glob(tmp_path: Path) -> None:
+    """A segment whose name DuckDB would take for a pattern (no writer of ours names one so)
+    cannot be listed: the store is read through its glob, every span once."""
+    store = _store(tmp_path / "store", calls=2, segments=2)
+    first = _holding(store)[0]
+    first.rename(first.with_name("99999999999999999999-x[1].parquet"))
+    with open_store(store.path) as conn:
+        sql = _table_sql(conn)
+        calls = conn.execute("SELECT count(*) FROM llm_calls").fetchone()
+    assert "*.parquet" in sql
+    assert calls == (2,)
