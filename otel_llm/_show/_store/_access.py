@@ -2,10 +2,11 @@
 
 Readers get a DuckDB connection on which ``otel_traces`` and the views (``llm_attempts``,
 ``llm_calls``, ``llm_attempts_at``) exist, whichever kind the path is. A segment store is read
-through an in-memory DuckDB over the segments' glob (what Grafana's DuckDB data source does with
-:func:`reader_sql` as its ``initSql``), so any number of readers and writers share it without a
-lock. A single-file store is read as before, and migrated into a segment directory the first
-time a writer opens it (:func:`prepare_for_writing`).
+by an in-memory DuckDB, so any number of readers and writers share it without a lock: Grafana's
+DuckDB data source over the segments' glob (:func:`reader_sql`, its ``initSql``),
+:func:`open_store` over the segments sealed when it opens, one list per stored schema
+(:func:`_snapshot_sql`). A single-file store is read as before, and migrated into a segment
+directory the first time a writer opens it (:func:`prepare_for_writing`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from otel_llm._show._store._columns import SegmentColumns, arrow_schema
 from otel_llm._show._store._footer import stored_arrow_schema
 from otel_llm._show._store._segments import (
     GLOB_CHARACTERS,
+    PENDING,
     SCHEMA_SEGMENT,
     Segment,
     SegmentStore,
@@ -81,7 +83,16 @@ def reader_sql(path: str | os.PathLike[str]) -> str:
 
 
 def _listed(segments: list[Segment]) -> str:
-    return "[" + ", ".join(_sql_text(str(segment.path)) for segment in segments) + "]"
+    return "[" + ", ".join(_sql_text(_read_as(segment.path)) for segment in segments) + "]"
+
+
+def _read_as(path: Path) -> str:
+    """The file name DuckDB is given for the segment at ``path``. A pending segment may be
+    given its final name while the store is read (the only rename that does not wait for
+    readers): a pattern matching either name, of which exactly one exists at any moment."""
+    if path.name.startswith(PENDING):
+        return str(path.with_name("*" + path.name.removeprefix(PENDING)))
+    return str(path)
 
 
 def _snapshot_sql(segments: list[Segment]) -> str:

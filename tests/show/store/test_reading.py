@@ -113,9 +113,8 @@ def test_a_footer_that_does_not_say_is_unknown(tmp_path: Path) -> None:
 )
 @given(data=st.data())
 def test_a_damaged_footer_never_raises(tmp_path: Path, data: st.DataObject) -> None:
-    """Bytes of a real segment's tail overwritten anywhere: the schema read is the right one,
-    or ``None``, or other bytes (then the segments read as unioned by name) -- never an
-    exception."""
+    """Bytes of a real segment's tail overwritten anywhere (or cut): never an exception, and
+    where Parquet reads the footer, the schema read is the one it reads there or ``None``."""
     source = tmp_path / "source.parquet"
     if not source.exists():
         pq.write_table(pa.table({"a": [1, 2, 3], "b": ["x", "y", "z"]}), source)
@@ -127,7 +126,11 @@ def test_a_damaged_footer_never_raises(tmp_path: Path, data: st.DataObject) -> N
     path = tmp_path / "damaged.parquet"
     path.write_bytes(damaged[: data.draw(st.integers(min_value=0, max_value=len(damaged)))])
     stored = stored_arrow_schema(path)
-    assert stored is None or isinstance(stored, bytes)
+    try:  # Parquet's own reading of the footer's key-value entries, where it can read them
+        entries = pq.read_metadata(path).metadata or {}
+    except (OSError, pa.ArrowException):
+        return
+    assert stored in (None, entries.get(b"ARROW:schema"))
 
 
 # --- the view -----------------------------------------------------------------------------------
@@ -284,3 +287,38 @@ def test_a_segment_named_like_a_pattern_is_read_by_the_glob(tmp_path: Path) -> N
         calls = conn.execute("SELECT count(*) FROM llm_calls").fetchone()
     assert "*.parquet" in sql
     assert calls == (2,)
+
+
+def test_a_key_spelled_inside_a_statistic_is_not_the_stored_schema(tmp_path: Path) -> None:
+    """Two files with other columns that stored no schema, each holding a value that spells the
+    footer's key-value entry (kept in their statistics): neither is read as having stored one,
+    so they are never listed together; a file that stored its schema beside such a value reads
+    its real one."""
+    spelled = "\x19\x1c\x18\x0cARROW:schema\x18\x03abc\x00"
+    for index, columns in enumerate(({"a": [1]}, {"b": [2]})):
+        table = pa.table({**columns, "s": [spelled]})
+        bare, stored = tmp_path / f"bare-{index}.parquet", tmp_path / f"stored-{index}.parquet"
+        pq.write_table(table, bare, store_schema=False)
+        pq.write_table(table, stored)
+        assert spelled.encode() in bare.read_bytes()
+        assert stored_arrow_schema(bare) is None
+        assert (
+            stored_arrow_schema(stored) == pq.ParquetFile(stored).metadata.metadata[b"ARROW:schema"]
+        )
+
+
+def test_a_pending_segment_finalized_while_a_connection_is_open_stays_read(
+    tmp_path: Path,
+) -> None:
+    """A pending segment (the Collector's spool ingest) given its final name after the store
+    was opened: the open connection reads its spans still, once, before and after."""
+    store = _store(tmp_path / "store", calls=2, segments=1)
+    source = _holding(store)[0]
+    SegmentStore(store.path).write(source.read_bytes(), name="pending-X.parquet")
+    with open_store(store.path) as conn:
+        before = conn.execute("SELECT count(*) FROM otel_traces").fetchone()
+        store.finalize("X.parquet")
+        after = conn.execute("SELECT count(*) FROM otel_traces").fetchone()
+        calls = conn.execute("SELECT count(*) FROM llm_calls").fetchone()
+    assert before == after == (2 * 2 * SPANS_A_CALL,)
+    assert calls == (4,)
