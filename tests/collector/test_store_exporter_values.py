@@ -38,7 +38,10 @@ KEYS = (
 )
 """Typed attributes (so the typed columns see every kind of value), and plain ones."""
 
-text = st.text(st.characters(codec="utf-8"), max_size=6)
+text = st.text(st.characters(codec="utf-8", exclude_categories=["Cn"]), max_size=6)
+"""Any character but those this Python's Unicode does not know: inside an array or a kvlist a
+character renders as Python's ``repr`` does, escaped where it is not printable, and Python 3.11
+(Unicode 14) escapes what Go's tables (Unicode 15) print, such as U+31350 (see the docs)."""
 scalars = st.one_of(
     text.map(lambda s: AnyValue(string_value=s)),
     st.integers(-(2**63), 2**63 - 1).map(lambda n: AnyValue(int_value=n)),
