@@ -454,8 +454,13 @@ def test_the_demo_can_skip_the_report(tmp_path: Path) -> None:
     assert both.returncode == 2, both.stdout + both.stderr
     assert "exclude each other" in both.stderr
     assert not store.exists(), "refused before any call"
-    out = run_cli("demo", "--db", str(store), "--calls", "1", "--seed", "17", "--no-report")
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = run_cli(
+        "demo", "--db", str(store), "--calls", "1", "--seed", "17", "--no-report",
+        "--time-scale", "0.8",  # unhurried: a busy machine seldom makes the demo refuse
+    )  # fmt: skip
+    # a machine too busy to vouch for the figures still ends the demo with its own exit code
+    # (and no report, as always then); on any other the run is the one --no-report changes
+    assert out.returncode in (0, DEMO_TOO_BUSY_EXIT), out.stdout + out.stderr
     assert "report" not in out.stdout.split("Spans are in")[-1].lower()
     assert not list(tmp_path.glob("*.html"))
 
