@@ -19,7 +19,7 @@ through the bare SDK, then replayed from a list, so the SDK's own work is not in
 * beside them, the floors: per item, a generator that reads the clock before and after each
   item and does nothing else (:func:`clock_each`: the least a Python wrapper that times items
   for the consumer costs); per call, the OpenTelemetry SDK's own cost of recording the same two
-  spans, chunk events and histogram points, handed every value ready-made
+  spans, chunk events and metric points, handed every value ready-made
   (:func:`floor_replay`) -- what no instrumentation that records them can go below.
 
 What the pieces do not cover of ``wrapped_sdks``' otel-llm overhead is the patched method's
@@ -293,7 +293,7 @@ def floor_replay(
     ``items``: a call with them is recorded once, and the phase records it again
     ``REPEAT_CALLS`` times straight through the SDK's API -- both spans started with every
     attribute they end with, the attempt's chunk events added, both ended and exported
-    through a ``SimpleSpanProcessor`` to an in-memory exporter, the four histogram points
+    through a ``SimpleSpanProcessor`` to an in-memory exporter, the histogram and counter points
     recorded into a ``MeterProvider`` with an in-memory reader -- with every value handed over
     ready-made: nothing read, measured, derived or checked. No instrumentation that records
     these spans and points can cost less."""
@@ -315,7 +315,8 @@ def floor_replay(
         telemetry.spans.get_finished_spans(), key=lambda span: span.parent is not None
     )
     points = [
-        (metric.name, metric.unit, point.attributes, point.sum)
+        # a histogram point has a sum, a counter's (the attempts counted) a value
+        (metric.name, metric.unit, point.attributes, getattr(point, "sum", None), point)
         for resource in telemetry.metrics.get_metrics_data().resource_metrics
         for scope in resource.scope_metrics
         for metric in scope.metrics
@@ -326,9 +327,11 @@ def floor_replay(
     tracer.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
     floor_tracer = tracer.get_tracer("floor")
     meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("floor")
-    histograms = [
-        (meter.create_histogram(name, unit=unit), attributes, value)
-        for name, unit, attributes, value in points
+    instruments = [
+        (meter.create_histogram(name, unit=unit).record, attributes, value)
+        if value is not None
+        else (meter.create_counter(name, unit=unit).add, attributes, point.value)
+        for name, unit, attributes, value, point in points
     ]
     events = [(event.name, event.attributes, event.timestamp) for event in attempt.events]
 
@@ -348,8 +351,8 @@ def floor_replay(
                 attempt_span.add_event(name, attributes, timestamp)
             attempt_span.end(attempt.end_time)
             call_span.end(call.end_time)
-            for histogram, attributes, value in histograms:
-                histogram.record(value, attributes)
+            for record, attributes, value in instruments:
+                record(value, attributes)
 
     return replay
 
