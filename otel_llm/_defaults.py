@@ -199,6 +199,11 @@ class Defaults:
     events_after_done: int = 64
     """Events read after ``[DONE]`` (to hand the connection back clean) before giving up on it."""
 
+    drain_after_done_s: float = 0.1
+    """How long the body is read after ``[DONE]`` (to hand the connection back clean) before
+    giving up on it: a server that keeps the connection open after its end marker costs the
+    call this, not its read timeout."""
+
     kept_errors: int = 64
     """Failures a call keeps for the ``ExceptionGroup`` behind ``AllSourcesExhausted`` (the
     most recent; a call waiting out a rate limit may have made hundreds of attempts)."""

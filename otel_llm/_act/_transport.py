@@ -16,8 +16,9 @@ chained to it: an ``httpx2`` error holds the request (its URL and key header), a
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx2
@@ -158,10 +159,14 @@ async def _read_stream(
     """Consume the SSE stream into ``reader``.
 
     Like the SDKs, the body is read on after the API's end marker (``[DONE]``,
-    ``message_stop``; a bounded number of events), so the connection goes back to the pool
-    clean. The events are decoded from the body's bytes (:mod:`otel_llm._act._sse`: a leading
-    byte-order mark dropped, undecodable bytes as U+FFFD, every event bounded in size); what
-    each means is the reader's (:class:`~otel_llm._act._wire.StreamReader`).
+    ``message_stop``), so the connection goes back to the pool clean — for at most
+    :attr:`~otel_llm._defaults.Defaults.drain_after_done_s` and a bounded number of events, and
+    a failure of that read is no failure of the call. Nor is a failed read once the answer is
+    complete without its end marker (a finish reason for every choice): the connection is
+    dropped, the answer stands. The events are decoded from the body's bytes
+    (:mod:`otel_llm._act._sse`: a leading byte-order mark dropped, undecodable bytes as U+FFFD,
+    every event bounded in size); what each means is the reader's
+    (:class:`~otel_llm._act._wire.StreamReader`).
     """
     content_type = response.headers.get("content-type", "")
     if content_type.partition(";")[0].strip().lower() != "text/event-stream":
@@ -174,25 +179,23 @@ async def _read_stream(
     decoder = SSEDecoder()
     # the body is read through an async generator: closing it closes the body read at once
     body = response.aiter_bytes()
-    ended_after = -1
     failure: e.ProviderError | None = None
     try:
         async for piece in body:
             for kind, data in decoder.feed(piece):
-                if ended_after >= 0:
-                    ended_after += 1
-                    if ended_after > DEFAULTS.events_after_done:
-                        return
-                    continue
                 if read(kind, data):
                     if mark is not None:
                         mark()
                 elif reader.ended:
-                    ended_after = 0
+                    break
                 if clock is not None and not clock.finished and reader.finish_reason is not None:
                     clock.finished = reader.complete  # complete: no reason to hedge or kill now
+            else:
+                continue
+            await _drain(body, decoder)  # the end marker came
+            return
         for kind, data in decoder.close():  # a last line ended by a lone CR
-            if ended_after < 0 and read(kind, data) and mark is not None:
+            if read(kind, data) and mark is not None:
                 mark()
     except ShapeError as exc:
         after = f"chunk event after {clock.count} chunks" if clock is not None else "a chunk"
@@ -203,10 +206,29 @@ async def _read_stream(
         failure = e.MalformedStream(
             f"sent an unreadable event stream {where} ({exc})", source=source.name
         )
+    except httpx2.HTTPError:
+        if not reader.complete:
+            raise
+        # every choice had finished: what broke was the wait for a usage frame or the end
+        # marker, and the answer stands (the response is closed, its connection not reused)
     finally:
         await body.aclose()
     if failure is not None:
         raise failure  # outside the except: nothing chained
+
+
+async def _drain(body: AsyncIterator[bytes], decoder: SSEDecoder) -> None:
+    """Read what follows the end marker, within bounds; nothing in it, and no failure to read
+    it, changes the answer."""
+    events = 0
+    try:
+        async with asyncio.timeout(DEFAULTS.drain_after_done_s):
+            async for piece in body:
+                events += len(decoder.feed(piece))
+                if events > DEFAULTS.events_after_done:
+                    return
+    except (TimeoutError, httpx2.HTTPError, EventTooLarge):
+        return
 
 
 def embedding_inputs(payload: Mapping[str, Any]) -> int | None:

@@ -139,9 +139,11 @@ def expected(stream: Stream) -> str | type[BaseException]:
         text.append(event.text)
         seen.update(event.seen)
         finished.update(event.finished)
-    if stream.cut is not None and stream.reset:
+    complete = finished and seen <= finished
+    if stream.cut is not None and stream.reset and not ended and not complete:
+        # a break once every choice finished, or after the end marker, fails nothing
         return e.ProviderConnectionError
-    if finished and seen <= finished:
+    if complete:
         return "".join(text)
     return e.TruncatedStream
 
