@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, _Proxy
 from otel_llm._wrap._patching import Starter
+from otel_llm._wrap._recorder import CallRecorder
 
 logger = logging.getLogger("otel_llm")
 
@@ -130,15 +131,26 @@ class LaterStreamManager(_Proxy):
         self._wrapped = wrapped
         self._start = start
         self._raw_attribute = raw_attribute
+        self._spans: CallRecorder | None = None
+        """The spans started on ``with`` (not ``_recorder``: a manager collected while its
+        stream is still read must not end them as dropped)."""
+
+    def _ending(self, exc: BaseException | None) -> None:
+        """Leaving the ``with`` block by an exception ends the spans by it, as leaving a
+        metered stream's block does: the task's cancellation as cancelled, any other exception
+        (the application's own too) as the call's error."""
+        spans = self._spans
+        if exc is not None and spans is not None and not spans.ended:
+            spans.end_raised(exc)
 
     def __enter__(self) -> Any:
-        recorder = self._start()
+        recorder = self._spans = self._start()
         if recorder is None:
             return self._wrapped.__enter__()
         try:
             stream = self._wrapped.__enter__()
         except BaseException as exc:
-            recorder.end_error(exc)
+            recorder.end_raised(exc)
             raise
         raw = getattr(stream, self._raw_attribute, None)
         if raw is None:
@@ -154,16 +166,17 @@ class LaterStreamManager(_Proxy):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> Any:
+        self._ending(exc)
         return self._wrapped.__exit__(exc_type, exc, tb)
 
     async def __aenter__(self) -> Any:
-        recorder = self._start()
+        recorder = self._spans = self._start()
         if recorder is None:
             return await self._wrapped.__aenter__()
         try:
             stream = await self._wrapped.__aenter__()
         except BaseException as exc:
-            recorder.end_error(exc)
+            recorder.end_raised(exc)
             raise
         raw = getattr(stream, self._raw_attribute, None)
         if raw is None:
@@ -179,4 +192,5 @@ class LaterStreamManager(_Proxy):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> Any:
+        self._ending(exc)
         return await self._wrapped.__aexit__(exc_type, exc, tb)

@@ -229,7 +229,7 @@ class SdkPatch:
                 try:
                     result = await invoke(resource, args, kwargs)
                 except BaseException as exc:
-                    recorder.end_error(exc)
+                    recorder.end_raised(exc)
                     raise
                 finally:
                     _INSIDE.reset(token)
@@ -246,7 +246,7 @@ class SdkPatch:
             try:
                 result = invoke(resource, args, kwargs)
             except BaseException as exc:
-                recorder.end_error(exc)
+                recorder.end_raised(exc)
                 raise
             finally:
                 _INSIDE.reset(token)

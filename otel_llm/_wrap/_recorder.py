@@ -8,6 +8,7 @@ holds the stream between reads is measured apart and never counted as stall.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -198,6 +199,14 @@ class CallRecorder:
     def end_error(self, error: BaseException) -> None:
         """The call or the stream raised."""
         self._end(sc.OUTCOME_ERROR, error, cut_short=True)
+
+    def end_raised(self, raised: BaseException) -> None:
+        """``raised`` ended the call: the consuming task's cancellation ends it as cancelled
+        (the user's doing, never the provider's error), anything else as an error."""
+        if isinstance(raised, asyncio.CancelledError):
+            self.end_cancelled()
+        else:
+            self.end_error(raised)
 
     def end_cancelled(self) -> None:
         """The consuming task was cancelled."""

@@ -1,0 +1,198 @@
+"""How a wrapped call ends when the application, not the provider, ends it: a task cancelled
+while the request waits for its answer, or a ``with`` block of a stream helper left by the
+task's cancellation or by the application's own exception. The spans and the attempts metric
+say what happened — cancelled, or the application's error — never a provider error."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from otel_llm import _semconv as sc
+from otel_llm import (
+    instrument_anthropic,
+    instrument_openai,
+    uninstrument_anthropic,
+    uninstrument_openai,
+)
+from otel_llm.simulator import Script, SimulatedProvider
+from otel_llm.testing import Spans
+
+MESSAGES: list[Any] = [{"role": "user", "content": "hello"}]
+SCRIPTS = {
+    "held": Script(first_chunk_delay_s=0.0, chunk_interval_s=0.002, chunk_count=5, hold_s=30.0),
+    "smooth": Script(first_chunk_delay_s=0.0, chunk_interval_s=0.002, chunk_count=5),
+}
+"""``held``: the answer's headers come after 30 s, long after every test here has cancelled."""
+KEY = "sk-endings-secret-0000"
+
+
+@pytest.fixture
+def metrics() -> InMemoryMetricReader:
+    return InMemoryMetricReader()
+
+
+@pytest.fixture
+def instrumented(spans: Spans, metrics: InMemoryMetricReader) -> Iterator[Spans]:
+    meters = MeterProvider(metric_readers=[metrics])
+    instrument_openai(tracer_provider=spans.provider, meter_provider=meters)
+    instrument_anthropic(tracer_provider=spans.provider, meter_provider=meters)
+    yield spans
+    uninstrument_openai()
+    uninstrument_anthropic()
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[SimulatedProvider]:
+    async with SimulatedProvider(scripts=SCRIPTS) as running:
+        yield running
+
+
+def attempt_outcomes(metrics: InMemoryMetricReader) -> list[str]:
+    """The outcome of every attempt the attempts counter counted."""
+    data = metrics.get_metrics_data()
+    assert data is not None
+    return [
+        str((point.attributes or {})[sc.ATTEMPT_OUTCOME])
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "otel_llm.client.attempts"
+        for point in metric.data.data_points
+        for _ in range(int(getattr(point, "value", 0)))
+    ]
+
+
+def ended_as(spans: Spans) -> tuple[str, Any, Any]:
+    """The attempt's outcome and error type, the call's error type."""
+    (attempt,) = spans.attempts()
+    (call,) = spans.calls()
+    attributes, call_attributes = dict(attempt.attributes or {}), dict(call.attributes or {})
+    assert not [event for event in attempt.events if event.name == "exception"] or (
+        attributes[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+    )
+    return (
+        str(attributes[sc.ATTEMPT_OUTCOME]),
+        attributes.get(sc.ERROR_TYPE),
+        call_attributes.get(sc.ERROR_TYPE),
+    )
+
+
+async def cancelled_once_sent(provider: SimulatedProvider, call: Awaitable[Any]) -> None:
+    """Run ``call`` in a task and cancel it once the provider has its request (the answer is
+    held back: the task is waiting for it)."""
+    task = asyncio.ensure_future(call)
+    await provider.stats.wait_for_requests(1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def _openai(provider: SimulatedProvider) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=provider.base_url, api_key=KEY, max_retries=0)
+
+
+def _anthropic(provider: SimulatedProvider) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(base_url=provider.url, api_key=KEY, max_retries=0)
+
+
+async def _openai_streamed(provider: SimulatedProvider) -> Any:
+    sdk = _openai(provider)
+    return await sdk.chat.completions.create(model="held", messages=MESSAGES, stream=True)
+
+
+async def _openai_answer(provider: SimulatedProvider) -> Any:
+    sdk = _openai(provider)
+    return await sdk.chat.completions.create(model="held", messages=MESSAGES)
+
+
+async def _anthropic_streamed(provider: SimulatedProvider) -> Any:
+    sdk = _anthropic(provider)
+    return await sdk.messages.create(model="held", max_tokens=10, messages=MESSAGES, stream=True)
+
+
+async def _anthropic_helper(provider: SimulatedProvider) -> Any:
+    sdk = _anthropic(provider)
+    async with sdk.messages.stream(model="held", max_tokens=10, messages=MESSAGES) as stream:
+        return await stream.get_final_text()
+
+
+CALLS: dict[str, Callable[[SimulatedProvider], Awaitable[Any]]] = {
+    "openai create(stream=True)": _openai_streamed,
+    "openai create()": _openai_answer,
+    "anthropic create(stream=True)": _anthropic_streamed,
+    "anthropic messages.stream()": _anthropic_helper,
+}
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_task_cancelled_while_the_request_waits_ends_as_cancelled(
+    instrumented: Spans, metrics: InMemoryMetricReader, provider: SimulatedProvider, call: str
+) -> None:
+    """Cancelled before the answer's headers: both spans and the attempts metric say
+    cancelled — no provider error, no exception event."""
+    await cancelled_once_sent(provider, CALLS[call](provider))
+    assert ended_as(instrumented) == (sc.OUTCOME_CANCELLED, sc.OUTCOME_CANCELLED, "cancelled")
+    assert attempt_outcomes(metrics) == [sc.OUTCOME_CANCELLED]
+
+
+async def test_a_helper_left_by_the_tasks_cancellation_ends_as_cancelled(
+    instrumented: Spans, metrics: InMemoryMetricReader, provider: SimulatedProvider
+) -> None:
+    """``messages.stream()``'s block left because the task was cancelled while the application
+    awaited something of its own: cancelled, as for a stream from ``create(stream=True)``."""
+    inside = asyncio.Event()
+
+    async def application() -> None:
+        sdk = _anthropic(provider)
+        async with sdk.messages.stream(model="smooth", max_tokens=10, messages=MESSAGES):
+            inside.set()
+            await asyncio.Event().wait()  # the application's own I/O, never done
+
+    task = asyncio.ensure_future(application())
+    await inside.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ended_as(instrumented)[0] == sc.OUTCOME_CANCELLED
+    assert attempt_outcomes(metrics) == [sc.OUTCOME_CANCELLED]
+
+
+async def test_a_helper_left_by_the_applications_exception_ends_as_its_error(
+    instrumented: Spans, metrics: InMemoryMetricReader, provider: SimulatedProvider
+) -> None:
+    """An exception the application raises inside the block is the call's error, as it is
+    for a stream from ``create(stream=True)`` used as a context manager."""
+    sdk = _anthropic(provider)
+    with pytest.raises(ValueError, match="the application's own"):
+        async with sdk.messages.stream(model="smooth", max_tokens=10, messages=MESSAGES):
+            raise ValueError("the application's own")
+    assert ended_as(instrumented) == (sc.OUTCOME_ERROR, "ValueError", "ValueError")
+    assert attempt_outcomes(metrics) == [sc.OUTCOME_ERROR]
+
+
+def test_a_sync_helper_left_by_the_applications_exception_ends_as_its_error(
+    instrumented: Spans, metrics: InMemoryMetricReader
+) -> None:
+    """The same for the synchronous client's ``messages.stream()``."""
+
+    def application(sdk: anthropic.Anthropic) -> None:
+        with sdk.messages.stream(model="smooth", max_tokens=10, messages=MESSAGES) as stream:
+            next(iter(stream.text_stream))
+            raise ValueError("the application's own")
+
+    with (
+        SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running,
+        anthropic.Anthropic(base_url=running.url, api_key=KEY, max_retries=0) as sdk,
+        pytest.raises(ValueError, match="the application's own"),
+    ):
+        application(sdk)
+    assert ended_as(instrumented) == (sc.OUTCOME_ERROR, "ValueError", "ValueError")
+    assert attempt_outcomes(metrics) == [sc.OUTCOME_ERROR]
