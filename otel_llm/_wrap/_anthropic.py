@@ -6,7 +6,8 @@ A stream from ``create(stream=True)`` comes back wrapped (``isinstance(stream,
 anthropic.Stream)`` still holds). ``messages.stream()`` returns its manager wrapped: the spans
 start on ``with`` (when the request is sent) and the raw event stream the SDK's
 ``MessageStream`` reads is metered, so iterating it, ``text_stream``, ``until_done()`` and
-``get_final_message()`` are all seen — each raw event once.
+``get_final_message()`` are all seen — each raw event once. ``with_raw_response`` and
+``with_streaming_response`` are metered through ``.parse()``, as for openai.
 
 The chunk rule of the Messages API (:class:`AnthropicReader`): a ``content_block_delta``
 carrying output — text, thinking, or a tool's input JSON — is a chunk; ``ping`` (a
@@ -30,6 +31,7 @@ from otel_llm._wrap._chunk_view import ResponseNotes
 from otel_llm._wrap._later import LaterStreamManager
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
+from otel_llm._wrap._raw_response import RawResponse, is_raw_response
 from otel_llm._wrap._recorder import CallRecorder
 from otel_llm._wrap._sdk_client import client_facts
 
@@ -173,6 +175,8 @@ def _stream(config: PatchConfig, resource: Any, _: Any, kwargs: Mapping[str, Any
 def _observe_create(result: Any, recorder: CallRecorder, is_async: bool) -> Any:
     if isinstance(result, ObservedStream | AsyncObservedStream):
         return result
+    if is_raw_response(result):
+        return RawResponse(result, recorder, is_async, _observe_create)
     if recorder.attempt.streamed:
         return (
             AsyncObservedStream(result, recorder) if is_async else ObservedStream(result, recorder)

@@ -7,25 +7,27 @@ on the sync and async resources — never at the HTTP library, so it works wheth
 SDK's own internal retries (``max_retries``) happen *inside* that attempt span. Streams come back
 wrapped (``isinstance(stream, openai.Stream)`` still holds); ``with_raw_response`` and
 ``with_streaming_response`` are covered through ``.parse()``; ``chat.completions.stream()``
-goes through ``create()`` and is covered too. Instrumenting twice is harmless;
+goes through ``create()`` and is covered too. The stream helpers close a stream by closing its
+HTTP response, so the response a stream hands out notices that: a helper left early ends as
+``closed`` at once. Instrumenting twice is harmless;
 :func:`uninstrument_openai` restores the SDK — or, if another instrumentation wrapped ours
 since, turns ours into a pass-through so theirs keeps working.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
 from otel_llm._wrap._chunk_view import StreamReader
-from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, _Proxy
+from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
 from otel_llm._wrap._openai_responses import READER as RESPONSES
 from otel_llm._wrap._openai_responses import responses_messages
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Target
+from otel_llm._wrap._raw_response import RawResponse, is_raw_response
 from otel_llm._wrap._recorder import CallRecorder
 from otel_llm._wrap._sdk_client import client_facts
 
@@ -62,22 +64,59 @@ def _recorder(
     )
 
 
-class _RawResponse(_Proxy):
-    """``with_raw_response`` / ``with_streaming_response``: meter what ``parse()`` returns."""
+class _HttpResponse:
+    """The HTTP response an openai stream reads from, as ``stream.response`` hands it out.
 
-    def __init__(self, wrapped: Any, recorder: CallRecorder, is_async: bool) -> None:
-        self._wrapped = wrapped
+    The SDK's stream helpers (``responses.stream()``, ``chat.completions.stream()``) close the
+    stream our ``create()`` returned by closing this response, not the stream: so closing it
+    ends the spans of an unfinished stream as ``closed`` there and then, instead of ``dropped``
+    whenever the stream is collected. Everything else is the response's own (``isinstance``
+    holds); unlike the stream's proxy it ends nothing when collected."""
+
+    __slots__ = ("_recorder", "_response")
+
+    def __init__(self, response: Any, recorder: CallRecorder) -> None:
+        self._response = response
         self._recorder = recorder
-        self._is_async = is_async
 
-    def parse(self, *args: Any, **kwargs: Any) -> Any:
-        parsed = self._wrapped.parse(*args, **kwargs)
-        if inspect.isawaitable(parsed):
-            return self._parse_later(parsed)
-        return _observe_result(parsed, self._recorder, self._is_async)
+    def __getattr__(self, name: str) -> Any:
+        if name in ("_response", "_recorder"):
+            raise AttributeError(name)  # not yet set: never recurse
+        return getattr(self._response, name)
 
-    async def _parse_later(self, parsed: Awaitable[Any]) -> Any:
-        return _observe_result(await parsed, self._recorder, self._is_async)
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self._response)
+
+    def close(self) -> None:
+        if not self._recorder.ended:
+            self._recorder.end_closed()
+        self._response.close()
+
+    async def aclose(self) -> None:
+        if not self._recorder.ended:
+            self._recorder.end_closed()
+        await self._response.aclose()
+
+
+class _Stream(ObservedStream[Any]):
+    """A metered ``openai.Stream`` whose ``response`` notices being closed."""
+
+    response: Any
+
+    def __init__(self, wrapped: Any, recorder: CallRecorder) -> None:
+        super().__init__(wrapped, recorder)
+        self.response = _HttpResponse(wrapped.response, recorder)
+
+
+class _AsyncStream(AsyncObservedStream[Any]):
+    """A metered ``openai.AsyncStream`` whose ``response`` notices being closed."""
+
+    response: Any
+
+    def __init__(self, wrapped: Any, recorder: CallRecorder) -> None:
+        super().__init__(wrapped, recorder)
+        self.response = _HttpResponse(wrapped.response, recorder)
 
 
 def _observe_result(result: Any, recorder: CallRecorder, is_async: bool) -> Any:
@@ -87,12 +126,10 @@ def _observe_result(result: Any, recorder: CallRecorder, is_async: bool) -> Any:
     instrumentation's proxy around the stream may offer both protocols."""
     if isinstance(result, ObservedStream | AsyncObservedStream):
         return result
-    if hasattr(result, "parse") and hasattr(result, "http_response"):
-        return _RawResponse(result, recorder, is_async)
+    if is_raw_response(result):
+        return RawResponse(result, recorder, is_async, _observe_result)
     if recorder.attempt.streamed and hasattr(result, "response"):
-        return (
-            AsyncObservedStream(result, recorder) if is_async else ObservedStream(result, recorder)
-        )
+        return _AsyncStream(result, recorder) if is_async else _Stream(result, recorder)
     recorder.end_completion(result)
     return result
 

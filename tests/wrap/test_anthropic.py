@@ -3,6 +3,7 @@ Messages API — every way of calling it, the figures exact, faults recorded as 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -189,6 +190,95 @@ def test_a_non_streamed_create_records_the_answer(
     assert sc.STALL_MS not in a
     assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
     assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+
+
+def _answered(a: dict[str, Any], streamed: bool) -> None:
+    """The figures of a ``smooth`` answer, recorded as ``create()`` records them."""
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a.get(sc.CHUNK_COUNT) == (12 if streamed else None)
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+    assert a[sc.GEN_AI_RESPONSE_MODEL]
+    assert a[sc.GEN_AI_RESPONSE_ID]
+
+
+def _kinds(answer: Any) -> list[str]:
+    """The event types of a stream read to its end (a whole message: ``["message"]``)."""
+    return [e.type for e in answer] if isinstance(answer, anthropic.Stream) else [answer.type]
+
+
+async def _async_kinds(answer: Any) -> list[str]:
+    if isinstance(answer, anthropic.AsyncStream):
+        return [e.type async for e in answer]
+    return [answer.type]
+
+
+def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "answer"])
+@pytest.mark.parametrize("way", ["with_raw_response", "with_streaming_response"])
+def test_a_raw_response_is_metered_through_parse(
+    instrumented: Spans,
+    client: anthropic.Anthropic,
+    caplog: pytest.LogCaptureFixture,
+    way: str,
+    streamed: bool,
+) -> None:
+    """``with_raw_response`` / ``with_streaming_response``: what ``parse()`` returns is metered
+    exactly as ``create()``'s own result (chunks, stop reason, usage); nothing logged."""
+    create = getattr(client.messages, way).create
+    if way == "with_raw_response":
+        response = create(**_create("smooth"), stream=streamed)
+        kinds = _kinds(response.parse())
+    else:
+        with create(**_create("smooth"), stream=streamed) as response:
+            kinds = _kinds(response.parse())
+    assert response.http_response.status_code == 200
+    assert kinds.count("content_block_delta") == (12 if streamed else 0)
+    _answered(attempt(instrumented), streamed)
+    assert _errors(caplog) == []
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "answer"])
+@pytest.mark.parametrize("way", ["with_raw_response", "with_streaming_response"])
+async def test_an_async_raw_response_is_metered_through_parse(
+    instrumented: Spans,
+    aclient: anthropic.AsyncAnthropic,
+    caplog: pytest.LogCaptureFixture,
+    way: str,
+    streamed: bool,
+) -> None:
+    """The async twin."""
+    create = getattr(aclient.messages, way).create
+    if way == "with_raw_response":
+        response = await create(**_create("smooth"), stream=streamed)
+        kinds = await _async_kinds(await response.parse())
+    else:
+        async with create(**_create("smooth"), stream=streamed) as response:
+            kinds = await _async_kinds(await response.parse())
+    assert kinds.count("content_block_delta") == (12 if streamed else 0)
+    _answered(attempt(instrumented), streamed)
+    assert _errors(caplog) == []
+
+
+def test_a_raw_stream_left_early_ends_as_closed(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """Leaving ``with_streaming_response``'s ``with`` part-way through the stream: ``closed``
+    on the way out; and ``with_raw_response.create(...).parse()`` in one expression still
+    meters the stream to its end."""
+    with client.messages.with_streaming_response.create(
+        **_create("smooth"), stream=True
+    ) as response:
+        for _ in response.parse():
+            break
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+    instrumented.exporter.clear()
+    stream = client.messages.with_raw_response.create(**_create("smooth"), stream=True).parse()
+    assert sum(e.type == "content_block_delta" for e in stream) == 12
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
 
 
 def test_a_cut_stream_is_recorded_as_truncated(

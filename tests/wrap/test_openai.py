@@ -174,6 +174,95 @@ async def test_async_streaming_helper(instrumented: Spans, aclient: openai.Async
     assert attempt(instrumented)[sc.CHUNK_COUNT] == 12
 
 
+def test_the_chat_helper_read_to_the_end_is_ok(instrumented: Spans, client: openai.OpenAI) -> None:
+    """The helper's final completion and text events come through; the outcome is ``ok``, and
+    the stream and its HTTP response are still what the SDK made."""
+    with client.chat.completions.stream(model="smooth", messages=MESSAGES) as stream:
+        assert isinstance(stream._raw_stream, openai.Stream)
+        assert isinstance(stream._response, type(stream._raw_stream.response))
+        texts = [event.delta for event in stream if event.type == "content.delta"]
+        final = stream.get_final_completion()
+    assert "".join(texts) == final.choices[0].message.content
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a[sc.CHUNK_COUNT] == 12
+
+
+async def test_the_async_chat_helper_read_to_the_end_is_ok(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """The async twin: text events and the final completion; ``ok``."""
+    async with aclient.chat.completions.stream(model="smooth", messages=MESSAGES) as stream:
+        texts = [event.delta async for event in stream if event.type == "content.delta"]
+        final = await stream.get_final_completion()
+    assert "".join(texts) == final.choices[0].message.content
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["break", "close"])
+def test_the_chat_helper_left_early_ends_as_closed_then(
+    instrumented: Spans, client: openai.OpenAI, close: bool
+) -> None:
+    """``break`` out of the helper's ``with`` (or ``close()`` it): ``closed`` there and then,
+    not ``dropped`` whenever the stream is collected."""
+    with client.chat.completions.stream(model="smooth", messages=MESSAGES) as stream:
+        for event in stream:
+            if event.type == "content.delta":
+                break
+        if close:
+            stream.close()
+            assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+    assert instrumented.tracker.open_spans() == []
+    del stream  # held until here: the outcome did not wait for the collector
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["break", "close"])
+async def test_the_async_chat_helper_left_early_ends_as_closed_then(
+    instrumented: Spans, aclient: openai.AsyncOpenAI, close: bool
+) -> None:
+    """The async twin."""
+    async with aclient.chat.completions.stream(model="smooth", messages=MESSAGES) as stream:
+        async for event in stream:
+            if event.type == "content.delta":
+                break
+        if close:
+            await stream.close()
+            assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+    assert instrumented.tracker.open_spans() == []
+    del stream
+
+
+def test_with_streaming_response_left_early_ends_as_closed(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """Leaving ``with_streaming_response``'s ``with`` after one chunk: ``closed`` on the way
+    out (the raw response holds the stream it parsed until then)."""
+    with client.chat.completions.with_streaming_response.create(
+        model="smooth", messages=MESSAGES, stream=True
+    ) as response:
+        for _ in response.parse():
+            break
+        assert instrumented.tracker.open_spans() != []
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+
+
+def test_a_raw_response_let_go_of_after_parse_leaves_the_stream_metered(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """``with_raw_response.create(...).parse()`` in one expression: the raw response is
+    collected at once, and the stream it handed on is still metered to its end."""
+    stream = client.chat.completions.with_raw_response.create(
+        model="smooth", messages=MESSAGES, stream=True
+    ).parse()
+    gc.collect()
+    for _ in stream:
+        pass
+    a = attempt(instrumented)
+    assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
+
+
 def test_embeddings(instrumented: Spans, client: openai.OpenAI) -> None:
     """embeddings.create() is one call with one non-streamed attempt."""
     result = client.embeddings.create(model="embed", input="hello")
@@ -301,7 +390,6 @@ async def test_async_dropped_stream_ends_when_collected(
 ) -> None:
     """An async stream dropped unconsumed is ended, as dropped, when collected."""
     stream = await aclient.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
-    await stream.response.aclose()  # the application lets go of the connection
     del stream
     gc.collect()
     assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_DROPPED

@@ -111,6 +111,72 @@ async def test_the_async_stream_helper_is_metered(
     assert attempt(instrumented)[sc.CHUNK_COUNT] == 12
 
 
+def test_the_stream_helper_read_to_the_end_is_ok(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """Text events, ``until_done()`` and ``get_final_response()`` all come through and each
+    call ends ``ok``; the raw stream and its HTTP response are still what the SDK made."""
+    with client.responses.stream(model="smooth", input="hello") as stream:
+        assert isinstance(stream._raw_stream, openai.Stream)
+        assert isinstance(stream._response, type(stream._raw_stream.response))
+        texts = [event.delta for event in stream if event.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert "".join(texts) == final.output_text
+    with client.responses.stream(model="smooth", input="hello") as stream:
+        stream.until_done()
+    outcomes = [(s.attributes or {})[sc.ATTEMPT_OUTCOME] for s in instrumented.attempts()]
+    assert outcomes == [sc.OUTCOME_OK, sc.OUTCOME_OK]
+
+
+async def test_the_async_stream_helper_read_to_the_end_is_ok(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """The async twin: text events, ``until_done()``, ``get_final_response()``; ``ok``."""
+    async with aclient.responses.stream(model="smooth", input="hello") as stream:
+        texts = [e.delta async for e in stream if e.type == "response.output_text.delta"]
+        final = await stream.get_final_response()
+    assert "".join(texts) == final.output_text
+    async with aclient.responses.stream(model="smooth", input="hello") as stream:
+        await stream.until_done()
+    outcomes = [(s.attributes or {})[sc.ATTEMPT_OUTCOME] for s in instrumented.attempts()]
+    assert outcomes == [sc.OUTCOME_OK, sc.OUTCOME_OK]
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["break", "close"])
+def test_the_stream_helper_left_early_ends_as_closed_then(
+    instrumented: Spans, client: openai.OpenAI, close: bool
+) -> None:
+    """``break`` out of ``responses.stream()``'s ``with`` (or ``close()`` it): ``closed``
+    there and then, not ``dropped`` whenever the stream is collected."""
+    with client.responses.stream(model="smooth", input="hello") as stream:
+        for event in stream:
+            if event.type == "response.output_text.delta":
+                break
+        if close:
+            stream.close()
+            assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+    assert instrumented.tracker.open_spans() == []
+    del stream  # held until here: the outcome did not wait for the collector
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["break", "close"])
+async def test_the_async_stream_helper_left_early_ends_as_closed_then(
+    instrumented: Spans, aclient: openai.AsyncOpenAI, close: bool
+) -> None:
+    """The async twin (before, the spans stayed open until the event loop closed)."""
+    async with aclient.responses.stream(model="smooth", input="hello") as stream:
+        async for event in stream:
+            if event.type == "response.output_text.delta":
+                break
+        if close:
+            await stream.close()
+            assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+    assert instrumented.tracker.open_spans() == []
+    del stream
+
+
 @pytest.mark.parametrize(
     ("model", "chunks", "reason"),
     [("thinking", 12, "stop"), ("tool", 12, "tool_call"), ("refusing", 12, "stop"),
