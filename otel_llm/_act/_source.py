@@ -94,7 +94,9 @@ class Source(StrictModel):
     tokens_per_minute: float | None = None
     """Admission: at most this many tokens a minute (estimated up front, settled from usage)."""
     deployment: str | None = None
-    """``azure`` only: the deployment the requests go to (``None``: the ``model``)."""
+    """``azure`` only: the deployment the requests go to — in the route below a resource
+    endpoint, as the body's ``model`` on a ``…/v1`` route (:attr:`request_model`); ``None``: the
+    ``model``."""
     api_version: str | None = Field(default=None, validate_default=True)
     """``azure``: the ``api-version`` query kept on every request (required unless
     ``base_url`` carries it or is a ``…/v1`` route). ``anthropic``: the
@@ -216,12 +218,17 @@ class Source(StrictModel):
             raise ValueError("is empty")
         if kind.azure:
             base = info.data.get("base_url")
-            if value is None and isinstance(base, str) and not _azure_route_is_versioned(base):
+            if not isinstance(base, str):
+                return value
+            if value is None and not _azure_route_is_versioned(base):
                 raise ValueError(
                     "Azure OpenAI needs its api-version (such as 2024-10-21) on every request: "
                     "set api_version, or pass the whole deployment URL with ?api-version=… as "
                     "base_url"
                 )
+            carried = httpx2.URL(base).params.get_list("api-version")
+            if value is not None and any(version != value for version in carried):
+                raise ValueError("is set, and base_url carries another api-version; keep one")
             return value
         if value is not None and kind.api != "anthropic":
             raise ValueError(
@@ -274,6 +281,15 @@ class Source(StrictModel):
     def provider_name(self) -> str:
         """``gen_ai.provider.name`` of this source."""
         return self._provider.telemetry_name
+
+    @property
+    def request_model(self) -> str:
+        """The ``model`` a request body names: on an Azure ``…/v1`` route, where the body's model
+        picks the deployment, the ``deployment`` when one is set; else the ``model`` (which the
+        spans report as the model asked for either way)."""
+        if self.deployment is not None and _is_v1_route(urlsplit(self.base_url).path):
+            return self.deployment
+        return self.model
 
     @property
     def chat_url(self) -> str:
@@ -360,7 +376,13 @@ def _azure_route_is_versioned(base_url: str) -> bool:
     query, or is a ``…/v1`` route — Azure's versionless v1 API, ``…/openai/v1``, or a gateway
     exposing it — which takes the model in the body."""
     url = httpx2.URL(base_url)
-    return "api-version" in url.params or url.path.rstrip("/").endswith("/v1")
+    return "api-version" in url.params or _is_v1_route(url.path)
+
+
+def _is_v1_route(path: str) -> bool:
+    """Whether a base URL's path is a ``…/v1`` route: Azure's v1 API or a gateway exposing it,
+    where requests go below the URL and the body's ``model`` names the deployment."""
+    return path.rstrip("/").endswith("/v1")
 
 
 @functools.lru_cache(maxsize=256)
@@ -371,7 +393,7 @@ def _azure_endpoint(base_url: str, deployment: str, api_version: str | None, nam
     there already."""
     parts = urlsplit(base_url)
     path = parts.path.rstrip("/")
-    if "/deployments/" not in path and not path.endswith("/v1"):
+    if "/deployments/" not in path and not _is_v1_route(path):
         path = path.removesuffix("/openai") + f"/openai/deployments/{quote(deployment, safe='')}"
     query = parts.query
     if api_version is not None and "api-version" not in httpx2.URL(base_url).params:

@@ -248,7 +248,7 @@ async def embeddings(pool: Pool, source: Source, payload: Mapping[str, Any]) -> 
     if not source.wire.embeddings:
         raise embeddings_refused(source)
     body = dict(payload)
-    body["model"] = source.model
+    body["model"] = source.request_model
     body["encoding_format"] = "float"
     failure: e.ProviderError
     async with pool.lease() as lease:

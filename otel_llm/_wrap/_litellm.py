@@ -10,12 +10,22 @@ models), that inner call passes through: one call, one span set, by LiteLLM's wr
 functions are wrapped where the application finds them, ``litellm.completion`` and
 ``litellm.acompletion``; a name imported from LiteLLM before instrumenting stays unwrapped, and
 LiteLLM's ``Router`` is not covered.
+
+A provider's error may echo the key it was given, and LiteLLM finds keys by itself (its module
+settings, the environment), so a call's credentials are whatever LiteLLM could have used; they
+are looked up only when there is error text to redact (reading the whole environment costs
+tens of microseconds, too much for every call).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from types import ModuleType
 from typing import Any, Final
 
 from opentelemetry import metrics, trace
@@ -83,6 +93,88 @@ def _server(kwargs: Mapping[str, Any]) -> tuple[str | None, int | None]:
         return None, None
 
 
+_CREDENTIAL_NAME: Final = re.compile(
+    r"(?:KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$|_BEARER_TOKEN_", re.IGNORECASE
+)
+"""The names credentials go by where LiteLLM looks for them: call arguments (``api_key``,
+``azure_ad_token``, ``aws_session_token``), module settings (``litellm.openai_key``) and
+environment variables (``OPENAI_API_KEY``, ``WATSONX_APIKEY``, ``AWS_SECRET_ACCESS_KEY``,
+``GIGACHAT_CREDENTIALS``, ``AWS_BEARER_TOKEN_BEDROCK``)."""
+
+_ENV_SECRET_MIN_CHARS: Final = 8
+"""An environment value shorter than this is not taken for a key: the environment is read whole,
+and a ``..._TOKEN=true`` must not blank every ``true`` out of an error."""
+
+_ENV_REFERENCE: Final = "os.environ/"
+"""LiteLLM's way to name a key by its variable (``api_key="os.environ/MY_KEY"``)."""
+
+_HEADER_ARGUMENTS: Final = ("extra_headers", "headers")
+"""The call arguments whose headers LiteLLM sends as they are, an ``Authorization`` among them."""
+
+
+def _with_reference(value: str) -> Iterator[str]:
+    """``value``, and the variable's value when it names one the way LiteLLM reads them."""
+    yield value
+    if value.startswith(_ENV_REFERENCE):
+        named = os.environ.get(value.removeprefix(_ENV_REFERENCE))
+        if named:
+            yield named
+
+
+def _call_credentials(kwargs: Mapping[str, Any]) -> Iterator[str]:
+    """The credentials among the call's arguments and its extra headers (an ``Authorization``
+    value also without its scheme: the bare token is what a provider echoes)."""
+    for name, value in kwargs.items():
+        if isinstance(value, str) and value and _CREDENTIAL_NAME.search(name):
+            yield from _with_reference(value)
+    for argument in _HEADER_ARGUMENTS:
+        headers = kwargs.get(argument)
+        if not isinstance(headers, Mapping):
+            continue
+        for name, value in headers.items():
+            named = isinstance(name, str) and (
+                name.lower() == "authorization" or _CREDENTIAL_NAME.search(name) is not None
+            )
+            if named and isinstance(value, str):
+                yield value
+                yield value.partition(" ")[2]
+
+
+@functools.cache
+def _setting_names(module: ModuleType) -> tuple[str, ...]:
+    """LiteLLM's key settings (``litellm.api_key``, ``litellm.openai_key``, ``litellm.azure_key``
+    … every lower-case module setting named like a credential, unset or a string), found once:
+    LiteLLM defines them all as it is imported, and its namespace is large."""
+    return tuple(
+        name
+        for name, value in list(vars(module).items())
+        if (value is None or isinstance(value, str))
+        and name.islower()
+        and _CREDENTIAL_NAME.search(name)
+    )
+
+
+def _ambient_credentials() -> Iterator[str]:
+    """The keys LiteLLM finds by itself: its key settings and the environment's variables named
+    like a credential."""
+    module = sys.modules.get("litellm")
+    if module is not None:
+        for name in _setting_names(module):
+            value = getattr(module, name, None)
+            if isinstance(value, str) and value:
+                yield from _with_reference(value)
+    for name, value in os.environ.items():
+        if len(value) >= _ENV_SECRET_MIN_CHARS and _CREDENTIAL_NAME.search(name):
+            yield value
+
+
+def _credentials(kwargs: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every credential LiteLLM may have used for a call with these arguments, once each."""
+    return tuple(
+        dict.fromkeys(c for c in (*_call_credentials(kwargs), *_ambient_credentials()) if c)
+    )
+
+
 def _recorder(
     config: PatchConfig, _: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> CallRecorder:
@@ -105,6 +197,7 @@ def _recorder(
         request=kwargs,
         reader=READER,
         secrets=(key,) if isinstance(key, str) and key else (),
+        secrets_on_error=functools.partial(_credentials, kwargs),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -57,7 +57,11 @@ class CallRecorder:
         started_ns: int | None = None,
         attributes: Mapping[str, AttributeValue] | None = None,
         secrets: Sequence[str] = (),
+        secrets_on_error: Callable[[], Iterable[str]] | None = None,
     ) -> None:
+        """``secrets`` are redacted from any error text the spans record; ``secrets_on_error``
+        finds more, called only when the call ends with an error (for secrets too dear to find
+        on every call: those an SDK picks up by itself from its settings or the environment)."""
         self.classifier = classifier
         self.hold_ns = 0
         self._last_arrival_ns: int | None = None
@@ -112,6 +116,7 @@ class CallRecorder:
             metrics=metrics,
         )
         self.secrets = tuple(secrets)
+        self._secrets_on_error = secrets_on_error
         self.started_ns = self.attempt.clock.start_ns
         self._reader_read: Callable[[Any, ResponseNotes], bool] | None = (
             reader.read if reader is not None else None
@@ -230,7 +235,19 @@ class CallRecorder:
         except Exception:
             logger.exception("otel-llm: could not end the spans of a wrapped call")
 
+    def _learn_secrets(self, find: Callable[[], Iterable[str]]) -> None:
+        """Add what ``find`` finds to the secrets both spans redact (a failure to find them
+        keeps the known ones, and the spans still end)."""
+        try:
+            found = tuple(dict.fromkeys((*self.secrets, *(s for s in find() if s))))
+        except Exception:
+            logger.exception("otel-llm: could not look up a call's credentials")
+            return
+        self.secrets = self.call.secrets = self.attempt.secrets = found
+
     def _finish(self, outcome: str, error: BaseException | None, cut_short: bool) -> None:
+        if error is not None and self._secrets_on_error is not None:
+            self._learn_secrets(self._secrets_on_error)
         notes = self.notes
         facts = notes.facts(cut_short=cut_short)
         attempt_extra: dict[str, AttributeValue] = facts.attributes()

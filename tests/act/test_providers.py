@@ -6,6 +6,7 @@ field."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -13,6 +14,7 @@ import httpx2
 import pytest
 
 from otel_llm import Client, ClientSettings, ConfigurationError, Source
+from otel_llm import _semconv as sc
 from otel_llm._act._wire import wire_for
 from otel_llm._defaults import DEFAULTS
 from otel_llm.testing import Scripted, Spans, sse_answer
@@ -78,6 +80,9 @@ def test_any_other_provider_is_openai_compatible_under_its_own_name(provider: st
           "api_version": "1", "deployment": "y"}, "Source.deployment", "keep one"),
         ({"provider": "azure", "base_url": "https://r.openai.azure.com", "api_version": "1",
           "deployment": "a/b"}, "Source.deployment", "no '/'"),
+        ({"provider": "azure",
+          "base_url": "https://r.openai.azure.com/openai/deployments/d?api-version=2024-02-01",
+          "api_version": "2025-04-01-preview"}, "Source.api_version", "keep one"),
         ({"provider": "anthropic", "max_tokens": 0}, "Source.max_tokens", "greater than"),
     ],
 )  # fmt: skip
@@ -111,6 +116,11 @@ def test_a_bad_name_or_an_impossible_combination_is_refused_when_made(
         ({"base_url": "https://r.openai.azure.com/openai/deployments/d", "api_version": "v"},
          "https://r.openai.azure.com/openai/deployments/d/chat/completions?api-version=v",
          "https://r.openai.azure.com/openai/deployments/d/embeddings?api-version=v"),
+        ({"base_url": "https://r.openai.azure.com/openai/deployments/d?api-version=2024-06-01",
+          "api_version": "2024-06-01"},
+         "https://r.openai.azure.com/openai/deployments/d/chat/completions"
+         "?api-version=2024-06-01",
+         "https://r.openai.azure.com/openai/deployments/d/embeddings?api-version=2024-06-01"),
         ({"base_url": "https://r.openai.azure.com/openai/v1"},
          "https://r.openai.azure.com/openai/v1/chat/completions",
          "https://r.openai.azure.com/openai/v1/embeddings"),
@@ -119,7 +129,7 @@ def test_a_bad_name_or_an_impossible_combination_is_refused_when_made(
          "https://apim.example.com/v1/embeddings"),
     ],
     ids=["resource-endpoint", "deployment-field", "whole-url", "whole-url-plus-version",
-         "v1-route", "gateway-v1-route"],
+         "whole-url-plus-same-version", "v1-route", "gateway-v1-route"],
 )  # fmt: skip
 def test_azure_routes(fields: dict[str, Any], chat: str, embeddings: str) -> None:
     """Azure OpenAI: a resource endpoint becomes the deployment's route (the deployment
@@ -151,6 +161,46 @@ async def test_an_azure_request_keeps_its_version_and_sends_the_api_key_header(
     assert request.url.params["api-version"] == "2024-10-21"
     assert request.headers["api-key"] == KEY
     assert "authorization" not in request.headers
+
+
+async def test_an_azure_v1_route_names_the_deployment_as_the_body_model(spans: Spans) -> None:
+    """On a ``/v1`` route the body's model picks the deployment, so ``deployment`` goes there;
+    the spans still report the model asked for."""
+    requests: list[httpx2.Request] = []
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        requests.append(request)
+        return sse_answer()
+
+    script = Scripted({"res": [answer]})
+    source = make(provider="azure", base_url="http://res.test/openai/v1", model="gpt-4o",
+                  deployment="my-prod-deployment", api_key=KEY)  # fmt: skip
+    async with Client([source], http_client=script.client(), tracer_provider=spans.provider) as c:
+        await c.chat([{"role": "user", "content": "hi"}])
+    (request,) = requests
+    assert request.url.path == "/openai/v1/chat/completions"
+    assert json.loads(request.content)["model"] == "my-prod-deployment"
+    (attempt,) = spans.attempts()
+    assert (attempt.attributes or {})[sc.GEN_AI_REQUEST_MODEL] == "gpt-4o"
+
+
+async def test_an_azure_v1_route_embeds_with_the_deployment_as_the_body_model() -> None:
+    """Embeddings on a ``/v1`` route name the deployment in the body too."""
+    requests: list[httpx2.Request] = []
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        requests.append(request)
+        return httpx2.Response(200, json={"data": [{"index": 0, "embedding": [0.5, 0.25]}]})
+
+    script = Scripted({"res": [answer]})
+    source = make(provider="azure", base_url="http://res.test/openai/v1", model="emb-3",
+                  deployment="my-embedding-deployment", api_key=KEY)  # fmt: skip
+    async with Client([source], http_client=script.client()) as client:
+        result = await client.embed("hi")
+    (request,) = requests
+    assert request.url.path == "/openai/v1/embeddings"
+    assert json.loads(request.content)["model"] == "my-embedding-deployment"
+    assert result.vectors == ((0.5, 0.25),)
 
 
 @pytest.fixture

@@ -26,11 +26,14 @@ from otel_llm.testing import Spans
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 FAST = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.002, "chunk_count": 12}
+ECHOED = "plainkeyZZ9912"
+"""A key without the ``sk-`` shape any pattern would catch (Azure's, a gateway's)."""
 SCRIPTS = {
     "smooth": Script(**FAST),
     "stall": Script(**FAST, silences=(Silence(after_chunk=4, duration_s=0.5),)),
     "cut": Script(**FAST, fault="truncate", fault_after_chunk=5),
     "bad": Script(error_status=400, error_message="no such thing"),
+    "leaky": Script(error_status=401, error_message=f"Incorrect API key provided: {ECHOED}"),
 }
 KEY = "sk-litellm-secret-0000"
 
@@ -176,3 +179,79 @@ def test_an_error_answer_is_recorded_and_raised(
     with pytest.raises(litellm.exceptions.BadRequestError):
         litellm.completion(**_call(threaded.base_url, "bad"), stream=True)
     assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
+
+
+@pytest.fixture
+def no_ambient_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No OpenAI key in LiteLLM's settings or the environment but the one a test puts there."""
+    for setting in ("api_key", "openai_key"):
+        monkeypatch.setattr(litellm, setting, None)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def _leaky(base_url: str, **more: Any) -> dict[str, Any]:
+    call = _call(base_url, "leaky", **more)
+    del call["api_key"]  # LiteLLM finds the key by itself
+    return call
+
+
+def _redacted(spans: Spans) -> str:
+    dumped = "".join(span.to_json() for span in spans.finished())
+    assert len(spans.finished()) == 2
+    assert "REDACTED" in dumped
+    return dumped
+
+
+@pytest.mark.usefixtures("no_ambient_key")
+def test_a_key_from_the_environment_echoed_by_the_provider_never_reaches_spans(
+    instrumented: Spans, threaded: ThreadedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key LiteLLM took from ``OPENAI_API_KEY`` and the provider's 401 echoes is redacted."""
+    monkeypatch.setenv("OPENAI_API_KEY", ECHOED)
+    with pytest.raises(litellm.exceptions.AuthenticationError):
+        litellm.completion(**_leaky(threaded.base_url))
+    assert ECHOED not in _redacted(instrumented)
+
+
+@pytest.mark.usefixtures("no_ambient_key")
+async def test_an_async_stream_keeps_a_key_from_the_environment_out_of_spans(
+    instrumented: Spans, provider: SimulatedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for ``acompletion``, streamed."""
+    monkeypatch.setenv("OPENAI_API_KEY", ECHOED)
+    with pytest.raises(litellm.exceptions.AuthenticationError):
+        await litellm.acompletion(**_leaky(provider.base_url), stream=True)
+    assert ECHOED not in _redacted(instrumented)
+
+
+@pytest.mark.usefixtures("no_ambient_key")
+def test_a_key_from_litellm_settings_never_reaches_spans(
+    instrumented: Spans, threaded: ThreadedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key set as ``litellm.openai_key`` and echoed by the provider is redacted."""
+    monkeypatch.setattr(litellm, "openai_key", ECHOED)
+    with pytest.raises(litellm.exceptions.AuthenticationError):
+        litellm.completion(**_leaky(threaded.base_url), stream=True)
+    assert ECHOED not in _redacted(instrumented)
+
+
+async def test_a_token_in_an_authorization_header_never_reaches_spans(
+    instrumented: Spans, provider: SimulatedProvider
+) -> None:
+    """A bearer token the application passes in ``extra_headers`` is redacted, bare as well."""
+    headers = {"Authorization": f"Bearer {ECHOED}"}
+    with pytest.raises(litellm.exceptions.AuthenticationError):
+        await litellm.acompletion(**_call(provider.base_url, "leaky"), extra_headers=headers)
+    assert ECHOED not in _redacted(instrumented)
+
+
+def test_short_environment_values_are_not_taken_for_keys(
+    instrumented: Spans, threaded: ThreadedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A short value of a key-named variable stays in the provider's message: the environment
+    is read whole, and ``thing`` is not a key."""
+    monkeypatch.setenv("SOME_FEATURE_TOKEN", "thing")
+    with pytest.raises(litellm.exceptions.BadRequestError):
+        litellm.completion(**_call(threaded.base_url, "bad"))
+    (call,) = instrumented.calls()
+    assert "no such thing" in (call.status.description or "")

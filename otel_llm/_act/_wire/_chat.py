@@ -38,11 +38,12 @@ if TYPE_CHECKING:
 
 
 def chat_body(source: Source, payload: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
-    """The JSON body of a chat request: the caller's fields, the source's model, the stream
-    flag, and the source's ``max_tokens`` when the call sets no output limit."""
+    """The JSON body of a chat request: the caller's fields, the source's model (an Azure
+    ``…/v1`` route's deployment: :attr:`~otel_llm._act._source.Source.request_model`), the
+    stream flag, and the source's ``max_tokens`` when the call sets no output limit."""
     body = dict(payload)
     body.pop(EXTRA_BODY, None)
-    body["model"] = source.model
+    body["model"] = source.request_model
     body["stream"] = stream
     if stream:
         options = dict(body.get("stream_options") or {})
