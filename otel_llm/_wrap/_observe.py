@@ -9,7 +9,6 @@ being consumed or closed — when it is garbage-collected (outcome ``dropped``).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
@@ -160,11 +159,8 @@ class AsyncObservedStream(_Proxy, Generic[T]):
         except StopAsyncIteration:
             recorder.end_ok()
             raise
-        except asyncio.CancelledError:
-            recorder.end_cancelled()
-            raise
         except BaseException as exc:
-            recorder.end_error(exc)
+            recorder.end_raised(exc)
             raise
         recorder.on_item(item, wait_start, _clock.now_ns())
         return item
@@ -198,10 +194,7 @@ class AsyncObservedStream(_Proxy, Generic[T]):
         tb: TracebackType | None,
     ) -> None:
         if exc is not None and not self._recorder.ended:
-            if isinstance(exc, asyncio.CancelledError):
-                self._recorder.end_cancelled()
-            else:
-                self._recorder.end_error(exc)
+            self._recorder.end_raised(exc)
         await self.aclose()
 
 
