@@ -405,7 +405,7 @@ def measure(args: argparse.Namespace, sdk: str) -> str:
             f"{counts[f'end@{chunks}'] / REPEAT_CALLS:>10,.0f}"
         )
     lines.append(
-        "== the floor: the OpenTelemetry SDK recording the same spans, events and histogram "
+        "== the floor: the OpenTelemetry SDK recording the same spans, events and metric "
         f"points (mean of {REPEAT_CALLS})"
     )
     for chunks in args.chunks:
