@@ -23,10 +23,10 @@ from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
 from otel_llm._wrap._chunk_view import StreamReader
-from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
+from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, _Proxy
 from otel_llm._wrap._openai_responses import READER as RESPONSES
 from otel_llm._wrap._openai_responses import responses_messages
-from otel_llm._wrap._patching import PatchConfig, SdkPatch, Target
+from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
 from otel_llm._wrap._raw_response import RawResponse, is_raw_response
 from otel_llm._wrap._recorder import CallRecorder
 from otel_llm._wrap._sdk_client import client_facts
@@ -134,6 +134,49 @@ def _observe_result(result: Any, recorder: CallRecorder, is_async: bool) -> Any:
     return result
 
 
+class _StreamHelper(_Proxy):
+    """The manager of a stream helper (``chat.completions.stream()``, ``responses.stream()``),
+    whose ``with`` block sends the request through the wrapped ``create()`` — the spans are
+    that call's. The helper closes its stream on the way out without telling how the block was
+    left, so this manager tells the spans first: the task's cancellation ends them as
+    cancelled, the application's own exception as that error, as leaving a metered stream's
+    block does. Everything else is the manager's own (``isinstance`` holds)."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self._wrapped = wrapped
+        self._entered: Any = None
+
+    def _ending(self, exc: BaseException | None) -> None:
+        # the helper's stream reads the stream create() returned (its raw stream); a helper of
+        # another shape is left to end its spans as closed
+        raw = getattr(self._entered, "_raw_stream", None)
+        if not isinstance(raw, ObservedStream | AsyncObservedStream):
+            return
+        if exc is not None and not raw.recorder.ended:
+            raw.recorder.end_raised(exc)
+
+    def __enter__(self) -> Any:
+        self._entered = self._wrapped.__enter__()
+        return self._entered
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        self._ending(exc_info[1])
+        return self._wrapped.__exit__(*exc_info)
+
+    async def __aenter__(self) -> Any:
+        self._entered = await self._wrapped.__aenter__()
+        return self._entered
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        self._ending(exc_info[1])
+        return await self._wrapped.__aexit__(*exc_info)
+
+
+def _observe_helper(manager: Any, start: Starter, is_async: bool) -> Any:
+    """A stream helper's manager, told how its block is left (its spans start in create())."""
+    return _StreamHelper(manager)
+
+
 def _chat(config: PatchConfig, resource: Any, _: Any, kwargs: Mapping[str, Any]) -> CallRecorder:
     return _recorder(config, resource, sc.OPERATION_CHAT, kwargs, messages=kwargs.get("messages"))
 
@@ -166,6 +209,13 @@ _PATCH = SdkPatch(
         Target(_RESPONSES, "AsyncResponses", "create", True, _responses, _observe_result),
         Target(_RESPONSES, "Responses", "parse", False, _responses, _observe_result),
         Target(_RESPONSES, "AsyncResponses", "parse", True, _responses, _observe_result),
+        # the helpers are plain methods returning a manager, sync and async alike
+        Target(_CHAT, "Completions", "stream", False, _chat, observe_later=_observe_helper),
+        Target(_CHAT, "AsyncCompletions", "stream", False, _chat, observe_later=_observe_helper),
+        Target(_RESPONSES, "Responses", "stream", False, _responses, observe_later=_observe_helper),
+        Target(
+            _RESPONSES, "AsyncResponses", "stream", False, _responses, observe_later=_observe_helper
+        ),
         Target(_EMBEDDINGS, "Embeddings", "create", False, _embeddings, _observe_result),
         Target(_EMBEDDINGS, "AsyncEmbeddings", "create", True, _embeddings, _observe_result),
     ),

@@ -196,3 +196,63 @@ def test_a_sync_helper_left_by_the_applications_exception_ends_as_its_error(
         application(sdk)
     assert ended_as(instrumented) == (sc.OUTCOME_ERROR, "ValueError", "ValueError")
     assert attempt_outcomes(metrics) == [sc.OUTCOME_ERROR]
+
+
+def _openai_helpers(sdk: Any) -> dict[str, Any]:
+    return {
+        "chat.completions.stream()": lambda: sdk.chat.completions.stream(
+            model="smooth", messages=MESSAGES
+        ),
+        "responses.stream()": lambda: sdk.responses.stream(model="smooth", input="hello"),
+    }
+
+
+@pytest.mark.parametrize("helper", ["chat.completions.stream()", "responses.stream()"])
+def test_an_openai_helper_left_by_the_applications_exception_ends_as_its_error(
+    instrumented: Spans, metrics: InMemoryMetricReader, helper: str
+) -> None:
+    """The openai helpers close their stream on the way out without saying why; their
+    manager (still the SDK's type) tells the spans first."""
+    with (
+        SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running,
+        openai.OpenAI(base_url=running.base_url, api_key=KEY, max_retries=0) as sdk,
+    ):
+        manager = _openai_helpers(sdk)[helper]()
+        assert manager.__class__.__name__.endswith("StreamManager"), "isinstance holds"
+
+        def application() -> None:
+            with manager as stream:
+                next(iter(stream))
+                raise ValueError("the application's own")
+
+        with pytest.raises(ValueError, match="the application's own"):
+            application()
+    assert ended_as(instrumented) == (sc.OUTCOME_ERROR, "ValueError", "ValueError")
+    assert attempt_outcomes(metrics) == [sc.OUTCOME_ERROR]
+
+
+@pytest.mark.parametrize("helper", ["chat.completions.stream()", "responses.stream()"])
+async def test_an_openai_helper_left_by_the_tasks_cancellation_ends_as_cancelled(
+    instrumented: Spans,
+    metrics: InMemoryMetricReader,
+    provider: SimulatedProvider,
+    helper: str,
+) -> None:
+    """The async helpers the same way: the task cancelled inside the block is cancelled."""
+    inside = asyncio.Event()
+    sdk = _openai(provider)
+
+    async def application() -> None:
+        async with _openai_helpers(sdk)[helper]() as stream:
+            await anext(aiter(stream))
+            inside.set()
+            await asyncio.Event().wait()  # the application's own I/O, never done
+
+    task = asyncio.ensure_future(application())
+    await inside.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ended_as(instrumented)[0] == sc.OUTCOME_CANCELLED
+    assert attempt_outcomes(metrics) == [sc.OUTCOME_CANCELLED]
+    await sdk.close()
