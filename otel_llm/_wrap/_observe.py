@@ -131,7 +131,7 @@ class ObservedStream(_Proxy, Generic[T]):
         tb: TracebackType | None,
     ) -> None:
         if exc is not None and not self._recorder.ended:
-            self._recorder.end_error(exc)
+            self._recorder.end_raised(exc)
         self.close()
 
 

@@ -207,9 +207,13 @@ class CallRecorder:
 
     def end_raised(self, raised: BaseException) -> None:
         """``raised`` ended the call: the consuming task's cancellation ends it as cancelled
-        (the user's doing, never the provider's error), anything else as an error."""
+        (the user's doing, never the provider's error); a generator closed around the stream
+        (``GeneratorExit``: a web framework's response generator closed when its client went
+        away) as closed, the consumer having stopped reading; anything else as an error."""
         if isinstance(raised, asyncio.CancelledError):
             self.end_cancelled()
+        elif isinstance(raised, GeneratorExit):
+            self.end_closed()
         else:
             self.end_error(raised)
 

@@ -256,3 +256,52 @@ async def test_an_openai_helper_left_by_the_tasks_cancellation_ends_as_cancelled
     assert ended_as(instrumented)[0] == sc.OUTCOME_CANCELLED
     assert attempt_outcomes(metrics) == [sc.OUTCOME_CANCELLED]
     await sdk.close()
+
+
+def test_a_generator_closed_around_a_stream_ends_it_as_closed(
+    instrumented: Spans, metrics: InMemoryMetricReader
+) -> None:
+    """A web framework's response generator closed when its client went away raises
+    ``GeneratorExit`` inside the ``with`` block: the consumer stopped reading — ``closed``, not
+    an error — for a helper and for a stream from ``create(stream=True)`` alike."""
+    with (
+        SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running,
+        anthropic.Anthropic(base_url=running.url, api_key=KEY, max_retries=0) as claude,
+        openai.OpenAI(base_url=running.base_url, api_key=KEY, max_retries=0) as gpt,
+    ):
+
+        def helper() -> Iterator[str]:
+            with claude.messages.stream(model="smooth", max_tokens=10, messages=MESSAGES) as s:
+                yield from s.text_stream
+
+        def created() -> Iterator[Any]:
+            with gpt.chat.completions.create(model="smooth", messages=MESSAGES, stream=True) as s:
+                yield from s
+
+        for response in (helper(), created()):
+            next(response)
+            response.close()
+    outcomes = sorted(
+        str((a.attributes or {})[sc.ATTEMPT_OUTCOME]) for a in instrumented.attempts()
+    )
+    assert outcomes == [sc.OUTCOME_CLOSED, sc.OUTCOME_CLOSED]
+    assert sorted(attempt_outcomes(metrics)) == [sc.OUTCOME_CLOSED, sc.OUTCOME_CLOSED]
+
+
+async def test_an_async_generator_closed_around_a_helper_ends_it_as_closed(
+    instrumented: Spans, metrics: InMemoryMetricReader, provider: SimulatedProvider
+) -> None:
+    """The same for an async generator's ``aclose()`` around openai's helper."""
+    sdk = _openai(provider)
+
+    async def response() -> AsyncIterator[Any]:
+        async with sdk.chat.completions.stream(model="smooth", messages=MESSAGES) as stream:
+            async for event in stream:
+                yield event
+
+    body = response()
+    await anext(body)
+    await body.aclose()
+    assert ended_as(instrumented)[0] == sc.OUTCOME_CLOSED
+    assert attempt_outcomes(metrics) == [sc.OUTCOME_CLOSED]
+    await sdk.close()

@@ -126,6 +126,25 @@ async def test_async_stream_as_context_manager(
     assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
 
 
+def test_a_metered_streams_response_is_still_the_sdks(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """``stream.response`` (which notices being closed) is the HTTP response the SDK gave:
+    its type, status and headers; reading to the end still ends the call as ok."""
+    stream = client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    response = stream.response
+    sdk_type = response.__class__  # httpx's or httpx2's Response, whichever the SDK uses
+    assert (sdk_type.__name__, sdk_type.__module__.split(".")[0]) in (
+        ("Response", "httpx"),
+        ("Response", "httpx2"),
+    )
+    assert isinstance(response, sdk_type)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert len(list(stream)) >= 12
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+
+
 def test_non_streamed_create(instrumented: Spans, client: openai.OpenAI) -> None:
     """A non-streamed create() records wall time and usage; no stall figures."""
     completion = client.chat.completions.create(model="smooth", messages=MESSAGES)
