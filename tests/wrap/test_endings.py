@@ -6,7 +6,7 @@ say what happened — cancelled, or the application's error — never a provider
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator
 from typing import Any
 
 import anthropic
@@ -85,11 +85,11 @@ def ended_as(spans: Spans) -> tuple[str, Any, Any]:
     )
 
 
-async def cancelled_once_sent(provider: SimulatedProvider, call: Awaitable[Any]) -> None:
-    """Run ``call`` in a task and cancel it once the provider has its request (the answer is
-    held back: the task is waiting for it)."""
+async def cancelled_once(ready: Callable[[], Awaitable[Any]], call: Awaitable[Any]) -> None:
+    """Run ``call`` in a task and cancel it once ``ready()`` has returned (the provider has
+    the request, or the application is inside its block): the task ends cancelled."""
     task = asyncio.ensure_future(call)
-    await provider.stats.wait_for_requests(1)
+    await ready()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -138,7 +138,7 @@ async def test_a_task_cancelled_while_the_request_waits_ends_as_cancelled(
 ) -> None:
     """Cancelled before the answer's headers: both spans and the attempts metric say
     cancelled — no provider error, no exception event."""
-    await cancelled_once_sent(provider, CALLS[call](provider))
+    await cancelled_once(lambda: provider.stats.wait_for_requests(1), CALLS[call](provider))
     assert ended_as(instrumented) == (sc.OUTCOME_CANCELLED, sc.OUTCOME_CANCELLED, "cancelled")
     assert attempt_outcomes(metrics) == [sc.OUTCOME_CANCELLED]
 
@@ -156,11 +156,7 @@ async def test_a_helper_left_by_the_tasks_cancellation_ends_as_cancelled(
             inside.set()
             await asyncio.Event().wait()  # the application's own I/O, never done
 
-    task = asyncio.ensure_future(application())
-    await inside.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancelled_once(inside.wait, application())
     assert ended_as(instrumented)[0] == sc.OUTCOME_CANCELLED
     assert attempt_outcomes(metrics) == [sc.OUTCOME_CANCELLED]
 
@@ -248,11 +244,7 @@ async def test_an_openai_helper_left_by_the_tasks_cancellation_ends_as_cancelled
             inside.set()
             await asyncio.Event().wait()  # the application's own I/O, never done
 
-    task = asyncio.ensure_future(application())
-    await inside.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancelled_once(inside.wait, application())
     assert ended_as(instrumented)[0] == sc.OUTCOME_CANCELLED
     assert attempt_outcomes(metrics) == [sc.OUTCOME_CANCELLED]
     await sdk.close()
@@ -270,11 +262,11 @@ def test_a_generator_closed_around_a_stream_ends_it_as_closed(
         openai.OpenAI(base_url=running.base_url, api_key=KEY, max_retries=0) as gpt,
     ):
 
-        def helper() -> Iterator[str]:
+        def helper() -> Generator[str]:
             with claude.messages.stream(model="smooth", max_tokens=10, messages=MESSAGES) as s:
                 yield from s.text_stream
 
-        def created() -> Iterator[Any]:
+        def created() -> Generator[Any]:
             with gpt.chat.completions.create(model="smooth", messages=MESSAGES, stream=True) as s:
                 yield from s
 
@@ -294,7 +286,7 @@ async def test_an_async_generator_closed_around_a_helper_ends_it_as_closed(
     """The same for an async generator's ``aclose()`` around openai's helper."""
     sdk = _openai(provider)
 
-    async def response() -> AsyncIterator[Any]:
+    async def response() -> AsyncGenerator[Any]:
         async with sdk.chat.completions.stream(model="smooth", messages=MESSAGES) as stream:
             async for event in stream:
                 yield event
