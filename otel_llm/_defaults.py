@@ -204,6 +204,12 @@ class Defaults:
     giving up on it: a server that keeps the connection open after its end marker costs the
     call this, not its read timeout."""
 
+    wait_after_finish_s: float = 1.0
+    """How long the body is read once every choice has its finish reason, for what may follow
+    (a usage frame, the end marker): a server that falls silent after the finish without ending
+    the stream costs the call this, not its read timeout. Providers send both within
+    milliseconds of the finish."""
+
     kept_errors: int = 64
     """Failures a call keeps for the ``ExceptionGroup`` behind ``AllSourcesExhausted`` (the
     most recent; a call waiting out a rate limit may have made hundreds of attempts)."""

@@ -162,8 +162,10 @@ async def _read_stream(
     ``message_stop``), so the connection goes back to the pool clean — for at most
     :attr:`~otel_llm._defaults.Defaults.drain_after_done_s` and a bounded number of events, and
     a failure of that read is no failure of the call. Nor is a failed read once the answer is
-    complete without its end marker (a finish reason for every choice): the connection is
-    dropped, the answer stands. The events are decoded from the body's bytes
+    complete without its end marker (a finish reason for every choice), and that read — for a
+    usage frame and the end marker — lasts at most
+    :attr:`~otel_llm._defaults.Defaults.wait_after_finish_s`: the connection is dropped, the
+    answer stands. The events are decoded from the body's bytes
     (:mod:`otel_llm._act._sse`: a leading byte-order mark dropped, undecodable bytes as U+FFFD,
     every event bounded in size); what each means is the reader's
     (:class:`~otel_llm._act._wire.StreamReader`).
@@ -180,23 +182,34 @@ async def _read_stream(
     # the body is read through an async generator: closing it closes the body read at once
     body = response.aiter_bytes()
     failure: e.ProviderError | None = None
+    finished = False  # every choice has its finish reason: the rest of the read is bounded
     try:
-        async for piece in body:
-            for kind, data in decoder.feed(piece):
-                if read(kind, data):
-                    if mark is not None:
-                        mark()
-                elif reader.ended:
-                    break
-                if clock is not None and not clock.finished and reader.finish_reason is not None:
-                    clock.finished = reader.complete  # complete: no reason to hedge or kill now
-            else:
-                continue
-            await _drain(body, decoder)  # the end marker came
-            return
-        for kind, data in decoder.close():  # a last line ended by a lone CR
-            if read(kind, data) and mark is not None:
-                mark()
+        async with asyncio.timeout(None) as rest:
+            async for piece in body:
+                for kind, data in decoder.feed(piece):
+                    if read(kind, data):
+                        if mark is not None:
+                            mark()
+                    elif reader.ended:
+                        break
+                    if not finished and reader.finish_reason is not None and reader.complete:
+                        finished = True
+                        if clock is not None:
+                            clock.finished = True  # no reason to hedge or kill now
+                        rest.reschedule(
+                            asyncio.get_running_loop().time() + DEFAULTS.wait_after_finish_s
+                        )
+                else:
+                    continue
+                await _drain(body, decoder)  # the end marker came
+                return
+            for kind, data in decoder.close():  # a last line ended by a lone CR
+                if read(kind, data) and mark is not None:
+                    mark()
+    except TimeoutError:
+        if not finished:
+            raise
+        # ``rest`` expired: nothing followed the complete answer in time, and it stands
     except ShapeError as exc:
         after = f"chunk event after {clock.count} chunks" if clock is not None else "a chunk"
         failure = e.MalformedStream(f"sent a malformed {after}: {exc}", source=source.name)

@@ -20,6 +20,7 @@ from otel_llm._defaults import DEFAULTS
 
 Then = Literal["hang", "reset", "close"]
 Event = tuple[str | None, Any]
+"""An event's name and data (a float: a pause of that many seconds)."""
 
 _CHUNK = {"id": "c1", "object": "chat.completion.chunk", "model": "m"}
 CHAT: list[Event] = [
@@ -51,12 +52,18 @@ ANSWERS: dict[str, list[Event]] = {"openai": CHAT, "anthropic": MESSAGES, "gemin
 TIMEOUT_S = 1.0
 """Each source's read timeout: what a held-open connection costs where nothing bounds it."""
 
+LONG_TIMEOUT_S = 30.0
+"""The read timeout where the wait after the finish (a second) is what is measured."""
+
 
 def _stream(events: list[Event], then: Then) -> Callable[[web.Request], Awaitable[Any]]:
     async def handle(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
         for name, data in events:
+            if isinstance(data, float):  # a pause of this many seconds
+                await asyncio.sleep(data)
+                continue
             text = data if isinstance(data, str) else json.dumps(data)
             await response.write(
                 ((f"event: {name}\n" if name else "") + f"data: {text}\n\n").encode()
@@ -96,10 +103,12 @@ async def serving(events: list[Event], then: Then) -> AsyncIterator[tuple[str, l
         await runner.cleanup()
 
 
-async def ask(provider: str, events: list[Event], then: Then) -> tuple[Any, list[str], float]:
+async def ask(
+    provider: str, events: list[Event], then: Then, timeout_s: float = TIMEOUT_S
+) -> tuple[Any, list[str], float]:
     async with serving(events, then) as (url, asked):
         source = Source(
-            name="a", provider=provider, base_url=url, model="m", api_key="k", timeout_s=TIMEOUT_S
+            name="a", provider=provider, base_url=url, model="m", api_key="k", timeout_s=timeout_s
         )
         async with Client([source], backoff_base_s=0.01, backoff_max_s=0.02) as client:
             began = time.monotonic()
@@ -135,9 +144,36 @@ async def test_a_finished_answer_without_its_end_marker_stands(provider: str, th
     events = [event for event in events if event[0] != "message_stop"]
     if provider == "openai":
         events = events[:2]  # no usage frame either
-    answer, asked, _ = await ask(provider, events, then)
+    answer, asked, took = await ask(provider, events, then, timeout_s=LONG_TIMEOUT_S)
     assert not isinstance(answer, Exception), answer
     assert (answer.text, answer.finish_reason, len(asked)) == ("hello", "stop", 1)
+    if then == "hang":
+        # a silence after the finish costs the brief wait for what may follow, not the read
+        # timeout (the margin is many times the scheduling noise of a loaded machine)
+        assert DEFAULTS.wait_after_finish_s * 5 < LONG_TIMEOUT_S
+        assert took < LONG_TIMEOUT_S / 2
+
+
+async def test_a_usage_frame_soon_after_the_finish_is_read() -> None:
+    """The wait after the finish is for what follows it: a usage frame that comes a moment
+    later (well within the wait) is in the answer, and the silence after it costs no more."""
+    pause = DEFAULTS.wait_after_finish_s / 5
+    events = [*CHAT[:2], (None, pause), CHAT[2]]
+    answer, asked, took = await ask("openai", events, "hang", timeout_s=LONG_TIMEOUT_S)
+    assert not isinstance(answer, Exception), answer
+    assert (answer.text, answer.usage.input_tokens, answer.usage.output_tokens) == ("hello", 1, 1)
+    assert len(asked) == 1
+    assert took < LONG_TIMEOUT_S / 2
+
+
+async def test_a_usage_frame_after_the_wait_is_not_waited_for() -> None:
+    """A usage frame later than the wait after the finish is not waited for: the answer
+    stands without the usage (as an API that reports none)."""
+    events = [*CHAT[:2], (None, DEFAULTS.wait_after_finish_s * 3), CHAT[2]]
+    answer, _, took = await ask("openai", events, "hang", timeout_s=LONG_TIMEOUT_S)
+    assert not isinstance(answer, Exception), answer
+    assert (answer.text, answer.finish_reason, answer.usage) == ("hello", "stop", None)
+    assert took < LONG_TIMEOUT_S / 2
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
