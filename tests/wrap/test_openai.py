@@ -282,6 +282,27 @@ def test_a_raw_response_let_go_of_after_parse_leaves_the_stream_metered(
     assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
 
 
+def test_a_second_parse_hands_on_the_same_metered_stream(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """The SDK caches what ``parse()`` parsed: a second ``parse()`` gets the stream the first
+    handed on (read part-way by one, to its end by the other), and the call is one call of
+    every chunk, not two."""
+    raw = client.chat.completions.with_raw_response.create(
+        model="smooth", messages=MESSAGES, stream=True
+    )
+    first = raw.parse()
+    next(iter(first))
+    second = raw.parse()
+    assert second is first
+    rest = sum(1 for _ in second)
+    assert rest > 0
+    assert len(instrumented.calls()) == 1
+    a = attempt(instrumented)
+    assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
+    assert len(instrumented.finished()) == 2, "one call span and one attempt span"
+
+
 def test_embeddings(instrumented: Spans, client: openai.OpenAI) -> None:
     """embeddings.create() is one call with one non-streamed attempt."""
     result = client.embeddings.create(model="embed", input="hello")
