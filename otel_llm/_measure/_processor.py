@@ -189,6 +189,10 @@ class DerivingSpanProcessor(SpanProcessor):
             OrderedDict()
         )
         self._lock = threading.Lock()
+        self._shut = False
+        """Set by :meth:`shutdown`: the SDK cannot detach a processor from its provider, so one
+        shut down stays attached and lets every later span pass untouched, without handing it
+        to downstream processors that are shut down too (each would log a warning per span)."""
 
     @property
     def downstream(self) -> tuple[SpanProcessor, ...]:
@@ -196,6 +200,8 @@ class DerivingSpanProcessor(SpanProcessor):
         return self._downstream
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self._shut:
+            return
         for processor in self._downstream:
             try:
                 processor.on_start(span, parent_context=parent_context)
@@ -203,6 +209,8 @@ class DerivingSpanProcessor(SpanProcessor):
                 logger.exception("otel-llm: downstream on_start failed")
 
     def _on_ending(self, span: Span) -> None:
+        if self._shut:
+            return
         for processor in self._downstream:
             hook = getattr(processor, "_on_ending", None)
             if hook is not None:
@@ -212,6 +220,8 @@ class DerivingSpanProcessor(SpanProcessor):
                     logger.exception("otel-llm: downstream _on_ending failed")
 
     def on_end(self, span: ReadableSpan) -> None:
+        if self._shut:
+            return
         try:
             forwarded = self._enrich(span)
         except Exception:
@@ -224,6 +234,9 @@ class DerivingSpanProcessor(SpanProcessor):
                 logger.exception("otel-llm: downstream on_end failed")
 
     def shutdown(self) -> None:
+        if self._shut:
+            return
+        self._shut = True
         for processor in self._downstream:
             try:
                 processor.shutdown()
@@ -231,6 +244,8 @@ class DerivingSpanProcessor(SpanProcessor):
                 logger.exception("otel-llm: downstream shutdown failed")
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        if self._shut:
+            return True
         ok = True
         for processor in self._downstream:
             try:

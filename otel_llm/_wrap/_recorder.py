@@ -23,6 +23,7 @@ from otel_llm._measure._call_span import CallSpan
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import to_ms
+from otel_llm._wrap import _open_calls
 from otel_llm._wrap._chunk_view import (
     Classifier,
     FinishReason,
@@ -123,6 +124,9 @@ class CallRecorder:
         )
         """Bound once: the per-item path reads it first."""
         self._mark = self.attempt.clock.mark_with_hold
+        if not _open_calls.hooked:
+            _open_calls.hook()
+        _open_calls.recorders[id(self)] = self
 
     @property
     def ended(self) -> bool:
@@ -234,6 +238,7 @@ class CallRecorder:
             if self._ended:
                 return
             self._ended = True
+        _open_calls.recorders.pop(id(self), None)
         try:
             self._finish(outcome, error, cut_short)
         except Exception:

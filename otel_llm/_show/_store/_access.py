@@ -27,8 +27,8 @@ from otel_llm._errors import NotAStore
 from otel_llm._show._sql._schema import ALL_COLUMNS, TABLE, VIEWS, migrate
 from otel_llm._show._store._columns import SegmentColumns, arrow_schema
 from otel_llm._show._store._footer import stored_arrow_schema
+from otel_llm._show._store._glob import GLOB_CHARACTERS, glob_problem
 from otel_llm._show._store._segments import (
-    GLOB_CHARACTERS,
     PENDING,
     SCHEMA_SEGMENT,
     Segment,
@@ -136,13 +136,9 @@ def _read_snapshot(conn: duckdb.DuckDBPyConnection, store: SegmentStore) -> None
 
 
 def _check_glob_safe(path: Path) -> None:
-    pattern = sorted(GLOB_CHARACTERS.intersection(str(path.absolute())))
-    if pattern:
-        raise NotAStore(
-            path,
-            f"has {' '.join(pattern)} in its path, which DuckDB reads as a file pattern: "
-            "choose a path without them",
-        )
+    problem = glob_problem(path)
+    if problem is not None:
+        raise NotAStore(path, problem)
 
 
 def check_store(path: Path) -> None:

@@ -90,9 +90,6 @@ gives it its final name."""
 SMALL_SEGMENT_ROWS: Final = 256
 """Segments of fewer rows are written plainly (snappy, no dictionaries, no statistics): that
 halves the fixed cost of a write, and compaction re-encodes them compactly later."""
-GLOB_CHARACTERS: Final = frozenset("*?[]{}")
-"""Characters DuckDB's glob would read as a pattern: a store's path has none of them."""
-
 _GENERATION_DIGITS: Final = 12
 _TOKEN: Final = secrets.token_hex(4)
 """Names apart the files of processes that share a pid (containers on one volume)."""
