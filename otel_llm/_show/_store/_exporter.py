@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("otel_llm")
 
+_CHILD_EXIT_PRIORITY: Final = 10
+"""Where the writer's shutdown stands among a multiprocessing child's exit finalizers (higher
+runs sooner; the pool's own are 15 and below)."""
 _YIELD_AFTER_S: Final = 0.0005
 """The writer gives the GIL away after this much work..."""
 _YIELD_S: Final = 0.0001
@@ -64,8 +68,30 @@ class ExportStats:
 
 def _before_fork(reference: weakref.ref[SegmentSpanExporter]) -> None:
     exporter = reference()
-    if exporter is not None and exporter._thread is not None:
+    if exporter is None:
+        return
+    if exporter._thread is not None:
         exporter._loaded_at_fork = exporter._loaded.wait(DEFAULTS.export_fork_waits_s)
+    _written_by_multiprocessing_children(exporter)
+
+
+def _written_by_multiprocessing_children(exporter: SegmentSpanExporter) -> None:
+    """A ``multiprocessing`` child made by fork (``Process``, a ``Pool``'s workers) ends with
+    ``os._exit``: no exit handler runs there, and the spans its writer still held were lost. So
+    the parent registers, once, a hook multiprocessing runs in each such child, which hands the
+    writer's shutdown (write what is held, say what could not be) to multiprocessing's own exit
+    finalizers — they run before ``os._exit``."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is None or exporter._children_written:
+        return  # a process that never imported multiprocessing makes no such child
+    exporter._children_written = True
+    util.register_after_fork(exporter, _shut_down_when_the_child_exits)
+
+
+def _shut_down_when_the_child_exits(exporter: SegmentSpanExporter) -> None:
+    """In a multiprocessing child (after multiprocessing cleared the parent's finalizers)."""
+    util = sys.modules["multiprocessing.util"]
+    util.Finalize(exporter, exporter.shutdown, exitpriority=_CHILD_EXIT_PRIORITY)
 
 
 def _after_fork(reference: weakref.ref[SegmentSpanExporter]) -> None:
@@ -153,6 +179,8 @@ class SegmentSpanExporter(SpanExporter):
         """Set once the writer imported DuckDB, Arrow and Parquet (or failed to)."""
         self._loaded_at_fork = True
         """Whether that load had ended when the process last forked (a child checks)."""
+        self._children_written = False
+        """Set once multiprocessing's fork children are made to write before they exit."""
         reference = weakref.ref(self)
         os.register_at_fork(
             before=lambda: _before_fork(reference),
