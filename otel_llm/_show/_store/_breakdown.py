@@ -78,6 +78,12 @@ def _seconds(figure: Figure, dialect: Dialect, digits: int, *, total: bool = Fal
     return dialect.round(f"{ms} / 1000.0", digits)
 
 
+def _stalled(dialect: Dialect) -> str:
+    """The calls that stalled; unknown (NULL, never 0) where no call's stall count is known."""
+    stalls = STALL_COUNT.name
+    return f"CASE WHEN count({stalls}) = 0 THEN NULL ELSE {dialect.count_if(f'{stalls} > 0')} END"
+
+
 def breakdown_sql(
     threshold_ms: int | None = None,
     *,
@@ -89,7 +95,9 @@ def breakdown_sql(
     (``run``: only the calls whose spans carry that :data:`RUN_ATTRIBUTE`; ``since``: only
     the calls that started then or later)."""
     wall, stall = WALL_MS.name, STALL_MS.name
-    share = dialect.round(f"100.0 * sum({stall}) / nullif(sum({wall}), 0)", 1)
+    # over the calls whose stall figures are known: an unknown one's wall time is no share of it
+    known_wall = f"sum(CASE WHEN {stall} IS NOT NULL THEN {wall} END)"
+    share = dialect.round(f"100.0 * sum({stall}) / nullif({known_wall}, 0)", 1)
     return f"""
     WITH w AS ({_winners(threshold_ms, run, dialect, since)})
     SELECT
@@ -99,7 +107,7 @@ def breakdown_sql(
         {_seconds(STALL_MS, dialect, 1, total=True)} AS stall_s,
         {_seconds(GENERATION_MS, dialect, 1, total=True)} AS net_s,
         {share} AS "stall_%",
-        {dialect.count_if(f"{STALL_COUNT.name} > 0")} AS stalled,
+        {_stalled(dialect)} AS stalled,
         {dialect.count_if("call_hedges > 0")} AS hedged,
         {dialect.count_if("call_hedge_won")} AS hedge_wins,
         {dialect.round(f"{dialect.quantile(TTFT_MS.name, 0.5)} / 1000.0", 2)} AS ttft_p50,
