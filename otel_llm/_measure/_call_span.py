@@ -9,6 +9,16 @@ deriving processor copies the winning attempt's figures onto it.
 Content — the prompt (``gen_ai.input.messages``) and the answer (``gen_ai.output.messages``) —
 is recorded here and only here, for the client and the wrappers alike, and only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (read once, when the call starts).
+
+The tracing pipeline is the application's and may fail: a span processor that raises in
+``on_start`` or ``on_end`` (the SDK passes its exception on to whoever starts or ends the span),
+a span that refuses an attribute. Such a failure never reaches the LLM call, and each kind of it
+is logged once (:class:`SpanFaults`), not on every call. A span whose ``on_start`` raised was
+started all the same (the SDK starts it, then calls its processors), so the call goes on with
+that span and ends it: the processors that saw it start see it end. Only a span that cannot be
+found that way is replaced by a non-recording one in its parent's context (what follows stays in
+the trace). A span whose ``on_end`` raised is ended all the same (the SDK sets its end first);
+the processors after the one that raised do not receive it — the SDK's doing.
 """
 
 from __future__ import annotations
@@ -16,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import linecache
 import logging
+import sys
+import threading
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -50,6 +62,108 @@ _FLOAT_PARAMETERS: tuple[tuple[str, str], ...] = (
 )
 """Request fields (OpenAI's, and the other APIs' names for the same) → the GenAI request
 attributes the convention defines for them."""
+
+
+class SpanFaults:
+    """Failures of the tracing pipeline, each kind logged once: the first failure of a kind — what
+    was being done (``start a span``, ``end a span``, …) and the exception's type — is a warning
+    with its traceback (which names the processor that raised); the next ones of that kind are
+    debug lines. A processor that raises on every span would otherwise log on every call.
+    Thread-safe."""
+
+    max_kinds = 64
+    """Kinds remembered; beyond them a new kind is a debug line too (bounded memory)."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, type[BaseException]]] = set()
+        self._lock = threading.Lock()
+
+    def report(self, doing: str, error: Exception) -> None:
+        """``error`` was raised while otel-llm tried to ``doing``; the call goes on."""
+        key = (doing, type(error))
+        with self._lock:
+            first = key not in self._seen and len(self._seen) < self.max_kinds
+            if first:
+                self._seen.add(key)
+        if first:
+            logger.warning(
+                "otel-llm: could not %s (%s: %s); the LLM call goes on, its telemetry may "
+                "miss this. The traceback shows what raised — usually one of the tracer "
+                "provider's span processors, in on_start or on_end. Later failures of this "
+                "kind are logged at debug level only.",
+                doing,
+                type(error).__qualname__,
+                _text_of(error),
+                exc_info=error,
+            )
+        else:
+            logger.debug("otel-llm: could not %s (%s)", doing, type(error).__qualname__)
+
+
+SPAN_FAULTS = SpanFaults()
+"""The process's one record of tracing failures already logged."""
+
+
+def start_span(
+    tracer: trace.Tracer,
+    name: str,
+    *,
+    attributes: Mapping[str, AttributeValue],
+    context: Context | None = None,
+    start_time: int | None = None,
+) -> trace.Span:
+    """A ``CLIENT`` span started by ``tracer``. When starting it raised (a span processor's
+    ``on_start``), the span the SDK started all the same, or else a non-recording span in its
+    parent's context: the call goes on with a span to end and a context to hand down."""
+    try:
+        return tracer.start_span(
+            name,
+            context=context,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            start_time=start_time,
+        )
+    except Exception as exc:
+        SPAN_FAULTS.report("start a span", exc)
+        started = _started_before(exc)
+        if started is not None:
+            return started
+        return trace.NonRecordingSpan(trace.get_current_span(context).get_span_context())
+
+
+_SDK_TRACE = "opentelemetry.sdk.trace"
+"""Imported by whoever made an SDK tracer; never by this module (``import otel_llm`` stays
+light)."""
+
+
+def _started_before(error: BaseException) -> trace.Span | None:
+    """The SDK span whose start raised ``error``, or ``None``. The SDK's ``Span.start()`` sets
+    the start time, then calls the processors' ``on_start``: when one raises, the span is started
+    but never handed back. It is the ``self`` of that method's frame in the traceback (the frame
+    is matched by the method's own code object, so nothing else is taken for it)."""
+    if _SDK_TRACE not in sys.modules:
+        return None
+    from opentelemetry.sdk.trace import Span as SdkSpan
+
+    code = SdkSpan.start.__code__
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            span = tb.tb_frame.f_locals.get("self")
+            if isinstance(span, SdkSpan) and span.start_time is not None and span.end_time is None:
+                return span
+            return None
+        tb = tb.tb_next
+    return None
+
+
+def end_span(span: trace.Span, end_time: int | None = None) -> None:
+    """End ``span``; a span processor's ``on_end`` that raises is reported, never raised (the
+    SDK ends the span before it calls its processors, so the span is ended either way)."""
+    try:
+        span.end(end_time=end_time)
+    except Exception as exc:
+        SPAN_FAULTS.report("end a span", exc)
 
 
 def request_attributes(params: Mapping[str, Any] | None) -> dict[str, AttributeValue]:
@@ -176,9 +290,7 @@ class CallSpan:
                 attrs[sc.GEN_AI_INPUT_MESSAGES] = input_messages(messages)
             except (TypeError, ValueError):
                 logger.warning("otel-llm: the prompt is not JSON; gen_ai.input.messages not set")
-        self.span = tracer.start_span(
-            sc.span_name(operation, model), kind=SpanKind.CLIENT, attributes=attrs
-        )
+        self.span = start_span(tracer, sc.span_name(operation, model), attributes=attrs)
         self.context: Context = trace.set_span_in_context(self.span)
         self.response_model: str | None = None
         self._metric_model = model
@@ -195,11 +307,14 @@ class CallSpan:
         any attributes of that source; ``model`` is the model the metrics record as requested
         (the winner's source's) when it differs from the span's."""
         self.provider = provider
-        self.span.set_attribute(sc.GEN_AI_PROVIDER_NAME, provider)
-        if attributes:
-            self.span.set_attributes(attributes)
         if model:
             self._metric_model = model
+        try:
+            self.span.set_attribute(sc.GEN_AI_PROVIDER_NAME, provider)
+            if attributes:
+                self.span.set_attributes(attributes)
+        except Exception as exc:
+            SPAN_FAULTS.report("record a call's provider", exc)
 
     @property
     def ended(self) -> bool:
@@ -211,15 +326,22 @@ class CallSpan:
     ) -> None:
         """The winning attempt's response facts (and any more attributes)."""
         self.response_model = facts.model
-        self.span.set_attributes(facts.attributes())
-        if attributes:
-            self.span.set_attributes(attributes)
+        try:
+            self.span.set_attributes(facts.attributes())
+            if attributes:
+                self.span.set_attributes(attributes)
+        except Exception as exc:
+            SPAN_FAULTS.report("record a call's response", exc)
 
     def record_output(self, text: str | None, finish_reason: str | None) -> None:
         """The answer's text (the winning attempt's), when content capture is on and there
         is text."""
-        if self.capture and text:
+        if not (self.capture and text):
+            return
+        try:
             self.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, output_messages(text, finish_reason))
+        except Exception as exc:
+            SPAN_FAULTS.report("record a call's answer", exc)
 
     def record_counts(
         self,
@@ -242,7 +364,10 @@ class CallSpan:
             (sc.CALL_HEDGE_WASTE_TOKENS, hedge_waste_tokens),
             (sc.CALL_HEDGE_WASTE_CHUNKS, hedge_waste_chunks),
         )
-        self.span.set_attributes({key: value for key, value in pairs if value is not None})
+        try:
+            self.span.set_attributes({key: value for key, value in pairs if value is not None})
+        except Exception as exc:
+            SPAN_FAULTS.report("record a call's counts", exc)
 
     def end(
         self,
@@ -283,10 +408,10 @@ class CallSpan:
             elif outcome is not None and outcome != sc.OUTCOME_OK:
                 self.span.set_attribute(sc.ERROR_TYPE, outcome)
                 kind = outcome
-        except Exception:
-            logger.exception("otel-llm: could not record how a call ended")
+        except Exception as exc:
+            SPAN_FAULTS.report("record how a call ended", exc)
         finally:
-            self.span.end()
+            end_span(self.span)
         if self.metrics is None or not recorded:
             return
         try:

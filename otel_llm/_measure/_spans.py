@@ -15,14 +15,13 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import error_type
 from otel_llm._measure import _clock
-from otel_llm._measure._call_span import record_error
+from otel_llm._measure._call_span import SPAN_FAULTS, end_span, record_error, start_span
 from otel_llm._measure._chunks import ChunkClock
 from otel_llm._measure._events import (
     CHUNK_EVENT_ATTRIBUTES,
@@ -109,12 +108,8 @@ class AttemptSpan:
         self._metric_attributes: dict[str, AttributeValue] = (
             {key: attrs[key] for key in _METRIC_KEYS if key in attrs} if metrics else {}
         )
-        self.span = tracer.start_span(
-            name,
-            context=context,
-            kind=SpanKind.CLIENT,
-            attributes=attrs,
-            start_time=self._anchor_ns,
+        self.span = start_span(
+            tracer, name, attributes=attrs, context=context, start_time=self._anchor_ns
         )
 
     @property
@@ -124,8 +119,12 @@ class AttemptSpan:
 
     def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
         """Add response attributes before the span ends."""
-        if self._figures is None:
+        if self._figures is not None:
+            return
+        try:
             self.span.set_attributes(attributes)
+        except Exception as exc:  # telemetry must never break the call
+            SPAN_FAULTS.report("record an attempt's response", exc)
 
     def finish(
         self,
@@ -160,10 +159,10 @@ class AttemptSpan:
                 record_error(span, error, self.secrets)
             elif outcome in sc.OUTCOMES_WITHOUT_FIGURES:
                 span.set_attribute(sc.ERROR_TYPE, outcome)
-        except Exception:  # telemetry must never break the call
-            logger.exception("otel-llm: could not record attempt span attributes")
+        except Exception as exc:  # telemetry must never break the call
+            SPAN_FAULTS.report("record how an attempt ended", exc)
         finally:
-            span.end(end_time=self._anchor_ns + (end_ns - self.clock.start_ns))
+            end_span(span, self._anchor_ns + (end_ns - self.clock.start_ns))
         if self._metrics is not None:
             self._record_metrics(outcome, figures, gaps, error, attributes)
         return figures
