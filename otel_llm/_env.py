@@ -21,11 +21,17 @@ OTEL_SERVICE_NAME: Final = "OTEL_SERVICE_NAME"
 OTEL_EXPORTER_OTLP_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
 """Set: spans (and metrics) are also exported over OTLP, to its ``/v1/traces`` and
 ``/v1/metrics`` (each signal judged on its own: a collector refusing one costs the other
-nothing)."""
+nothing); over gRPC, to it as it is. An ``http://`` or ``https://`` URL (gRPC also takes
+``host:port``); one that cannot be used is a ``ConfigurationError`` at ``init()``."""
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-"""Set: spans are also exported over OTLP, to this URL (wins over the base endpoint)."""
+"""Set: spans are also exported over OTLP, to this URL as it is (wins over the base
+endpoint)."""
 OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
-"""Set: metrics are exported over OTLP, to this URL (wins over the base endpoint)."""
+"""Set: metrics are exported over OTLP, to this URL as it is (wins over the base
+endpoint)."""
+OTEL_TRACES_EXPORTER: Final = "OTEL_TRACES_EXPORTER"
+"""``none``: ``init()`` exports no spans over OTLP, whatever the endpoints say (the DuckDB store,
+which is no OTLP exporter, still gets every span; metrics are unchanged)."""
 OTEL_METRICS_EXPORTER: Final = "OTEL_METRICS_EXPORTER"
 """``none``: ``init()`` exports no metrics, whatever the endpoints say (spans are unchanged)."""
 OTEL_EXPORTER_OTLP_HEADERS: Final = "OTEL_EXPORTER_OTLP_HEADERS"
@@ -37,9 +43,14 @@ OTEL_EXPORTER_OTLP_TRACES_HEADERS: Final = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
 OTEL_EXPORTER_OTLP_METRICS_HEADERS: Final = "OTEL_EXPORTER_OTLP_METRICS_HEADERS"
 """As ``OTEL_EXPORTER_OTLP_HEADERS``, for metrics only."""
 OTEL_EXPORTER_OTLP_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_PROTOCOL"
-"""``grpc`` uses the gRPC exporter when it is installed; anything else http/protobuf."""
+"""``http/protobuf`` (the default) or ``grpc`` (spans and metrics over gRPC, when
+``opentelemetry-exporter-otlp-proto-grpc`` is installed; else http/protobuf, with a warning);
+``http/json``, which the OpenTelemetry Python exporters do not speak, or any other value is a
+``ConfigurationError`` at ``init()``."""
 OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 """As ``OTEL_EXPORTER_OTLP_PROTOCOL``, for spans only (wins over it)."""
+OTEL_EXPORTER_OTLP_METRICS_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"
+"""As ``OTEL_EXPORTER_OTLP_PROTOCOL``, for metrics only (wins over it)."""
 OTEL_SPAN_EVENT_COUNT_LIMIT: Final = "OTEL_SPAN_EVENT_COUNT_LIMIT"
 """The SDK's per-span event limit (named in init()'s warning when it is too low)."""
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = (

@@ -25,6 +25,7 @@ Export to a collector that is up is unchanged: the same SDK exporters, the same 
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 import threading
@@ -37,6 +38,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import ConfigurationError
 from otel_llm._redact import redact, redact_url, url_secrets
 
 logger = logging.getLogger("otel_llm")
@@ -62,6 +64,115 @@ OWN_ENDPOINT: Final[dict[Signal, str]] = {
 """The variable that names one signal's endpoint (the base endpoint names both)."""
 _PIPELINE: Final[dict[Signal, str]] = {"spans": "traces", "metrics": "metrics"}
 """A collector config's pipeline for the signal."""
+OWN_EXPORTER: Final[dict[Signal, str]] = {
+    "spans": env.OTEL_TRACES_EXPORTER,
+    "metrics": env.OTEL_METRICS_EXPORTER,
+}
+"""The variable whose ``none`` turns one signal's OTLP export off."""
+
+Protocol = Literal["http/protobuf", "grpc"]
+"""An OTLP protocol the OpenTelemetry Python exporters speak (``http/json``, which OTLP also
+defines, they do not)."""
+PROTOCOLS: Final[tuple[Protocol, ...]] = ("http/protobuf", "grpc")
+"""Every :data:`Protocol`; the first is OTLP's default."""
+OWN_PROTOCOL: Final[dict[Signal, str]] = {
+    "spans": env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+    "metrics": env.OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
+}
+"""The variable that names one signal's protocol (``OTEL_EXPORTER_OTLP_PROTOCOL`` names both)."""
+_GRPC_TARGETS: Final = ("dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock")
+"""gRPC's own target forms (``dns:///host:port``, ``unix:/path`` …), which its exporter passes
+to gRPC as they are."""
+_HOST_NAME = re.compile(r"[A-Za-z0-9\-._~%!$&'()*+,;=]+")
+"""A host name or IPv4 address as RFC 3986 writes one (``reg-name``)."""
+
+
+def exported(signal: Signal) -> bool:
+    """False when the signal's exporter variable is ``none`` (as the OpenTelemetry SDK reads
+    ``OTEL_TRACES_EXPORTER`` and ``OTEL_METRICS_EXPORTER``)."""
+    return (env.env_text(OWN_EXPORTER[signal]) or "").lower() != "none"
+
+
+def requested_protocol(signal: Signal) -> tuple[Protocol, str | None]:
+    """The protocol the variables ask for the signal — its own variable, else
+    ``OTEL_EXPORTER_OTLP_PROTOCOL``, else OTLP's default — and the variable that asked (None for
+    the default). A value no OpenTelemetry Python exporter speaks is a
+    :class:`ConfigurationError` naming the variable, as the SDK's own configuration refuses it."""
+    for variable in (OWN_PROTOCOL[signal], env.OTEL_EXPORTER_OTLP_PROTOCOL):
+        value = env.env_text(variable)
+        if value is None:
+            continue
+        for protocol in PROTOCOLS:
+            if value.lower() == protocol:
+                return protocol, variable
+        known = " or ".join(PROTOCOLS)
+        if value.lower() == "http/json":
+            raise ConfigurationError(
+                variable,
+                f"http/json is not spoken by the OpenTelemetry Python exporters; set {known}",
+            )
+        raise ConfigurationError(
+            variable, f"{redact(value)!r} is not an OTLP protocol; set {known}"
+        )
+    return PROTOCOLS[0], None
+
+
+def check_endpoint(url: str, *, variable: str, protocol: Protocol) -> None:
+    """Raise a :class:`ConfigurationError` naming ``variable`` when ``url`` is no endpoint the
+    ``protocol``'s exporter can send to — one that does not parse, has a port that is not one,
+    or (OTLP/HTTP) no ``http``/``https`` scheme; OTLP/gRPC also takes ``host:port`` and gRPC's
+    own target forms, as its exporter does. The URL is shown without its credentials."""
+    problem = _endpoint_problem(url, protocol)
+    if problem is not None:
+        raise ConfigurationError(variable, f"{redact_url(url)!r} {problem}")
+
+
+def _endpoint_problem(url: str, protocol: Protocol) -> str | None:
+    scheme, has_scheme, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not has_scheme:
+        if protocol == "http/protobuf":
+            return (
+                "has no scheme: OTLP/HTTP sends to a URL, such as "
+                f"http://{redact_url(url)} (https:// for TLS)"
+            )
+        if url.partition(":")[0].lower() in _GRPC_TARGETS:
+            return None
+        return _authority_problem(url.partition("/")[0])
+    if scheme in ("http", "https"):
+        return _authority_problem(re.split(r"[/?#]", rest, maxsplit=1)[0])
+    if protocol == "grpc" and scheme in _GRPC_TARGETS:
+        return None
+    accepted = "http:// or https://" + (", host:port" if protocol == "grpc" else "")
+    return f"has the scheme {scheme!r}: OTLP ({protocol}) takes {accepted}"
+
+
+def _authority_problem(authority: str) -> str | None:
+    """What is wrong with ``[user@]host[:port]``, if anything."""
+    host_port = authority.rpartition("@")[2]
+    if host_port.startswith("["):
+        address, closed, after = host_port[1:].partition("]")
+        if not closed:
+            return "does not parse: its IPv6 address has no closing ]"
+        try:
+            ipaddress.IPv6Address(address.split("%", 1)[0])
+        except ValueError:
+            return "does not parse: what is between [ and ] is no IPv6 address"
+        if after and not after.startswith(":"):
+            return "does not parse: only :port may follow the IPv6 address"
+        port = after[1:]
+    else:
+        if host_port.count(":") > 1:
+            return "does not parse: an IPv6 address in a URL goes between [ and ]"
+        host, _, port = host_port.partition(":")
+        if not host:
+            return "names no host"
+        if not _HOST_NAME.fullmatch(host):
+            return "does not parse: its host is not a host name"
+    if port and not (port.isascii() and port.isdecimal() and 0 < int(port) < 65536):
+        return "has a port that is not a number from 1 to 65535"
+    return None
+
 
 _exporting = threading.local()
 """``collector``: the :class:`OtlpEndpoint` whose export is running on this thread, if any."""
@@ -118,8 +229,9 @@ class OtlpEndpoint:
     bounded shutdown. ``failed_exports`` counts the batches that did not go out.
 
     ``endpoint`` is the URL the exporter posts to (named in warnings without its secrets);
-    ``via`` the variable that named it (the cure a warning gives depends on it); ``secrets``
-    more text never to repeat (the OTLP headers' values)."""
+    ``via`` the variable that named it (the cure a warning gives depends on it); ``protocol``
+    the one its exporter speaks; ``secrets`` more text never to repeat (the OTLP headers'
+    values)."""
 
     def __init__(
         self,
@@ -127,10 +239,12 @@ class OtlpEndpoint:
         *,
         signal: Signal,
         via: str | None = None,
+        protocol: Protocol = PROTOCOLS[0],
         store: str | None = None,
         secrets: Iterable[str] = (),
     ) -> None:
         self.signal: Signal = signal
+        self.protocol: Protocol = protocol
         self.endpoint = redact_url(endpoint)
         self.via = via or OWN_ENDPOINT[signal]
         self._secrets = (*url_secrets(endpoint), *secrets)
