@@ -12,14 +12,12 @@ cancelled hedge loser does not (it releases a probe it held without a verdict).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 from otel_llm._defaults import DEFAULTS
-
-logger = logging.getLogger("otel_llm")
+from otel_llm._measure._faults import FAULTS
 
 
 class BreakerState(Enum):
@@ -59,8 +57,8 @@ class Breaker:
             if self.on_change is not None:
                 try:
                     self.on_change(state)
-                except Exception:  # telemetry never breaks the call
-                    logger.exception("otel-llm: could not record a breaker's change")
+                except Exception as exc:  # telemetry never breaks the call
+                    FAULTS.report("record a breaker's change", exc)
 
     def allows(self, now: float) -> bool:
         """Would an attempt be let through now (without taking the probe)?"""

@@ -34,6 +34,7 @@ from otel_llm._act._settings import ClientSettings
 from otel_llm._act._source_state import Candidates, SourceState, Stay
 from otel_llm._act._stall_budget import StallBudget
 from otel_llm._act._wait_warning import WaitWarning, wait_message
+from otel_llm._measure._faults import FAULTS
 from otel_llm._measure._metrics import LlmMetrics
 
 T = TypeVar("T")
@@ -314,8 +315,8 @@ class CallRun(Generic[T]):
             tokens, chunks = self.ledger.waste(result.losers) if winner else (None, None)
             wasted = (len(result.losers) if winner else 0, chunks or 0, tokens)
             self.metrics.record_hedge(trigger, outcome, wasted, attributes)
-        except Exception:  # telemetry never breaks the call
-            logger.exception("otel-llm: could not record a hedge's metrics")
+        except Exception as exc:  # telemetry never breaks the call
+            FAULTS.report("record a hedge's metrics", exc)
 
     async def _after_failure(self, result: RoundResult[T]) -> None:
         transient = any(isinstance(leg.error, e.TransientError) for leg in result.failed)

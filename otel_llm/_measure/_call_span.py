@@ -13,12 +13,12 @@ is recorded here and only here, for the client and the wrappers alike, and only 
 The tracing pipeline is the application's and may fail: a span processor that raises in
 ``on_start`` or ``on_end`` (the SDK passes its exception on to whoever starts or ends the span),
 a span that refuses an attribute. Such a failure never reaches the LLM call, and each kind of it
-is logged once (:class:`SpanFaults`), not on every call. A span whose ``on_start`` raised was
-started all the same (the SDK starts it, then calls its processors), so the call goes on with
-that span and ends it: the processors that saw it start see it end. Only a span that cannot be
-found that way is replaced by a non-recording one in its parent's context (what follows stays in
-the trace). A span whose ``on_end`` raised is ended all the same (the SDK sets its end first);
-the processors after the one that raised do not receive it — the SDK's doing.
+is logged once (:mod:`otel_llm._measure._faults`), not on every call. A span whose ``on_start``
+raised was started all the same (the SDK starts it, then calls its processors), so the call goes
+on with that span and ends it: the processors that saw it start see it end. Only a span that
+cannot be found that way is replaced by a non-recording one in its parent's context (what
+follows stays in the trace). A span whose ``on_end`` raised is ended all the same (the SDK sets
+its end first); the processors after the one that raised do not receive it — the SDK's doing.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import asyncio
 import linecache
 import logging
 import sys
-import threading
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -40,6 +39,7 @@ from opentelemetry.util.types import AttributeValue
 from otel_llm import _semconv as sc
 from otel_llm._content import capture_content, input_messages, output_messages
 from otel_llm._errors import error_type
+from otel_llm._measure._faults import FAULTS, text_of
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._response import ResponseFacts
 from otel_llm._measure._stalls import StallFigures
@@ -64,46 +64,6 @@ _FLOAT_PARAMETERS: tuple[tuple[str, str], ...] = (
 attributes the convention defines for them."""
 
 
-class SpanFaults:
-    """Failures of the tracing pipeline, each kind logged once: the first failure of a kind — what
-    was being done (``start a span``, ``end a span``, …) and the exception's type — is a warning
-    with its traceback (which names the processor that raised); the next ones of that kind are
-    debug lines. A processor that raises on every span would otherwise log on every call.
-    Thread-safe."""
-
-    max_kinds = 64
-    """Kinds remembered; beyond them a new kind is a debug line too (bounded memory)."""
-
-    def __init__(self) -> None:
-        self._seen: set[tuple[str, type[BaseException]]] = set()
-        self._lock = threading.Lock()
-
-    def report(self, doing: str, error: Exception) -> None:
-        """``error`` was raised while otel-llm tried to ``doing``; the call goes on."""
-        key = (doing, type(error))
-        with self._lock:
-            first = key not in self._seen and len(self._seen) < self.max_kinds
-            if first:
-                self._seen.add(key)
-        if first:
-            logger.warning(
-                "otel-llm: could not %s (%s: %s); the LLM call goes on, its telemetry may "
-                "miss this. The traceback shows what raised — usually one of the tracer "
-                "provider's span processors, in on_start or on_end. Later failures of this "
-                "kind are logged at debug level only.",
-                doing,
-                type(error).__qualname__,
-                _text_of(error),
-                exc_info=error,
-            )
-        else:
-            logger.debug("otel-llm: could not %s (%s)", doing, type(error).__qualname__)
-
-
-SPAN_FAULTS = SpanFaults()
-"""The process's one record of tracing failures already logged."""
-
-
 def start_span(
     tracer: trace.Tracer,
     name: str,
@@ -124,7 +84,7 @@ def start_span(
             start_time=start_time,
         )
     except Exception as exc:
-        SPAN_FAULTS.report("start a span", exc)
+        FAULTS.report("start a span", exc)
         started = _started_before(exc)
         if started is not None:
             return started
@@ -163,7 +123,7 @@ def end_span(span: trace.Span, end_time: int | None = None) -> None:
     try:
         span.end(end_time=end_time)
     except Exception as exc:
-        SPAN_FAULTS.report("end a span", exc)
+        FAULTS.report("end a span", exc)
 
 
 def request_attributes(params: Mapping[str, Any] | None) -> dict[str, AttributeValue]:
@@ -202,7 +162,7 @@ def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] 
     error — is already summed up in its message, so the event stays small.
     """
     span.set_attribute(sc.ERROR_TYPE, error_type(error))
-    message = redact(_text_of(error), secrets)
+    message = redact(text_of(error), secrets)
     stack = redact(stack_text(error), secrets)
     span.add_event(
         "exception",
@@ -234,14 +194,6 @@ def stack_text(error: BaseException) -> str:
         ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
     )
     return "".join([*head, *traceback.format_exception_only(type(error), error)])
-
-
-def _text_of(error: BaseException) -> str:
-    """``str(error)``, or Python's own placeholder when the error cannot be printed."""
-    try:
-        return str(error)
-    except Exception:
-        return "<exception str() failed>"
 
 
 class CallSpan:
@@ -314,7 +266,7 @@ class CallSpan:
             if attributes:
                 self.span.set_attributes(attributes)
         except Exception as exc:
-            SPAN_FAULTS.report("record a call's provider", exc)
+            FAULTS.report("record a call's provider", exc)
 
     @property
     def ended(self) -> bool:
@@ -331,7 +283,7 @@ class CallSpan:
             if attributes:
                 self.span.set_attributes(attributes)
         except Exception as exc:
-            SPAN_FAULTS.report("record a call's response", exc)
+            FAULTS.report("record a call's response", exc)
 
     def record_output(self, text: str | None, finish_reason: str | None) -> None:
         """The answer's text (the winning attempt's), when content capture is on and there
@@ -341,7 +293,7 @@ class CallSpan:
         try:
             self.span.set_attribute(sc.GEN_AI_OUTPUT_MESSAGES, output_messages(text, finish_reason))
         except Exception as exc:
-            SPAN_FAULTS.report("record a call's answer", exc)
+            FAULTS.report("record a call's answer", exc)
 
     def record_counts(
         self,
@@ -367,7 +319,7 @@ class CallSpan:
         try:
             self.span.set_attributes({key: value for key, value in pairs if value is not None})
         except Exception as exc:
-            SPAN_FAULTS.report("record a call's counts", exc)
+            FAULTS.report("record a call's counts", exc)
 
     def end(
         self,
@@ -409,7 +361,7 @@ class CallSpan:
                 self.span.set_attribute(sc.ERROR_TYPE, outcome)
                 kind = outcome
         except Exception as exc:
-            SPAN_FAULTS.report("record how a call ended", exc)
+            FAULTS.report("record how a call ended", exc)
         finally:
             end_span(self.span)
         if self.metrics is None or not recorded:
@@ -417,8 +369,8 @@ class CallSpan:
         try:
             observable = None if outcome in sc.OUTCOMES_WITHOUT_FIGURES else figures
             self.metrics.record_call(duration_s, observable, self._metric_attributes(kind))
-        except Exception:
-            logger.exception("otel-llm: could not record a call's metrics")
+        except Exception as exc:  # a meter provider's failure never costs the call or its span
+            FAULTS.report("record a call's metrics", exc)
 
     def _metric_attributes(self, kind: str | None) -> dict[str, AttributeValue]:
         attrs: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: self.operation}

@@ -8,7 +8,6 @@ the differences the client measured, and the span processor derives the same fig
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Iterable, Mapping
 from time import time_ns
 from typing import Any
@@ -21,19 +20,17 @@ from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import error_type
 from otel_llm._measure import _clock
-from otel_llm._measure._call_span import SPAN_FAULTS, end_span, record_error, start_span
+from otel_llm._measure._call_span import end_span, record_error, start_span
 from otel_llm._measure._chunks import ChunkClock
 from otel_llm._measure._events import (
     CHUNK_EVENT_ATTRIBUTES,
     choose_event_indices,
     chunk_event_attributes,
 )
+from otel_llm._measure._faults import FAULTS
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._span_events import ChunkRun, add_events
 from otel_llm._measure._stalls import StallFigures, meter, stall_sum
-
-logger = logging.getLogger("otel_llm")
-
 
 _METRIC_KEYS = (
     sc.GEN_AI_OPERATION_NAME,
@@ -124,7 +121,7 @@ class AttemptSpan:
         try:
             self.span.set_attributes(attributes)
         except Exception as exc:  # telemetry must never break the call
-            SPAN_FAULTS.report("record an attempt's response", exc)
+            FAULTS.report("record an attempt's response", exc)
 
     def finish(
         self,
@@ -160,7 +157,7 @@ class AttemptSpan:
             elif outcome in sc.OUTCOMES_WITHOUT_FIGURES:
                 span.set_attribute(sc.ERROR_TYPE, outcome)
         except Exception as exc:  # telemetry must never break the call
-            SPAN_FAULTS.report("record how an attempt ended", exc)
+            FAULTS.report("record how an attempt ended", exc)
         finally:
             end_span(span, self._anchor_ns + (end_ns - self.clock.start_ns))
         if self._metrics is not None:
@@ -186,8 +183,8 @@ class AttemptSpan:
                 attrs[sc.ERROR_TYPE] = error_type(error)
             observable = None if outcome in sc.OUTCOMES_WITHOUT_FIGURES else figures
             self._metrics.record_attempt(outcome, observable, gaps_ns, attrs)
-        except Exception:  # telemetry must never break the call
-            logger.exception("otel-llm: could not record an attempt's metrics")
+        except Exception as exc:  # telemetry must never break the call
+            FAULTS.report("record an attempt's metrics", exc)
 
     def _record_chunk_events(self, span: trace.Span, gaps_ns: list[int]) -> None:
         clock = self.clock

@@ -12,7 +12,7 @@ from typing import Any
 
 import openai
 import pytest
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -299,3 +299,61 @@ async def test_a_tracer_that_cannot_start_spans_costs_the_call_nothing(
         embedded = await c.embed("one")
     assert len(embedded.vectors) == 1
     assert provider.stats.requests == 3
+
+
+class MeterBug(RuntimeError):
+    """What the faulty meter provider's instruments raise (a kind no other test raises)."""
+
+
+class RaisingInstrument:
+    """An instrument of a meter provider with a bug: every measurement raises."""
+
+    def record(self, *args: Any, **kwargs: Any) -> None:
+        raise MeterBug("bug in a meter provider's instrument")
+
+    add = record
+
+
+class RaisingMeter(metrics.NoOpMeter):
+    def create_histogram(self, *args: Any, **kwargs: Any) -> Any:
+        return RaisingInstrument()
+
+    def create_counter(self, *args: Any, **kwargs: Any) -> Any:
+        return RaisingInstrument()
+
+
+class RaisingMeterProvider(metrics.NoOpMeterProvider):
+    def get_meter(self, name: str, *args: Any, **kwargs: Any) -> metrics.Meter:
+        return RaisingMeter(name)
+
+
+async def test_a_meter_provider_that_raises_costs_the_call_and_its_spans_nothing(
+    provider: SimulatedProvider, spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Metrics failing on every measurement: three hedged calls answer as without them, every
+    span is recorded, and each kind of metric failure is one warning, not one per call."""
+    caplog.set_level(logging.DEBUG, logger="otel_llm")
+    sources = [source(provider, "a", "slow-first"), source(provider, "b", "smooth")]
+    async with Client(
+        sources,
+        tracer_provider=spans.provider,
+        meter_provider=RaisingMeterProvider(),
+        hedge_after_s=0.2,
+    ) as client:
+        for _ in range(3):
+            result = await client.chat(MESSAGES)
+            assert result.text.startswith("word0")
+            assert result.stats.hedges == 1
+    assert len(spans.calls()) == 3
+    assert len(spans.attempts()) == 6
+    warned = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and "MeterBug" in r.getMessage()
+    ]
+    kinds = sorted(message.split(" (", 1)[0] for message in warned)
+    assert kinds == [
+        "otel-llm: could not record a call's metrics",
+        "otel-llm: could not record a hedge's metrics",
+        "otel-llm: could not record an attempt's metrics",
+    ], warned
