@@ -28,6 +28,7 @@ from opentelemetry import metrics, trace
 from otel_llm import _semconv as sc
 from otel_llm._measure._response import Usage, field_of, items_of
 from otel_llm._wrap._chunk_view import ResponseNotes
+from otel_llm._wrap._every_sdk import forget_pending
 from otel_llm._wrap._later import LaterStreamManager
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
@@ -218,5 +219,7 @@ def instrument_anthropic(
 
 def uninstrument_anthropic() -> None:
     """Restore the SDK. Where another instrumentation wrapped ours since, ours is left in
-    place as a pass-through, so theirs keeps working."""
+    place as a pass-through, so theirs keeps working. An ``instrument()`` still waiting for the
+    SDK's import is dropped too: imported later, it stays unwrapped."""
+    forget_pending("anthropic")
     _PATCH.uninstall()

@@ -63,10 +63,13 @@ def instrument(
 
     An SDK the application has imported is wrapped now; one it has not is wrapped when it is
     imported (so an SDK the application never uses is never imported). Idempotent, like each
-    ``instrument_<sdk>()``; a bad ``stall_threshold_ms`` raises
-    :class:`~otel_llm.ConfigurationError` before any SDK is touched."""
+    ``instrument_<sdk>()``; a bad ``stall_threshold_ms``, or a provider that is not
+    OpenTelemetry's, raises :class:`~otel_llm.ConfigurationError` before any SDK is touched or
+    left waiting for its import."""
     from otel_llm._measure._stalls import resolve_threshold_ms
+    from otel_llm._wrap._patching import check_providers
 
+    check_providers(tracer_provider=tracer_provider, meter_provider=meter_provider)
     threshold = resolve_threshold_ms(stall_threshold_ms)
     covered: list[str] = []
     for sdk in SDKS:
@@ -104,6 +107,14 @@ def uninstrument() -> None:
         if sdk.package in sys.modules:
             module = importlib.import_module(sdk.module)
             getattr(module, f"uninstrument_{sdk.name}")()
+
+
+def forget_pending(name: str) -> None:
+    """Drop :func:`instrument`'s wrapping of the SDK ``name`` (as :data:`SDKS` names it) that
+    waits for its import: ``uninstrument_<name>()`` before the application imported it leaves
+    it unwrapped."""
+    (sdk,) = [sdk for sdk in SDKS if sdk.name == name]
+    forget(_hook_key(sdk))
 
 
 def _hook_key(sdk: Sdk) -> str:

@@ -29,6 +29,7 @@ from opentelemetry import metrics, trace
 from otel_llm import _semconv as sc
 from otel_llm._measure._response import Usage, field_of, is_mapping, items_of
 from otel_llm._wrap._chunk_view import ResponseNotes
+from otel_llm._wrap._every_sdk import forget_pending
 from otel_llm._wrap._later import AsyncLaterStream, LaterStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
 from otel_llm._wrap._recorder import CallRecorder
@@ -298,5 +299,7 @@ def instrument_google_genai(
 
 def uninstrument_google_genai() -> None:
     """Restore the SDK. Where another instrumentation wrapped ours since, ours is left in
-    place as a pass-through, so theirs keeps working."""
+    place as a pass-through, so theirs keeps working. An ``instrument()`` still waiting for the
+    SDK's import is dropped too: imported later, it stays unwrapped."""
+    forget_pending("google_genai")
     _PATCH.uninstall()

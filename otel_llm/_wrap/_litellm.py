@@ -32,6 +32,7 @@ from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
 from otel_llm._wrap._chunk_view import ResponseNotes
+from otel_llm._wrap._every_sdk import forget_pending
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Target
 from otel_llm._wrap._recorder import CallRecorder
@@ -286,5 +287,7 @@ def instrument_litellm(
 
 def uninstrument_litellm() -> None:
     """Restore LiteLLM's functions. Where another instrumentation wrapped ours since, ours is
-    left in place as a pass-through, so theirs keeps working."""
+    left in place as a pass-through, so theirs keeps working. An ``instrument()`` still waiting
+    for LiteLLM's import is dropped too: imported later, it stays unwrapped."""
+    forget_pending("litellm")
     _PATCH.uninstall()

@@ -23,6 +23,7 @@ from opentelemetry import metrics, trace
 
 from otel_llm import _semconv as sc
 from otel_llm._wrap._chunk_view import StreamReader
+from otel_llm._wrap._every_sdk import forget_pending
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream, _Proxy
 from otel_llm._wrap._openai_responses import READER as RESPONSES
 from otel_llm._wrap._openai_responses import responses_messages
@@ -239,5 +240,7 @@ def instrument_openai(
 
 def uninstrument_openai() -> None:
     """Restore the SDK. Where another instrumentation wrapped ours since, ours is left in
-    place as a pass-through, so theirs keeps working."""
+    place as a pass-through, so theirs keeps working. An ``instrument()`` still waiting for the
+    SDK's import is dropped too: imported later, it stays unwrapped."""
+    forget_pending("openai")
     _PATCH.uninstall()

@@ -9,8 +9,10 @@ once for every SDK:
   a call in flight keeps the one it started with;
 - the warning, once per process and SDK, when wrapped calls would record nothing because no
   tracer provider is configured;
-- installing idempotently, and uninstalling without breaking another instrumentation that
-  wrapped ours since: ours is then left in place as a pass-through;
+- the providers it is given checked before anything is wrapped;
+- installing idempotently — the SDK imported outside the lock, since its import may install
+  again (``instrument()``'s hook) — and uninstalling without breaking another instrumentation
+  that wrapped ours since: ours is then left in place as a pass-through;
 - never letting telemetry break the call: a recorder that cannot be built, or a result that
   cannot be observed, leaves the SDK's own behaviour untouched;
 - one call, one span set: a wrapped call made *inside* another wrapped call (LiteLLM calling the
@@ -32,6 +34,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from otel_llm import _env as env
+from otel_llm._errors import ConfigurationError
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._stalls import resolve_threshold_ms
 from otel_llm._version import __version__
@@ -44,6 +47,32 @@ _INSIDE: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_llm_wrapped
 
 _UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 """The API's stand-ins when no SDK provider is installed: spans through them go nowhere."""
+
+
+def check_providers(*, tracer_provider: object, meter_provider: object) -> None:
+    """The providers an ``instrument…()`` function is given are OpenTelemetry's: any
+    ``TracerProvider`` (the SDK's, the API's no-op, a vendor's) and any ``MeterProvider``.
+    Checked where they are given, before anything is wrapped or left waiting for an SDK's
+    import: a wrong one would otherwise fail there with Python's own ``AttributeError``, or
+    later, inside the import of an SDK. The message names the argument and the type given,
+    never the value."""
+    if tracer_provider is not None and not isinstance(tracer_provider, trace.TracerProvider):
+        raise ConfigurationError(
+            "tracer_provider",
+            f"must be an OpenTelemetry TracerProvider, got {_type_name(tracer_provider)}",
+        )
+    if meter_provider is not None and not isinstance(meter_provider, metrics.MeterProvider):
+        raise ConfigurationError(
+            "meter_provider",
+            f"must be an OpenTelemetry MeterProvider, got {_type_name(meter_provider)}",
+        )
+
+
+def _type_name(value: object) -> str:
+    kind = type(value)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +139,8 @@ class SdkPatch:
         self._provider_checked = False
         """Set once the first wrapped call looked for a tracer provider (or one was passed)."""
         self._warned_no_provider = False
+        self._owners: dict[tuple[str, str, str], Any] = {}
+        """The class (or module) each wrapped method was taken from, to put it back on."""
         self._originals: dict[tuple[str, str, str], Any] = {}
         self._installed: dict[tuple[str, str, str], Any] = {}
         """Our wrapper on each method (compared by identity: proxies forward attributes)."""
@@ -126,28 +157,34 @@ class SdkPatch:
         meter_provider: metrics.MeterProvider | None,
         stall_threshold_ms: int | None,
     ) -> None:
-        """Wrap every target (each once); a second call only swaps the configuration."""
+        """Wrap every target (each once); a second call only swaps the configuration.
+
+        The SDK is imported before the lock is taken, never under it: its import may run
+        ``instrument()``'s hook, which installs too — on this thread, or on another thread
+        importing the SDK while this one waits for that import to finish. That nested install
+        finds the lock free and wraps; this one then finds the methods wrapped and only sets
+        its configuration (the later call's arguments win)."""
+        check_providers(tracer_provider=tracer_provider, meter_provider=meter_provider)
         threshold = resolve_threshold_ms(stall_threshold_ms)
         provider = tracer_provider or trace.get_tracer_provider()
         config = PatchConfig(
             provider.get_tracer("otel_llm", __version__), LlmMetrics(meter_provider), threshold
         )
+        owners = self._import_owners()
         with self._lock:
             self._config = config
             self._provider_checked = tracer_provider is not None
             found = 0
-            for target in self._targets:
-                try:
-                    owner = target.owner()
-                    current = vars(owner)[target.method]
-                except (ImportError, AttributeError, KeyError):
-                    # an SDK version without this method: the others are still wrapped
-                    logger.debug("otel-llm: %s: %s not found", self._name, ".".join(target.key))
+            for target, owner in owners:
+                current = vars(owner).get(target.method)
+                if current is None:
+                    self._not_found(target)
                     continue
                 found += 1
                 installed = self._installed.get(target.key)
                 if installed is not None and _in_chain(current, installed):
                     continue
+                self._owners[target.key] = owner
                 self._originals[target.key] = current
                 self._installed[target.key] = wrapper = self._wrap(current, target)
                 setattr(owner, target.method, wrapper)
@@ -157,18 +194,35 @@ class SdkPatch:
 
     def uninstall(self) -> None:
         """Restore the SDK. Where another instrumentation wrapped ours since, ours is left in
-        place as a pass-through, so theirs keeps working."""
+        place as a pass-through, so theirs keeps working. Imports nothing: each method is put
+        back on the class (or module) it was taken from."""
         with self._lock:
             for target in self._targets:
                 original = self._originals.get(target.key)
                 if original is None:
                     continue
-                owner = target.owner()
-                if vars(owner)[target.method] is self._installed[target.key]:
+                owner = self._owners[target.key]
+                if vars(owner).get(target.method) is self._installed[target.key]:
                     setattr(owner, target.method, original)
+                    del self._owners[target.key]
                     del self._originals[target.key]
                     del self._installed[target.key]
             self._config = None
+
+    def _import_owners(self) -> list[tuple[Target, Any]]:
+        """Each target with the class (or module) its method is on, importing the SDK (never
+        called under the lock). A target whose module or class is missing is left out."""
+        owners: list[tuple[Target, Any]] = []
+        for target in self._targets:
+            try:
+                owners.append((target, target.owner()))
+            except (ImportError, AttributeError):
+                self._not_found(target)
+        return owners
+
+    def _not_found(self, target: Target) -> None:
+        # an SDK version without this method: the others are still wrapped
+        logger.debug("otel-llm: %s: %s not found", self._name, ".".join(target.key))
 
     def _start(self, target: Target, resource: Any, args: Any, kwargs: Any) -> CallRecorder | None:
         """The recorder of one call, or ``None`` to pass it through untouched."""
