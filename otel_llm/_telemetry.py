@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import os
 import threading
@@ -14,23 +15,36 @@ from typing import Final
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from otel_llm import _env as env
+from otel_llm._arguments import check_sdk_tracer_provider
 from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import ConfigurationError
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import resolve_threshold_ms
-from otel_llm._otlp_endpoint import OWN_ENDPOINT, OtlpEndpoint, Signal
+from otel_llm._otlp_endpoint import (
+    OWN_ENDPOINT,
+    OtlpEndpoint,
+    Protocol,
+    Signal,
+    check_endpoint,
+    exported,
+    requested_protocol,
+)
 from otel_llm._show._store._exporter import SegmentSpanExporter
+from otel_llm._show._store._glob import glob_problem
 from otel_llm._version import __version__
+from otel_llm._wrap import _open_calls as open_calls
 
 logger = logging.getLogger("otel_llm")
 
 _MIN_EVENTS = DEFAULTS.chunk_event_budget + 8
-_SPAN_ENDPOINTS: Final = (env.OTEL_EXPORTER_OTLP_ENDPOINT, env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+_OTLP_EXPORTERS: Final = "opentelemetry.exporter.otlp."
+"""The package of the OpenTelemetry OTLP exporters (HTTP and gRPC)."""
 
 
 def store_path() -> Path:
@@ -50,27 +64,41 @@ _HEADERS: Final[dict[Signal, str]] = {
     "spans": env.OTEL_EXPORTER_OTLP_TRACES_HEADERS,
     "metrics": env.OTEL_EXPORTER_OTLP_METRICS_HEADERS,
 }
+_SIGNALS: Final[tuple[Signal, ...]] = ("spans", "metrics")
 
 
-def _otlp_collectors(store: Path | None, *, grpc_spans: bool) -> dict[Signal, OtlpEndpoint]:
+def _otlp_collectors(store: Path | None) -> dict[Signal, OtlpEndpoint]:
     """One :class:`OtlpEndpoint` per signal the standard variables name an endpoint for (each its
     own, even when ``OTEL_EXPORTER_OTLP_ENDPOINT`` names one for both: a collector refusing
-    metrics must cost the spans nothing); metrics none with ``OTEL_METRICS_EXPORTER=none``."""
+    metrics must cost the spans nothing), with the protocol they ask for it; none for a signal
+    whose ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` is ``none``.
+
+    Every endpoint variable a signal would read is checked here, at ``init()``: one its
+    exporter cannot send to is a :class:`ConfigurationError` naming the variable."""
     base = env.env_text(env.OTEL_EXPORTER_OTLP_ENDPOINT)
-    signals: list[Signal] = ["spans"]
-    if (env.env_text(env.OTEL_METRICS_EXPORTER) or "").lower() != "none":
-        signals.append("metrics")
+    named = [
+        signal
+        for signal in _SIGNALS
+        if exported(signal) and (base is not None or env.env_any(OWN_ENDPOINT[signal]))
+    ]
+    protocols = _otlp_protocols(named)
     found: dict[Signal, OtlpEndpoint] = {}
-    for signal in signals:
+    for signal in named:
+        protocol = protocols[signal]
         own = env.env_text(OWN_ENDPOINT[signal])
+        for variable, value in (
+            (OWN_ENDPOINT[signal], own),
+            (env.OTEL_EXPORTER_OTLP_ENDPOINT, base),
+        ):
+            if value is not None:
+                check_endpoint(value, variable=variable, protocol=protocol)
         if own is not None:
             url, via = own, OWN_ENDPOINT[signal]
-        elif base is not None:
-            via = env.OTEL_EXPORTER_OTLP_ENDPOINT
-            grpc = signal == "spans" and grpc_spans
-            url = base if grpc else f"{base.removesuffix('/')}/{_SIGNAL_PATH[signal]}"
         else:
-            continue
+            assert base is not None
+            via = env.OTEL_EXPORTER_OTLP_ENDPOINT
+            grpc = protocol == "grpc"  # gRPC sends every signal to the endpoint as it is
+            url = base if grpc else f"{base.removesuffix('/')}/{_SIGNAL_PATH[signal]}"
         secrets = (
             *env.env_pair_values(env.OTEL_EXPORTER_OTLP_HEADERS),
             *env.env_pair_values(_HEADERS[signal]),
@@ -79,48 +107,82 @@ def _otlp_collectors(store: Path | None, *, grpc_spans: bool) -> dict[Signal, Ot
             url,
             signal=signal,
             via=via,
+            protocol=protocol,
             store=str(store) if store else None,
             secrets=secrets,
         )
     return found
 
 
-def _grpc_span_exporter() -> type[SpanExporter] | None:
-    """The gRPC span exporter when the variables ask for gRPC and it is installed."""
-    protocol = env.env_text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) or env.env_text(
-        env.OTEL_EXPORTER_OTLP_PROTOCOL
-    )
-    if protocol != "grpc":
-        return None
-    try:
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcExporter,
-        )
-    except ImportError:
+def _otlp_protocols(signals: list[Signal]) -> dict[Signal, Protocol]:
+    """The protocol each signal is exported with: the one its variables ask for — gRPC only when
+    its exporter is installed, else http/protobuf and one warning naming the variable."""
+    chosen: dict[Signal, Protocol] = {}
+    fallen_back: dict[str, list[Signal]] = {}
+    for signal in signals:
+        protocol, variable = requested_protocol(signal)
+        if protocol == "grpc" and not _grpc_installed():
+            assert variable is not None  # grpc is never the default
+            fallen_back.setdefault(variable, []).append(signal)
+            protocol = "http/protobuf"
+        chosen[signal] = protocol
+    for variable, which in fallen_back.items():
         logger.warning(
-            "otel-llm: %s=grpc but the gRPC exporter is not installed "
-            "(pip install opentelemetry-exporter-otlp-proto-grpc); using http",
-            env.OTEL_EXPORTER_OTLP_PROTOCOL,
+            "otel-llm: %s=grpc but the gRPC exporter is not installed (pip install "
+            "opentelemetry-exporter-otlp-proto-grpc); %s use http/protobuf",
+            variable,
+            " and ".join(which),
         )
-        return None
-    return GrpcExporter
+    return chosen
 
 
-def _otlp_processor(collector: OtlpEndpoint, grpc: type[SpanExporter] | None) -> SpanProcessor:
-    """A batch processor with the OTLP exporter the standard variables describe."""
-    if grpc is not None:
-        return collector.span_processor(grpc())
+def _grpc_installed() -> bool:
+    """Whether the OTLP/gRPC exporters can be imported."""
+    try:
+        for signal in ("trace", "metric"):
+            importlib.import_module(f"opentelemetry.exporter.otlp.proto.grpc.{signal}_exporter")
+    except ImportError:
+        return False
+    return True
+
+
+def _span_exporter(protocol: Protocol) -> SpanExporter:
+    """The SDK's OTLP span exporter for ``protocol`` (it reads the standard variables)."""
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcSpanExporter,
+        )
+
+        return GrpcSpanExporter()
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return collector.span_processor(OTLPSpanExporter())
+    return OTLPSpanExporter()
+
+
+def _metric_exporter(protocol: Protocol) -> MetricExporter:
+    """The SDK's OTLP metric exporter for ``protocol`` (it reads the standard variables)."""
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
+            OTLPMetricExporter as GrpcMetricExporter,
+        )
+
+        return GrpcMetricExporter()
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+    return OTLPMetricExporter()
+
+
+def _otlp_processor(collector: OtlpEndpoint) -> SpanProcessor:
+    """A batch processor with the OTLP exporter the standard variables describe."""
+    return collector.span_processor(_span_exporter(collector.protocol))
 
 
 def _otlp_meter_provider(resource: Resource, collector: OtlpEndpoint) -> MeterProvider:
-    """A meter provider exporting OTLP/HTTP (shut down by :meth:`Telemetry.shutdown`, at exit
-    too, within the collector's bound, beside the spans and never before them)."""
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-
-    reader = PeriodicExportingMetricReader(collector.metric_exporter(OTLPMetricExporter()))
+    """A meter provider exporting OTLP over the collector's protocol (shut down by
+    :meth:`Telemetry.shutdown`, at exit too, within the collector's bound, beside the spans and
+    never before them)."""
+    exporter = collector.metric_exporter(_metric_exporter(collector.protocol))
+    reader = PeriodicExportingMetricReader(exporter)
     return MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
 
 
@@ -252,8 +314,11 @@ def init(
       directory of Parquet segments that DuckDB reads (a single-file store of an earlier
       version at that path is migrated).
     - OTLP export is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._TRACES_ENDPOINT`` is set
-      (``otlp=False`` turns it off), metrics too with ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
-      ``..._METRICS_ENDPOINT`` (``OTEL_METRICS_EXPORTER=none``: not); each signal on its own —
+      (``otlp=False`` or ``OTEL_TRACES_EXPORTER=none`` turns it off), metrics too with
+      ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._METRICS_ENDPOINT`` (``OTEL_METRICS_EXPORTER=none``:
+      not), each over its protocol (``OTEL_EXPORTER_OTLP_{TRACES,METRICS}_PROTOCOL``, else
+      ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` or ``grpc``); a protocol or endpoint the
+      exporters cannot use is a ``ConfigurationError`` naming the variable; each signal on its own —
       a failing metrics export never stops or delays a span's — a collector that cannot be
       reached is one warning per signal and outage, and shutdown (registered to run at exit)
       does not wait on it (:mod:`._show._otlp`).
@@ -264,6 +329,10 @@ def init(
     - If the application already installed an SDK ``TracerProvider`` (or passes one), otel-llm
       adds its processor to it instead of replacing it; that provider's other processors see the
       spans without the derived figures, and a warning says so when its event limit is too low.
+      A provider that already exports OTLP gets no second OTLP exporter (``otlp=True``: it
+      does), and a global ``MeterProvider`` the application set takes the metrics.
+    - The store's path is resolved now (a relative one is the working directory's); one DuckDB
+      would read as a pattern is refused, as is a ``tracer_provider`` that is not the SDK's.
     """
     global _active
     if _active is not None and not _active.shut:
@@ -273,27 +342,34 @@ def init(
         )
         return _active
     threshold = resolve_threshold_ms(stall_threshold_ms)
+    check_sdk_tracer_provider(tracer_provider)
     if env.env_flag(env.OTEL_SDK_DISABLED):
         return Telemetry(trace.NoOpTracerProvider(), None, None, None, threshold, False, False)
 
-    path = Path(db_path) if db_path else store_path()
+    path = (Path(db_path) if db_path else store_path()).absolute()  # as of init(), not later
+    if duckdb and (problem := glob_problem(path)) is not None:
+        raise ConfigurationError(_store_key(db_path), f"{path} {problem}")
+    app_provider = tracer_provider
+    if app_provider is None:
+        current = trace.get_tracer_provider()
+        app_provider = current if isinstance(current, TracerProvider) else None
     exporter = SegmentSpanExporter(path) if duckdb else None
     downstream: list[SpanProcessor] = []
     if exporter is not None:
         downstream.append(SimpleSpanProcessor(exporter))
     want_otlp = otlp if otlp is not None else True
-    grpc = _grpc_span_exporter() if want_otlp and env.env_any(*_SPAN_ENDPOINTS) else None
     store = path if exporter else None
-    collectors = _otlp_collectors(store, grpc_spans=grpc is not None) if want_otlp else {}
-    otlp_processor = _otlp_processor(collectors["spans"], grpc) if "spans" in collectors else None
+    collectors = _otlp_collectors(store) if want_otlp else {}
+    if otlp is None and app_provider is not None and _exports_otlp(app_provider):
+        collectors.pop("spans", None)  # the application's own exporter sends them
+    if "metrics" in collectors and set_global and _global_meter_provider() is not None:
+        collectors.pop("metrics")  # the application's meter provider takes otel-llm's metrics
+    otlp_processor = _otlp_processor(collectors["spans"]) if "spans" in collectors else None
     if otlp_processor is not None:
         downstream.append(otlp_processor)
     processor = DerivingSpanProcessor(downstream, default_threshold_ms=threshold)
 
-    provider = tracer_provider
-    if provider is None:
-        current = trace.get_tracer_provider()
-        provider = current if isinstance(current, TracerProvider) else None
+    provider = app_provider
     owns = provider is None
     if provider is None:
         resource = Resource.create({"service.name": service_name} if service_name else {})
@@ -304,6 +380,7 @@ def init(
             trace.set_tracer_provider(provider)
     else:
         _warn_if_limits_bite(provider)
+        _warn_if_resource_kept(provider, service_name)
     provider.add_span_processor(processor)
     meters = (
         _otlp_meter_provider(provider.resource, collectors["metrics"])
@@ -326,7 +403,49 @@ def init(
         atexit.register(_active.shutdown)  # before the SDK's own handlers: they wait 30 s
     if exporter is not None:
         exporter.start()  # its libraries load while the application goes on starting
+    open_calls.hook()  # wrapped calls left open end at exit before the provider shuts down
     return _active
+
+
+def _store_key(db_path: object) -> str:
+    """The name of whatever chose the store's path, for an error about it."""
+    if db_path:
+        return "db_path"
+    return env.OTEL_LLM_DB if env.env_path(env.OTEL_LLM_DB) is not None else "the default store"
+
+
+def _exports_otlp(provider: TracerProvider) -> bool:
+    """Whether the application's provider already has an OTLP span exporter, which sends
+    otel-llm's spans too (the SDK keeps its processors private: a provider whose processors
+    cannot be listed counts as not exporting)."""
+    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
+    return any(
+        type(getattr(processor, "span_exporter", None)).__module__.startswith(_OTLP_EXPORTERS)
+        for processor in processors
+    )
+
+
+def _global_meter_provider() -> MeterProvider | None:
+    """The SDK meter provider the application made global, if it did (OpenTelemetry lets a
+    process set one once: otel-llm's metrics go to it)."""
+    current = metrics.get_meter_provider()
+    return current if isinstance(current, MeterProvider) else None
+
+
+def _warn_if_resource_kept(provider: TracerProvider, service_name: str | None) -> None:
+    """A provider already in place keeps its resource — the application's, or the one an
+    ``init()`` before ``shutdown()`` made global (OpenTelemetry sets a process's global provider
+    once): say so when this ``init()`` asks for another service name."""
+    asked = service_name or env.env_text(env.OTEL_SERVICE_NAME)
+    kept = provider.resource.attributes.get("service.name")
+    if asked and kept != asked:
+        logger.warning(
+            "otel-llm: init() adds to the TracerProvider already in place, whose resource "
+            "says service.name=%s, so spans are not recorded as %s (a process's global provider "
+            "is set once: pass tracer_provider= a provider of your own to record another)",
+            kept,
+            asked,
+        )
 
 
 def _warn_if_limits_bite(provider: TracerProvider) -> None:

@@ -33,6 +33,7 @@ from otel_llm._act._source_state import SourceState
 from otel_llm._act._stats import CallStats
 from otel_llm._act._transport import embeddings_refused
 from otel_llm._act._wire._format import EXTRA_BODY
+from otel_llm._arguments import check_providers, type_name
 from otel_llm._env import scope_key, stall_threshold_key
 from otel_llm._errors import InvalidRequest
 from otel_llm._measure import _clock
@@ -88,15 +89,6 @@ def _pool(settings: PoolSettings, http_client: object) -> Pool:
     return Pool(client=http_client)
 
 
-def _type_name(value: object) -> str:
-    kind = type(value)
-    return (
-        kind.__qualname__
-        if kind.__module__ == "builtins"
-        else f"{kind.__module__}.{kind.__qualname__}"
-    )
-
-
 def _check_objects(
     sources: object,
     settings: object,
@@ -116,20 +108,20 @@ def _check_objects(
         or not all(isinstance(source, Source) for source in sources)
     ):
         found = (
-            _type_name(sources)
+            type_name(sources)
             if isinstance(sources, str | bytes) or not isinstance(sources, Sequence)
-            else f"a {_type_name(sources)} holding "
-            + ", ".join(sorted({_type_name(s) for s in sources if not isinstance(s, Source)}))
+            else f"a {type_name(sources)} holding "
+            + ", ".join(sorted({type_name(s) for s in sources if not isinstance(s, Source)}))
         )
         raise ConfigurationError("sources", f"must be a list of otel_llm.Source, got {found}")
     if settings is not None and not isinstance(settings, ClientSettings):
         raise ConfigurationError(
-            "settings", f"must be an otel_llm.ClientSettings, got {_type_name(settings)}"
+            "settings", f"must be an otel_llm.ClientSettings, got {type_name(settings)}"
         )
     if scope is not None and (not isinstance(scope, str) or not scope):
         raise ConfigurationError(
             "scope",
-            f"must be a non-empty string such as 'LLM' or 'EMBEDDING', got {_type_name(scope)}",
+            f"must be a non-empty string such as 'LLM' or 'EMBEDDING', got {type_name(scope)}",
         )
     methods = ("acquire", "settle", "aclose")
     if admission is not None and not all(
@@ -144,21 +136,12 @@ def _check_objects(
         raise ConfigurationError(
             "admission",
             "must be an admission backend with async acquire(), settle() and aclose() "
-            f"(otel_llm.LocalAdmission, otel_llm.RedisAdmission), got {_type_name(admission)}"
+            f"(otel_llm.LocalAdmission, otel_llm.RedisAdmission), got {type_name(admission)}"
             + hint,
         )
-    if tracer_provider is not None and not isinstance(tracer_provider, trace.TracerProvider):
-        raise ConfigurationError(
-            "tracer_provider",
-            f"must be an OpenTelemetry TracerProvider, got {_type_name(tracer_provider)}",
-        )
-    if meter_provider is not None and not isinstance(meter_provider, metrics.MeterProvider):
-        raise ConfigurationError(
-            "meter_provider",
-            f"must be an OpenTelemetry MeterProvider, got {_type_name(meter_provider)}",
-        )
+    check_providers(tracer_provider=tracer_provider, meter_provider=meter_provider)
     if seed is not None and (type(seed) is bool or not isinstance(seed, int)):
-        raise ConfigurationError("seed", f"must be an integer, got {_type_name(seed)}")
+        raise ConfigurationError("seed", f"must be an integer, got {type_name(seed)}")
 
 
 @functools.cache
@@ -192,7 +175,7 @@ def _check_types(given: Mapping[str, object], scope: str) -> None:
             wanted = {bool: "True or False", int: "an integer"}.get(kind, "a number")
             group, field = CLIENT_ARGUMENTS[name].split(".", 1)  # every key is in a group
             key = scope_key(scope, group, field)
-            raise ConfigurationError(key, f"{name}= must be {wanted}, got {_type_name(value)}")
+            raise ConfigurationError(key, f"{name}= must be {wanted}, got {type_name(value)}")
 
 
 def _admission(settings: ClientSettings) -> Admission:

@@ -66,8 +66,8 @@ def instrument(
     ``instrument_<sdk>()``; a bad ``stall_threshold_ms``, or a provider that is not
     OpenTelemetry's, raises :class:`~otel_llm.ConfigurationError` before any SDK is touched or
     left waiting for its import."""
+    from otel_llm._arguments import check_providers
     from otel_llm._measure._stalls import resolve_threshold_ms
-    from otel_llm._wrap._patching import check_providers
 
     check_providers(tracer_provider=tracer_provider, meter_provider=meter_provider)
     threshold = resolve_threshold_ms(stall_threshold_ms)

@@ -34,7 +34,7 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 from otel_llm import _env as env
-from otel_llm._errors import ConfigurationError
+from otel_llm._arguments import check_providers
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._stalls import resolve_threshold_ms
 from otel_llm._version import __version__
@@ -47,32 +47,6 @@ _INSIDE: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_llm_wrapped
 
 _UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 """The API's stand-ins when no SDK provider is installed: spans through them go nowhere."""
-
-
-def check_providers(*, tracer_provider: object, meter_provider: object) -> None:
-    """The providers an ``instrument…()`` function is given are OpenTelemetry's: any
-    ``TracerProvider`` (the SDK's, the API's no-op, a vendor's) and any ``MeterProvider``.
-    Checked where they are given, before anything is wrapped or left waiting for an SDK's
-    import: a wrong one would otherwise fail there with Python's own ``AttributeError``, or
-    later, inside the import of an SDK. The message names the argument and the type given,
-    never the value."""
-    if tracer_provider is not None and not isinstance(tracer_provider, trace.TracerProvider):
-        raise ConfigurationError(
-            "tracer_provider",
-            f"must be an OpenTelemetry TracerProvider, got {_type_name(tracer_provider)}",
-        )
-    if meter_provider is not None and not isinstance(meter_provider, metrics.MeterProvider):
-        raise ConfigurationError(
-            "meter_provider",
-            f"must be an OpenTelemetry MeterProvider, got {_type_name(meter_provider)}",
-        )
-
-
-def _type_name(value: object) -> str:
-    kind = type(value)
-    if kind.__module__ == "builtins":
-        return kind.__qualname__
-    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,245 @@
+"""``otel_llm.init()`` beside what the application set up itself, and across its lifetime: a
+provider that already exports OTLP, a global meter provider, a second ``init()`` after
+``shutdown()``, a stream left open at exit, store paths judged at ``init()``. Each case runs in
+a fresh process (the OpenTelemetry globals are set once per process), over real HTTP on loopback,
+and reads back what arrived: a real OTLP/HTTP receiver's spans, the store's rows, the log."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+
+from otel_llm import init
+from otel_llm._errors import ConfigurationError
+from otel_llm._show._store._access import open_store
+from tests.package.test_telemetry import Receiver
+from tests.support.processes import run_python
+
+_SIMULATED = """
+import logging, os, sys
+import openai
+import otel_llm
+from otel_llm.simulator import SimulatedProvider, ThreadedProvider
+
+logging.basicConfig(level=logging.WARNING, format="LOG %(name)s %(message)s")
+sim = ThreadedProvider(SimulatedProvider(default="smooth", time_scale=0.01))
+client = openai.OpenAI(base_url=sim.provider.base_url, api_key="sim", max_retries=0)
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+def call():
+    for _ in client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True):
+        pass
+"""
+"""Each script's start: a simulated provider on loopback, an openai client to it, logging."""
+
+
+def _run(body: str, tmp_path: Path, **env: str) -> tuple[str, str]:
+    script = _SIMULATED + textwrap.dedent(body)
+    variables = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "LLM__", "EMBEDDING__"))
+    }
+    out = run_python(script, cwd=tmp_path, env={**variables, **env})
+    assert out.returncode == 0, out.stderr
+    return out.stdout, out.stderr
+
+
+def _rows(store: Path, sql: str) -> list[tuple[object, ...]]:
+    with open_store(store) as conn:
+        return conn.execute(sql).fetchall()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def test_a_provider_that_exports_otlp_is_not_given_a_second_exporter(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """The application's provider already exports OTLP to the endpoint the variables name:
+    ``init()`` adds its processor (the store) but not a second OTLP exporter, so every span
+    reaches the collector once — the application's own spans and the LLM call's alike."""
+    _, log = _run(
+        """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        app = TracerProvider()
+        app.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        trace.set_tracer_provider(app)
+        telemetry = otel_llm.init(db_path="store")
+        otel_llm.instrument_openai()
+        with trace.get_tracer("app").start_as_current_span("app-request"):
+            call()
+        telemetry.shutdown()
+        app.shutdown()
+        """,
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base,
+        OTEL_METRICS_EXPORTER="none",
+    )
+    names = sorted(span["name"] for span in receiver.spans())
+    assert names == ["app-request", "chat smooth", "chat smooth"], log
+    assert _rows(tmp_path / "store", "SELECT count(*) FROM llm_attempts") == [(1,)]
+
+
+def test_otlp_true_adds_the_exporter_all_the_same(tmp_path: Path, receiver: Receiver) -> None:
+    """``otlp=True`` asks for otel-llm's own exporter whatever the provider has: it is added
+    (and the spans then arrive twice, as asked)."""
+    _run(
+        """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        app = TracerProvider()
+        app.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        trace.set_tracer_provider(app)
+        telemetry = otel_llm.init(db_path="store", otlp=True)
+        otel_llm.instrument_openai()
+        call()
+        telemetry.shutdown()
+        app.shutdown()
+        """,
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base,
+        OTEL_METRICS_EXPORTER="none",
+    )
+    assert sorted(span["name"] for span in receiver.spans()) == ["chat smooth"] * 4
+
+
+def test_the_applications_meter_provider_takes_the_metrics(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """A global meter provider the application set: ``init()`` makes no second one (whose
+    installation OpenTelemetry refuses with a warning) and otel-llm's metrics reach the
+    application's reader."""
+    out, log = _run(
+        """
+        from opentelemetry import metrics
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        reader = InMemoryMetricReader()
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        telemetry = otel_llm.init(db_path="store")
+        otel_llm.instrument_openai()
+        call()
+        print("meter provider made:", telemetry.meter_provider is not None)
+        data = reader.get_metrics_data()
+        names = {
+            m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        }
+        print("metrics:", sorted(n for n in names if n.startswith("gen_ai.")))
+        telemetry.shutdown()
+        """,
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base,
+    )
+    assert "meter provider made: False" in out
+    assert "metrics: ['gen_ai.client.operation.duration'" in out, out
+    assert "Overriding" not in log, log
+
+
+def test_init_after_shutdown_records_again_without_a_warning_per_span(tmp_path: Path) -> None:
+    """``shutdown()`` then ``init()``: the second store gets the spans, the first processor
+    (still attached: the SDK cannot detach one) stays quiet, and a service name the kept
+    provider cannot take is said once."""
+    _, log = _run(
+        """
+        first = otel_llm.init(db_path="one", service_name="first")
+        otel_llm.instrument_openai()
+        call()
+        first.shutdown()
+        second = otel_llm.init(db_path="two", service_name="second")
+        for _ in range(3):
+            call()
+        second.shutdown()
+        """,
+        tmp_path,
+    )
+    assert "already shutdown" not in log, log
+    assert log.count("service.name=first, so spans are not recorded as second") == 1, log
+    assert _rows(tmp_path / "one", "SELECT count(*) FROM llm_attempts") == [(1,)]
+    assert _rows(tmp_path / "two", "SELECT count(*) FROM llm_attempts") == [(3,)]
+
+
+def test_a_stream_left_open_at_exit_is_recorded_as_dropped(tmp_path: Path) -> None:
+    """A script reads part of a stream, keeps it (a global), and exits without closing it:
+    its spans end at exit, before the provider shuts down, as dropped — in the store, with the
+    chunks read — and nothing is logged about a processor already shut down."""
+    _, log = _run(
+        """
+        otel_llm.init(db_path="store")
+        otel_llm.instrument_openai()
+        stream = client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+        for number, chunk in enumerate(stream):
+            if number == 3:
+                break
+        """,
+        tmp_path,
+    )
+    assert "already shutdown" not in log, log
+    rows = _rows(tmp_path / "store", "SELECT outcome, chunk_count FROM llm_attempts")
+    assert rows == [("dropped", 3)], (rows, log)
+
+
+@pytest.mark.parametrize("via", ["argument", "environment"])
+def test_a_store_path_readers_cannot_glob_is_refused_by_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, via: str
+) -> None:
+    """A store path with a glob character can never be read back: ``init()`` says so, naming
+    where the path came from, before anything is written (it used to accept it and lose every
+    span at the first write)."""
+    path = tmp_path / "spans[prod]"
+    if via == "environment":
+        monkeypatch.setenv("OTEL_LLM_DB", str(path))
+    with pytest.raises(ConfigurationError) as caught:
+        init(db_path=path if via == "argument" else None, set_global=False, otlp=False)
+    assert caught.value.key == ("db_path" if via == "argument" else "OTEL_LLM_DB")
+    assert "[ ] in its path" in str(caught.value)
+    assert not path.exists()
+
+
+def test_a_relative_store_path_is_where_it_was_at_init(tmp_path: Path) -> None:
+    """The default ``./otel-llm-store`` is the working directory's as of ``init()``: an
+    application that changes directory before its first call still writes there."""
+    (tmp_path / "elsewhere").mkdir()
+    _run(
+        """
+        telemetry = otel_llm.init()
+        otel_llm.instrument_openai()
+        os.chdir("elsewhere")
+        call()
+        telemetry.shutdown()
+        print(telemetry.db_path)
+        """,
+        tmp_path,
+    )
+    assert _rows(tmp_path / "otel-llm-store", "SELECT count(*) FROM llm_attempts") == [(1,)]
+    assert not (tmp_path / "elsewhere" / "otel-llm-store").exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [("x", "str"), (object(), "object"), (trace.NoOpTracerProvider(), "NoOpTracerProvider")],
+)
+def test_a_tracer_provider_init_cannot_add_to_is_refused(
+    tmp_path: Path, given: object, named: str
+) -> None:
+    """``init()`` adds its processor to the provider it is given: anything but the SDK's
+    ``TracerProvider`` is a ``ConfigurationError`` naming the argument and the type given (it
+    was Python's ``AttributeError``), raised before the store is touched."""
+    with pytest.raises(ConfigurationError) as caught:
+        init(db_path=tmp_path / "store", tracer_provider=given)  # type: ignore[arg-type]
+    assert caught.value.key == "tracer_provider"
+    assert named in str(caught.value)
+    assert "SDK's TracerProvider" in str(caught.value)
+    assert not (tmp_path / "store").exists()
