@@ -344,6 +344,7 @@ def sending_to(ports: Ports) -> Iterator[None]:
     values = {
         env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: ports.traces_url,
         env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/protobuf",
+        env.OTEL_TRACES_EXPORTER: "otlp",  # the demo's spans go to its collector whatever is set
         env.OTEL_EXPORTER_OTLP_ENDPOINT: "",  # blank: no metrics to an endpoint set elsewhere
         env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: "",
     }

@@ -23,6 +23,7 @@ import pytest
 from otel_llm import CollectorError
 from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
+from otel_llm._otlp_endpoint import exported
 from otel_llm._show._store._access import open_store, prepare_for_writing
 from otel_llm.cli._collector import (
     CollectorRun,
@@ -714,3 +715,16 @@ def test_the_metrics_files_stay_bounded(binary: Path, tmp_path: Path) -> None:
     assert len(files) == 3, files
     assert all(path.stat().st_size <= 1 << 20 for path in files)
     assert sum(path.stat().st_size for path in files) < 3 << 20
+
+
+@pytest.mark.parametrize("setting", ["none", "console"])
+def test_the_demo_sends_spans_to_its_collector_whatever_traces_exporter_says(
+    monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    """``OTEL_TRACES_EXPORTER=none`` in the user's environment would stop the demo's spans from
+    reaching its own collector: while the demo sends, it names OTLP, and the user's value is
+    back afterwards."""
+    monkeypatch.setenv(env.OTEL_TRACES_EXPORTER, setting)
+    with sending_to(Ports.free()):
+        assert exported("spans")
+    assert os.environ[env.OTEL_TRACES_EXPORTER] == setting
