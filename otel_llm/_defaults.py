@@ -16,6 +16,10 @@ class Defaults:
     stall_threshold_ms: int = 1000
     """A gap between incremental chunks strictly longer than this is a stall."""
 
+    max_stall_threshold_ms: int = 24 * 3600 * 1000
+    """The longest stall threshold there is (a day): a longer one can never be crossed by a
+    stream, and one beyond 64 bits broke the SQL that re-derives at it."""
+
     chunk_event_floor_ms: int = 100
     """Gaps longer than this are recorded as chunk events, so SQL can re-derive stalls at any
     threshold at or above it."""

@@ -156,6 +156,10 @@ def threshold_rule(value: object) -> int:
     Raises ValueError naming what was wrong (callers add the key)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"must be a positive integer of milliseconds, got {value!r}")
+    if value > DEFAULTS.max_stall_threshold_ms:
+        raise ValueError(
+            f"must be at most {DEFAULTS.max_stall_threshold_ms} ms (a day), got {value!r}"
+        )
     return value
 
 

@@ -245,7 +245,7 @@ def query(
     db: DbOption = None,
     threshold_ms: Annotated[
         int | None,
-        typer.Option(min=1, help="Re-derive stalls at this threshold (ms) from the chunk events."),
+        typer.Option(help="Re-derive stalls at this threshold (ms) from the chunk events."),
     ] = None,
     worst_stalls: Annotated[
         bool,
@@ -264,6 +264,13 @@ def query(
     from otel_llm._show._store._since import parse_since
 
     out = Output.stdout(output_format, width)
+    if threshold_ms is not None:  # the argument first, before the store is looked at
+        from otel_llm._measure._stalls import validate_threshold_ms
+
+        try:
+            validate_threshold_ms(threshold_ms, "--threshold-ms")
+        except OtelLLMError as exc:
+            raise _fail(str(exc)) from exc
     path = _db(db)
     try:
         if sql is not None:

@@ -255,3 +255,11 @@ def test_dashboards_copies_the_shipped_files(tmp_path: Path) -> None:
     forced = otel_llm("dashboards", str(target), "--force")
     assert forced.returncode == 0, forced.stderr
     assert changed.read_bytes() == (shipped / "duckdb" / "otel-llm.json").read_bytes()
+
+
+def test_query_rejects_a_threshold_longer_than_a_day(tmp_path: Path) -> None:
+    """--threshold-ms beyond a day (one beyond 64 bits broke the SQL) is refused by name."""
+    for value in ("86400001", "99999999999999999999"):
+        out = otel_llm("query", "--db", str(tmp_path / "x.duckdb"), "--threshold-ms", value)
+        assert out.returncode == 2
+        assert "--threshold-ms: must be at most 86400000 ms (a day)" in out.stderr, out.stderr
