@@ -134,9 +134,17 @@ def env_flag(name: str) -> bool:
 
 
 def env_path(name: str) -> Path | None:
-    """A path variable (``None`` when unset or blank)."""
+    """A path variable (``None`` when unset or blank). A leading ``~`` or ``~user`` is expanded
+    as a shell would, for the value may come from where no shell ran (systemd, Docker, a
+    ``.env`` file); left as it is when that home directory is unknown."""
     value = env_text(name)
-    return Path(value) if value else None
+    if not value:
+        return None
+    path = Path(value)
+    try:
+        return path.expanduser()
+    except RuntimeError:  # no such user, or no home directory to be found
+        return path
 
 
 def env_count(name: str) -> int | None:

@@ -59,6 +59,7 @@ LEGACY_SUFFIX: Final = ".v1.duckdb"
 
 def connect(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open a single-file store, writing the storage format Grafana's embedded DuckDB reads."""
+    path = path.absolute()  # DuckDB reads a leading ``~`` as the home directory; Python does not
     if read_only:
         return duckdb.connect(str(path), read_only=True, config=dict(NO_EXTENSIONS))
     config: dict[str, str | bool | int | float | list[str]] = {
@@ -89,7 +90,10 @@ def _listed(segments: list[Segment]) -> str:
 def _read_as(path: Path) -> str:
     """The file name DuckDB is given for the segment at ``path``. A pending segment may be
     given its final name while the store is read (the only rename that does not wait for
-    readers): a pattern matching either name, of which exactly one exists at any moment."""
+    readers): a pattern matching either name, of which exactly one exists at any moment.
+    Always absolute: DuckDB reads a relative name starting with ``~`` from the home directory,
+    where Python and the writers read it from the working directory."""
+    path = path.absolute()
     if path.name.startswith(PENDING):
         return str(path.with_name("*" + path.name.removeprefix(PENDING)))
     return str(path)

@@ -1,0 +1,81 @@
+"""Stores at their edges: a path written with ``~``, a broken ``segments`` link, a path that is
+a named pipe, a generation with no segment, damage met while another reader holds the store,
+and damage met only by a query (or only by verifying the pages' checksums)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from otel_llm import open_store
+from otel_llm._env import OTEL_LLM_DB, env_path
+from otel_llm._show._store._segments import SegmentStore
+from tests.support.duckdb_store import Store
+from tests.support.processes import run_cli
+
+SPANS_A_CALL = 3
+"""A call of the fixture writes its call span and two attempts."""
+
+
+def _write(path: Path, calls: int, segments: int = 1) -> SegmentStore:
+    """A store of ``calls`` calls in ``segments`` segments."""
+    store = Store(path, flush_interval_s=3600)
+    for index in range(segments):
+        for _ in range(calls // segments + (calls % segments if index == segments - 1 else 0)):
+            store.call()
+        assert store.exporter.force_flush(10_000)
+    store.close()
+    return SegmentStore(path)
+
+
+def _spans(path: Path | str) -> int:
+    with open_store(path, views=False) as conn:
+        row = conn.execute("SELECT count(*) FROM otel_traces").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _cli_env(**extra: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != OTEL_LLM_DB}, **extra}
+
+
+# --- a path written with ~ ----------------------------------------------------------------------
+
+
+def test_a_relative_path_starting_with_a_tilde_reads_what_was_written_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``open_store("~/spans")`` reads the store a writer made at that path, relative to the
+    working directory as Python reads it, not the home directory DuckDB would read."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    _write(Path("~/spans"), calls=2, segments=2)
+    assert (tmp_path / "~" / "spans").is_dir()
+    assert _spans("~/spans") == 2 * SPANS_A_CALL
+
+
+def test_a_tilde_in_the_store_variable_is_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``OTEL_LLM_DB='~/spans'`` set where no shell expands it names ``$HOME/spans``, for the
+    writers and for ``otel-llm query`` alike."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv(OTEL_LLM_DB, "~/spans")
+    assert env_path(OTEL_LLM_DB) == home / "spans"
+    _write(home / "spans", calls=3)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = run_cli(
+        "query",
+        "SELECT count(*) AS spans FROM otel_traces",
+        "--format",
+        "csv",
+        env=_cli_env(HOME=str(home), OTEL_LLM_DB="~/spans"),
+        cwd=elsewhere,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["spans", str(3 * SPANS_A_CALL)]
+    assert not (elsewhere / "~").exists()
