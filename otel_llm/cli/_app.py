@@ -294,7 +294,7 @@ def query(
             )
         if worst_stalls or not output_format.one_table:
             out.table(run_query(path, stalls, canned=True), f"Worst stalls ({label})")
-    except (OtelLLMError, duckdb.Error) as exc:
+    except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _fail(str(exc)) from exc
 
 
@@ -306,7 +306,7 @@ def _write_report(
 
     try:
         return write_report(store, output, since=since, threshold_ms=threshold_ms).path
-    except (OtelLLMError, duckdb.Error) as exc:
+    except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _fail(str(exc)) from exc
 
 
@@ -403,7 +403,7 @@ def tune(
         tuning = tune_store(
             _db(db), budget=budget, source=source, start=start, seed=seed, timeout_s=timeout
         )
-    except (OtelLLMError, duckdb.Error) as exc:
+    except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _fail(str(exc)) from exc
     if output_format is TuneFormat.JSON:
         render_json(tuning, out)

@@ -203,6 +203,7 @@ def open_store(
     if path.is_dir():
         store = SegmentStore(path)
         store.repair()  # a merge cut short by a crash would show its spans twice
+        store.check_link()  # a link edited by hand that repair could not point back
         with duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
             conn.execute(SEGMENT_READER)
             for attempt in range(2):

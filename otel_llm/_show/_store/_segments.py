@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
+from otel_llm._errors import NotAStore
 from otel_llm._show._sql._table import ROLE_COLUMN
 from otel_llm._show._store._columns import SegmentColumns, arrow_schema, statistics_columns
 from otel_llm._show._store._merge_plan import Candidate, choose
@@ -206,6 +207,9 @@ class SegmentStore:
             with self._lock(shared=False, wait=True):
                 if not link.is_symlink():
                     self._start_generations()
+        elif self.link_problem() is not None:
+            self.repair()
+            self.check_link()
         if not (self.segments_dir / SCHEMA_SEGMENT).exists():
             self._seal(encode(SegmentColumns().table()), SCHEMA_SEGMENT)
 
@@ -421,7 +425,7 @@ class SegmentStore:
         found += [self.path / name for name in os.listdir(self.path) if _is_aside(name)]
         try:
             current = self._current()
-        except OSError:
+        except (OSError, NotAStore):  # which generation is current is not known: keep them all
             return found
         cutoff = time.time() - self._keep_s
         for number in self._generation_numbers():
@@ -471,9 +475,53 @@ class SegmentStore:
         return self.path / GENERATIONS / _generation_name(number)
 
     def _current(self) -> int:
-        """The current generation's number (``OSError`` when the store has no link yet)."""
+        """The current generation's number (``OSError`` when the store has no link yet,
+        :class:`NotAStore` when its link names no generation)."""
         target = os.readlink(self.segments_dir)
-        return int(target.rsplit("/", 1)[-1])
+        number = _generation_number(target)
+        if number is None:
+            raise NotAStore(self.path, self._link_problem(target))
+        return number
+
+    def link_problem(self) -> str | None:
+        """What is wrong with the ``segments`` link, if anything: it names no generation
+        (edited by hand, or by a sync tool), or one that is not there. ``None`` too when there
+        is no link (a store of the first layout, or one being made)."""
+        try:
+            target = os.readlink(self.segments_dir)
+        except OSError:
+            return None
+        number = _generation_number(target)
+        if number is None or not self._dir(number).is_dir():
+            return self._link_problem(target)
+        return None
+
+    def check_link(self) -> None:
+        """Raise :class:`NotAStore` saying what to do when the ``segments`` link is broken."""
+        problem = self.link_problem()
+        if problem is not None:
+            raise NotAStore(self.path, problem)
+
+    def _link_problem(self, target: str) -> str:
+        return (
+            f"has a {SEGMENTS} link to {target!r}, which is not one of its generations "
+            f"({GENERATIONS}/<number>); `otel-llm compact --db {self.path}` points it at the "
+            "newest whole generation (when no other otel-llm process is reading the store)"
+        )
+
+    def _relink(self) -> None:
+        """Point a ``segments`` link that names no generation at the newest whole one (caller
+        holds the exclusive lock)."""
+        problem = self.link_problem()
+        if problem is None:
+            return
+        self._start_generations()
+        logger.warning(
+            "otel-llm: %s had %s; pointed it at %s",
+            self.path,
+            problem.split(";", 1)[0].removeprefix("has "),
+            os.readlink(self.segments_dir),
+        )
 
     def _generation_numbers(self) -> list[int]:
         try:
@@ -739,17 +787,26 @@ class SegmentStore:
             return sorted(damaged)
 
     def repair(self) -> None:
-        """Finish what a killed merger left undone and remove what dead processes left, if
-        anything (and nobody else is merging or reading)."""
-        try:
-            whole = (self._dir(self._current()) / CARRIED).exists()
-        except OSError:
-            whole = True  # no generations yet (a store of the first layout)
-        if whole and not self.orphans():
-            return
+        """Point a ``segments`` link that names no generation at the newest whole one, finish
+        what a killed merger left undone and remove what dead processes left, if anything (and
+        nobody else is merging or reading)."""
+        if self.link_problem() is None:
+            try:
+                whole = (self._dir(self._current()) / CARRIED).exists()
+            except OSError:
+                whole = True  # no generations yet (a store of the first layout)
+            if whole and not self.orphans():
+                return
         with contextlib.suppress(OSError), self._lock(shared=False, wait=False) as held:
             if held:
+                self._relink()
                 self._tidy()
+
+
+def _generation_number(target: str) -> int | None:
+    """The number of the generation a ``segments`` link's ``target`` names, if it names one."""
+    name = target.rstrip("/").rsplit("/", 1)[-1]
+    return int(name) if name.isascii() and name.isdigit() else None
 
 
 def write_merged(paths: Sequence[Path], tmp: Path) -> tuple[Path, str] | None:

@@ -4,6 +4,7 @@ and damage met only by a query (or only by verifying the pages' checksums)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -79,3 +80,48 @@ def test_a_tilde_in_the_store_variable_is_the_home_directory(
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["spans", str(3 * SPANS_A_CALL)]
     assert not (elsewhere / "~").exists()
+
+
+# --- a segments link that names no generation ---------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["segments", "generations/abc", "generations/000000000099"])
+def test_a_link_that_names_no_generation_is_pointed_back_by_the_first_reader(
+    tmp_path: Path, target: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``segments`` link edited by hand (to itself, to a name that is no number, to a
+    generation that is not there) is pointed at the newest whole generation by the first
+    process that may, named in a warning; every span is read."""
+    store = _write(tmp_path / "store", calls=2, segments=2)
+    store.segments_dir.unlink()
+    store.segments_dir.symlink_to(target)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        assert _spans(store.path) == 2 * SPANS_A_CALL
+    assert os.readlink(store.segments_dir) == "generations/000000000001"
+    assert f"segments link to {target!r}" in caplog.text
+
+
+def test_a_broken_link_the_store_is_too_busy_to_repair_exits_2_saying_what_to_do(
+    tmp_path: Path,
+) -> None:
+    """While another reader holds the store, a broken ``segments`` link cannot be pointed
+    back: ``query``, ``report`` and ``compact`` exit 2 naming the link and ``otel-llm compact``,
+    with no traceback; once the reader is gone, ``compact`` points it back and every span reads."""
+    store = _write(tmp_path / "store", calls=2)
+    store.segments_dir.unlink()
+    store.segments_dir.symlink_to("segments")
+    with store.reading():
+        for command in (
+            ("query",),
+            ("report", "-o", str(tmp_path / "report.html")),
+            ("compact",),
+        ):
+            out = run_cli(*command, "--db", str(store.path), env=_cli_env())
+            assert out.returncode == 2, (command, out.stderr)
+            assert "has a segments link to 'segments'" in out.stderr
+            assert "otel-llm compact --db" in out.stderr
+            assert "Traceback" not in out.stderr
+    fixed = run_cli("compact", "--db", str(store.path), env=_cli_env())
+    assert fixed.returncode == 0, fixed.stderr
+    assert os.readlink(store.segments_dir) == "generations/000000000001"
+    assert _spans(store.path) == 2 * SPANS_A_CALL
