@@ -16,6 +16,7 @@ import fcntl
 import json
 import logging
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -155,14 +156,35 @@ def check_store(path: Path) -> None:
             raise NotAStore(path, f"is a directory but not an otel-llm store ({STORE_HINT})")
         return
     try:
-        with path.open("rb") as file:
-            head = file.read(16)
+        # without waiting: opening a named pipe nobody writes would block until one does
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise NotAStore(path, f"cannot be read: {exc.strerror or type(exc).__name__}") from None
+    with os.fdopen(fd, "rb") as file:
+        kind = _not_a_file(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise NotAStore(path, f"is {kind}, not an otel-llm store ({STORE_HINT})")
+        try:
+            head = file.read(16)
+        except OSError as exc:
+            raise NotAStore(path, f"cannot be read: {exc.strerror or type(exc).__name__}") from None
     if head.startswith(_SQLITE_MAGIC):
         raise NotAStore(path, f"is a SQLite database, not an otel-llm store ({STORE_HINT})")
     if head[8:12] != _DUCKDB_MAGIC:
         raise NotAStore(path, f"is not a DuckDB database, so not an otel-llm store ({STORE_HINT})")
+
+
+def _not_a_file(mode: int) -> str | None:
+    """What a path of this ``st_mode`` is when it is no regular file (only those are read)."""
+    for test, kind in (
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) else "not a regular file"
 
 
 def _check_tables(conn: duckdb.DuckDBPyConnection, path: Path, *, views: bool) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from otel_llm import open_store
+from otel_llm import NotAStore, open_store
 from otel_llm._env import OTEL_LLM_DB, env_path
+from otel_llm._show._store._access import check_store
 from otel_llm._show._store._segments import SegmentStore
 from tests.support.duckdb_store import Store
 from tests.support.processes import run_cli
@@ -125,3 +126,21 @@ def test_a_broken_link_the_store_is_too_busy_to_repair_exits_2_saying_what_to_do
     assert fixed.returncode == 0, fixed.stderr
     assert os.readlink(store.segments_dir) == "generations/000000000001"
     assert _spans(store.path) == 2 * SPANS_A_CALL
+
+
+# --- a path that is a named pipe ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["query", "views", "compact", "report"])
+def test_a_named_pipe_is_not_a_store_and_nothing_waits_on_it(tmp_path: Path, command: str) -> None:
+    """``--db`` naming a FIFO nobody writes: every store command says it is a named pipe and
+    exits 2 at once (opening it to read its first bytes blocked for ever)."""
+    fifo = tmp_path / "spans"
+    os.mkfifo(fifo)
+    extra = ("-o", str(tmp_path / "report.html")) if command == "report" else ()
+    out = run_cli(command, "--db", str(fifo), *extra, env=_cli_env(), timeout_s=20)
+    assert out.returncode == 2, out.stderr
+    assert f"{fifo} is a named pipe (FIFO), not an otel-llm store" in out.stderr
+    assert "Traceback" not in out.stderr
+    with pytest.raises(NotAStore, match="is a named pipe"):
+        check_store(fifo)
