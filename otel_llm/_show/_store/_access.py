@@ -54,6 +54,8 @@ _DUCKDB_MAGIC = b"DUCK"
 """Bytes 8–11 of every DuckDB database file."""
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _VIEWS = ("llm_attempts", "llm_calls")
+_NO_SEGMENTS: Final = "otel_llm_no_segments"
+"""The empty table of the store's columns a store without a segment is read as."""
 LEGACY_SUFFIX: Final = ".v1.duckdb"
 """A migrated single-file store is kept beside the new directory under this suffix."""
 
@@ -131,9 +133,15 @@ def _read_snapshot(conn: duckdb.DuckDBPyConnection, store: SegmentStore) -> None
     here, once (DuckDB keeps them for the queries), so a damaged one is met now and moved
     aside, not in the middle of a query: a plain list binds only its first file."""
     segments = store.segments()
-    if not segments or any(GLOB_CHARACTERS.intersection(s.path.name) for s in segments):
-        # none: DuckDB's error for the glob says what is missing; a name DuckDB would read as
-        # a pattern (no writer of ours makes one) is read by the glob, as it always was
+    if not segments:
+        # every segment deleted or moved aside: an empty store, as a fresh one reads (the next
+        # writer, or `otel-llm compact`, seals the empty schema segment again)
+        conn.register(_NO_SEGMENTS, arrow_schema().empty_table())
+        conn.execute(f"CREATE OR REPLACE VIEW {TABLE} AS SELECT * FROM {_NO_SEGMENTS};\n{VIEWS}")
+        return
+    if any(GLOB_CHARACTERS.intersection(s.path.name) for s in segments):
+        # a name DuckDB would read as a pattern (no writer of ours makes one) is read by the
+        # glob, as it always was
         conn.execute(reader_sql(store.path))
         return
     conn.execute(f"{_snapshot_sql(segments)};\n{VIEWS}")

@@ -13,7 +13,7 @@ import pytest
 from otel_llm import NotAStore, open_store
 from otel_llm._env import OTEL_LLM_DB, env_path
 from otel_llm._show._store._access import check_store
-from otel_llm._show._store._segments import SegmentStore
+from otel_llm._show._store._segments import SCHEMA_SEGMENT, SegmentStore
 from tests.support.duckdb_store import Store
 from tests.support.processes import run_cli
 
@@ -144,3 +144,33 @@ def test_a_named_pipe_is_not_a_store_and_nothing_waits_on_it(tmp_path: Path, com
     assert "Traceback" not in out.stderr
     with pytest.raises(NotAStore, match="is a named pipe"):
         check_store(fifo)
+
+
+# --- a generation with no segment ---------------------------------------------------------------
+
+
+def _columns(path: Path) -> list[tuple[object, ...]]:
+    with open_store(path) as conn:
+        return conn.execute(
+            "SELECT column_name, column_type FROM (DESCRIBE otel_traces)"
+        ).fetchall()
+
+
+def test_a_store_whose_segments_were_all_removed_reads_as_an_empty_one(tmp_path: Path) -> None:
+    """Every segment deleted (the schema segment too): the store reads as a fresh one does --
+    no rows, the same columns, ``(no rows)`` from ``otel-llm query`` -- and ``otel-llm
+    compact``, like the next writer, seals the schema segment again."""
+    fresh = SegmentStore(tmp_path / "fresh")
+    fresh.create()
+    store = _write(tmp_path / "store", calls=2, segments=2)
+    for segment in store.segments():
+        segment.path.unlink()
+    assert _spans(store.path) == 0
+    assert _columns(store.path) == _columns(fresh.path)
+    out = run_cli("query", "--db", str(store.path), env=_cli_env())
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("(no rows)") == 2
+    assert run_cli("compact", "--db", str(store.path), env=_cli_env()).returncode == 0
+    assert [s.path.name for s in store.segments()] == [SCHEMA_SEGMENT]
+    _write(store.path, calls=1)
+    assert _spans(store.path) == SPANS_A_CALL
