@@ -17,14 +17,14 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import duckdb
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._errors import NotAStore
+from otel_llm._errors import NotAStore, OtelLLMError
 from otel_llm._show._sql._schema import ALL_COLUMNS, TABLE, VIEWS, migrate
 from otel_llm._show._store._columns import SegmentColumns, arrow_schema
 from otel_llm._show._store._footer import stored_arrow_schema
@@ -39,6 +39,7 @@ from otel_llm._show._store._segments import (
 )
 
 logger = logging.getLogger("otel_llm")
+T = TypeVar("T")
 
 NO_EXTENSIONS: Final = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
 """Opening a store never loads or downloads a DuckDB extension (DuckDB would, for a SQLite
@@ -127,12 +128,15 @@ def _snapshot_sql(segments: list[Segment]) -> str:
     return f"CREATE OR REPLACE VIEW {TABLE} AS\n{united}"
 
 
-def _read_snapshot(conn: duckdb.DuckDBPyConnection, store: SegmentStore) -> None:
+def _read_snapshot(
+    conn: duckdb.DuckDBPyConnection, store: SegmentStore, left_out: Collection[str] = ()
+) -> None:
     """Make ``conn`` read the segments of ``store`` sealed now (the store is held from
     merging: :func:`_snapshot_sql`), and the views over them. Every segment's footer is read
     here, once (DuckDB keeps them for the queries), so a damaged one is met now and moved
-    aside, not in the middle of a query: a plain list binds only its first file."""
-    segments = store.segments()
+    aside, not in the middle of a query: a plain list binds only its first file. The segments
+    named in ``left_out`` are not read."""
+    segments = [s for s in store.segments() if s.path.name not in left_out]
     if not segments:
         # every segment deleted or moved aside: an empty store, as a fresh one reads (the next
         # writer, or `otel-llm compact`, seals the empty schema segment again)
@@ -225,45 +229,163 @@ def open_store(
     and the views (``llm_calls``, ``llm_attempts``, ``llm_winners`` and their ``_at(T)``), as a
     context manager. It reads the segments sealed when it opened, and while it is open no
     writer merges segments, so every query on it sees each of those spans exactly once; writers
-    go on writing (open the store again to read what they wrote since). Raises
-    :class:`~otel_llm.NotAStore` when ``path`` is not a store (or has a segment DuckDB cannot
-    read, after moving it aside once)."""
+    go on writing (open the store again to read what they wrote since).
+
+    Raises :class:`~otel_llm.NotAStore` when ``path`` is not a store, or has a segment DuckDB
+    cannot read even after the damaged ones were set aside; and when a query on it failed on a
+    damaged segment, which is then set aside (open the store again to read the rest). A damaged
+    segment is set aside by moving it to quarantine, or, while another otel-llm process reads
+    the store, by leaving it out of this process's readers (never waiting for that one)."""
     path = Path(path)
     check_store(path)
-    if path.is_dir():
-        store = SegmentStore(path)
-        store.repair()  # a merge cut short by a crash would show its spans twice
-        store.check_link()  # a link edited by hand that repair could not point back
-        with duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
-            conn.execute(SEGMENT_READER)
-            for attempt in range(2):
-                with store.reading():
+    if not path.is_dir():
+        with connect(path, read_only=True) as conn:
+            _check_tables(conn, path, views=views)
+            yield conn
+        return
+    store = SegmentStore(path)
+    store.repair()  # a merge cut short by a crash would show its spans twice
+    store.check_link()  # a link edited by hand that repair could not point back
+    _quarantine_left_out(store)
+    with duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
+        conn.execute(SEGMENT_READER)
+        for attempt in range(2):
+            opening = True
+            with store.reading():
+                try:
+                    _read_snapshot(conn, store, _left_out_of(store))
+                except duckdb.Error as exc:  # a segment damaged outside otel-llm
+                    failed = exc
+                else:
+                    opening = False
                     try:
-                        _read_snapshot(conn, store)
-                    except duckdb.Error as exc:  # a segment damaged outside otel-llm
-                        problem = str(exc).splitlines()[0]
-                    else:
                         yield conn
                         return
-                if attempt or not _quarantine_damaged(store):
-                    raise NotAStore(
-                        path,
-                        f"has a segment DuckDB cannot read ({problem}); move that file out of "
-                        f"{store.segments_dir} to read the rest",
-                    )
-        return
-    with connect(path, read_only=True) as conn:
-        _check_tables(conn, path, views=views)
-        yield conn
+                    except duckdb.Error as exc:
+                        if not _may_be_damage(exc):
+                            raise
+                        failed = exc
+            problem = (str(failed).splitlines() or [type(failed).__name__])[0]
+            set_aside = _set_aside(store)
+            if opening and not attempt and set_aside:
+                continue  # read the rest
+            if opening:
+                raise NotAStore(
+                    path,
+                    f"has a segment DuckDB cannot read ({problem}); move that file out of "
+                    f"{store.segments_dir} to read the rest",
+                )
+            if not set_aside:
+                raise failed
+            raise NotAStore(
+                path,
+                f"had a damaged segment ({', '.join(set_aside)}) a query met ({problem}); it "
+                "is set aside (named in a warning): run the query again to read the rest",
+            ) from failed
 
 
-def _quarantine_damaged(store: SegmentStore) -> bool:
-    """Move the segments that cannot be read whole out of ``store`` (named in a warning each);
-    whether there were any."""
+_DAMAGE_SIGNS: Final = (
+    "corrupt",
+    "parquet",
+    "decompress",
+    "out of buffer",
+    "payload value",
+    "tprotocol",
+    "invalid data",
+    "checksum",
+    "utf8",
+    "don't know what type",
+)
+"""Words of DuckDB's I/O and invalid-input errors that may come from a damaged segment."""
+
+_left_out: dict[tuple[str, str], str] = {}
+"""(store, segment name): why -- damaged segments this process found but could not move to
+quarantine (another otel-llm process was reading the store): its readers leave them out."""
+_damage_met: dict[str, int] = {}
+"""Store: how many times this process set damaged segments of it aside."""
+
+
+def _store_key(path: str | os.PathLike[str]) -> str:
+    return str(Path(path).absolute())
+
+
+def _may_be_damage(exc: duckdb.Error) -> bool:
+    """Whether a query's error may come from a damaged segment: DuckDB's plain errors (its
+    Parquet reader's buffer and Thrift errors, which name no file) and its I/O and
+    invalid-input errors about a file it reads. Never a mistake in the SQL (parser, binder,
+    catalog, conversion errors): those are raised as they are, and so is any error for which
+    no segment turns out to be damaged."""
+    if type(exc) is duckdb.Error:
+        return True
+    if isinstance(exc, duckdb.IOException | duckdb.InvalidInputException):
+        text = str(exc).lower()
+        return any(sign in text for sign in _DAMAGE_SIGNS)
+    return False
+
+
+def _left_out_of(store: SegmentStore) -> set[str]:
+    key = _store_key(store.path)
+    return {name for (held, name) in _left_out if held == key}
+
+
+def _set_aside(store: SegmentStore) -> list[str]:
+    """Verify every segment's page checksums; move the damaged ones to quarantine (named in a
+    warning each) or, when another otel-llm process is reading the store, leave them out of
+    this process's readers (named in a warning once). The names set aside."""
     try:
-        return bool(store.check())
-    except OSError:  # a store of the first layout, or one this process may not change
-        return False
+        damaged = store.damaged()
+    except (OSError, NotAStore):
+        return []
+    if not damaged:
+        return []
+    key = _store_key(store.path)
+    _damage_met[key] = _damage_met.get(key, 0) + 1
+    try:
+        moved = store.quarantine(damaged, wait=False)
+    except OSError:  # a store this process may not change
+        moved = None
+    if moved is None:
+        for name, why in damaged.items():
+            if (key, name) not in _left_out:
+                _left_out[(key, name)] = why
+                logger.warning(
+                    "otel-llm: segment %s of %s is damaged (%s); this process reads the store "
+                    "without it. Another otel-llm process is reading the store, so it is not "
+                    "moved to quarantine now: the next reader that meets it and can will, or "
+                    "`otel-llm compact --verify`",
+                    name,
+                    store.path,
+                    why,
+                )
+    return sorted(damaged)
+
+
+def _quarantine_left_out(store: SegmentStore) -> None:
+    """Move the segments this process left out of its readers to quarantine, if it now can."""
+    key = _store_key(store.path)
+    left_out = {name: why for (held, name), why in _left_out.items() if held == key}
+    if not left_out:
+        return
+    try:
+        moved = store.quarantine(left_out, wait=False)
+    except (OSError, NotAStore):
+        return
+    if moved is not None:
+        for name in left_out:
+            del _left_out[(key, name)]
+
+
+def read_again_after_damage(path: str | os.PathLike[str], read: Callable[[], T]) -> T:
+    """``read()`` (which opens the store at ``path``), run once more when it failed on a
+    damaged segment that was then set aside: the second run reads the rest."""
+    key = _store_key(path)
+    before = _damage_met.get(key, 0)
+    try:
+        return read()
+    except (OtelLLMError, duckdb.Error):
+        if _damage_met.get(key, 0) == before:
+            raise
+    return read()
 
 
 # --- writing ------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -771,20 +771,40 @@ class SegmentStore:
                 found.append(Candidate(name, stat.st_size))
         return found
 
-    def check(self) -> list[str]:
-        """Read every segment whole; quarantine the damaged ones (waits for a merge or reader
-        in progress). The names quarantined."""
-        with self._lock(shared=False, wait=True):
+    def damaged(self, names: Collection[str] | None = None) -> dict[str, str]:
+        """The segments of the current generation (or those of them in ``names``) that cannot
+        be read whole, every page's checksum verified, and why. Takes no lock and moves
+        nothing: a sealed segment never changes in place."""
+        current = self._current()
+        return {
+            name: why
+            for name in self._listing(current)
+            if (names is None or name in names)
+            and (why := _unreadable(self._dir(current) / name)) is not None
+        }
+
+    def quarantine(self, damaged: Mapping[str, str], *, wait: bool) -> list[str] | None:
+        """Move the ``damaged`` segments (name: why) still in the current generation into
+        quarantine, each with a note and a warning; the names moved. Takes the exclusive lock:
+        waits for a merge or reader in progress, or, when ``wait`` is false, returns ``None``
+        when there is one (or the store cannot be locked)."""
+        with self._lock(shared=False, wait=wait) as held:
+            if not held:
+                return None
             current = self._current()
             snapshot = self._listing(current)
-            damaged = {
-                name: why
-                for name in snapshot
-                if (why := _unreadable(self._dir(current) / name)) is not None
-            }
-            if damaged:
-                self._next_generation(current, snapshot, merged=None, inputs=(), damaged=damaged)
-            return sorted(damaged)
+            here = {name: why for name, why in damaged.items() if name in snapshot}
+            if here:
+                self._next_generation(current, snapshot, merged=None, inputs=(), damaged=here)
+            return sorted(here)
+
+    def check(self, *, wait: bool = True) -> list[str] | None:
+        """Read every segment whole, verifying each page's checksum, and quarantine the
+        damaged ones; the names quarantined (``None``: damage found, but ``wait`` is false and
+        a merge or reader holds the store). Reading takes no lock; moving takes the exclusive
+        one, as :meth:`quarantine`."""
+        damaged = self.damaged()
+        return self.quarantine(damaged, wait=wait) if damaged else []
 
     def repair(self) -> None:
         """Point a ``segments`` link that names no generation at the newest whole one, finish

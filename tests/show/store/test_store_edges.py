@@ -174,3 +174,62 @@ def test_a_store_whose_segments_were_all_removed_reads_as_an_empty_one(tmp_path:
     assert [s.path.name for s in store.segments()] == [SCHEMA_SEGMENT]
     _write(store.path, calls=1)
     assert _spans(store.path) == SPANS_A_CALL
+
+
+# --- damage met while another reader holds the store --------------------------------------------
+
+
+def _cut_short(segment: Path) -> None:
+    data = segment.read_bytes()
+    segment.write_bytes(data[: len(data) // 2])
+
+
+def test_a_reader_meeting_damage_while_another_holds_the_store_reads_on_without_waiting(
+    tmp_path: Path,
+) -> None:
+    """While a notebook keeps the store open, ``otel-llm query`` meeting a segment cut short
+    neither waits for it nor fails: it reads the rest and names the segment; the first reader
+    after the notebook closed moves it to quarantine."""
+    store = _write(tmp_path / "store", calls=3, segments=3)
+    with open_store(store.path) as held:
+        bad = next(s.path for s in store.segments() if s.path.name != SCHEMA_SEGMENT)
+        _cut_short(bad)
+        out = run_cli(
+            "query",
+            "SELECT count(*) AS spans FROM otel_traces",
+            "--format",
+            "csv",
+            "--db",
+            str(store.path),
+            env=_cli_env(),
+            timeout_s=30,
+        )
+        assert held.execute("SELECT 1").fetchone() == (1,)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["spans", str(2 * SPANS_A_CALL)]
+    assert bad.name in out.stderr
+    assert "not moved to quarantine now" in out.stderr
+    assert store.quarantined() == []
+    assert _spans(store.path) == 2 * SPANS_A_CALL
+    assert [p.name for p in store.quarantined()] == [bad.name]
+
+
+def test_a_segment_left_out_is_named_once_and_moved_out_when_the_store_is_free(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process that left a damaged segment out of its readers names it once however often it
+    opens the store, and moves it to quarantine the first time it opens the store unheld."""
+    store = _write(tmp_path / "store", calls=2, segments=2)
+    bad = next(s.path for s in store.segments() if s.path.name != SCHEMA_SEGMENT)
+    _cut_short(bad)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        with store.reading():
+            assert _spans(store.path) == SPANS_A_CALL
+            assert _spans(store.path) == SPANS_A_CALL
+        assert store.quarantined() == []
+        assert _spans(store.path) == SPANS_A_CALL
+    assert [p.name for p in store.quarantined()] == [bad.name]
+    named = [r.getMessage() for r in caplog.records if bad.name in r.getMessage()]
+    assert len(named) == 2, named  # left out, once; then moved to quarantine
+    assert "reads the store without it" in named[0]
+    assert "moved it to" in named[1]
