@@ -18,7 +18,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._env import OTEL_LLM_DB
 from otel_llm._errors import OtelLLMError
 from otel_llm._extras import install_hint
-from otel_llm._show._store._access import check_store, reader_sql
+from otel_llm._show._store._access import check_store, read_again_after_damage, reader_sql
 from otel_llm._show._store._breakdown import (
     below_floor_note,
     breakdown_sql,
@@ -278,7 +278,7 @@ def query(
                 raise _fail(
                     "--threshold-ms, --worst-stalls and --since apply to the breakdown, not to SQL"
                 )
-            out.table(run_query(path, sql))
+            out.table(read_again_after_damage(path, lambda: run_query(path, sql)))
             return
         start = parse_since(since, datetime.now(UTC)) if since is not None else None
         label = f"at {threshold_ms} ms" if threshold_ms else "as measured"
@@ -288,12 +288,16 @@ def query(
             typer.echo(note, err=True)
         stalls = worst_stalls_sql(limit, threshold_ms=threshold_ms, since=start)
         if not worst_stalls:
+            breakdown = breakdown_sql(threshold_ms, since=start)
             out.table(
-                run_query(path, breakdown_sql(threshold_ms, since=start), canned=True),
+                read_again_after_damage(path, lambda: run_query(path, breakdown, canned=True)),
                 f"Breakdown ({label})",
             )
         if worst_stalls or not output_format.one_table:
-            out.table(run_query(path, stalls, canned=True), f"Worst stalls ({label})")
+            out.table(
+                read_again_after_damage(path, lambda: run_query(path, stalls, canned=True)),
+                f"Worst stalls ({label})",
+            )
     except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _fail(str(exc)) from exc
 
@@ -305,7 +309,10 @@ def _write_report(
     from otel_llm._show._report._write import write_report
 
     try:
-        return write_report(store, output, since=since, threshold_ms=threshold_ms).path
+        written = read_again_after_damage(
+            store, lambda: write_report(store, output, since=since, threshold_ms=threshold_ms)
+        )
+        return written.path
     except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _fail(str(exc)) from exc
 
@@ -400,8 +407,12 @@ def tune(
     out = Output.stdout(Format.TABLE, None)
     try:
         start = parse_since(since, datetime.now(UTC)) if since is not None else None
-        tuning = tune_store(
-            _db(db), budget=budget, source=source, start=start, seed=seed, timeout_s=timeout
+        path = _db(db)
+        tuning = read_again_after_damage(
+            path,
+            lambda: tune_store(
+                path, budget=budget, source=source, start=start, seed=seed, timeout_s=timeout
+            ),
         )
     except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _fail(str(exc)) from exc
@@ -468,12 +479,25 @@ def dashboards(
 
 
 @app.command()
-def compact(db: DbOption = None) -> None:
+def compact(
+    db: DbOption = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Also read every segment whole, verifying each page's checksum, and move the "
+            "damaged ones to quarantine (reads the whole store). Finds a flipped bit that "
+            "still decodes, which queries read as wrong values.",
+        ),
+    ] = False,
+) -> None:
     """Merge the store's small segments now.
 
     Writers also do it on their own, every half minute. Waits for no one: a store being read
-    or merged is left for later."""
+    or merged is left for later (with --verify, exit code 2 when damage found cannot be moved
+    out now)."""
     path = _db(db)
+    verified: int | None = None
     try:
         check_store(path)
         if not path.is_dir():
@@ -482,10 +506,21 @@ def compact(db: DbOption = None) -> None:
         store.create()  # a store of the first layout is migrated first
         before = set(store.quarantined())
         merged = store.compact(min_segments=2)
+        if verify:
+            verified = len(store.segments())
+            found = store.damaged()
+            if found and store.quarantine(found, wait=False) is None:
+                raise _fail(
+                    f"{path} has damaged segments ({', '.join(sorted(found))}) that cannot be "
+                    "moved to quarantine now: another otel-llm process is reading or merging "
+                    "the store; run `otel-llm compact --verify` again when it is done"
+                )
         damaged = sorted(set(store.quarantined()) - before)
     except (OtelLLMError, OSError, ValueError) as exc:  # ValueError: Arrow's errors
         raise _fail(str(exc)) from exc
     typer.echo(f"merged {merged} segments" if merged else "nothing to merge (or the store is busy)")
+    if verified is not None:
+        typer.echo(f"verified the page checksums of {verified} segments")
     if damaged:
         typer.echo(
             f"quarantined {len(damaged)} damaged segment{'s' if len(damaged) > 1 else ''} "

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from otel_llm import NotAStore, open_store
 from otel_llm._env import OTEL_LLM_DB, env_path
-from otel_llm._show._store._access import check_store
-from otel_llm._show._store._segments import SCHEMA_SEGMENT, SegmentStore
+from otel_llm._show._store._access import check_store, reader_sql
+from otel_llm._show._store._columns import arrow_schema
+from otel_llm._show._store._segments import SCHEMA_SEGMENT, SegmentStore, encode
 from tests.support.duckdb_store import Store
 from tests.support.processes import run_cli
 
@@ -233,3 +238,135 @@ def test_a_segment_left_out_is_named_once_and_moved_out_when_the_store_is_free(
     assert len(named) == 2, named  # left out, once; then moved to quarantine
     assert "reads the store without it" in named[0]
     assert "moved it to" in named[1]
+
+
+# --- damage only a query meets, and damage only checksums find ----------------------------------
+
+
+def _large_segment(store: SegmentStore) -> Path:
+    """One segment of 6,000 spans standing alone (no merge takes it), the store's only one."""
+    rows = pa.concat_tables(
+        [pq.read_table(s.path).cast(arrow_schema()) for s in store.segments()] * 1000
+    )
+    for segment in store.segments():
+        if segment.path.name != SCHEMA_SEGMENT:
+            segment.path.unlink()
+    return store.write(encode(rows))
+
+
+def _damage_until(segment: Path, column: str, bits: int, wanted: Callable[[], bool]) -> None:
+    """Flip ``bits`` at one place after another in ``column``'s pages of ``segment`` until
+    ``wanted()`` holds of the damaged file (it always does within the column's bytes)."""
+    original = segment.read_bytes()
+    chunk = next(
+        group.column(index)
+        for group in [pq.ParquetFile(segment).metadata.row_group(0)]
+        for index in range(group.num_columns)
+        if group.column(index).path_in_schema == column
+    )
+    start = chunk.dictionary_page_offset or chunk.data_page_offset
+    for offset in range(start, start + chunk.total_compressed_size):
+        data = bytearray(original)
+        data[offset] ^= bits
+        segment.write_bytes(bytes(data))
+        if wanted():
+            return
+    raise AssertionError(f"no damage to {column} of {segment} did what the test needs")
+
+
+def _fails_reading_pages(segment: Path) -> bool:
+    """DuckDB reads the footer but fails on a page, with an error naming no SQL mistake."""
+    with duckdb.connect() as conn:
+        try:
+            conn.execute(f"SELECT count(*) FROM read_parquet('{segment}')").fetchall()
+        except duckdb.Error:
+            return False
+        try:
+            conn.execute(f"SELECT * FROM read_parquet('{segment}')").fetchall()
+        except duckdb.Error as exc:
+            return type(exc) is duckdb.Error  # "Payload value bigger than allowed", "Out of buffer"
+    return False
+
+
+def test_a_page_damaged_in_a_segment_no_merge_takes_is_moved_out_by_the_query_that_meets_it(
+    tmp_path: Path,
+) -> None:
+    """A damaged page of a large segment, which DuckDB meets only in the middle of a query
+    with an error naming no file: ``otel-llm query`` verifies the segments' checksums, moves
+    that one to quarantine with a note, says so, and answers from the rest."""
+    store = _write(tmp_path / "store", calls=2)
+    big = _large_segment(store)
+    _write(store.path, calls=1)
+    _damage_until(big, "SpanName", 0xFF, lambda: _fails_reading_pages(big))
+    out = run_cli(
+        "query",
+        "SELECT count(*) AS spans FROM otel_traces WHERE SpanName IS NOT NULL",
+        "--format",
+        "csv",
+        "--db",
+        str(store.path),
+        env=_cli_env(),
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["spans", str(SPANS_A_CALL)]
+    assert big.name in out.stderr
+    assert [p.name for p in store.quarantined()] == [big.name]
+    why = (store.quarantine_dir / f"{big.name}.why").read_text("utf-8")
+    assert "cannot be read whole" in why
+
+
+def test_open_store_sets_a_damaged_segment_aside_but_never_hides_a_mistake_in_the_sql(
+    tmp_path: Path,
+) -> None:
+    """In Python, a query meeting a damaged page raises NotAStore naming the segment, set
+    aside, and saying to run it again (which reads the rest); a query with a mistake in it
+    raises DuckDB's own error, and nothing is moved."""
+    store = _write(tmp_path / "store", calls=2)
+    big = _large_segment(store)
+    _write(store.path, calls=1)
+    with open_store(store.path) as conn, pytest.raises(duckdb.BinderException):
+        conn.execute("SELECT NoSuchColumn FROM otel_traces").fetchall()
+    _damage_until(big, "SpanName", 0xFF, lambda: _fails_reading_pages(big))
+    with (
+        pytest.raises(NotAStore, match="run the query again") as raised,
+        open_store(store.path) as conn,
+    ):
+        conn.execute("SELECT * FROM otel_traces").fetchall()
+    assert big.name in str(raised.value)
+    assert [p.name for p in store.quarantined()] == [big.name]
+    assert _spans(store.path) == SPANS_A_CALL
+
+
+def _sum_of_wall(path: Path) -> object:
+    with duckdb.connect() as conn:
+        conn.execute(reader_sql(path))
+        row = conn.execute('SELECT sum("WallMs") FROM otel_traces').fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _decodes_other_than(path: Path, right: object) -> bool:
+    try:
+        return _sum_of_wall(path) != right
+    except duckdb.Error:
+        return False
+
+
+def test_a_flipped_bit_that_still_decodes_is_found_by_compact_verify(tmp_path: Path) -> None:
+    """One bit flipped in a segment's ``WallMs`` page: DuckDB reads wrong figures without an
+    error, so no reader can tell; ``otel-llm compact --verify`` checks every page's checksum
+    and moves the segment to quarantine, and the figures are right again (the rest's)."""
+    store = _write(tmp_path / "store", calls=2)
+    segment = next(s.path for s in store.segments() if s.path.name != SCHEMA_SEGMENT)
+    _write(store.path, calls=1)
+    right = _sum_of_wall(store.path)
+    _damage_until(segment, "WallMs", 0x40, lambda: _decodes_other_than(store.path, right))
+    assert run_cli("query", "--db", str(store.path), env=_cli_env()).returncode == 0
+    assert store.quarantined() == []
+    out = run_cli("compact", "--verify", "--db", str(store.path), env=_cli_env())
+    assert out.returncode == 0, out.stderr
+    assert "verified the page checksums of" in out.stdout
+    assert f"quarantined 1 damaged segment (moved to {store.quarantine_dir}" in out.stdout
+    assert segment.name in out.stdout
+    assert [p.name for p in store.quarantined()] == [segment.name]
+    assert _spans(store.path) == SPANS_A_CALL
