@@ -34,15 +34,23 @@ def check_providers(*, tracer_provider: object, meter_provider: object) -> None:
         )
 
 
-def check_sdk_tracer_provider(tracer_provider: object) -> None:
-    """``init()`` adds its processor to the provider it is given, which only the OpenTelemetry
-    SDK's ``TracerProvider`` (or a subclass) takes; ``None`` is fine."""
-    from opentelemetry.sdk.trace import TracerProvider  # init() imports the SDK anyway
+def takes_processors(tracer_provider: object) -> bool:
+    """Whether ``tracer_provider`` is an OpenTelemetry ``TracerProvider`` that takes span
+    processors (the SDK's, or one standing in for it)."""
+    return isinstance(tracer_provider, trace.TracerProvider) and callable(
+        getattr(tracer_provider, "add_span_processor", None)
+    )
 
-    if tracer_provider is not None and not isinstance(tracer_provider, TracerProvider):
+
+def check_processor_host(tracer_provider: object) -> None:
+    """``init()`` adds its processor to the provider it is given: an OpenTelemetry
+    ``TracerProvider`` that takes span processors (``add_span_processor``) — the SDK's, or one
+    standing in for it, as some vendors' proxies do; ``None`` is fine. The API's no-op provider
+    takes none."""
+    if tracer_provider is not None and not takes_processors(tracer_provider):
         raise ConfigurationError(
             "tracer_provider",
-            "must be the OpenTelemetry SDK's TracerProvider (opentelemetry.sdk.trace."
-            "TracerProvider), to which init() adds its processor; got "
+            "must be an OpenTelemetry TracerProvider that takes span processors (the SDK's "
+            "opentelemetry.sdk.trace.TracerProvider), to which init() adds its processor; got "
             + type_name(tracer_provider),
         )

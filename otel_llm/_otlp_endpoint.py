@@ -93,11 +93,16 @@ def exported(signal: Signal) -> bool:
     return (env.env_text(OWN_EXPORTER[signal]) or "").lower() != "none"
 
 
-def requested_protocol(signal: Signal) -> tuple[Protocol, str | None]:
+HTTP_JSON: Final = "http/json"
+"""The OTLP protocol the OpenTelemetry Python exporters do not speak: asked for, the signal goes
+over http/protobuf (the same collector endpoint takes both), and a warning says so."""
+
+
+def requested_protocol(signal: Signal) -> tuple[Protocol | Literal["http/json"], str | None]:
     """The protocol the variables ask for the signal — its own variable, else
     ``OTEL_EXPORTER_OTLP_PROTOCOL``, else OTLP's default — and the variable that asked (None for
-    the default). A value no OpenTelemetry Python exporter speaks is a
-    :class:`ConfigurationError` naming the variable, as the SDK's own configuration refuses it."""
+    the default). A value that is no OTLP protocol is a :class:`ConfigurationError` naming the
+    variable."""
     for variable in (OWN_PROTOCOL[signal], env.OTEL_EXPORTER_OTLP_PROTOCOL):
         value = env.env_text(variable)
         if value is None:
@@ -105,12 +110,9 @@ def requested_protocol(signal: Signal) -> tuple[Protocol, str | None]:
         for protocol in PROTOCOLS:
             if value.lower() == protocol:
                 return protocol, variable
+        if value.lower() == HTTP_JSON:
+            return HTTP_JSON, variable
         known = " or ".join(PROTOCOLS)
-        if value.lower() == "http/json":
-            raise ConfigurationError(
-                variable,
-                f"http/json is not spoken by the OpenTelemetry Python exporters; set {known}",
-            )
         raise ConfigurationError(
             variable, f"{redact(value)!r} is not an OTLP protocol; set {known}"
         )
@@ -124,7 +126,20 @@ def check_endpoint(url: str, *, variable: str, protocol: Protocol) -> None:
     own target forms, as its exporter does. The URL is shown without its credentials."""
     problem = _endpoint_problem(url, protocol)
     if problem is not None:
-        raise ConfigurationError(variable, f"{redact_url(url)!r} {problem}")
+        raise ConfigurationError(variable, f"{_shown(url)!r} {problem}")
+
+
+def _shown(url: str) -> str:
+    """A malformed endpoint as its error shows it: without credentials, even where parsing would
+    miss them — a base64 password may hold the ``/``, ``?`` or ``#`` that ends an authority, so
+    then everything between ``://`` and the last ``@`` is left out."""
+    scheme, has_scheme, rest = url.partition("://")
+    if not has_scheme:
+        scheme, rest = "", url
+    before, at, after = rest.rpartition("@")
+    if at and any(mark in before for mark in "/?#"):
+        return f"{scheme}{has_scheme}[REDACTED]@{after}"
+    return redact_url(url)
 
 
 def _endpoint_problem(url: str, protocol: Protocol) -> str | None:
@@ -134,7 +149,7 @@ def _endpoint_problem(url: str, protocol: Protocol) -> str | None:
         if protocol == "http/protobuf":
             return (
                 "has no scheme: OTLP/HTTP sends to a URL, such as "
-                f"http://{redact_url(url)} (https:// for TLS)"
+                f"http://{_shown(url)} (https:// for TLS)"
             )
         if url.partition(":")[0].lower() in _GRPC_TARGETS:
             return None

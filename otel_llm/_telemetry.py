@@ -21,12 +21,13 @@ from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from otel_llm import _env as env
-from otel_llm._arguments import check_sdk_tracer_provider
+from otel_llm._arguments import check_processor_host, takes_processors
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import resolve_threshold_ms
 from otel_llm._otlp_endpoint import (
+    HTTP_JSON,
     OWN_ENDPOINT,
     OtlpEndpoint,
     Protocol,
@@ -86,12 +87,13 @@ def _otlp_collectors(store: Path | None) -> dict[Signal, OtlpEndpoint]:
     for signal in named:
         protocol = protocols[signal]
         own = env.env_text(OWN_ENDPOINT[signal])
-        for variable, value in (
-            (OWN_ENDPOINT[signal], own),
-            (env.OTEL_EXPORTER_OTLP_ENDPOINT, base),
-        ):
-            if value is not None:
-                check_endpoint(value, variable=variable, protocol=protocol)
+        # the endpoint the signal's exporter will use: the base one only where it has none of
+        # its own (a base meant for another component is then none of this signal's business)
+        if own is not None:
+            check_endpoint(own, variable=OWN_ENDPOINT[signal], protocol=protocol)
+        else:
+            assert base is not None
+            check_endpoint(base, variable=env.OTEL_EXPORTER_OTLP_ENDPOINT, protocol=protocol)
         if own is not None:
             url, via = own, OWN_ENDPOINT[signal]
         else:
@@ -116,21 +118,27 @@ def _otlp_collectors(store: Path | None) -> dict[Signal, OtlpEndpoint]:
 
 def _otlp_protocols(signals: list[Signal]) -> dict[Signal, Protocol]:
     """The protocol each signal is exported with: the one its variables ask for — gRPC only when
-    its exporter is installed, else http/protobuf and one warning naming the variable."""
+    its exporter is installed; http/json, which the Python exporters do not speak, never — else
+    http/protobuf and one warning naming the variable."""
     chosen: dict[Signal, Protocol] = {}
-    fallen_back: dict[str, list[Signal]] = {}
+    fallen_back: dict[tuple[str, str], list[Signal]] = {}
     for signal in signals:
-        protocol, variable = requested_protocol(signal)
-        if protocol == "grpc" and not _grpc_installed():
-            assert variable is not None  # grpc is never the default
-            fallen_back.setdefault(variable, []).append(signal)
-            protocol = "http/protobuf"
-        chosen[signal] = protocol
-    for variable, which in fallen_back.items():
+        asked, variable = requested_protocol(signal)
+        if asked == HTTP_JSON or (asked == "grpc" and not _grpc_installed()):
+            assert variable is not None  # neither is ever the default
+            fallen_back.setdefault((variable, asked), []).append(signal)
+            chosen[signal] = "http/protobuf"
+        else:
+            chosen[signal] = asked
+    for (variable, wanted), which in fallen_back.items():
         logger.warning(
-            "otel-llm: %s=grpc but the gRPC exporter is not installed (pip install "
-            "opentelemetry-exporter-otlp-proto-grpc); %s use http/protobuf",
+            "otel-llm: %s=%s but %s; %s use http/protobuf",
             variable,
+            wanted,
+            "the OpenTelemetry Python exporters do not speak it"
+            if wanted == HTTP_JSON
+            else "the gRPC exporter is not installed "
+            "(pip install opentelemetry-exporter-otlp-proto-grpc)",
             " and ".join(which),
         )
     return chosen
@@ -332,7 +340,7 @@ def init(
       A provider that already exports OTLP gets no second OTLP exporter (``otlp=True``: it
       does), and a global ``MeterProvider`` the application set takes the metrics.
     - The store's path is resolved now (a relative one is the working directory's); one DuckDB
-      would read as a pattern is refused, as is a ``tracer_provider`` that is not the SDK's.
+      would read as a pattern is refused, as is a ``tracer_provider`` that takes no processor.
     """
     global _active
     if _active is not None and not _active.shut:
@@ -342,17 +350,17 @@ def init(
         )
         return _active
     threshold = resolve_threshold_ms(stall_threshold_ms)
-    check_sdk_tracer_provider(tracer_provider)
+    check_processor_host(tracer_provider)
     if env.env_flag(env.OTEL_SDK_DISABLED):
         return Telemetry(trace.NoOpTracerProvider(), None, None, None, threshold, False, False)
 
     path = (Path(db_path) if db_path else store_path()).absolute()  # as of init(), not later
     if duckdb and (problem := glob_problem(path)) is not None:
-        raise ConfigurationError(_store_key(db_path), f"{path} {problem}")
+        raise ConfigurationError(_store_path_key(db_path), f"{path} {problem}")
     app_provider = tracer_provider
     if app_provider is None:
         current = trace.get_tracer_provider()
-        app_provider = current if isinstance(current, TracerProvider) else None
+        app_provider = current if takes_processors(current) else None  # type: ignore[assignment]
     exporter = SegmentSpanExporter(path) if duckdb else None
     downstream: list[SpanProcessor] = []
     if exporter is not None:
@@ -383,7 +391,7 @@ def init(
         _warn_if_resource_kept(provider, service_name)
     provider.add_span_processor(processor)
     meters = (
-        _otlp_meter_provider(provider.resource, collectors["metrics"])
+        _otlp_meter_provider(_resource_of(provider), collectors["metrics"])
         if "metrics" in collectors
         else None
     )
@@ -407,7 +415,14 @@ def init(
     return _active
 
 
-def _store_key(db_path: object) -> str:
+def _resource_of(provider: TracerProvider) -> Resource:
+    """The provider's resource (a provider standing in for the SDK's may lack one: the
+    default resource then)."""
+    resource = getattr(provider, "resource", None)
+    return resource if isinstance(resource, Resource) else Resource.create({})
+
+
+def _store_path_key(db_path: object) -> str:
     """The name of whatever chose the store's path, for an error about it."""
     if db_path:
         return "db_path"
@@ -437,7 +452,7 @@ def _warn_if_resource_kept(provider: TracerProvider, service_name: str | None) -
     ``init()`` before ``shutdown()`` made global (OpenTelemetry sets a process's global provider
     once): say so when this ``init()`` asks for another service name."""
     asked = service_name or env.env_text(env.OTEL_SERVICE_NAME)
-    kept = provider.resource.attributes.get("service.name")
+    kept = _resource_of(provider).attributes.get("service.name")
     if asked and kept != asked:
         logger.warning(
             "otel-llm: init() adds to the TracerProvider already in place, whose resource "

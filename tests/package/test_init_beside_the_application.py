@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from otel_llm import init
 from otel_llm._errors import ConfigurationError
@@ -234,12 +235,77 @@ def test_a_relative_store_path_is_where_it_was_at_init(tmp_path: Path) -> None:
 def test_a_tracer_provider_init_cannot_add_to_is_refused(
     tmp_path: Path, given: object, named: str
 ) -> None:
-    """``init()`` adds its processor to the provider it is given: anything but the SDK's
-    ``TracerProvider`` is a ``ConfigurationError`` naming the argument and the type given (it
-    was Python's ``AttributeError``), raised before the store is touched."""
+    """``init()`` adds its processor to the provider it is given: anything that takes no span
+    processor (the API's no-op provider among them) is a ``ConfigurationError`` naming the
+    argument and the type given (it was Python's ``AttributeError``), raised before the store is
+    touched."""
     with pytest.raises(ConfigurationError) as caught:
         init(db_path=tmp_path / "store", tracer_provider=given)  # type: ignore[arg-type]
     assert caught.value.key == "tracer_provider"
     assert named in str(caught.value)
-    assert "SDK's TracerProvider" in str(caught.value)
+    assert "that takes span processors" in str(caught.value)
     assert not (tmp_path / "store").exists()
+
+
+def test_a_forked_child_s_exit_ends_none_of_its_parent_s_calls(tmp_path: Path) -> None:
+    """A child forked while the parent reads a stream exits normally (its exit handlers run):
+    the parent's open call is the parent's to end — stored once, as ok, never also as a
+    dropped copy written by the child."""
+    _run(
+        """
+        from otel_llm import observe_stream
+        telemetry = otel_llm.init(db_path="store", otlp=False)
+
+        def chunks():
+            for _ in range(5):
+                yield {"choices": [{"delta": {"content": "x"}, "index": 0}]}
+            yield {"choices": [{"delta": {}, "index": 0, "finish_reason": "stop"}]}
+
+        stream = observe_stream(chunks(), provider="openai", model="m")
+        next(stream)
+        child = os.fork()
+        if child == 0:
+            sys.exit(0)  # the child's own work done: a normal exit
+        os.waitpid(child, 0)
+        for _ in stream:
+            pass
+        telemetry.shutdown()
+        """,
+        tmp_path,
+    )
+    rows = _rows(
+        tmp_path / "store",
+        "SELECT count(*), count(DISTINCT span_id), string_agg(DISTINCT outcome, ',') "
+        "FROM llm_attempts",
+    )
+    assert rows == [(1, 1, "ok")]
+
+
+class StandIn(trace.TracerProvider):
+    """A provider standing in for the SDK's, as some vendors' proxies do: an OpenTelemetry
+    TracerProvider (the API's class) that passes everything on to an SDK provider."""
+
+    def __init__(self, real: TracerProvider) -> None:
+        self.real = real
+
+    def get_tracer(self, *args: object, **kwargs: object) -> trace.Tracer:
+        return self.real.get_tracer(*args, **kwargs)  # type: ignore[arg-type]
+
+    def add_span_processor(self, processor: SpanProcessor) -> None:
+        self.real.add_span_processor(processor)
+
+    def shutdown(self) -> None:
+        self.real.shutdown()
+
+
+def test_a_provider_standing_in_for_the_sdk_s_takes_the_processor(tmp_path: Path) -> None:
+    """``init(tracer_provider=)`` takes any OpenTelemetry provider that takes span processors,
+    not only the SDK's class: the spans recorded through it reach the store."""
+    real = TracerProvider()
+    telemetry = init(db_path=tmp_path / "store", tracer_provider=StandIn(real), otlp=False)  # type: ignore[arg-type]
+    real.get_tracer("app").start_span("through the stand-in").end()
+    assert telemetry.force_flush(30)
+    telemetry.shutdown()
+    assert _rows(
+        tmp_path / "store", 'SELECT "SpanName" FROM otel_traces WHERE "SpanName" <> \'\''
+    ) == [("through the stand-in",)]

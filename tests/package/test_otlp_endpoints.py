@@ -97,6 +97,11 @@ def test_an_endpoint_the_exporter_cannot_use_is_refused_at_init(
             f"http://{PASSWORD}@collector:4318a?key=v",
             "'http://[REDACTED]@collector:4318a?[REDACTED]'",
         ),
+        # a password holding what ends an authority (base64's /, a #): parsing finds no
+        # user information, so all before the last @ is left out
+        (f"http://otel:{PASSWORD}/x@collector:1", "'http://[REDACTED]@collector:1'"),
+        (f"http://otel:{PASSWORD}#@collector:1", "'http://[REDACTED]@collector:1'"),
+        (f"otel:{PASSWORD}/x@collector:4318", "'[REDACTED]@collector:4318'"),
     ],
 )
 def test_a_refused_endpoint_is_shown_without_its_credentials(
@@ -111,14 +116,30 @@ def test_a_refused_endpoint_is_shown_without_its_credentials(
     assert PASSWORD not in str(error)
 
 
-def test_every_endpoint_variable_a_signal_reads_is_checked(
+def test_the_base_endpoint_is_judged_where_a_signal_sends_to_it(
     tmp_path: Path, otlp_env: pytest.MonkeyPatch
 ) -> None:
-    """A malformed base endpoint is refused even when each signal names its own."""
+    """A malformed base endpoint is refused when a signal without an endpoint of its own would
+    send to it (here the metrics)."""
     otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:4318/v1/traces")
-    otlp_env.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://127.0.0.1:4318/v1/metrics")
     otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:43l8")
     assert refused(tmp_path).key == "OTEL_EXPORTER_OTLP_ENDPOINT"
+
+
+def test_a_base_endpoint_no_signal_sends_to_is_not_judged(
+    tmp_path: Path, otlp_env: pytest.MonkeyPatch
+) -> None:
+    """Each signal names its own endpoint: the base one, which no exporter then reads (it may be
+    meant for another component: a gRPC ``collector:4317``), does not stop ``init()``."""
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:4318/v1/traces")
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://127.0.0.1:4318/v1/metrics")
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317")
+    telemetry = init(db_path=tmp_path / "store", set_global=False, duckdb=False)
+    telemetry.shutdown()
+    assert sorted(collector.endpoint for collector in telemetry.collectors) == [
+        "http://127.0.0.1:4318/v1/metrics",
+        "http://127.0.0.1:4318/v1/traces",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -238,17 +238,16 @@ def test_a_signals_protocol_is_its_own_variable_else_the_shared_one(
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grcp"),
         ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http"),
-        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json"),
+        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "json"),
     ],
 )
-def test_a_protocol_no_exporter_speaks_is_refused_at_init(
+def test_a_value_that_is_no_otlp_protocol_is_refused_at_init(
     tmp_path: Path, otlp_env: pytest.MonkeyPatch, variable: str, value: str
 ) -> None:
-    """http/json (which the Python exporters do not speak) or an unknown value: init() raises a
-    ConfigurationError naming the variable, instead of sending with another protocol."""
+    """A value that is no OTLP protocol: init() raises a ConfigurationError naming the variable,
+    instead of sending with another protocol."""
     otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
     otlp_env.setenv(variable, value)
     taken: list[Telemetry] = []
@@ -260,6 +259,37 @@ def test_a_protocol_no_exporter_speaks_is_refused_at_init(
             telemetry.shutdown()
     assert refused.value.key == variable
     assert "http/protobuf or grpc" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("variables", "signals"),
+    [
+        ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "spans and metrics"),
+        ({"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "HTTP/JSON"}, "metrics"),
+    ],
+)
+def test_http_json_goes_over_http_protobuf_with_one_warning(
+    tmp_path: Path,
+    otlp_env: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    variables: dict[str, str],
+    signals: str,
+) -> None:
+    """http/json, which OTLP defines but the Python exporters do not speak: the signal goes over
+    http/protobuf to the same endpoint (a collector takes both) and one warning names the
+    variable and the signals — an application that set it still starts."""
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    for name, value in variables.items():
+        otlp_env.setenv(name, value)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        telemetry = init(db_path=tmp_path / "store", set_global=False, duckdb=False)
+    telemetry.shutdown()
+    assert protocols(telemetry) == {"spans": "http/protobuf", "metrics": "http/protobuf"}
+    (variable,) = variables
+    warned = [r.getMessage() for r in caplog.records if "do not speak it" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith(f"otel-llm: {variable}=http/json but ")
+    assert warned[0].endswith(f"; {signals} use http/protobuf")
 
 
 async def test_grpc_not_installed_falls_back_to_http_for_both_signals(

@@ -262,7 +262,7 @@ def open_store(
                         yield conn
                         return
                     except duckdb.Error as exc:
-                        if not _may_be_damage(exc):
+                        if not _may_be_damage(exc, store):
                             raise
                         failed = exc
             problem = (str(failed).splitlines() or [type(failed).__name__])[0]
@@ -286,7 +286,6 @@ def open_store(
 
 _DAMAGE_SIGNS: Final = (
     "corrupt",
-    "parquet",
     "decompress",
     "out of buffer",
     "payload value",
@@ -309,18 +308,29 @@ def _store_key(path: str | os.PathLike[str]) -> str:
     return str(Path(path).absolute())
 
 
-def _may_be_damage(exc: duckdb.Error) -> bool:
-    """Whether a query's error may come from a damaged segment: DuckDB's plain errors (its
-    Parquet reader's buffer and Thrift errors, which name no file) and its I/O and
-    invalid-input errors about a file it reads. Never a mistake in the SQL (parser, binder,
-    catalog, conversion errors): those are raised as they are, and so is any error for which
-    no segment turns out to be damaged."""
+_NOT_DAMAGE: Final = ("no files found",)
+"""Words of DuckDB's I/O errors that are never a damaged segment (a path of the query's own)."""
+
+
+def _may_be_damage(exc: duckdb.Error, store: SegmentStore) -> bool:
+    """Whether a query's error may come from a damaged segment — and so is worth reading every
+    segment's pages to find it: DuckDB's plain errors (its Parquet reader's buffer and Thrift
+    errors, which name no file) and its I/O and invalid-input errors about corrupt data, that
+    name no file or one of the store's. Never a mistake in the SQL (parser, binder, catalog,
+    conversion errors) nor an error about a file of the query's own (``read_parquet`` of a
+    missing file): those are raised as they are, and so is any error for which no segment turns
+    out to be damaged."""
     if type(exc) is duckdb.Error:
         return True
-    if isinstance(exc, duckdb.IOException | duckdb.InvalidInputException):
-        text = str(exc).lower()
-        return any(sign in text for sign in _DAMAGE_SIGNS)
-    return False
+    if not isinstance(exc, duckdb.IOException | duckdb.InvalidInputException):
+        return False
+    text = str(exc)
+    lowered = text.lower()
+    if any(sign in lowered for sign in _NOT_DAMAGE):
+        return False
+    if not any(sign in lowered for sign in _DAMAGE_SIGNS):
+        return False
+    return "/" not in text or str(store.path.absolute()) in text
 
 
 def _left_out_of(store: SegmentStore) -> set[str]:

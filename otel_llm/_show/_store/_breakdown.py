@@ -95,9 +95,7 @@ def breakdown_sql(
     (``run``: only the calls whose spans carry that :data:`RUN_ATTRIBUTE`; ``since``: only
     the calls that started then or later)."""
     wall, stall = WALL_MS.name, STALL_MS.name
-    # over the calls whose stall figures are known: an unknown one's wall time is no share of it
-    known_wall = f"sum(CASE WHEN {stall} IS NOT NULL THEN {wall} END)"
-    share = dialect.round(f"100.0 * sum({stall}) / nullif({known_wall}, 0)", 1)
+    share = dialect.round(f"100.0 * sum({stall}) / nullif(sum({wall}), 0)", 1)
     return f"""
     WITH w AS ({_winners(threshold_ms, run, dialect, since)})
     SELECT

@@ -173,25 +173,6 @@ def test_the_breakdown_below_floor_says_unknown_not_zero(store: Store) -> None:
     assert known["stalled"] == 2, "as measured, both calls stalled (the fixture's gaps)"
 
 
-def test_the_stall_share_counts_only_calls_whose_stalls_are_known() -> None:
-    """A call whose stall figures are unknown adds no wall time to the stall share: the share
-    is the known calls' stall over the known calls' wall (a 9 s unknown call beside a 1 s call
-    that stalled 0.25 s is 25 %, not 2.5 %)."""
-    with duckdb.connect() as conn:
-        conn.execute(
-            "CREATE VIEW llm_winners AS SELECT * FROM (VALUES "
-            "('p', 'm', 1000.0, 250.0, 1, 750.0, 100.0, 0, false), "
-            "('p', 'm', 9000.0, NULL, NULL, NULL, 100.0, 0, false)) "
-            "t(provider, model, wall_ms, stall_ms, stall_count, generation_ms, ttft_ms, "
-            "call_hedges, call_hedge_won)"
-        )
-        result = conn.execute(breakdown_sql())
-        columns = [column[0] for column in result.description]
-        (row,) = [dict(zip(columns, values, strict=True)) for values in result.fetchall()]
-    assert (row["calls"], row["wall_s"], row["stall_s"], row["net_s"]) == (2, 10.0, 0.3, 0.8)
-    assert (row["stall_%"], row["stalled"]) == (25.0, 1)
-
-
 def _old_schema_file(path: Path, store: Store) -> None:
     """A file with only the ClickHouse layout (schema 1), holding one call's spans."""
     store.call()

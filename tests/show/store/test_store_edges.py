@@ -337,6 +337,31 @@ def test_open_store_sets_a_damaged_segment_aside_but_never_hides_a_mistake_in_th
     assert _spans(store.path) == SPANS_A_CALL
 
 
+def test_a_missing_file_of_the_query_s_own_reads_no_segment_s_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query's own ``read_parquet`` of a file that is not there is the query's mistake, not
+    damage: DuckDB's error is raised as it is, and the store's pages are not read to look for
+    a damaged segment (which reads the whole store)."""
+    store = _write(tmp_path / "store", calls=1)
+    verified: list[SegmentStore] = []
+    damaged = SegmentStore.damaged
+
+    def counted(self: SegmentStore, names: object = None) -> dict[str, str]:
+        verified.append(self)
+        return damaged(self)
+
+    monkeypatch.setattr(SegmentStore, "damaged", counted)
+    missing = tmp_path / "nope" / "x.parquet"
+    with (  # the error leaves the query through open_store, as a CLI query's does
+        pytest.raises(duckdb.IOException, match="No files found"),
+        open_store(store.path) as conn,
+    ):
+        conn.execute(f"SELECT * FROM read_parquet('{missing}')").fetchall()
+    assert verified == []
+    assert store.quarantined() == []
+
+
 def _sum_of_wall(path: Path) -> object:
     with duckdb.connect() as conn:
         conn.execute(reader_sql(path))
