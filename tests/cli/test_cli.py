@@ -97,6 +97,10 @@ def test_query_since_counts_only_the_calls_in_range(tmp_path: Path) -> None:
     bad = otel_llm("query", "--db", db, "--since", "yesterday")
     assert bad.returncode != 0
     assert "--since" in bad.stderr + bad.stdout
+    for ancient in ("1000-01-01", "20000w", "0001-01-01T00:00+05:00"):  # before 1677: all
+        everything = otel_llm("query", "--db", db, "--since", ancient, "--format", "json")
+        assert everything.returncode == 0, everything.stderr
+        assert sum(row["calls"] for row in json.loads(everything.stdout)) == 5
 
 
 def test_query_runs_sql(demo_db: Path) -> None:

@@ -35,7 +35,7 @@ from otel_llm._show._report._write import default_output, write_report
 from otel_llm._show._sql._grafana_macros import Variable, expand
 from otel_llm._show._sql._panel_sql import DUCKDB_PANELS
 from otel_llm._show._store._segments import SEGMENTS, SegmentStore
-from otel_llm._show._store._since import parse_since
+from otel_llm._show._store._since import EARLIEST, parse_since
 from otel_llm.cli._app import DEMO_TOO_BUSY_EXIT
 from tests.support import REPOSITORY
 from tests.support.processes import run_cli, run_python
@@ -136,6 +136,22 @@ def test_a_since_in_the_future_is_refused() -> None:
     """A --since after now would show nothing: it is refused."""
     with pytest.raises(ConfigurationError, match="in the future"):
         parse_since("2026-06-02", NOW)
+
+
+@pytest.mark.parametrize(
+    "text", ["1000-01-01", "20000w", "0001-01-01T00:00+05:00", "0001-01-01", "1677-01-01"]
+)
+def test_a_since_before_the_store_can_hold_reads_everything(text: str) -> None:
+    """A start before the earliest time a store's nanosecond timestamps hold (1677) — even one
+    whose zone offset takes it before year 1 — is that earliest time: everything, not
+    DuckDB's conversion error or a traceback."""
+    assert parse_since(text, NOW) == EARLIEST
+
+
+def test_a_since_whose_offset_passes_year_9999_is_in_the_future() -> None:
+    """The last moment of year 9999 in a zone behind UTC is past every clock: refused."""
+    with pytest.raises(ConfigurationError, match="in the future"):
+        parse_since("9999-12-31T23:59:59-05:00", NOW)
 
 
 @given(
