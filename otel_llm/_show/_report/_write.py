@@ -22,9 +22,18 @@ def default_output(store: Path) -> Path:
 
 
 def check_output(path: Path) -> None:
-    """Raise :class:`ConfigurationError` unless a report can be written at ``path``."""
+    """Raise :class:`ConfigurationError` unless a report can be written at ``path``: a regular
+    file or nothing yet (a link is followed to where it points). The report replaces what is
+    there whole, so a device, a named pipe or a socket — ``/dev/null``, ``/dev/stdout`` — is
+    refused rather than replaced by a file."""
     if path.is_dir():
         raise ConfigurationError(OUTPUT_KEY, f"{path} is a directory; give a file name")
+    if path.exists() and not path.is_file():
+        raise ConfigurationError(
+            OUTPUT_KEY,
+            f"{path} is not a regular file (a device, a named pipe or a socket): the report is "
+            "a file of its own; give a file name",
+        )
     folder = path.absolute().parent
     if not folder.is_dir():
         problem = "is not a directory" if folder.exists() else "does not exist"
@@ -39,7 +48,9 @@ def check_output(path: Path) -> None:
 
 def write_atomically(path: Path, text: str) -> None:
     """``text`` at ``path``: written to a hidden file beside it, flushed, renamed over it —
-    a reader sees the old report or the new one, never half of one."""
+    a reader sees the old report or the new one, never half of one. A link at ``path`` stays a
+    link: the file it points to is the one replaced."""
+    path = Path(os.path.realpath(path))  # a link's target, not the link itself
     check_output(path)
     fd, tmp = tempfile.mkstemp(dir=path.absolute().parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

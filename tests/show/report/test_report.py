@@ -360,6 +360,51 @@ def test_report_errors_are_said_plainly(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
 
 
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+def test_an_output_that_is_no_regular_file_is_refused_not_replaced(
+    tmp_path: Path, kind: str
+) -> None:
+    """``-o`` naming a named pipe or a socket (``/dev/null``, ``/dev/stdout`` alike): exit 2
+    saying so, and the special file is still there — the report's atomic rename replaced it
+    with a regular file before (as root, even ``/dev/null``)."""
+    import socket
+    import stat
+
+    store = tmp_path / "s"
+    SegmentStore(store).create()
+    special = tmp_path / "out.html"
+    listener = None
+    if kind == "fifo":
+        os.mkfifo(special)
+    else:
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(special))
+    try:
+        result = run_cli("report", "--db", str(store), "-o", str(special), columns=200)
+        mode = special.lstat().st_mode
+    finally:
+        if listener is not None:
+            listener.close()
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "is not a regular file" in " ".join(result.stderr.split())
+    assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISSOCK(mode), "it was replaced"
+
+
+def test_a_link_as_the_output_stays_a_link_to_the_report(tmp_path: Path) -> None:
+    """``-o`` naming a link: the file it points to gets the report; the link stays."""
+    store = tmp_path / "s"
+    SegmentStore(store).create()
+    target = tmp_path / "reports" / "latest.html"
+    target.parent.mkdir()
+    target.write_text("the previous report")
+    link = tmp_path / "report.html"
+    link.symlink_to(target)
+    result = run_cli("report", "--db", str(store), "-o", str(link))
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink()
+    assert target.read_text().startswith("<!DOCTYPE html>")
+
+
 def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:
     """A text file as the store: NotAStore, before any page is written."""
     path = tmp_path / "notes.txt"
