@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-GLOB_CHARACTERS: Final = frozenset("*?[]{}")
-"""Characters DuckDB's glob would read as a pattern: a store's path has none of them."""
+GLOB_CHARACTERS: Final = frozenset("*?[]{}\\")
+"""Characters DuckDB's glob would read as a pattern (the backslash escapes the next one): a
+store's path has none of them."""
 
 
 def glob_problem(path: Path) -> str | None:

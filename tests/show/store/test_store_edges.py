@@ -395,3 +395,14 @@ def test_a_flipped_bit_that_still_decodes_is_found_by_compact_verify(tmp_path: P
     assert segment.name in out.stdout
     assert [p.name for p in store.quarantined()] == [segment.name]
     assert _spans(store.path) == SPANS_A_CALL
+
+
+def test_a_backslash_in_the_store_path_is_refused_by_views_and_query(tmp_path: Path) -> None:
+    """DuckDB's glob reads ``\\`` as an escape: SQL ``otel-llm views`` printed for such a path
+    found no file in a plain DuckDB. Like the other glob characters, it is refused, naming it."""
+    path = tmp_path / "back\\slash"
+    SegmentStore(path).create()
+    for command in ("views", "query"):
+        result = run_cli(command, "--db", str(path))
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert "has \\ in its path" in result.stderr
