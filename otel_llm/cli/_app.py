@@ -62,6 +62,15 @@ def _need_simulator() -> None:
         )
 
 
+def _failed(exc: BaseException) -> typer.Exit:
+    """:func:`_fail` with the error's text — but a reader that went away (``otel-llm query |
+    head -1``: a broken pipe) is no error of the command's: it is raised on, and the command
+    line ends quietly, as it does for any command whose output is cut short."""
+    if isinstance(exc, BrokenPipeError):
+        raise exc
+    return _fail(str(exc))
+
+
 def _fail(message: str) -> typer.Exit:
     """Say what went wrong on standard error; the command exits with code 2."""
     Console(stderr=True, highlight=False, soft_wrap=True).print(
@@ -216,7 +225,7 @@ def demo(
     try:
         honest = asyncio.run(run_demo(options, console, out))
     except (OtelLLMError, duckdb.Error) as exc:
-        raise _fail(str(exc)) from exc
+        raise _failed(exc) from exc
     if not honest:
         raise typer.Exit(code=DEMO_TOO_BUSY_EXIT)
     if not no_report:
@@ -270,7 +279,7 @@ def query(
         try:
             validate_threshold_ms(threshold_ms, "--threshold-ms")
         except OtelLLMError as exc:
-            raise _fail(str(exc)) from exc
+            raise _failed(exc) from exc
     path = _db(db)
     try:
         if sql is not None:
@@ -299,7 +308,7 @@ def query(
                 f"Worst stalls ({label})",
             )
     except (OtelLLMError, duckdb.Error, OSError) as exc:
-        raise _fail(str(exc)) from exc
+        raise _failed(exc) from exc
 
 
 def _write_report(
@@ -314,7 +323,7 @@ def _write_report(
         )
         return written.path
     except (OtelLLMError, duckdb.Error, OSError) as exc:
-        raise _fail(str(exc)) from exc
+        raise _failed(exc) from exc
 
 
 @app.command()
@@ -415,7 +424,7 @@ def tune(
             ),
         )
     except (OtelLLMError, duckdb.Error, OSError) as exc:
-        raise _fail(str(exc)) from exc
+        raise _failed(exc) from exc
     if output_format is TuneFormat.JSON:
         render_json(tuning, out)
     else:
@@ -439,7 +448,7 @@ def views(db: DbOption = None) -> None:
         if not path.is_dir():
             raise _fail(f"{path} is a single-file store: DuckDB opens it directly")
     except OtelLLMError as exc:
-        raise _fail(str(exc)) from exc
+        raise _failed(exc) from exc
     typer.echo(reader_sql(path))
 
 
@@ -459,7 +468,7 @@ def dashboards(
     try:
         shipped = packaged(DASHBOARDS, "provisioning/dashboards/otel-llm.yaml")
     except OtelLLMError as exc:
-        raise _fail(str(exc)) from exc
+        raise _failed(exc) from exc
     files = sorted(p for p in shipped.rglob("*") if p.is_file())
     targets = [(source, directory / source.relative_to(shipped)) for source in files]
     differ = [
@@ -517,7 +526,7 @@ def compact(
                 )
         damaged = sorted(set(store.quarantined()) - before)
     except (OtelLLMError, OSError, ValueError) as exc:  # ValueError: Arrow's errors
-        raise _fail(str(exc)) from exc
+        raise _failed(exc) from exc
     typer.echo(f"merged {merged} segments" if merged else "nothing to merge (or the store is busy)")
     if verified is not None:
         typer.echo(f"verified the page checksums of {verified} segments")
@@ -577,7 +586,7 @@ def provider(
             announce=console.print,
         )
     except (ValueError, OSError) as exc:
-        raise _fail(str(exc)) from exc
+        raise _failed(exc) from exc
 
 
 COLLECTOR_PROBLEM_EXIT = 1
@@ -636,7 +645,7 @@ def collector(
             )
             code = run_until_stopped(run, stop, say)
     except (OtelLLMError, duckdb.Error, OSError) as exc:
-        raise _fail(str(exc)) from exc
+        raise _failed(exc) from exc
     report = run.report
     landed = f"spans went straight into {store}" if store else f"config {config}"
     if report.files:

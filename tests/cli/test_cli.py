@@ -267,3 +267,28 @@ def test_query_rejects_a_threshold_longer_than_a_day(tmp_path: Path) -> None:
         out = otel_llm("query", "--db", str(tmp_path / "x.duckdb"), "--threshold-ms", value)
         assert out.returncode == 2
         assert "--threshold-ms: must be at most 86400000 ms (a day)" in out.stderr, out.stderr
+
+
+def test_a_reader_that_goes_away_is_no_error(demo_db: Path) -> None:
+    """``otel-llm query | head -1``: the reader closes the pipe before the command writes. The
+    command ends quietly (no ``error: [Errno 32] Broken pipe``, not the exit code of a user
+    error), as any command whose output is cut short."""
+    import os
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first byte is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "otel_llm.cli", "query", "--db", str(demo_db)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert "error" not in done.stderr.lower(), done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 1
