@@ -42,7 +42,14 @@ _SQL_TYPES: Final = {
 
 
 def _render_sequence(value: Any) -> str:
-    return json.dumps(list(value), separators=(",", ":"))
+    return json.dumps(list(value), separators=(",", ":"), default=_inside_a_sequence)
+
+
+def _inside_a_sequence(value: Any) -> str:
+    """What JSON has no form for, inside an array: bytes as the JSON string of their hex, as
+    the Collector's exporter writes them (an SDK never holds bytes in an array, an OTLP
+    request may); anything else as its text."""
+    return value.hex() if isinstance(value, bytes | bytearray) else str(value)
 
 
 RENDER: Final[dict[type, Callable[[Any], str]]] = {

@@ -239,3 +239,29 @@ def test_a_message_the_store_cannot_hold_is_left_out_and_the_rest_lands(tmp_path
     assert not later.exists()
     assert _count(store.path) == 9
     assert spool.ingest().files == 0
+
+
+def test_bytes_inside_an_array_are_stored_as_the_collector_stores_them(tmp_path: Path) -> None:
+    """An OTLP span whose attribute is an array holding bytes (no SDK makes one; a request may):
+    the spool file is ingested — its row holds the JSON string of their hex, as the Collector's
+    exporter writes it — instead of the ingest dying with a traceback on every start."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = b"\x01" * 16, b"\x02" * 8, "s"
+    span.start_time_unix_nano = span.end_time_unix_nano = 1_700_000_000_000_000_000
+    values = span.attributes.add(key="ids").value.array_value.values
+    values.add().bytes_value = b"\x01\x02"
+    values.add().string_value = "a"
+    store, spool = _store(tmp_path)
+    (spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb").write_bytes(
+        _framed([request.SerializeToString()])
+    )
+    report = spool.ingest()
+    assert (report.spans, report.problems) == (1, [])
+    with open_store(store.path) as conn:
+        row = conn.execute("""SELECT "SpanAttributes"['ids'] FROM otel_traces""").fetchone()
+    assert row == ('["0102","a"]',)
