@@ -124,6 +124,24 @@ class Ports:
         """Where an SDK sends spans over OTLP/HTTP."""
         return f"http://127.0.0.1:{self.http}/v1/traces"
 
+    def taken(self) -> list[str]:
+        """The ports something already listens on, named (``health 13133``): a collector
+        started on one of them could not bind it, and an answer on the health port would be
+        another process's."""
+        named = (("gRPC", self.grpc), ("HTTP", self.http), ("health", self.health))
+        return [f"{name} {port}" for name, port in named if _listened_on(port)]
+
+
+def _listened_on(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:``port`` (a port in TIME_WAIT is free)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
 
 def spool_path(store: Path) -> Path:
     """The spool folder of the store at ``store``."""
@@ -177,7 +195,15 @@ class CollectorRun:
         return values
 
     def start(self, timeout_s: float = DEFAULTS.collector_start_timeout_s) -> None:
-        """Ingest what an earlier run left, start the collector, wait for its health check."""
+        """Ingest what an earlier run left, start the collector, wait for its health check
+        (ports something already listens on are refused first: the health check that answered
+        could be another collector's, and "up" would be said of one that is not)."""
+        if taken := self.ports.taken():
+            raise CollectorError(
+                f"port {', '.join(taken)} on 127.0.0.1 is in use (another collector?): stop "
+                "what listens there or choose other ports (--grpc-port, --http-port, "
+                "--health-port)"
+            )
         if self.spool is not None:
             self.spool.folder.mkdir(parents=True, exist_ok=True)
             self._hold_spool()

@@ -339,6 +339,28 @@ def test_one_collector_per_store(binary: Path, tmp_path: Path) -> None:
         assert second.running
 
 
+def test_a_port_in_use_is_refused_before_the_collector_starts(binary: Path, tmp_path: Path) -> None:
+    """A collector already answers on the health port (its HTTP and gRPC ports free): the
+    new one is refused before it starts, naming the port — its "up" was the other collector's
+    answer, and an application then sent its spans to the other store."""
+    import socket
+
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        ports = Ports(grpc=free_port(), http=free_port(), health=other.getsockname()[1])
+        run = CollectorRun(
+            binary,
+            collector_dir() / "duckdb.yaml",
+            store=tmp_path / "store",
+            ports=ports,
+            log=subprocess.DEVNULL,
+        )
+        with pytest.raises(CollectorError, match=f"port health {ports.health} on 127.0.0.1"):
+            run.start()
+    assert not run.running
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
 def test_a_killed_cli_leaves_no_collector_running(binary: Path, tmp_path: Path) -> None:
     """`otel-llm collector` killed outright (SIGKILL: it cannot stop anything itself): the
