@@ -10,12 +10,14 @@ the same seed gives the same figures.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from otel_llm._tune._hedging_model import (
+    FAILED_S,
     Role,
     Rules,
     Timeline,
@@ -42,24 +44,40 @@ class Figures:
     """A 95 % interval of the p99 over these calls
     (:func:`~otel_llm._tune._hedging_model.p99_interval`: how far another sample of as many calls
     could put it)."""
+    failed_share: float = 0.0
+    """The share of these calls that failed (a percentile that falls on one is no time)."""
+
+    @property
+    def all_failed(self) -> bool:
+        """Whether every one of these calls failed."""
+        return self.failed_share >= 1.0
 
     def as_json(self) -> dict[str, Any]:
-        """The JSON object of these figures (seconds rounded to milliseconds)."""
+        """The JSON object of these figures (seconds rounded to milliseconds); a percentile that
+        falls on a failed call is ``null`` (the document's ``data.failed_share`` says how many of
+        the calls failed as recorded)."""
         document: dict[str, Any] = {
-            "p50_s": round(self.p50_s, 3),
-            "p95_s": round(self.p95_s, 3),
-            "p99_s": round(self.p99_s, 3),
+            "p50_s": seconds_json(self.p50_s),
+            "p95_s": seconds_json(self.p95_s),
+            "p99_s": seconds_json(self.p99_s),
             "requests_per_call": round(self.requests_per_call, 4),
         }
         if self.p99_interval_s is not None:
-            document["p99_interval_s"] = [round(value, 3) for value in self.p99_interval_s]
+            document["p99_interval_s"] = [seconds_json(value) for value in self.p99_interval_s]
         return document
+
+
+def seconds_json(value: float) -> float | None:
+    """A wall time for JSON: ``None`` for a failed call (:data:`FAILED_S`), else in seconds
+    rounded to milliseconds."""
+    return None if value >= FAILED_S else round(value, 3)
 
 
 def figures_of(walls: Sequence[float], requests: int) -> Figures:
     """The figures of calls with wall times ``walls`` (``inf``: failed) and ``requests`` in all."""
     p50, p95, p99 = percentiles(walls)
-    return Figures(p50, p95, p99, requests / len(walls), p99_interval(walls))
+    failed = sum(1 for wall in walls if wall == math.inf) / len(walls)
+    return Figures(p50, p95, p99, requests / len(walls), p99_interval(walls), failed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ from otel_llm import _semconv as sc
 from otel_llm._errors import ConfigurationError
 from otel_llm._tune._hedging_model import Timeline
 from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall
+from otel_llm.cli._cells import visible
 
 MIN_CALLS: Final = 1000
 """Calls (usable first attempts) a recommendation needs: its p99 rests on ≥ 10 of them."""
@@ -161,7 +162,7 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
     attempts = recorded.attempts
     every_source = sorted({a.source for a in attempts})
     if source is not None and source not in every_source:
-        known = ", ".join(every_source) or "none"
+        known = ", ".join(visible(name) for name in every_source) or "none"
         raise ConfigurationError(
             SOURCE_KEY, f"no attempt ran on source {source!r} in the range (sources: {known})"
         )
@@ -235,7 +236,7 @@ def _problems(calls: int, pools: dict[str, int]) -> tuple[str, ...]:
     for name, size in pools.items():
         if size < MIN_POOL:
             found.append(
-                f"{size:,} usable attempts to draw hedge legs from for calls on {name}, "
+                f"{size:,} usable attempts to draw hedge legs from for calls on {visible(name)}, "
                 f"fewer than {MIN_POOL}"
             )
     return tuple(found)

@@ -128,6 +128,11 @@ class Tuning:
     @property
     def verdict(self) -> str:
         """Why there is no recommendation, or which it is, in one sentence."""
+        if self.settings and all(setting.figures.all_failed for setting in self.settings):
+            return (
+                f"every one of the {self.sample.calls:,} calls replayed failed, in every setting: "
+                "no wall time to compare, so nothing to recommend"
+            )
         if not self.sample.enough:
             return "not enough data to recommend: " + "; ".join(self.sample.problems)
         if self.recommendation is None:
@@ -150,6 +155,7 @@ class Tuning:
             "censored": s.censored,
             "sources": dict(sorted(s.sources.items())),
             "floor_ms": s.floor_ms,
+            "failed_share": round(self.recorded.failed_share, 4) if self.recorded else None,
             "enough": s.enough,
             "rule": RULE,
             "problems": list(s.problems),

@@ -19,6 +19,7 @@ from otel_llm._tune._sample import (
     recording_advice,
 )
 from otel_llm._tune._tuning import Setting, Tuning
+from otel_llm.cli._cells import visible
 from otel_llm.cli._render import Output
 
 TUNE_NOT_ENOUGH_EXIT: Final = 3
@@ -29,6 +30,10 @@ def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
     return "failed" if value >= FAILED_S else f"{value:.2f}"
+
+
+def _in_s(value: float) -> str:
+    return "failed" if value >= FAILED_S else f"{value:.2f} s"
 
 
 def _trigger(value: float | None) -> str:
@@ -64,9 +69,10 @@ def _row(setting: Setting, marked: Setting | None) -> tuple[str, ...]:
 
 
 def _figures(figures: Figures) -> str:
+    failed = f", {figures.failed_share:.1%} of calls failed" if figures.failed_share else ""
     return (
-        f"p50 {_seconds(figures.p50_s)} s, p95 {_seconds(figures.p95_s)} s, "
-        f"p99 {_seconds(figures.p99_s)} s, {figures.requests_per_call:.3f} requests per call"
+        f"p50 {_in_s(figures.p50_s)}, p95 {_in_s(figures.p95_s)}, "
+        f"p99 {_in_s(figures.p99_s)}, {figures.requests_per_call:.3f} requests per call" + failed
     )
 
 
@@ -74,13 +80,13 @@ def data_lines(tuning: Tuning) -> list[str]:
     """How much data the run used, in words."""
     s = tuning.sample
     left = s.left_out
-    scope = f"source {s.source}" if s.source else "all sources"
+    scope = f"source {visible(s.source)}" if s.source else "all sources"
     capped = (
         f" (the newest {tuning.max_calls:,} of {s.calls_in_range:,} calls in the range)"
         if s.calls_in_range > tuning.max_calls
         else ""
     )
-    sources = ", ".join(f"{name} {count:,}" for name, count in sorted(s.sources.items()))
+    sources = ", ".join(f"{visible(name)} {count:,}" for name, count in sorted(s.sources.items()))
     return [
         f"Data: {s.calls:,} calls replayed through their first attempt ({scope}){capped}; "
         f"{s.attempts_used:,} usable attempts ({sources or 'none'}).",
@@ -99,7 +105,7 @@ def data_lines(tuning: Tuning) -> list[str]:
         "are known, so no trigger or watchdog at or below it is tried or recommended.",
         f"Rule: {'met' if s.enough else 'not met'} — {RULE}.",
         *([] if s.enough else [recording_advice(s)]),
-        *(f"Note: {note}." for note in s.notes),
+        *(f"Note: {visible(note)}." for note in s.notes),
     ]
 
 
@@ -127,7 +133,7 @@ def render_table(tuning: Tuning, out: Output) -> None:
     out.table(Table(_COLUMNS, rows), "Frontier")
     write("\n")
     if marked is None or tuning.config is None:
-        write(f"No recommendation: {tuning.verdict}.\n")
+        write(f"No recommendation: {visible(tuning.verdict)}.\n")
         out.stream.flush()
         return
     if marked not in tuning.frontier:
@@ -137,7 +143,7 @@ def render_table(tuning: Tuning, out: Output) -> None:
         )
         out.table(Table(_COLUMNS, [_row(marked, marked)]))
     write(
-        f"Recommended for --budget {tuning.budget:g} ({tuning.verdict}): "
+        f"Recommended for --budget {tuning.budget:g} ({visible(tuning.verdict)}): "
         f"{_figures(marked.figures)}.\n"
     )
     if marked.figures.p99_interval_s is not None:

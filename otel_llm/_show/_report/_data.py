@@ -37,6 +37,7 @@ from otel_llm._show._sql._panel_sql import (
 )
 from otel_llm._show._sql._table import as_utc
 from otel_llm._show._sql._views import ATTEMPTS_VIEW, CALLS_VIEW
+from otel_llm._show._store._breakdown import below_floor_note
 from otel_llm._show._store._since import parse_since
 from otel_llm._tune._tuning import Tuning, tune
 
@@ -150,6 +151,9 @@ class ReportData:
     """``otel-llm tune`` on the range (``None``: no call to replay, or it failed)."""
     hedging_error: str | None = None
     """Why tune could not run on the range (the panel says so; the rest of the page stands)."""
+    threshold_note: str | None = None
+    """Why stall figures show as unknown at ``threshold_ms``: attempts whose chunk events were
+    kept only for gaps above it (``otel-llm query``'s note; ``None``: none)."""
 
 
 def _run(conn: duckdb.DuckDBPyConnection, sql: str, panel: str) -> list[tuple[Any, ...]]:
@@ -221,6 +225,7 @@ def collect(
         hedging = tune(conn, start=start, max_calls=REPORT_TUNE_CALLS)
     except (OtelLLMError, duckdb.Error) as exc:
         hedging_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    note = below_floor_note(store, threshold_ms) if threshold_ms is not None else None
     return ReportData(
         store=store,
         time_range=time_range,
@@ -233,6 +238,7 @@ def collect(
         calls=int(calls),
         hedging=hedging if hedging is not None and hedging.sample.calls else None,
         hedging_error=hedging_error,
+        threshold_note=note,
     )
 
 

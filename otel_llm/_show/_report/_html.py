@@ -195,6 +195,12 @@ def _stats(result: PanelResult) -> str:
 
 def chosen_call_text(data: ReportData) -> str:
     """Which call the chunk timeline shows, and why (escaped HTML)."""
+    if data.chosen_call is None and data.threshold_note is not None:
+        return (
+            f"No chosen call: at {data.threshold_ms} ms some calls' stall figures are unknown "
+            "(see the note above), so whether they stalled is not known; no call whose figures "
+            "are known stalled."
+        )
     if data.chosen_call is None:
         return "No call in this range stalled, so there is no chosen call."
     text = f"Chosen call: trace <code>{html.escape(data.chosen_call)}</code>"
@@ -265,7 +271,12 @@ def _meta(data: ReportData) -> str:
         f"<b>{data.calls:,}</b> calls from <b>{_utc_text(span.start)}</b> to "
         f"<b>{_utc_text(span.end)}</b> UTC{since} · {threshold} · time buckets of "
         f"{interval} · service, model, source: all</p>"
-        f'<p class="meta">Generated {_utc_text(data.generated_at)} UTC by otel-llm '
+        + (
+            f'<p class="meta threshold-note">{html.escape(data.threshold_note)}</p>'
+            if data.threshold_note
+            else ""
+        )
+        + f'<p class="meta">Generated {_utc_text(data.generated_at)} UTC by otel-llm '
         f"{html.escape(__version__)}; the panels of the Grafana dashboards, same SQL.</p>"
     )
 
