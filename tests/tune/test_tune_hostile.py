@@ -94,3 +94,26 @@ def test_a_few_failed_calls_make_the_p99_null_with_their_share(tmp_path: Path) -
     assert "1000000000000" not in result.stdout
     table = run_cli("tune", "--db", str(tmp_path / "s"), columns=400)
     assert "4.0% of calls failed" in table.stdout
+
+
+def test_the_report_plots_no_failed_call_as_a_time(tmp_path: Path) -> None:
+    """The report's "what hedging would buy" chart and text, on a store where one call in 25
+    failed: a figure that falls on a failed call is left out of the chart and said as failed —
+    never the replay's stand-in of 1,000,000,000,000 s on an axis."""
+    store = TuneStore(tmp_path / "s")
+    try:
+        for index in range(MIN_CALLS + 100):
+            if index % 25 == 0:
+                store.call([_failing(index)])
+            else:
+                arrivals = stream(300.0 + index % 7, 5, 25.0)
+                store.call([Scripted(arrivals, arrivals[-1] + 50, source="sim-1")])
+    finally:
+        store.close()
+    page = tmp_path / "r.html"
+    result = run_cli("report", "--db", str(tmp_path / "s"), "-o", str(page))
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    assert "1000000000000" not in text
+    assert "1e+12" not in text
+    assert "1e12" not in text

@@ -13,7 +13,7 @@ import html
 from typing import Any, Final
 
 from otel_llm._show._report._charts import PALETTE, SCHEMA, Spec
-from otel_llm._tune._replay import Figures
+from otel_llm._tune._replay import Figures, seconds_json
 from otel_llm._tune._sample import RULE, recording_advice
 from otel_llm._tune._tuning import Setting, Tuning, recommend
 
@@ -56,11 +56,14 @@ def frontier_rows(tuning: Tuning) -> list[dict[str, Any]]:
     for setting in tuning.frontier:
         extra = round((setting.figures.requests_per_call - 1.0) * 100, 2)
         for column, figure in FIGURES:
+            seconds = seconds_json(getattr(setting.figures, column))
+            if seconds is None:  # the figure falls on a failed call: no time to plot
+                continue
             rows.append(
                 {
                     "extra_requests_pct": extra,
                     "figure": figure,
-                    "seconds": round(getattr(setting.figures, column), 3),
+                    "seconds": seconds,
                     "setting": setting_label(setting),
                     RECOMMENDED: setting is tuning.recommendation,
                 }
@@ -149,8 +152,8 @@ def _recommendation_text(tuning: Tuning) -> str:
     lines = "\n".join(config.env) or "(leave the hedge keys unset)"
     return (
         f"<p>Recommended for {tuning.budget:g} requests per call: "
-        f"<b>{html.escape(setting_label(chosen))}</b> — p99 {f.p99_s:.2f} s (unhedged "
-        f"{b.p99_s:.2f} s), p50 {f.p50_s:.2f} s, {f.requests_per_call:.3f} requests per call."
+        f"<b>{html.escape(setting_label(chosen))}</b> — p99 {_s(f.p99_s)} (unhedged "
+        f"{_s(b.p99_s)}), p50 {_s(f.p50_s)}, {f.requests_per_call:.3f} requests per call."
         f"</p><pre><code>{html.escape(lines)}</code></pre>"
     )
 
@@ -160,7 +163,16 @@ def _interval(figures: Figures) -> str:
     if interval is None:
         return ""
     low, high = interval
+    if seconds_json(high) is None:  # an end on a failed call is no time
+        return f" (95 % interval {_s(low)} to {_s(high)})"
     return f" (95 % interval {low:.2f}–{high:.2f} s)"
+
+
+def _s(value: float) -> str:
+    """A wall time as the page says it: in seconds, or "failed" where it falls on a failed
+    call (the replay's stand-in for one is no time)."""
+    shown = seconds_json(value)
+    return "failed" if shown is None else f"{shown:.2f} s"
 
 
 def _estimate_text(tuning: Tuning) -> str:
@@ -172,7 +184,7 @@ def _estimate_text(tuning: Tuning) -> str:
     b = baseline.figures
     text = (
         f"<b>Estimate, not a recommendation</b> ({tuning.sample.calls:,} calls): the replay "
-        f"puts the unhedged p99 at {b.p99_s:.2f} s{_interval(b)}"
+        f"puts the unhedged p99 at {_s(b.p99_s)}{_interval(b)}"
     )
     best = recommend(tuning.settings, tuning.budget)
     if best is not None and best.rules.hedging:
@@ -181,7 +193,7 @@ def _estimate_text(tuning: Tuning) -> str:
         overlap = hedged is not None and unhedged is not None and hedged[1] >= unhedged[0]
         text += (
             f"; the best setting within {tuning.budget:g} requests per call, "
-            f"{html.escape(setting_label(best))}, at {f.p99_s:.2f} s{_interval(f)}, "
+            f"{html.escape(setting_label(best))}, at {_s(f.p99_s)}{_interval(f)}, "
             f"{f.requests_per_call:.3f} requests per call"
         )
         text += (
