@@ -48,7 +48,7 @@ from otel_llm import _semconv as sc
 from otel_llm._errors import ConfigurationError
 from otel_llm._tune._hedging_model import Timeline
 from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall
-from otel_llm.cli._cells import visible
+from otel_llm._visible import visible
 
 MIN_CALLS: Final = 1000
 """Calls (usable first attempts) a recommendation needs: its p99 rests on ≥ 10 of them."""

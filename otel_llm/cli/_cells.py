@@ -11,11 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import unicodedata
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
+
+from otel_llm._visible import visible
 
 NULL_TEXT = "NULL"
 """How the terminal shows SQL NULL (as DuckDB's CLI and psql do)."""
@@ -59,25 +60,6 @@ def cell_text(value: object) -> str:
     if isinstance(value, bytes | bytearray | memoryview):
         return "\\x" + bytes(value).hex()
     return visible(json.dumps(json_value(value), ensure_ascii=False, separators=(", ", ": ")))
-
-
-def visible(text: str) -> str:
-    """``text`` with every control or format character (newline, tab, an escape sequence's ESC,
-    a bidirectional override) and every line separator written as an escape, so a value can
-    neither break a line nor restyle or reorder the terminal."""
-    if text.isprintable():
-        return text
-    out: list[str] = []
-    for char in text:
-        category = unicodedata.category(char)
-        if category[0] != "C" and category not in ("Zl", "Zp"):
-            out.append(char)
-        else:
-            out.append(_ESCAPES.get(char) or f"\\u{ord(char):04x}")
-    return "".join(out)
-
-
-_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 def json_value(value: Any) -> Any:

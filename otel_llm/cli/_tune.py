@@ -19,7 +19,7 @@ from otel_llm._tune._sample import (
     recording_advice,
 )
 from otel_llm._tune._tuning import Setting, Tuning
-from otel_llm.cli._cells import visible
+from otel_llm._visible import visible
 from otel_llm.cli._render import Output
 
 TUNE_NOT_ENOUGH_EXIT: Final = 3

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from otel_llm._show._dashboards._panels import SERIES, TIME, Panel
+from otel_llm._visible import visible
 
 Row = Mapping[str, Any]
 """One row of a panel's result, JSON-ready: numbers, text, None; times in epoch milliseconds."""
@@ -179,7 +180,7 @@ def _labelled(row: Row, column: str, panel: Panel) -> str:
     """The legend entry of one value column of one row: the series and the figure."""
     several = len(panel.values) > 1
     if SERIES in panel.columns:
-        series = str(row.get(SERIES))
+        series = visible(str(row.get(SERIES)))
         return f"{series} · {figure_name(column)}" if several else series
     return figure_name(column)
 
@@ -190,15 +191,22 @@ def _long(rows: Sequence[Row], panel: Panel, columns: Sequence[str]) -> list[dic
     key = TIME if timed else panel.x or ""
     return [
         {
-            TIME if timed else "x": row.get(key),
+            TIME if timed else "x": _shown(row.get(key)),
             "label": _labelled(row, column, panel),
             "figure": figure_name(column),
-            "series": str(row.get(SERIES, "")),
+            "series": visible(str(row.get(SERIES, ""))),
             "value": row.get(column),
         }
         for row in rows
         for column in columns
     ]
+
+
+def _shown(value: Any) -> Any:
+    """A value as a chart holds it: text from the store as :func:`visible` shows it (a raw line
+    separator in a category or legend entry is a syntax error in the expression Vega compiles
+    its sort order into, and the chart is not drawn), anything else as it is."""
+    return visible(value) if isinstance(value, str) else value
 
 
 def _unique(items: Sequence[str]) -> list[str]:
@@ -417,6 +425,7 @@ def _skewed(rows: Sequence[Row], panel: Panel) -> bool:
 
 def _points(panel: Panel, rows: Sequence[Row]) -> Spec:
     """Each row a point at (x, the first value column), coloured by the first text column."""
+    rows = [{column: _shown(value) for column, value in row.items()} for row in rows]
     x = panel.x or panel.columns[0]
     y = next(c for c in panel.values if c != x)
     groups = [c for c in panel.columns if rows and isinstance(rows[0].get(c), str)]

@@ -24,6 +24,7 @@ from otel_llm._show._report._hedging import hedging_section
 from otel_llm._show._sql._grafana_macros import format_interval
 from otel_llm._show._sql._table import as_utc
 from otel_llm._version import __version__
+from otel_llm._visible import visible
 
 NO_DATA: Final = "no data in this range"
 SPECS_ID: Final = "otel-llm-specs"
@@ -210,8 +211,9 @@ def chosen_call_text(data: ReportData) -> str:
         for row in worst.rows:
             found = dict(zip(columns, row, strict=True))
             if found.get("trace_id") == data.chosen_call:
+                series = html.escape(visible(str(found.get(SERIES))))
                 text += (
-                    f" ({html.escape(str(found.get(SERIES)))}), the worst stalled call of this "
+                    f" ({series}), the worst stalled call of this "
                     f"range: {cell(found.get('stall_s'), 'stall_s')} s of stall in "
                     f"{cell(found.get('wall_s'), 'wall_s')} s wall"
                 )
@@ -247,7 +249,8 @@ def _section(result: PanelResult, data: ReportData, specs: dict[str, Any]) -> st
     width = panel.width if panel.width in (8, 12, 24) else 24
     title = html.escape(panel.title)
     if result.repeat_value is not None:
-        title += f" · {html.escape(panel.repeat or '')} <b>{html.escape(result.repeat_value)}</b>"
+        shown = html.escape(visible(result.repeat_value))
+        title += f" · {html.escape(panel.repeat or '')} <b>{shown}</b>"
     return (
         f'<section class="panel w{width}" id="panel-{result.slot}" data-key="{panel.key}" '
         f'data-kind="{panel.kind}" data-rows="{len(result.rows)}">'

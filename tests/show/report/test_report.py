@@ -68,14 +68,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     return store, report, out.stdout
 
 
-def _hostile_copy(source: Path, target: Path) -> Path:
+def _hostile_copy(source: Path, target: Path, hostile: str = HOSTILE) -> Path:
     """The demo's spans with the source, provider, model, service and error names replaced
-    by :data:`HOSTILE` variants, on the attempts and on the calls that name their winner's (the
-    escaping test's store)."""
+    by ``hostile`` variants, on the attempts and on the calls that name their winner's (the
+    escaping tests' store)."""
     SegmentStore(target).create()
     glob = str(SegmentStore(source).segments_dir / "*.parquet")
     names = ", ".join(
-        f'\'{prefix}\' || "{column}" || {_sql(HOSTILE)} AS "{column}"'
+        f'\'{prefix}\' || "{column}" || {_sql(hostile)} AS "{column}"'
         for prefix, column in (
             ("s", "Source"),
             ("s", "WinnerSource"),
@@ -87,7 +87,7 @@ def _hostile_copy(source: Path, target: Path) -> Path:
             ("svc", "ServiceName"),
         )
     )
-    error = f'CASE WHEN "ErrorType" IS NULL THEN NULL ELSE {_sql(HOSTILE)} END AS "ErrorType"'
+    error = f'CASE WHEN "ErrorType" IS NULL THEN NULL ELSE {_sql(hostile)} END AS "ErrorType"'
     segment = target / SEGMENTS / f"{1:020d}-hostile.parquet"
     with duckdb.connect() as conn:
         conn.execute(
@@ -292,6 +292,29 @@ def test_hostile_names_are_escaped(demo: tuple[Path, Path, str], tmp_path: Path)
     parsed.feed(page)
     assert parsed.tags.count("script") == 3
     assert "img" not in parsed.tags
+
+
+def test_separators_and_direction_overrides_in_names_are_shown_escaped(
+    demo: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """A name holding U+2028 (a line separator: a raw one in the chart's sort array is a
+    JavaScript syntax error, and the stall-share and TTFT charts were not drawn) or U+202E (a
+    right-to-left override: in the chosen call's sentence it reversed the figures after it) is
+    shown as its escape, in the charts and in the text; every chart still compiles."""
+    import vl_convert
+
+    store = _hostile_copy(demo[0], tmp_path / "separators", "\u2028\u202e")
+    out = tmp_path / "separators.html"
+    write_report(store, out)
+    page = out.read_text("utf-8")
+    raw_specs = re.search(r'id="otel-llm-specs">(.*?)</script>', page, re.S).group(1)  # type: ignore[union-attr]
+    specs = json.loads(raw_specs)
+    assert "\u2028" not in json.dumps(specs, ensure_ascii=False)
+    for key in ("stall_share", "ttft"):
+        vl_convert.vegalite_to_svg(specs[key])  # raises where the chart cannot be drawn
+        shown = {str(v) for row in specs[key]["data"]["values"] for v in row.values()}
+        assert any("\\u2028\\u202e" in text for text in shown), "the name, escaped"
+    assert "\\u2028\\u202e), the worst stalled call" in page
 
 
 # --- the command and the demo ------------------------------------------------------------------
