@@ -26,7 +26,7 @@ import (
 func renderValue(buf []byte, v pcommon.Value) []byte {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
-		return append(buf, v.Str()...)
+		return appendValidText(buf, v.Str())
 	case pcommon.ValueTypeInt:
 		return strconv.AppendInt(buf, v.Int(), 10)
 	case pcommon.ValueTypeBool:
@@ -44,6 +44,14 @@ func renderValue(buf []byte, v pcommon.Value) []byte {
 		return appendReprMap(buf, v.Map())
 	}
 	return append(buf, "None"...)
+}
+
+// appendValidText appends s, each run of bytes that is not UTF-8 as U+FFFD (see appendText).
+func appendValidText(buf []byte, s string) []byte {
+	if utf8.ValidString(s) {
+		return append(buf, s...)
+	}
+	return append(buf, strings.ToValidUTF8(s, "\uFFFD")...)
 }
 
 // appendFloatRepr appends Python's repr of f: the shortest digits that read back as f, in

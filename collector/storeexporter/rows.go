@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -191,11 +193,23 @@ func hexID(buf []byte, id []byte, empty bool) []byte {
 
 func str(b array.Builder) *array.StringBuilder { return b.(*array.StringBuilder) }
 
+// appendText appends s to a string column as valid UTF-8: OTLP requires it of every string,
+// but the Collector's receivers pass on whatever bytes a client sent, and one invalid byte in
+// a Parquet string column fails every later query that reads the column (the Python ingest's
+// decoder refuses such a request). Each run of invalid bytes becomes U+FFFD.
+func appendText(sb *array.StringBuilder, s string) {
+	if utf8.ValidString(s) {
+		sb.Append(s)
+		return
+	}
+	sb.Append(strings.ToValidUTF8(s, "\uFFFD"))
+}
+
 func appendMap(mb *array.MapBuilder, kvs []keyValue, r *rows) {
 	mb.Append(true)
 	keys, items := str(mb.KeyBuilder()), str(mb.ItemBuilder())
 	for _, kv := range kvs {
-		keys.Append(kv.key)
+		appendText(keys, kv.key)
 		r.scratch = renderValue(r.scratch[:0], kv.value)
 		items.BinaryBuilder.Append(r.scratch)
 	}
@@ -237,9 +251,9 @@ func baseFiller(column fieldSpec) (filler, error) {
 			str(b).BinaryBuilder.Append(r.scratch)
 		})
 	case "TraceState":
-		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.TraceState().AsRaw()) })
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { appendText(str(b), s.TraceState().AsRaw()) })
 	case "SpanName":
-		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.Name()) })
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { appendText(str(b), s.Name()) })
 	case "SpanKind":
 		return scalar("string", func(b array.Builder, s *span, r *rows) {
 			name, ok := r.format.spanKinds[int32(s.Kind())]
@@ -249,21 +263,21 @@ func baseFiller(column fieldSpec) (filler, error) {
 			str(b).Append(name)
 		})
 	case "ServiceName":
-		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.service) })
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { appendText(str(b), s.service) })
 	case "ResourceAttributes":
 		return scalar("map", func(b array.Builder, s *span, _ *rows) {
 			mb := b.(*array.MapBuilder)
 			mb.Append(true)
 			keys, items := str(mb.KeyBuilder()), str(mb.ItemBuilder())
 			for i, key := range s.resourceKeys {
-				keys.Append(key)
+				appendText(keys, key)
 				items.BinaryBuilder.Append(s.resourceValues[i])
 			}
 		})
 	case "ScopeName":
-		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.scopeName) })
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { appendText(str(b), s.scopeName) })
 	case "ScopeVersion":
-		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.scopeVersion) })
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { appendText(str(b), s.scopeVersion) })
 	case "SpanAttributes":
 		return scalar("map", func(b array.Builder, s *span, r *rows) {
 			appendMap(b.(*array.MapBuilder), s.attributes, r)
@@ -286,7 +300,7 @@ func baseFiller(column fieldSpec) (filler, error) {
 			str(b).Append(name)
 		})
 	case "StatusMessage":
-		return scalar("string", func(b array.Builder, s *span, _ *rows) { str(b).Append(s.Status().Message()) })
+		return scalar("string", func(b array.Builder, s *span, _ *rows) { appendText(str(b), s.Status().Message()) })
 	case "Events.Timestamp":
 		return list("timestamp", func(b array.Builder, s *span, _ *rows) {
 			lb := b.(*array.ListBuilder)
@@ -304,7 +318,7 @@ func baseFiller(column fieldSpec) (filler, error) {
 			values := str(lb.ValueBuilder())
 			events := s.Events()
 			for i := 0; i < events.Len(); i++ {
-				values.Append(events.At(i).Name())
+				appendText(values, events.At(i).Name())
 			}
 		})
 	case "Events.Attributes":
@@ -320,7 +334,7 @@ func baseFiller(column fieldSpec) (filler, error) {
 				r.valid = append(r.valid, true)
 				r.eventKVs = appendEntries(r.eventKVs[:0], events.At(i).Attributes())
 				for _, kv := range r.eventKVs {
-					keys.Append(kv.key)
+					appendText(keys, kv.key)
 					r.scratch = renderValue(r.scratch[:0], kv.value)
 					items.BinaryBuilder.Append(r.scratch)
 				}
@@ -358,7 +372,7 @@ func baseFiller(column fieldSpec) (filler, error) {
 			values := str(lb.ValueBuilder())
 			links := s.Links()
 			for i := 0; i < links.Len(); i++ {
-				values.Append(links.At(i).TraceState().AsRaw())
+				appendText(values, links.At(i).TraceState().AsRaw())
 			}
 		})
 	case "Links.Attributes":

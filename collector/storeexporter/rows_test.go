@@ -2,7 +2,9 @@ package storeexporter
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -280,4 +282,96 @@ func TestSegmentsStoreTheirArrowSchema(t *testing.T) {
 	if len(stored) != 1 { // readers read segments that stored one schema as one list
 		t.Fatalf("small and large segments stored %d different schemas", len(stored))
 	}
+}
+
+// TestStringsThatAreNotUTF8AreStoredValid: OTLP requires valid UTF-8 of every string, but the
+// Collector's receivers pass on what a client sent; one invalid byte in a segment fails every
+// later query over the column, so each run of invalid bytes is stored as U+FFFD.
+func TestStringsThatAreNotUTF8AreStoredValid(t *testing.T) {
+	const bad = "\xff\xfe"
+	td := sampleTraces(3)
+	rs := td.ResourceSpans().At(0)
+	rs.Resource().Attributes().PutStr("service.name", "svc"+bad)
+	rs.Resource().Attributes().PutStr("host"+bad, "h"+bad)
+	ss := rs.ScopeSpans().At(0)
+	ss.Scope().SetName("otel_llm" + bad)
+	ss.Scope().SetVersion("1" + bad)
+	span := ss.Spans().At(0)
+	span.SetName("chat " + bad)
+	span.TraceState().FromRaw("k=v" + bad)
+	span.Status().SetMessage("boom" + bad)
+	span.Attributes().PutStr("gen_ai.request.model", "m"+bad)
+	span.Attributes().PutStr("key"+bad, "value"+bad)
+	span.Attributes().PutEmptySlice("list").AppendEmpty().SetStr("item" + bad)
+	event := span.Events().AppendEmpty()
+	event.SetName("event" + bad)
+	event.SetTimestamp(start + 7)
+	event.Attributes().PutStr("ek"+bad, "ev"+bad)
+	link := span.Links().At(0)
+	link.TraceState().FromRaw("l=1" + bad)
+	link.Attributes().PutStr("lk"+bad, "lv"+bad)
+
+	format := mustFormat(t)
+	r, err := newRows(format, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.release()
+	if n := r.appendTraces(td, nil); n != 2 {
+		t.Fatalf("appended %d spans", n)
+	}
+	rec := r.record()
+	defer rec.Release()
+	data, err := encodeSegment(format, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := readBack(t, data)
+	replaced := 0
+	for i := 0; i < int(table.NumCols()); i++ {
+		for _, chunk := range table.Column(i).Data().Chunks() {
+			replaced += checkStrings(t, table.Schema().Field(i).Name, chunk)
+		}
+	}
+	// Per row (two): service.name in ServiceName and ResourceAttributes, the resource key and
+	// value, scope name and version. Once: span name, trace state, status message, the model
+	// (attribute and typed column), the attribute's key and value, the event's name, key and
+	// value, the link's trace state, key and value. The list item is JSON, escaped as \ufffd.
+	if replaced != 25 {
+		t.Errorf("%d strings hold U+FFFD, want 25", replaced)
+	}
+	checks := map[string]string{
+		"SpanName":    `["chat ` + "\uFFFD" + `" "GET /"]`,
+		"ServiceName": `["svc` + "\uFFFD" + `" "svc` + "\uFFFD" + `"]`,
+	}
+	for name, want := range checks {
+		if got := column(t, table, name).String(); got != want {
+			t.Errorf("%s: got %s, want %s", name, got, want)
+		}
+	}
+}
+
+// checkStrings fails t on any string in a that is not valid UTF-8; the number holding U+FFFD.
+func checkStrings(t *testing.T, name string, a arrow.Array) int {
+	found := 0
+	switch a := a.(type) {
+	case *array.String:
+		for i := 0; i < a.Len(); i++ {
+			if a.IsNull(i) {
+				continue
+			}
+			if !utf8.ValidString(a.Value(i)) {
+				t.Errorf("%s[%d] is not UTF-8: %q", name, i, a.Value(i))
+			}
+			if strings.Contains(a.Value(i), "\uFFFD") {
+				found++
+			}
+		}
+	case *array.Map:
+		found += checkStrings(t, name+".keys", a.Keys())
+		found += checkStrings(t, name+".items", a.Items())
+	case *array.List:
+		found += checkStrings(t, name+"[]", a.ListValues())
+	}
+	return found
 }

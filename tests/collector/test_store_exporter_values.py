@@ -203,3 +203,56 @@ def test_hostile_requests_give_the_python_ingests_rows(
             got_row,
             want_row,
         )
+
+
+def test_strings_that_are_not_utf8_are_stored_as_replacement_characters(
+    collector: tuple[Ports, Path],
+) -> None:
+    """OTLP requires UTF-8 of every string, but the Collector passes on the bytes a client
+    sent; stored as they came, they failed every later query over the column ("Invalid string
+    encoding"). Each run of invalid bytes is stored as U+FFFD, and the span stays readable."""
+    ports, store = collector
+    trace_id = os.urandom(16)
+    marker = "#BAD#"  # replaced in the encoded request by as many bytes that are not UTF-8
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    resource_spans.resource.attributes.append(
+        KeyValue(key="service.name", value=AnyValue(string_value="svc" + marker))
+    )
+    scope_spans = resource_spans.scope_spans.add()
+    scope_spans.scope.name = "otel_llm" + marker
+    scope_spans.spans.append(
+        Span(
+            trace_id=trace_id,
+            span_id=b"\x01" * 8,
+            name="chat " + marker,
+            start_time_unix_nano=10**18,
+            end_time_unix_nano=10**18 + 5,
+            attributes=[
+                KeyValue(key="gen_ai.request.model", value=AnyValue(string_value="m" + marker)),
+                KeyValue(key="k" + marker, value=AnyValue(string_value="v" + marker)),
+            ],
+            events=[Span.Event(time_unix_nano=10**18 + 1, name="e" + marker)],
+            status=Status(code=2, message="boom" + marker),
+        )
+    )
+    body = request.SerializeToString().replace(marker.encode(), b"\xff\xfe\xfd\xfc\xfb")
+    assert marker.encode() not in body
+    assert b"\xff\xfe" in body
+    post = urllib.request.Request(
+        ports.traces_url, data=body, headers={"Content-Type": "application/x-protobuf"}
+    )
+    with urllib.request.urlopen(post, timeout=60) as answer:
+        assert answer.status == 200
+    with open_store(store) as conn:
+        # Every column of every span in the store, not only this one: one bad string in a
+        # segment fails a query that reads its column.
+        assert conn.execute("SELECT * FROM otel_traces").fetchall()
+        row = conn.execute(
+            "SELECT ServiceName, ScopeName, SpanName, RequestModel, SpanAttributes['k\ufffd'],"
+            ' "Events.Name", StatusMessage FROM otel_traces WHERE TraceId = ?',
+            [trace_id.hex()],
+        ).fetchall()
+    r = "\ufffd"
+    want = (f"svc{r}", f"otel_llm{r}", f"chat {r}", f"m{r}", f"v{r}", [f"e{r}"], f"boom{r}")
+    assert row == [want]
