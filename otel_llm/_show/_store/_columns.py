@@ -46,6 +46,7 @@ from otel_llm._show._store._rows import (
     as_text,
     attribute_string,
     plain_attributes,
+    valid_text,
 )
 
 if TYPE_CHECKING:
@@ -353,7 +354,7 @@ class SegmentColumns:
         schema = arrow_schema()
         arrays: dict[str, pa.Array[Any]] = {}
         for name in _SCALARS:
-            arrays[name] = pa.array(self._scalars[name], type=schema.field(name).type)
+            arrays[name] = _array(self._scalars[name], schema.field(name).type)
         pause()
         raw = list(zip(*self._typed_rows, strict=True)) or [()] * len(TYPED_PLAN)
         for values, (name, _, default, typed) in zip(raw, TYPED_PLAN, strict=True):
@@ -370,7 +371,7 @@ class SegmentColumns:
         link_counts = self._link_maps.list_offsets
         for name in _LIST_COLUMNS:
             arrays[name] = pa.ListArray.from_arrays(
-                pa.array(link_counts, pa.int32()), pa.array(self._links[name], pa.string())
+                pa.array(link_counts, pa.int32()), _array(self._links[name], pa.string())
             )
         arrays["Links.Attributes"] = _list_of_maps(self._link_maps)
         arrays.update(self._event_arrays(pause))
@@ -389,7 +390,7 @@ class SegmentColumns:
                 event_offsets, pa.array(self._event_stamps, pa.timestamp("ns"))
             )
             general["Events.Name"] = pa.ListArray.from_arrays(
-                event_offsets, pa.array(self._event_names, pa.string())
+                event_offsets, _array(self._event_names, pa.string())
             )
             pause()
             general["Events.Attributes"] = _list_of_maps(self._event_maps)
@@ -486,15 +487,14 @@ def _typed_array(
     """A typed column's Arrow array: ``values`` as they are when they are all of the types
     its check keeps unchanged and Arrow takes them (an integer past 64 bits it refuses), else
     each through the check."""
-    import pyarrow as pa
 
     plain = _PLAIN.get(typed)
     if plain is not None and plain.issuperset(map(type, values)):
         try:
-            return pa.array(values, type=kind)
+            return _array(values, kind)
         except OverflowError:
             pass
-    return pa.array(_typed_list(values, typed), type=kind)
+    return _array(_typed_list(values, typed), kind)
 
 
 def warm_table() -> pa.Table:
@@ -540,12 +540,25 @@ def _typed_list(values: Sequence[Any], typed: Callable[[Any], Any]) -> list[Any]
 def _map_array(maps: _Maps) -> pa.Array[Any]:
     import pyarrow as pa
 
-    keys = pa.array(maps.keys, pa.string())
-    values = pa.array(maps.values, pa.string())
+    keys = _array(maps.keys, pa.string())
+    values = _array(maps.values, pa.string())
     array: pa.Array[Any] = pa.MapArray.from_arrays(  # type: ignore[call-overload]
         pa.array(maps.offsets, pa.int32()), keys, values
     )
     return array
+
+
+def _array(values: Sequence[Any], kind: pa.DataType) -> pa.Array[Any]:
+    """``values`` as an Arrow array of ``kind``. A Python string can hold a lone surrogate
+    (``json.loads`` and ``os.fsdecode`` make them), which UTF-8 cannot encode: then the strings
+    are stored as :func:`valid_text` makes them, where the one string would have cost every
+    span converted with it."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, type=kind)
+    except UnicodeEncodeError:
+        return pa.array([valid_text(v) if type(v) is str else v for v in values], type=kind)
 
 
 def _list_of_maps(maps: _Maps) -> pa.Array[Any]:

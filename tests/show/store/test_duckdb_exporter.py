@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from opentelemetry import trace
 
 from otel_llm import SegmentSpanExporter, open_store
 from otel_llm import _semconv as sc
@@ -319,3 +321,51 @@ def test_only_otel_llm_spans_default_to_not_streamed(tmp_path: Path) -> None:
     store.close()
     rows = query(store.path, "SELECT SpanName, Stream FROM otel_traces ORDER BY SpanName")
     assert rows == [("GET /health", None), ("chat m", False)]
+
+
+def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path: Path) -> None:
+    """A Python string can hold a lone surrogate (``json.loads('"\\\\ud800"')`` makes one, and
+    ``os.fsdecode`` of a name that is not UTF-8), which UTF-8 cannot encode: one such string
+    in a span made the writer drop every span converted with it. It is stored as U+FFFD (a
+    surrogate pair as the character it stands for), and the other spans are kept."""
+    store = Store(tmp_path / "spans.duckdb")
+    lone = json.loads('"\\ud800"')
+    link = trace.Link(trace.SpanContext(1, 2, is_remote=False), {"l" + lone: "v" + lone})
+    span = store.tracer.start_span(
+        "chat " + lone,
+        links=[link],
+        attributes={
+            sc.SPAN_ROLE: sc.SPAN_ROLE_CALL,
+            sc.GEN_AI_REQUEST_MODEL: "m" + lone,
+            "k" + lone: "v" + lone,
+            "pair": "\ud83d\ude00",
+            "list": ["i" + lone],
+        },
+    )
+    span.add_event("e" + lone, {"ek" + lone: "ev" + lone})
+    span.set_status(trace.Status(trace.StatusCode.ERROR, "boom" + lone))
+    span.end()
+    store.tracer.start_span("innocent").end()
+    store.close()
+    assert store.exporter.stats.dropped == 0
+    r = "\ufffd"
+    rows = query(
+        store.path,
+        f"SELECT SpanName, RequestModel, SpanAttributes['k{r}'], SpanAttributes['pair'],"
+        ' SpanAttributes[\'list\'], "Events.Name", "Events.Attributes"[1][\'ek' + r + "'],"
+        f" StatusMessage, \"Links.Attributes\"[1]['l{r}'] FROM otel_traces ORDER BY SpanName",
+    )
+    assert rows == [
+        (
+            f"chat {r}",
+            f"m{r}",
+            f"v{r}",
+            "\U0001f600",
+            '["i\\ud800"]',
+            [f"e{r}"],
+            f"ev{r}",
+            f"boom{r}",
+            f"v{r}",
+        ),
+        ("innocent", None, None, None, None, [], None, "", None),
+    ]
