@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
@@ -147,9 +148,13 @@ def make_error(
     retry_after_s: float | None = None,
 ) -> e.ProviderError:
     """``kind`` with the message every classifier writes — ``answered <status>: <the
-    provider's own message>``, secrets redacted — a 404's hint added, a 429's wait kept."""
+    provider's own message>`` — a 404's hint added, a 429's wait kept. Everything the provider
+    supplied (its message and its code) has the source's secrets redacted: a provider may echo
+    the key in any field of its error."""
     shown = "an error" if status is None else str(status)
-    text = f"answered {shown}: {redact(message.strip()[:500] or f'HTTP {shown}', context.secrets)}"
+    said = redact(message.strip(), context.secrets)[:500] or f"HTTP {shown}"
+    text = f"answered {shown}: {said}"
+    code = None if code is None else redact(code, context.secrets)
     if kind is e.RateLimited:
         return e.RateLimited(
             text, status_code=status, code=code, source=context.source, retry_after_s=retry_after_s
@@ -159,51 +164,37 @@ def make_error(
     return kind(text, status_code=status, code=code, source=context.source)
 
 
-def provider_error(
-    status: int | None,
-    body: str,
-    *,
-    headers: Mapping[str, str],
-    source: str,
-    secrets: Iterable[str],
-    now_epoch_s: float,
-    not_found_hint: str = "",
-) -> e.ProviderError:
-    """The most specific :class:`ProviderError` for an error answer (a 404 ends with
-    ``not_found_hint``).
+def provider_error(status: int | None, body: str, context: ErrorContext) -> e.ProviderError:
+    """The most specific :class:`ProviderError` for an OpenAI-style error answer.
 
     ``status`` is the HTTP status, or ``None`` for an error sent inside a successful answer (a
     stream's error event, a 200 body holding an error), where the provider's code alone decides:
     a ``content_filter`` or ``context_length_exceeded`` code is that permanent error whatever
     the transport said, anything else unknown is a transient ``ServerError``. The provider's own
-    message and code are kept (unmasked except for secrets).
+    message and code are kept (unmasked except for secrets, see :func:`make_error`).
     """
     message, code, kind = _error_fields(body)
-    shown = "an error" if status is None else str(status)
-    text = redact(message or body.strip()[:500] or f"HTTP {shown}", secrets)
-    text = f"answered {shown}: {text}"
     lowered = " ".join(filter(None, (code, kind, message))).lower()
-    kwargs: dict[str, Any] = {"status_code": status, "code": code or kind, "source": source}
-    if status == 429:
-        return e.RateLimited(text, retry_after_s=parse_retry_after(headers, now_epoch_s), **kwargs)
     explicit = code in CONTEXT_CODES or code in FILTER_CODES or kind in FILTER_CODES
-    if status is not None and (status == 408 or status >= 500) and not explicit:
-        return e.ServerError(text, **kwargs)
-    if code in CONTEXT_CODES or "context length" in lowered or "context_length" in lowered:
-        return e.ContextLengthExceeded(text, **kwargs)
-    if code in FILTER_CODES or kind in FILTER_CODES:
-        return e.ContentFiltered(text, **kwargs)
-    if status is None and kind in STATUSLESS_TYPES:  # an error event of a stream
-        return STATUSLESS_TYPES[kind](text, **kwargs)
-    if status in (401, 403):
-        return e.AuthenticationError(text, **kwargs)
-    if status == 404:
-        return e.NotFound(text + not_found_hint, **kwargs)
-    if status in (400, 422):
-        return e.BadRequest(text, **kwargs)
-    if status is not None and 400 <= status < 500:
-        return e.PermanentError(text, **kwargs)
-    return e.ServerError(text, **kwargs)
+    cls: type[e.ProviderError]
+    if status == 429:
+        cls = e.RateLimited
+    elif status is not None and (status == 408 or status >= 500) and not explicit:
+        cls = e.ServerError
+    elif code in CONTEXT_CODES or "context length" in lowered or "context_length" in lowered:
+        cls = e.ContextLengthExceeded
+    elif code in FILTER_CODES or kind in FILTER_CODES:
+        cls = e.ContentFiltered
+    elif status is None and kind in STATUSLESS_TYPES:  # an error event of a stream
+        cls = STATUSLESS_TYPES[kind]
+    else:
+        cls = status_class(status)
+    retry = None
+    if status == 429:
+        retry = parse_retry_after(context.headers, context.now_epoch_s or time.time())
+    return make_error(
+        cls, status, message or body, code=code or kind, context=context, retry_after_s=retry
+    )
 
 
 def transport_error(

@@ -258,6 +258,32 @@ async def test_secrets_never_leave(http: Pool, provider: SimulatedProvider, span
     assert "REDACTED" in dumped
 
 
+@pytest.mark.parametrize(
+    "script",
+    [
+        Script(error_status=401, error_code=f"Bearer {SECRET}"),
+        Script(error_status=401, error_type=SECRET, error_code=None),
+        Script(chunk_count=5, fault="error", fault_after_chunk=2, error_code=SECRET),
+    ],
+    ids=["401 code", "401 type", "mid-stream error event"],
+)
+async def test_an_error_code_echoing_the_key_is_redacted(
+    http: Pool, provider: SimulatedProvider, spans: Spans, script: Script
+) -> None:
+    """The provider's error code and type, like its message, never carry the key out."""
+    attempt = Attempt(spans.tracer, source(provider), number=1, stream=True, threshold_ms=1000)
+    with pytest.raises(e.ProviderError) as caught:
+        await attempt.run(http, scripted(script))
+    error = caught.value
+    assert error.code is not None
+    assert "[REDACTED]" in error.code
+    assert SECRET not in str(error)
+    assert SECRET not in repr(error)
+    assert all(SECRET not in repr(value) for value in vars(error).values())
+    (span,) = spans.attempts()
+    assert SECRET not in span.to_json()
+
+
 @pytest.mark.parametrize("threshold", [40, 100, 250])
 async def test_processor_equals_transport_over_real_http(
     http: Pool, provider: SimulatedProvider, spans: Spans, threshold: int

@@ -407,12 +407,19 @@ async def test_an_error_event_mid_stream_is_the_providers_error(
 
 
 async def test_the_key_never_appears_in_an_error() -> None:
-    """An error body, or a refusal's explanation, echoing the key is redacted."""
+    """An error body (its message or its code), or a refusal's explanation, echoing the key is
+    redacted."""
     body = anthropic_error_body("authentication_error", f"invalid x-api-key: {KEY}")
     with pytest.raises(e.AuthenticationError) as caught:
         await run(json_response(401, body))
     assert KEY not in str(caught.value)
     assert KEY not in repr(claude())
+    body["error"]["details"] = {"error_code": f"key {KEY}"}
+    with pytest.raises(e.AuthenticationError) as coded:
+        await run(json_response(401, body))
+    assert coded.value.code is not None
+    assert KEY not in coded.value.code
+    assert KEY not in str(coded.value)
     details = {"type": "refusal", "category": None, "explanation": f"about {KEY}"}
     stream = anthropic_message_start() + anthropic_finish("refusal", stop_details=details)
     with pytest.raises(e.ContentFiltered) as refused:

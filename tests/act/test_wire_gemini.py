@@ -318,13 +318,19 @@ async def test_an_error_mid_stream_is_the_providers_error(
 
 
 async def test_the_key_never_appears() -> None:
-    """The key is never in the URL, an error or a repr (an error or a safety stop's message
-    echoing it is redacted)."""
+    """The key is never in the URL, an error or a repr (an error's message or status, or a
+    safety stop's message, echoing it is redacted)."""
     body = gemini_error_body(400, "INVALID_ARGUMENT", f"API key {KEY} not valid", [BAD_KEY])
     with pytest.raises(e.AuthenticationError) as caught:
         await run(json_response(400, body))
     assert KEY not in str(caught.value)
     assert KEY not in repr(gemini())
+    named = gemini_error_body(400, KEY, "bad request")
+    with pytest.raises(e.ProviderError) as coded:
+        await run(json_response(400, named))
+    assert coded.value.code is not None
+    assert KEY not in coded.value.code
+    assert KEY not in str(coded.value)
     stopped = gemini_response([], finish="SAFETY", finishMessage=f"echo {KEY}")
     stopped["candidates"][0]["finishMessage"] = f"echo {KEY}"
     with pytest.raises(e.ContentFiltered) as filtered:

@@ -13,7 +13,6 @@ and applies the chunk rule in the same pass).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +68,7 @@ def stream_error(
     if isinstance(error, dict) and isinstance(error.get("status_code"), int):
         status = error["status_code"]
     known = status if isinstance(status, int) and not isinstance(status, bool) else None
-    return provider_error(known, body, headers={}, source=source, secrets=secrets, now_epoch_s=0.0)
+    return provider_error(known, body, ErrorContext(source=source, secrets=secrets))
 
 
 def error_event(data: str, *, source: str, secrets: tuple[str, ...]) -> e.ProviderError:
@@ -201,15 +200,7 @@ class ChatWire:
 
     def error(self, status: int | None, body: str, context: ErrorContext) -> e.ProviderError:
         """An OpenAI-style error body (``{"error": {"message", "type", "code"}}``)."""
-        return provider_error(
-            status,
-            body,
-            headers=context.headers,
-            source=context.source,
-            secrets=context.secrets,
-            now_epoch_s=context.now_epoch_s or time.time(),
-            not_found_hint=context.not_found_hint,
-        )
+        return provider_error(status, body, context)
 
 
 CHAT = ChatWire()

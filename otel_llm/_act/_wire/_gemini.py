@@ -171,7 +171,9 @@ def _blocked(feedback: Any, context: ErrorContext) -> e.ContentFiltered | None:
         return None
     said = text_or_none(feedback.get("blockReasonMessage"))
     text = f"blocked the prompt: {reason}" + (f" ({said})" if said else "")
-    return e.ContentFiltered(redact(text, context.secrets), code=reason, source=context.source)
+    return e.ContentFiltered(
+        redact(text, context.secrets), code=redact(reason, context.secrets), source=context.source
+    )
 
 
 def _filtered(
@@ -190,7 +192,9 @@ def _filtered(
     ]
     detail = "; ".join(filter(None, (said, ", ".join(blocked))))
     text = f"answered with finish reason {reason}" + (f": {detail}" if detail else "")
-    return e.ContentFiltered(redact(text, context.secrets), code=reason, source=context.source)
+    return e.ContentFiltered(
+        redact(text, context.secrets), code=redact(reason, context.secrets), source=context.source
+    )
 
 
 class GeminiResponses:
