@@ -123,6 +123,7 @@ class CallRun(Generic[T]):
             hedge=settings.hedge if hedge else type(settings.hedge)(),
             stream=stream,
             ledger=self.ledger,
+            ends_call=self._propagates,
         )
         self.round_started = now
         self.fails = 0
@@ -188,7 +189,9 @@ class CallRun(Generic[T]):
             await self._after_failure(result)
 
     def _propagates(self, error: BaseException) -> bool:
-        """Permanent errors that end the call at once instead of moving to the next source."""
+        """Permanent errors that end the call at once instead of moving to the next source —
+        also while the round's other leg still runs (it is cancelled: a hedge never answers
+        in place of a refusal the caller asked to see)."""
         if isinstance(error, e.ContentFiltered):
             return not self.retry.failover_on_content_filter
         if isinstance(error, e.ContextLengthExceeded):

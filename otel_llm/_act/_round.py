@@ -98,11 +98,15 @@ class Round(Generic[T]):
         hedge: HedgeSettings,
         stream: bool,
         ledger: LegAccounting[T],
+        ends_call: Callable[[BaseException], bool] = lambda error: False,
         make_signal: Callable[[], asyncio.Event] = asyncio.Event,
         cleanup_s: float = DEFAULTS.round_cleanup_s,
     ) -> None:
-        """``make_signal`` builds the primary's chunk signal and ``cleanup_s`` bounds the wait
-        for cancelled legs (seams for tests)."""
+        """``ends_call`` tells the failures that end the call whatever another leg might
+        still answer (a refusal on content grounds the user wants to see); ``make_signal``
+        builds the primary's chunk signal and ``cleanup_s`` bounds the wait for cancelled legs
+        (seams for tests)."""
+        self._ends_call = ends_call
         self._cleanup_s = cleanup_s
         self._after_s = hedge.after_s
         self._stall_after_s = hedge.stall_after_s if stream else None
@@ -221,7 +225,9 @@ class Round(Generic[T]):
     # --- the race: first success wins, the loser is cancelled -----------------------------------
 
     async def _race(self, legs: list[Leg[T]]) -> RoundResult[T]:
-        """First success wins; if the first to finish failed, wait for the other."""
+        """First success wins; if the first to finish failed, wait for the other — unless its
+        failure ends the call (``ends_call``): then the round ends with it at once, and the
+        other leg is cancelled like any loser."""
         running = {leg.task: leg for leg in legs}
         failed: list[Leg[T]] = []
         while running:
@@ -231,10 +237,14 @@ class Round(Generic[T]):
                 key=lambda leg: leg.finished_at if leg.finished_at is not None else 0.0,
             )
             for position, leg in enumerate(finished):
-                if leg.error is None and not leg.task.cancelled():
+                error = leg.error
+                if error is None and not leg.task.cancelled():
                     losers = [*finished[position + 1 :], *running.values()]
                     return RoundResult(winner=leg, failed=failed, losers=losers)
                 failed.append(leg)
+                if error is not None and self._ends_call(error):
+                    losers = [*finished[position + 1 :], *running.values()]
+                    return RoundResult(winner=None, failed=failed, losers=losers)
         return RoundResult(winner=None, failed=failed)
 
     async def _cancel_running(self, legs: list[Leg[T]]) -> None:

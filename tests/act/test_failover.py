@@ -187,6 +187,74 @@ async def test_context_length_can_propagate_at_once(spans: Spans) -> None:
     assert script.seen == ["a"]
 
 
+def later(delay_s: float, answer: httpx2.Response) -> Handler:
+    """``answer``, sent after ``delay_s`` (virtual) seconds."""
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(delay_s)
+        return answer
+
+    return handler
+
+
+REFUSED_STREAM = sse(
+    {"choices": [{"index": 0, "delta": {"refusal": "I will not"}}]},
+    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    "[DONE]",
+)
+
+
+@pytest.mark.parametrize(
+    ("refusal", "options", "raised"),
+    [
+        (error(400, "content_filter"), {}, ContentFiltered),
+        (REFUSED_STREAM, {}, ContentFiltered),
+        (error(400, "context_length_exceeded"), {"failover_on_context_length": False},
+         ContextLengthExceeded),
+    ],
+    ids=["400 content_filter", "streamed refusal", "context length"],
+)  # fmt: skip
+def test_a_refusal_ends_the_call_though_a_hedge_runs(
+    spans: Spans,
+    refusal: httpx2.Response,
+    options: dict[str, object],
+    raised: type[Exception],
+) -> None:
+    """On virtual time: a primary's refusal that propagates reaches the caller when it comes,
+    though a hedge runs; the hedge is cancelled (never answers in the refusal's place)."""
+    script = Scripted({"a": [later(0.5, refusal)], "b": [timed_stream(0.8)]})
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(script, spans, hedge_after_s=0.2, **options) as c:
+            with pytest.raises(raised):
+                await c.chat(MESSAGES)
+        return loop.time() - started
+
+    assert run_virtual(main()) == pytest.approx(0.5, abs=0.05)
+    assert script.seen == ["a", "b"]
+    legs = {
+        s.attributes[sc.ATTEMPT_SOURCE]: s.attributes[sc.ATTEMPT_OUTCOME]  # type: ignore[index]
+        for s in spans.attempts()
+    }
+    assert legs == {"a": sc.OUTCOME_ERROR, "b": sc.OUTCOME_HEDGE_CANCELLED}
+
+
+def test_a_hedge_still_answers_after_a_primary_error_that_fails_over(spans: Spans) -> None:
+    """On virtual time: a permanent error the call fails over from (a context-length error,
+    by default) does not end the round: the running hedge answers."""
+    script = Scripted({"a": [later(0.5, error(400, "context_length_exceeded"))],
+                       "b": [timed_stream(0.8)]})  # fmt: skip
+
+    async def main() -> str:
+        async with client(script, spans, hedge_after_s=0.2) as c:
+            return (await c.chat(MESSAGES)).source
+
+    assert run_virtual(main()) == "b"
+    assert script.seen == ["a", "b"]
+
+
 async def test_a_chunk_of_the_wrong_shape_fails_over_instead_of_crashing(spans: Spans) -> None:
     """Regression: a primary sending ``{"choices": 5}`` made chat() raise TypeError and the
     healthy source was never tried. Now it is a MalformedStream naming the field (transient:
