@@ -254,7 +254,11 @@ class CallRun(Generic[T]):
             return
         last = self.ledger.last_error_of
         sources = [
-            (state.name, state.source.public_url, _why_waiting(state, last.get(state.name), now))
+            (
+                state.name,
+                state.source.public_url,
+                _why_waiting(self.candidates, state, last.get(state.name), now),
+            )
             for state in self.candidates.remaining()
         ]
         logger.warning(
@@ -359,7 +363,7 @@ class CallRun(Generic[T]):
         now = self.loop.time()
         ledger = self.ledger
         reasons = {name: error.reason for name, error in ledger.last_error_of.items()} or {
-            state.name: f"no attempt was made: {state.why_unavailable(now)}"
+            state.name: f"no attempt was made: {self.candidates.why_unavailable(state, now)}"
             for state in self.candidates.remaining()
         }
         urls = {state.name: state.source.public_url for state in self.candidates.states}
@@ -381,10 +385,12 @@ class CallRun(Generic[T]):
         return self._exhausted("no source left")
 
 
-def _why_waiting(state: SourceState, last: e.ProviderError | None, now: float) -> str:
+def _why_waiting(
+    candidates: Candidates, state: SourceState, last: e.ProviderError | None, now: float
+) -> str:
     """Why a call is still waiting for ``state``: why it is unavailable now, and its latest
     failure in this call."""
-    unavailable = state.why_unavailable(now)
+    unavailable = candidates.why_unavailable(state, now)
     why = [] if unavailable == "not tried" else [unavailable]
     if not why and isinstance(last, e.RateLimited):
         why.append("rate limited")

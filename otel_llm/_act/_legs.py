@@ -190,12 +190,12 @@ class LegLedger(Generic[T]):
     # --- admission ----------------------------------------------------------------------------
 
     async def admit(self, state: SourceState) -> bool:
-        """Take the source's admission for one request of the call; mark the source out of
-        quota (and return False) if it has none."""
+        """Take the source's admission for one request of the call; if it has none for this
+        request, mark the source out of quota for this call only (and return False)."""
         wait = await self.call.admission.acquire(state.name, state.source.limits, self.tokens)
         if wait <= 0:
             return True
-        state.quota_until = self.loop.time() + wait
+        self.candidates.quota_until[state.name] = self.loop.time() + wait
         return False
 
     async def refund(self, state: SourceState) -> None:

@@ -12,12 +12,13 @@ from otel_llm._defaults import DEFAULTS
 
 @dataclass(slots=True)
 class SourceState:
-    """Health of one source: its breaker and until when it is rate limited or out of quota."""
+    """Health of one source, shared by every call of its client: its breaker and until when it
+    is rate limited. (Admission is asked by each call for its own request: see
+    :attr:`Candidates.quota_until`.)"""
 
     source: Source
     breaker: Breaker
     rate_limited_until: float = 0.0
-    quota_until: float = 0.0
 
     @property
     def name(self) -> str:
@@ -28,8 +29,6 @@ class SourceState:
         """Why no attempt starts at this source now, for a call that never got to try it."""
         if self.rate_limited_until > now:
             return f"rate limited for another {self.rate_limited_until - now:.1f} s"
-        if self.quota_until > now:
-            return f"out of admission quota for another {self.quota_until - now:.1f} s"
         open_until = self.breaker.open_until()
         if open_until is not None:
             return f"circuit breaker open for another {max(0.0, open_until - now):.1f} s"
@@ -39,7 +38,7 @@ class SourceState:
 
     def available_at(self, now: float) -> float:
         """Earliest time an attempt at this source could start."""
-        when = max(now, self.rate_limited_until, self.quota_until)
+        when = max(now, self.rate_limited_until)
         open_until = self.breaker.open_until()
         if open_until is not None:
             when = max(when, open_until)
@@ -71,10 +70,26 @@ class Candidates:
 
     states: Sequence[SourceState]
     excluded: set[str] = field(default_factory=set)
+    quota_until: dict[str, float] = field(default_factory=dict)
+    """Until when admission said this call's request cannot be admitted at each source. Kept
+    per call, not on the shared :class:`SourceState`: how long a request waits for tokens
+    depends on its own need, so one call's large request never keeps another call's small one
+    away from a source — each call asks admission for itself."""
 
     def remaining(self) -> list[SourceState]:
         """Sources the call may still use."""
         return [state for state in self.states if state.name not in self.excluded]
+
+    def available_at(self, state: SourceState, now: float) -> float:
+        """Earliest time an attempt of this call at ``state`` could start."""
+        return max(state.available_at(now), self.quota_until.get(state.name, 0.0))
+
+    def why_unavailable(self, state: SourceState, now: float) -> str:
+        """Why no attempt of this call starts at ``state`` now."""
+        until = self.quota_until.get(state.name, 0.0)
+        if until > now and state.rate_limited_until <= now:
+            return f"out of admission quota for this request for another {until - now:.1f} s"
+        return state.why_unavailable(now)
 
     def pick(
         self, now: float, *, avoid: str | None = None, stay: Stay | None = None
@@ -88,22 +103,22 @@ class Candidates:
         if stay is not None:
             for state in remaining:
                 if state.name == stay.source:
-                    wait = state.available_at(now) - now
+                    wait = self.available_at(state, now) - now
                     if wait <= stay.max_wait_s:
                         return Pick(state, max(0.0, wait))
                     avoid = stay.source
         ordered = sorted(remaining, key=lambda state: state.name == avoid)
         for state in ordered:
-            if state.available_at(now) <= now:
+            if self.available_at(state, now) <= now:
                 return Pick(state, 0.0)
-        soonest = min(ordered, key=lambda state: state.available_at(now))
-        return Pick(soonest, soonest.available_at(now) - now)
+        soonest = min(ordered, key=lambda state: self.available_at(state, now))
+        return Pick(soonest, self.available_at(soonest, now) - now)
 
     def hedge_target(self, now: float, primary: str) -> SourceState | None:
         """A different source a hedge leg may go to now: its breaker allows it, and it is not
-        answering 429 (``rate_limited_until``) nor out of quota — :meth:`SourceState.available_at`
-        covers all three."""
+        answering 429 (``rate_limited_until``) nor out of quota for this call —
+        :meth:`available_at` covers all three."""
         for state in self.remaining():
-            if state.name != primary and state.available_at(now) <= now:
+            if state.name != primary and self.available_at(state, now) <= now:
                 return state
         return None

@@ -204,6 +204,37 @@ async def test_admission_quota_fails_over_then_waits(spans: Spans) -> None:
     assert (first.source, second.source) == ("a", "b")
 
 
+@pytest.mark.parametrize("alone", [False, True], ids=["two sources", "one source"])
+def test_a_large_request_out_of_quota_keeps_no_small_one_away(spans: Spans, alone: bool) -> None:
+    """On virtual time: a request too large for what is left of a source's token quota waits
+    (or goes elsewhere) alone; a small request at the same source right after it is admitted
+    at once — the large one's wait is its own, not the source's."""
+
+    async def answer_in_1s(request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(1.0)
+        return sse_answer()
+
+    script = Scripted({"a": [answer_in_1s], "b": [answer_in_1s]})
+    sources = [source("a", tokens_per_minute=6000)] + ([] if alone else [source("b")])
+
+    async def main() -> tuple[str, str, float]:
+        loop = asyncio.get_running_loop()
+        async with client(script, spans, *sources) as c:
+            first = asyncio.create_task(c.chat(MESSAGES, max_tokens=3000))  # holds ~3000
+            await asyncio.sleep(0.1)
+            large = asyncio.create_task(c.chat(MESSAGES, max_tokens=5500))  # does not fit now
+            await asyncio.sleep(0.1)
+            started = loop.time()
+            small = await c.chat(MESSAGES, max_tokens=50)
+            took = loop.time() - started
+            await first
+            return (await large).source, small.source, took
+
+    large, small, took = run_virtual(main())
+    assert (large, small) == ("a" if alone else "b", "a")
+    assert took == pytest.approx(1.0, abs=0.05)
+
+
 async def test_admission_settles_from_reported_usage(spans: Spans) -> None:
     """The token pre-deduction is corrected with the usage the provider reported."""
     script = Scripted({"a": [sse_answer()]})
