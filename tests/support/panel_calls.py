@@ -42,6 +42,9 @@ SCRIPTS: Final = {
 FRONT: Final = "chat-api"
 BATCH: Final = "batch-jobs"
 """The two services (resource ``service.name``) the spans come from."""
+EU: Final = 'eu "west"'
+"""The third source: a name with a ``"``, which Grafana's ``sqlstring`` format (the DuckDB
+panels') writes as ``\\"``, and a space."""
 THRESHOLD_MS: Final = 100
 """The stall threshold every call is measured at."""
 
@@ -93,7 +96,7 @@ async def _front(provider: SimulatedProvider, spans: Spans) -> None:
         await client.chat(MESSAGES, stream=False)
     async with Client([src(provider, "a", "stalls")], **options) as client:
         await client.chat(MESSAGES)
-    async with Client([src(provider, "eu", "stalls", vendor="sim-eu")], **options) as client:
+    async with Client([src(provider, EU, "stalls", vendor="sim-eu")], **options) as client:
         await client.chat(MESSAGES)
         await client.chat(MESSAGES)
     hedged = [src(provider, "a", "stall"), src(provider, "b", "smooth", priority=1)]
@@ -124,7 +127,7 @@ async def _batch(provider: SimulatedProvider, spans: Spans) -> None:
     ]
     async with Client(killed, same_source_retries=0, **options) as client:
         await client.chat(MESSAGES)
-    async with Client([src(provider, "eu", "stalls", vendor="sim-eu")], **options) as client:
+    async with Client([src(provider, EU, "stalls", vendor="sim-eu")], **options) as client:
         await client.chat(MESSAGES)
         await _cancelled(provider, client, 1)
     both = [src(provider, "a", "stall"), src(provider, "b", "stall", priority=1)]

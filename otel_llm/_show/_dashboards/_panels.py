@@ -638,7 +638,7 @@ LIMIT {WORST_CALLS}"""
 
 def worst_trace_ids(d: PanelDialect) -> str:
     """The chosen-call variable's options: the worst stalled calls in range, worst first."""
-    return f"""WITH {_worst_rows(d)}
+    return f"""WITH {_worst_rows(d.for_variables())}
 SELECT trace_id FROM w WHERE {STALL_MS.name} > 0
 ORDER BY {STALL_MS.name} DESC, trace_id
 LIMIT {WORST_CALLS}"""

@@ -17,6 +17,7 @@ both exactly as the plugins do):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Final
 
@@ -64,6 +65,15 @@ class PanelDialect:
     rollup: bool = False
     """The over-time panels read the 1-minute rollups (ClickHouse,
     :mod:`otel_llm._show._sql._rollup`) when they can: as measured, in whole-minute buckets."""
+    sqlstring: bool = False
+    """The plugin formats a panel's chosen values with Grafana's ``sqlstring`` format, which
+    writes a ``"`` in a value as ``\\"`` — two characters to DuckDB, which has no escapes in its
+    string literals — so a column is compared in that spelling (the DuckDB plugin; its variable
+    queries format values otherwise, keeping ``"``: :meth:`for_variables`)."""
+
+    def for_variables(self) -> PanelDialect:
+        """This dialect in a variable's own query, whose values the plugin formats itself."""
+        return dataclasses.replace(self, sqlstring=False)
 
     @property
     def is_clickhouse(self) -> bool:
@@ -117,7 +127,13 @@ class PanelDialect:
         values = self.values(name)
         if self.is_clickhouse:
             return f"$__conditionalAll({column} IN ({values}), ${name})"
-        return f"({ALL_VALUE} IN ({values}) OR {column} IN ({values}))"
+        return f"({ALL_VALUE} IN ({values}) OR {self.chosen(column, name)})"
+
+    def chosen(self, column: str, name: str) -> str:
+        """``column`` is one of the values of variable ``name``, "All" not considered."""
+        if self.sqlstring:
+            column = f"""replace({column}, '"', '\\"')"""
+        return f"{column} IN ({self.values(name)})"
 
     def filters(self, alias: str = "", *, repeat: str | None = None) -> str:
         """Every filter variable, on the view columns of that name (``alias.`` prefixed).
@@ -126,7 +142,7 @@ class PanelDialect:
         dashboard's "All" instead of the copy's value)."""
         prefix = f"{alias}." if alias else ""
         return " AND ".join(
-            f"{prefix}{name} IN ({self.values(name)})"
+            self.chosen(f"{prefix}{name}", name)
             if name == repeat
             else self.matches(f"{prefix}{name}", name)
             for name in FILTERS
@@ -178,7 +194,7 @@ class PanelDialect:
         return f"toFloat64({expr})" if self.is_clickhouse else f"CAST({expr} AS DOUBLE)"
 
 
-DUCKDB_PANELS: Final = PanelDialect("motherduck-duckdb-datasource", DUCKDB)
+DUCKDB_PANELS: Final = PanelDialect("motherduck-duckdb-datasource", DUCKDB, sqlstring=True)
 CLICKHOUSE_PANELS: Final = PanelDialect("grafana-clickhouse-datasource", CLICKHOUSE, rollup=True)
 CLICKHOUSE_RAW_PANELS: Final = PanelDialect("grafana-clickhouse-datasource", CLICKHOUSE)
 """The ClickHouse panels reading the spans only (what the rollups are checked and timed

@@ -462,3 +462,24 @@ def test_duckdb_panels_compare_the_chosen_values(values: list[str]) -> None:
     assert matched == sorted(values)
     assert same is True
     conn.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(hostile, min_size=1, max_size=4), other=hostile)
+def test_duckdb_panel_filters_match_names_with_any_character(values: list[str], other: str) -> None:
+    """The panels' filter (:meth:`PanelDialect.matches`, and a repeated copy's) matches exactly
+    the chosen names, ``"`` too, which Grafana's ``sqlstring`` writes as ``\\"``; a variable's
+    own query, whose values the plugin formats otherwise, matches them as well."""
+    conn = duckdb.connect()
+    for chosen in (values, [values[0]]):
+        context = QueryContext(ZERO, ZERO, SQLUTIL.interval, {"v": picked(*chosen)})
+        for dialect, expand_as in (
+            (DUCKDB_PANELS, duck_panel),
+            (DUCKDB_PANELS.for_variables(), duck),
+        ):
+            for condition in (dialect.matches("x", "v"), dialect.chosen("x", "v")):
+                sql = expand_as(f"SELECT list_sort([x FOR x IN ? IF {condition}])", context)
+                (matched,) = conn.execute(sql, [[*values, other]]).fetchone() or ()
+                want = sorted(x for x in [*values, other] if x in chosen)
+                assert matched == want, (dialect.sqlstring, condition, sql)
+    conn.close()

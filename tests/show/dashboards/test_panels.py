@@ -66,7 +66,7 @@ from otel_llm._show._store._segments import SegmentStore, encode
 from tests.conftest import require
 from tests.support import REPOSITORY
 from tests.support.clickhouse_session import chdb_with
-from tests.support.panel_calls import BATCH, FRONT, THRESHOLD_MS, panel_spans
+from tests.support.panel_calls import BATCH, EU, FRONT, THRESHOLD_MS, panel_spans
 from tests.support.processes import run_python
 
 ROOT = REPOSITORY
@@ -114,15 +114,15 @@ CASES: Final = (
     Case("at-measured", threshold=THRESHOLD_MS),
     Case("service", {SERVICE: (FRONT,)}),
     Case("model", {MODEL: ("stalls",)}),
-    Case("source", {SOURCE: ("eu",)}),
-    Case("sources", {SOURCE: ("a", "eu")}),
+    Case("source", {SOURCE: (EU,)}),
+    Case("sources", {SOURCE: ("a", EU)}),
 )
 CASE = {case.name: case for case in CASES}
 FILTERED: Final = tuple(case for case in CASES if case.chosen)
 
 EMPTY: Final[frozenset[tuple[str, str]]] = frozenset({("model", "errors"), ("source", "errors")})
 """(case, panel) pairs that may return no row: the attempts of the ``stalls`` model and of the
-``eu`` source end ok or as hedge losers, and a loser is no error; every other panel has rows
+EU source end ok or as hedge losers, and a loser is no error; every other panel has rows
 in every case."""
 
 

@@ -46,7 +46,7 @@ from otel_llm._show._sql._table import BASE_COLUMNS, TABLE
 from otel_llm._show._sql._views import ATTEMPTS_VIEW, CALLS_VIEW, CLICKHOUSE
 from tests.conftest import require
 from tests.support.clickhouse_session import chdb_from, chdb_with
-from tests.support.panel_calls import panel_spans
+from tests.support.panel_calls import EU, panel_spans
 
 FIXTURES: Final = Path(__file__).parent / "fixtures" / "clickhouseexporter"
 MODULE: Final = (
@@ -228,8 +228,8 @@ def _panel_queries(session: Any) -> dict[str, str]:
             for panel in (*PANELS, TRACE_VIEW):
                 key = f"{panel.key}/{threshold}/{interval.total_seconds():.0f}s"
                 here = context
-                if panel.repeat is not None:  # the copy for source "eu"
-                    chosen = {panel.repeat: Variable(("eu",), multi=True, include_all=True)}
+                if panel.repeat is not None:  # the copy for source EU
+                    chosen = {panel.repeat: Variable((EU,), multi=True, include_all=True)}
                     here = replace(context, variables={**context.variables, **chosen})
                 queries[key] = expand(panel.sql(CLICKHOUSE_PANELS), here, "clickhouse")
     return queries
