@@ -223,34 +223,42 @@ class LegLedger(Generic[T]):
     async def find_hedge(
         self, primary: SourceState, trigger: Trigger
     ) -> tuple[SourceState, int] | None:
-        """A different, eligible source with quota, within ``trigger``'s share of the hedge
-        budget; else ``None`` (then this trigger silently does not hedge — also when the
-        admission backend cannot be reached now: the primary runs on). A budget token taken
-        for a hedge that then cannot start goes back to the trigger's own bucket."""
+        """The first eligible source other than the primary's, by priority, that admission and
+        its breaker let through, within ``trigger``'s share of the hedge budget; else ``None``
+        (then this trigger silently does not hedge). A source whose admission refuses — or
+        cannot be asked now: the primary runs on — or whose breaker refuses is passed over for
+        the next. A budget token taken for a hedge that then cannot start goes back to the
+        trigger's own bucket."""
         budget = self.call.hedge_budget
-        target = self.candidates.hedge_target(self.loop.time(), primary=primary.name)
-        if target is None or not budget.spend(trigger):
+        targets = self.candidates.hedge_targets(self.loop.time(), primary=primary.name)
+        if not targets or not budget.spend(trigger):
             return None
+        for target in targets:
+            if await self._take_for_hedge(target, budget, trigger):
+                return target, self.tokens
+        budget.refund(trigger)
+        return None
+
+    async def _take_for_hedge(
+        self, target: SourceState, budget: HedgeBudgets, trigger: Trigger
+    ) -> bool:
+        """Admission and the breaker's leave for a hedge leg at ``target`` (both or neither)."""
         try:
             admitted = await self.admit(target)
-        except e.BackendUnavailable:
-            admitted = False
+        except e.BackendUnavailable:  # no quota this call can see now
+            return False
         except BaseException:  # cancelled while waiting for admission: no hedge was started
             budget.refund(trigger)
             raise
         if not admitted:
-            budget.refund(trigger)
-            return None
-        if not target.breaker.acquire(self.loop.time()):
-            budget.refund(trigger)
-            try:
-                await self.refund(target)
-            except e.BackendUnavailable as exc:  # the primary runs on all the same
-                logger.warning(
-                    "otel-llm: could not give back admission for %s: %s", target.name, exc
-                )
-            return None
-        return target, self.tokens
+            return False
+        if target.breaker.acquire(self.loop.time()):
+            return True
+        try:
+            await self.refund(target)
+        except e.BackendUnavailable as exc:  # the primary runs on all the same
+            logger.warning("otel-llm: could not give back admission for %s: %s", target.name, exc)
+        return False
 
     # --- what the losers used -----------------------------------------------------------------
 

@@ -114,11 +114,16 @@ class Candidates:
         soonest = min(ordered, key=lambda state: self.available_at(state, now))
         return Pick(soonest, self.available_at(soonest, now) - now)
 
+    def hedge_targets(self, now: float, primary: str) -> list[SourceState]:
+        """The different sources a hedge leg may go to now, by priority: the breaker allows
+        each, and none is answering 429 (``rate_limited_until``) nor out of quota for this
+        call — :meth:`available_at` covers all three."""
+        return [
+            state
+            for state in self.remaining()
+            if state.name != primary and self.available_at(state, now) <= now
+        ]
+
     def hedge_target(self, now: float, primary: str) -> SourceState | None:
-        """A different source a hedge leg may go to now: its breaker allows it, and it is not
-        answering 429 (``rate_limited_until``) nor out of quota for this call —
-        :meth:`available_at` covers all three."""
-        for state in self.remaining():
-            if state.name != primary and self.available_at(state, now) <= now:
-                return state
-        return None
+        """The first of :meth:`hedge_targets`, if any."""
+        return next(iter(self.hedge_targets(now, primary)), None)

@@ -519,6 +519,34 @@ def test_a_hedge_target_out_of_quota_is_silently_not_hedged(spans: Spans) -> Non
     assert script.seen == ["a", "b", "a"]
 
 
+def test_a_hedge_passes_over_a_target_out_of_quota_for_the_next(spans: Spans) -> None:
+    """On virtual time: the first other source has no request quota left, a third has: the
+    hedge goes to the third (it is skipped only when no other source has quota)."""
+
+    async def late(request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(5)
+        return sse_answer()
+
+    script = Scripted({"a": [late], "b": [sse_answer()], "c": [sse_answer()]})
+    limited = source("b", requests_per_minute=1)
+
+    async def main() -> list[tuple[str, int, float]]:
+        loop = asyncio.get_running_loop()
+        answered = []
+        async with client(script, spans, source("a"), limited, source("c"), hedge_after_s=1) as c:
+            for _ in range(2):  # the first hedge spends b's only request
+                started = loop.time()
+                result = await c.chat(MESSAGES)
+                answered.append((result.source, result.stats.hedges, loop.time() - started))
+        return answered
+
+    (first, second) = run_virtual(main())
+    assert first[:2] == ("b", 1)
+    assert second[:2] == ("c", 1)
+    assert second[2] == pytest.approx(1.0, abs=0.05)
+    assert script.seen == ["a", "b", "a", "c"]
+
+
 def test_a_hedge_target_with_an_open_breaker_is_silently_not_hedged(spans: Spans) -> None:
     """The only other source's breaker is open: no hedge, the primary's answer (a hedge
     goes only to another source the breaker lets through)."""
