@@ -263,7 +263,8 @@ class OtlpEndpoint:
         self.endpoint = redact_url(endpoint)
         self.via = via or OWN_ENDPOINT[signal]
         self._secrets = (*url_secrets(endpoint), *secrets)
-        self._store = store
+        self.store = store
+        """The embedded store that still gets the spans while this endpoint fails."""
         self._lock = threading.Lock()
         self._exporters: list[_Stoppable] = []
         self._failing = False
@@ -387,7 +388,7 @@ class OtlpEndpoint:
     def _effect(self) -> str:
         """What the failure costs — this signal only."""
         if self.signal == "spans":
-            kept = f" (the DuckDB store {self._store} still gets every span)" if self._store else ""
+            kept = f" (the DuckDB store {self.store} still gets every span)" if self.store else ""
             return f"spans are not exported over OTLP while it fails{kept}"
         return "metrics are not exported while it fails; spans are not affected"
 
@@ -433,7 +434,7 @@ class OtlpEndpoint:
             self._failing = self._failing or hanging
         if hanging:
             if self.signal == "spans":
-                kept = f" (the DuckDB store {self._store} has every span)" if self._store else ""
+                kept = f" (the DuckDB store {self.store} has every span)" if self.store else ""
             else:
                 kept = f"; spans are not affected; {self._cure()}"
             logger.warning(

@@ -361,15 +361,18 @@ def init(
     if app_provider is None:
         current = trace.get_tracer_provider()
         app_provider = current if takes_processors(current) else None  # type: ignore[assignment]
+    want_otlp = otlp if otlp is not None else True
+    collectors = _otlp_collectors(path if duckdb else None) if want_otlp else {}
+    if otlp is None and app_provider is not None and _exports_otlp(app_provider):
+        collectors.pop("spans", None)  # the application's own exporter sends them
+    if duckdb and "spans" in collectors and _collector_stores(path, collectors["spans"]):
+        duckdb = False
+        for endpoint in collectors.values():
+            endpoint.store = None
     exporter = SegmentSpanExporter(path) if duckdb else None
     downstream: list[SpanProcessor] = []
     if exporter is not None:
         downstream.append(SimpleSpanProcessor(exporter))
-    want_otlp = otlp if otlp is not None else True
-    store = path if exporter else None
-    collectors = _otlp_collectors(store) if want_otlp else {}
-    if otlp is None and app_provider is not None and _exports_otlp(app_provider):
-        collectors.pop("spans", None)  # the application's own exporter sends them
     if "metrics" in collectors and set_global and _global_meter_provider() is not None:
         collectors.pop("metrics")  # the application's meter provider takes otel-llm's metrics
     otlp_processor = _otlp_processor(collectors["spans"]) if "spans" in collectors else None
@@ -413,6 +416,24 @@ def init(
         exporter.start()  # its libraries load while the application goes on starting
     open_calls.hook()  # wrapped calls left open end at exit before the provider shuts down
     return _active
+
+
+def _collector_stores(store: Path, spans: OtlpEndpoint) -> bool:
+    """Whether the spans' OTLP endpoint is the ``otel-llm collector`` that writes ``store``
+    (said in a warning: the embedded writer then stays off, each span stored once)."""
+    from otel_llm._show._ingest._claim import live_collector
+
+    collector = live_collector(store)
+    if collector is None or not collector.receives(spans.endpoint):
+        return False
+    logger.warning(
+        "otel-llm: the spans go over OTLP to %s, the otel-llm collector that writes %s: the "
+        "embedded store is left to it, so each span is stored once (init(duckdb=False) says "
+        "so without this warning)",
+        spans.endpoint,
+        store,
+    )
+    return True
 
 
 def _resource_of(provider: TracerProvider) -> Resource:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import os
 import signal
 import socket
@@ -35,16 +34,13 @@ from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import CollectorError
 from otel_llm._packaged import COLLECTOR, packaged
+from otel_llm._show._ingest._claim import StoreClaimed, announce, claim, spool_path
 from otel_llm._show._ingest._otlp_files import IngestReport, Spool, kept_files
 from otel_llm._show._store._access import prepare_for_writing
 
 CONFIGS: Final = ("duckdb", "clickhouse")
 """The configs shipped in ``collector/``, by name (``--config NAME``)."""
-SPOOL_SUFFIX: Final = ".otlp"
-"""The spool folder is the store's path with this added."""
 BUILD_SCRIPT: Final = "build.sh"
-SPOOL_LOCK: Final = ".collector.lock"
-"""Held by the one ``otel-llm collector`` that uses a spool folder."""
 
 
 def collector_dir() -> Path:
@@ -143,11 +139,6 @@ def _listened_on(port: int) -> bool:
     return False
 
 
-def spool_path(store: Path) -> Path:
-    """The spool folder of the store at ``store``."""
-    return store.with_name(store.name + SPOOL_SUFFIX)
-
-
 class CollectorRun:
     """One collector process and the ingest of its files into a store (a context manager:
     ``__exit__`` stops it and ingests the rest; :attr:`report` says what landed)."""
@@ -244,17 +235,18 @@ class CollectorRun:
             time.sleep(0.05)
 
     def _hold_spool(self) -> None:
-        """One collector per spool: a second one would write the same files."""
+        """One collector per spool: a second one would write the same files. The claim says
+        where this one listens, so an application sending to it leaves the store to it."""
         assert self.spool is not None
-        handle = (self.spool.folder / SPOOL_LOCK).open("a+b")
+        assert self.store_path is not None
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
+            handle = claim(self.store_path)
+        except StoreClaimed:
             raise CollectorError(
                 f"another otel-llm collector is running on {self.store_path} (its files are in "
                 f"{self.spool.folder}); stop it first"
             ) from None
+        announce(handle, (self.ports.grpc, self.ports.http))
         self._spool_lock = handle
 
     def _release_spool(self) -> None:

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
 from otel_llm import init
 from otel_llm._errors import ConfigurationError
+from otel_llm._show._ingest._claim import announce, claim, spool_path
 from otel_llm._show._store._access import open_store
 from tests.package.test_telemetry import Receiver
 from tests.support.processes import run_python
@@ -309,3 +310,54 @@ def test_a_provider_standing_in_for_the_sdk_s_takes_the_processor(tmp_path: Path
     assert _rows(
         tmp_path / "store", 'SELECT "SpanName" FROM otel_traces WHERE "SpanName" <> \'\''
     ) == [("through the stand-in",)]
+
+
+@pytest.mark.parametrize(
+    ("claimed", "host", "same_port", "store_written"),
+    [
+        (True, "127.0.0.1", True, False),
+        (True, "localhost", True, False),
+        (True, "127.0.0.1", False, True),
+        (False, "127.0.0.1", True, True),
+    ],
+)
+def test_an_app_sending_to_its_stores_collector_leaves_the_store_to_it(
+    tmp_path: Path,
+    receiver: Receiver,
+    claimed: bool,
+    host: str,
+    same_port: bool,
+    store_written: bool,
+) -> None:
+    """``otel-llm collector`` claims the store it writes, saying where it listens; an
+    application whose spans go over OTLP to that collector and whose embedded store is the same
+    one (both default to ``./otel-llm-store``) writes no span there itself — each span is stored
+    once — and says so in one warning. Another endpoint, or no collector: the store is written."""
+    store = tmp_path / "store"
+    spool_path(store).mkdir()
+    handle = claim(store)
+    port = int(receiver.base.rsplit(":", 1)[1])
+    announce(handle, (port - 1 if port > 1 else port + 2, port if same_port else port + 1))
+    if not claimed:
+        handle.close()
+    try:
+        _, log = _run(
+            """
+            telemetry = otel_llm.init(db_path="store")
+            print("exporter", telemetry.exporter is not None, file=sys.stderr)
+            otel_llm.instrument_openai()
+            call()
+            telemetry.shutdown()
+            """,
+            tmp_path,
+            OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"http://{host}:{port}/v1/traces",
+            OTEL_METRICS_EXPORTER="none",
+        )
+    finally:
+        handle.close()
+    assert sorted(span["name"] for span in receiver.spans()) == ["chat smooth"] * 2
+    assert f"exporter {store_written}" in log
+    warned = log.count("the otel-llm collector that writes")
+    assert warned == (0 if store_written else 1), log
+    written = _rows(store, "SELECT count(*) FROM otel_traces") if store.exists() else [(0,)]
+    assert written == [(2 if store_written else 0,)]

@@ -750,3 +750,62 @@ def test_the_demo_sends_spans_to_its_collector_whatever_traces_exporter_says(
     with sending_to(Ports.free()):
         assert exported("spans")
     assert os.environ[env.OTEL_TRACES_EXPORTER] == setting
+
+
+_BESIDE = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {root!r})
+    from opentelemetry import trace
+    import otel_llm
+    from tests.support.duckdb_store import Store
+
+    class Calls(Store):
+        def __init__(self, provider):
+            self.provider = provider
+            self.tracer = provider.get_tracer("tests", "1.0")
+
+    telemetry = otel_llm.init(service_name="beside")  # the default store: ./otel-llm-store
+    assert telemetry.exporter is None, "the embedded writer should have stayed off"
+    calls = Calls(trace.get_tracer_provider())
+    for _ in range({calls}):
+        calls.call()
+    assert telemetry.force_flush(60.0)
+    telemetry.shutdown()
+    """
+)
+
+
+def test_an_app_run_beside_the_collector_stores_each_span_once(
+    binary: Path, tmp_path: Path
+) -> None:
+    """`otel-llm collector` and an application sending to it, run from one directory: both
+    default to ./otel-llm-store. The application leaves the store to the collector (one
+    warning says so), and every span is in it once."""
+    store = tmp_path / "otel-llm-store"
+    ports = Ports.free()
+    cli = _collector_cli(store, ports, binary)
+    try:
+        with sending_to(ports):
+            environment = dict(os.environ)
+        app = subprocess.run(
+            [sys.executable, "-c", _BESIDE.format(root=str(ROOT), calls=CALLS)],
+            env=environment,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert app.returncode == 0, app.stderr
+        assert app.stderr.count("the otel-llm collector that writes") == 1, app.stderr
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(timeout=60) == 0
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+        if cli.stderr is not None:
+            cli.stderr.close()
+    assert _table(store, "SELECT count(*), count(DISTINCT SpanId) FROM otel_traces") == [
+        (CALLS * 3, CALLS * 3)
+    ]

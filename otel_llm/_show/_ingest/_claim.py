@@ -1,0 +1,92 @@
+"""The claim ``otel-llm collector`` holds on a store while its collector runs: a lock file in
+the store's spool folder, locked for as long as the collector runs, with the ports it listens
+on written in it. ``init()`` reads it so that an application sending its spans over OTLP to that
+collector does not also write them into the same store (each span would be stored twice).
+
+Small and free of heavy imports: ``init()`` reads it on the way up."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Final
+from urllib.parse import urlsplit
+
+SPOOL_SUFFIX: Final = ".otlp"
+"""The spool folder of a store sits beside it: ``<store>.otlp``."""
+SPOOL_LOCK: Final = ".collector.lock"
+"""The claim's lock file, in the spool folder."""
+_LOOPBACK: Final = frozenset({"localhost", "::1"})
+"""Loopback host names besides ``127.*`` (``otel-llm collector`` listens on 127.0.0.1)."""
+
+
+def spool_path(store: Path) -> Path:
+    """The spool folder of the store at ``store``."""
+    return store.with_name(store.name + SPOOL_SUFFIX)
+
+
+class StoreClaimed(Exception):
+    """Another collector holds the store's claim."""
+
+
+def claim(store: Path) -> BinaryIO:
+    """Take the store's claim (the spool folder must exist); the open lock file, whose closing
+    gives it up. :class:`StoreClaimed` when another collector holds it."""
+    handle = (spool_path(store) / SPOOL_LOCK).open("a+b")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise StoreClaimed from None
+    return handle
+
+
+def announce(handle: BinaryIO, ports: tuple[int, ...]) -> None:
+    """Write the ports the collector holding the claim listens on (127.0.0.1) into it."""
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps({"ports": list(ports)}).encode())
+    handle.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCollector:
+    """The collector that holds a store's claim now."""
+
+    ports: tuple[int, ...]
+    """The ports it listens on, on 127.0.0.1 (empty until it has said)."""
+
+    def receives(self, url: str) -> bool:
+        """Whether an OTLP exporter sending to ``url`` reaches this collector."""
+        parts = urlsplit(url if "://" in url else f"//{url}")  # gRPC may name host:port only
+        host = (parts.hostname or "").lower()
+        with contextlib.suppress(ValueError):
+            port = parts.port
+            return (host in _LOOPBACK or host.startswith("127.")) and port in self.ports
+        return False
+
+
+def live_collector(store: Path) -> LiveCollector | None:
+    """The collector that holds ``store``'s claim now, if one does."""
+    try:
+        handle = (spool_path(store) / SPOOL_LOCK).open("rb")
+    except OSError:  # no spool folder: no collector ever ran on this store
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # held: a collector runs
+        except OSError:
+            return None
+        else:
+            return None  # nobody holds it (taking it shared is released by closing)
+        try:
+            said = json.loads(handle.read(4096) or b"{}")
+            ports = tuple(int(port) for port in said.get("ports", ()))
+        except (ValueError, TypeError, AttributeError):
+            ports = ()
+    return LiveCollector(ports)
