@@ -8,6 +8,12 @@ how long a recovered source waits for its probe). So a blip costs a second, a lo
 about one probe every ``max_cooldown_s``, and a source that recovered gets its traffic back
 within ``max_cooldown_s`` plus the time to the next call. Watchdog kills count as failures; a
 cancelled hedge loser does not (it releases a probe it held without a verdict).
+
+Each attempt let through holds a :class:`Permit` that says whether it is the half-open probe.
+Only the probe's own end decides the probe: an attempt let through earlier, while the breaker
+was closed, that fails or is cancelled while another call's probe is in flight neither frees
+that probe nor counts as a failed probe (its failure is counted, and the probe's verdict
+stands).
 """
 
 from __future__ import annotations
@@ -31,6 +37,17 @@ class BreakerState(Enum):
 _MAX_GROWTH_STEPS = 64
 
 
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """Leave for one attempt: ``probe`` is the number of the half-open probe it is, ``None``
+    when the breaker let it through closed."""
+
+    probe: int | None = None
+
+
+_CLOSED = Permit()
+
+
 @dataclass(slots=True, kw_only=True)
 class Breaker:
     """The breaker of one source."""
@@ -48,6 +65,8 @@ class Breaker:
     reopened: int = 0
     """Failed probes since the breaker last closed."""
     probing: bool = False
+    probes: int = 0
+    """Probes let through so far (the latest is the one in flight while ``probing``)."""
     on_change: Callable[[BreakerState], None] | None = None
     """Called with the new state whenever the state changes (the client's metrics)."""
 
@@ -68,15 +87,25 @@ class Breaker:
             return now >= self.opened_at + self.cooldown_s
         return not self.probing
 
-    def acquire(self, now: float) -> bool:
-        """Let an attempt through if allowed; in half-open state it becomes the one probe."""
+    def acquire(self, now: float) -> Permit | None:
+        """Let an attempt through if allowed (its permit; ``None``: refused); in half-open state
+        it becomes the one probe."""
         if not self.allows(now):
-            return False
+            return None
         if self.state is BreakerState.OPEN:
             self._move(BreakerState.HALF_OPEN)
-        if self.state is BreakerState.HALF_OPEN:
-            self.probing = True
-        return True
+        if self.state is BreakerState.CLOSED:
+            return _CLOSED
+        self.probing = True
+        self.probes += 1
+        return Permit(self.probes)
+
+    def _is_probe(self, permit: Permit | None) -> bool:
+        """Whether the attempt holding ``permit`` is the probe in flight. Without a permit (a
+        caller that keeps none) any attempt ending while a probe is in flight is taken for it."""
+        if self.state is not BreakerState.HALF_OPEN or not self.probing:
+            return False
+        return permit is None or permit.probe == self.probes
 
     def open_until(self) -> float | None:
         """When an open breaker will allow a probe; ``None`` if it is not open."""
@@ -89,17 +118,18 @@ class Breaker:
         self.reopened = 0
         self.probing = False
 
-    def record_failure(self, now: float, *, unit: float = 0.0) -> None:
-        """An attempt failed: count it; open the breaker at the threshold, re-open it (longer)
-        when the probe failed. ``unit`` in [0, 1) draws the jitter."""
+    def record_failure(
+        self, now: float, *, unit: float = 0.0, permit: Permit | None = None
+    ) -> None:
+        """An attempt (let through with ``permit``) failed: count it; open the breaker at the
+        threshold, re-open it (longer) when it was the probe. ``unit`` in [0, 1) draws the
+        jitter. Half-open, any other attempt's failure is only counted: the probe decides."""
         self.failures += 1
-        if self.state is BreakerState.HALF_OPEN:
-            if self.probing:
-                self.reopened += 1
+        if self._is_probe(permit):
+            self.reopened += 1
             self._open(now, unit)
         elif self.state is BreakerState.CLOSED and self.failures >= self.failure_threshold:
             self._open(now, unit)
-        self.probing = False
 
     def _open(self, now: float, unit: float) -> None:
         # the exponent stops where the cool-down has long reached its maximum: an outage of
@@ -108,8 +138,11 @@ class Breaker:
         base = min(self.max_cooldown_s, self.first_cooldown_s * self.growth**exponent)
         self.cooldown_s = base * (1.0 - self.jitter * max(0.0, min(1.0, unit)))
         self.opened_at = now
+        self.probing = False
         self._move(BreakerState.OPEN)
 
-    def release(self) -> None:
-        """An attempt ended without a verdict (cancelled): free the probe it may have held."""
-        self.probing = False
+    def release(self, permit: Permit | None = None) -> None:
+        """An attempt (let through with ``permit``) ended without a verdict (cancelled, a 429,
+        a permanent error): if it was the probe in flight, the next attempt may probe."""
+        if self._is_probe(permit):
+            self.probing = False

@@ -169,7 +169,7 @@ class CallRun(Generic[T]):
             state = pick.state
             if not await self.ledger.admit(state):
                 continue
-            if not state.breaker.acquire(now):
+            if not self.ledger.pass_breaker(state):
                 await self.ledger.refund(state)
                 continue
             if stay is not None and stay.source == state.name:

@@ -24,6 +24,7 @@ from otel_llm import _errors as e
 from otel_llm import _semconv as sc
 from otel_llm._act._admission import Admission, estimate_prompt_tokens, estimate_tokens
 from otel_llm._act._attempt import Attempt
+from otel_llm._act._breaker import Permit
 from otel_llm._act._groups import RetrySettings
 from otel_llm._act._hedge_budget import HedgeBudgets, Trigger
 from otel_llm._act._pool import Pool
@@ -47,6 +48,8 @@ class Leg(Generic[T]):
     state: SourceState
     attempt: Attempt
     tokens: int
+    permit: Permit | None = None
+    """What the source's breaker let it through with (whether it is the half-open probe)."""
     finished_at: float | None = None
     task: asyncio.Task[T] = field(init=False)
 
@@ -109,6 +112,9 @@ class LegLedger(Generic[T]):
         self.last_output_at: float | None = None
         """When the latest failed or cancelled leg that had streamed output ended (the stall
         window restarts there)."""
+        self._permits: dict[str, Permit] = {}
+        """Breaker permits taken for legs not started yet, by source (the next leg at that
+        source holds it)."""
 
     # --- legs ---------------------------------------------------------------------------------
 
@@ -132,7 +138,17 @@ class LegLedger(Generic[T]):
             operation=call.operation,
             metrics=call.metrics,
         )
-        return Leg(state, attempt, tokens)
+        return Leg(state, attempt, tokens, permit=self._permits.pop(state.name, None))
+
+    def pass_breaker(self, state: SourceState) -> bool:
+        """Ask ``state``'s breaker to let the call's next leg there through; the leg started
+        next at that source holds the permit, so only a leg that is the half-open probe ever
+        decides or frees the probe."""
+        permit = state.breaker.acquire(self.loop.time())
+        if permit is None:
+            return False
+        self._permits[state.name] = permit
+        return True
 
     async def run_leg(self, leg: Leg[T]) -> T:
         """One attempt with its accounting: breaker, rate limits, admission settlement."""
@@ -140,17 +156,17 @@ class LegLedger(Generic[T]):
         try:
             answer = await self.request(attempt, self.call.pool, self.payload)
         except asyncio.CancelledError:
-            state.breaker.release()  # a cancelled leg gives no verdict on the source
+            state.breaker.release(leg.permit)  # a cancelled leg gives no verdict on the source
             self._ended(leg)
             await self._settle_unknown(state, leg.tokens, attempt.chunks)
             raise
         except e.ProviderError as exc:
             self._ended(leg)
-            self._book_failure(state, exc)
+            self._book_failure(leg, exc)
             await self._settle_unknown(state, leg.tokens, attempt.chunks)
             raise
         except BaseException:  # not the source's fault (a bug, an interpreter exit): no verdict
-            state.breaker.release()
+            state.breaker.release(leg.permit)
             leg.finished_at = self.loop.time()
             await self._settle_unknown(state, leg.tokens, attempt.chunks)
             raise
@@ -166,7 +182,8 @@ class LegLedger(Generic[T]):
         if leg.attempt.chunks:
             self.last_output_at = now
 
-    def _book_failure(self, state: SourceState, exc: e.ProviderError) -> None:
+    def _book_failure(self, leg: Leg[T], exc: e.ProviderError) -> None:
+        state = leg.state
         now = self.loop.time()
         self.errors.append(exc)
         self.last_error_of[state.name] = exc
@@ -175,12 +192,12 @@ class LegLedger(Generic[T]):
             if wait is None:
                 wait = self.call.retry.rate_limit_wait_s
             state.rate_limited_until = max(state.rate_limited_until, now + wait)
-            state.breaker.release()
+            state.breaker.release(leg.permit)
         elif isinstance(exc, e.PermanentError):
             self.candidates.excluded.add(state.name)
-            state.breaker.release()
+            state.breaker.release(leg.permit)
         else:  # transient, watchdog kills included: they count on the breaker
-            state.breaker.record_failure(now, unit=self.call.rng.random())
+            state.breaker.record_failure(now, unit=self.call.rng.random(), permit=leg.permit)
 
     @property
     def last_error(self) -> e.ProviderError | None:
@@ -252,7 +269,7 @@ class LegLedger(Generic[T]):
             raise
         if not admitted:
             return False
-        if target.breaker.acquire(self.loop.time()):
+        if self.pass_breaker(target):
             return True
         try:
             await self.refund(target)

@@ -64,6 +64,60 @@ def test_release_frees_the_probe_without_a_verdict() -> None:
     assert breaker.acquire(1.0)
 
 
+def test_only_the_probe_frees_the_probe() -> None:
+    """An attempt let through while the breaker was closed, ending without a verdict while
+    another call's probe is in flight, leaves that probe in flight: no second probe goes."""
+    breaker = fixed(1, 1.0)
+    older = breaker.acquire(0.0)
+    assert older is not None
+    assert older.probe is None
+    breaker.record_failure(0.0)
+    probe = breaker.acquire(1.0)
+    assert probe is not None
+    assert probe.probe is not None
+    breaker.release(older)
+    assert breaker.acquire(1.0) is None, "the probe is still in flight"
+    breaker.release(probe)
+    assert breaker.acquire(1.0) is not None
+
+
+def test_an_older_attempts_failure_does_not_decide_the_probe() -> None:
+    """Half-open, the failure of an attempt let through before the breaker opened is counted
+    but is no failed probe: the breaker stays half-open, the cool-down does not grow, and the
+    probe's own failure re-opens it."""
+    breaker = Breaker(failure_threshold=1, first_cooldown_s=1.0, max_cooldown_s=8.0, jitter=0.0)
+    older = breaker.acquire(0.0)
+    breaker.record_failure(0.0)
+    probe = breaker.acquire(1.0)
+    breaker.record_failure(1.5, permit=older)
+    assert breaker.state is BreakerState.HALF_OPEN
+    assert (breaker.reopened, breaker.failures) == (0, 2)
+    assert breaker.acquire(1.5) is None, "the probe is still in flight"
+    breaker.record_failure(2.0, permit=probe)
+    assert breaker.state is BreakerState.OPEN
+    assert breaker.open_until() == 2.0 + 1.0 * breaker.growth
+
+
+def test_a_probe_from_an_earlier_half_open_decides_nothing() -> None:
+    """A probe that outlived its half-open state (an older attempt's success closed the
+    breaker, failures opened it again, a new probe went) neither frees nor fails the new
+    probe."""
+    breaker = fixed(1, 1.0)
+    older = breaker.acquire(0.0)
+    breaker.record_failure(0.0)
+    first = breaker.acquire(1.0)
+    breaker.record_success()  # ``older`` answered after all
+    breaker.record_failure(2.0, permit=breaker.acquire(2.0))
+    second = breaker.acquire(3.0)
+    assert None not in (older, first, second)
+    breaker.release(first)
+    breaker.record_failure(3.5, permit=first)
+    assert breaker.state is BreakerState.HALF_OPEN
+    assert breaker.acquire(3.5) is None, "the second probe is still in flight"
+    breaker.record_success()
+    assert breaker.state is BreakerState.CLOSED
+
+
 def test_failures_while_open_do_not_extend_it() -> None:
     """Attempts let through before the breaker opened may fail later: the cool-down stands."""
     breaker = fixed(1, 5.0)

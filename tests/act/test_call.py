@@ -24,6 +24,7 @@ from otel_llm import (
 )
 from otel_llm import _semconv as sc
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
+from otel_llm.testing._scripted import Handler
 from tests.support.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
 from tests.support.scripted_clients import MESSAGES, client, source
 
@@ -639,6 +640,55 @@ def test_with_every_breaker_open_a_call_waits_for_the_first_probe(spans: Spans) 
     assert (states[served], states[other]) == ("closed", "open")
     assert 0.9 <= waited <= 1.0, "the first cool-down is 1 s, shortened by up to 10 %"
     assert script.seen == ["a", "b", served]
+
+
+@pytest.mark.parametrize("older_leg", ["cancelled", "failed"])
+def test_a_leg_from_before_the_breaker_opened_leaves_the_probe_alone(
+    spans: Spans, older_leg: str
+) -> None:
+    """On virtual time: a call in flight since before the breaker opened ends (cancelled, or
+    failing) while another call's half-open probe is in flight; a third call still waits for
+    that probe's verdict — it reaches the source only once the probe's success closed the
+    breaker, never as a second probe."""
+    asked: list[float] = []
+
+    def at(delay_s: float, answer: httpx2.Response) -> Handler:
+        async def handler(request: httpx2.Request) -> httpx2.Response:
+            asked.append(asyncio.get_running_loop().time())
+            await asyncio.sleep(delay_s)
+            return answer
+
+        return handler
+
+    older = at(2.0, error(500)) if older_leg == "failed" else at(60.0, sse_answer())
+    script = Scripted(
+        {"a": [older, at(0.0, error(500)), at(5.0, sse_answer()), at(0.0, sse_answer())]}
+    )
+
+    async def main() -> tuple[str, str]:
+        async with client(
+            script, spans, source("a"), breaker_failure_threshold=1, breaker_first_cooldown_s=1,
+            breaker_cooldown_s=1, max_attempts=1,
+        ) as c:  # fmt: skip
+            x = asyncio.create_task(c.chat(MESSAGES))  # in flight, the breaker closed
+            await asyncio.sleep(0.1)
+            with pytest.raises(AllSourcesExhausted):
+                await c.chat(MESSAGES)  # opens the breaker
+            await asyncio.sleep(1.4)  # the cool-down is over
+            y = asyncio.create_task(c.chat(MESSAGES))  # the probe, answering at 6.5 s
+            await asyncio.sleep(0.5)
+            if older_leg == "cancelled":
+                x.cancel()
+            await asyncio.gather(x, return_exceptions=True)
+            state = c.breaker_state("a")
+            z = await c.chat(MESSAGES)
+            await y
+            return state, z.source
+
+    assert run_virtual(main()) == ("half_open", "a")
+    x_at, w_at, y_at, z_at = asked
+    assert (x_at, w_at, y_at) == pytest.approx((0.0, 0.1, 1.5), abs=0.01)
+    assert z_at == pytest.approx(6.5, abs=0.1), "the third call waited for the probe's verdict"
 
 
 def test_a_call_that_never_tried_says_why(spans: Spans) -> None:
