@@ -664,7 +664,7 @@ ORDER BY (threshold_ms, neg_stall_ms, trace_id);
 CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_winners_1m_mv
 TO otel.llm_winners_1m
 AS SELECT
-    toStartOfMinute(c."Timestamp") AS call_minute,
+    toStartOfMinute(c_started) AS call_minute,
     toStartOfMinute(a_started) AS minute,
     a_service AS service,
     a_source AS source,
@@ -681,10 +681,10 @@ AS SELECT
     quantilesState(0.5, 0.95, 0.99)(CAST(a_ttft_ms AS Nullable(Int64))) AS ttft_ms_q,
     quantilesState(0.5, 0.95, 0.99)(CAST(a_stall_ms AS Nullable(Int64))) AS stall_ms_q,
     sumMapState(if(isNull(a_stall_count), CAST([] AS Array(Int64)), [toInt64(assumeNotNull(a_stall_count))]), if(isNull(a_stall_count), CAST([] AS Array(UInt64)), [toUInt64(1)])) AS stall_counts
-FROM otel.otel_traces AS c
-INNER JOIN (SELECT "Timestamp" AS a_started, "TraceId" AS a_trace_id, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "TtftMs" AS a_ttft_ms, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "StallCount" AS a_stall_count, "MaxInterChunkMs" AS a_max_inter_chunk_ms, "ChunkCount" AS a_chunk_count FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
-    ON a_call = c."SpanId" AND a_number = c."CallWinnerAttempt"
-WHERE c."LlmRole" = 'call'
+FROM (SELECT "Timestamp" AS a_started, "TraceId" AS a_trace_id, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "TtftMs" AS a_ttft_ms, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "StallCount" AS a_stall_count, "MaxInterChunkMs" AS a_max_inter_chunk_ms, "ChunkCount" AS a_chunk_count FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
+LEFT SEMI JOIN (SELECT "SpanId" AS c_span, "CallWinnerAttempt" AS c_winner, "Timestamp" AS c_started
+    FROM otel.otel_traces WHERE "LlmRole" = 'call') AS c
+    ON a_call = c_span AND a_number = c_winner
 GROUP BY call_minute, minute, service, source, provider, model;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_calls_1m_mv
@@ -726,7 +726,7 @@ GROUP BY minute, service, source, provider, model, outcome, leg, error_type;
 CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_stalled_winners_mv
 TO otel.llm_stalled_winners
 AS SELECT
-    c."Timestamp" AS call_started_at,
+    c_started AS call_started_at,
     a_started AS started_at,
     a_trace_id AS trace_id,
     -assumeNotNull(a_stall_ms) AS neg_stall_ms,
@@ -740,15 +740,16 @@ AS SELECT
     CAST(a_max_inter_chunk_ms AS Nullable(Int64)) AS max_inter_chunk_ms,
     CAST(a_ttft_ms AS Nullable(Int64)) AS ttft_ms,
     CAST(a_chunk_count AS Nullable(Int64)) AS chunk_count
-FROM otel.otel_traces AS c
-INNER JOIN (SELECT "Timestamp" AS a_started, "TraceId" AS a_trace_id, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "TtftMs" AS a_ttft_ms, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "StallCount" AS a_stall_count, "MaxInterChunkMs" AS a_max_inter_chunk_ms, "ChunkCount" AS a_chunk_count FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
-    ON a_call = c."SpanId" AND a_number = c."CallWinnerAttempt"
-WHERE c."LlmRole" = 'call' AND a_stall_ms > 0;
+FROM (SELECT "Timestamp" AS a_started, "TraceId" AS a_trace_id, "ParentSpanId" AS a_call, "AttemptNumber" AS a_number, "ServiceName" AS a_service, "Source" AS a_source, "Provider" AS a_provider, "RequestModel" AS a_model, "TtftMs" AS a_ttft_ms, "WallMs" AS a_wall_ms, "GenerationMs" AS a_generation_ms, "StallMs" AS a_stall_ms, "StallCount" AS a_stall_count, "MaxInterChunkMs" AS a_max_inter_chunk_ms, "ChunkCount" AS a_chunk_count FROM otel.otel_traces WHERE "LlmRole" = 'attempt') AS a
+LEFT SEMI JOIN (SELECT "SpanId" AS c_span, "CallWinnerAttempt" AS c_winner, "Timestamp" AS c_started
+    FROM otel.otel_traces WHERE "LlmRole" = 'call') AS c
+    ON a_call = c_span AND a_number = c_winner
+WHERE a_stall_ms > 0;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_winners_at_1m_mv
 TO otel.llm_winners_at_1m
 AS SELECT
-    toStartOfMinute(c."Timestamp") AS call_minute,
+    toStartOfMinute(c_started) AS call_minute,
     toStartOfMinute(a.started_at) AS minute,
     a.service AS service,
     a.source AS source,
@@ -759,8 +760,7 @@ AS SELECT
     sumState(CAST(a.generation_ms AS Nullable(Int64))) AS generation_ms,
     sumState(CAST(a.stall_ms AS Nullable(Int64))) AS stall_ms,
     sumMapState(if(isNull(a.stall_count), CAST([] AS Array(Int64)), [toInt64(assumeNotNull(a.stall_count))]), if(isNull(a.stall_count), CAST([] AS Array(UInt64)), [toUInt64(1)])) AS stall_counts
-FROM otel.otel_traces AS c
-INNER JOIN (
+FROM (
 (WITH flagged AS (
     SELECT
         "Timestamp" AS started_at,
@@ -1481,15 +1481,16 @@ SELECT
     duration_ns
 FROM measured)
 ) AS a
-    ON a.call_span_id = c."SpanId" AND a.attempt = c."CallWinnerAttempt"
-WHERE c."LlmRole" = 'call'
+LEFT SEMI JOIN (SELECT "SpanId" AS c_span, "CallWinnerAttempt" AS c_winner, "Timestamp" AS c_started
+    FROM otel.otel_traces WHERE "LlmRole" = 'call') AS c
+    ON a.call_span_id = c_span AND a.attempt = c_winner
 GROUP BY call_minute, minute, service, source, provider, model, threshold_ms;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS otel.llm_stalled_winners_at_mv
 TO otel.llm_stalled_winners_at
 AS SELECT
     a.stall_threshold_ms AS threshold_ms,
-    c."Timestamp" AS call_started_at,
+    c_started AS call_started_at,
     a.started_at AS started_at,
     a.trace_id AS trace_id,
     -assumeNotNull(a.stall_ms) AS neg_stall_ms,
@@ -1503,8 +1504,7 @@ AS SELECT
     CAST(a.max_inter_chunk_ms AS Nullable(Int64)) AS max_inter_chunk_ms,
     CAST(a.ttft_ms AS Nullable(Int64)) AS ttft_ms,
     CAST(a.chunk_count AS Nullable(Int64)) AS chunk_count
-FROM otel.otel_traces AS c
-INNER JOIN (
+FROM (
 (WITH flagged AS (
     SELECT
         "Timestamp" AS started_at,
@@ -2225,5 +2225,7 @@ SELECT
     duration_ns
 FROM measured)
 ) AS a
-    ON a.call_span_id = c."SpanId" AND a.attempt = c."CallWinnerAttempt"
-WHERE c."LlmRole" = 'call' AND a.stall_ms > 0;
+LEFT SEMI JOIN (SELECT "SpanId" AS c_span, "CallWinnerAttempt" AS c_winner, "Timestamp" AS c_started
+    FROM otel.otel_traces WHERE "LlmRole" = 'call') AS c
+    ON a.call_span_id = c_span AND a.attempt = c_winner
+WHERE a.stall_ms > 0;

@@ -6,12 +6,15 @@ rows of aggregate states instead of millions of spans.
   minute the call started, the minute its winner started, and the winner's service, source,
   provider and model — the sums of wall, net generation and stall (the time split and the stall
   share), ``quantilesState`` of wall, TTFT and stall (the TTFT percentiles), the calls and the
-  TTFTs counted. Its view pairs each call span with its winning attempt (the attempt of that
-  call whose number is the call's winner: :func:`~otel_llm._show._sql._views.winner_on`) *in the
-  inserted block*: a materialized view sees the rows of one insert, so a call whose winning
+  TTFTs counted. Its view takes each winning attempt (the attempt of a call whose number is
+  the call's winner: :func:`~otel_llm._show._sql._views.winner_on`) with its call's start *in
+  the inserted block*: a materialized view sees the rows of one insert, so a call whose winning
   attempt was inserted in another block is not counted (the SDK ends a winning attempt just
   before its call and exports them in one batch; :func:`coverage_sql` counts what a rollup
-  missed, :func:`backfill_statements` rebuilds a range from the spans).
+  missed, :func:`backfill_statements` rebuilds a range from the spans). Each stored copy of a
+  winning attempt's span is one winner, whatever the copies of its call — as the panels count
+  the winners from the spans — so a span sent twice (a retried export) is counted twice
+  everywhere, never squared.
   It also holds, per minute and key, the winners' stall counts (``sumMap``: the stall-count
   bars).
 - :data:`STALLED_WINNERS` (``llm_stalled_winners``): a ``MergeTree`` of the winners that stalled
@@ -260,13 +263,37 @@ def _call_values() -> list[str]:
     return values
 
 
-def _winner_join(source: str, select: str, where: str = "", group_by: str = "") -> str:
-    """``select`` over each call span of ``source`` (``c``) joined to its winning attempt, whose
-    columns are ``a_<view alias>`` (``source`` is the inserted block, in a view)."""
-    (call, number), (span, winner) = CALL_OF_ATTEMPT, WINNER_OF_CALL
+CALL_STARTED: Final = "c_started"
+"""In a winner join, the start of the winner's call."""
+
+
+def _calls_with_winners(source: str, calls: str = "") -> str:
+    """The call spans of ``source`` (that satisfy ``calls``, on ``otel_traces``' columns) as a
+    winner join's right side: their span id, the number of their winning attempt, their start
+    (:data:`CALL_STARTED`)."""
+    (span, winner) = WINNER_OF_CALL
+    call_of = {c.alias: c.column for c in CALL_COLUMNS}
+    extra = f" AND {calls}" if calls else ""
+    return (
+        f"(SELECT {_q(call_of[span])} AS c_span, {_q(call_of[winner])} AS c_winner, "
+        f"{_q(STARTED_AT.column)} AS {CALL_STARTED}\n"
+        f"    FROM {source} WHERE {_CALL_ROLE}{extra}) AS c"
+    )
+
+
+def _winner_join(
+    source: str, select: str, *, winners: str = "", calls: str = "", group_by: str = ""
+) -> str:
+    """``select`` over the winning attempts of ``source`` (that satisfy ``winners``; columns
+    ``a_<view alias>``) whose call satisfies ``calls`` (the call's start:
+    :data:`CALL_STARTED`; ``source`` is the inserted block, in a view). The attempts whose
+    (call, number) is a call's (span id, winner): the rule of
+    :func:`~otel_llm._show._sql._views.winner_on`, read as the panels read it from the spans —
+    each attempt row once, however many rows its call has (a semi join), so a span stored
+    twice is counted twice there and here, never once per pairing of the copies."""
+    (call, number) = CALL_OF_ATTEMPT
     attempt_of = {c.alias: c.column for c in (*IDENTITY, ViewColumn(call, "ParentSpanId"))}
     attempt_of[number] = TYPED["AttemptNumber"].name
-    call_of = {c.alias: c.column for c in CALL_COLUMNS}
     inner = ", ".join(
         [
             f"{_q(STARTED_AT.column)} AS a_started",
@@ -277,18 +304,17 @@ def _winner_join(source: str, select: str, where: str = "", group_by: str = "") 
             *(f"{_q(f.column)} AS a_{f.name}" for f in FIGURES),
         ]
     )
-    extra = f" AND {where}" if where else ""
+    filtered = f"\nWHERE {winners}" if winners else ""
     grouped = f"\nGROUP BY {group_by}" if group_by else ""
     return f"""SELECT
     {select}
-FROM {source} AS c
-INNER JOIN (SELECT {inner} FROM {source} WHERE {_ATTEMPT_ROLE}) AS a
-    ON a_call = c.{_q(call_of[span])} AND a_number = c.{_q(call_of[winner])}
-WHERE c.{_CALL_ROLE}{extra}{grouped}"""
+FROM (SELECT {inner} FROM {source} WHERE {_ATTEMPT_ROLE}) AS a
+LEFT SEMI JOIN {_calls_with_winners(source, calls)}
+    ON a_call = c_span AND a_number = c_winner{filtered}{grouped}"""
 
 
-def _winner_select(source: str, where: str = "") -> str:
-    """The winners' states of the spans in ``source``."""
+def _winner_select(source: str, calls: str = "") -> str:
+    """The winners' states of the spans in ``source`` (of the calls that satisfy ``calls``)."""
     states = [f"countState() AS {CALLS}"]
     states += [f"sumState({_figure(f'a_{f.name}')}) AS {f.name}" for f in SUMMED]
     states += [f"countState({_figure(f'a_{f.name}')}) AS {count_column(f)}" for f in QUANTILED]
@@ -300,21 +326,21 @@ def _winner_select(source: str, where: str = "") -> str:
     states.append(f"sumMapState({keys_of}, {ones}) AS {STALL_COUNTS}")
     select = ",\n    ".join(
         [
-            f"toStartOfMinute(c.{_q(STARTED_AT.column)}) AS {CALL_MINUTE}",
+            f"toStartOfMinute({CALL_STARTED}) AS {CALL_MINUTE}",
             f"toStartOfMinute(a_started) AS {MINUTE}",
             *(f"a_{k.alias} AS {k.alias}" for k in KEYS),
             *states,
         ]
     )
     keys = ", ".join([CALL_MINUTE, MINUTE, *(k.alias for k in KEYS)])
-    return _winner_join(source, select, where, keys)
+    return _winner_join(source, select, calls=calls, group_by=keys)
 
 
 def _stalled_columns() -> dict[str, tuple[str, str]]:
     """Each column of :data:`STALLED_WINNERS`: its type and its value in the winner join."""
     figures = {f.name: (_FIGURE_TYPE, _figure(f"a_{f.name}")) for f in FIGURES}
     return {
-        CALL_STARTED_AT: ("DateTime64(9)", f"c.{_q(STARTED_AT.column)}"),
+        CALL_STARTED_AT: ("DateTime64(9)", CALL_STARTED),
         STARTED_AT.alias: ("DateTime64(9)", "a_started"),
         TRACE_ID.alias: ("String", "a_trace_id"),
         NEG_STALL_MS: ("Int64", f"-assumeNotNull(a_{STALL_MS.name})"),
@@ -323,12 +349,12 @@ def _stalled_columns() -> dict[str, tuple[str, str]]:
     }
 
 
-def _stalled_select(source: str, where: str = "") -> str:
-    """The rows of :data:`STALLED_WINNERS` for the spans in ``source``."""
+def _stalled_select(source: str, calls: str = "") -> str:
+    """The rows of :data:`STALLED_WINNERS` for the spans in ``source`` (of the calls that
+    satisfy ``calls``)."""
     columns = _stalled_columns()
     select = ",\n    ".join(f"{value} AS {name}" for name, (_, value) in columns.items())
-    stalled = f"a_{STALL_MS.name} > 0"
-    return _winner_join(source, select, f"{stalled} AND {where}" if where else stalled)
+    return _winner_join(source, select, winners=f"a_{STALL_MS.name} > 0", calls=calls)
 
 
 def _call_select(source: str, where: str = "") -> str:
@@ -393,36 +419,38 @@ class _AtThreshold(ClickHouse):
         return str(self.threshold_ms)
 
 
-def _winner_at_join(source: str, select: str, where: str = "", group_by: str = "") -> str:
-    """``select`` over each call span of ``source`` (``c``) joined to its winning attempt
-    re-derived at every offered threshold (``a``: ``llm_attempts_at``'s columns, one row per
-    threshold)."""
-    (call, number), (span, winner) = CALL_OF_ATTEMPT, WINNER_OF_CALL
-    call_of = {c.alias: c.column for c in CALL_COLUMNS}
+def _winner_at_join(
+    source: str, select: str, *, winners: str = "", calls: str = "", group_by: str = ""
+) -> str:
+    """``select`` over the winning attempts of ``source`` re-derived at every offered
+    threshold (``a``: ``llm_attempts_at``'s columns, one row per threshold, that satisfy
+    ``winners``) whose call satisfies ``calls``: paired with their calls as
+    :func:`_winner_join` pairs them."""
+    (call, number) = CALL_OF_ATTEMPT
     database = source.split(".", 1)[0]
     attempts = "\nUNION ALL\n".join(
         f"({_attempts_at(_AtThreshold(database, threshold_ms=t))})" for t in THRESHOLD_OPTIONS_MS
     )
-    extra = f" AND {where}" if where else ""
+    filtered = f"\nWHERE {winners}" if winners else ""
     grouped = f"\nGROUP BY {group_by}" if group_by else ""
     return f"""SELECT
     {select}
-FROM {source} AS c
-INNER JOIN (
+FROM (
 {attempts}
 ) AS a
-    ON a.{call} = c.{_q(call_of[span])} AND a.{number} = c.{_q(call_of[winner])}
-WHERE c.{_CALL_ROLE}{extra}{grouped}"""
+LEFT SEMI JOIN {_calls_with_winners(source, calls)}
+    ON a.{call} = c_span AND a.{number} = c_winner{filtered}{grouped}"""
 
 
-def _winner_at_select(source: str, where: str = "") -> str:
-    """The winners' stall figures re-derived at each offered threshold, as states."""
+def _winner_at_select(source: str, calls: str = "") -> str:
+    """The winners' stall figures re-derived at each offered threshold, as states (of the
+    calls that satisfy ``calls``)."""
     states = [f"sumState({_figure(f'a.{f.name}')}) AS {f.name}" for f in AT_THRESHOLD_SUMMED]
     keys_of, ones = _one_map(f"a.{STALL_COUNT.name}")
     states.append(f"sumMapState({keys_of}, {ones}) AS {STALL_COUNTS}")
     select = ",\n    ".join(
         [
-            f"toStartOfMinute(c.{_q(STARTED_AT.column)}) AS {CALL_MINUTE}",
+            f"toStartOfMinute({CALL_STARTED}) AS {CALL_MINUTE}",
             f"toStartOfMinute(a.{STARTED_AT.alias}) AS {MINUTE}",
             *(f"a.{k.alias} AS {k.alias}" for k in KEYS),
             f"a.{THRESHOLD.alias} AS {THRESHOLD_KEY}",
@@ -430,7 +458,7 @@ def _winner_at_select(source: str, where: str = "") -> str:
         ]
     )
     keys = ", ".join([CALL_MINUTE, MINUTE, *(k.alias for k in KEYS), THRESHOLD_KEY])
-    return _winner_at_join(source, select, where, keys)
+    return _winner_at_join(source, select, calls=calls, group_by=keys)
 
 
 def _stalled_at_columns() -> dict[str, tuple[str, str]]:
@@ -438,7 +466,7 @@ def _stalled_at_columns() -> dict[str, tuple[str, str]]:
     figures = {f.name: (_FIGURE_TYPE, _figure(f"a.{f.name}")) for f in FIGURES}
     return {
         THRESHOLD_KEY: ("Int64", f"a.{THRESHOLD.alias}"),
-        CALL_STARTED_AT: ("DateTime64(9)", f"c.{_q(STARTED_AT.column)}"),
+        CALL_STARTED_AT: ("DateTime64(9)", CALL_STARTED),
         STARTED_AT.alias: ("DateTime64(9)", f"a.{STARTED_AT.alias}"),
         TRACE_ID.alias: ("String", f"a.{TRACE_ID.alias}"),
         NEG_STALL_MS: ("Int64", f"-assumeNotNull(a.{STALL_MS.name})"),
@@ -447,11 +475,10 @@ def _stalled_at_columns() -> dict[str, tuple[str, str]]:
     }
 
 
-def _stalled_at_select(source: str, where: str = "") -> str:
+def _stalled_at_select(source: str, calls: str = "") -> str:
     columns = _stalled_at_columns()
     select = ",\n    ".join(f"{value} AS {name}" for name, (_, value) in columns.items())
-    stalled = f"a.{STALL_MS.name} > 0"
-    return _winner_at_join(source, select, f"{stalled} AND {where}" if where else stalled)
+    return _winner_at_join(source, select, winners=f"a.{STALL_MS.name} > 0", calls=calls)
 
 
 def _winner_at_values() -> list[str]:
@@ -515,19 +542,17 @@ def backfill_statements(dialect: ClickHouse, start: str, end: str) -> tuple[str,
     again. Run it after loading spans the views did not see (an import, a block that split a
     call from its winner: :func:`coverage_sql`)."""
     source = dialect.relation(TABLE)
-    started = _between(f"c.{_q(STARTED_AT.column)}", start, end)
+    started = _between(_q(STARTED_AT.column), start, end)
     return (
         f"DELETE FROM {dialect.relation(WINNERS_ROLLUP)}{dialect.on_cluster()} "
         f"WHERE {_between(CALL_MINUTE, start, end)}",
         f"INSERT INTO {dialect.relation(WINNERS_ROLLUP)}\n{_winner_select(source, started)}",
         f"DELETE FROM {dialect.relation(CALLS_ROLLUP)}{dialect.on_cluster()} "
         f"WHERE {_between(MINUTE, start, end)}",
-        f"INSERT INTO {dialect.relation(CALLS_ROLLUP)}\n"
-        f"{_call_select(source, _between(_q(STARTED_AT.column), start, end))}",
+        f"INSERT INTO {dialect.relation(CALLS_ROLLUP)}\n{_call_select(source, started)}",
         f"DELETE FROM {dialect.relation(ATTEMPTS_ROLLUP)}{dialect.on_cluster()} "
         f"WHERE {_between(MINUTE, start, end)}",
-        f"INSERT INTO {dialect.relation(ATTEMPTS_ROLLUP)}\n"
-        f"{_attempt_select(source, _between(_q(STARTED_AT.column), start, end))}",
+        f"INSERT INTO {dialect.relation(ATTEMPTS_ROLLUP)}\n{_attempt_select(source, started)}",
         f"DELETE FROM {dialect.relation(STALLED_WINNERS)}{dialect.on_cluster()} "
         f"WHERE {_between(CALL_STARTED_AT, start, end)}",
         f"INSERT INTO {dialect.relation(STALLED_WINNERS)}\n{_stalled_select(source, started)}",
@@ -542,14 +567,14 @@ def backfill_statements(dialect: ClickHouse, start: str, end: str) -> tuple[str,
 
 
 def coverage_sql(dialect: ClickHouse, start: str, end: str) -> str:
-    """One row: the calls with a winner that started in [``start``, ``end``), as the spans
-    count them and as the winners' rollup does (equal when it missed none)."""
-    call_of = {c.alias: _q(c.column) for c in CALL_COLUMNS}
-    (_, winner) = WINNER_OF_CALL
+    """One row: the winners of the calls that started in [``start``, ``end``), as the panels
+    count them from the spans (each stored copy of a winning attempt's span whose call is
+    stored) and as the winners' rollup does (equal when it missed none)."""
+    started = _between(_q(STARTED_AT.column), start, end)
     return f"""SELECT
-    (SELECT count() FROM {dialect.relation(TABLE)}
-     WHERE {_CALL_ROLE} AND {call_of[winner]} IS NOT NULL
-       AND {_between(_q(STARTED_AT.column), start, end)}) AS spans,
+    (SELECT count() FROM (
+{_winner_join(dialect.relation(TABLE), "1", calls=started)}
+    )) AS spans,
     (SELECT {merged_count(CALLS)} FROM {dialect.relation(WINNERS_ROLLUP)}
      WHERE {_between(CALL_MINUTE, start, end)}) AS rolled_up"""
 

@@ -3,7 +3,8 @@ generated in chDB (tests/support/clickhouse_calls.py): every over-time panel rea
 figures from the rollups as from the spans — sums exactly, quantiles within ``quantile``'s
 documented behaviour — at every whole-minute interval and filter; the panels do read the
 rollups; a call split from its winner across inserts is counted missing and a backfill
-restores it."""
+restores it; spans stored twice (in one insert, or in two and then backfilled) are counted as
+the spans count them."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from otel_llm._show._sql._panel_sql import (
 )
 from otel_llm._show._sql._rollup import (
     CALLS_ROLLUP,
+    STALLED_WINNERS,
     WINNERS_AT_ROLLUP,
     WINNERS_ROLLUP,
     backfill_statements,
@@ -307,15 +309,110 @@ def test_a_call_split_from_its_winner_is_found_and_backfilled(chdb: Any) -> None
     ((spans_after, rolled_after),) = in_chdb(chdb, coverage_sql(CLICKHOUSE, *window))[1]
     assert int(rolled_after) == int(spans_after) == int(spans)
     assert in_chdb(chdb, contents_sql(CLICKHOUSE, CALLS_ROLLUP))[1] == calls_rollup
-    context = _context(timedelta(minutes=5), {}, start, end + timedelta(minutes=2))
-    for panel in ROLLED:
-        for run, here in _runs(panel, context):
-            rolled = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_PANELS), here, "clickhouse"))
-            raw = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_RAW_PANELS), here, "clickhouse"))
-            assert raw[1], run
-            assert len(rolled[1]) == len(raw[1]), run
-            for got, want in zip(rolled[1], raw[1], strict=True):
-                assert all(_close(g, w) for g, w in zip(got, want, strict=True)), run
+    _assert_the_panels_agree(chdb, start, end)
+
+
+def _assert_the_panels_agree(chdb: Any, start: datetime, end: datetime) -> None:
+    """Every panel with a rollup reading draws the same rows from the rollups as from the
+    spans over [``start``, ``end``), in 5-minute buckets, as measured and re-derived at an
+    offered threshold."""
+    for threshold in (AS_MEASURED, RE_DERIVED[0]):
+        context = _context(timedelta(minutes=5), {}, start, end + timedelta(minutes=2), threshold)
+        for panel in ROLLED:
+            if threshold != AS_MEASURED and "${" + THRESHOLD + "}" not in panel.sql(
+                CLICKHOUSE_RAW_PANELS
+            ):
+                continue
+            for run, here in _runs(panel, context):
+                rolled = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_PANELS), here, "clickhouse"))
+                raw = in_chdb(chdb, expand(panel.sql(CLICKHOUSE_RAW_PANELS), here, "clickhouse"))
+                assert raw[1], (run, threshold)
+                assert len(rolled[1]) == len(raw[1]), (run, threshold, rolled[1], raw[1])
+                for got, want in zip(rolled[1], raw[1], strict=True):
+                    assert all(_close(g, w) for g, w in zip(got, want, strict=True)), (
+                        run,
+                        threshold,
+                        got,
+                        want,
+                    )
+
+
+def _twice(generated: str) -> str:
+    """The INSERT ``generated`` (:func:`insert_sql`) with every span in it twice, side by side
+    in its one block (a batch sent again and merged with itself, or two copies of a span)."""
+    head, select = generated.split("\nSELECT\n", 1)
+    return (
+        f"{head}\nSELECT * EXCEPT (copy) FROM "
+        f"(SELECT *, arrayJoin([1, 2]) AS copy FROM (SELECT\n{select}))"
+    )
+
+
+def _winners_stored(chdb: Any, start: datetime, end: datetime) -> tuple[int, int, int]:
+    """The winning attempts' spans of the calls that started in [``start``, ``end``) (each
+    copy stored), the winners' rollup's calls and the stalled winners' rows there."""
+    window = f"BETWEEN toDateTime({int(start.timestamp())}) AND toDateTime({int(end.timestamp())})"
+    _, rows = in_chdb(
+        chdb,
+        f"SELECT (SELECT count() FROM {DATABASE}.llm_attempts WHERE (call_span_id, attempt) IN "
+        f"(SELECT span_id, winner_attempt FROM {DATABASE}.llm_calls WHERE started_at {window})), "
+        f"(SELECT countMerge(n_calls) FROM {DATABASE}.{WINNERS_ROLLUP} "
+        f"WHERE call_minute {window}), "
+        f"(SELECT count() FROM {DATABASE}.{STALLED_WINNERS} WHERE call_started_at {window})",
+    )
+    ((spans, rolled, stalled),) = rows
+    return int(spans), int(rolled), int(stalled)
+
+
+def test_spans_stored_twice_in_one_insert_count_as_the_spans_count_them(chdb: Any) -> None:
+    """Every span of 300 calls inserted twice in one block: the winners' rollups hold each
+    winner as many times as its span is stored — twice, as the panels count it from the
+    spans — not once per pairing of the call's copies with its winner's (four times); the
+    panels agree and the coverage finds nothing missing."""
+    day = datetime(2026, 11, 18, 12, 0, tzinfo=UTC)
+    start, end = day - timedelta(hours=1), day
+    chdb.query(_twice(insert_sql(0, 300, end_ns=_ns(end), spread_ns=3600 * 1_000_000_000, seed=8)))
+    spans, rolled, stalled = _winners_stored(chdb, start, end)
+    _, once = in_chdb(
+        chdb,
+        f"SELECT uniqExact(call_span_id), "
+        f"uniqExactIf(call_span_id, stall_ms > 0) FROM {DATABASE}.llm_attempts "
+        f"WHERE (call_span_id, attempt) IN (SELECT span_id, winner_attempt "
+        f"FROM {DATABASE}.llm_calls WHERE started_at BETWEEN toDateTime({int(start.timestamp())}) "
+        f"AND toDateTime({int(end.timestamp())}))",
+    )
+    ((winners, stalled_winners),) = once
+    assert int(winners) > 250
+    assert (spans, rolled, stalled) == (
+        2 * int(winners),
+        2 * int(winners),
+        2 * int(stalled_winners),
+    )
+    window = (f"toDateTime({int(start.timestamp())})", f"toDateTime({int(end.timestamp())})")
+    ((covered, rolled_up),) = in_chdb(chdb, coverage_sql(CLICKHOUSE, *window))[1]
+    assert int(covered) == int(rolled_up) == spans
+    _assert_the_panels_agree(chdb, start, end)
+
+
+def test_spans_stored_twice_in_two_inserts_count_alike_after_a_backfill(chdb: Any) -> None:
+    """The same 300 calls inserted twice, in two inserts (a batch the exporter sent again),
+    then their hour rebuilt by backfill_statements: the rollups count each winner twice, as
+    the spans do, before the backfill (each view saw one copy) and after it (the backfill
+    reads both copies of every call and of every winner) — the panels agree both times."""
+    day = datetime(2026, 11, 16, 12, 0, tzinfo=UTC)
+    start, end = day - timedelta(hours=1), day
+    generated = insert_sql(0, 300, end_ns=_ns(end), spread_ns=3600 * 1_000_000_000, seed=9)
+    chdb.query(generated)
+    chdb.query(generated)
+    before = _winners_stored(chdb, start, end)
+    assert before[0] == before[1] > 500
+    _assert_the_panels_agree(chdb, start, end)
+    window = (f"toDateTime({int(start.timestamp())})", f"toDateTime({int(end.timestamp())})")
+    for statement in backfill_statements(CLICKHOUSE, *window):
+        chdb.query(statement)
+    assert _winners_stored(chdb, start, end) == before
+    ((covered, rolled_up),) = in_chdb(chdb, coverage_sql(CLICKHOUSE, *window))[1]
+    assert int(covered) == int(rolled_up) == before[0]
+    _assert_the_panels_agree(chdb, start, end)
 
 
 def test_some_winners_start_in_the_next_minute(chdb: Any) -> None:
