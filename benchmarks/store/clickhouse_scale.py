@@ -12,8 +12,10 @@ schema script, the generator's SQL and the parameters: a rerun only times (a cha
 afresh). It is not part of the test suite.
 
 Each panel is expanded as the ClickHouse plugin expands it ("All" for every filter, the
-threshold as measured — the rollups' case — and at 250 ms, Grafana's interval for the range at
-~120 points, the chosen call the worst one; a repeated panel once per source), run once cold
+threshold as measured — the rollups' case — and at 250 ms, the interval Grafana gives the panel
+on a 1920-pixel-wide screen (its range over its width in pixels, rounded, and at least its min
+interval: 1 minute for the panels over time, so they read the rollups), the chosen call the
+worst one; a repeated panel once per source, two to a row), run once cold
 and then ``--runs`` times; the median is judged against the target. "spans" is the same panel
 read from the spans only (``CLICKHOUSE_RAW_PANELS``); where the two are the same SQL it is not
 run twice.
@@ -38,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import ROOT
+from otel_llm._show._dashboards import _grafana
+from otel_llm._show._dashboards._grafana import GRID_WIDTH, min_interval
 from otel_llm._show._dashboards._panels import PANELS, Panel, variable_sql, worst_trace_ids
 from otel_llm._show._sql._clickhouse import DATABASE, schema_sql, statements_of
 from otel_llm._show._sql._grafana_macros import (
@@ -45,7 +49,8 @@ from otel_llm._show._sql._grafana_macros import (
     Variable,
     all_of,
     expand,
-    interval_for,
+    format_interval,
+    grafana_interval,
 )
 from otel_llm._show._sql._panel_sql import (
     AS_MEASURED,
@@ -71,6 +76,9 @@ DAY = timedelta(hours=24)
 END = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 """The calls start over the day before this (fixed: the cache does not go stale)."""
 SEED = 1
+SCREEN_PX = 1920
+"""The dashboard's width in pixels: a panel's share of it is its number of data points."""
+DASHBOARD = next(source for source in _grafana.SOURCES if source.name == "clickhouse")
 Run = Callable[[str], list[list[Any]]]
 
 
@@ -131,6 +139,7 @@ class Timing:
     window: str
     threshold: str
     panel: str
+    interval: str
     rows: int
     median_s: float
     spans_s: float | None
@@ -153,11 +162,24 @@ def _median(run: Run, sql: str, runs: int) -> tuple[int, float, float]:
     return len(rows), cold, statistics.median(samples)
 
 
-def _context(start: datetime, end: datetime, threshold: int, trace_id: str) -> QueryContext:
+def _interval(start: datetime, end: datetime, panel: Panel | None) -> timedelta:
+    """The interval Grafana gives ``panel`` (a variable's query: a full-width one) over
+    [``start``, ``end``): its data points are its width in pixels (a repeated panel's copies
+    two to a row), never below its min interval."""
+    if panel is None:
+        return grafana_interval(start, end, SCREEN_PX)
+    columns = min(panel.width, GRID_WIDTH // 2) if panel.repeat else panel.width
+    width_px = SCREEN_PX * columns // GRID_WIDTH
+    return grafana_interval(start, end, width_px, min_interval(DASHBOARD, panel))
+
+
+def _context(
+    start: datetime, end: datetime, threshold: int, trace_id: str, panel: Panel | None = None
+) -> QueryContext:
     variables = {name: all_of(()) for name in FILTERS}
     variables[THRESHOLD] = Variable(str(threshold))
     variables[CALL] = Variable(trace_id)
-    return QueryContext(start, end, interval_for(start, end), variables)
+    return QueryContext(start, end, _interval(start, end, panel), variables)
 
 
 def _copies(panel: Panel, context: QueryContext) -> list[tuple[str, QueryContext]]:
@@ -179,7 +201,8 @@ def _line(t: Timing, rows: int, cold: float) -> str:
         else "spans   (same query)"
     )
     return (
-        f"  {t.window:9} {t.threshold:12} {t.panel:17} {rows:5} rows  cold {cold * 1000:7.1f} ms  "
+        f"  {t.window:9} {t.threshold:12} {t.panel:17} {t.interval:>4} {rows:5} rows  "
+        f"cold {cold * 1000:7.1f} ms  "
         f"median {t.median_s * 1000:7.1f} ms  {'PASS' if t.ok else 'FAIL'}   {spans}"
     )
 
@@ -203,12 +226,12 @@ def time_panels(run: Run, runs: int, thresholds: tuple[int, ...]) -> list[Timing
                 expand(worst_trace_ids(CLICKHOUSE_PANELS), first, "clickhouse", variable_query=True)
             )
             trace_id = str(ids[0][0]) if ids else ""
-            context = _context(start, end, threshold, trace_id)
             for panel in PANELS:
                 if threshold != AS_MEASURED and "${" + THRESHOLD + "}" not in panel.sql(
                     CLICKHOUSE_PANELS
                 ):
                     continue
+                context = _context(start, end, threshold, trace_id, panel)
                 for key, here in _copies(panel, context):
                     queries.append((key, here, panel.sql, False))
             for key, here, sql_of, variable in queries:
@@ -218,7 +241,8 @@ def time_panels(run: Run, runs: int, thresholds: tuple[int, ...]) -> list[Timing
                 )
                 rows, cold, median = _median(run, sql, runs)
                 spans = _median(run, raw, runs)[2] if raw != sql else None
-                timing = Timing(window, label, key, rows, median, spans)
+                interval = format_interval(here.interval)
+                timing = Timing(window, label, key, interval, rows, median, spans)
                 print(_line(timing, rows, cold), flush=True)
                 timings.append(timing)
     return timings
@@ -281,7 +305,8 @@ def main() -> None:
         for t in rolled:
             assert t.spans_s is not None
             print(
-                f"  {t.window:9} {t.threshold:12} {t.panel:17} {t.median_s * 1000:7.1f} ms vs "
+                f"  {t.window:9} {t.threshold:12} {t.panel:17} {t.interval:>4} "
+                f"{t.median_s * 1000:7.1f} ms vs "
                 f"{t.spans_s * 1000:8.1f} ms = {t.median_s / t.spans_s:.3f}x"
             )
 

@@ -17,10 +17,12 @@ ROOT (default: the current directory):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,6 +31,7 @@ from otel_llm._show._dashboards._panels import FORMATS, PANELS, TRACE_VIEW, Pane
 from otel_llm._show._dashboards._promql import PromPanel
 from otel_llm._show._sql._clickhouse import DATABASE
 from otel_llm._show._sql._exporter_sql import TRACE_ID_TS_SUFFIX
+from otel_llm._show._sql._grafana_macros import format_interval
 from otel_llm._show._sql._panel_sql import (
     ALL_VALUE,
     AS_MEASURED,
@@ -39,7 +42,7 @@ from otel_llm._show._sql._panel_sql import (
     THRESHOLD,
     PanelDialect,
 )
-from otel_llm._show._sql._rollup import THRESHOLD_OPTIONS_MS
+from otel_llm._show._sql._rollup import GRAIN, THRESHOLD_OPTIONS_MS
 from otel_llm._show._sql._table import TABLE
 from otel_llm._show._store._access import reader_sql
 
@@ -190,6 +193,17 @@ def _links(panel: Panel) -> list[dict[str, Any]]:
     return [{"title": "Show this call's chunk timeline", "url": url}]
 
 
+def min_interval(source: Source, panel: Panel) -> timedelta | None:
+    """The panel's min interval (its ``interval``), if it sets one: a rollup's grain for a panel
+    over time that reads the rollups in whole-grain buckets and the spans otherwise — Grafana
+    rounds a range over the panel's width to a step that is often less (20 s at 6 h), which
+    would send every query to the spans; above a minute its steps are whole minutes."""
+    if panel.kind != "timeseries" or not source.dialect.rollup:
+        return None
+    spans_only = dataclasses.replace(source.dialect, rollup=False)
+    return GRAIN if panel.sql(source.dialect) != panel.sql(spans_only) else None
+
+
 def _panel(source: Source, panel: Panel, panel_id: int, grid: dict[str, int]) -> dict[str, Any]:
     field_config = _field_config(panel)
     links = _links(panel)
@@ -211,6 +225,9 @@ def _panel(source: Source, panel: Panel, panel_id: int, grid: dict[str, int]) ->
         "options": _options(panel),
         "targets": [_target(source, panel)],
     }
+    interval = min_interval(source, panel)
+    if interval is not None:
+        out["interval"] = format_interval(interval)
     if panel.repeat is not None:
         out |= {"repeat": panel.repeat, "repeatDirection": "h", "maxPerRow": 2}
     return out

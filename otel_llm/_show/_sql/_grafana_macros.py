@@ -355,6 +355,54 @@ def interval_for(time_from: datetime, time_to: datetime, max_points: int = 120) 
     return next((nice for nice in NICE_INTERVALS if nice >= raw), NICE_INTERVALS[-1])
 
 
+_ROUNDED_MS: Final = (
+    (10, 1),
+    (15, 10),
+    (35, 20),
+    (75, 50),
+    (150, 100),
+    (350, 200),
+    (750, 500),
+    (1_500, 1_000),
+    (3_500, 2_000),
+    (7_500, 5_000),
+    (12_500, 10_000),
+    (17_500, 15_000),
+    (25_000, 20_000),
+    (45_000, 30_000),
+    (90_000, 60_000),
+    (210_000, 120_000),
+    (450_000, 300_000),
+    (750_000, 600_000),
+    (1_050_000, 900_000),
+    (1_500_000, 1_200_000),
+    (2_700_000, 1_800_000),
+    (5_400_000, 3_600_000),
+    (9_000_000, 7_200_000),
+    (16_200_000, 10_800_000),
+    (27_000_000, 21_600_000),
+    (86_400_000, 43_200_000),
+)
+"""Grafana's ``rangeutil.roundInterval``: below the first figure (ms), the second; a day above
+the last."""
+
+
+def grafana_interval(
+    time_from: datetime,
+    time_to: datetime,
+    max_data_points: int,
+    min_interval: timedelta | None = None,
+) -> timedelta:
+    """The interval Grafana gives a panel's query (``rangeutil.calculateInterval``): the range
+    over the panel's data points (its width in pixels unless it sets ``maxDataPoints``), rounded
+    to the nearest step of its table (6 h over 1,000 px: 21.6 s → 20 s), and never below the
+    panel's min interval (``interval`` in its JSON) when it has one."""
+    raw_ms = (time_to - time_from) / timedelta(milliseconds=1) / max(max_data_points, 1)
+    rounded = next((ms for below, ms in _ROUNDED_MS if raw_ms < below), 86_400_000)
+    interval = timedelta(milliseconds=rounded)
+    return max(interval, min_interval) if min_interval is not None else interval
+
+
 def all_of(options: Sequence[str], *, all_value: str | None = None) -> Variable:
     """A multi-value, include-all variable with "All" chosen."""
     return Variable(ALL, multi=True, include_all=True, all_value=all_value, options=tuple(options))

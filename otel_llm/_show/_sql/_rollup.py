@@ -38,6 +38,7 @@ the panels' filters read a rollup as they read a view. The merge side (:func:`me
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Final
 
 from otel_llm import _semconv as sc
@@ -69,6 +70,9 @@ from otel_llm._show._sql._views import (
     _attempts_at,
 )
 
+GRAIN: Final = timedelta(minutes=1)
+"""A rollup row's span of time (``toStartOfMinute``): a panel over time reads a rollup only
+when its buckets are whole multiples of it."""
 WINNERS_ROLLUP: Final = "llm_winners_1m"
 CALLS_ROLLUP: Final = "llm_calls_1m"
 MINUTE: Final = "minute"

@@ -10,6 +10,7 @@ import json
 import re
 import warnings
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from otel_llm._show._dashboards._grafana import SOURCES, STORE_VARIABLE, dashboa
 from otel_llm._show._dashboards._panels import PANELS, TIME, TRACE_VIEW
 from otel_llm._show._dashboards._prometheus import PROMETHEUS
 from otel_llm._show._sql._exporter_sql import TRACE_ID_TS_SUFFIX, TRACE_ID_TS_TABLE
+from otel_llm._show._sql._grafana_macros import grafana_interval
 from otel_llm._show._sql._panel_sql import DATASOURCE, FILTERS
 from otel_llm._show._store._access import reader_sql
 from tests.support.duckdb_store import Store
@@ -285,3 +287,30 @@ def test_the_dashboard_model_is_json_serialisable_and_stable() -> None:
     assert [json.dumps(dashboard(s)) for s in SOURCES] == [
         json.dumps(dashboard(s)) for s in SOURCES
     ]
+
+
+WHOLE_MINUTES = "$__interval_s % 60 = 0"
+"""How a ClickHouse panel over time chooses its rollup branch (else it reads the spans)."""
+
+
+def test_the_clickhouse_panels_over_time_get_whole_minutes_at_any_range_and_width() -> None:
+    """Each ClickHouse panel over time (the ones that read the rollups only in whole-minute
+    buckets) sets a min interval of 1m, so the interval Grafana gives it is whole minutes — at
+    the dashboard's default range (6 h), where it would be 10–30 s, and at any other, whatever
+    the panel's width; the DuckDB panels set none."""
+    model = dict(_dashboards_json())["clickhouse"]
+    assert model["time"] == {"from": "now-6h", "to": "now"}
+    rolled = [p for p in model["panels"] if WHOLE_MINUTES in p["targets"][0]["rawSql"]]
+    assert {p["title"] for p in rolled} == {s.title for s in PANELS if s.kind == "timeseries"}
+    assert all(p["interval"] == "1m" for p in rolled)
+    assert all("interval" not in p for p in model["panels"] if p not in rolled)
+    assert all("interval" not in p for p in dict(_dashboards_json())["duckdb"]["panels"])
+    end = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    six_hours = end - timedelta(hours=6)
+    assert grafana_interval(six_hours, end, 1000) == timedelta(seconds=20)  # without it
+    for hours in (0.25, 1, 6, 24, 7 * 24, 30 * 24):
+        for width_px in range(150, 4001, 10):
+            interval = grafana_interval(
+                end - timedelta(hours=hours), end, width_px, timedelta(minutes=1)
+            )
+            assert interval.total_seconds() % 60 == 0, (hours, width_px, interval)
