@@ -25,6 +25,7 @@ Export to a collector that is up is unchanged: the same SDK exporters, the same 
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import re
@@ -38,6 +39,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
+from otel_llm._encodable import encodable
 from otel_llm._errors import ConfigurationError
 from otel_llm._redact import redact, redact_url, url_secrets
 
@@ -351,6 +353,7 @@ class OtlpEndpoint:
     def _succeeded(self) -> None:
         with self._lock:
             recovered, self._failing = self._failing, False
+            self._cause = None  # what the exporter said on the way was no outage
         if recovered:
             logger.info("otel-llm: OTLP export of %s to %s works again", self.signal, self.endpoint)
 
@@ -476,9 +479,18 @@ class _SpanExporter(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         inner = self._exporter.inner
         assert isinstance(inner, SpanExporter)
-        ok = self._collector.export(
-            self._exporter, lambda: inner.export(spans) is SpanExportResult.SUCCESS
-        )
+
+        def attempt() -> bool:
+            with contextlib.suppress(UnicodeEncodeError):  # (exporters that raise it)
+                if inner.export(spans) is SpanExportResult.SUCCESS:
+                    return True
+            # The exporter encodes a batch whole: one string UTF-8 cannot encode (a lone
+            # surrogate) failed every span in it. Looked for only once an export failed: the
+            # look costs about as much as the encoding.
+            repaired = encodable(spans)
+            return repaired is not None and inner.export(repaired) is SpanExportResult.SUCCESS
+
+        ok = self._collector.export(self._exporter, attempt)
         return SpanExportResult.SUCCESS if ok else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -18,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
 
 from otel_llm import Client, Source, init
 from otel_llm import _semconv as sc
@@ -438,6 +440,45 @@ def test_one_warning_per_outage_and_a_line_when_it_ends(
     assert any("works again" in r.getMessage() for r in caplog.records)
     assert collector.failed_exports == 3
     assert exporter.export(finished_span(tracer_provider)) is SpanExportResult.FAILURE
+
+
+def test_a_string_utf8_cannot_encode_costs_the_otlp_batch_nothing(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The OTLP exporter encodes a batch whole, and one lone surrogate (``json.loads`` makes
+    them) in a span's name failed it all, told as an outage of the collector. The batch goes out
+    with U+FFFD in the surrogate's place (a pair as its character), every span and attribute of
+    it, and no outage is warned of."""
+    collector = OtlpEndpoint(receiver.endpoint, signal="spans")
+    exporter = collector.span_exporter(OTLPSpanExporter(endpoint=receiver.endpoint))
+    tracer_provider = TracerProvider()
+    lone = json.loads('"\\ud800"')
+    tracer = tracer_provider.get_tracer("test")
+    bad = tracer.start_span("chat " + lone, attributes={"k" + lone: ["v" + lone, "ok"]})
+    bad.add_event("e" + lone, {"pair": "\ud83d\ude00"})
+    bad.set_status(Status(StatusCode.ERROR, "boom" + lone))
+    bad.end()
+    good = tracer.start_span("innocent")
+    good.end()
+    batch = [bad, good]
+    assert all(isinstance(span, ReadableSpan) for span in batch)
+    with caplog.at_level(logging.INFO):
+        result = exporter.export(batch)  # type: ignore[arg-type]
+    exporter.shutdown()
+    tracer_provider.shutdown()
+    assert result is SpanExportResult.SUCCESS
+    assert not [r for r in caplog.records if r.name == "otel_llm" and r.levelno >= logging.WARNING]
+    assert collector.failed_exports == 0
+    (request,) = receiver.received
+    (sent_bad, sent_good) = request.resource_spans[0].scope_spans[0].spans
+    assert sent_bad.name == "chat \ufffd"
+    assert sent_good.name == "innocent"
+    (attribute,) = sent_bad.attributes
+    assert attribute.key == "k\ufffd"
+    assert [v.string_value for v in attribute.value.array_value.values] == ["v\ufffd", "ok"]
+    assert sent_bad.events[0].name == "e\ufffd"
+    assert sent_bad.events[0].attributes[0].value.string_value == "\U0001f600"
+    assert sent_bad.status.message == "boom\ufffd"
 
 
 async def test_shutdown_is_bounded_when_the_collector_hangs(

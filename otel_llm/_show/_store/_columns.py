@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import _semconv as sc
+from otel_llm._encodable import valid_text
 from otel_llm._show._sql._schema import (
     ALL_COLUMNS,
     BASE_COLUMNS,
@@ -46,7 +47,6 @@ from otel_llm._show._store._rows import (
     as_text,
     attribute_string,
     plain_attributes,
-    valid_text,
 )
 
 if TYPE_CHECKING:

@@ -64,12 +64,6 @@ RENDER: Final[dict[type, Callable[[Any], str]]] = {
 """Renderers by exact type: the attribute values the SDK stores (it keeps sequences as tuples)."""
 
 
-def valid_text(text: str) -> str:
-    """``text`` as UTF-8 can encode it: each lone surrogate becomes U+FFFD (a surrogate pair
-    the character it stands for), as the Collector's exporter stores bytes that are not UTF-8."""
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-
-
 def attribute_string(value: Any) -> str:
     """An attribute value as the Collector renders it into a ``Map(String, String)``."""
     render = RENDER.get(type(value))
