@@ -37,7 +37,7 @@ from otel_llm._act._groups import (
     RetrySettings,
     StreamSettings,
 )
-from otel_llm._act._source import Source
+from otel_llm._act._source import NUMBERS_AS_TEXT, Source
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 
@@ -154,10 +154,14 @@ class ClientSettings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _drop_key_markers(cls, data: Any) -> Any:
+        """Sources given as fields (from the environment or a mapping) lose the key they were
+        read from and may spell numbers as text, as every other settings field may."""
         if isinstance(data, dict) and isinstance(data.get("sources"), list | tuple):
             data = dict(data)
             data["sources"] = [
-                {k: v for k, v in s.items() if k != "_key"} if isinstance(s, dict) else s
+                {**{k: v for k, v in s.items() if k != "_key"}, NUMBERS_AS_TEXT: True}
+                if isinstance(s, dict)
+                else s
                 for s in data["sources"]
             ]
         return data

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import functools
 import math
+import typing
 from collections.abc import Iterator
 from typing import Any, Final, Literal, Self
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
@@ -25,6 +26,7 @@ from otel_llm._act._admission import Limits
 from otel_llm._act._config_model import StrictModel
 from otel_llm._act._providers import API_LABELS, Provider, check_provider_name, provider_of
 from otel_llm._act._wire import Wire, wire_for
+from otel_llm._arguments import type_name
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._redact import public_url, redact_url, url_secrets
@@ -48,6 +50,8 @@ class Source(StrictModel):
     (``Source.base_url``), never repeating the value given."""
 
     def __init__(self, **fields: Any) -> None:
+        if not fields.pop(NUMBERS_AS_TEXT, False):
+            _check_numbers(fields)
         try:
             super().__init__(**fields)
         except ValidationError as exc:
@@ -126,6 +130,11 @@ class Source(StrictModel):
     def _check_provider(cls, value: str) -> str:
         return check_provider_name(value)
 
+    @field_validator("name", "model")
+    @classmethod
+    def _check_text(cls, value: str) -> str:
+        return printable(value)
+
     def model_post_init(self, context: Any, /) -> None:
         self._provider = provider_of(self.provider)
 
@@ -169,6 +178,12 @@ class Source(StrictModel):
             host = ""
         if not host:
             raise ValueError(f"base_url must name a host, got {redact_url(value)!r}")
+        try:
+            port = urlsplit(value).port
+        except ValueError:  # a number beyond 65535
+            port = -1
+        if port is not None and not 0 < port <= _MAX_PORT:
+            raise ValueError(f"base_url's port must be 1 to {_MAX_PORT}, got {redact_url(value)!r}")
         secret = sorted(
             name
             for name, _ in httpx2.URL(value).params.multi_items()
@@ -200,8 +215,8 @@ class Source(StrictModel):
         provider = info.data.get("provider")
         if provider is not None and not provider_of(provider).azure:
             raise ValueError("names an Azure OpenAI deployment: only for provider='azure'")
-        if not value.strip() or "/" in value or "?" in value:
-            raise ValueError("must be a deployment name (no '/', no '?')")
+        if not value.strip() or "/" in value or "?" in value or not value.isprintable():
+            raise ValueError("must be a deployment name (no '/', no '?', no control characters)")
         base = info.data.get("base_url")
         if isinstance(base, str) and "/deployments/" in httpx2.URL(base).path:
             raise ValueError("is set, and base_url names a deployment too; keep one")
@@ -216,6 +231,8 @@ class Source(StrictModel):
         kind = provider_of(provider)
         if value is not None and not value.strip():
             raise ValueError("is empty")
+        if value is not None:
+            printable(value)
         if kind.azure:
             base = info.data.get("base_url")
             if not isinstance(base, str):
@@ -356,6 +373,47 @@ class Source(StrictModel):
         base URL carries."""
         key = (self.api_key.get_secret_value(),) if self.api_key else ()
         return key + url_secrets(self.base_url)
+
+
+def printable(value: str) -> str:
+    """``value`` if it is text a message, a span or a header can carry as it is, else a
+    ValueError (the value is not repeated: it may hold what a terminal or a log would act on)."""
+    if not value.strip() or not value.isprintable():
+        raise ValueError(
+            "must be printable text: not blank, no line breaks or other control characters"
+        )
+    return value
+
+
+_MAX_PORT: Final = 65535
+
+NUMBERS_AS_TEXT: Final = "_numbers_as_text"
+"""Marks the fields of a source read from a settings object or the environment, where a
+number may be written as text (``"60"``) and is parsed; a ``Source(...)`` made in code takes
+numbers only, as ``Client(...)``'s arguments do."""
+
+
+@functools.cache
+def _number_fields() -> tuple[str, ...]:
+    """The fields of :class:`Source` that hold a number."""
+    return tuple(
+        name
+        for name, info in Source.model_fields.items()
+        if {int, float} & {info.annotation, *typing.get_args(info.annotation)}
+    )
+
+
+def _check_numbers(fields: dict[str, Any]) -> None:
+    """A number given as text is refused, as a ``Client`` argument is: only the environment
+    and settings objects spell numbers as text (see :data:`NUMBERS_AS_TEXT`)."""
+    text = [name for name in _number_fields() if isinstance(fields.get(name), str)]
+    if text:
+        problems = tuple(
+            (name, f"must be a number, got {type_name(fields[name])}") for name in text
+        )
+        (key, first), *rest = problems
+        more = "".join(f"; Source.{name}: {why}" for name, why in rest)
+        raise ConfigurationError(f"Source.{key}", first + more, fields=problems)
 
 
 def inter_chunk_budget_s(inter_token_timeout_s: float | None, timeout_s: float | None) -> float:

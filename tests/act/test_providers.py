@@ -84,6 +84,21 @@ def test_any_other_provider_is_openai_compatible_under_its_own_name(provider: st
           "base_url": "https://r.openai.azure.com/openai/deployments/d?api-version=2024-02-01",
           "api_version": "2025-04-01-preview"}, "Source.api_version", "keep one"),
         ({"provider": "anthropic", "max_tokens": 0}, "Source.max_tokens", "greater than"),
+        ({"provider": "sim", "base_url": "http://127.0.0.1:99999/v1"}, "Source.base_url",
+         "port must be 1 to 65535"),
+        ({"provider": "sim", "base_url": "http://127.0.0.1:0/v1"}, "Source.base_url",
+         "port must be 1 to 65535"),
+        ({"provider": "openai", "name": "s\nforged log line"}, "Source.name", "line breaks"),
+        ({"provider": "openai", "model": "m\x1b[2J"}, "Source.model", "control characters"),
+        ({"provider": "openai", "model": "m\u202e"}, "Source.model", "control characters"),
+        ({"provider": "anthropic", "api_version": "2023-06-01\r\nX-Injected: 1"},
+         "Source.api_version", "line breaks"),
+        ({"provider": "azure", "base_url": "https://r.openai.azure.com", "api_version": "1",
+          "deployment": "d\n"}, "Source.deployment", "control characters"),
+        ({"provider": "openai", "requests_per_minute": "10"}, "Source.requests_per_minute",
+         "must be a number, got str"),
+        ({"provider": "openai", "timeout_s": "5"}, "Source.timeout_s", "must be a number"),
+        ({"provider": "openai", "priority": "1"}, "Source.priority", "must be a number"),
     ],
 )  # fmt: skip
 def test_a_bad_name_or_an_impossible_combination_is_refused_when_made(
@@ -250,6 +265,23 @@ def test_an_environment_key_of_an_impossible_combination_is_named(
     with pytest.raises(ConfigurationError) as caught:
         ClientSettings()
     assert caught.value.key == "LLM__GEMINI__1__DEPLOYMENT"
+
+
+def test_numbers_as_text_are_read_from_the_environment_and_settings(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """The environment, and a settings object given a mapping, spell a source's numbers as
+    text and are parsed (a ``Source(...)`` made in code takes numbers only); a port out of range
+    is refused naming the environment key."""
+    clean_env.setenv("LLM__OPENAI__1__MODEL", "m")
+    clean_env.setenv("LLM__OPENAI__1__REQUESTS_PER_MINUTE", "10")
+    assert ClientSettings().sources[0].requests_per_minute == 10.0
+    given = {"name": "s", "provider": "sim", "base_url": "http://h/v1", "model": "m"}
+    assert ClientSettings(sources=[{**given, "priority": "4"}]).sources[0].priority == 4
+    clean_env.setenv("LLM__OPENAI__1__BASE_URL", "http://127.0.0.1:70000/v1")
+    with pytest.raises(ConfigurationError) as caught:
+        ClientSettings()
+    assert caught.value.key == "LLM__OPENAI__1__BASE_URL"
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "gemini"])
