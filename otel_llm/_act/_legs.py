@@ -172,7 +172,7 @@ class LegLedger(Generic[T]):
             raise
         leg.finished_at = self.loop.time()
         state.breaker.record_success()
-        await self._settle(state, leg.tokens, usage_total(self.usage_of(answer)))
+        await self._settle_logged(state, leg.tokens, usage_total(self.usage_of(answer)))
         return answer
 
     def _ended(self, leg: Leg[T]) -> None:
@@ -228,8 +228,12 @@ class LegLedger(Generic[T]):
     async def _settle_unknown(self, state: SourceState, tokens: int, chunks: int) -> None:
         """Settle a leg whose usage is unknown (failed or cancelled): nothing if it produced
         nothing, else the prompt estimate plus one token a chunk — an estimate, for admission
-        only. A backend failure here is logged: the leg's own outcome stands."""
-        actual = self.prompt_tokens + chunks if chunks else 0
+        only."""
+        await self._settle_logged(state, tokens, self.prompt_tokens + chunks if chunks else 0)
+
+    async def _settle_logged(self, state: SourceState, tokens: int, actual: int | None) -> None:
+        """Settle an attempt that has ended. A backend failure here is logged: the attempt's
+        own outcome stands — an answer the provider gave (and billed) is returned."""
         try:
             await self._settle(state, tokens, actual)
         except e.BackendUnavailable as exc:

@@ -267,6 +267,27 @@ async def test_unreachable_admission_backend_fails_closed(spans: Spans) -> None:
     assert script.seen == []
 
 
+class _SettleFails(LocalAdmission):
+    """Admits as the in-process backend does; unreachable when a request is settled."""
+
+    async def settle(self, source: str, limits: Limits, extra_tokens: int) -> None:
+        raise BackendUnavailable("admission backend unreachable")
+
+
+async def test_an_answer_stands_when_its_settlement_fails(
+    spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The backend going away after a request was admitted does not cost the answer the
+    provider gave (and billed): it is returned, the failed settlement logged."""
+    script = Scripted({"a": [sse_answer()], "b": [sse_answer()]})
+    limited = source("a", tokens_per_minute=100_000)
+    async with client(script, spans, limited, source("b"), admission=_SettleFails()) as c:
+        result = await c.chat(MESSAGES)
+    assert (result.source, result.text) == ("a", "hello world")
+    assert script.seen == ["a"]
+    assert "could not settle admission for a" in caplog.text
+
+
 async def test_non_streamed_call(spans: Spans) -> None:
     """stream=False returns the whole JSON answer with wall-only figures."""
     script = Scripted({"a": [json_answer("plain")]})
