@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from otel_llm._act._backoff import backoff_delay
-from otel_llm._act._breaker import Breaker
+from otel_llm._act._breaker import Breaker, Permit
 from otel_llm._act._hedge_budget import FIRST_TOKEN, STALL, HedgeBudgets, Trigger
 from otel_llm._act._source import Source
 from otel_llm._act._source_state import Candidates, SourceState, Stay
@@ -162,6 +162,8 @@ class _Leg:
     start_s: float
     timeline: Timeline
     hedge: bool
+    permit: Permit
+    """The breaker's leave (which half-open probe it is, if one)."""
     trigger: Trigger | None = None
     over: bool = False
 
@@ -248,7 +250,8 @@ class _Run:
             self.at(now + pick.wait_s, lambda when: self.start_round(call, when))
             return
         state = pick.state
-        if not state.breaker.acquire(now):
+        permit = state.breaker.acquire(now)
+        if permit is None:
             self.at(now + DEFAULTS.probe_recheck_s, lambda when: self.start_round(call, when))
             return
         if call.stay is not None and call.stay.source == state.name:
@@ -259,13 +262,15 @@ class _Run:
         self.rounds += 1
         if self.rules.hedging:
             self.budgets.earn()
-        leg = self.new_leg(call, state, now, hedge=False)
+        leg = self.new_leg(call, state, now, permit, hedge=False)
         call.legs = [leg]
         self.schedule_triggers(call, leg, list(self.triggers(leg)))
 
-    def new_leg(self, call: _Call, state: SourceState, now: float, *, hedge: bool) -> _Leg:
+    def new_leg(
+        self, call: _Call, state: SourceState, now: float, permit: Permit, *, hedge: bool
+    ) -> _Leg:
         timeline = self.draw(self.index_of[state.name], call.index)
-        leg = _Leg(state, now, timeline, hedge)
+        leg = _Leg(state, now, timeline, hedge, permit)
         call.outcome.requests += 1
         round_id = call.round_id
         killed = timeline.kill(self.rules.kills)
@@ -312,19 +317,23 @@ class _Run:
 
     def hedge(self, call: _Call, primary: _Leg, trigger: Trigger, now: float) -> bool:
         """Start the round's one hedge if a source and the budget allow it (the client's
-        ``find_hedge``)."""
-        target = Candidates(self.states).hedge_target(now, primary=primary.state.name)
+        ``find_hedge``: the first eligible source, by priority, whose breaker lets it through)."""
+        targets = Candidates(self.states).hedge_targets(now, primary=primary.state.name)
         budget_trigger = trigger if self.shape.per_trigger else STALL
-        if target is None or not self.budgets.spend(budget_trigger):
+        if not targets or not self.budgets.spend(budget_trigger):
             return False
-        if not target.breaker.acquire(now):
+        for target in targets:
+            permit = target.breaker.acquire(now)
+            if permit is not None:
+                break
+        else:
             self.budgets.refund(budget_trigger)
             return False
         self.hedges += 1
         self.cap_excess = max(
             self.cap_excess, self.hedges - self.rules.ratio * self.rounds - self.start_tokens
         )
-        leg = self.new_leg(call, target, now, hedge=True)
+        leg = self.new_leg(call, target, now, permit, hedge=True)
         leg.trigger = trigger
         call.legs.append(leg)
         if trigger == STALL:
@@ -343,11 +352,11 @@ class _Run:
             for other in call.legs:
                 if not other.over:
                     other.over = True
-                    other.state.breaker.release()  # a cancelled loser gives no verdict
+                    other.state.breaker.release(other.permit)  # a cancelled loser: no verdict
             call.done = True
             call.outcome.wall_s = now - call.start_s
             return
-        leg.state.breaker.record_failure(now, unit=self.rng.random())
+        leg.state.breaker.record_failure(now, unit=self.rng.random(), permit=leg.permit)
         if not all(other.over for other in call.legs):
             return
         call.fails += 1
