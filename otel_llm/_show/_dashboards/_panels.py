@@ -43,6 +43,7 @@ from otel_llm._show._sql._rollup import (
     GAP_EDGES_MS,
     GAPS_AT_FLOOR,
     GAPS_MS,
+    GRAIN,
     HEDGE_WON,
     HEDGED,
     MINUTE,
@@ -213,11 +214,15 @@ _ROWS: Final = _Aggregates("started_at")
 _ROLLED: Final = _Aggregates(MINUTE, rolled=True)
 
 
+_WHOLE_GRAINS: Final = f"$__interval_s % {int(GRAIN.total_seconds())} = 0"
+"""Grafana's bucket is a whole number of rollup rows."""
+
+
 def _rollup_usable(d: PanelDialect, *, at_threshold: bool = True, minutes: bool = True) -> str:
     """True when the panel's rollup answers as its rows do: whole-minute buckets (a panel
     over time), and the threshold as measured (the winners' stall figures)."""
     conditions = [f"{d.number(THRESHOLD)} = {AS_MEASURED}"] if at_threshold else []
-    conditions += ["$__interval_s % 60 = 0"] if minutes else []
+    conditions += [_WHOLE_GRAINS] if minutes else []
     return f"({' AND '.join(conditions)})"
 
 
@@ -231,12 +236,12 @@ def _any_rollup(d: PanelDialect, *, minutes: bool = True) -> str:
     """True when a rollup answers the winners' stall figures: as measured or re-derived at
     an offered threshold (and, for a panel over time, in whole-minute buckets)."""
     at = f"({d.number(THRESHOLD)} = {AS_MEASURED} OR {_offered(d)})"
-    return f"({at} AND $__interval_s % 60 = 0)" if minutes else f"({at})"
+    return f"({at} AND {_WHOLE_GRAINS})" if minutes else f"({at})"
 
 
 def _at_offered(d: PanelDialect, *, minutes: bool = True) -> str:
     """The rows of the re-derived rollups at the threshold variable, when it is offered."""
-    interval = " AND $__interval_s % 60 = 0" if minutes else ""
+    interval = f" AND {_WHOLE_GRAINS}" if minutes else ""
     return f"({THRESHOLD_KEY} = {d.number(THRESHOLD)} AND {_offered(d)}{interval})"
 
 
