@@ -225,6 +225,11 @@ class Defaults:
     probe_recheck_s: float = 0.05
     """How often a call waiting behind another call's half-open probe looks again."""
 
+    quota_recheck_s: float = 1.0
+    """How often a call whose request admission could not take asks again, at most: the
+    wait admission estimates is an upper bound — tokens other calls reserved and did not use
+    come back when they are settled."""
+
     same_source_retries: int = 1
     """Transient failures retried on the same source (after backoff) before failing over."""
 

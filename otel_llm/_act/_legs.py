@@ -208,11 +208,14 @@ class LegLedger(Generic[T]):
 
     async def admit(self, state: SourceState) -> bool:
         """Take the source's admission for one request of the call; if it has none for this
-        request, mark the source out of quota for this call only (and return False)."""
+        request, mark the source out of quota for this call only (and return False) — until
+        admission's estimate, or until it is asked again (what other calls reserved and did
+        not use comes back when they settle)."""
         wait = await self.call.admission.acquire(state.name, state.source.limits, self.tokens)
         if wait <= 0:
             return True
-        self.candidates.quota_until[state.name] = self.loop.time() + wait
+        recheck = min(wait, DEFAULTS.quota_recheck_s)
+        self.candidates.quota_until[state.name] = self.loop.time() + recheck
         return False
 
     async def refund(self, state: SourceState) -> None:

@@ -23,6 +23,7 @@ from otel_llm import (
     LocalAdmission,
 )
 from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
 from otel_llm.testing._scripted import Handler
 from tests.support.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
@@ -234,6 +235,33 @@ def test_a_large_request_out_of_quota_keeps_no_small_one_away(spans: Spans, alon
     large, small, took = run_virtual(main())
     assert (large, small) == ("a" if alone else "b", "a")
     assert took == pytest.approx(1.0, abs=0.05)
+
+
+def test_a_request_waiting_for_quota_goes_once_unused_tokens_come_back(spans: Spans) -> None:
+    """On virtual time: a request too large for what is left of a source's token quota goes as
+    soon as a call that reserved most of it settles having used a few tokens — not when the
+    estimate admission gave first (about 25 s at 100 tokens a second)."""
+
+    async def answer_in_1s(request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(1.0)
+        return sse_answer()  # a few tokens used: the rest of the reservation comes back
+
+    script = Scripted({"a": [answer_in_1s, answer_in_1s]})
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        async with client(script, spans, source("a", tokens_per_minute=6000)) as c:
+            first = asyncio.create_task(c.chat(MESSAGES, max_tokens=3000))
+            await asyncio.sleep(0.1)
+            started = loop.time()
+            await c.chat(MESSAGES, max_tokens=5500)
+            took = loop.time() - started
+            await first
+            return took
+
+    took = run_virtual(main())
+    # the first call settles at 1.0 s; the large one asks again within a second, then takes 1 s
+    assert 1.9 <= took <= 2.0 + DEFAULTS.quota_recheck_s
 
 
 async def test_admission_settles_from_reported_usage(spans: Spans) -> None:

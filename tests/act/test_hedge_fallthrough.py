@@ -252,8 +252,9 @@ class RefusingB(LocalAdmission):
 
 def test_a_first_token_hedge_admission_refuses_is_refunded_to_its_bucket(spans: Spans) -> None:
     """The first-token hedge's target has no quota: the token goes back to the first-token
-    bucket, the stall bucket is untouched; the primary's later stall finds no eligible source
-    (out of quota) and spends nothing. The call is unhedged and answered by the primary."""
+    bucket; the primary's later stall, seconds on, asks admission again (an estimated wait is
+    asked about again after a second), is refused again, and its stall token goes back too.
+    The call is unhedged and answered by the primary."""
     admission = RefusingB()
     script = Scripted(
         {"a": [sse_answer()] * 4 + [timed_stream(3.0, gap_after=2, gap_s=5.0)], "b": [sse_answer()]}
@@ -269,8 +270,8 @@ def test_a_first_token_hedge_admission_refuses_is_refunded_to_its_bucket(spans: 
     result, (stall, first) = run_virtual(main())
     assert result.source == "a"
     assert result.stats.hedges == 0
-    assert admission.asked_for_b == 1, "asked once, at the first-token trigger"
-    assert (stall, first) == (10.0, 1.25), "the first-token token came back: 1 + 0.25"
+    assert admission.asked_for_b == 2, "asked at the first-token trigger and at the stall"
+    assert (stall, first) == (10.0, 1.25), "both tokens came back (first-token: 1 + 0.25)"
     assert "b" not in script.seen
 
 
