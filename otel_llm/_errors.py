@@ -184,7 +184,8 @@ class MalformedResponse(PermanentError):
 
 
 class InvalidRequest(OtelLLMError, TypeError):
-    """The request cannot be sent as given: its body is not JSON (an ``object()`` among the
+    """The request cannot be sent as given: its messages are no list of messages (a string,
+    nothing, something other than objects) or its body is not JSON (an ``object()`` among the
     messages, a circular list). Raised before any source is asked; no source is charged."""
 
 

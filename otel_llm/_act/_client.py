@@ -8,7 +8,7 @@ import functools
 import inspect
 import random
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -44,6 +44,29 @@ from otel_llm._measure._stalls import to_ms, validate_threshold_ms
 from otel_llm._version import __version__
 
 T = TypeVar("T")
+
+
+def _message_list(messages: object) -> list[Mapping[str, Any]]:
+    """The chat's messages as a list: one or more objects (what is in each is the source's
+    API's to judge, or the translation's). A string, a single message, nothing at all or not a
+    list at all is refused before anything is sent — a string was sent as its characters."""
+    if isinstance(messages, str | bytes | bytearray | Mapping) or not isinstance(
+        messages, Iterable
+    ):
+        raise InvalidRequest(
+            f"messages must be a list of messages (objects with a role and content), not "
+            f"{type(messages).__name__}"
+        )
+    found = list(messages)
+    if not found:
+        raise InvalidRequest("messages is empty: a chat call sends at least one message")
+    for index, message in enumerate(found):
+        if not isinstance(message, Mapping):
+            raise InvalidRequest(
+                f"messages[{index}] is a {type(message).__name__}, not a message (an object "
+                f"with a role and content)"
+            )
+    return found
 
 
 def _check_chat(sources: Sequence[Source], payload: Mapping[str, Any]) -> None:
@@ -356,7 +379,7 @@ class Client:
         translated for a source of another API where they cross (or refused before anything is
         sent); ``extra_body`` fields are set as they are in the body sent to whichever source
         answers (options of one provider's API, which otel-llm does not translate)."""
-        payload: dict[str, Any] = {"messages": list(messages), **params}
+        payload: dict[str, Any] = {"messages": _message_list(messages), **params}
         if extra_body is not None:
             if not isinstance(extra_body, Mapping) or not all(
                 isinstance(key, str) for key in extra_body

@@ -772,6 +772,35 @@ async def test_giving_up_keeps_the_attempts_failures_as_exceptions(spans: Spans)
 
 
 @pytest.mark.parametrize(
+    ("messages", "said"),
+    [
+        ("hello", "not str"),
+        ({"role": "user", "content": "hi"}, "not dict"),
+        (None, "not NoneType"),
+        ([], "messages is empty"),
+        (iter([]), "messages is empty"),
+        (["hello"], r"messages\[0\] is a str"),
+        ([{"role": "user", "content": "hi"}, ("user", "hi")], r"messages\[1\] is a tuple"),
+    ],
+    ids=["string", "one-message", "none", "empty", "empty-iterator", "string-in-list", "tuple"],
+)
+async def test_messages_that_are_no_list_of_messages_are_refused_before_any_source(
+    spans: Spans, messages: object, said: str
+) -> None:
+    """A string (it was sent as a list of its characters), a single message, nothing, or a
+    list holding something other than messages: an ``InvalidRequest`` naming what is wrong,
+    before a span starts or any source is asked."""
+    script = Scripted({"a": [sse_answer()]})
+    async with client(script, spans) as c:
+        with pytest.raises(InvalidRequest, match=said):
+            await c.chat(messages)  # type: ignore[arg-type]
+        answered = await c.chat(iter(MESSAGES))  # any iterable of messages is a list of them
+    assert answered.text == "hello world"
+    assert script.seen == ["a"]
+    assert len(spans.calls()) == 1
+
+
+@pytest.mark.parametrize(
     ("messages", "params"),
     [
         ([{"role": "user", "content": object()}], {}),
