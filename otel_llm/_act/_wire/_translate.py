@@ -142,6 +142,8 @@ class Translation:
                 raise self.refuse(f"{at}.role", "tool results")
             else:
                 raise self.refuse(f"{at}.role", f"the role {role!r}")
+        if not turns:  # both APIs answer 400 to a request with no turn to answer
+            raise self.refuse("messages", "a request with no user or assistant message")
         return tuple(system), tuple(turns)
 
     def _texts(self, content: Any, at: str) -> tuple[str, ...]:
