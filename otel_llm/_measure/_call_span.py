@@ -29,7 +29,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -38,7 +38,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._content import capture_content, input_messages, output_messages
-from otel_llm._errors import error_type
+from otel_llm._errors import OtelLLMError, error_type
 from otel_llm._measure._faults import FAULTS, text_of
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._response import ResponseFacts
@@ -152,9 +152,44 @@ def request_attributes(params: Mapping[str, Any] | None) -> dict[str, AttributeV
     return attrs
 
 
-def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] = ()) -> None:
+_API_ERRORS: Final = frozenset(
+    {("openai", "APIError"), ("anthropic", "APIError"), ("google.genai.errors", "APIError")}
+)
+"""``(module, name)`` of the base class of the errors each wrapped SDK's HTTP/API layer raises
+(LiteLLM's derive from openai's): their text is the provider's or the transport's."""
+
+_TRANSPORT_PACKAGES: Final = ("httpx", "httpx2", "httpcore")
+"""HTTP libraries whose own errors (a reset, a timeout) pass through the SDKs mid-stream."""
+
+
+def error_text_recordable(error: BaseException, *, content: bool) -> bool:
+    """Whether a wrapped call's spans may record ``error``'s text (message and stack), or only
+    its type.
+
+    The text of an error raised by an SDK's HTTP/API layer (the provider's error, a failed
+    connection), by an HTTP library or by otel-llm itself says what the provider or the
+    transport said, and is recorded (redacted). Any other error — a structured-output helper's
+    validation error, whose message quotes the model's answer; the application's own exception
+    inside a stream's ``with`` block — may carry content, so its text is recorded only when
+    content capture is on (``content``)."""
+    if content or isinstance(error, OtelLLMError):
+        return True
+    for cls in type(error).__mro__:
+        module = cls.__module__
+        if (module, cls.__qualname__) in _API_ERRORS:
+            return True
+        if module.partition(".")[0] in _TRANSPORT_PACKAGES:
+            return True
+    return False
+
+
+def record_error(
+    span: trace.Span, error: BaseException, secrets: Iterable[str] = (), *, text: bool = True
+) -> None:
     """``error.type``, an ``exception`` event and an ERROR status on ``span`` — every text
-    redacted first: a provider's error message may echo the API key.
+    redacted first: a provider's error message may echo the API key. Without ``text``
+    (:func:`error_text_recordable` said no) the event and the status name the exception's type
+    only: no message, no stack.
 
     The event's stack trace is the raised exception's own (``chain=False``): a chained cause
     is a lower layer's and may hold what the library keeps out (an HTTP request, a validation
@@ -162,12 +197,17 @@ def record_error(span: trace.Span, error: BaseException, secrets: Iterable[str] 
     error — is already summed up in its message, so the event stays small.
     """
     span.set_attribute(sc.ERROR_TYPE, error_type(error))
+    kind = type(error).__qualname__
+    if not text:
+        span.add_event("exception", {"exception.type": kind})
+        span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+        return
     message = redact(text_of(error), secrets)
     stack = redact(stack_text(error), secrets)
     span.add_event(
         "exception",
         {
-            "exception.type": type(error).__qualname__,
+            "exception.type": kind,
             "exception.message": message,
             "exception.stacktrace": stack,
         },
@@ -328,11 +368,13 @@ class CallSpan:
         figures: StallFigures | None = None,
         error: BaseException | None = None,
         outcome: str | None = None,
+        error_text: bool = True,
     ) -> None:
         """End the span (once) and record the call's metrics.
 
         - ``error``: the call failed — ``error.type``, an ``exception`` event and an ERROR
-          status; the duration metric carries the ``error.type``.
+          status; the duration metric carries the ``error.type``. ``error_text`` false: the
+          event and the status name its type only (:func:`record_error`).
         - ``error`` that is a ``CancelledError`` (the calling task was cancelled): an ERROR
           status and ``error.type`` (no event: nothing went wrong inside), the span marked
           ``cancelled`` — and no metric: a cancelled call is the caller's choice, not a
@@ -356,7 +398,7 @@ class CallSpan:
                 recorded = False
             elif error is not None:
                 kind = error_type(error)
-                record_error(self.span, error, self.secrets)
+                record_error(self.span, error, self.secrets, text=error_text)
             elif outcome is not None and outcome != sc.OUTCOME_OK:
                 self.span.set_attribute(sc.ERROR_TYPE, outcome)
                 kind = outcome

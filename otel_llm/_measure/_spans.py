@@ -130,10 +130,12 @@ class AttemptSpan:
         error: BaseException | None = None,
         attributes: Mapping[str, Any] | None = None,
         end_ns: int | None = None,
+        error_text: bool = True,
     ) -> StallFigures:
         """End the span with ``outcome`` and return the attempt's figures (idempotent).
 
-        ``end_ns`` (a ``time.monotonic_ns()`` value) defaults to now.
+        ``end_ns`` (a ``time.monotonic_ns()`` value) defaults to now; ``error_text`` false
+        records ``error`` by its type only (:func:`record_error`).
         """
         if self._figures is not None:
             return self._figures
@@ -153,7 +155,7 @@ class AttemptSpan:
                         sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, timeline.ttft_ns / 1e9
                     )
             if error is not None:
-                record_error(span, error, self.secrets)
+                record_error(span, error, self.secrets, text=error_text)
             elif outcome in sc.OUTCOMES_WITHOUT_FIGURES:
                 span.set_attribute(sc.ERROR_TYPE, outcome)
         except Exception as exc:  # telemetry must never break the call

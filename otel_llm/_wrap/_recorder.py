@@ -19,7 +19,7 @@ from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
 from otel_llm._errors import ProviderError, TruncatedStream
-from otel_llm._measure._call_span import CallSpan
+from otel_llm._measure._call_span import CallSpan, error_text_recordable
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import to_ms
@@ -262,8 +262,11 @@ class CallRecorder:
         attempt_extra: dict[str, AttributeValue] = facts.attributes()
         if self.attempt.streamed:
             attempt_extra[sc.CONSUMER_HOLD_MS] = to_ms(self.hold_ns)
-        figures = self.attempt.finish(outcome, error=error, attributes=attempt_extra)
         call = self.call
+        text = error is None or error_text_recordable(error, content=call.capture)
+        figures = self.attempt.finish(
+            outcome, error=error, attributes=attempt_extra, error_text=text
+        )
         call.record_response(
             facts, {sc.CONSUMER_HOLD_MS: to_ms(self.hold_ns)} if self.attempt.streamed else None
         )
@@ -276,4 +279,5 @@ class CallRecorder:
             figures=figures,
             error=error,
             outcome=None if ok or error is not None else outcome,
+            error_text=text,
         )

@@ -203,6 +203,47 @@ def _openai_helpers(sdk: Any) -> dict[str, Any]:
     }
 
 
+def test_the_applications_own_error_is_recorded_by_its_type_only(
+    instrumented: Spans, metrics: InMemoryMetricReader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception the application raises inside a stream's block may quote the answer: with
+    content capture off the spans name its type, never its message or its stack."""
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+
+    def application(sdk: openai.OpenAI) -> None:
+        with sdk.chat.completions.create(model="smooth", messages=MESSAGES, stream=True) as stream:
+            text = next(iter(stream)).choices[0].delta.content
+            raise ValueError(f"unexpected answer: {text}")
+
+    with (
+        SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running,
+        openai.OpenAI(base_url=running.base_url, api_key=KEY, max_retries=0) as sdk,
+        pytest.raises(ValueError, match="unexpected answer"),
+    ):
+        application(sdk)
+    assert ended_as(instrumented) == (sc.OUTCOME_ERROR, "ValueError", "ValueError")
+    for span in (*instrumented.calls(), *instrumented.attempts()):
+        assert "unexpected answer" not in span.to_json()
+        (event,) = [event for event in span.events if event.name == "exception"]
+        assert dict(event.attributes or {}) == {"exception.type": "ValueError"}
+        assert span.status.description == "ValueError"
+
+
+def test_a_providers_error_keeps_its_message(instrumented: Spans) -> None:
+    """An error the SDK's API layer raises is the provider's word: its (redacted) message is
+    recorded as before, content capture or not."""
+    with (
+        SimulatedProvider.start_in_thread(scripts={"bad": Script(error_status=400)}) as running,
+        openai.OpenAI(base_url=running.base_url, api_key=KEY, max_retries=0) as sdk,
+        pytest.raises(openai.BadRequestError) as raised,
+    ):
+        sdk.chat.completions.create(model="bad", messages=MESSAGES)
+    for span in (*instrumented.calls(), *instrumented.attempts()):
+        (event,) = span.events
+        assert dict(event.attributes or {})["exception.message"] == str(raised.value)
+        assert "Traceback" in str(dict(event.attributes or {})["exception.stacktrace"])
+
+
 @pytest.mark.parametrize("helper", ["chat.completions.stream()", "responses.stream()"])
 def test_an_openai_helper_left_by_the_applications_exception_ends_as_its_error(
     instrumented: Spans, metrics: InMemoryMetricReader, helper: str

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import openai
+import pydantic
 import pytest
 
 from otel_llm import _semconv as sc
@@ -30,6 +31,7 @@ SCRIPTS = {
     "broken": Script(**FAST, fault="error", fault_after_chunk=5),
 }
 KEY = "sk-responses-secret-0000"
+CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 
 @pytest.fixture
@@ -212,6 +214,43 @@ def test_non_streamed_create_and_parse(instrumented: Spans, client: openai.OpenA
         assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
         assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
     assert len(instrumented.attempts()) == 2
+
+
+class City(pydantic.BaseModel):
+    city: str
+
+
+def test_an_answer_that_fails_validation_stays_out_of_the_spans(
+    instrumented: Spans, client: openai.OpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``parse(text_format=…)`` of an answer that is not that JSON raises the SDK's validation
+    error, whose message quotes the answer: with content capture off both spans record the
+    error's type only — no message, no stack."""
+    monkeypatch.delenv(CAPTURE, raising=False)
+    with pytest.raises(pydantic.ValidationError, match="word0"):
+        client.responses.parse(model="smooth", input="hello", text_format=City)
+    (call,) = instrumented.calls()
+    (attempt_span,) = instrumented.attempts()
+    for span in (call, attempt_span):
+        assert dict(span.attributes or {})[sc.ERROR_TYPE] == "ValidationError"
+        assert [dict(event.attributes or {}) for event in span.events] == [
+            {"exception.type": "ValidationError"}
+        ]
+        assert span.status.description == "ValidationError"
+        assert "word0" not in span.to_json()
+
+
+def test_with_content_capture_on_the_validation_error_is_recorded_whole(
+    instrumented: Spans, client: openai.OpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With content capture on, the same error's message is recorded as any error's is."""
+    monkeypatch.setenv(CAPTURE, "true")
+    with pytest.raises(pydantic.ValidationError):
+        client.responses.parse(model="smooth", input="hello", text_format=City)
+    for span in (*instrumented.calls(), *instrumented.attempts()):
+        (event,) = span.events
+        assert "word0" in str(dict(event.attributes or {})["exception.message"])
+        assert "word0" in (span.status.description or "")
 
 
 def test_a_cut_stream_is_recorded_as_truncated(instrumented: Spans, client: openai.OpenAI) -> None:
