@@ -225,9 +225,10 @@ class Round(Generic[T]):
     # --- the race: first success wins, the loser is cancelled -----------------------------------
 
     async def _race(self, legs: list[Leg[T]]) -> RoundResult[T]:
-        """First success wins; if the first to finish failed, wait for the other — unless its
-        failure ends the call (``ends_call``): then the round ends with it at once, and the
-        other leg is cancelled like any loser."""
+        """First success wins; if the first to finish failed, wait for the other — unless it is
+        the primary and its failure ends the call (``ends_call``): then the round ends with it
+        at once, and the hedge is cancelled like any loser. A hedge's such failure is a failed
+        hedge: the primary, which the call would have had without hedging, may still answer."""
         running = {leg.task: leg for leg in legs}
         failed: list[Leg[T]] = []
         while running:
@@ -242,7 +243,7 @@ class Round(Generic[T]):
                     losers = [*finished[position + 1 :], *running.values()]
                     return RoundResult(winner=leg, failed=failed, losers=losers)
                 failed.append(leg)
-                if error is not None and self._ends_call(error):
+                if error is not None and not leg.is_hedge and self._ends_call(error):
                     losers = [*finished[position + 1 :], *running.values()]
                     return RoundResult(winner=None, failed=failed, losers=losers)
         return RoundResult(winner=None, failed=failed)

@@ -241,6 +241,39 @@ def test_a_refusal_ends_the_call_though_a_hedge_runs(
     assert legs == {"a": sc.OUTCOME_ERROR, "b": sc.OUTCOME_HEDGE_CANCELLED}
 
 
+@pytest.mark.parametrize(
+    ("refusal", "options"),
+    [
+        (error(400, "content_filter"), {}),
+        (error(400, "context_length_exceeded"), {"failover_on_context_length": False}),
+    ],
+    ids=["content filter", "context length"],
+)  # fmt: skip
+def test_a_hedges_refusal_leaves_the_primary_to_answer(
+    spans: Spans, refusal: httpx2.Response, options: dict[str, object]
+) -> None:
+    """On virtual time: the hedge's source refuses (a stricter filter, a smaller context window)
+    while the primary is slow to its first chunk: a failed hedge — the primary, the answer the
+    call would have had without hedging, answers at its time."""
+    script = Scripted({"a": [timed_stream(1.0)], "b": [later(0.1, refusal)]})
+
+    async def main() -> tuple[str, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(script, spans, hedge_after_s=0.2, **options) as c:
+            source = (await c.chat(MESSAGES)).source
+        return source, loop.time() - started
+
+    source, took = run_virtual(main())
+    assert source == "a"
+    assert took == pytest.approx(1.0 + 6 * 0.1, abs=0.05)  # its first chunk, six 0.1 s apart
+    legs = {
+        s.attributes[sc.ATTEMPT_SOURCE]: s.attributes[sc.ATTEMPT_OUTCOME]  # type: ignore[index]
+        for s in spans.attempts()
+    }
+    assert legs == {"a": sc.OUTCOME_OK, "b": sc.OUTCOME_ERROR}
+
+
 def test_a_hedge_still_answers_after_a_primary_error_that_fails_over(spans: Spans) -> None:
     """On virtual time: a permanent error the call fails over from (a context-length error,
     by default) does not end the round: the running hedge answers."""
