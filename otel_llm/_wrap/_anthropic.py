@@ -1,6 +1,7 @@
 """``instrument_anthropic()``: the installed ``anthropic`` SDK, metered at its own API.
 
-Wrapped: ``messages.create`` (streamed and not) and ``messages.stream()``, sync and async. One
+Wrapped: ``messages.create`` (streamed and not), ``messages.parse`` and ``messages.stream()``,
+sync and async, and the same three of ``beta.messages``. One
 call is one call span with one attempt span; the SDK's own retries happen inside the attempt.
 A stream from ``create(stream=True)`` comes back wrapped (``isinstance(stream,
 anthropic.Stream)`` still holds). ``messages.stream()`` returns its manager wrapped: the spans
@@ -37,6 +38,7 @@ from otel_llm._wrap._recorder import CallRecorder
 from otel_llm._wrap._sdk_client import client_facts
 
 _MESSAGES: Final = "anthropic.resources.messages.messages"
+_BETA_MESSAGES: Final = "anthropic.resources.beta.messages.messages"
 
 _OUTPUT_OF_DELTA: Final = {
     "text_delta": "text",
@@ -190,16 +192,21 @@ def _observe_stream(manager: Any, start: Starter, is_async: bool) -> Any:
     return LaterStreamManager(manager, start, "_raw_stream")
 
 
-_PATCH: Final = SdkPatch(
-    "instrument_anthropic",
-    (
-        Target(_MESSAGES, "Messages", "create", False, _create, _observe_create),
-        Target(_MESSAGES, "AsyncMessages", "create", True, _create, _observe_create),
-        Target(_MESSAGES, "Messages", "stream", False, _stream, observe_later=_observe_stream),
+def _targets(module: str) -> tuple[Target, ...]:
+    """The wrapped methods of one Messages resource (the API's, or the beta one's)."""
+    return (
+        Target(module, "Messages", "create", False, _create, _observe_create),
+        Target(module, "AsyncMessages", "create", True, _create, _observe_create),
+        # parse() sends its own request (not through create()), never streamed
+        Target(module, "Messages", "parse", False, _create, _observe_create),
+        Target(module, "AsyncMessages", "parse", True, _create, _observe_create),
+        Target(module, "Messages", "stream", False, _stream, observe_later=_observe_stream),
         # AsyncMessages.stream is a plain method returning an async manager
-        Target(_MESSAGES, "AsyncMessages", "stream", False, _stream, observe_later=_observe_stream),
-    ),
-)
+        Target(module, "AsyncMessages", "stream", False, _stream, observe_later=_observe_stream),
+    )
+
+
+_PATCH: Final = SdkPatch("instrument_anthropic", (*_targets(_MESSAGES), *_targets(_BETA_MESSAGES)))
 
 
 def instrument_anthropic(

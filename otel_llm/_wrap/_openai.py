@@ -1,7 +1,8 @@
 """``instrument_openai()``: the installed ``openai`` SDK, metered without changing the app.
 
-The SDK is instrumented at its own API — ``chat.completions.create``, ``responses.create`` and
-``responses.parse`` (``responses.stream()`` goes through ``create``) and ``embeddings.create``
+The SDK is instrumented at its own API — ``chat.completions.create`` and ``parse``,
+``responses.create`` and ``parse`` (the ``stream()`` helpers go through ``create``) and
+``embeddings.create``
 on the sync and async resources — never at the HTTP library, so it works whether the SDK uses
 ``httpx`` or its fork ``httpx2``. One ``create()`` is one call span with one attempt span; the
 SDK's own internal retries (``max_retries``) happen *inside* that attempt span. Streams come back
@@ -206,6 +207,9 @@ _PATCH = SdkPatch(
     (
         Target(_CHAT, "Completions", "create", False, _chat, _observe_result),
         Target(_CHAT, "AsyncCompletions", "create", True, _chat, _observe_result),
+        # parse() sends its own request (not through create()), never streamed
+        Target(_CHAT, "Completions", "parse", False, _chat, _observe_result),
+        Target(_CHAT, "AsyncCompletions", "parse", True, _chat, _observe_result),
         Target(_RESPONSES, "Responses", "create", False, _responses, _observe_result),
         Target(_RESPONSES, "AsyncResponses", "create", True, _responses, _observe_result),
         Target(_RESPONSES, "Responses", "parse", False, _responses, _observe_result),

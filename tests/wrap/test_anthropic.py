@@ -10,6 +10,8 @@ from typing import Any
 
 import anthropic
 import pytest
+from anthropic.types.beta.parsed_beta_message import ParsedBetaMessage
+from anthropic.types.parsed_message import ParsedMessage
 
 from otel_llm import _semconv as sc
 from otel_llm import instrument_anthropic, uninstrument_anthropic
@@ -200,6 +202,65 @@ def _answered(a: dict[str, Any], streamed: bool) -> None:
     assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
     assert a[sc.GEN_AI_RESPONSE_MODEL]
     assert a[sc.GEN_AI_RESPONSE_ID]
+
+
+def _messages_of(sdk: Any, api: str) -> Any:
+    """``sdk.messages`` or ``sdk.beta.messages``."""
+    return sdk.messages if api == "messages" else sdk.beta.messages
+
+
+@pytest.mark.parametrize("api", ["messages", "beta.messages"])
+def test_parse_is_metered(instrumented: Spans, client: anthropic.Anthropic, api: str) -> None:
+    """``parse()`` sends its own request (not through ``create()``): one call, recorded as a
+    non-streamed ``create()``, and the SDK's parsed message returned."""
+    message = _messages_of(client, api).parse(**_create("smooth"))
+    assert isinstance(message, ParsedMessage | ParsedBetaMessage)
+    _answered(attempt(instrumented), streamed=False)
+    (call,) = instrumented.calls()
+    assert dict(call.attributes or {})[sc.GEN_AI_REQUEST_MODEL] == "smooth"
+
+
+async def test_async_parse_is_metered(
+    instrumented: Spans, aclient: anthropic.AsyncAnthropic
+) -> None:
+    """The same for the async client, and for its beta resource."""
+    await aclient.messages.parse(**_create("smooth"))
+    await aclient.beta.messages.parse(**_create("smooth"))
+    assert len(instrumented.calls()) == 2
+    for span in instrumented.attempts():
+        _answered(dict(span.attributes or {}), streamed=False)
+
+
+def test_the_beta_messages_api_is_metered(instrumented: Spans, client: anthropic.Anthropic) -> None:
+    """``beta.messages``: ``create()`` streamed and not and the ``stream()`` helper, each one
+    call with the figures ``messages`` records, the SDK's own types returned."""
+    message = client.beta.messages.create(**_create("smooth"))
+    stream = client.beta.messages.create(**_create("smooth"), stream=True)
+    assert isinstance(stream, anthropic.Stream)
+    assert sum(event.type == "content_block_delta" for event in stream) == 12
+    with client.beta.messages.stream(**_create("smooth")) as helper:
+        assert "".join(helper.text_stream)
+    assert type(message).__name__ == "BetaMessage"
+    attempts = [dict(span.attributes or {}) for span in instrumented.attempts()]
+    assert sorted(a.get(sc.CHUNK_COUNT) or 0 for a in attempts) == [0, 12, 12]
+    for a in attempts:
+        _answered(a, streamed=a.get(sc.CHUNK_COUNT) is not None)
+
+
+async def test_the_async_beta_messages_api_is_metered(
+    instrumented: Spans, aclient: anthropic.AsyncAnthropic
+) -> None:
+    """The same for the async client's ``beta.messages``."""
+    await aclient.beta.messages.create(**_create("smooth"))
+    stream = await aclient.beta.messages.create(**_create("smooth"), stream=True)
+    assert isinstance(stream, anthropic.AsyncStream)
+    assert [event async for event in stream]
+    async with aclient.beta.messages.stream(**_create("smooth")) as helper:
+        await helper.until_done()
+    attempts = [dict(span.attributes or {}) for span in instrumented.attempts()]
+    assert sorted(a.get(sc.CHUNK_COUNT) or 0 for a in attempts) == [0, 12, 12]
+    for a in attempts:
+        _answered(a, streamed=a.get(sc.CHUNK_COUNT) is not None)
 
 
 def _kinds(answer: Any) -> list[str]:

@@ -303,6 +303,33 @@ def test_a_second_parse_hands_on_the_same_metered_stream(
     assert len(instrumented.finished()) == 2, "one call span and one attempt span"
 
 
+def test_chat_completions_parse_is_metered(instrumented: Spans, client: openai.OpenAI) -> None:
+    """``chat.completions.parse()`` sends its own request (not through ``create()``): one call,
+    recorded as a non-streamed ``create()``, the SDK's parsed completion returned."""
+    completion = client.chat.completions.parse(model="smooth", messages=MESSAGES)
+    assert isinstance(completion, openai.types.chat.ParsedChatCompletion)
+    assert len(instrumented.calls()) == 1
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+    assert sc.STALL_MS not in a
+
+
+async def test_async_chat_completions_parse_is_metered(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """The same for the async client, and through ``with_raw_response``."""
+    await aclient.chat.completions.parse(model="smooth", messages=MESSAGES)
+    raw = await aclient.chat.completions.with_raw_response.parse(model="smooth", messages=MESSAGES)
+    assert isinstance(raw.parse(), openai.types.chat.ParsedChatCompletion)
+    assert len(instrumented.calls()) == 2
+    for span in instrumented.attempts():
+        a = dict(span.attributes or {})
+        assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+        assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+
+
 def test_embeddings(instrumented: Spans, client: openai.OpenAI) -> None:
     """embeddings.create() is one call with one non-streamed attempt."""
     result = client.embeddings.create(model="embed", input="hello")
