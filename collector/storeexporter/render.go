@@ -342,6 +342,9 @@ func entries(m pcommon.Map) []keyValue {
 func appendEntries(out []keyValue, m pcommon.Map) []keyValue {
 	start := len(out)
 	for k, v := range m.All() {
+		if !utf8.ValidString(k) { // as stored (see appendText): keys equal once stored fold here
+			k = strings.ToValidUTF8(k, "\uFFFD")
+		}
 		dup := -1
 		for i := start; i < len(out); i++ {
 			if out[i].key == k {

@@ -302,6 +302,7 @@ func TestStringsThatAreNotUTF8AreStoredValid(t *testing.T) {
 	span.Status().SetMessage("boom" + bad)
 	span.Attributes().PutStr("gen_ai.request.model", "m"+bad)
 	span.Attributes().PutStr("key"+bad, "value"+bad)
+	span.Attributes().PutStr("key\xfe", "last") // the same key once stored: one entry, last value
 	span.Attributes().PutEmptySlice("list").AppendEmpty().SetStr("item" + bad)
 	event := span.Events().AppendEmpty()
 	event.SetName("event" + bad)
@@ -335,10 +336,25 @@ func TestStringsThatAreNotUTF8AreStoredValid(t *testing.T) {
 	}
 	// Per row (two): service.name in ServiceName and ResourceAttributes, the resource key and
 	// value, scope name and version. Once: span name, trace state, status message, the model
-	// (attribute and typed column), the attribute's key and value, the event's name, key and
-	// value, the link's trace state, key and value. The list item is JSON, escaped as \ufffd.
-	if replaced != 25 {
-		t.Errorf("%d strings hold U+FFFD, want 25", replaced)
+	// (attribute and typed column), the attribute's key (its value is the later "last"), the
+	// event's name, key and value, the link's trace state, key and value. The list item is
+	// JSON, escaped as \ufffd.
+	if replaced != 24 {
+		t.Errorf("%d strings hold U+FFFD, want 24", replaced)
+	}
+	attributes := column(t, table, "SpanAttributes").(*array.Map)
+	keys := attributes.Keys().(*array.String)
+	items := attributes.Items().(*array.String)
+	start, end := attributes.ValueOffsets(0)
+	seen := map[string]string{}
+	for i := int(start); i < int(end); i++ {
+		if _, twice := seen[keys.Value(i)]; twice {
+			t.Errorf("SpanAttributes holds key %q twice", keys.Value(i))
+		}
+		seen[keys.Value(i)] = items.Value(i)
+	}
+	if got := seen["key\uFFFD"]; got != "last" {
+		t.Errorf("SpanAttributes[key\uFFFD] = %q, want the last value sent", got)
 	}
 	checks := map[string]string{
 		"SpanName":    `["chat ` + "\uFFFD" + `" "GET /"]`,

@@ -11,6 +11,7 @@ give the same table.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from operator import itemgetter
@@ -540,12 +541,33 @@ def _typed_list(values: Sequence[Any], typed: Callable[[Any], Any]) -> list[Any]
 def _map_array(maps: _Maps) -> pa.Array[Any]:
     import pyarrow as pa
 
-    keys = _array(maps.keys, pa.string())
-    values = _array(maps.values, pa.string())
+    key_list, value_list, offsets = maps.keys, maps.values, maps.offsets
+    try:
+        keys = pa.array(key_list, pa.string())
+    except UnicodeEncodeError:  # keys equal once stored (see _array) must be one key
+        key_list, value_list, offsets = _folded(maps)
+        keys = pa.array(key_list, pa.string())
+    values = _array(value_list, pa.string())
     array: pa.Array[Any] = pa.MapArray.from_arrays(  # type: ignore[call-overload]
-        pa.array(maps.offsets, pa.int32()), keys, values
+        pa.array(offsets, pa.int32()), keys, values
     )
     return array
+
+
+def _folded(maps: _Maps) -> tuple[list[str], list[str], list[int]]:
+    """``maps`` with their keys as :func:`valid_text` stores them, each map's keys that became
+    equal folded into one (its first place, its last value, as a dict built from them keeps)."""
+    keys: list[str] = []
+    values: list[str] = []
+    offsets = [0]
+    for start, end in itertools.pairwise(maps.offsets):
+        folded = dict(
+            zip(map(valid_text, maps.keys[start:end]), maps.values[start:end], strict=True)
+        )
+        keys.extend(folded)
+        values.extend(folded.values())
+        offsets.append(len(keys))
+    return keys, values, offsets
 
 
 def _array(values: Sequence[Any], kind: pa.DataType) -> pa.Array[Any]:

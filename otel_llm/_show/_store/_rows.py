@@ -10,6 +10,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from otel_llm import _semconv as sc
+from otel_llm._encodable import valid_text
 from otel_llm._show._sql._table import (
     BASE_COLUMNS,
     CHUNK_COLUMNS,
@@ -42,7 +43,11 @@ _SQL_TYPES: Final = {
 
 
 def _render_sequence(value: Any) -> str:
-    return json.dumps(list(value), separators=(",", ":"), default=_inside_a_sequence)
+    text = json.dumps(list(value), separators=(",", ":"), default=_inside_a_sequence)
+    if "\\ud" not in text:  # (JSON writes surrogates, lone or paired, as \udXXX)
+        return text
+    items = [valid_text(item) if isinstance(item, str) else item for item in value]
+    return json.dumps(items, separators=(",", ":"), default=_inside_a_sequence)
 
 
 def _inside_a_sequence(value: Any) -> str:

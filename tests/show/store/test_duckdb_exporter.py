@@ -327,7 +327,9 @@ def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path: Path) ->
     """A Python string can hold a lone surrogate (``json.loads('"\\\\ud800"')`` makes one, and
     ``os.fsdecode`` of a name that is not UTF-8), which UTF-8 cannot encode: one such string
     in a span made the writer drop every span converted with it. It is stored as U+FFFD (a
-    surrogate pair as the character it stands for), and the other spans are kept."""
+    surrogate pair as the character it stands for), and the other spans are kept. Two keys
+    that differ only in their surrogates are one key once stored (its first place, its last
+    value): a map holding a key twice could not be read."""
     store = Store(tmp_path / "spans.duckdb")
     lone = json.loads('"\\ud800"')
     link = trace.Link(trace.SpanContext(1, 2, is_remote=False), {"l" + lone: "v" + lone})
@@ -339,6 +341,7 @@ def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path: Path) ->
             sc.GEN_AI_REQUEST_MODEL: "m" + lone,
             "k" + lone: "v" + lone,
             "pair": "\ud83d\ude00",
+            "k\udc00": "last",
             "list": ["i" + lone],
         },
     )
@@ -353,19 +356,21 @@ def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path: Path) ->
         store.path,
         f"SELECT SpanName, RequestModel, SpanAttributes['k{r}'], SpanAttributes['pair'],"
         ' SpanAttributes[\'list\'], "Events.Name", "Events.Attributes"[1][\'ek' + r + "'],"
-        f" StatusMessage, \"Links.Attributes\"[1]['l{r}'] FROM otel_traces ORDER BY SpanName",
+        f" StatusMessage, \"Links.Attributes\"[1]['l{r}'], cardinality(SpanAttributes)"
+        " FROM otel_traces ORDER BY SpanName",
     )
     assert rows == [
         (
             f"chat {r}",
             f"m{r}",
-            f"v{r}",
+            "last",
             "\U0001f600",
-            '["i\\ud800"]',
+            '["i\\ufffd"]',
             [f"e{r}"],
             f"ev{r}",
             f"boom{r}",
             f"v{r}",
+            6,  # the role, the model, k, the pair, the list, the deriving processor's floor
         ),
-        ("innocent", None, None, None, None, [], None, "", None),
+        ("innocent", None, None, None, None, [], None, "", None, 0),
     ]
