@@ -11,6 +11,7 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, Status
 
 
@@ -55,8 +56,10 @@ def _bad_attributes(attributes: Mapping[str, Any] | None) -> bool:
 
 
 def _needs_repair(span: ReadableSpan) -> bool:
+    scope = span.instrumentation_scope
     return (
         _bad(span.name)
+        or (scope is not None and (_bad(scope.name) or _bad(scope.version or "")))
         or _bad(span.status.description or "")
         or _bad_attributes(span.attributes)
         or _bad_attributes(span.resource.attributes)
@@ -83,8 +86,15 @@ def _repaired(span: ReadableSpan) -> ReadableSpan:
         status=Status(status.status_code, _value(description) if description else description),
         start_time=span.start_time,
         end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
+        instrumentation_scope=_scope(span.instrumentation_scope),
     )
+
+
+def _scope(scope: InstrumentationScope | None) -> InstrumentationScope | None:
+    if scope is None:
+        return None
+    version = _value(scope.version) if scope.version else scope.version
+    return InstrumentationScope(_value(scope.name), version, scope.schema_url, scope.attributes)
 
 
 def encodable(spans: Sequence[ReadableSpan]) -> list[ReadableSpan] | None:

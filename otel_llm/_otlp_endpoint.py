@@ -25,7 +25,6 @@ Export to a collector that is up is unchanged: the same SDK exporters, the same 
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import logging
 import re
@@ -311,7 +310,7 @@ class OtlpEndpoint:
             ok = attempt()
         except Exception as exc:
             ok = False
-            self._note(f"{type(exc).__name__}: {exc}")
+            self._note(type(exc).__name__)  # its text may hold what a span held
         finally:
             _exporting.collector = None
             with self._lock:
@@ -481,13 +480,17 @@ class _SpanExporter(SpanExporter):
         assert isinstance(inner, SpanExporter)
 
         def attempt() -> bool:
-            with contextlib.suppress(UnicodeEncodeError):  # (exporters that raise it)
+            try:
                 if inner.export(spans) is SpanExportResult.SUCCESS:
                     return True
+            except Exception:  # an exporter's encoder may raise (pure-Python protobuf does)
+                if (repaired := encodable(spans)) is None:
+                    raise
+            else:
+                repaired = encodable(spans)
             # The exporter encodes a batch whole: one string UTF-8 cannot encode (a lone
             # surrogate) failed every span in it. Looked for only once an export failed: the
             # look costs about as much as the encoding.
-            repaired = encodable(spans)
             return repaired is not None and inner.export(repaired) is SpanExportResult.SUCCESS
 
         ok = self._collector.export(self._exporter, attempt)

@@ -481,6 +481,33 @@ def test_a_string_utf8_cannot_encode_costs_the_otlp_batch_nothing(
     assert sent_bad.status.message == "boom\ufffd"
 
 
+def test_a_batch_is_repaired_with_pure_python_protobuf_too(receiver: Receiver, tmp_path: Path) -> None:
+    """Where protobuf is pure Python, its encoder raises a ValueError holding the string itself
+    (a span's name: perhaps a prompt's words) out of the exporter: the batch is repaired and
+    sent all the same, and no warning repeats the string."""
+    script = textwrap.dedent(
+        f"""
+        import json, logging, sys
+        sys.path.insert(0, {str(REPOSITORY)!r})
+        logging.basicConfig(level=logging.INFO)
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+        from otel_llm._otlp_endpoint import OtlpEndpoint
+        collector = OtlpEndpoint({receiver.endpoint!r}, signal="spans")
+        exporter = collector.span_exporter(OTLPSpanExporter(endpoint={receiver.endpoint!r}))
+        span = TracerProvider().get_tracer("t").start_span("secret words " + chr(0xD800))
+        span.end()
+        print(exporter.export([span]).name)
+        """
+    )
+    environment = {**os.environ, "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python"}
+    out = run_python(script, cwd=tmp_path, env=environment)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "SUCCESS", out.stderr
+    assert [span["name"] for span in receiver.spans()] == ["secret words \ufffd"]
+    assert "secret" not in out.stderr
+
+
 async def test_shutdown_is_bounded_when_the_collector_hangs(
     tmp_path: Path,
     provider: SimulatedProvider,
