@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
@@ -19,6 +20,9 @@ SPOOL_SUFFIX: Final = ".otlp"
 """The spool folder of a store sits beside it: ``<store>.otlp``."""
 SPOOL_LOCK: Final = ".collector.lock"
 """The claim's lock file, in the spool folder."""
+_LOOKS_S: Final = 0.5
+"""How long a collector taking the claim waits out applications looking at it (each holds it
+shared for well under a millisecond)."""
 _LOOPBACK: Final = frozenset({"localhost", "::1"})
 """Loopback host names besides ``127.*`` (``otel-llm collector`` listens on 127.0.0.1)."""
 
@@ -34,14 +38,21 @@ class StoreClaimed(Exception):
 
 def claim(store: Path) -> BinaryIO:
     """Take the store's claim (the spool folder must exist); the open lock file, whose closing
-    gives it up. :class:`StoreClaimed` when another collector holds it."""
+    gives it up. :class:`StoreClaimed` when another collector holds it. An application's
+    ``init()`` looking whether one does holds the lock shared for an instant: that is waited
+    out (:data:`_LOOKS_S`)."""
     handle = (spool_path(store) / SPOOL_LOCK).open("a+b")
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise StoreClaimed from None
-    return handle
+    deadline = time.monotonic() + _LOOKS_S
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() < deadline:
+                time.sleep(0.01)
+                continue
+            handle.close()
+            raise StoreClaimed from None
+        return handle
 
 
 def announce(handle: BinaryIO, ports: tuple[int, ...]) -> None:

@@ -1,0 +1,69 @@
+"""The claim ``otel-llm collector`` holds on its store: taken once, read by applications while
+it is held, and not refused because an application was looking at it that instant."""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+from pathlib import Path
+
+import pytest
+
+from otel_llm._show._ingest._claim import (
+    SPOOL_LOCK,
+    LiveCollector,
+    StoreClaimed,
+    announce,
+    claim,
+    live_collector,
+    spool_path,
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    spool_path(path).mkdir()
+    return path
+
+
+def test_a_claim_is_read_while_held_and_taken_once(store: Path) -> None:
+    assert live_collector(store) is None
+    handle = claim(store)
+    announce(handle, (4317, 4318))
+    assert live_collector(store) == LiveCollector((4317, 4318))
+    with pytest.raises(StoreClaimed):
+        claim(store)
+    handle.close()
+    assert live_collector(store) is None
+    claim(store).close()
+
+
+def test_an_application_looking_does_not_keep_the_collector_from_its_claim(store: Path) -> None:
+    """``init()`` holds the lock shared for an instant to see whether a collector runs; a
+    collector starting in that instant waits it out instead of saying another one runs."""
+    looking = (spool_path(store) / SPOOL_LOCK).open("a+b")
+    fcntl.flock(looking.fileno(), fcntl.LOCK_SH)
+    released = threading.Timer(0.1, looking.close)
+    released.start()
+    try:
+        claim(store).close()
+    finally:
+        released.join()
+
+
+@pytest.mark.parametrize(
+    ("url", "reached"),
+    [
+        ("http://127.0.0.1:4318/v1/traces", True),
+        ("http://localhost:4318", True),
+        ("localhost:4317", True),
+        ("http://[::1]:4317", True),
+        ("http://127.0.0.1:9999/v1/traces", False),
+        ("http://collector.internal:4318/v1/traces", False),
+        ("http://127.0.0.1/v1/traces", False),
+        ("http://127.0.0.1:99999/v1/traces", False),
+    ],
+)
+def test_which_endpoints_reach_the_collector(url: str, reached: bool) -> None:
+    assert LiveCollector((4317, 4318)).receives(url) is reached
