@@ -380,11 +380,15 @@ _ROUNDED_MS: Final = (
     (5_400_000, 3_600_000),
     (9_000_000, 7_200_000),
     (16_200_000, 10_800_000),
-    (27_000_000, 21_600_000),
+    (32_400_000, 21_600_000),
     (86_400_000, 43_200_000),
+    (604_800_000, 86_400_000),
+    (1_814_400_000, 604_800_000),
+    (3_628_800_000, 2_592_000_000),
 )
-"""Grafana's ``rangeutil.roundInterval``: below the first figure (ms), the second; a day above
-the last."""
+"""Grafana's ``rangeutil.roundInterval``: below the first figure (ms), the second; a year
+(:data:`_ROUNDED_ABOVE_MS`) above the last."""
+_ROUNDED_ABOVE_MS: Final = 31_536_000_000
 
 
 def grafana_interval(
@@ -398,7 +402,7 @@ def grafana_interval(
     to the nearest step of its table (6 h over 1,000 px: 21.6 s → 20 s), and never below the
     panel's min interval (``interval`` in its JSON) when it has one."""
     raw_ms = (time_to - time_from) / timedelta(milliseconds=1) / max(max_data_points, 1)
-    rounded = next((ms for below, ms in _ROUNDED_MS if raw_ms < below), 86_400_000)
+    rounded = next((ms for below, ms in _ROUNDED_MS if raw_ms < below), _ROUNDED_ABOVE_MS)
     interval = timedelta(milliseconds=rounded)
     return max(interval, min_interval) if min_interval is not None else interval
 

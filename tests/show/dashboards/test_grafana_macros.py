@@ -24,6 +24,7 @@ from otel_llm._show._sql._grafana_macros import (
     all_of,
     expand,
     format_interval,
+    grafana_interval,
     interval_for,
 )
 from otel_llm._show._sql._panel_sql import (
@@ -483,3 +484,26 @@ def test_duckdb_panel_filters_match_names_with_any_character(values: list[str], 
                 want = sorted(x for x in [*values, other] if x in chosen)
                 assert matched == want, (dialect.sqlstring, condition, sql)
     conn.close()
+
+
+@pytest.mark.parametrize(
+    ("raw_ms", "rounded_ms"),
+    [
+        (9, 1),
+        (14, 10),
+        (89_999, 60_000),
+        (90_000, 120_000),
+        (27_000_000, 21_600_000),
+        (32_399_999, 21_600_000),
+        (32_400_000, 43_200_000),
+        (86_400_000, 86_400_000),
+        (604_800_000, 604_800_000),
+        (1_814_400_000, 2_592_000_000),
+        (3_628_800_000, 31_536_000_000),
+    ],
+)
+def test_grafana_rounds_the_interval_by_its_own_table(raw_ms: int, rounded_ms: int) -> None:
+    """``rangeutil.roundInterval``'s steps, at their edges (one data point over the range)."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    end = start + timedelta(milliseconds=raw_ms)
+    assert grafana_interval(start, end, 1) == timedelta(milliseconds=rounded_ms)
