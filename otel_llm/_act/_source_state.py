@@ -123,7 +123,3 @@ class Candidates:
             for state in self.remaining()
             if state.name != primary and self.available_at(state, now) <= now
         ]
-
-    def hedge_target(self, now: float, primary: str) -> SourceState | None:
-        """The first of :meth:`hedge_targets`, if any."""
-        return next(iter(self.hedge_targets(now, primary)), None)
