@@ -206,7 +206,11 @@ def _targets(module: str) -> tuple[Target, ...]:
     )
 
 
-_PATCH: Final = SdkPatch("instrument_anthropic", (*_targets(_MESSAGES), *_targets(_BETA_MESSAGES)))
+_PATCH: Final = SdkPatch(
+    "instrument_anthropic",
+    (*_targets(_MESSAGES), *_targets(_BETA_MESSAGES)),
+    nested=("instrument_anthropic",),  # a helper calling the SDK's own wrapped methods
+)
 
 
 def instrument_anthropic(

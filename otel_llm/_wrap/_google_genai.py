@@ -7,7 +7,9 @@ Wrapped: ``models.generate_content_stream`` and ``models.generate_content``, syn
 too. ``generate_content_stream`` returns a generator that sends its request at its first step,
 so the spans start there (a stream that is never read sent nothing and records nothing); the
 generator comes back wrapped, ``isinstance`` checks still hold. One call is one call span with
-one attempt span, the SDK's retries and automatic continuations inside it.
+one attempt span, the SDK's retries and automatic continuations inside it. Automatic function
+calling runs the application's tools inside the wrapped call; an LLM call a tool makes through
+any instrumented SDK (Gemini's own too) is recorded as a call of its own.
 
 The chunk rule of the Gemini API (:class:`GeminiReader`): a streamed response is a chunk when a
 candidate carries a part with output — text (an answer or a thought), a function call, code
@@ -279,6 +281,8 @@ _PATCH: Final = SdkPatch(
         Target(_MODELS, "Models", "generate_content", False, _generate, _observe_answer),
         Target(_MODELS, "AsyncModels", "generate_content", True, _generate, _observe_answer),
     ),
+    # none nested: automatic function calling runs the application's tools inside the call,
+    # and an LLM call a tool makes (Gemini's own too) is a call of its own
 )  # fmt: skip
 
 

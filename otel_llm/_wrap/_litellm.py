@@ -6,7 +6,8 @@ OpenAI chat chunk rule, as the application sees them (from the values LiteLLM's 
 :class:`LiteLLMReader`). ``gen_ai.provider.name`` is the provider
 LiteLLM routes the model to (``anthropic/claude-…`` → ``anthropic``), named as the convention
 names it. When LiteLLM calls an SDK otel-llm also wraps (the ``openai`` SDK for OpenAI-compatible
-models), that inner call passes through: one call, one span set, by LiteLLM's wrapper. The
+models), or itself, that inner call passes through: one call, one span set, by LiteLLM's
+wrapper. The
 functions are wrapped where the application finds them, ``litellm.completion`` and
 ``litellm.acompletion``; a name imported from LiteLLM before instrumenting stays unwrapped, and
 LiteLLM's ``Router`` is not covered.
@@ -267,6 +268,8 @@ _PATCH: Final = SdkPatch(
         Target("litellm", None, "completion", False, _recorder, _observe),
         Target("litellm", None, "acompletion", True, _recorder, _observe),
     ),
+    # the openai SDK for OpenAI-compatible models and Azure; itself for fallbacks
+    nested=("instrument_openai", "instrument_litellm"),
 )
 
 

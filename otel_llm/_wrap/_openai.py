@@ -224,6 +224,7 @@ _PATCH = SdkPatch(
         Target(_EMBEDDINGS, "Embeddings", "create", False, _embeddings, _observe_result),
         Target(_EMBEDDINGS, "AsyncEmbeddings", "create", True, _embeddings, _observe_result),
     ),
+    nested=("instrument_openai",),  # a helper calling the SDK's own wrapped methods
 )
 
 

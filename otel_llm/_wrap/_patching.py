@@ -15,9 +15,12 @@ once for every SDK:
   that wrapped ours since: ours is then left in place as a pass-through;
 - never letting telemetry break the call: a recorder that cannot be built, or a result that
   cannot be observed, leaves the SDK's own behaviour untouched;
-- one call, one span set: a wrapped call made *inside* another wrapped call (LiteLLM calling the
-  openai SDK, an SDK helper calling its own ``create``) passes through, so a call is metered
-  once, by the outermost API the application called.
+- one call, one span set: a wrapped call that an SDK makes *inside* its own wrapped call, to an
+  SDK it is built on (LiteLLM calling the openai SDK, an SDK helper calling its own ``create``),
+  passes through, so a call is metered once, by the outermost API the application called. Only
+  the SDKs each one names pass through (``nested``): a call to any other — made by the
+  application's own code that an SDK runs inside its call, such as a tool function run by
+  Gemini's automatic function calling — is a call of its own, with its own spans.
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ from otel_llm._wrap._recorder import CallRecorder
 
 logger = logging.getLogger("otel_llm")
 
-_INSIDE: contextvars.ContextVar[bool] = contextvars.ContextVar("otel_llm_wrapped", default=False)
-"""True while a wrapped call is being made (the SDK method runs): nested ones pass through."""
+_INSIDE: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "otel_llm_wrapped", default=frozenset()
+)
+"""While a wrapped call is being made (the SDK method runs), the SDKs (their instrument
+functions' names) whose calls made inside it are part of it and pass through."""
 
 _UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 """The API's stand-ins when no SDK provider is installed: spans through them go nowhere."""
@@ -105,9 +111,16 @@ class Target:
 class SdkPatch:
     """The wrapped methods of one SDK, installed and removed as a whole."""
 
-    def __init__(self, function_name: str, targets: tuple[Target, ...]) -> None:
+    def __init__(
+        self, function_name: str, targets: tuple[Target, ...], *, nested: tuple[str, ...] = ()
+    ) -> None:
+        """``nested`` names (by their instrument functions) the SDKs this one calls inside its
+        own wrapped calls — itself when its helpers call its own wrapped methods: their calls
+        made there pass through. An SDK that runs the application's code inside its calls
+        (tools) names none it cannot tell from the application's."""
         self._name = function_name
         self._targets = targets
+        self._nested = frozenset(nested)
         self._lock = threading.Lock()
         self._config: PatchConfig | None = None
         self._provider_checked = False
@@ -245,15 +258,15 @@ class SdkPatch:
     def _wrap_call(
         self, original: Callable[..., Any], target: Target, observe: Observer, invoke: Invoker
     ) -> Callable[..., Any]:
-        start = self._start
+        start, name, nested = self._start, self._name, self._nested
         if target.is_async:
 
             @functools.wraps(original)
             async def async_wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
-                recorder = None if _INSIDE.get() else start(target, resource, args, kwargs)
+                recorder = None if name in _INSIDE.get() else start(target, resource, args, kwargs)
                 if recorder is None:
                     return await invoke(resource, args, kwargs)
-                token = _INSIDE.set(True)
+                token = _INSIDE.set(nested)
                 try:
                     result = await invoke(resource, args, kwargs)
                 except BaseException as exc:
@@ -267,10 +280,10 @@ class SdkPatch:
 
         @functools.wraps(original)
         def wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
-            recorder = None if _INSIDE.get() else start(target, resource, args, kwargs)
+            recorder = None if name in _INSIDE.get() else start(target, resource, args, kwargs)
             if recorder is None:
                 return invoke(resource, args, kwargs)
-            token = _INSIDE.set(True)
+            token = _INSIDE.set(nested)
             try:
                 result = invoke(resource, args, kwargs)
             except BaseException as exc:
@@ -294,7 +307,7 @@ class SdkPatch:
         start_call = self._start
 
         def starter(resource: Any, args: Any, kwargs: Any) -> Starter | None:
-            if _INSIDE.get() or self._config is None:
+            if self._name in _INSIDE.get() or self._config is None:
                 return None
             return lambda: start_call(target, resource, args, kwargs)
 

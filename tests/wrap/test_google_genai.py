@@ -7,12 +7,18 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import openai
 import pytest
 from google import genai
 from google.genai import errors, types
 
 from otel_llm import _semconv as sc
-from otel_llm import instrument_google_genai, uninstrument_google_genai
+from otel_llm import (
+    instrument_google_genai,
+    instrument_openai,
+    uninstrument_google_genai,
+    uninstrument_openai,
+)
 from otel_llm.simulator import Script, Silence, SimulatedProvider
 from otel_llm.testing import Spans
 
@@ -119,6 +125,90 @@ def test_the_chat_helper_is_metered(instrumented: Spans, client: genai.Client) -
     for _ in chat.send_message_stream("again"):
         pass
     assert [(s.attributes or {})[sc.CHUNK_COUNT] for s in instrumented.attempts()] == [12, 12]
+
+
+@pytest.fixture
+def with_openai(instrumented: Spans) -> Iterator[Spans]:
+    """The openai SDK instrumented too, into the same pipeline."""
+    instrument_openai(tracer_provider=instrumented.provider, stall_threshold_ms=100)
+    yield instrumented
+    uninstrument_openai()
+
+
+def _calling_tools(tool: Any) -> types.GenerateContentConfig:
+    """Automatic function calling with ``tool``: the SDK runs it inside the wrapped call."""
+    return types.GenerateContentConfig(
+        tools=[tool],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(maximum_remote_calls=2),
+    )
+
+
+def _openai_calls(spans: Spans) -> list[str]:
+    """The outcome of every openai call recorded (its call span's provider is openai)."""
+    return [
+        str((span.attributes or {}).get(sc.ATTEMPT_OUTCOME))
+        for span in spans.attempts()
+        if (span.attributes or {})[sc.GEN_AI_PROVIDER_NAME] == "openai"
+    ]
+
+
+@pytest.mark.parametrize("way", ["models.generate_content", "chats.send_message"])
+def test_an_llm_call_made_by_a_tool_has_spans_of_its_own(with_openai: Spans, way: str) -> None:
+    """Automatic function calling runs the application's tool inside the wrapped call: an
+    openai call the tool makes is a call of its own, recorded with its own spans."""
+    made: list[str] = []
+    with (
+        SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running,
+        openai.OpenAI(base_url=running.base_url, api_key="sk-x", max_retries=0) as inner,
+        genai.Client(
+            api_key=KEY, http_options=types.HttpOptions(base_url=running.url, retry_options=None)
+        ) as sdk,
+    ):
+
+        def lookup(query: str) -> str:
+            """Look something up (asks another model)."""
+            answer = inner.chat.completions.create(
+                model="smooth", messages=[{"role": "user", "content": query}]
+            )
+            made.append(answer.id)
+            return answer.choices[0].message.content or ""
+
+        if way == "chats.send_message":
+            sdk.chats.create(model="tool", config=_calling_tools(lookup)).send_message("hi")
+        else:
+            sdk.models.generate_content(model="tool", contents="hi", config=_calling_tools(lookup))
+    assert made
+    assert _openai_calls(with_openai) == [sc.OUTCOME_OK] * len(made)
+    gemini = [s for s in with_openai.calls() if s.name == "generate_content tool"]
+    assert gemini  # the chat helper runs its own loop: one call per turn
+    assert len(with_openai.calls()) == len(gemini) + len(made)
+
+
+async def test_an_llm_call_made_by_an_async_tool_has_spans_of_its_own(
+    with_openai: Spans, aclient: genai.Client
+) -> None:
+    """The same for the async client and an async tool."""
+    made: list[str] = []
+    base = aclient._api_client._http_options.base_url
+    assert base is not None
+    async with openai.AsyncOpenAI(
+        base_url=base.rstrip("/") + "/v1", api_key="sk-x", max_retries=0
+    ) as inner:
+
+        async def lookup(query: str) -> str:
+            """Look something up (asks another model)."""
+            answer = await inner.chat.completions.create(
+                model="smooth", messages=[{"role": "user", "content": query}]
+            )
+            made.append(answer.id)
+            return answer.choices[0].message.content or ""
+
+        await aclient.aio.models.generate_content(
+            model="tool", contents="hi", config=_calling_tools(lookup)
+        )
+    assert made
+    assert _openai_calls(with_openai) == [sc.OUTCOME_OK] * len(made)
+    assert len(with_openai.calls()) == 1 + len(made)
 
 
 def test_first_chunk_thoughts_and_a_function_call(

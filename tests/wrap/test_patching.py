@@ -19,6 +19,7 @@ from otel_llm._wrap._patching import PatchConfig, SdkPatch, Target
 from otel_llm._wrap._recorder import CallRecorder
 
 MODULE = "otel_llm_fake_sdk"
+ANSWER = {"model": "m", "id": "r1", "choices": [{"index": 0, "finish_reason": "stop"}]}
 
 
 class Outer:
@@ -31,11 +32,24 @@ class Outer:
         return await Inner().acreate(**kwargs)
 
 
+class Runner:
+    """An SDK whose one method runs the application's code (a tool) inside its call, as
+    Gemini's automatic function calling does."""
+
+    def create(self, **kwargs: Any) -> dict[str, Any]:
+        kwargs["tool"]()
+        return ANSWER
+
+    async def acreate(self, **kwargs: Any) -> dict[str, Any]:
+        await kwargs["tool"]()
+        return ANSWER
+
+
 class Inner:
     def create(self, **kwargs: Any) -> dict[str, Any]:
         if kwargs.get("fail"):
             raise ValueError("the provider said no")
-        return {"model": "m", "id": "r1", "choices": [{"index": 0, "finish_reason": "stop"}]}
+        return ANSWER
 
     async def acreate(self, **kwargs: Any) -> dict[str, Any]:
         await asyncio.sleep(0)
@@ -64,26 +78,29 @@ def _answer(result: Any, recorder: CallRecorder, _: bool) -> Any:
     return result
 
 
-def _patch(cls: str, provider: str) -> SdkPatch:
+def _patch(cls: str, provider: str, nested: tuple[str, ...] = ()) -> SdkPatch:
     return SdkPatch(
         f"instrument_{provider}",
         (
             Target(MODULE, cls, "create", False, _recorder(provider), _answer),
             Target(MODULE, cls, "acreate", True, _recorder(provider), _answer),
         ),
+        nested=nested,
     )
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
     module = types.ModuleType(MODULE)
-    module.Outer, module.Inner = Outer, Inner  # type: ignore[attr-defined]
+    classes = {"Outer": Outer, "Inner": Inner, "Runner": Runner}
+    for name, cls in classes.items():
+        setattr(module, name, cls)
     sys.modules[MODULE] = module
-    originals = {name: dict(vars(cls)) for name, cls in (("Outer", Outer), ("Inner", Inner))}
+    originals = {name: dict(vars(cls)) for name, cls in classes.items()}
     exporter = InMemorySpanExporter()
     yield exporter
     del sys.modules[MODULE]
-    for name, cls in (("Outer", Outer), ("Inner", Inner)):
+    for name, cls in classes.items():
         for method in ("create", "acreate"):
             setattr(cls, method, originals[name][method])
 
@@ -91,8 +108,10 @@ def spans() -> Iterator[InMemorySpanExporter]:
 def _install(exporter: InMemorySpanExporter) -> tuple[SdkPatch, SdkPatch]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    outer, inner = _patch("Outer", "outer"), _patch("Inner", "inner")
-    for patch in (inner, outer):
+    outer = _patch("Outer", "outer", nested=("instrument_inner",))
+    inner = _patch("Inner", "inner", nested=("instrument_inner",))  # acreate calls create
+    runner = _patch("Runner", "runner")
+    for patch in (inner, outer, runner):
         patch.install(tracer_provider=provider, meter_provider=None, stall_threshold_ms=None)
     return outer, inner
 
@@ -115,6 +134,22 @@ def test_a_call_made_inside_a_wrapped_call_is_metered_once_by_the_outer(
     assert _calls(spans) == ["outer", "outer"]
     Inner().create()  # called directly, the inner SDK is metered
     assert _calls(spans) == ["outer", "outer", "inner"]
+
+
+def test_a_call_the_applications_code_makes_inside_a_wrapped_call_is_its_own(
+    spans: InMemorySpanExporter,
+) -> None:
+    """An SDK that runs the application's tool inside its call names no SDK it is built on:
+    a call the tool makes has its own spans, and the SDK's own call is metered too."""
+    _install(spans)
+    Runner().create(tool=lambda: Inner().create())
+
+    async def tool() -> None:
+        await Inner().acreate()
+        Outer().create()  # an SDK built on another, called by the tool: still one call
+
+    asyncio.run(Runner().acreate(tool=tool))
+    assert _calls(spans) == ["inner", "runner", "inner", "outer", "runner"]
 
 
 def test_an_error_inside_ends_the_outer_spans_and_the_next_call_is_metered_again(
