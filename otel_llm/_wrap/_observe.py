@@ -177,9 +177,18 @@ class AsyncObservedStream(_Proxy, Generic[T]):
                     await result
                 return
 
-    async def close(self) -> None:
-        """Alias of :meth:`aclose` (``openai.AsyncStream`` spells it ``close``)."""
-        await self.aclose()
+    def close(self) -> Any:
+        """Close the wrapped stream by its own ``close()`` and return what that returns: an
+        awaitable for ``openai.AsyncStream`` and ``anthropic.AsyncStream``, ``None`` for a
+        stream whose ``close()`` is synchronous (LiteLLM's). Spans of an unfinished stream end
+        as ``closed`` at the call, whether or not the result is awaited. A stream without a
+        ``close()`` is closed by :meth:`aclose` (an awaitable)."""
+        close = getattr(self._wrapped, "close", None)
+        if not callable(close):
+            return self.aclose()
+        if not self._recorder.ended:
+            self._recorder.end_closed()
+        return close()
 
     async def __aenter__(self) -> AsyncObservedStream[T]:
         enter = getattr(self._wrapped, "__aenter__", None)

@@ -130,6 +130,20 @@ async def test_an_async_stream_is_metered(instrumented: Spans, provider: Simulat
     assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
 
 
+async def test_closing_an_async_stream_is_synchronous_as_litellms_own(
+    instrumented: Spans, provider: SimulatedProvider
+) -> None:
+    """LiteLLM's async stream has a synchronous ``close()``: the wrapped one returns what it
+    returns (``None``, nothing to await), closes the stream, and the spans end as ``closed``
+    there and then."""
+    stream = await litellm.acompletion(**_call(provider.base_url, "smooth"), stream=True)
+    async for _ in stream:
+        break
+    assert stream.close() is None
+    assert stream.completion_stream is None  # LiteLLM's own close() ran
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+
+
 def test_a_non_streamed_call_records_usage(instrumented: Spans, threaded: ThreadedProvider) -> None:
     """One call span, one attempt, no stall figures, the usage."""
     answer = litellm.completion(**_call(threaded.base_url, "smooth"))
