@@ -101,6 +101,9 @@ class AnthropicReader:
                 notes.usage = Usage.from_anthropic(usage, earlier=notes.usage)
         return False
 
+    def complete(self, notes: ResponseNotes) -> bool:
+        return notes.complete
+
     def read_answer(self, message: Any, notes: ResponseNotes) -> None:
         _identify(message, notes)
         notes.choices_seen.add(0)

@@ -44,6 +44,11 @@ class StreamReader(Protocol):
         """Note what a complete (non-streamed) answer says."""
         ...
 
+    def complete(self, notes: ResponseNotes) -> bool:
+        """Whether a stream that said ``notes`` is complete by the API's rule (most APIs:
+        :attr:`ResponseNotes.complete`, a finish reason for every choice streamed)."""
+        ...
+
 
 _READ_DIRECTLY: dict[type, bool] = {}
 """Per chunk type, whether the fused reader reads it with plain attribute access: not for

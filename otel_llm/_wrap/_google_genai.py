@@ -143,6 +143,9 @@ class GeminiReader:
         _note_blocked(_value(field_of(feedback, "block_reason")), notes)
         return output
 
+    def complete(self, notes: ResponseNotes) -> bool:
+        return notes.complete
+
     def read_answer(self, response: Any, notes: ResponseNotes) -> None:
         self.read(response, notes)
 

@@ -239,7 +239,8 @@ def _plain_chunk(chunk: Any) -> Any:
 
 class LiteLLMReader:
     """LiteLLM's chunks and answers, in OpenAI's shape whatever the provider: the OpenAI chat
-    chunk rule, read from the stored values of LiteLLM's objects (:func:`_plain_chunk`)."""
+    chunk rule, read from the stored values of LiteLLM's objects (:func:`_plain_chunk`), and
+    LiteLLM's own rule of a complete stream (:meth:`complete`)."""
 
     knows_finish = True
 
@@ -248,6 +249,12 @@ class LiteLLMReader:
 
     def read_answer(self, answer: Any, notes: ResponseNotes) -> None:
         notes.feed_completion(answer)
+
+    def complete(self, notes: ResponseNotes) -> bool:
+        """LiteLLM's rule: a finish reason for the first choice. With ``n > 1`` LiteLLM passes
+        on the other choices' deltas but only the first one's finish reason, so OpenAI's rule
+        (one for every choice) would take every such stream for cut short."""
+        return 0 in notes.finish_reasons
 
 
 READER: Final = LiteLLMReader()

@@ -72,6 +72,9 @@ class ResponsesReader:
             notes.failure = _failure_of(event)
         return False
 
+    def complete(self, notes: ResponseNotes) -> bool:
+        return notes.complete
+
     def read_answer(self, response: Any, notes: ResponseNotes) -> None:
         self._ended(response, notes, capture=notes.capture_text)
 

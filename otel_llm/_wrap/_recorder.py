@@ -172,14 +172,15 @@ class CallRecorder:
 
     def end_ok(self) -> None:
         """The stream ended. Incomplete by the one rule (``stream_complete``: a finish reason
-        for every choice) it was cut short, recorded as an error — when the stream's shape says
-        where finish reasons are: OpenAI chunks, or a ``finish_reason`` hook. What the
-        application receives is never changed."""
+        for every choice), or its reader's where the API has its own (LiteLLM's), it was cut
+        short, recorded as an error — when the stream's shape says where finish reasons are:
+        OpenAI chunks, a reader, or a ``finish_reason`` hook. What the application receives is
+        never changed."""
         failure = self.notes.failure
         if failure is not None:
             code, message = failure
             self._end(sc.OUTCOME_ERROR, ProviderError(message, code=code), cut_short=True)
-        elif self.attempt.streamed and self._knows_finish and not self.notes.complete:
+        elif self.attempt.streamed and self._knows_finish and not self._complete():
             self._end(
                 sc.OUTCOME_ERROR,
                 TruncatedStream("the stream ended without a finish reason"),
@@ -187,6 +188,11 @@ class CallRecorder:
             )
         else:
             self._end(sc.OUTCOME_OK, None)
+
+    def _complete(self) -> bool:
+        """Whether the stream is complete: by its reader's rule, else the one rule."""
+        reader = self._reader
+        return reader.complete(self.notes) if reader is not None else self.notes.complete
 
     def end_completion(self, completion: Any) -> None:
         """A non-streamed answer arrived (one that reports its own failure ends as an

@@ -32,6 +32,7 @@ SCRIPTS = {
     "smooth": Script(**FAST),
     "stall": Script(**FAST, silences=(Silence(after_chunk=4, duration_s=0.5),)),
     "cut": Script(**FAST, fault="truncate", fault_after_chunk=5),
+    "two": Script(**FAST, choices=2),
     "bad": Script(error_status=400, error_message="no such thing"),
     "leaky": Script(error_status=401, error_message=f"Incorrect API key provided: {ECHOED}"),
 }
@@ -170,6 +171,21 @@ def test_with_the_openai_sdk_instrumented_too_one_call_is_one_span_set(
     assert len(spans.calls()) == 2
     assert len(spans.attempts()) == 2
     assert {(s.attributes or {}).get(sc.CHUNK_COUNT) for s in spans.attempts()} >= {12}
+
+
+def test_a_stream_of_several_choices_is_complete_by_litellms_rule(
+    instrumented: Spans, threaded: ThreadedProvider
+) -> None:
+    """With ``n=2`` LiteLLM passes on both choices' deltas but only the first choice's finish
+    reason: the stream read to its end is ``ok``, not cut short."""
+    chunks = list(litellm.completion(**_call(threaded.base_url, "two"), stream=True, n=2))
+    finished = {c.index for chunk in chunks for c in chunk.choices if c.finish_reason}
+    assert finished == {0}  # LiteLLM's own doing, the rule this test pins
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert sc.ERROR_TYPE not in a
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert a[sc.CHUNK_COUNT] >= 12
 
 
 def test_a_cut_stream_is_recorded_as_truncated(
