@@ -9,12 +9,17 @@ own result would have been, by the wrapper's own observer.
 Once ``parse()`` has handed its result on, that result owns the spans: a raw response let go
 of while its stream is read (``create(...).parse()`` in one expression) ends nothing. A raw
 response closed before its answer was read to the end — the ``with`` block of
-``with_streaming_response`` closes it on the way out — ends the spans as ``closed``.
+``with_streaming_response`` closes it on the way out — ends the spans as ``closed``. But a
+non-streamed answer whose body was read all the same, without ``parse()`` (``http_response.json()``
+of ``with_raw_response``, which reads the body before it returns; ``.json()`` or ``.read()`` in
+a ``with_streaming_response`` block), was answered: closed or let go of, its spans end ``ok``
+with what the body says (finish reason, usage, model).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable
 from typing import Any
 
@@ -60,14 +65,37 @@ class RawResponse(_Proxy):
         self._handed_on = (parsed, observed)
         return observed
 
+    def _ended_by_the_body(self) -> bool:
+        """End the spans by the answer when the call was not streamed and its body was read
+        without ``parse()``; ``False`` when there is no such answer to end them by."""
+        recorder = self._recorder
+        if recorder.ended or recorder.attempt.streamed:
+            return False
+        try:  # the body, if it was read (reading it here would be I/O the application skipped)
+            body = self._wrapped.http_response.content
+        except Exception:  # not read (the SDK's ResponseNotRead), or not an HTTP response
+            return False
+        try:
+            answer = json.loads(body)
+        except (TypeError, ValueError):
+            return False
+        if not isinstance(answer, dict):
+            return False
+        recorder.end_completion(answer)
+        return True
+
     def close(self) -> Any:
-        """Close the response; spans not ended yet end as ``closed``. The SDK's own ``close()``
-        runs either way (for an async response, its awaitable is returned)."""
+        """Close the response; spans not ended yet end by the answer when its body was read
+        (a non-streamed call), else as ``closed``. The SDK's own ``close()`` runs either way
+        (for an async response, its awaitable is returned)."""
         close = self._wrapped.close  # a response without close() raises as it would unwrapped
-        if not self._recorder.ended:
+        if not self._recorder.ended and not self._ended_by_the_body():
             self._recorder.end_closed()
         return close()
 
     def __del__(self) -> None:
-        if self.__dict__.get("_handed_on") is None:  # once handed on, the result owns the spans
-            super().__del__()
+        if self.__dict__.get("_handed_on") is not None:
+            return  # once handed on, the result owns the spans
+        if "_recorder" in self.__dict__ and self._ended_by_the_body():
+            return
+        super().__del__()

@@ -3,6 +3,7 @@ Messages API — every way of calling it, the figures exact, faults recorded as 
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -322,6 +323,23 @@ async def test_an_async_raw_response_is_metered_through_parse(
     assert kinds.count("content_block_delta") == (12 if streamed else 0)
     _answered(attempt(instrumented), streamed)
     assert _errors(caplog) == []
+
+
+def test_a_raw_answer_read_without_parse_is_ok(
+    instrumented: Spans, client: anthropic.Anthropic
+) -> None:
+    """A non-streamed message's body read without ``parse()`` — ``with_raw_response`` then
+    ``http_response.json()``, or ``.json()`` in a ``with_streaming_response`` block — was
+    answered: ``ok`` with the body's stop reason and usage, never ``dropped`` or ``closed``."""
+    raw = client.messages.with_raw_response.create(**_create("smooth"))
+    assert raw.http_response.json()["stop_reason"] == "end_turn"
+    del raw
+    gc.collect()
+    with client.messages.with_streaming_response.create(**_create("smooth")) as response:
+        assert response.json()["stop_reason"] == "end_turn"
+    for span in instrumented.attempts():
+        _answered(dict(span.attributes or {}), streamed=False)
+    assert len(instrumented.calls()) == 2
 
 
 def test_a_raw_stream_left_early_ends_as_closed(

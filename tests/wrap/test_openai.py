@@ -267,6 +267,63 @@ def test_with_streaming_response_left_early_ends_as_closed(
     assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
 
 
+def _answered_ok(spans: Spans) -> None:
+    """One call, answered: ``ok``, the finish reason and the usage from the body."""
+    a = attempt(spans)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+    assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+    (call,) = spans.calls()
+    assert sc.ERROR_TYPE not in dict(call.attributes or {})
+
+
+def test_a_streaming_response_whose_body_was_read_without_parse_is_ok(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """``with_streaming_response`` of a non-streamed call, the body read with ``.json()``: the
+    call was answered — ``ok``, with the body's finish reason and usage, not ``closed``."""
+    with client.chat.completions.with_streaming_response.create(
+        model="smooth", messages=MESSAGES
+    ) as response:
+        body = response.json()
+    assert body["choices"][0]["finish_reason"] == "stop"
+    _answered_ok(instrumented)
+
+
+async def test_an_async_streaming_response_whose_body_was_read_without_parse_is_ok(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """The same for the async client."""
+    async with aclient.chat.completions.with_streaming_response.create(
+        model="smooth", messages=MESSAGES
+    ) as response:
+        await response.read()
+    _answered_ok(instrumented)
+
+
+def test_a_raw_response_read_without_parse_is_ok(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """``with_raw_response`` of a non-streamed call reads the body before it returns: read
+    through ``http_response`` and let go of, the call is ``ok``, not ``dropped``."""
+    raw = client.chat.completions.with_raw_response.create(model="smooth", messages=MESSAGES)
+    assert raw.http_response.json()["choices"][0]["finish_reason"] == "stop"
+    del raw
+    gc.collect()
+    _answered_ok(instrumented)
+
+
+def test_a_streaming_response_left_unread_ends_as_closed(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """A non-streamed call whose body the application never read: ``closed``, as before."""
+    with client.chat.completions.with_streaming_response.create(
+        model="smooth", messages=MESSAGES
+    ) as response:
+        assert response.http_response.status_code == 200
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+
+
 def test_a_raw_response_let_go_of_after_parse_leaves_the_stream_metered(
     instrumented: Spans, client: openai.OpenAI
 ) -> None:
