@@ -31,6 +31,9 @@ class _Proxy:
 
     _wrapped: Any
     _recorder: CallRecorder
+    _loop_closed = False
+    """Set when the generator of a loop over the stream was closed at a chunk and the stream
+    was not read since: collected now, it was closed by what closed that loop."""
 
     def __getattr__(self, name: str) -> Any:
         if name in ("_wrapped", "_recorder", "_step"):
@@ -49,7 +52,10 @@ class _Proxy:
     def __del__(self) -> None:
         recorder = self.__dict__.get("_recorder")
         if recorder is not None and not recorder.ended:
-            recorder.end_dropped()
+            if self._loop_closed:
+                recorder.end_closed()
+            else:
+                recorder.end_dropped()
 
 
 class ObservedStream(_Proxy, Generic[T]):
@@ -82,7 +88,11 @@ class ObservedStream(_Proxy, Generic[T]):
         # loop runs (``for x in sdk.create(...)`` keeps no other reference, and a stream
         # collected early ends as dropped); one generator stored on the stream would be a
         # reference cycle, and __next__ calling it a second frame per item.
+        # A loop's generator closed at a chunk (``GeneratorExit``: a generator around the stream
+        # closed, or a ``for`` left and its generator collected) ends nothing: the stream may be
+        # read on. Collected without another read, the stream was closed by it (``__del__``).
         iterator, on_item, recorder = self._step
+        self._loop_closed = False
         while True:
             wait_start = _clock.now_ns()
             try:
@@ -94,10 +104,16 @@ class ObservedStream(_Proxy, Generic[T]):
                 recorder.end_error(exc)
                 raise
             on_item(item, wait_start, _clock.now_ns())
-            yield item
+            try:
+                yield item
+            except GeneratorExit:
+                self._loop_closed = True
+                raise
 
     def __next__(self) -> T:
         iterator, on_item, recorder = self._step
+        if self._loop_closed:
+            self._loop_closed = False
         wait_start = _clock.now_ns()
         try:
             item = next(iterator)

@@ -127,6 +127,23 @@ def test_the_chat_helper_is_metered(instrumented: Spans, client: genai.Client) -
     assert [(s.attributes or {})[sc.CHUNK_COUNT] for s in instrumented.attempts()] == [12, 12]
 
 
+def test_a_chat_stream_closed_part_way_ends_as_closed(
+    instrumented: Spans, client: genai.Client
+) -> None:
+    """Closing ``send_message_stream``'s generator part-way closes the stream it reads (the
+    chat's generator lets go of it): ``closed``, as closing ``generate_content_stream``'s own
+    is — not ``dropped``."""
+    messages = client.chats.create(model="smooth").send_message_stream("hello")
+    next(messages)
+    next(messages)
+    messages.close()
+    direct = client.models.generate_content_stream(model="smooth", contents="hello")
+    next(direct)
+    direct.close()
+    outcomes = [(s.attributes or {})[sc.ATTEMPT_OUTCOME] for s in instrumented.attempts()]
+    assert outcomes == [sc.OUTCOME_CLOSED, sc.OUTCOME_CLOSED]
+
+
 @pytest.fixture
 def with_openai(instrumented: Spans) -> Iterator[Spans]:
     """The openai SDK instrumented too, into the same pipeline."""

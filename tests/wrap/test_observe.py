@@ -155,6 +155,21 @@ def test_a_loop_left_early_leaves_the_stream_open_where_it_was(spans: Spans) -> 
     assert a[sc.CHUNK_COUNT] == 6
 
 
+def test_a_stream_let_go_of_after_its_loop_was_closed_ends_as_closed(spans: Spans) -> None:
+    """A generator around the stream closed part-way closes the loop over it and lets go of
+    it: ``closed``, not ``dropped``."""
+    clock = FakeClock()
+    with use_clock(clock):
+
+        def around(stream: Any) -> Iterator[Any]:
+            yield from stream
+
+        outer = around(observed(spans, scripted(clock, [5] * 6)))
+        next(outer)
+        outer.close()
+    assert attrs_of(spans.attempts()[0])[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+
+
 def test_context_manager_exit_closes(spans: Spans) -> None:
     """Leaving a with block before the end closes the stream and ends the spans."""
     clock = FakeClock()
