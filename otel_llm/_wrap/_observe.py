@@ -9,10 +9,11 @@ being consumed or closed — when it is garbage-collected (outcome ``dropped``).
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, SupportsIndex, TypeVar, overload
 
 from opentelemetry import metrics, trace
 
@@ -49,7 +50,27 @@ class _Proxy:
         """The spans of this stream."""
         return self._recorder
 
+    def __copy__(self) -> Any:
+        """A second handle on the same stream, as a shallow copy of the SDK's stream is: one
+        position, every chunk metered once whichever handle reads it. The spans stay the
+        original's: collecting the copy ends nothing."""
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        copied.__dict__["_a_copy"] = True
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        """What deep-copying the SDK's own object gives (for a live stream, the error its open
+        response or generator raises); never a second metered call."""
+        return copy.deepcopy(self._wrapped, memo)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        """Pickled as the SDK's own object would be: a live stream fails as it fails."""
+        return self._wrapped.__reduce_ex__(protocol)
+
     def __del__(self) -> None:
+        if self.__dict__.get("_a_copy"):
+            return  # the spans are the original's
         recorder = self.__dict__.get("_recorder")
         if recorder is not None and not recorder.ended:
             if self._loop_closed:

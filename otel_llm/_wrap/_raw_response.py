@@ -94,7 +94,7 @@ class RawResponse(_Proxy):
         return close()
 
     def __del__(self) -> None:
-        if self.__dict__.get("_handed_on") is not None:
+        if self.__dict__.get("_a_copy") or self.__dict__.get("_handed_on") is not None:
             return  # once handed on, the result owns the spans
         if "_recorder" in self.__dict__ and self._ended_by_the_body():
             return

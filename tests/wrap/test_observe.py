@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -168,6 +169,20 @@ def test_a_stream_let_go_of_after_its_loop_was_closed_ends_as_closed(spans: Span
         next(outer)
         outer.close()
     assert attrs_of(spans.attempts()[0])[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+
+
+def test_a_deep_copy_is_the_wrapped_objects_own_and_ends_nothing(spans: Spans) -> None:
+    """``copy.deepcopy`` gives what deep-copying the wrapped object gives, unmetered; the
+    stream's spans stay open until it is read to its end."""
+    clock = FakeClock()
+    with use_clock(clock):
+        items = list(scripted(clock, [5] * 3))
+        stream = observed(spans, items)
+        assert copy.deepcopy(stream) == items
+        gc.collect()
+        assert not stream.recorder.ended
+        assert list(stream) == items
+    assert attrs_of(spans.attempts()[0])[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
 
 
 def test_context_manager_exit_closes(spans: Spans) -> None:

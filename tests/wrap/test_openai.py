@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import logging
 import os
+import pickle
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -385,6 +387,38 @@ async def test_async_chat_completions_parse_is_metered(
         a = dict(span.attributes or {})
         assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
         assert a[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 12
+
+
+def test_a_copy_of_a_stream_leaves_the_call_to_the_original(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """``copy.copy(stream)`` is a second handle on the same stream (as the SDK's copy is):
+    collecting it ends nothing, and the original read to its end is ``ok`` with every chunk."""
+    stream = client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    twin = copy.copy(stream)
+    assert isinstance(twin, openai.Stream)
+    next(twin)  # one position: read through the copy, metered all the same
+    del twin
+    gc.collect()
+    assert instrumented.tracker.open_spans() != []
+    for _ in stream:
+        pass
+    a = attempt(instrumented)
+    assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
+
+
+def test_pickling_a_live_stream_fails_as_the_sdks_own(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """A live stream cannot be pickled (the SDK's holds a client with a lock): the wrapped one
+    fails the same way, and trying ends nothing."""
+    stream = client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    with pytest.raises(TypeError, match="cannot pickle"):
+        pickle.dumps(stream)
+    for _ in stream:
+        pass
+    a = attempt(instrumented)
+    assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
 
 
 def test_embeddings(instrumented: Spans, client: openai.OpenAI) -> None:
