@@ -481,7 +481,9 @@ def test_a_string_utf8_cannot_encode_costs_the_otlp_batch_nothing(
     assert sent_bad.status.message == "boom\ufffd"
 
 
-def test_a_batch_is_repaired_with_pure_python_protobuf_too(receiver: Receiver, tmp_path: Path) -> None:
+def test_a_batch_is_repaired_with_pure_python_protobuf_too(
+    receiver: Receiver, tmp_path: Path
+) -> None:
     """Where protobuf is pure Python, its encoder raises a ValueError holding the string itself
     (a span's name: perhaps a prompt's words) out of the exporter: the batch is repaired and
     sent all the same, and no warning repeats the string."""
