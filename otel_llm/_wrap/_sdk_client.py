@@ -2,7 +2,10 @@
 
 The openai and anthropic SDKs keep their client on every resource (``resource._client``) with
 its ``base_url`` and keys; an attribute that is missing or of another type is left out (these
-are telemetry, never a reason to fail a call).
+are telemetry, never a reason to fail a call). The provider is the convention's name for the
+platform the client calls: Azure OpenAI for ``AzureOpenAI``, AWS Bedrock and Vertex AI for
+``AnthropicBedrock`` and ``AnthropicVertex``; their credentials (AWS keys and session token, a
+Google access token) are redacted like an API key.
 """
 
 from __future__ import annotations
@@ -12,8 +15,27 @@ from typing import Any, Final
 
 from otel_llm import _semconv as sc
 
-_KEY_ATTRIBUTES: Final = ("api_key", "auth_token")
-"""Attributes of an SDK client that hold a credential."""
+_KEY_ATTRIBUTES: Final = (
+    "api_key",
+    "auth_token",
+    "access_token",  # AnthropicVertex
+    "aws_secret_key",  # AnthropicBedrock
+    "aws_session_token",
+    "aws_access_key",
+)
+"""Attributes of an SDK client that hold a credential (the Bedrock and Vertex AI clients'
+too)."""
+
+PROVIDER_AWS_BEDROCK: Final = "aws.bedrock"
+"""The GenAI convention's ``gen_ai.provider.name`` for AWS Bedrock."""
+
+_ANTHROPIC_PLATFORMS: Final = (
+    ("Bedrock", ".amazonaws.com", PROVIDER_AWS_BEDROCK),
+    ("Vertex", "aiplatform.googleapis.com", sc.PROVIDER_VERTEX_AI),
+)
+"""``(in the client's class name, or the host ends with, provider)``: the clouds that serve
+Anthropic's models through the anthropic SDK's own clients (``AnthropicBedrock``,
+``AnthropicVertex``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,17 +58,26 @@ def client_facts(resource: Any, *, default_provider: str) -> ClientFacts:
     provider = default_provider
     if default_provider == sc.PROVIDER_OPENAI and _is_azure(client, host):
         provider = sc.PROVIDER_AZURE_OPENAI
-    secrets = tuple(
-        value
-        for name in _KEY_ATTRIBUTES
-        if isinstance(value := getattr(client, name, None), str) and value
-    )
+    elif default_provider == sc.PROVIDER_ANTHROPIC:
+        provider = _anthropic_platform(client, host)
+    values = [getattr(client, name, None) for name in _KEY_ATTRIBUTES]
+    values.append(getattr(getattr(client, "credentials", None), "token", None))  # Google's
+    secrets = tuple(value for value in values if isinstance(value, str) and value)
     return ClientFacts(
         provider,
         host if isinstance(host, str) and host else None,
         port if isinstance(port, int) and not isinstance(port, bool) else None,
         secrets,
     )
+
+
+def _anthropic_platform(client: Any, host: Any) -> str:
+    """Where an anthropic SDK client sends its calls: AWS Bedrock, Vertex AI, or Anthropic."""
+    name = type(client).__name__
+    for marker, host_suffix, provider in _ANTHROPIC_PLATFORMS:
+        if marker in name or (isinstance(host, str) and host.endswith(host_suffix)):
+            return provider
+    return sc.PROVIDER_ANTHROPIC
 
 
 def _is_azure(client: Any, host: Any) -> bool:

@@ -4,9 +4,12 @@ Messages API — every way of calling it, the figures exact, faults recorded as 
 from __future__ import annotations
 
 import gc
+import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anthropic
@@ -399,6 +402,75 @@ def test_an_overloaded_answer_is_recorded_and_raised(
     a = attempt(instrumented)
     assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
     assert a[sc.ERROR_TYPE] == type(raised.value).__name__
+
+
+class _EchoingDenial(BaseHTTPRequestHandler):
+    """A provider that refuses every request and quotes the credentials it was sent."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        sent = [self.headers.get(name) or "" for name in ("Authorization", "X-Amz-Security-Token")]
+        message = f"denied: {' / '.join(sent)}"
+        body = json.dumps(
+            {"type": "error", "error": {"type": "permission_error", "message": message}}
+        )
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def echoing() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoingDenial)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+SESSION_TOKEN = "aws-session-token-0000"
+ACCESS_TOKEN = "ya29.vertex-access-token-0000"
+
+
+def test_bedrock_and_vertex_are_named_as_such_and_their_credentials_kept_out(
+    instrumented: Spans, echoing: str
+) -> None:
+    """``AnthropicBedrock`` and ``AnthropicVertex`` calls carry the convention's names for
+    those platforms (``aws.bedrock``, ``gcp.vertex_ai``), and the credentials a provider
+    echoes back (an AWS session token, a Google access token) never reach a span."""
+    bedrock = anthropic.AnthropicBedrock(
+        base_url=echoing,
+        aws_region="us-east-1",
+        aws_access_key="AKIAEXAMPLEKEY0000",
+        aws_secret_key="aws-secret-key-0000",
+        aws_session_token=SESSION_TOKEN,
+        max_retries=0,
+    )
+    vertex = anthropic.AnthropicVertex(
+        base_url=echoing,
+        region="us-east5",
+        project_id="p",
+        access_token=ACCESS_TOKEN,
+        max_retries=0,
+    )
+    for sdk in (bedrock, vertex):
+        with pytest.raises(anthropic.PermissionDeniedError) as raised:
+            sdk.messages.create(**_create("smooth"))
+        assert SESSION_TOKEN in str(raised.value) or ACCESS_TOKEN in str(raised.value)
+        sdk.close()
+    providers = [(s.attributes or {})[sc.GEN_AI_PROVIDER_NAME] for s in instrumented.attempts()]
+    assert providers == ["aws.bedrock", "gcp.vertex_ai"]
+    for span in instrumented.finished():
+        text = span.to_json()
+        assert SESSION_TOKEN not in text
+        assert ACCESS_TOKEN not in text
 
 
 def test_uninstrument_restores_the_sdk(spans: Spans, client: anthropic.Anthropic) -> None:
