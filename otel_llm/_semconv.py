@@ -54,6 +54,7 @@ PROVIDER_ANTHROPIC: Final = "anthropic"
 PROVIDER_GEMINI: Final = "gcp.gemini"
 """Google's Gemini API (AI Studio); Vertex AI is ``gcp.vertex_ai``."""
 PROVIDER_VERTEX_AI: Final = "gcp.vertex_ai"
+PROVIDER_AWS_BEDROCK: Final = "aws.bedrock"
 
 # --- otel_llm namespace: what a span is ---------------------------------------------------------
 SPAN_ROLE: Final = "otel_llm.span"

@@ -37,7 +37,6 @@ from otel_llm._wrap._every_sdk import forget_pending
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Target
 from otel_llm._wrap._recorder import CallRecorder
-from otel_llm._wrap._sdk_client import PROVIDER_AWS_BEDROCK
 
 logger = logging.getLogger("otel_llm")
 
@@ -50,7 +49,7 @@ _PROVIDER_NAMES: Final = {
     "gemini": sc.PROVIDER_GEMINI,
     "vertex_ai": sc.PROVIDER_VERTEX_AI,
     "vertex_ai_beta": sc.PROVIDER_VERTEX_AI,
-    "bedrock": PROVIDER_AWS_BEDROCK,
+    "bedrock": sc.PROVIDER_AWS_BEDROCK,
     "mistral": "mistral_ai",
     "groq": "groq",
     "deepseek": "deepseek",

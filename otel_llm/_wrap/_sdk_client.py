@@ -26,11 +26,8 @@ _KEY_ATTRIBUTES: Final = (
 """Attributes of an SDK client that hold a credential (the Bedrock and Vertex AI clients'
 too)."""
 
-PROVIDER_AWS_BEDROCK: Final = "aws.bedrock"
-"""The GenAI convention's ``gen_ai.provider.name`` for AWS Bedrock."""
-
 _ANTHROPIC_PLATFORMS: Final = (
-    ("Bedrock", ".amazonaws.com", PROVIDER_AWS_BEDROCK),
+    ("Bedrock", ".amazonaws.com", sc.PROVIDER_AWS_BEDROCK),
     ("Vertex", "aiplatform.googleapis.com", sc.PROVIDER_VERTEX_AI),
 )
 """``(in the client's class name, or the host ends with, provider)``: the clouds that serve
