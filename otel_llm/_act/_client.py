@@ -430,7 +430,6 @@ class Client:
         ``check`` refuses, before any request, what some source cannot take. With content
         capture on, the span records the prompt (``payload["messages"]``) and the winner's
         answer (``output_of``: its text and finish reason)."""
-        started = _clock.now_ns()  # the metering clock: call_ms and the figures on one clock
         call = CallSpan(
             self._tracer,
             self._metrics,
@@ -441,6 +440,10 @@ class Client:
             secrets=[secret for source in self.sources for secret in source.secrets()],
             messages=payload.get("messages"),
         )
+        # The metering clock (call_ms and the figures on one clock), read once the span has
+        # started: the duration metric's interval lies within the span's, whatever starting
+        # the span cost on a busy machine.
+        started = _clock.now_ns()
         run: CallRun[T] | None = None
         try:
             require_json(payload)
@@ -483,7 +486,7 @@ class Client:
                 hedges=run.hedges if run is not None else 0,
                 sources_tried=tuple(tried),
             )
-            call.end(duration_s=(_clock.now_ns() - started) / 1e9, error=exc)
+            call.end(duration_s=to_ms(_clock.now_ns() - started) / 1000, error=exc)
             raise
         call.end(duration_s=(stats.call_ms or 0) / 1000, figures=winner.attempt.figures)
         return outcome, stats

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import httpx2
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from otel_llm import AllSourcesExhausted, Client, Source, observe_stream
@@ -104,6 +106,42 @@ async def test_client_records_calls_and_failures(
     for point in durations:
         kinds[dict(point.attributes or {}).get("error.type")] = point.count
     assert kinds == {None: 1, "BadRequest": 1}
+    provider.shutdown()
+
+
+class _SlowStart(SpanProcessor):
+    """A processor slow to see a span start, as any is on a busy machine."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        time.sleep(0.005)
+
+
+async def test_a_failed_call_s_duration_lies_within_its_span(
+    spans: Spans, reader: InMemoryMetricReader
+) -> None:
+    """The duration metric of a failed call, as of an answered one, is whole milliseconds on
+    the client's clock read once the call's span has started: never more than the span's own
+    duration, however long starting the span took (it was read before, and exact, so a failed
+    call's metric exceeded its span by the span's start)."""
+    spans.provider.add_span_processor(_SlowStart())
+    provider = MeterProvider(metric_readers=[reader])
+    script = Scripted({"a": [error(400)]})
+    source = Source(name="a", provider="sim", base_url="http://a.test/v1", model="m")
+    async with Client(
+        [source],
+        http_client=script.client(),
+        tracer_provider=spans.provider,
+        meter_provider=provider,
+    ) as client:
+        with pytest.raises(Exception, match="400"):
+            await client.chat([{"role": "user", "content": "x"}])
+    (point,) = points(reader)[DURATION.current]
+    (call,) = spans.calls()
+    assert call.end_time is not None
+    assert call.start_time is not None
+    milliseconds = point.sum * 1000
+    assert milliseconds == round(milliseconds), "whole milliseconds"
+    assert point.sum * 1e9 <= call.end_time - call.start_time
     provider.shutdown()
 
 
