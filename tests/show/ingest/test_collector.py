@@ -53,12 +53,10 @@ def binary() -> Path:
     return Path(named)
 
 
-_SENDER = textwrap.dedent(
+_CALLS = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {root!r})
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
     import otel_llm
     from tests.support.duckdb_store import Store
 
@@ -66,6 +64,14 @@ _SENDER = textwrap.dedent(
         def __init__(self, provider):
             self.provider = provider
             self.tracer = provider.get_tracer("tests", "1.0")
+    """
+)
+"""The start of a process making simulated calls (``Calls(provider).call()``)."""
+
+_SENDER = _CALLS + textwrap.dedent(
+    """
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
 
     provider = TracerProvider(resource=Resource.create({{"service.name": sys.argv[1]}}))
     # The embedded store and OTLP (to the collector the environment names) get the same spans.
@@ -752,18 +758,9 @@ def test_the_demo_sends_spans_to_its_collector_whatever_traces_exporter_says(
     assert os.environ[env.OTEL_TRACES_EXPORTER] == setting
 
 
-_BESIDE = textwrap.dedent(
+_BESIDE = _CALLS + textwrap.dedent(
     """
-    import sys
-    sys.path.insert(0, {root!r})
     from opentelemetry import trace
-    import otel_llm
-    from tests.support.duckdb_store import Store
-
-    class Calls(Store):
-        def __init__(self, provider):
-            self.provider = provider
-            self.tracer = provider.get_tracer("tests", "1.0")
 
     telemetry = otel_llm.init(service_name="beside")  # the default store: ./otel-llm-store
     assert telemetry.exporter is None, "the embedded writer should have stayed off"
