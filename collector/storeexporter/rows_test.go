@@ -105,15 +105,15 @@ func column(t testing.TB, table arrow.Table, name string) arrow.Array {
 	return table.Column(indices[0]).Data().Chunk(0)
 }
 
-func TestSpansBecomeRowsOfTheSchema(t *testing.T) {
-	format := mustFormat(t)
+// segmentOf is td's spans (want of them appended) as one encoded segment, read back.
+func segmentOf(t testing.TB, format *segmentFormat, td ptrace.Traces, want int) arrow.Table {
 	r, err := newRows(format, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.release()
-	if n := r.appendTraces(sampleTraces(4), nil); n != 2 {
-		t.Fatalf("appended %d spans", n)
+	if n := r.appendTraces(td, nil); n != want {
+		t.Fatalf("appended %d spans, want %d", n, want)
 	}
 	rec := r.record()
 	defer rec.Release()
@@ -121,7 +121,12 @@ func TestSpansBecomeRowsOfTheSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := readBack(t, data)
+	return readBack(t, data)
+}
+
+func TestSpansBecomeRowsOfTheSchema(t *testing.T) {
+	format := mustFormat(t)
+	table := segmentOf(t, format, sampleTraces(4), 2)
 	if int(table.NumCols()) != len(format.Columns) || table.NumRows() != 2 {
 		t.Fatalf("%d columns, %d rows", table.NumCols(), table.NumRows())
 	}
@@ -313,21 +318,7 @@ func TestStringsThatAreNotUTF8AreStoredValid(t *testing.T) {
 	link.Attributes().PutStr("lk"+bad, "lv"+bad)
 
 	format := mustFormat(t)
-	r, err := newRows(format, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.release()
-	if n := r.appendTraces(td, nil); n != 2 {
-		t.Fatalf("appended %d spans", n)
-	}
-	rec := r.record()
-	defer rec.Release()
-	data, err := encodeSegment(format, rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	table := readBack(t, data)
+	table := segmentOf(t, format, td, 2)
 	replaced := 0
 	for i := 0; i < int(table.NumCols()); i++ {
 		for _, chunk := range table.Column(i).Data().Chunks() {
