@@ -320,6 +320,10 @@ class Defaults:
     admission_key_prefix: str = "otel-llm"
     """Prefix of the Redis keys of the shared admission backend."""
 
+    admission_max_connections: int = 32
+    """Connections a Redis admission backend keeps at most; more concurrent calls queue for one
+    (each within the backend's timeout)."""
+
     admission_idle_expiry_s: float = 120.0
     """An idle Redis bucket's key outlives the moment it would be full again by this long."""
 

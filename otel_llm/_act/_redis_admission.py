@@ -14,7 +14,7 @@ asked, :class:`~otel_llm.BackendUnavailable` is raised and nothing is admitted.
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
@@ -79,7 +79,10 @@ class RedisAdmission:
     """Admission kept in Redis at ``url``, shared by everyone using the same ``key_prefix``.
 
     ``timeout_s`` bounds connecting and each answer; a failed command is not retried (a retry
-    could charge twice), so an unreachable server fails the call within about that time.
+    could charge twice), so an unreachable server fails the call within about that time. The
+    process keeps at most ``DEFAULTS.admission_max_connections`` connections to Redis (a
+    ``max_connections`` query in the URL sets another number); a burst of more concurrent
+    calls queues for them, each waiting ``timeout_s`` at most.
     """
 
     def __init__(
@@ -95,12 +98,17 @@ class RedisAdmission:
         problem = None
         try:
             check_redis_url(url)
-            self._redis = Redis.from_url(
+            # a blocking pool: a burst of acquirers waits for a connection instead of failing
+            # (the plain pool refuses past its size, or opens a socket per waiting call)
+            pool = BlockingConnectionPool.from_url(
                 url,
+                max_connections=DEFAULTS.admission_max_connections,
+                timeout=timeout_s,
                 socket_timeout=timeout_s,
                 socket_connect_timeout=timeout_s,
                 retry=Retry(NoBackoff(), 0),
             )
+            self._redis = Redis(connection_pool=pool)
         except ValueError as exc:  # redis' own messages repeat the URL, password included
             problem = redact(str(exc), (url, *self._secrets))
         if problem is not None:
@@ -149,4 +157,4 @@ class RedisAdmission:
 
     async def aclose(self) -> None:
         """Close the connections to Redis."""
-        await self._redis.aclose()
+        await self._redis.aclose(close_connection_pool=True)

@@ -3,6 +3,7 @@ one quota shared across processes, and fail-closed errors that never show the pa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -299,3 +300,30 @@ def test_two_processes_share_one_quota(redis_url: str) -> None:
     detail = f"{results}, span {span_s:.3f}s, bound {bound:.1f}"
     assert rpm <= admitted <= bound, detail
     assert all(result["admitted"] > 0 for result in results), f"no contention: {detail}"
+
+
+async def test_a_burst_of_concurrent_acquirers_is_served_on_few_connections(
+    backend: RedisAdmission, redis_url: str
+) -> None:
+    """A thundering herd of acquirers in one process is served, none failed for want of a
+    connection: they queue for a bounded pool (Redis sees a few dozen clients, not one each),
+    and the quota is admitted exactly once — the script reads and writes atomically."""
+    rpm = 300.0  # 5 a second refill: a bounded, measured excess
+    herd = 1000
+    limits = Limits(requests_per_minute=rpm)
+    raw = Redis.from_url(redis_url)
+    try:
+        clients_before = int((await raw.info("clients"))["connected_clients"])
+        started = time.monotonic()
+        waits = await asyncio.gather(
+            *(backend.acquire("herd", limits, 1) for _ in range(herd)), return_exceptions=True
+        )
+        elapsed = time.monotonic() - started
+        clients_after = int((await raw.info("clients"))["connected_clients"])
+    finally:
+        await raw.aclose()
+    errors = {str(wait) for wait in waits if isinstance(wait, BaseException)}
+    assert not errors
+    admitted = sum(1 for wait in waits if wait == 0.0)
+    assert rpm <= admitted <= rpm + rpm / 60.0 * elapsed + 1, f"{admitted} in {elapsed:.2f}s"
+    assert clients_after - clients_before <= 64, "one connection per waiting acquirer"
