@@ -14,13 +14,19 @@ asked, :class:`~otel_llm.BackendUnavailable` is raised and nothing is admitted.
 
 from __future__ import annotations
 
+import math
+import re
+from urllib.parse import urlsplit
+
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.connection import UnixDomainSocketConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from otel_llm._act._admission import Limits
 from otel_llm._act._groups import check_redis_url
+from otel_llm._arguments import type_name
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import BackendUnavailable, ConfigurationError
 from otel_llm._redact import redact, redact_url, url_secrets
@@ -75,6 +81,25 @@ its capacity (per minute) and amount. ``acquire`` takes the amount from every bu
 adds the amount (negative charges) to every bucket, capped at the capacity."""
 
 
+def _check_pool(url: str, pool: BlockingConnectionPool) -> None:
+    """A ValueError (naming no value of the URL) unless ``pool`` can make connections: a
+    database that is a number ≥ 0, a socket with a path, and only options Redis takes."""
+    settings = pool.connection_kwargs
+    if pool.connection_class is UnixDomainSocketConnection:
+        if not settings.get("path"):
+            raise ValueError("a socket URL needs the path of the socket")
+    elif urlsplit(url).path.replace("/", "") and "db" not in settings:
+        raise ValueError("the path must be a database number (redis://host:6379/0)")
+    if not isinstance(settings.get("db", 0), int) or settings.get("db", 0) < 0:
+        raise ValueError("the database number must be 0 or more")
+    try:
+        pool.connection_class(**settings)  # takes the connection's settings; does not connect
+    except TypeError as exc:  # an option of the query the connection does not take
+        names = re.findall(r"'(\w+)'", str(exc))[-1:]
+        option = repr(names[0]) if names else "an option"
+        raise ValueError(f"the URL's query has {option}, which Redis does not take here") from None
+
+
 class RedisAdmission:
     """Admission kept in Redis at ``url``, shared by everyone using the same ``key_prefix``.
 
@@ -92,6 +117,15 @@ class RedisAdmission:
         key_prefix: str = DEFAULTS.admission_key_prefix,
         timeout_s: float = DEFAULTS.admission_timeout_s,
     ) -> None:
+        if not isinstance(url, str):
+            raise ConfigurationError("redis_url", f"must be a Redis URL, got {type_name(url)}")
+        if (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, int | float)
+            or not math.isfinite(timeout_s)
+            or timeout_s <= 0
+        ):
+            raise ConfigurationError("timeout_s", f"must be a finite number > 0, got {timeout_s!r}")
         self._prefix = key_prefix
         self._where = redact_url(url)
         self._secrets = url_secrets(url)
@@ -108,6 +142,7 @@ class RedisAdmission:
                 socket_connect_timeout=timeout_s,
                 retry=Retry(NoBackoff(), 0),
             )
+            _check_pool(url, pool)
             self._redis = Redis(connection_pool=pool)
         except ValueError as exc:  # redis' own messages repeat the URL, password included
             problem = redact(str(exc), (url, *self._secrets))

@@ -15,7 +15,13 @@ from dataclasses import dataclass
 import pytest
 from redis.asyncio import Redis
 
-from otel_llm import BackendUnavailable, Limits, LocalAdmission, RedisAdmission
+from otel_llm import (
+    BackendUnavailable,
+    ConfigurationError,
+    Limits,
+    LocalAdmission,
+    RedisAdmission,
+)
 from otel_llm._redact import redact_url
 from tests.support.redis_server import (
     RedisServer,
@@ -327,3 +333,39 @@ async def test_a_burst_of_concurrent_acquirers_is_served_on_few_connections(
     admitted = sum(1 for wait in waits if wait == 0.0)
     assert rpm <= admitted <= rpm + rpm / 60.0 * elapsed + 1, f"{admitted} in {elapsed:.2f}s"
     assert clients_after - clients_before <= 64, "one connection per waiting acquirer"
+
+
+@pytest.mark.parametrize(
+    ("url", "timeout_s", "says"),
+    [
+        (f"redis://:{SECRET}@127.0.0.1:6379/0?colour=blue", 2.0, "colour"),
+        (f"redis://:{SECRET}@127.0.0.1:6379/0?ssl_cert_reqs=none", 2.0, "ssl_cert_reqs"),
+        (f"redis://:{SECRET}@127.0.0.1:6379/cache", 2.0, "database number"),
+        (f"redis://:{SECRET}@127.0.0.1:6379/-1", 2.0, "database number"),
+        (f"redis://:{SECRET}@127.0.0.1:6379/0?db=-2", 2.0, "database number"),
+        ("unix://", 2.0, "path of the socket"),
+        (f"redis://:{SECRET}@127.0.0.1:6379/0", 0.0, "timeout_s"),
+        (f"redis://:{SECRET}@127.0.0.1:6379/0", -1.0, "timeout_s"),
+        (f"redis://:{SECRET}@127.0.0.1:6379/0", float("nan"), "timeout_s"),
+        (f"redis://:{SECRET}@127.0.0.1:6379/0", float("inf"), "timeout_s"),
+    ],
+)
+def test_bad_settings_are_refused_when_made(url: str, timeout_s: float, says: str) -> None:
+    """A URL that cannot work (an option redis does not know, a database that is no number,
+    a socket without a path) or a timeout that is no positive finite number is a
+    ConfigurationError at construction — not an error of some later call, and never a
+    TypeError from inside the Redis client — and it never shows the password."""
+    with pytest.raises(ConfigurationError) as caught:
+        RedisAdmission(url, timeout_s=timeout_s)
+    assert says in str(caught.value)
+    assert SECRET not in str(caught.value)
+    assert SECRET not in repr(caught.value)
+    assert caught.value.__cause__ is None
+    assert caught.value.__context__ is None
+
+
+@pytest.mark.parametrize("url", [None, b"redis://127.0.0.1:6379/0", 6379])
+def test_a_url_that_is_no_text_is_refused(url: object) -> None:
+    """A URL of the wrong type is a ConfigurationError naming the type."""
+    with pytest.raises(ConfigurationError, match="redis_url: must be a Redis URL"):
+        RedisAdmission(url)  # type: ignore[arg-type]
