@@ -197,10 +197,17 @@ def provider_error(status: int | None, body: str, context: ErrorContext) -> e.Pr
     )
 
 
+TRANSPORT_FAILURES: tuple[type[Exception], ...] = (httpx2.HTTPError, OSError)
+"""What a failed connection raises: ``httpx2``'s errors, and the operating system's (a reset,
+a TLS failure, a name that does not resolve, a socket timeout), which a transport other than
+``httpx2``'s own — one passed in with ``http_client=`` — lets through unwrapped."""
+
+
 def transport_error(
-    exc: httpx2.HTTPError, *, source: str, chunks: int, secrets: Iterable[str] = ()
+    exc: Exception, *, source: str, chunks: int, secrets: Iterable[str] = ()
 ) -> e.TransientError:
-    """A transient error for a failure of the connection itself.
+    """A transient error for a failure of the connection itself (one of
+    :data:`TRANSPORT_FAILURES`).
 
     The message keeps the lower-layer error's type and (redacted) text; the error is meant to be
     raised unchained, since ``exc`` holds the request with its URL and headers.
@@ -211,6 +218,6 @@ def transport_error(
     what = f"{name}: {detail}" if detail else name
     if isinstance(exc, httpx2.SSEError):
         return e.MalformedStream(f"sent an unreadable event stream {where} ({what})", source=source)
-    if isinstance(exc, httpx2.TimeoutException):
+    if isinstance(exc, httpx2.TimeoutException | TimeoutError):
         return e.ProviderTimeout(f"timed out {where} ({what})", source=source)
     return e.ProviderConnectionError(f"connection failed {where} ({what})", source=source)

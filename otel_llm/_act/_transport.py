@@ -31,7 +31,12 @@ from otel_llm._act._completion import (
     ShapeError,
     embeddings_from_json,
 )
-from otel_llm._act._http_errors import ErrorContext, not_found_hint, transport_error
+from otel_llm._act._http_errors import (
+    TRANSPORT_FAILURES,
+    ErrorContext,
+    not_found_hint,
+    transport_error,
+)
 from otel_llm._act._pool import Pool
 from otel_llm._act._source import Source
 from otel_llm._act._sse import EventTooLarge, SSEDecoder
@@ -51,7 +56,7 @@ async def _raise_for_status(response: httpx2.Response, source: Source) -> None:
         return
     try:
         raw = await response.aread()
-    except httpx2.HTTPError:
+    except TRANSPORT_FAILURES:
         raw = b""
     status = response.status_code
     raise source.wire.error(
@@ -105,7 +110,7 @@ async def chat_completion(
                 await _read_stream(response, source, reader, clock)
             finally:
                 await response.aclose()
-        except httpx2.HTTPError as exc:
+        except TRANSPORT_FAILURES as exc:
             failure = transport_error(
                 exc,
                 source=source.name,
@@ -219,7 +224,7 @@ async def _read_stream(
         failure = e.MalformedStream(
             f"sent an unreadable event stream {where} ({exc})", source=source.name
         )
-    except httpx2.HTTPError:
+    except TRANSPORT_FAILURES:
         if not reader.complete:
             raise
         # every choice had finished: what broke was the wait for a usage frame or the end
@@ -228,6 +233,10 @@ async def _read_stream(
         await body.aclose()
     if failure is not None:
         raise failure  # outside the except: nothing chained
+
+
+_DRAIN_FAILURES: tuple[type[Exception], ...] = (*TRANSPORT_FAILURES, EventTooLarge)
+"""What may end the read after the end marker without failing the call."""
 
 
 async def _drain(body: AsyncIterator[bytes], decoder: SSEDecoder) -> None:
@@ -240,7 +249,7 @@ async def _drain(body: AsyncIterator[bytes], decoder: SSEDecoder) -> None:
                 events += len(decoder.feed(piece))
                 if events > DEFAULTS.events_after_done:
                     return
-    except (TimeoutError, httpx2.HTTPError, EventTooLarge):
+    except _DRAIN_FAILURES:
         return
 
 
@@ -274,7 +283,7 @@ async def embeddings(pool: Pool, source: Source, payload: Mapping[str, Any]) -> 
                 extensions=lease.extensions,
             )
             await _raise_for_status(response, source)
-        except httpx2.HTTPError as exc:
+        except TRANSPORT_FAILURES as exc:
             failure = transport_error(exc, source=source.name, chunks=0, secrets=source.secrets())
         else:
             result = _json_body(response.content, source, "embeddings")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -9,7 +11,7 @@ import httpx2
 import pytest
 from pydantic import SecretStr
 
-from otel_llm import Source
+from otel_llm import Client, Source
 from otel_llm import _errors as e
 from otel_llm import _semconv as sc
 from otel_llm._act._attempt import Attempt
@@ -307,3 +309,143 @@ async def test_processor_equals_transport_over_real_http(
     assert span.attributes[sc.METERING_STATUS] == sc.METERING_EXACT  # type: ignore[index]
     assert attempt.figures.stall_count is not None
     assert attempt.figures.stall_count >= 1
+
+
+class _Failing(httpx2.AsyncBaseTransport):
+    """Real HTTP to the simulator through ``httpx2``'s transport, except that the operating
+    system's ``error`` escapes unwrapped — as a transport passed in with ``http_client=`` (an
+    aiohttp- or proxy-backed one) lets it through — before the response, or from the body
+    after ``after_pieces`` pieces of it."""
+
+    def __init__(self, error: OSError, *, after_pieces: int | None = None) -> None:
+        self.error = error
+        self.after_pieces = after_pieces
+        self.real = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self.after_pieces is None:
+            raise self.error
+        response = await self.real.handle_async_request(request)
+        body = _BreakingBody(response, self.error, self.after_pieces)
+        return httpx2.Response(response.status_code, headers=response.headers, stream=body)
+
+    async def aclose(self) -> None:
+        await self.real.aclose()
+
+
+class _BreakingBody(httpx2.AsyncByteStream):
+    def __init__(self, response: httpx2.Response, error: OSError, after_pieces: int) -> None:
+        self.response, self.error, self.after_pieces = response, error, after_pieces
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pieces = 0
+        async for piece in self.response.aiter_raw():
+            if pieces == self.after_pieces:
+                raise self.error
+            pieces += 1
+            yield piece
+
+    async def aclose(self) -> None:
+        await self.response.aclose()
+
+
+@pytest.mark.parametrize(
+    ("error", "after_pieces", "expected", "where"),
+    [
+        pytest.param(
+            ConnectionResetError(104, "Connection reset by peer"),
+            None,
+            e.ProviderConnectionError,
+            "before the first chunk",
+            id="reset-at-connect",
+        ),
+        pytest.param(
+            ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number"),
+            None,
+            e.ProviderConnectionError,
+            "before the first chunk",
+            id="tls",
+        ),
+        pytest.param(
+            socket.gaierror(-2, "Name or service not known"),
+            None,
+            e.ProviderConnectionError,
+            "before the first chunk",
+            id="dns",
+        ),
+        pytest.param(
+            ConnectionResetError(104, "Connection reset by peer"),
+            3,
+            e.ProviderConnectionError,
+            "after ",
+            id="reset-mid-stream",
+        ),
+        pytest.param(TimeoutError(), 3, e.ProviderTimeout, "after ", id="timeout-mid-stream"),
+    ],
+)
+async def test_operating_system_errors_of_a_transport_are_connection_failures(
+    provider: SimulatedProvider,
+    error: OSError,
+    after_pieces: int | None,
+    expected: type[e.ProviderError],
+    where: str,
+) -> None:
+    """An ``OSError`` a transport lets through unwrapped is a failure of the connection, like
+    ``httpx2``'s own: transient, its type and text in the message, nothing chained (it may hold
+    the request) — not a raw ``OSError`` that ends the call without trying another source."""
+    slow = {"first_chunk_delay_s": 0.0, "chunk_interval_s": 0.05, "chunk_count": 20}
+    async with httpx2.AsyncClient(transport=_Failing(error, after_pieces=after_pieces)) as client:
+        with pytest.raises(expected, match=where) as caught:
+            await chat_completion(
+                Pool(client=client),
+                source(provider),
+                scripted(Script(**slow)),  # type: ignore[arg-type]
+                stream=True,
+                clock=ChunkClock(),
+            )
+    assert type(error).__name__ in str(caught.value)
+    assert caught.value.__cause__ is None
+    assert caught.value.__context__ is None
+
+
+async def test_a_client_fails_over_when_a_transport_raises_an_operating_system_error(
+    provider: SimulatedProvider, spans: Spans
+) -> None:
+    """The first source's connection is reset under a transport that does not wrap the error:
+    the call goes on to the next source and is answered there, and the first attempt's span
+    records a connection failure."""
+
+    class ResetFirst(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.real = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            if request.url.host == "localhost":
+                raise ConnectionResetError(104, "Connection reset by peer")
+            return await self.real.handle_async_request(request)
+
+        async def aclose(self) -> None:
+            await self.real.aclose()
+
+    first = Source(
+        name="reset",
+        provider="sim",
+        base_url=provider.base_url.replace("127.0.0.1", "localhost"),
+        model="sim-model",
+        api_key=SecretStr(SECRET),
+    )
+    async with (
+        httpx2.AsyncClient(transport=ResetFirst()) as http_client,
+        Client(
+            [first, source(provider)], http_client=http_client, tracer_provider=spans.provider
+        ) as client,
+    ):
+        result = await client.chat(MESSAGES)
+    assert result.source == "sim-1"
+    outcomes = [
+        (span.attributes[sc.ATTEMPT_SOURCE], span.status.description or "")
+        for span in spans.attempts()
+    ]
+    assert outcomes[0][0] == "reset"
+    assert "ConnectionResetError" in outcomes[0][1]
+    assert outcomes[-1][0] == "sim-1"
