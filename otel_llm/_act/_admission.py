@@ -79,8 +79,10 @@ class LocalAdmission:
     def _bucket(self, source: str, kind: str, per_minute: float, now: float) -> TokenBucket:
         key = (source, kind)
         bucket = self._buckets.get(key)
-        if bucket is None or bucket.capacity != per_minute:
+        if bucket is None:
             bucket = self._buckets[key] = TokenBucket.full(per_minute, per_minute / 60.0, now)
+        elif bucket.capacity != per_minute:  # a changed limit keeps the level, capped at it
+            bucket = self._buckets[key] = bucket.resized(per_minute, per_minute / 60.0, now)
         return bucket
 
     def _pairs(

@@ -4,9 +4,11 @@ Each limited bucket of a source is a Redis hash ``{prefix}:{source}:rpm`` or ``â
 source in braces, a cluster hash tag, so both keys of a source live on one shard) holding its
 capacity, level and the time of its last update. One Lua script, run atomically with the
 server's clock (Redis 5 or later), reproduces :class:`~otel_llm._act._token_bucket.TokenBucket`
-exactly: a missing bucket is full, a bucket whose capacity changed starts full again, an amount
-above the capacity is clamped to it, and a settlement may leave a debt (a negative level). An
-idle bucket expires a while after it would be full again, which is what a missing bucket means.
+exactly: a missing bucket is full, a bucket whose capacity changed keeps its level (refilled at
+the old rate until now, then capped at the new capacity: processes that disagree on a limit still
+share one quota), an amount above the capacity is clamped to it, and a settlement may leave a debt
+(a negative level). An idle bucket expires a while after it would be full again, which is what a
+missing bucket means.
 
 Sources with no limits never ask Redis. Every other call fails closed: when Redis cannot be
 asked, :class:`~otel_llm.BackendUnavailable` is raised and nothing is admitted.
@@ -42,11 +44,13 @@ for i, key in ipairs(KEYS) do
   local per_s = cap / 60
   local stored = redis.call('HMGET', key, 'capacity', 'level', 'at')
   local level, at = cap, now
-  if tonumber(stored[1]) == cap then
+  local was = tonumber(stored[1])
+  if was then
     level, at = tonumber(stored[2]), tonumber(stored[3])
     if now > at then
-      level, at = math.min(cap, level + (now - at) * per_s), now
+      level, at = math.min(was, level + (now - at) * was / 60), now
     end
+    level = math.min(cap, level)
   end
   if mode == 'acquire' then
     amount = math.min(amount, cap)

@@ -20,6 +20,12 @@ class TokenBucket:
         """A bucket that starts full."""
         return cls(capacity, per_s, capacity, now)
 
+    def resized(self, capacity: float, per_s: float, now: float) -> TokenBucket:
+        """This bucket under another capacity and rate: refilled at the old rate until ``now``,
+        its level (a debt included) kept, capped at the new capacity."""
+        self._refill(now)
+        return TokenBucket(capacity, per_s, min(capacity, self.level), max(now, self.updated_at))
+
     def _refill(self, now: float) -> None:
         if now > self.updated_at:
             self.level = min(self.capacity, self.level + (now - self.updated_at) * self.per_s)

@@ -73,3 +73,15 @@ def test_token_estimate(payload: dict[str, object], expected: int | None) -> Non
         assert 100 < estimate < 130
     else:
         assert estimate == expected
+
+
+async def test_a_changed_limit_keeps_the_level() -> None:
+    """Two limits for one source (two clients sharing the backend) do not refill the bucket
+    at every change: the level carries over, capped at the limit asked with."""
+    admission = LocalAdmission(FakeClock())
+    old, new = Limits(requests_per_minute=3), Limits(requests_per_minute=5)
+    waits = []
+    for _ in range(10):
+        waits.append(await admission.acquire("a", old, 1))
+        waits.append(await admission.acquire("a", new, 1))
+    assert waits.count(0.0) == 3

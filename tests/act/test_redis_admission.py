@@ -84,9 +84,17 @@ SCENARIOS: dict[str, tuple[list[Acquire | Settle], str]] = {
         [Acquire(TPM600, 600), Settle(TPM600, -5000), Acquire(TPM600, 600), Acquire(TPM600, 60)],
         "AAD",
     ),
-    "capacity-change-resets": (
-        [*[Acquire(RPM3)] * 4, *[Acquire(RPM5)] * 6, Acquire(RPM3)],
-        "AAAD" + "AAAAAD" + "A",
+    "capacity-raised-keeps-level": (
+        [*[Acquire(RPM3)] * 4, *[Acquire(RPM5)] * 2],
+        "AAAD" + "DD",  # the raised limit is reached by refill, not at once
+    ),
+    "capacity-lowered-caps-level": (
+        [*[Acquire(RPM5)] * 3, *[Acquire(RPM3)] * 3],
+        "AAA" + "AAD",  # 2 left, under the lower limit
+    ),
+    "capacity-lowered-caps-tokens": (
+        [Acquire(TPM600, 100), Acquire(Limits(tokens_per_minute=300), 300), Acquire(TPM600, 60)],
+        "AAD",  # 500 left, capped at 300, all taken
     ),
 }
 
@@ -369,3 +377,25 @@ def test_a_url_that_is_no_text_is_refused(url: object) -> None:
     """A URL of the wrong type is a ConfigurationError naming the type."""
     with pytest.raises(ConfigurationError, match="redis_url: must be a Redis URL"):
         RedisAdmission(url)  # type: ignore[arg-type]
+
+
+async def test_processes_that_disagree_on_a_limit_still_share_one_quota(
+    redis_url: str, prefix: str
+) -> None:
+    """Two processes whose limits for one source differ (a rolling deploy that changes it)
+    alternate on its bucket: the level is carried over, capped at the limit of whoever asks,
+    so together they admit about the larger quota — not a full bucket at every change."""
+    old, new = Limits(requests_per_minute=3), Limits(requests_per_minute=5)
+    first, second = (RedisAdmission(redis_url, key_prefix=prefix) for _ in range(2))
+    try:
+        started = time.monotonic()
+        waits = []
+        for _ in range(20):
+            waits.append(await first.acquire("src", old, 1))
+            waits.append(await second.acquire("src", new, 1))
+        elapsed = time.monotonic() - started
+    finally:
+        await first.aclose()
+        await second.aclose()
+    admitted = waits.count(0.0)
+    assert admitted <= 5 + 5 / 60 * elapsed + 1, f"{admitted} of 40 in {elapsed:.2f}s"
