@@ -473,6 +473,47 @@ def test_bedrock_and_vertex_are_named_as_such_and_their_credentials_kept_out(
         assert ACCESS_TOKEN not in text
 
 
+_PLATFORM_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "Bedrock": {"aws_region": "us-east-1", "aws_access_key": "a", "aws_secret_key": "s"},
+    "BedrockMantle": {"aws_region": "us-east-1", "api_key": "k"},
+    "AWS": {"aws_region": "us-east-1", "api_key": "k", "workspace_id": "w"},
+    "Vertex": {"region": "us-east5", "project_id": "p", "access_token": "t"},
+    "GoogleCloud": {"project": "p", "location": "us-east5", "skip_auth": True},
+    "Foundry": {"resource": "r", "api_key": "k"},
+}
+"""Construction arguments of each platform client the anthropic SDK exports (``Anthropic`` +
+the key), none of which reaches a network."""
+
+
+@pytest.mark.parametrize("platform", ["", *_PLATFORM_ARGUMENTS])
+@pytest.mark.parametrize("prefix", ["", "Async"])
+def test_every_platform_client_is_named_as_the_sdk_names_it(prefix: str, platform: str) -> None:
+    """Each of the SDK's clients is recorded under the provider name the SDK's own tracing
+    gives it (``aws.bedrock`` for Bedrock and Bedrock Mantle, ``gcp.vertex_ai`` for Vertex AI,
+    ``anthropic`` for Anthropic's API however it is reached), and every platform client the
+    installed SDK exports is covered here."""
+    from otel_llm._wrap._sdk_client import client_facts
+
+    exported = {
+        name
+        for name in dir(anthropic)
+        if name.startswith("Anthropic")
+        and isinstance(getattr(anthropic, name), type)
+        and not issubclass(getattr(anthropic, name), BaseException)
+    }
+    assert exported == {f"Anthropic{key}" for key in ["", *_PLATFORM_ARGUMENTS]}, (
+        "the SDK exports a platform client this test does not know"
+    )
+    cls = getattr(anthropic, f"{prefix}Anthropic{platform}")
+    client = cls(**_PLATFORM_ARGUMENTS.get(platform, {"api_key": "k"}))
+
+    class Resource:
+        _client = client
+
+    facts = client_facts(Resource(), default_provider=sc.PROVIDER_ANTHROPIC)
+    assert facts.provider == client._gen_ai_provider_name
+
+
 def test_uninstrument_restores_the_sdk(spans: Spans, client: anthropic.Anthropic) -> None:
     """After ``uninstrument_anthropic()`` nothing is recorded and the SDK's own types return."""
     instrument_anthropic(tracer_provider=spans.provider)
