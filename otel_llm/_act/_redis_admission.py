@@ -16,6 +16,9 @@ asked, :class:`~otel_llm.BackendUnavailable` is raised and nothing is admitted.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import math
 import re
 from urllib.parse import urlsplit
@@ -32,6 +35,8 @@ from otel_llm._arguments import type_name
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import BackendUnavailable, ConfigurationError
 from otel_llm._redact import redact, redact_url, url_secrets
+
+logger = logging.getLogger("otel_llm")
 
 _SCRIPT = """
 local t = redis.call('TIME')
@@ -153,6 +158,7 @@ class RedisAdmission:
         if problem is not None:
             raise ConfigurationError("redis_url", f"{problem} ({self._where})")
         self._script = self._redis.register_script(_SCRIPT)
+        self._giving_back: set[asyncio.Future[None]] = set()
 
     def _key(self, source: str, kind: str) -> str:
         return f"{self._prefix}:{{{source}}}:{kind}"
@@ -185,7 +191,30 @@ class RedisAdmission:
             )
         if not buckets:
             return 0.0
-        return await self._run("acquire", buckets)
+        run = asyncio.ensure_future(self._run("acquire", buckets))
+        try:
+            return await asyncio.shield(run)
+        except asyncio.CancelledError:
+            # the script may have run already: wait for its answer and give back what it took
+            give_back = asyncio.ensure_future(self._give_back(run, buckets))
+            self._giving_back.add(give_back)
+            give_back.add_done_callback(self._giving_back.discard)
+            with contextlib.suppress(asyncio.CancelledError):  # cancelled again: it ends alone
+                await asyncio.shield(give_back)
+            raise
+
+    async def _give_back(
+        self, run: asyncio.Future[float], buckets: list[tuple[str, float, float]]
+    ) -> None:
+        """Return what the acquire ``run`` took (its amounts, clamped as it clamped them)."""
+        try:
+            if await run == 0.0:
+                given = [
+                    (key, capacity, min(amount, capacity)) for key, capacity, amount in buckets
+                ]
+                await self._run("settle", given)
+        except BackendUnavailable as exc:
+            logger.warning("otel-llm: could not give back a cancelled admission: %s", exc)
 
     async def settle(self, source: str, limits: Limits, extra_tokens: int) -> None:
         """Charge ``extra_tokens`` to the token bucket (negative refunds, capped at capacity)."""
@@ -195,5 +224,6 @@ class RedisAdmission:
         await self._run("settle", [bucket])
 
     async def aclose(self) -> None:
-        """Close the connections to Redis."""
+        """Close the connections to Redis (once what cancelled acquires took is given back)."""
+        await asyncio.gather(*self._giving_back, return_exceptions=True)
         await self._redis.aclose(close_connection_pool=True)

@@ -399,3 +399,75 @@ async def test_processes_that_disagree_on_a_limit_still_share_one_quota(
         await second.aclose()
     admitted = waits.count(0.0)
     assert admitted <= 5 + 5 / 60 * elapsed + 1, f"{admitted} of 40 in {elapsed:.2f}s"
+
+
+class HeldReplies:
+    """A TCP relay on 127.0.0.1 in front of Redis: requests go through at once, the server's
+    replies only while ``flowing`` is set; ``held`` is set once a reply waits (so the command
+    has run on the server)."""
+
+    def __init__(self, redis_port: int) -> None:
+        self.redis_port = redis_port
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.held = asyncio.Event()
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> HeldReplies:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.redis_port)
+        for pump in (self._pump(reader, up_writer, False), self._pump(up_reader, writer, True)):
+            task = asyncio.create_task(pump)
+            self._tasks.add(task)
+
+    async def _pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, replies: bool
+    ) -> None:
+        try:
+            while data := await reader.read(65536):
+                if replies and not self.flowing.is_set():
+                    self.held.set()
+                    await self.flowing.wait()
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+
+async def test_an_acquire_cancelled_while_redis_answers_gives_back_what_it_took(
+    redis_url: str, prefix: str
+) -> None:
+    """A call cancelled after its admission script ran on Redis but before the answer came
+    back (a hedge no longer needed, a caller's timeout over a slow link) gives back the
+    request and the tokens it took — as in-process admission, which is never cut halfway."""
+    limits = Limits(requests_per_minute=1, tokens_per_minute=600)
+    port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    async with HeldReplies(port) as relay:
+        slow = RedisAdmission(f"redis://127.0.0.1:{relay.port}/0", key_prefix=prefix)
+        direct = RedisAdmission(redis_url, key_prefix=prefix)
+        try:
+            assert await slow.acquire("warm-up", limits, 1) == 0.0  # connected, script loaded
+            relay.flowing.clear()
+            call = asyncio.create_task(slow.acquire("src", limits, 500))
+            await asyncio.wait_for(relay.held.wait(), 10)  # it ran: 1 request, 500 tokens
+            call.cancel()
+            relay.flowing.set()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            assert await direct.acquire("src", limits, 600) == 0.0, "nothing was given back"
+        finally:
+            await slow.aclose()
+            await direct.aclose()
