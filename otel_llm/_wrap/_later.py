@@ -89,8 +89,28 @@ class AsyncLaterStream(_Proxy, Generic[T]):
         self._start: Starter | None = start
         self._inner: AsyncIterator[T] | None = None
 
-    def __aiter__(self) -> AsyncLaterStream[T]:
-        return self
+    def __aiter__(self) -> AsyncIterator[T]:
+        """An async generator over the same items, sharing one position with
+        ``anext(stream)`` (see :meth:`AsyncObservedStream.__aiter__`)."""
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[T]:
+        inner = self._inner
+        if inner is None:
+            inner = self._begin()
+        if isinstance(inner, AsyncObservedStream):
+            inner._loop_closed = False
+        while True:
+            try:
+                item = await inner.__anext__()
+            except StopAsyncIteration:
+                return
+            try:
+                yield item
+            except GeneratorExit:
+                if isinstance(inner, AsyncObservedStream):
+                    inner._loop_closed = True
+                raise
 
     async def __anext__(self) -> T:
         inner = self._inner

@@ -185,11 +185,40 @@ class AsyncObservedStream(_Proxy, Generic[T]):
             raise
         self._step: tuple[AsyncIterator[T], CallRecorder] = (iterator, recorder)
 
-    def __aiter__(self) -> AsyncObservedStream[T]:
-        return self
+    def __aiter__(self) -> AsyncIterator[T]:
+        """An async generator over the same items, sharing one position with
+        ``anext(stream)`` (see :meth:`ObservedStream.__iter__`). Leaving an ``async for`` loop
+        early ends nothing: the stream is still open."""
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[T]:
+        # __anext__'s twin, as ObservedStream._items is __next__'s. A loop's generator closed
+        # at a chunk (``GeneratorExit``: an async generator around the stream closed, or an
+        # ``async for`` left and its generator finalized by the event loop) ends nothing; the
+        # stream collected without another read was closed by it (``__del__``).
+        iterator, recorder = self._step
+        self._loop_closed = False
+        while True:
+            wait_start = _clock.now_ns()
+            try:
+                item = await iterator.__anext__()
+            except StopAsyncIteration:
+                recorder.end_ok()
+                return
+            except BaseException as exc:
+                recorder.end_raised(exc)
+                raise
+            recorder.on_item(item, wait_start, _clock.now_ns())
+            try:
+                yield item
+            except GeneratorExit:
+                self._loop_closed = True
+                raise
 
     async def __anext__(self) -> T:
         iterator, recorder = self._step
+        if self._loop_closed:
+            self._loop_closed = False
         wait_start = _clock.now_ns()
         try:
             item = await iterator.__anext__()

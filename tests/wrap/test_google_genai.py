@@ -298,3 +298,20 @@ def test_resource_exhausted_is_recorded_and_raised(
     a = attempt(instrumented)
     assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
     assert a[sc.ERROR_TYPE] == "ClientError"
+
+
+async def test_an_async_chat_stream_closed_part_way_ends_as_closed(
+    instrumented: Spans, aclient: genai.Client
+) -> None:
+    """The async chat helper the same way: closing ``send_message_stream``'s async generator
+    part-way ends the call as ``closed``, as closing the async
+    ``generate_content_stream``'s own is."""
+    messages = await aclient.aio.chats.create(model="smooth").send_message_stream("hello")
+    await anext(messages)
+    await anext(messages)
+    await messages.aclose()  # type: ignore[attr-defined]
+    direct = await aclient.aio.models.generate_content_stream(model="smooth", contents="hello")
+    await anext(direct)
+    await direct.aclose()  # type: ignore[attr-defined]
+    outcomes = [(s.attributes or {})[sc.ATTEMPT_OUTCOME] for s in instrumented.attempts()]
+    assert outcomes == [sc.OUTCOME_CLOSED, sc.OUTCOME_CLOSED]

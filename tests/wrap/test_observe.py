@@ -376,6 +376,65 @@ async def test_async_context_manager_and_aclose(spans: Spans) -> None:
     assert attrs_of(spans.attempts()[0])[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
 
 
+async def test_an_async_loop_left_early_leaves_the_stream_open_where_it_was(
+    spans: Spans,
+) -> None:
+    """``async for`` reads through an async generator and ``anext()`` through the stream: both
+    share one position, leaving a loop ends nothing, and every chunk is counted once."""
+    clock = FakeClock()
+    with use_clock(clock):
+        stream = observed(spans, scripted_async(clock, [5] * 6))
+        first = []
+        async for item in stream:
+            first.append(item)
+            if len(first) == 2:
+                break
+        assert not stream.recorder.ended
+        third = await anext(stream)
+        rest = [item async for item in stream]
+    assert [*first, third, *rest] == list(scripted(FakeClock(), [5] * 6))
+    (attempt,) = spans.attempts()
+    a = attrs_of(attempt)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert a[sc.CHUNK_COUNT] == 6
+
+
+async def test_an_async_stream_let_go_of_after_its_loop_was_closed_ends_as_closed(
+    spans: Spans,
+) -> None:
+    """An async generator around the stream closed part-way lets go of the stream with its
+    loop: ``closed``, not ``dropped`` (the event loop finalizes the loop's generator, so the
+    spans end once it has run)."""
+    clock = FakeClock()
+    with use_clock(clock):
+
+        async def around(stream: Any) -> AsyncIterator[Any]:
+            async for item in stream:
+                yield item
+
+        outer = around(observed(spans, scripted_async(clock, [5] * 6)))
+        await anext(outer)
+        await outer.aclose()
+        for _ in range(100):
+            if spans.attempts():
+                break
+            await asyncio.sleep(0)
+    assert attrs_of(spans.attempts()[0])[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED
+
+
+async def test_an_async_stream_dropped_without_a_loop_still_ends_as_dropped(
+    spans: Spans,
+) -> None:
+    """Read with ``anext()`` only and let go of: ``dropped``, as before."""
+    clock = FakeClock()
+    with use_clock(clock):
+        stream = observed(spans, scripted_async(clock, [5] * 6))
+        await anext(stream)
+        del stream
+        gc.collect()
+    assert attrs_of(spans.attempts()[0])[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_DROPPED
+
+
 def test_content_is_captured_only_when_asked(spans: Spans, monkeypatch: pytest.MonkeyPatch) -> None:
     """Output text reaches the span only with the standard capture variable set."""
     for _ in observed(spans, iter([chunk("secret answer"), chunk(finish="stop")])):
