@@ -34,6 +34,7 @@ from otel_llm._act._stats import CallStats
 from otel_llm._act._transport import embeddings_refused
 from otel_llm._act._wire._format import EXTRA_BODY
 from otel_llm._arguments import check_providers, type_name
+from otel_llm._defaults import DEFAULTS
 from otel_llm._env import scope_key, stall_threshold_key
 from otel_llm._errors import InvalidRequest
 from otel_llm._measure import _clock
@@ -206,10 +207,10 @@ def _admission(settings: ClientSettings) -> Admission:
         from otel_llm._act._redis_admission import RedisAdmission
 
         assert settings.admission.redis_url is not None
-        return RedisAdmission(
-            settings.admission.redis_url.get_secret_value(),
-            key_prefix=settings.admission.key_prefix,
-        )
+        prefix = settings.admission.key_prefix
+        if settings.scope != DEFAULTS.scope:  # its sources' names are the chat scope's too
+            prefix = f"{prefix}:{settings.scope.lower()}"
+        return RedisAdmission(settings.admission.redis_url.get_secret_value(), key_prefix=prefix)
     return LocalAdmission()
 
 

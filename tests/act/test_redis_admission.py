@@ -17,12 +17,14 @@ from redis.asyncio import Redis
 
 from otel_llm import (
     BackendUnavailable,
+    Client,
     ConfigurationError,
     Limits,
     LocalAdmission,
     RedisAdmission,
 )
 from otel_llm._redact import redact_url
+from otel_llm.simulator import SimulatedProvider
 from tests.support.redis_server import (
     RedisServer,
     free_port,
@@ -471,3 +473,27 @@ async def test_an_acquire_cancelled_while_redis_answers_gives_back_what_it_took(
         finally:
             await slow.aclose()
             await direct.aclose()
+
+
+async def test_chat_and_embeddings_sources_of_one_name_keep_their_own_quotas(
+    redis_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Configured from the environment, the chat and the embeddings scope both name their
+    first OpenAI source ``openai-0`` — two models with limits of their own. On one Redis each
+    keeps its own quota, as in-process admission (a backend per client) keeps them: a chat
+    call does not spend the embeddings' requests."""
+    async with SimulatedProvider(time_scale=0.01) as sim:
+        for scope in ("LLM", "EMBEDDING"):
+            monkeypatch.setenv(f"{scope}__ADMISSION__BACKEND", "redis")
+            monkeypatch.setenv(f"{scope}__ADMISSION__REDIS_URL", redis_url)
+            monkeypatch.setenv(f"{scope}__ADMISSION__KEY_PREFIX", prefix)
+            monkeypatch.setenv(f"{scope}__OPENAI__0__BASE_URL", sim.base_url)
+            monkeypatch.setenv(f"{scope}__OPENAI__0__API_KEY", "sk-sim-0123456789")
+            monkeypatch.setenv(f"{scope}__OPENAI__0__REQUESTS_PER_MINUTE", "1")
+            monkeypatch.setenv(f"{scope}__RETRY__CALL_DEADLINE_S", "5")
+        monkeypatch.setenv("LLM__OPENAI__0__MODEL", "chat-model")
+        monkeypatch.setenv("EMBEDDING__OPENAI__0__MODEL", "embedding-model")
+        async with Client() as chat, Client(scope="EMBEDDING") as embeddings:
+            await chat.chat([{"role": "user", "content": "hi"}], stream=True)
+            result = await embeddings.embed("hi")
+    assert result.source == "openai-0"
