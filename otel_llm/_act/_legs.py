@@ -223,10 +223,13 @@ class LegLedger(Generic[T]):
         await self._settle(state, self.tokens, 0)
 
     async def _settle(self, state: SourceState, tokens: int, actual: int | None) -> None:
-        """Settle a reservation: ``actual`` tokens used (``None``: unknown, keep the estimate)."""
-        if actual is None or state.source.limits.tokens_per_minute is None:
+        """Settle a reservation: ``actual`` tokens used (``None``: unknown, keep the estimate).
+        What was reserved is the estimate clamped to the limit, as admission took it."""
+        limit = state.source.limits.tokens_per_minute
+        if actual is None or limit is None:
             return
-        await self.call.admission.settle(state.name, state.source.limits, actual - tokens)
+        reserved = int(min(tokens, limit))
+        await self.call.admission.settle(state.name, state.source.limits, actual - reserved)
 
     async def _settle_unknown(self, state: SourceState, tokens: int, chunks: int) -> None:
         """Settle a leg whose usage is unknown (failed or cancelled): nothing if it produced

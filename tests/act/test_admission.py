@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from otel_llm import Client, Source
 from otel_llm._act._admission import Limits, LocalAdmission, estimate_tokens
+from otel_llm.simulator import Script, SimulatedProvider
 
 
 class FakeClock:
@@ -85,3 +87,28 @@ async def test_a_changed_limit_keeps_the_level() -> None:
         waits.append(await admission.acquire("a", old, 1))
         waits.append(await admission.acquire("a", new, 1))
     assert waits.count(0.0) == 3
+
+
+async def test_a_request_above_the_token_limit_is_charged_what_it_used() -> None:
+    """A request whose estimate exceeds ``tokens_per_minute`` (a ``max_tokens`` above it) takes
+    the whole bucket; settled from its usage, the bucket is left short of what the answer used
+    — not refunded from the unclamped estimate, which refilled it to full and made the token
+    limit charge such calls nothing."""
+    admission = LocalAdmission(FakeClock())  # no refill: what is left is what was charged
+    limits = Limits(tokens_per_minute=1000)
+    async with SimulatedProvider(
+        default=Script(first_chunk_delay_s=0.0, chunk_count=40, chunk_interval_s=0.0)
+    ) as sim:
+        source = Source(
+            name="sim", provider="openai", base_url=sim.base_url, api_key="sk-sim-0123456789",
+            model="m", tokens_per_minute=1000,
+        )  # fmt: skip
+        async with Client([source], admission=admission) as client:
+            result = await client.chat(
+                [{"role": "user", "content": "hi"}], stream=True, max_tokens=5000
+            )
+    assert result.usage is not None
+    used = result.usage.input_tokens + result.usage.output_tokens
+    assert used >= 40
+    assert await admission.acquire("sim", limits, 1000 - used) == 0.0
+    assert await admission.acquire("sim", limits, 1) > 0, "the answer's tokens were refunded"
