@@ -7,6 +7,8 @@ Routes (each answering route one :class:`~._wire.Wire`, served by :func:`answeri
 ``POST /openai/deployments/{deployment}/chat/completions``          the same, Azure OpenAI
 ``POST /v1/responses``                                              OpenAI Responses
 ``POST /v1/messages``                                               Anthropic Messages
+``POST /model/{model}/invoke``                                      the same, Amazon Bedrock
+``POST /model/{model}/invoke-with-response-stream``                 the same, streamed
 ``POST /{v1,v1beta,v1alpha}/models/{model}:generateContent``        Gemini
 ``POST /{v1,v1beta,v1alpha}/models/{model}:streamGenerateContent``  Gemini, streamed
 ``POST /v1/embeddings``, ``/openai/deployments/{d}/embeddings``     OpenAI / Azure embeddings
@@ -15,10 +17,10 @@ Routes (each answering route one :class:`~._wire.Wire`, served by :func:`answeri
 
 Every answering route has the one request flow of :func:`answering`: the request gets its script
 from :func:`select_script` (header ``X-Sim-Script``, body field ``sim``, model, preset, default —
-the model being the body's ``model``, or the path's for Gemini and Azure); the streamed answer is
-the wire's plan of that script, written event by event by :func:`stream` (every write goes to the
-socket at once, so the client sees the scripted timing). Every wait is ``time_scale × scripted
-seconds``, at most :data:`MAX_WAIT_S`.
+the model being the body's ``model``, or the path's for Gemini, Azure and Bedrock); the streamed
+answer is the wire's plan of that script, written event by event by :func:`stream` in the wire's
+framing (every write goes to the socket at once, so the client sees the scripted timing). Every
+wait is ``time_scale × scripted seconds``, at most :data:`MAX_WAIT_S`.
 
 The request counters live in a :class:`ProviderStats` at ``app[STATS_KEY]``. Client disconnects
 are detected promptly when the app runs with ``handler_cancellation=True`` (as
@@ -44,6 +46,9 @@ from typing import Any
 from aiohttp import web
 
 from otel_llm.simulator._anthropic import ANTHROPIC_MESSAGES
+from otel_llm.simulator._bedrock import BEDROCK, BEDROCK_STREAMED
+from otel_llm.simulator._bedrock import ROUTE as BEDROCK_ROUTE
+from otel_llm.simulator._bedrock import STREAM_ROUTE as BEDROCK_STREAM_ROUTE
 from otel_llm.simulator._chat import (
     AZURE_CHAT_COMPLETIONS,
     CHAT_COMPLETIONS,
@@ -213,7 +218,7 @@ async def stream(
         timeline = loop.time()  # when the last pause was due to end
         for step in plan:
             if isinstance(step, Send):
-                await response.write(step.encoded())
+                await response.write(framing.encode(step))
             elif isinstance(step, Pause):
                 if step.cadence:
                     # on the stream's timeline: the cadence absorbs late writes before it
@@ -411,6 +416,8 @@ def create_app(
     app.router.add_post("/v1/responses", answering(RESPONSES))
     app.router.add_post("/v1/messages", answering(ANTHROPIC_MESSAGES))
     app.router.add_post(GEMINI_ROUTE, answering(GEMINI))
+    app.router.add_post(BEDROCK_ROUTE, answering(BEDROCK))
+    app.router.add_post(BEDROCK_STREAM_ROUTE, answering(BEDROCK_STREAMED))
     azure = "/openai/deployments/{deployment}"
     app.router.add_post(f"{azure}/chat/completions", answering(AZURE_CHAT_COMPLETIONS))
     app.router.add_post("/v1/embeddings", _embeddings(lambda asked: body_model(asked.body)))

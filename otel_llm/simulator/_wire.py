@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from otel_llm.simulator._frames import Reply, Step
+from otel_llm.simulator._frames import Reply, Send, Step
 from otel_llm.simulator._script import Script
 
 Body = Mapping[str, Any]
@@ -48,11 +48,14 @@ class ScriptedError:
 
 @dataclass(frozen=True, slots=True)
 class Framing:
-    """How a streamed answer is written: its content type and what a keepalive is."""
+    """How a streamed answer is written: its content type, what a keepalive is and how an
+    event is written."""
 
     content_type: str
     keepalive: bytes
     """Written during a silence with keepalives (nothing when empty)."""
+    encode: Callable[[Send], bytes] = Send.encoded
+    """An event as written to the socket (SSE, unless the format frames events otherwise)."""
 
 
 OPENAI_SSE = Framing(SSE, SSE_COMMENT_KEEPALIVE)

@@ -473,6 +473,82 @@ def test_bedrock_and_vertex_are_named_as_such_and_their_credentials_kept_out(
         assert ACCESS_TOKEN not in text
 
 
+AWS_SECRET = "aws-secret-key-bedrock-0000"
+
+
+def _bedrock(url: str, sdk: Any = None) -> Any:
+    """An ``AnthropicBedrock`` client (or ``sdk``, its async twin) of the simulator, which
+    speaks Bedrock's ``invoke`` routes and AWS event streams."""
+    return (sdk or anthropic.AnthropicBedrock)(
+        base_url=url,
+        aws_region="us-east-1",
+        aws_access_key="AKIAEXAMPLEBEDROCK00",
+        aws_secret_key=AWS_SECRET,
+        max_retries=0,
+    )
+
+
+def _figures(spans: Spans) -> list[tuple[Any, ...]]:
+    return [
+        (
+            a.get(sc.ATTEMPT_OUTCOME),
+            a.get(sc.CHUNK_COUNT),
+            a.get(sc.STALL_COUNT),
+            a.get(sc.GEN_AI_PROVIDER_NAME),
+            a.get(sc.GEN_AI_RESPONSE_FINISH_REASONS),
+            a.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+        )
+        for a in (dict(s.attributes or {}) for s in spans.attempts())
+    ]
+
+
+def test_bedrock_streams_are_metered_as_anthropics_own(instrumented: Spans) -> None:
+    """Through Bedrock (AWS event stream messages, not SSE) every way of streaming gives the
+    figures Anthropic's own API gives: each delta one chunk, the silence one stall, stop
+    reason and usage; ``aws.bedrock``; a mid-stream exception recorded as the provider's
+    error; no AWS secret anywhere."""
+    with SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running:
+        sdk = _bedrock(running.url)
+        events = list(sdk.messages.create(**_create("stall"), stream=True))
+        assert sum(e.type == "content_block_delta" for e in events) == 12
+        with sdk.messages.stream(**_create("smooth")) as stream:
+            assert stream.get_final_message().stop_reason == "end_turn"
+        sdk.messages.create(**_create("smooth"))
+        with pytest.raises(anthropic.APIStatusError):
+            for _ in sdk.messages.create(**_create("broken"), stream=True):
+                pass
+        sdk.close()
+    bedrock = sc.PROVIDER_AWS_BEDROCK
+    assert _figures(instrumented) == [
+        (sc.OUTCOME_OK, 12, 1, bedrock, ("end_turn",), 12),
+        (sc.OUTCOME_OK, 12, 0, bedrock, ("end_turn",), 12),
+        (sc.OUTCOME_OK, None, None, bedrock, ("end_turn",), 12),
+        (sc.OUTCOME_ERROR, 6, 0, bedrock, ("error",), 1),  # as first-party: chunks to the fault
+    ]
+    stall = dict(instrumented.attempts()[0].attributes or {})
+    assert stall[sc.STALL_MS] >= 100
+    assert stall[sc.METERING_STATUS] == sc.METERING_EXACT
+    assert dict(instrumented.attempts()[3].attributes or {})[sc.ERROR_TYPE]
+    assert all(AWS_SECRET not in span.to_json() for span in instrumented.finished())
+
+
+async def test_async_bedrock_streams_are_metered(instrumented: Spans) -> None:
+    """The async Bedrock client the same way."""
+    async with SimulatedProvider(scripts=SCRIPTS) as running:
+        sdk = _bedrock(running.url, anthropic.AsyncAnthropicBedrock)
+        async for _ in await sdk.messages.create(**_create("stall"), stream=True):
+            pass
+        async with sdk.messages.stream(**_create("smooth")) as stream:
+            text = "".join([piece async for piece in stream.text_stream])
+        assert text.startswith("word0")
+        await sdk.close()
+    bedrock = sc.PROVIDER_AWS_BEDROCK
+    assert _figures(instrumented) == [
+        (sc.OUTCOME_OK, 12, 1, bedrock, ("end_turn",), 12),
+        (sc.OUTCOME_OK, 12, 0, bedrock, ("end_turn",), 12),
+    ]
+
+
 _PLATFORM_ARGUMENTS: dict[str, dict[str, Any]] = {
     "Bedrock": {"aws_region": "us-east-1", "aws_access_key": "a", "aws_secret_key": "s"},
     "BedrockMantle": {"aws_region": "us-east-1", "api_key": "k"},
