@@ -48,6 +48,10 @@ from otel_llm._show._sql._table import (
 from otel_llm._tune._hedging_model import Timeline
 
 NS_PER_S: Final = 1_000_000_000
+EVENTS_DAMAGED: Final = "incomplete:chunk_events_damaged"
+"""The metering of an attempt whose stored chunk events are not one event per entry (lists of
+different lengths) or hold a negative time: no writer of ours makes one, so its timeline cannot
+be trusted and the replay leaves it out as incomplete metering."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +135,19 @@ def timeline_of_events(
     return Timeline(first, duration_ns / NS_PER_S, tuple(gaps), ok=ok)
 
 
+def chunk_events_agree(
+    indexes: Sequence[int | None] | None,
+    gaps_ns: Sequence[int | None] | None,
+    offsets_ns: Sequence[int | None] | None,
+) -> bool:
+    """Whether the chunk-event columns of one attempt hold one entry per event (equal lengths)
+    and no negative time, as every writer of the store makes them."""
+    lists = (indexes or (), gaps_ns or (), offsets_ns or ())
+    if len({len(values) for values in lists}) > 1:
+        return False
+    return all(value is None or value >= 0 for values in lists for value in values)
+
+
 def _q(column: str) -> str:
     return f'"{column}"'
 
@@ -200,6 +217,18 @@ def read_recorded(
         duration, indexes, gaps, offsets, call_ns, call_requests, call_ok = row[10:]
         call = f"{trace}/{parent}"
         floor_ms = int(floor or 0)
+        if chunk_events_agree(indexes, gaps, offsets):
+            timeline = timeline_of_events(
+                outcome=outcome,
+                duration_ns=int(duration or 0),
+                floor_ms=floor_ms,
+                indexes=indexes,
+                gaps_ns=gaps,
+                offsets_ns=offsets,
+            )
+        else:  # damaged, or written by a foreign writer: left out, counted as incomplete
+            metering = EVENTS_DAMAGED
+            timeline = Timeline(math.inf, int(duration or 0) / NS_PER_S, ok=False)
         attempts.append(
             RecordedAttempt(
                 call=call,
@@ -211,14 +240,7 @@ def read_recorded(
                 streamed=bool(stream),
                 metering=metering,
                 floor_ms=floor_ms,
-                timeline=timeline_of_events(
-                    outcome=outcome,
-                    duration_ns=int(duration or 0),
-                    floor_ms=floor_ms,
-                    indexes=indexes,
-                    gaps_ns=gaps,
-                    offsets_ns=offsets,
-                ),
+                timeline=timeline,
             )
         )
         calls[call] = RecordedCall(

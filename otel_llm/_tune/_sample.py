@@ -11,7 +11,8 @@ wall time, as the recording client saw it). Left out, and counted:
   hedged traffic this drops the slow primaries whose hedge won, which makes the replay
   optimistic: tune is honest on unhedged traffic, and says how much it left out.)
 * **incomplete metering** — an attempt whose chunk events were dropped or are missing
-  (``incomplete:*``): its gaps cannot be trusted.
+  (``incomplete:*``), or whose stored chunk-event columns disagree
+  (:data:`~otel_llm._tune._recorded.EVENTS_DAMAGED`): its gaps cannot be trusted.
 * **not streamed** — no chunk timeline, nothing for a stall trigger to see.
 
 **Calls** are replayed through their first attempt (``otel_llm.attempt.number`` 1), in the order

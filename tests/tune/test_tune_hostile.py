@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from otel_llm import _semconv as sc
 from otel_llm._tune._sample import MIN_CALLS
@@ -117,3 +122,41 @@ def test_the_report_plots_no_failed_call_as_a_time(tmp_path: Path) -> None:
     assert "1000000000000" not in text
     assert "1e+12" not in text
     assert "1e12" not in text
+
+
+def _rewrite_attempts(store: Path, change: Callable[[list[dict[str, Any]]], None]) -> None:
+    """Rewrite the store's segments with ``change`` applied to their attempt rows (as a foreign
+    or damaged writer could have left them)."""
+    segments = sorted((store / "segments").glob("*.parquet"))
+    tables = [pq.read_table(segment) for segment in segments]
+    rows = [table.to_pylist() for table in tables]
+    change([row for listed in rows for row in listed if row["LlmRole"] == sc.SPAN_ROLE_ATTEMPT])
+    for segment, table, listed in zip(segments, tables, rows, strict=True):
+        pq.write_table(pa.Table.from_pylist(listed, schema=table.schema), segment)
+
+
+def _damage_chunk_lists(rows: list[dict[str, Any]]) -> None:
+    chunked = [row for row in rows if len(row["ChunkIndex"] or ()) >= 2]
+    chunked[0]["ChunkGapNs"] = chunked[0]["ChunkGapNs"][:-1]  # one gap short
+    chunked[1]["ChunkOffsetNs"] = chunked[1]["ChunkOffsetNs"][:-1]  # one offset short
+    chunked[2]["ChunkIndex"] = None  # the indexes lost, the offsets kept
+    chunked[2]["ChunkGapNs"] = None
+    chunked[3]["ChunkOffsetNs"] = [-5_000_000_000, *chunked[3]["ChunkOffsetNs"][1:]]
+    chunked[4]["ChunkGapNs"] = [None, *(-1 for _ in chunked[4]["ChunkGapNs"][1:])]
+
+
+def test_chunk_event_lists_that_disagree_are_incomplete_metering_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """Attempts whose chunk-event columns are not one event per entry (lists of different
+    lengths, indexes lost) or hold negative times are no timeline: tune leaves them out as
+    incomplete metering, counted, and runs on the rest — no traceback."""
+    path = tmp_path / "s"
+    write_store(path, 40, sources=("a-1", "b-2"))
+    _rewrite_attempts(path, _damage_chunk_lists)
+    result = run_cli("tune", "--db", str(path), "--format", "json")
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 3, result.stderr
+    data = json.loads(result.stdout)["data"]
+    assert data["left_out"]["metering_incomplete"] == 5
+    assert data["calls"] == 35
