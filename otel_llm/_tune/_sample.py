@@ -119,7 +119,7 @@ class Sample:
     problems: tuple[str, ...] = field(default=())
     """Why the data is not enough to recommend (empty: it is)."""
     single_source: bool = False
-    """Whether the usable attempts ran on one source only: hedge legs are then drawn from its
+    """Whether the usable attempts ran on exactly one source: hedge legs are then drawn from its
     own pool, and a hedge setting takes effect only on a client with a second source."""
 
     @property
@@ -186,7 +186,7 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
     if source is not None:
         firsts = [i for i in firsts if attempts[i].source == source]
     primaries = [i for i in firsts if reasons[i] is None]
-    single = len(usable_sources) <= 1
+    single = len(usable_sources) <= 1  # (none usable: there is no pool to draw from anyway)
 
     def pool_of(primary_source: str) -> list[int]:
         return [i for i in usable if single or attempts[i].source != primary_source]
@@ -217,7 +217,7 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
         source=source,
         calls_in_range=recorded.calls_in_range,
         problems=problems,
-        single_source=single,
+        single_source=len(usable_sources) == 1,
     )
 
 

@@ -98,7 +98,7 @@ def data_lines(tuning: Tuning) -> list[str]:
         + (
             " (a hedge's losing primary is usually the slow one: leaving such calls out makes "
             "the replay optimistic; tune is most faithful on unhedged traffic)."
-            if left.get("calls_left_out", 0)
+            if left.get("calls_left_out", 0) and left.get(HEDGE_LOSER, 0)
             else "."
         ),
         f"Chunk-event floor {s.floor_ms} ms (the one most attempts share): only gaps above it "
