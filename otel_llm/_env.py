@@ -37,7 +37,9 @@ OTEL_METRICS_EXPORTER: Final = "OTEL_METRICS_EXPORTER"
 OTEL_EXPORTER_OTLP_HEADERS: Final = "OTEL_EXPORTER_OTLP_HEADERS"
 """``key=value,…`` sent with every OTLP export (read by the SDK's exporters); otel-llm reads the
 values only to keep them out of its warnings, as it does ``OTEL_EXPORTER_OTLP_TRACES_HEADERS``
-and ``OTEL_EXPORTER_OTLP_METRICS_HEADERS``."""
+and ``OTEL_EXPORTER_OTLP_METRICS_HEADERS``. An entry the exporters cannot parse (``api-key:…``,
+a value with a comma or quote not URL-encoded) is a ``ConfigurationError`` at ``init()`` naming
+the variable, never the entry's text."""
 OTEL_EXPORTER_OTLP_TRACES_HEADERS: Final = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
 """As ``OTEL_EXPORTER_OTLP_HEADERS``, for spans only."""
 OTEL_EXPORTER_OTLP_METRICS_HEADERS: Final = "OTEL_EXPORTER_OTLP_METRICS_HEADERS"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -118,6 +119,56 @@ def requested_protocol(signal: Signal) -> tuple[Protocol | Literal["http/json"],
             variable, f"{redact(value)!r} is not an OTLP protocol; set {known}"
         )
     return PROTOCOLS[0], None
+
+
+OWN_HEADERS: Final[dict[Signal, str]] = {
+    "spans": env.OTEL_EXPORTER_OTLP_TRACES_HEADERS,
+    "metrics": env.OTEL_EXPORTER_OTLP_METRICS_HEADERS,
+}
+"""The variable that names one signal's headers (``OTEL_EXPORTER_OTLP_HEADERS`` names both)."""
+_HEADER_SEPARATOR = re.compile(r"[ \t]*,[ \t]*")
+_HEADER_NAME = re.compile(r"[\x21\x23-\x27\x2a\x2b\x2d\x2e\x30-\x39\x41-\x5a\x5e-\x7a\x7c\x7e]+")
+"""A header's name as the exporters parse one (an HTTP token)."""
+_HEADER_VALUE = re.compile(r"[\x20\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*")
+"""A header's value as the exporters take one: URL-encoded, or printable ASCII without ``"``,
+``,``, ``;`` or ``\\`` (spaces allowed)."""
+
+
+def headers_variable(signal: Signal) -> str:
+    """The variable the signal's exporter reads its headers from: its own when that is set to
+    anything, else ``OTEL_EXPORTER_OTLP_HEADERS`` (the exporters read no more than one)."""
+    own = OWN_HEADERS[signal]
+    return own if os.environ.get(own) else env.OTEL_EXPORTER_OTLP_HEADERS
+
+
+def check_headers(variable: str) -> None:
+    """Raise a :class:`ConfigurationError` naming ``variable`` when an entry of it is no
+    ``name=value`` the exporters can parse — they would drop it, and log it whole first, the
+    credential it usually is included. The entry's text is never shown."""
+    entries = _HEADER_SEPARATOR.split(os.environ.get(variable, ""))
+    for position, entry in enumerate(entries, 1):
+        problem = _header_problem(entry.strip())
+        if problem is not None:
+            raise ConfigurationError(
+                variable,
+                f"header {position} of {len(entries)} {problem} (its text is not shown: it may "
+                "be a credential); OTLP writes headers as name=value, separated by commas, "
+                "with the value URL-encoded where it holds a comma, a quote, a semicolon, a "
+                "backslash or anything but printable ASCII (api-key=abc%2C123)",
+            )
+
+
+def _header_problem(entry: str) -> str | None:
+    if not entry:
+        return None
+    name, equals, value = entry.partition("=")
+    if not equals:
+        return "has no = (name: value is how HTTP writes a header, not OTLP)"
+    if not _HEADER_NAME.fullmatch(name.strip(" \t")):
+        return "does not start with a header name"
+    if not _HEADER_VALUE.fullmatch(value.strip(" \t")):
+        return f"has a value for {name.strip()!r} that must be URL-encoded"
+    return None
 
 
 def check_endpoint(url: str, *, variable: str, protocol: Protocol) -> None:

@@ -33,7 +33,9 @@ from otel_llm._otlp_endpoint import (
     Protocol,
     Signal,
     check_endpoint,
+    check_headers,
     exported,
+    headers_variable,
     requested_protocol,
 )
 from otel_llm._show._store._exporter import SegmentSpanExporter
@@ -74,8 +76,9 @@ def _otlp_collectors(store: Path | None) -> dict[Signal, OtlpEndpoint]:
     metrics must cost the spans nothing), with the protocol they ask for it; none for a signal
     whose ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` is ``none``.
 
-    Every endpoint variable a signal would read is checked here, at ``init()``: one its
-    exporter cannot send to is a :class:`ConfigurationError` naming the variable."""
+    Every endpoint and headers variable a signal would read is checked here, at ``init()``: one
+    its exporter cannot send to, or whose headers it cannot parse, is a
+    :class:`ConfigurationError` naming the variable."""
     base = env.env_text(env.OTEL_EXPORTER_OTLP_ENDPOINT)
     named = [
         signal
@@ -94,6 +97,7 @@ def _otlp_collectors(store: Path | None) -> dict[Signal, OtlpEndpoint]:
         else:
             assert base is not None
             check_endpoint(base, variable=env.OTEL_EXPORTER_OTLP_ENDPOINT, protocol=protocol)
+        check_headers(headers_variable(signal))
         if own is not None:
             url, via = own, OWN_ENDPOINT[signal]
         else:
