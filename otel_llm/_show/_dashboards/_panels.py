@@ -83,6 +83,7 @@ from otel_llm._show._sql._views import (
     WINNER_COLUMNS,
     WINNER_OF_CALL,
     WINNER_STARTED_AT,
+    could_stall_at,
 )
 
 Kind = Literal["timeseries", "barchart", "table", "stat", "xychart", "traces"]
@@ -163,14 +164,13 @@ def _winners(
     call rows (``llm_winners``, which joins only the calls whose rows do not carry their
     winner); in ClickHouse the attempts whose (call span id, number) is in the set of the calls'
     (span id, winner), as UInt64s, which it probes faster than it joins the calls' rows.
-    ``stalled``: only attempts that can have stalled at a re-derived threshold T — a gap
-    longer than T makes the longest gap, in whole ms, at least T — so the gaps of the others
-    are never filtered (the same rows, faster).
+    ``stalled``: only attempts that can have stalled at a re-derived threshold
+    (:func:`could_stall_at`), so the gaps of the others are never read (the same rows, faster).
     ``unless``: a condition under which the panel reads a rollup instead (no row then)."""
     t = d.number(THRESHOLD)
     longest = f"a.{MAX_INTER_CHUNK_MS.name}"
     could_stall = (
-        f"\n      AND ({t} = {AS_MEASURED} OR coalesce({longest}, {t}) >= {t})" if stalled else ""
+        f"\n      AND ({t} = {AS_MEASURED} OR {could_stall_at(longest, t)})" if stalled else ""
     )
     instead = f"\n      AND NOT {unless}" if unless else ""
     filters = f"{d.filters('a', repeat=repeat)}{could_stall}{instead}"

@@ -400,6 +400,16 @@ _REDERIVE_READS: Final = (
 """What :func:`_rederived_at` reads of a row besides its kept columns and measured figures."""
 
 
+def could_stall_at(longest_gap_ms: str, threshold_ms: str) -> str:
+    """A condition every row with a stall at the re-derived threshold ``threshold_ms`` meets:
+    a gap longer than T makes the longest gap (``longest_gap_ms``, in whole ms, rounded down)
+    at least T, and a row without a longest gap has no two chunks, so no stall. A plain
+    comparison on a stored column, so DuckDB tests it in the scan, before any row's gaps are
+    read or filtered (the same rows, and on a store where few calls stalled at T, a fraction of
+    the work)."""
+    return f"{longest_gap_ms} >= {threshold_ms}"
+
+
 def _rederived_at(
     dialect: Dialect,
     columns: tuple[ViewColumn, ...],

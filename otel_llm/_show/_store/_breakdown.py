@@ -26,7 +26,13 @@ from otel_llm._figures import (
 )
 from otel_llm._measure._stalls import validate_threshold_ms
 from otel_llm._show._sql._table import EVENTS_FLOOR_COLUMN, TABLE
-from otel_llm._show._sql._views import DUCKDB, WINNERS_AT, WINNERS_VIEW, Dialect
+from otel_llm._show._sql._views import (
+    DUCKDB,
+    WINNERS_AT,
+    WINNERS_VIEW,
+    Dialect,
+    could_stall_at,
+)
 from otel_llm._show._store._access import open_store
 
 
@@ -53,17 +59,25 @@ def _run_filter(run: str, dialect: Dialect) -> str:
 
 
 def _winners(
-    threshold_ms: int | None, run: str | None, dialect: Dialect, since: datetime | None = None
+    threshold_ms: int | None,
+    run: str | None,
+    dialect: Dialect,
+    since: datetime | None = None,
+    *,
+    stalled: bool = False,
 ) -> str:
     """Winning attempts at ``threshold_ms`` (``None``: each as measured), of one run or all,
     of the calls that started at or after ``since`` (``None``: all): ``llm_winners``, which
-    reads most calls' winners from the call rows alone."""
+    reads most calls' winners from the call rows alone. ``stalled``: only those that can have
+    stalled at a re-derived threshold (:func:`could_stall_at`)."""
+    conditions = [] if run is None else [_run_filter(run, dialect)]
     if threshold_ms is None:
         source = dialect.relation(WINNERS_VIEW)
     else:
         threshold = validate_threshold_ms(threshold_ms, "--threshold-ms")
         source = dialect.at_threshold(threshold, WINNERS_AT)
-    conditions = [] if run is None else [_run_filter(run, dialect)]
+        if stalled:
+            conditions.append(could_stall_at(MAX_INTER_CHUNK_MS.name, str(threshold)))
     if since is not None:
         conditions.append(f"started_at >= {dialect.instant(since)}")
     where = f"\n        WHERE {' AND '.join(conditions)}" if conditions else ""
@@ -164,7 +178,7 @@ def worst_stalls_sql(
     """The calls whose winning attempt lost the most time to stalls (of those that started at
     or after ``since``)."""
     return f"""
-    WITH w AS ({_winners(threshold_ms, run, dialect, since)})
+    WITH w AS ({_winners(threshold_ms, run, dialect, since, stalled=True)})
     SELECT
         left(trace_id, 16) AS trace,
         provider || '/' || model AS model,

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_llm._figures import FIGURES
+from otel_llm._measure._stalls import stall_sum, to_ms
 from otel_llm._show._dashboards import _grafana as _dashboards
 from otel_llm._show._dashboards import _panels
 from otel_llm._show._report import _charts as _report_charts
@@ -72,3 +75,27 @@ def test_the_macro_has_the_attempt_views_types() -> None:
     assert [str(t) for t in at.types] == [str(t) for t in attempts.types]
     assert "HUGEINT" not in {str(t) for t in at.types}
     conn.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    gaps=st.lists(st.integers(min_value=0, max_value=10**12), max_size=40),
+    threshold_ms=st.integers(min_value=1, max_value=1_000_000),
+)
+def test_only_a_longest_gap_of_at_least_t_can_stall_at_t(
+    gaps: list[int], threshold_ms: int
+) -> None:
+    """The condition the worst stalls and the winner panels filter on before reading any gaps
+    (``could_stall_at``) keeps every attempt that has a stall at T, re-derived as the views
+    re-derive it: a stall at T means a longest gap, in the whole ms a row stores, of at least T;
+    an attempt without a longest gap has no stall."""
+    stall_ns, count = stall_sum(gaps, threshold_ms)
+    longest = to_ms(max(gaps)) if gaps else None
+    with duckdb.connect() as conn:
+        kept = conn.execute(
+            f"SELECT {_views.could_stall_at('l', str(threshold_ms))} FROM (SELECT ?::BIGINT AS l)",
+            [longest],
+        ).fetchone()
+    if count:
+        assert stall_ns > 0
+        assert kept == (True,)
