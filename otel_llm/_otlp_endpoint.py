@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Literal
 
@@ -327,6 +328,20 @@ class OtlpEndpoint:
         self._in_flight = 0
         """Exports running now (a collector that never answers keeps one running)."""
         self.failed_exports = 0
+        reference = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forked(reference))
+
+    def _forked(self) -> None:
+        """In a child process: the exports the parent was running are the parent's (no thread
+        of the child runs them), and so is a shutdown it had begun; what it learnt of the
+        collector (failing or not) holds for the child too."""
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._closing = False
+        self._cause = None
+        self._timer = None
+        for exporter in self._exporters:
+            exporter._lock = threading.Lock()
 
     def span_exporter(self, inner: SpanExporter) -> SpanExporter:
         """``inner`` with its log lines held back and its outcome reported here."""
@@ -519,6 +534,12 @@ class OtlpEndpoint:
             waiting = self._in_flight > 0
         if waiting:
             self._give_up(self._bound_s)
+
+
+def _forked(reference: weakref.ref[OtlpEndpoint]) -> None:
+    endpoint = reference()
+    if endpoint is not None:
+        endpoint._forked()
 
 
 class _SpanExporter(SpanExporter):

@@ -361,3 +361,87 @@ def test_an_app_sending_to_its_stores_collector_leaves_the_store_to_it(
     assert warned == (0 if store_written else 1), log
     written = _rows(store, "SELECT count(*) FROM otel_traces") if store.exists() else [(0,)]
     assert written == [(2 if store_written else 0,)]
+
+
+def test_a_multiprocessing_child_s_spans_and_metrics_go_over_otlp(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """A child that multiprocessing made by fork (a Process that returns, a Pool closed and
+    joined) ends with os._exit, where no exit handler runs: its OTLP exporters' last batches
+    were lost — every span of a short task — while the store, which multiprocessing's exit
+    finalizers shut down, had them. They now leave with the child, metrics too; the parent's
+    spans are exported once."""
+    _, err = _run(
+        """
+        import multiprocessing
+        from opentelemetry import metrics
+        telemetry = otel_llm.init(db_path="store")
+        otel_llm.instrument_openai()
+
+        def work(i):
+            call()
+            return i
+
+        call()
+        context = multiprocessing.get_context("fork")
+        child = context.Process(target=work, args=(0,))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0, child.exitcode
+        pool = context.Pool(2)
+        assert pool.map(work, range(1, 3)) == [1, 2]
+        pool.close()
+        pool.join()
+        telemetry.shutdown()
+        """,
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base,
+    )
+    assert "LOG" not in err, err
+    stored = _rows(tmp_path / "store", "SELECT count(*) FROM llm_calls")
+    assert stored == [(4,)], "the store has every process's call"
+    calls = [s for s in receiver.spans() if s["attributes"]["otel_llm.span"].string_value == "call"]
+    assert len(calls) == 4, "OTLP has every process's call, once"
+    assert receiver.paths.count("/v1/metrics") >= 4, receiver.paths
+
+
+def test_a_child_forked_while_the_parent_exports_ends_without_a_false_warning(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """A child forked while the parent's export waited on the collector inherited that export
+    as its own, one the child does not run: at its exit it warned that the collector "took the
+    connection and did not answer" — though every export of its own had gone out. A child's
+    exports are its own now; the parent's wait is the parent's to tell."""
+    receiver.hold_first = True
+    out, err = _run(
+        """
+        import multiprocessing, threading, time
+        logging.getLogger().handlers[0].setFormatter(
+            logging.Formatter("LOG %(process)d %(name)s %(message)s"))
+        telemetry = otel_llm.init(db_path="store")
+        with telemetry.tracer.start_as_current_span("before the fork"):
+            pass
+        [spans] = [c for c in telemetry.collectors if c.signal == "spans"]
+        deadline = time.monotonic() + 60
+        while spans._in_flight == 0 and time.monotonic() < deadline:
+            threading.Event().wait(0.01)  # the batch is sent within 50 ms
+        assert spans._in_flight == 1
+
+        def work():
+            with telemetry.tracer.start_as_current_span("in the child"):
+                pass
+
+        child = multiprocessing.get_context("fork").Process(target=work)
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0, child.exitcode
+        print("child", child.pid)
+        """,
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base,
+        OTEL_METRICS_EXPORTER="none",
+        OTEL_BSP_SCHEDULE_DELAY="50",
+    )
+    assert "in the child" in [span["name"] for span in receiver.spans()]
+    child = out.split()[-1]
+    assert f"LOG {child} " not in err, err

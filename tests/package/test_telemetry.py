@@ -60,12 +60,19 @@ class Receiver:
         self.metrics_refused = threading.Semaphore(0)
         """Released once for each metrics request answered with an error."""
         self.hold = False
+        self.hold_first = False
+        """Hold only the first spans request (until ``release``); answer the rest at once."""
         self.release = threading.Event()
+        self._first = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                if outer.hold:
+                if outer.hold or (
+                    outer.hold_first
+                    and self.path == "/v1/traces"
+                    and outer._first.acquire(blocking=False)
+                ):
                     outer.release.wait(30)
                 outer.paths.append(self.path)
                 status = outer.metrics_status if self.path == "/v1/metrics" else outer.status
