@@ -10,6 +10,14 @@ from otel_llm._act._source import Source
 from otel_llm._defaults import DEFAULTS
 
 
+def for_another(seconds: float) -> str:
+    """How much longer a source stays unavailable, in tenths of a second: never "for another
+    0.0 s" for a wait that has not ended."""
+    if seconds < 0.05:
+        return "for less than 0.1 s more"
+    return f"for another {seconds:.1f} s"
+
+
 @dataclass(slots=True)
 class SourceState:
     """Health of one source, shared by every call of its client: its breaker and until when it
@@ -28,10 +36,10 @@ class SourceState:
     def why_unavailable(self, now: float) -> str:
         """Why no attempt starts at this source now, for a call that never got to try it."""
         if self.rate_limited_until > now:
-            return f"rate limited for another {self.rate_limited_until - now:.1f} s"
+            return f"rate limited {for_another(self.rate_limited_until - now)}"
         open_until = self.breaker.open_until()
         if open_until is not None:
-            return f"circuit breaker open for another {max(0.0, open_until - now):.1f} s"
+            return f"circuit breaker open {for_another(open_until - now)}"
         if not self.breaker.allows(now):
             return "circuit breaker half-open, its probe in flight"
         return "not tried"
@@ -88,7 +96,7 @@ class Candidates:
         """Why no attempt of this call starts at ``state`` now."""
         until = self.quota_until.get(state.name, 0.0)
         if until > now and state.rate_limited_until <= now:
-            return f"out of admission quota for this request for another {until - now:.1f} s"
+            return f"out of admission quota for this request {for_another(until - now)}"
         return state.why_unavailable(now)
 
     def pick(

@@ -828,3 +828,22 @@ async def test_a_body_that_is_not_json_is_refused_before_any_source(
     failed = spans.calls()[0]
     assert dict(failed.attributes or {})["error.type"] == "InvalidRequest"
     assert spans.attempts()[0].attributes[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (-0.2, "for less than 0.1 s more"),
+        (0.0, "for less than 0.1 s more"),
+        (0.049, "for less than 0.1 s more"),
+        (0.05, "for another 0.1 s"),
+        (12.04, "for another 12.0 s"),
+    ],
+)
+def test_why_a_source_waits_never_says_zero_seconds(seconds: float, said: str) -> None:
+    """How long a source stays rate limited, open or out of quota reads in tenths of a second,
+    and a wait shorter than that says so rather than "for another 0.0 s" (a call that gave up
+    at its deadline a few milliseconds before the quota came back)."""
+    from otel_llm._act._source_state import for_another
+
+    assert for_another(seconds) == said
