@@ -29,6 +29,7 @@ from typing import Any, Final
 import duckdb
 
 from otel_llm import _semconv as sc
+from otel_llm._errors import ConfigurationError
 from otel_llm._measure._stalls import NS_PER_MS
 from otel_llm._show._sql._table import (
     CHUNK_GAP_COLUMN,
@@ -46,8 +47,11 @@ from otel_llm._show._sql._table import (
     naive_utc,
 )
 from otel_llm._tune._hedging_model import Timeline
+from otel_llm._visible import visible
 
 NS_PER_S: Final = 1_000_000_000
+SERVICE_KEY: Final = "--service"
+_SERVICE: Final = "ServiceName"
 EVENTS_DAMAGED: Final = "incomplete:chunk_events_damaged"
 """The metering of an attempt whose stored chunk events are not one event per entry (lists of
 different lengths) or hold a negative time: no writer of ours makes one, so its timeline cannot
@@ -73,6 +77,9 @@ class RecordedAttempt:
     floor_ms: int
     """Every gap longer than this has a chunk event (``ChunkEventsFloorMs``)."""
     timeline: Timeline
+    service: str = ""
+    """The ``service.name`` of the process that made it (``ServiceName``): a client hedges only
+    to its own sources, so only attempts of the same service are its call's hedge legs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +177,7 @@ _ATTEMPT_COLUMNS: Final = (
     CHUNK_INDEX_COLUMN,
     CHUNK_GAP_COLUMN,
     CHUNK_OFFSET_COLUMN,
+    _SERVICE,
 )
 
 
@@ -178,17 +186,27 @@ def _role(role: str, alias: str = "") -> str:
 
 
 def read_recorded(
-    conn: duckdb.DuckDBPyConnection, *, since: datetime | None, max_calls: int
+    conn: duckdb.DuckDBPyConnection,
+    *,
+    since: datetime | None,
+    max_calls: int,
+    service: str | None = None,
 ) -> Recorded:
     """The attempts of the newest ``max_calls`` generating calls (chat, Gemini's
     ``generate_content``) that started at or after ``since``
-    (every call when ``None``), in the order they started, with those calls' own figures."""
+    (every call when ``None``), of ``service`` (every service when ``None``), in the order they
+    started, with those calls' own figures. A ``service`` without a call in the range is a
+    :class:`ConfigurationError` naming ``--service``."""
     operations = ", ".join(f"'{name}'" for name in sc.GENERATING_OPERATIONS)
     where = [_role(sc.SPAN_ROLE_CALL), f"coalesce({_q(_OPERATION)}, '') IN ({operations})"]
     params: list[Any] = []
     if since is not None:
         where.append(f"{_q(TIMESTAMP)} >= ?")
         params.append(naive_utc(since))
+    if service is not None:
+        _check_service(conn, service, where, params)
+        where.append(f"coalesce({_q(_SERVICE)}, '') = ?")
+        params.append(service)
     calls_sql = (
         f"SELECT {_q(TRACE_ID)} AS trace_id, {_q(SPAN_ID)} AS span_id, "
         f"{_q(DURATION)} AS duration_ns, "
@@ -214,7 +232,7 @@ def read_recorded(
     calls: dict[str, RecordedCall] = {}
     for row in rows:
         (trace, parent, started, source, leg, number, outcome, stream, metering, floor) = row[:10]
-        duration, indexes, gaps, offsets, call_ns, call_requests, call_ok = row[10:]
+        duration, indexes, gaps, offsets, service_name, call_ns, call_requests, call_ok = row[10:]
         call = f"{trace}/{parent}"
         floor_ms = int(floor or 0)
         if chunk_events_agree(indexes, gaps, offsets):
@@ -241,6 +259,7 @@ def read_recorded(
                 metering=metering,
                 floor_ms=floor_ms,
                 timeline=timeline,
+                service=str(service_name or ""),
             )
         )
         calls[call] = RecordedCall(
@@ -248,3 +267,20 @@ def read_recorded(
         )
     total = int(in_range[0]) if in_range else 0
     return Recorded(tuple(attempts), calls, total)
+
+
+def _check_service(
+    conn: duckdb.DuckDBPyConnection, service: str, where: list[str], params: list[Any]
+) -> None:
+    """Raise a :class:`ConfigurationError` naming ``--service`` when no call of ``where`` ran
+    in ``service``, with the services that did."""
+    rows = conn.execute(
+        f"SELECT DISTINCT coalesce({_q(_SERVICE)}, '') FROM {TABLE} WHERE {' AND '.join(where)}",
+        params,
+    ).fetchall()
+    services = sorted(str(name) for (name,) in rows)
+    if service not in services:
+        known = ", ".join(visible(name) for name in services) or "none"
+        raise ConfigurationError(
+            SERVICE_KEY, f"no call of service {service!r} in the range (services: {known})"
+        )

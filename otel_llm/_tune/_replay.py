@@ -92,8 +92,8 @@ class Draws:
         rng = random.Random(seed)
         legs = 2 * rounds
         picks = []
-        for source in sample.primary_sources:
-            size = len(sample.pools[source])
+        for key in sample.pool_keys:
+            size = len(sample.pools[key])
             picks.append(tuple(rng.randrange(size) for _ in range(legs)) if size else ())
         return cls(tuple(picks))
 
@@ -121,10 +121,8 @@ def replay(sample: Sample, rules: Rules, draws: Draws) -> Figures:
     backoff = mean_backoff_s(rules.max_rounds)
     walls: list[float] = []
     requests = 0
-    for primary, source, picks in zip(
-        sample.primaries, sample.primary_sources, draws.picks, strict=True
-    ):
-        outcome = simulate_call(rules, _Legs(primary, sample.pools[source], picks), budget, backoff)
+    for primary, key, picks in zip(sample.primaries, sample.pool_keys, draws.picks, strict=True):
+        outcome = simulate_call(rules, _Legs(primary, sample.pools[key], picks), budget, backoff)
         walls.append(outcome.wall_s)
         requests += outcome.requests
     return figures_of(walls, requests)

@@ -18,8 +18,10 @@ wall time, as the recording client saw it). Left out, and counted:
 **Calls** are replayed through their first attempt (``otel_llm.attempt.number`` 1), in the order
 they started (the hedge budget is spent in that order); a call whose first attempt is not usable
 is left out (counted). ``source`` restricts them to the calls whose first attempt ran on it.
-**Hedge and retry legs** are drawn from the usable attempts of the *other* sources, or of the
-same pool when the range has one source only (:attr:`Sample.single_source`: the replay then
+**Hedge and retry legs** are drawn from the usable attempts of the *other* sources of the
+call's own service (``ServiceName``: a client hedges only to its own sources, so one
+application's calls are never hedged with another's attempts), or of the same pool when that
+service has one source only (:attr:`Sample.single_source`: the replay then
 says what a second source *like this one* would buy — the client hedges only to a different
 source, so a one-source client never hedges, and the outputs say so).
 
@@ -48,7 +50,7 @@ from typing import Final
 from otel_llm import _semconv as sc
 from otel_llm._errors import ConfigurationError
 from otel_llm._tune._hedging_model import Timeline
-from otel_llm._tune._recorded import Recorded, RecordedAttempt, RecordedCall
+from otel_llm._tune._recorded import SERVICE_KEY, Recorded, RecordedAttempt, RecordedCall
 from otel_llm._visible import visible
 
 MIN_CALLS: Final = 1000
@@ -119,15 +121,31 @@ class Sample:
     problems: tuple[str, ...] = field(default=())
     """Why the data is not enough to recommend (empty: it is)."""
     single_source: bool = False
-    """Whether the usable attempts ran on exactly one source: hedge legs are then drawn from its
-    own pool, and a hedge setting takes effect only on a client with a second source."""
+    """Whether the usable attempts (of a replayed call's service) ran on exactly one source:
+    hedge legs are then drawn from its own pool, and a hedge setting takes effect only on a
+    client with a second source."""
+    primary_pools: tuple[str, ...] = ()
+    """The pool of each primary (a key of :attr:`pools`); empty: its source's."""
+    services: dict[str, int] = field(default_factory=dict)
+    """Calls replayed per service when the range has calls of several (empty: of one)."""
+
+    @property
+    def pool_keys(self) -> tuple[str, ...]:
+        """The key of each primary's pool in :attr:`pools`."""
+        return self.primary_pools or self.primary_sources
 
     @property
     def notes(self) -> tuple[str, ...]:
         """What a reader of the recommendation must know (not a reason to refuse)."""
-        if not self.single_source:
-            return ()
-        return (SINGLE_SOURCE_NOTE,)
+        notes = [SINGLE_SOURCE_NOTE] if self.single_source else []
+        if self.services:
+            counts = ", ".join(f"{name} {count:,}" for name, count in self.services.items())
+            notes.append(
+                f"calls of {len(self.services)} services ({counts}): each call's hedge legs are "
+                "drawn from its own service's other sources (a client hedges only to its own), "
+                f"but one setting is replayed for all of them ({SERVICE_KEY} tunes one)"
+            )
+        return tuple(notes)
 
     @property
     def calls(self) -> int:
@@ -176,7 +194,9 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
         for a, reason in zip(attempts, reasons, strict=True)
     ]
     usable = [i for i, reason in enumerate(reasons) if reason is None]
-    usable_sources = sorted({attempts[i].source for i in usable})
+    sources_of: dict[str, set[str]] = {}  # usable sources per service
+    for i in usable:
+        sources_of.setdefault(attempts[i].service, set()).add(attempts[i].source)
     first: dict[str, int] = {}
     for index, attempt in enumerate(attempts):
         known_first = first.get(attempt.call)
@@ -186,12 +206,25 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
     if source is not None:
         firsts = [i for i in firsts if attempts[i].source == source]
     primaries = [i for i in firsts if reasons[i] is None]
-    single = len(usable_sources) <= 1  # (none usable: there is no pool to draw from anyway)
+    services = Counter(attempts[i].service for i in primaries)
+    several = len({attempts[i].service for i in firsts}) > 1
 
-    def pool_of(primary_source: str) -> list[int]:
-        return [i for i in usable if single or attempts[i].source != primary_source]
+    def key_of(index: int) -> str:
+        """The pool a call on this attempt's source and service draws from, by name."""
+        name = attempts[index].source
+        return f"{name} in service {attempts[index].service}" if several else name
 
-    pool_index = {name: pool_of(name) for name in sorted({attempts[i].source for i in primaries})}
+    def pool_of(index: int) -> list[int]:
+        # a client hedges only to its own sources: the other sources of the call's service
+        service, name = attempts[index].service, attempts[index].source
+        single = len(sources_of.get(service, ())) <= 1
+        return [
+            i
+            for i in usable
+            if attempts[i].service == service and (single or attempts[i].source != name)
+        ]
+
+    pool_index = {key_of(i): pool_of(i) for i in sorted(primaries, key=key_of)}
     used = set(primaries).union(*pool_index.values())
     left: dict[str, int] = dict.fromkeys(
         (HEDGE_LOSER, CANCELLED, INCOMPLETE, NOT_STREAMED, FLOOR_ABOVE), 0
@@ -207,6 +240,7 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
     return Sample(
         primaries=tuple(attempts[i].timeline for i in primaries),
         primary_sources=tuple(attempts[i].source for i in primaries),
+        primary_pools=tuple(key_of(i) for i in primaries),
         pools={name: tuple(attempts[i].timeline for i in v) for name, v in pool_index.items()},
         sources=counts,
         attempts_used=len(used),
@@ -217,7 +251,10 @@ def sample(recorded: Recorded, source: str | None = None) -> Sample:
         source=source,
         calls_in_range=recorded.calls_in_range,
         problems=problems,
-        single_source=len(usable_sources) == 1,
+        single_source=any(
+            len(sources_of.get(service, ())) == 1 for service in services or sources_of
+        ),
+        services=dict(sorted(services.items())) if several else {},
     )
 
 

@@ -109,6 +109,8 @@ class Tuning:
     timeout_s: float | None = None
     """The client's ``TIMEOUT_S`` every setting replays (``--timeout``; ``None``: not set, so
     60 s before the first chunk and 30 s between chunks)."""
+    service: str | None = None
+    """The one service whose calls were replayed (``--service``; ``None``: every service)."""
 
     @property
     def kills_json(self) -> dict[str, float]:
@@ -166,6 +168,8 @@ class Tuning:
             "calls_in_range": s.calls_in_range,
             "max_calls": self.max_calls,
             "source": s.source,
+            "service": self.service,
+            "services": dict(s.services),
             "seed": self.seed,
             **self.kills_json,
         }
@@ -233,17 +237,19 @@ def tune(
     *,
     budget: float = DEFAULT_BUDGET,
     source: str | None = None,
+    service: str | None = None,
     start: datetime | None = None,
     seed: int = DEFAULT_SEED,
     max_calls: int = MAX_CALLS,
     timeout_s: float | None = None,
 ) -> Tuning:
     """Tune on the calls of the open store ``conn`` that started at ``start`` or later (all of
-    them when None; see the module docstring) for a client whose sources have ``TIMEOUT_S`` =
-    ``timeout_s``. Raises :class:`ConfigurationError` for a bad budget, timeout or source."""
+    them when None; see the module docstring), of ``service`` (every service when None), for a
+    client whose sources have ``TIMEOUT_S`` = ``timeout_s``. Raises
+    :class:`ConfigurationError` for a bad budget, timeout, source or service."""
     budget = check_budget(budget)
     timeout_s = check_timeout(timeout_s)
-    data = sample(read_recorded(conn, since=start, max_calls=max_calls), source)
+    data = sample(read_recorded(conn, since=start, max_calls=max_calls, service=service), source)
     settings: list[Setting] = []
     recorded: Figures | None = None
     if data.calls:
@@ -260,6 +266,7 @@ def tune(
         sample=data,
         budget=budget,
         timeout_s=timeout_s,
+        service=service,
         seed=seed,
         max_calls=max_calls,
         settings=tuple(settings),

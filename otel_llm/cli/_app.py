@@ -369,6 +369,13 @@ def tune(
             "drawn from the other sources); default: every call."
         ),
     ] = None,
+    service: Annotated[
+        str | None,
+        typer.Option(
+            help="Replay the calls of this service (service.name) only; default: every "
+            "service's (each call's hedge legs are drawn from its own service's sources)."
+        ),
+    ] = None,
     budget: Annotated[
         float,
         typer.Option(
@@ -420,7 +427,13 @@ def tune(
         tuning = read_again_after_damage(
             path,
             lambda: tune_store(
-                path, budget=budget, source=source, start=start, seed=seed, timeout_s=timeout
+                path,
+                budget=budget,
+                source=source,
+                service=service,
+                start=start,
+                seed=seed,
+                timeout_s=timeout,
             ),
         )
     except (OtelLLMError, duckdb.Error, OSError) as exc:

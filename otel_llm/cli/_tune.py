@@ -81,6 +81,8 @@ def data_lines(tuning: Tuning) -> list[str]:
     s = tuning.sample
     left = s.left_out
     scope = f"source {visible(s.source)}" if s.source else "all sources"
+    if tuning.service is not None:
+        scope += f" of service {visible(tuning.service)}"
     capped = (
         f" (the newest {tuning.max_calls:,} of {s.calls_in_range:,} calls in the range)"
         if s.calls_in_range > tuning.max_calls

@@ -13,6 +13,7 @@ from pathlib import Path
 from unittest.mock import patch
 
 from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
@@ -86,12 +87,15 @@ class TuneStore:
     """A segment store written through the SDK and the deriving processor."""
 
     path: Path
+    service: str | None = None
+    """The spans' ``service.name`` (``None``: the SDK's default)."""
     provider: TracerProvider = field(init=False)
     exporter: SegmentSpanExporter = field(init=False)
 
     def __post_init__(self) -> None:
         self.exporter = SegmentSpanExporter(self.path)
-        self.provider = TracerProvider()
+        resource = Resource.create({} if self.service is None else {"service.name": self.service})
+        self.provider = TracerProvider(resource=resource)
         self.provider.add_span_processor(
             DerivingSpanProcessor([SimpleSpanProcessor(self.exporter)])
         )
