@@ -9,10 +9,11 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -43,6 +44,9 @@ from otel_llm._show._store._exporter import SegmentSpanExporter
 from otel_llm._show._store._glob import glob_problem
 from otel_llm._version import __version__
 from otel_llm._wrap import _open_calls as open_calls
+
+if TYPE_CHECKING:
+    import requests
 
 logger = logging.getLogger("otel_llm")
 
@@ -169,7 +173,7 @@ def _span_exporter(protocol: Protocol) -> SpanExporter:
         return GrpcSpanExporter()
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter()
+    return OTLPSpanExporter(session=_own_connections_session())
 
 
 def _metric_exporter(protocol: Protocol) -> MetricExporter:
@@ -182,7 +186,31 @@ def _metric_exporter(protocol: Protocol) -> MetricExporter:
         return GrpcMetricExporter()
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    return OTLPMetricExporter()
+    return OTLPMetricExporter(session=_own_connections_session())
+
+
+def _own_connections_session() -> requests.Session:
+    """The HTTP session of one OTLP/HTTP exporter, whose connections stay with the process that
+    opened them: the exporter keeps its connection to the collector open between exports, and a
+    forked child that found it in its pool sent on the parent's socket — two processes
+    exporting at once interleaved their requests. A child gets a pool of its own (the
+    inherited one is dropped unclosed: closing it could take a lock a thread of the parent held
+    at the fork, and the parent's socket is the parent's)."""
+    import requests
+
+    session = requests.Session()
+    reference = weakref.ref(session)
+    os.register_at_fork(after_in_child=lambda: _new_pools(reference))
+    return session
+
+
+def _new_pools(reference: weakref.ref[requests.Session]) -> None:
+    from requests.adapters import HTTPAdapter
+
+    session = reference()
+    if session is not None:
+        for prefix in ("https://", "http://"):
+            session.mount(prefix, HTTPAdapter())
 
 
 def _otlp_processor(collector: OtlpEndpoint) -> SpanProcessor:

@@ -445,3 +445,40 @@ def test_a_child_forked_while_the_parent_exports_ends_without_a_false_warning(
     assert "in the child" in [span["name"] for span in receiver.spans()]
     child = out.split()[-1]
     assert f"LOG {child} " not in err, err
+
+
+def test_a_forked_child_exports_on_a_connection_of_its_own(tmp_path: Path) -> None:
+    """The HTTP exporter keeps its connection to the collector open between exports; a child
+    forked after an export found that connection in its pool and sent on it — the same socket
+    as the parent's, so two processes exporting at once interleaved their requests (a batch the
+    collector could not parse: spans lost, answers read by the wrong process). A child now
+    opens connections of its own."""
+    receiver = Receiver(keep_alive=True)
+    try:
+        _run(
+            """
+            import multiprocessing
+            telemetry = otel_llm.init(db_path="store")
+            with telemetry.tracer.start_as_current_span("parent"):
+                pass
+            assert telemetry.force_flush()  # exported: the connection stays open, in the pool
+
+            def work():
+                with telemetry.tracer.start_as_current_span("child"):
+                    pass
+
+            child = multiprocessing.get_context("fork").Process(target=work)
+            child.start()
+            child.join(60)
+            assert child.exitcode == 0, child.exitcode
+            telemetry.shutdown()
+            """,
+            tmp_path,
+            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base,
+            OTEL_METRICS_EXPORTER="none",
+        )
+    finally:
+        receiver.close()
+    connections = receiver.connection_of
+    assert set(connections) == {"parent", "child"}
+    assert connections["child"] != connections["parent"]

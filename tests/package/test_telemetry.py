@@ -48,11 +48,14 @@ class Receiver:
     """A real OTLP/HTTP endpoint on loopback that keeps what it receives: trace requests parsed,
     every request's path counted. ``status`` is what it answers (``metrics_status`` on
     ``/v1/metrics``); with ``hold`` set it never answers until ``release`` is set (a collector
-    that accepts and then hangs)."""
+    that accepts and then hangs). ``keep_alive``: HTTP/1.1, connections kept open between
+    requests, as a collector keeps them; ``connection_of`` names each span's connection (its
+    client port)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_alive: bool = False) -> None:
         received: list[ExportTraceServiceRequest] = []
         self.received = received
+        self.connection_of: dict[str, int] = {}
         self.paths: list[str] = []
         self.arrived = threading.Event()
         self.status = 200
@@ -66,6 +69,8 @@ class Receiver:
         self._first = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 if outer.hold or (
@@ -80,6 +85,10 @@ class Receiver:
                     request = ExportTraceServiceRequest()
                     request.ParseFromString(body)
                     received.append(request)
+                    for resource in request.resource_spans:
+                        for scope in resource.scope_spans:
+                            for span in scope.spans:
+                                outer.connection_of[span.name] = self.client_address[1]
                 self.send_response(status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
