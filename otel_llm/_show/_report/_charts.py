@@ -340,18 +340,55 @@ def _time_lines(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spec:
     encoding["tooltip"] = _tooltip(
         (TIME, "temporal"), ("label", "nominal"), ("value", "quantitative")
     )
-    spec = _base(panel, values)
     # points would hide the dashes in the legend: only lines of one dash get them
     dashed = "strokeDash" in encoding
-    spec["mark"] = {
-        "type": "line",
-        "clip": True,  # the first bucket may begin before the range
-        "point": not dashed and {"size": 18},
-        "strokeWidth": 1.5,
-        "invalid": "break-paths-show-domains",
+    line: Spec = {
+        "mark": {
+            "type": "line",
+            "clip": True,  # the first bucket may begin before the range
+            "point": not dashed and {"size": 18},
+            "strokeWidth": 1.5,
+            "invalid": "break-paths-show-domains",
+        },
+        "encoding": encoding,
     }
-    spec["encoding"] = encoding
+    values = _mark_alone(values)
+    spec = _base(panel, values)
+    if not any(ALONE in v for v in values):
+        spec.update(line)
+        return spec
+    # A value with no neighbour is a line of one vertex, which draws nothing (and a line's own
+    # point at the range's first bucket, on the plot's edge, is half clipped away): a point of
+    # its own, unclipped (a bucket that began before the range is at most one bucket out).
+    alone: Spec = {
+        "transform": [{"filter": {"field": ALONE, "equal": True}}],
+        "mark": {"type": "point", "filled": True, "size": 24, "opacity": 1},
+        "encoding": {k: v for k, v in encoding.items() if k != "strokeDash"},
+    }
+    spec["layer"] = [line, alone]
     return spec
+
+
+ALONE: Final = "alone"
+"""Marks a value of a line whose neighbouring buckets have none (so no line reaches it)."""
+
+
+def _mark_alone(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``points`` (every gap in a line a ``None`` value) with :data:`ALONE` set on each value
+    that has no value just before or after it in its line (its label, in time order)."""
+    lines: dict[str, list[int]] = {}
+    for index, point in enumerate(points):
+        lines.setdefault(str(point["label"]), []).append(index)
+    marked = list(points)
+    for indexes in lines.values():
+        indexes.sort(key=lambda i: points[i].get(TIME) or 0)
+        for at, index in enumerate(indexes):
+            if points[index]["value"] is None:
+                continue
+            neighbours = indexes[max(0, at - 1) : at] + indexes[at + 1 : at + 2]
+            if all(points[i]["value"] is None for i in neighbours):
+                marked[index] = {**points[index], ALONE: True}
+    return marked
 
 
 def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:

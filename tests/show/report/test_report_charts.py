@@ -191,3 +191,43 @@ def test_bars_on_a_log_scale_with_zero_series_are_drawn(zeros: Path) -> None:
         )
         assert "log scale" in title
         assert ticks == ["0", "1", "10", "100", "1,000"], "powers of ten, on a scale that has 0"
+
+
+_MARKS = """(slot) => {
+  const chart = document.querySelector(`#chart-${slot} svg`);
+  return [...chart.querySelectorAll("g.role-mark path")].map(p => [
+    p.closest("g.role-mark").getAttribute("class"),
+    p.getAttribute("d") || "",
+    p.getAttribute("transform") || "",
+    p.closest("[clip-path]") !== null]);
+}"""
+
+
+def _visible_xs(marks: list[list[Any]]) -> list[float]:
+    """Where the marks Vega drew show something: a line's pieces of two vertices or more (a
+    piece of one vertex draws nothing), a symbol at its place — whole: a point on the plot's
+    edge (the range's first bucket) that is clipped shows half of itself or less."""
+    xs: list[float] = []
+    for kind, d, transform, clipped in marks:
+        if "mark-symbol" in kind:
+            xs.extend(x for x, _ in _points(transform) if not (clipped and x <= 0.5))
+            continue
+        for piece in d.split("M"):
+            points = set(_points(piece))
+            if len(points) >= 2:
+                xs.extend(x for x, _ in points)
+    return xs
+
+
+def test_a_percentile_alone_in_its_bucket_is_drawn(sparse: Path) -> None:
+    """Two calls 75 s apart: each bucket's TTFT p50 / p95 / p99 has no neighbour to draw a line
+    to, and is drawn as a point, whole even on the plot's edge, where the first bucket is (old:
+    a line of one vertex, which draws nothing — the chart was empty though the page held the
+    values)."""
+    with loaded(sparse) as page:
+        assert page.page_errors == []
+        assert page.console == []
+        xs = _visible_xs(page.evaluate(_MARKS, "ttft"))
+        assert xs, "nothing of the time to first chunk is visible"
+        assert min(xs) < 1, ("the first call's bucket is drawn whole, on the edge", xs)
+        assert max(xs) - min(xs) > 300, ("both calls' buckets are drawn", xs)
