@@ -30,10 +30,14 @@ OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_METRICS_ENDPOIN
 """Set: metrics are exported over OTLP, to this URL as it is (wins over the base
 endpoint)."""
 OTEL_TRACES_EXPORTER: Final = "OTEL_TRACES_EXPORTER"
-"""``none``: ``init()`` exports no spans over OTLP, whatever the endpoints say (the DuckDB store,
-which is no OTLP exporter, still gets every span; metrics are unchanged)."""
+"""A comma-separated list of exporters, ``otlp`` by default: one without ``otlp`` (``none``,
+``console`` …) and ``init()`` exports no spans over OTLP, whatever the endpoints say (the DuckDB
+store, which is no OTLP exporter, still gets every span; metrics are unchanged); an exporter
+``init()`` does not make is named in a warning."""
 OTEL_METRICS_EXPORTER: Final = "OTEL_METRICS_EXPORTER"
-"""``none``: ``init()`` exports no metrics, whatever the endpoints say (spans are unchanged)."""
+"""A comma-separated list of exporters, ``otlp`` by default: one without ``otlp`` (``none``,
+``prometheus`` …) and ``init()`` exports no metrics, whatever the endpoints say (spans are
+unchanged); an exporter ``init()`` does not make is named in a warning."""
 OTEL_EXPORTER_OTLP_HEADERS: Final = "OTEL_EXPORTER_OTLP_HEADERS"
 """``key=value,…`` sent with every OTLP export (read by the SDK's exporters); otel-llm reads the
 values only to keep them out of its warnings, as it does ``OTEL_EXPORTER_OTLP_TRACES_HEADERS``

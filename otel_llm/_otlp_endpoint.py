@@ -90,10 +90,19 @@ _HOST_NAME = re.compile(r"[A-Za-z0-9\-._~%!$&'()*+,;=]+")
 """A host name or IPv4 address as RFC 3986 writes one (``reg-name``)."""
 
 
+def exporter_names(signal: Signal) -> list[str]:
+    """The exporters the signal's variable names, lower-case, in order — ``OTEL_TRACES_EXPORTER``
+    and ``OTEL_METRICS_EXPORTER`` are comma-separated lists, as the OpenTelemetry SDK reads
+    them — and ``otlp``, the default, when it names none."""
+    text = env.env_text(OWN_EXPORTER[signal]) or ""
+    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    return list(dict.fromkeys(names)) or ["otlp"]
+
+
 def exported(signal: Signal) -> bool:
-    """False when the signal's exporter variable is ``none`` (as the OpenTelemetry SDK reads
-    ``OTEL_TRACES_EXPORTER`` and ``OTEL_METRICS_EXPORTER``)."""
-    return (env.env_text(OWN_EXPORTER[signal]) or "").lower() != "none"
+    """Whether the signal goes over OTLP: its exporter variable is unset or names ``otlp``
+    (``none``, ``prometheus``, ``console`` … alone: not)."""
+    return "otlp" in exporter_names(signal)
 
 
 HTTP_JSON: Final = "http/json"

@@ -31,12 +31,14 @@ from otel_llm._measure._stalls import resolve_threshold_ms
 from otel_llm._otlp_endpoint import (
     HTTP_JSON,
     OWN_ENDPOINT,
+    OWN_EXPORTER,
     OtlpEndpoint,
     Protocol,
     Signal,
     check_endpoint,
     check_headers,
     exported,
+    exporter_names,
     headers_variable,
     requested_protocol,
 )
@@ -386,14 +388,15 @@ def init(
       directory of Parquet segments that DuckDB reads (a single-file store of an earlier
       version at that path is migrated).
     - OTLP export is added when ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._TRACES_ENDPOINT`` is set
-      (``otlp=False`` or ``OTEL_TRACES_EXPORTER=none`` turns it off), metrics too with
-      ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._METRICS_ENDPOINT`` (``OTEL_METRICS_EXPORTER=none``:
-      not), each over its protocol (``OTEL_EXPORTER_OTLP_{TRACES,METRICS}_PROTOCOL``, else
-      ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` or ``grpc``); a protocol or endpoint the
-      exporters cannot use is a ``ConfigurationError`` naming the variable; each signal on its own —
-      a failing metrics export never stops or delays a span's — a collector that cannot be
-      reached is one warning per signal and outage, and shutdown (registered to run at exit)
-      does not wait on it (:mod:`._show._otlp`).
+      (``otlp=False``, or ``OTEL_TRACES_EXPORTER`` naming no ``otlp``, turns it off), metrics too
+      with ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``..._METRICS_ENDPOINT`` (``OTEL_METRICS_EXPORTER``
+      naming no ``otlp``: not; an exporter named that init() does not make is a warning), each
+      over its protocol (``OTEL_EXPORTER_OTLP_{TRACES,METRICS}_PROTOCOL``, else
+      ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` or ``grpc``); a protocol, endpoint or
+      headers entry the exporters cannot use is a ``ConfigurationError`` naming the variable;
+      each signal on its own — a failing metrics export never stops or delays a span's — a
+      collector that cannot be reached is one warning per signal and outage, and shutdown
+      (registered to run at exit) does not wait on it (:mod:`._show._otlp`).
     - ``OTEL_SDK_DISABLED=true`` turns everything off: calls still work, nothing is recorded.
     - ``OTEL_SERVICE_NAME`` (or ``service_name``) names the service.
     - ``stall_threshold_ms`` (default: ``LLM__STREAM__STALL_THRESHOLD_MS``, else 1000) is what
@@ -441,6 +444,10 @@ def init(
         downstream.append(SimpleSpanProcessor(exporter))
     if "metrics" in collectors and set_global and _global_meter_provider() is not None:
         collectors.pop("metrics")  # the application's meter provider takes otel-llm's metrics
+    _warn_of_exporters_not_made(
+        spans_elsewhere=app_provider is not None,
+        metrics_elsewhere=set_global and _global_meter_provider() is not None,
+    )
     otlp_processor = _otlp_processor(collectors["spans"]) if "spans" in collectors else None
     if otlp_processor is not None:
         downstream.append(otlp_processor)
@@ -500,6 +507,38 @@ def _collector_stores(store: Path, spans: OtlpEndpoint) -> bool:
         store,
     )
     return True
+
+
+_NOT_MADE_CURE: Final[dict[Signal, str]] = {
+    "spans": "add that exporter to a TracerProvider made global (or passed as tracer_provider=) "
+    "before init(), and otel-llm adds its processor to it",
+    "metrics": "make a MeterProvider with that exporter the global one before init(), and "
+    "otel-llm's metrics go to it",
+}
+
+
+def _warn_of_exporters_not_made(*, spans_elsewhere: bool, metrics_elsewhere: bool) -> None:
+    """One warning per signal whose exporter variable names exporters init() does not make
+    (``prometheus``, ``console``, ``zipkin`` …) — unless the application's own provider, which
+    may have them, takes the signal."""
+    elsewhere = {"spans": spans_elsewhere, "metrics": metrics_elsewhere}
+    for signal in _SIGNALS:
+        names = exporter_names(signal)
+        unmade = [name for name in names if name not in ("otlp", "none")]
+        if not unmade or elsewhere[signal]:
+            continue
+        over_otlp = "they still go over OTLP" if "otlp" in names else "nor over OTLP"
+        if signal == "spans":
+            over_otlp += "; the DuckDB store, if on, still gets every span"
+        logger.warning(
+            "otel-llm: %s=%s, but init() makes OTLP exporters only: %s are not sent to %s (%s); %s",
+            OWN_EXPORTER[signal],
+            ",".join(names),
+            signal,
+            " or ".join(unmade),
+            over_otlp,
+            _NOT_MADE_CURE[signal],
+        )
 
 
 def _resource_of(provider: TracerProvider) -> Resource:

@@ -345,3 +345,42 @@ def test_both_exporters_none_export_nothing_and_check_no_endpoint(
     telemetry.shutdown()
     assert telemetry.collectors == ()
     assert telemetry.meter_provider is None
+
+
+@pytest.mark.parametrize(
+    ("traces", "metrics", "signals", "said"),
+    [
+        ("console", "prometheus", [], ["OTEL_TRACES_EXPORTER=console", "OTEL_METRICS_EXPORTER="]),
+        ("otlp", "prometheus", ["spans"], ["OTEL_METRICS_EXPORTER=prometheus"]),
+        ("zipkin", " OTLP ", ["metrics"], ["OTEL_TRACES_EXPORTER=zipkin"]),
+        ("otlp,console", "otlp", ["spans", "metrics"], ["OTEL_TRACES_EXPORTER=otlp,console"]),
+        ("", " ", ["spans", "metrics"], []),
+    ],
+)
+def test_an_exporter_list_without_otlp_sends_nothing_over_otlp(
+    tmp_path: Path,
+    otlp_env: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    traces: str,
+    metrics: str,
+    signals: list[str],
+    said: list[str],
+) -> None:
+    """OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER name the exporters a signal goes to (``otlp``
+    by default): ``prometheus`` asks for none over OTLP, yet the metrics went there — to a
+    collector that may take none, whose 404 warning then said to set the variable to none. A
+    signal is exported over OTLP only when its list is unset or names otlp; an exporter otel-llm
+    does not make is one warning naming the variable."""
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    otlp_env.setenv("OTEL_TRACES_EXPORTER", traces)
+    otlp_env.setenv("OTEL_METRICS_EXPORTER", metrics)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        telemetry = init(db_path=tmp_path / "store", set_global=False, duckdb=False)
+    telemetry.shutdown()
+    assert [collector.signal for collector in telemetry.collectors] == signals
+    assert (telemetry.meter_provider is not None) == ("metrics" in signals)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = [w for w in warnings if "cannot export" not in w]
+    assert len(warnings) == len(said), warnings
+    for warning, variable in zip(warnings, said, strict=True):
+        assert variable in warning
