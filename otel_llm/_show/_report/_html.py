@@ -40,6 +40,7 @@ _CSS: Final = """
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
   color: var(--ink); background: #f6f8fa; }
 header { padding: 16px 24px 8px; }
+header, .panel { overflow-wrap: anywhere; }
 h1 { font-size: 22px; margin: 0 0 4px; }
 .meta { color: var(--muted); margin: 0; }
 .meta b { color: var(--ink); font-weight: 600; }

@@ -518,6 +518,22 @@ def test_hostile_names_stay_text_in_the_browser(
         assert page.dialogs == []
 
 
+@pytest.mark.timeout(120)
+def test_a_very_long_name_wraps_within_the_page(
+    demo: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """A source, model and service name of 10,000 characters with no space (a generated id, a
+    mistake): the titles and sentences that name it wrap inside their panels (old: a repeated
+    panel's title and the hedging panel's text ran ~97,000 px wide, and the whole page scrolled
+    sideways); a table scrolls inside its panel."""
+    store = _hostile_copy(demo[0], tmp_path / "long", "x" * 10_000)
+    out = write_report(store, tmp_path / "long.html").path
+    with loaded(out) as page:
+        assert page.page_errors == []
+        width, viewport = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert width <= viewport, (width, viewport)
+
+
 def test_the_charting_runtime_loads_only_for_a_report(tmp_path: Path) -> None:
     """`import otel_llm` and the command line load neither vl_convert nor the report modules:
     only writing a report does."""
