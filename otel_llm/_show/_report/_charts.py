@@ -216,17 +216,22 @@ def _unique(items: Sequence[str]) -> list[str]:
 def _filled(
     points: list[dict[str, Any]], frame: Frame | None, fill: float | None, *, close: bool
 ) -> list[dict[str, Any]]:
-    """``points`` with a point of value ``fill`` for every bucket of the range a line has none
-    for (0 where the value is a sum, so an empty bucket reads as nothing; ``None`` where it is
-    a statistic, so the line breaks instead of bridging the gap) and, with ``close``, one at
-    the end of the last bucket (a step drawn after its point then ends where its bucket ends
-    instead of running on)."""
+    """``points`` with a point of value ``fill`` for each empty bucket of the range beside a
+    bucket a line has a value for (0 where the value is a sum, so an empty bucket reads as
+    nothing; ``None`` where it is a statistic, so the line breaks instead of bridging the gap);
+    for a sum also at the range's first and last bucket, so the line spans the range; and, with
+    ``close``, one at the end of the last bucket (a step drawn after its point then ends where
+    its bucket ends instead of running on). A line holds or breaks over the other empty
+    buckets all the same, so they are left out: the page then grows with the values, not with
+    lines × buckets (1,000 source/models over 120 buckets are 360,000 points)."""
     if frame is None or not points:
         return points
     times = [int(p[TIME]) for p in points if isinstance(p.get(TIME), int | float)]
     buckets = frame.buckets(times)
     if close and buckets:
         buckets = [*buckets, buckets[-1] + frame.step_ms]
+    place = {bucket: index for index, bucket in enumerate(buckets)}
+    ends = {buckets[0], buckets[-1]} if fill is not None and buckets else set()
     filled = list(points)
     by_label: dict[str, dict[int, dict[str, Any]]] = {}
     for point in points:
@@ -234,7 +239,11 @@ def _filled(
             by_label.setdefault(point["label"], {})[int(point[TIME])] = point
     for seen in by_label.values():
         model = next(iter(seen.values()))
-        filled += [{**model, TIME: b, "value": fill} for b in buckets if b not in seen]
+        beside = set(ends)
+        for time in seen:
+            index = place[time]
+            beside.update(buckets[max(0, index - 1) : index + 2])
+        filled += [{**model, TIME: b, "value": fill} for b in sorted(beside) if b not in seen]
     return sorted(filled, key=lambda p: (str(p["label"]), p.get(TIME) or 0))
 
 

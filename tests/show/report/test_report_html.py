@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otel_llm._show._dashboards._panels import PANELS, SERIES, TIME, Panel
-from otel_llm._show._report._charts import OVERLAY_COLOUR, chart_spec, label
+from otel_llm._show._report._charts import OVERLAY_COLOUR, Frame, chart_spec, label
 from otel_llm._show._report._hedging import NO_CALLS, frontier_spec, hedging_section
 from otel_llm._show._report._html import cell, script_json, vega_runtime
 from otel_llm._tune._hedging_model import Rules
@@ -188,3 +188,35 @@ def test_the_hedging_frontier_is_p99_and_p50_against_extra_requests() -> None:
     assert values[0]["setting"] == "unhedged"
     assert not any(v["recommended"] for v in frontier_spec(_tuning(None))["data"]["values"])
     assert NO_CALLS in hedging_section(None, {})
+
+
+def test_many_series_fill_only_the_gaps_beside_their_values() -> None:
+    """1,000 source/models with one call each, over 120 buckets: each line holds its values,
+    the empty bucket on each side of them (what breaks it, or steps it down to zero) and the
+    range's ends — not every empty bucket of every line (old: 1,000 × 3 figures × 120 buckets,
+    20 MB of TTFT rows in the page). The line still breaks between values buckets apart."""
+    step, buckets = 1_000, 120
+    frame = Frame(0, (buckets - 1) * step, step)
+    ttft = BY_KEY["ttft"]
+    rows = [
+        {"time": (n % buckets) * step, "series": f"src-{n}/m", **dict.fromkeys(ttft.values, 0.5)}
+        for n in range(1_000)
+    ]
+    rows.append({"time": 7 * step, "series": "src-0/m", **dict.fromkeys(ttft.values, 0.7)})
+    spec = chart_spec(ttft, rows, frame)
+    assert spec is not None
+    values = spec["data"]["values"]
+    assert len(values) <= 3 * len(rows) * len(ttft.values), len(values)
+    line = sorted((v["time"], v["value"]) for v in values if v["label"] == "src-0/m · ttft p50")
+    assert [v for _, v in line if v is not None] == [0.5, 0.7]
+    between = [v for t, v in line if 0 < t < 7 * step]
+    assert between, "a break between bucket 0 and bucket 7"
+    assert all(v is None for v in between), "no line from bucket 0 to bucket 7"
+    split = BY_KEY["time_split"]
+    one = [{"time": 50 * step, "net_s": 1.0, "stall_s": 0.5, "wall_s": 1.5}]
+    stacked = chart_spec(split, one, frame)
+    assert stacked is not None
+    zeros = [v for v in stacked["data"]["values"] if v["label"] == "net"]
+    assert len(zeros) <= 5, zeros
+    assert min(v["time"] for v in zeros) == 0, "the stack spans the range from its start"
+    assert {(v["time"], v["value"]) for v in zeros} >= {(50 * step, 1.0), (51 * step, 0.0)}
