@@ -54,7 +54,6 @@ STORE_HINT = "write spans with otel_llm.init(db_path=...) or run `otel-llm demo 
 _DUCKDB_MAGIC = b"DUCK"
 """Bytes 8–11 of every DuckDB database file."""
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_VIEWS = ("llm_attempts", "llm_calls")
 _NO_SEGMENTS: Final = "otel_llm_no_segments"
 """The empty table of the store's columns a store without a segment is read as."""
 LEGACY_SUFFIX: Final = ".v1.duckdb"
@@ -199,7 +198,7 @@ def _not_a_file(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-def _check_tables(conn: duckdb.DuckDBPyConnection, path: Path, *, views: bool) -> None:
+def _check_tables(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     names = {
         name
         for (name,) in conn.execute(
@@ -212,13 +211,33 @@ def _check_tables(conn: duckdb.DuckDBPyConnection, path: Path, *, views: bool) -
             f"is a DuckDB database but not an otel-llm store: it has no {TABLE} table "
             f"({STORE_HINT})",
         )
-    missing = [view for view in _VIEWS if view not in names] if views else []
-    if missing:
-        raise NotAStore(
-            path,
-            f"has no {', '.join(missing)} view: open it once with otel_llm.init(db_path=...) "
-            "to add the views",
+
+
+_LEGACY: Final = "otel_llm_single_file"
+"""The name a single-file store is attached under in its reader."""
+
+
+@contextlib.contextmanager
+def _single_file(path: Path, *, views: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A reader of a single-file store (an earlier version's). Without ``views`` the file as
+    it is, its own table and views (what SQL of the user's was written against). With them
+    (the canned queries): its table read with this version's columns — those it predates are
+    NULL, as in a segment written before them — and this version's views over it, whatever
+    views the file holds (one written before the call rows carried their winner has no
+    ``llm_winners``)."""
+    with connect(path, read_only=True) as conn:
+        _check_tables(conn, path)
+        if not views:
+            yield conn
+            return
+    with duckdb.connect(":memory:", config=dict(NO_EXTENSIONS)) as conn:
+        conn.execute(f"ATTACH {_sql_text(str(path.absolute()))} AS {_LEGACY} (READ_ONLY)")
+        conn.register(_NO_SEGMENTS, arrow_schema().empty_table())
+        conn.execute(
+            f"CREATE VIEW {TABLE} AS SELECT * FROM {_NO_SEGMENTS} "
+            f"UNION ALL BY NAME SELECT * FROM {_LEGACY}.{TABLE};\n{VIEWS}"
         )
+        yield conn
 
 
 @contextlib.contextmanager
@@ -239,8 +258,7 @@ def open_store(
     path = Path(path)
     check_store(path)
     if not path.is_dir():
-        with connect(path, read_only=True) as conn:
-            _check_tables(conn, path, views=views)
+        with _single_file(path, views=views) as conn:
             yield conn
         return
     store = SegmentStore(path)
@@ -463,7 +481,7 @@ def migrate_legacy(path: Path) -> int:
 
 def _move_rows(path: Path, store: SegmentStore) -> int:
     with connect(path) as conn:
-        _check_tables(conn, path, views=False)
+        _check_tables(conn, path)
         migrate(conn)
         columns = ", ".join(f'"{name}"' for name in ALL_COLUMNS)
         relation = conn.cursor().sql(f"SELECT {columns} FROM {TABLE}")

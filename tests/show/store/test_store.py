@@ -28,7 +28,7 @@ from otel_llm._show._store._access import (
     prepare_for_writing,
     reader_sql,
 )
-from otel_llm._show._store._breakdown import run_query
+from otel_llm._show._store._breakdown import breakdown_sql, run_query, worst_stalls_sql
 from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._rows import span_row
 from otel_llm._show._store._segments import SCHEMA_SEGMENT, SegmentStore, encode_rows
@@ -389,6 +389,50 @@ def test_a_single_file_store_is_read_and_migrated(
     assert set(before) <= set(rows)
     assert len(rows) == 4
     assert not path.with_name(path.name + ".spill").exists()
+
+
+_WINNER_COLUMNS = (
+    "WinnerModel",
+    "WinnerSource",
+    "WinnerProvider",
+    "WinnerStartedAt",
+    "WinnerGapsFloorMs",
+    "WinnerGapNs",
+)
+"""The columns single-file stores were written without: before call rows carried their
+winner."""
+
+
+def test_a_single_file_store_from_before_the_winner_columns_answers_every_canned_query(
+    tmp_path: Path,
+) -> None:
+    """``otel-llm query`` on a single-file store written before call rows carried their
+    winner (no winner columns, no ``llm_winners`` view in the file) answers the breakdown and
+    the worst stalls, as measured and re-derived, as the same spans in a segment store do —
+    it was DuckDB's "Table with name llm_winners does not exist"."""
+    source = Store(tmp_path / "source")
+    for _ in range(3):
+        source.call()
+    source.close()
+    path = tmp_path / "old.duckdb"
+    with open_store(source.path) as conn:
+        conn.execute(f"ATTACH '{path}' AS old")
+        excluded = ", ".join(f'"{c}"' for c in _WINNER_COLUMNS)
+        conn.execute(
+            f"CREATE TABLE old.otel_traces AS SELECT * EXCLUDE ({excluded}) FROM otel_traces"
+        )
+        conn.execute("CREATE VIEW old.llm_calls AS SELECT 1 AS x")
+        conn.execute("CREATE VIEW old.llm_attempts AS SELECT 1 AS x")
+        conn.execute("DETACH old")
+    for sql in (
+        breakdown_sql(),
+        breakdown_sql(1000),
+        worst_stalls_sql(5),
+        worst_stalls_sql(5, 1000),
+    ):
+        expected = run_query(source.path, sql, canned=True)
+        assert expected.rows, sql
+        assert run_query(path, sql, canned=True) == expected
 
 
 def test_paths_that_are_not_stores_are_named(tmp_path: Path) -> None:
