@@ -12,6 +12,7 @@ rows), reshaped to one row per plotted value. Tables and stats are not charts
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -297,12 +298,16 @@ def _stacked_time(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spe
         "transform": [
             {"filter": {"field": "label", "oneOf": stacked_labels}},
             {"impute": "value", "key": TIME, "groupby": ["label"], "value": 0},
+            # the first of the stacked values at the bottom (Vega-Lite's own order would stack
+            # the colour domain from its end, the stall under the net generation)
+            {"calculate": f"indexof({json.dumps(stacked_labels)}, datum.label)", "as": "order"},
         ],
         "mark": {"type": "area", "opacity": 0.85, "interpolate": "step-after", "clip": True},
         "encoding": {
             "x": _time_axis(frame, last),
             "y": {**_value_axis(panel, stack=True), "stack": "zero"},
             "color": _colour(domain, colours),
+            "order": {"field": "order", "type": "quantitative", "sort": "ascending"},
             "tooltip": tooltip,
         },
     }

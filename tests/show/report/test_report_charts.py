@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from otel_llm import _semconv as sc
-from otel_llm._show._report._charts import MAX_TICKS, Frame, time_ticks
+from otel_llm._show._report._charts import MAX_TICKS, PALETTE, Frame, time_ticks
 from otel_llm._show._report._write import write_report
 from tests.support.report_browser import loaded
 from tests.support.tune_store import Scripted, TuneStore, stream
@@ -231,3 +231,39 @@ def test_a_percentile_alone_in_its_bucket_is_drawn(sparse: Path) -> None:
         assert xs, "nothing of the time to first chunk is visible"
         assert min(xs) < 1, ("the first call's bucket is drawn whole, on the edge", xs)
         assert max(xs) - min(xs) > 300, ("both calls' buckets are drawn", xs)
+
+
+@pytest.fixture(scope="module")
+def stalled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One call that stalled 1.5 s and generated for less: both parts of the stack show."""
+    folder = tmp_path_factory.mktemp("stalled")
+    call = Scripted(stream(200.0, chunks=5, every_ms=50.0, silences={2: 1_500.0}), 1_950.0)
+    return write_report(_store(folder / "store", [(NOON_NS, [call])]), folder / "report.html").path
+
+
+_AREAS = """(slot) => {
+  const chart = document.querySelector(`#chart-${slot} svg`);
+  return [...chart.querySelectorAll("g.mark-area.role-mark path")]
+    .map(p => [p.getAttribute("fill"), p.getAttribute("d") || ""]);
+}"""
+
+
+def _centroid_y(points: list[tuple[float, float]]) -> float:
+    """The height of a polygon's centroid (y grows downwards), by the shoelace formula."""
+    area = cy = 0.0
+    for (x0, y0), (x1, y1) in itertools.pairwise([*points, points[0]]):
+        cross = x0 * y1 - x1 * y0
+        area += cross
+        cy += (y0 + y1) * cross
+    return cy / (3 * area)
+
+
+def test_net_generation_is_stacked_below_the_stall(stalled: Path) -> None:
+    """As the panel says ("net generation below, stall above") and Grafana draws it: the stall
+    area sits on top of the net generation area (old: Vega-Lite stacked the colour domain in
+    reverse, and the stall lay on the axis under the net generation)."""
+    with loaded(stalled) as page:
+        assert page.page_errors == []
+        areas = dict(page.evaluate(_AREAS, "time_split-0"))
+        net, stall = areas[PALETTE[0]], areas[PALETTE[1]]
+        assert _centroid_y(_points(stall)) < _centroid_y(_points(net)), "stall above net"
