@@ -33,6 +33,7 @@ from otel_llm._show._sql._panel_sql import (
     CALL,
     DUCKDB_PANELS,
     FILTERS,
+    SERVICE,
     THRESHOLD,
 )
 from otel_llm._show._sql._table import as_utc
@@ -44,6 +45,10 @@ from otel_llm._tune._tuning import Tuning, tune
 REPORT_TUNE_CALLS: Final = 2_000
 """The newest calls of the range the "What hedging would buy" panel replays: twice what the
 rule of ``otel-llm tune`` asks, about a second of model time (``otel-llm tune`` takes 10,000)."""
+REPEAT_LIMIT: Final = 24
+"""Copies of a panel repeated per source the page draws at most: those of the sources with
+the most wall time in the range (1,000 copies took chromium 20-40 s to open); the page names
+the others."""
 THRESHOLD_KEY: Final = "--threshold-ms"
 OUTPUT_KEY: Final = "--output"
 
@@ -118,6 +123,9 @@ class PanelResult:
     """The value of the panel's repeat variable this copy shows (``None``: not repeated)."""
     copy: int = 0
     """The copy's number among the panel's copies."""
+    others: tuple[str, ...] = ()
+    """On a repeated panel's last copy: the values of its variable not drawn one by one
+    (beyond :data:`REPEAT_LIMIT`, with the least wall time), in the variable's order."""
 
     @property
     def slot(self) -> str:
@@ -177,13 +185,40 @@ def _results(
         expand(variable_sql(DUCKDB_PANELS, panel.repeat), context, "duckdb", variable_query=True),
         "",
     )
+    values = [str(value) for (value,) in options]
+    drawn = _busiest(conn, panel.repeat, values, context)
     results = []
-    for copy, (value,) in enumerate(options):
-        one = Variable(str(value), multi=True, include_all=True)
+    for copy, value in enumerate(drawn):
+        one = Variable(value, multi=True, include_all=True)
         scoped = replace(context, variables={**context.variables, panel.repeat: one})
         sql = expand(panel.sql(DUCKDB_PANELS), scoped, "duckdb")
-        results.append(PanelResult(panel, _run(conn, sql, panel.key), str(value), copy))
+        results.append(PanelResult(panel, _run(conn, sql, panel.key), value, copy))
+    if results and len(drawn) < len(values):
+        kept = set(drawn)
+        others = tuple(value for value in values if value not in kept)
+        results[-1] = replace(results[-1], others=others)
     return results or [PanelResult(panel, [])]
+
+
+def _busiest(
+    conn: duckdb.DuckDBPyConnection, name: str, values: list[str], context: QueryContext
+) -> list[str]:
+    """``values`` of variable ``name``, at most :data:`REPEAT_LIMIT` of them: those with the
+    most wall time in the range (its calls' for a service, its attempts' for a source or
+    model), in their order."""
+    if len(values) <= REPEAT_LIMIT:
+        return values
+    view = CALLS_VIEW if name == SERVICE else ATTEMPTS_VIEW
+    sql = expand(
+        f"SELECT {name}, coalesce(sum(wall_ms), 0) FROM {view} "
+        f"WHERE {DUCKDB_PANELS.time_filter('started_at')} AND {name} IS NOT NULL GROUP BY 1",
+        context,
+        "duckdb",
+    )
+    wall = {str(value): float(total) for value, total in _run(conn, sql, "")}
+    ranked = sorted(values, key=lambda value: (-wall.get(value, 0.0), value))
+    kept = set(ranked[:REPEAT_LIMIT])
+    return [value for value in values if value in kept]
 
 
 def collect(

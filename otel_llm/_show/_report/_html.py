@@ -69,6 +69,7 @@ code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
 .stat .value { font-size: 28px; font-weight: 600; line-height: 1.1; }
 .stat .name { color: var(--muted); font-size: 12px; }
 .chosen-call { font-size: 12.5px; margin: 0 0 6px; }
+.not-repeated { font-size: 12.5px; margin: 8px 0 0; }
 """
 
 _RENDER: Final = """
@@ -257,7 +258,26 @@ def _section(result: PanelResult, data: ReportData, specs: dict[str, Any]) -> st
         f'data-kind="{panel.kind}" data-rows="{len(result.rows)}">'
         f"<h2>{title}</h2>"
         f'<p class="description">{html.escape(panel.description)}</p>'
-        f"{_body(result, data, specs)}</section>"
+        f"{_body(result, data, specs)}{_not_repeated(result)}</section>"
+    )
+
+
+NAMED_OTHERS: Final = 100
+"""Values a repeated panel's note names at most (then how many more)."""
+
+
+def _not_repeated(result: PanelResult) -> str:
+    """Which values of a repeated panel's variable have no copy of their own (escaped HTML)."""
+    others = result.others
+    if not others:
+        return ""
+    kind = html.escape(result.panel.repeat or "value")
+    names = ", ".join(html.escape(visible(name)) for name in others[:NAMED_OTHERS])
+    if len(others) > NAMED_OTHERS:
+        names += f" and {len(others) - NAMED_OTHERS:,} more"
+    return (
+        f'<p class="not-repeated">{len(others):,} more {kind}s, with less wall time in this '
+        f"range, are not drawn one by one (their calls are in every other panel): {names}.</p>"
     )
 
 

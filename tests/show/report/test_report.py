@@ -23,6 +23,7 @@ from otel_llm import ConfigurationError, NotAStore, OtelLLMError, open_store
 from otel_llm import _semconv as sc
 from otel_llm._show._dashboards._panels import PANELS, variable_sql, worst_trace_ids
 from otel_llm._show._report._data import (
+    REPEAT_LIMIT,
     TimeRange,
     collect,
     panel_rows,
@@ -532,6 +533,27 @@ def test_a_very_long_name_wraps_within_the_page(
         assert page.page_errors == []
         width, viewport = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         assert width <= viewport, (width, viewport)
+
+
+def test_a_panel_repeated_per_source_is_drawn_for_the_busiest_sources(tmp_path: Path) -> None:
+    """More sources than the page draws one by one (1,000 copies took chromium 20-40 s to
+    open): the per-source time split is drawn for the sources with the most wall time in the
+    range, in the variable's order, and the page names the others and where their calls are."""
+    sources = REPEAT_LIMIT + 6
+    store = TuneStore(tmp_path / "store")
+    for n in range(sources):
+        store.call([Scripted((100.0, 150.0), 200.0 + 10 * n, source=f"src-{n:02d}")])
+    store.close()
+    written = write_report(tmp_path / "store", tmp_path / "r.html")
+    copies = [r for r in written.data.results if r.panel.key == "time_split"]
+    drawn = [r.repeat_value for r in copies]
+    assert drawn == [f"src-{n:02d}" for n in range(6, sources)], "the busiest, in order"
+    page = written.path.read_text("utf-8")
+    assert page.count('data-key="time_split"') == REPEAT_LIMIT
+    note = re.search(r'<p class="not-repeated">(.*?)</p>', page, re.S)
+    assert note is not None
+    assert "6 more sources" in note[1]
+    assert all(f"src-{n:02d}" in note[1] for n in range(6))
 
 
 def test_the_charting_runtime_loads_only_for_a_report(tmp_path: Path) -> None:
