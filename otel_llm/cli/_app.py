@@ -298,10 +298,10 @@ def query(
         stalls = worst_stalls_sql(limit, threshold_ms=threshold_ms, since=start)
         if not worst_stalls:
             breakdown = breakdown_sql(threshold_ms, since=start)
-            out.table(
-                read_again_after_damage(path, lambda: run_query(path, breakdown, canned=True)),
-                f"Breakdown ({label})",
-            )
+            table = read_again_after_damage(path, lambda: run_query(path, breakdown, canned=True))
+            out.table(table, f"Breakdown ({label})")
+            if not table.rows and (note := _none_answered_note(path, start)):
+                typer.echo(note, err=True)
         if worst_stalls or not output_format.one_table:
             out.table(
                 read_again_after_damage(path, lambda: run_query(path, stalls, canned=True)),
@@ -309,6 +309,26 @@ def query(
             )
     except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _failed(exc) from exc
+
+
+def _none_answered_note(path: Path, since: datetime | None) -> str | None:
+    """Why the breakdown of a range whose calls all failed is empty (it counts the calls that
+    answered), or ``None`` when the range holds no call at all."""
+    from otel_llm._show._sql._views import CALLS_VIEW, DUCKDB
+
+    where = f" WHERE started_at >= {DUCKDB.instant(since)}" if since is not None else ""
+    count_sql = f"SELECT count(*) FROM {CALLS_VIEW}{where}"
+    ((calls,),) = read_again_after_damage(
+        path, lambda: run_query(path, count_sql, canned=True)
+    ).rows
+    if not calls:
+        return None
+    return (
+        f"note: {calls:,} call{'s' if calls != 1 else ''} in this range, none answered (every "
+        "attempt failed): the breakdown and the worst stalls count the calls that answered; "
+        "their errors are in `otel-llm report` or "
+        '`otel-llm query "SELECT * FROM llm_attempts WHERE error_type IS NOT NULL"`'
+    )
 
 
 def _write_report(

@@ -292,3 +292,34 @@ def test_a_reader_that_goes_away_is_no_error(demo_db: Path) -> None:
     assert "error" not in done.stderr.lower(), done.stderr
     assert "Traceback" not in done.stderr
     assert done.returncode == 1
+
+
+def test_a_range_whose_calls_all_failed_says_so(tmp_path: Path) -> None:
+    """Three calls, every attempt failed: the breakdown counts the calls that answered, so it
+    has no rows — and standard error says the range held three calls that all failed, and
+    where their errors are (old: "(no rows)" twice, as for an empty store). Standard output
+    stays the one document."""
+    import json
+
+    from otel_llm import _semconv as sc
+    from otel_llm._show._store._segments import SegmentStore
+    from tests.support.tune_store import Scripted, TuneStore, stream
+
+    store = TuneStore(tmp_path / "store")
+    for _ in range(3):
+        failed = Scripted(stream(200.0, chunks=2), 400.0, outcome=sc.OUTCOME_ERROR)
+        store.call([failed, failed])
+    store.close()
+    db = str(tmp_path / "store")
+    table = otel_llm("query", "--db", db)
+    assert table.returncode == 0, table.stderr
+    assert "(no rows)" in table.stdout
+    assert "3 calls in this range, none answered" in table.stderr
+    machine = otel_llm("query", "--db", db, "--format", "json")
+    assert json.loads(machine.stdout) == []
+    assert "3 calls in this range, none answered" in machine.stderr
+    empty = tmp_path / "empty"
+    SegmentStore(empty).create()
+    nothing = otel_llm("query", "--db", str(empty))
+    assert nothing.returncode == 0, nothing.stderr
+    assert "none answered" not in nothing.stderr
