@@ -152,8 +152,8 @@ def _recommendation_text(tuning: Tuning) -> str:
     lines = "\n".join(config.env) or "(leave the hedge keys unset)"
     return (
         f"<p>Recommended for {tuning.budget:g} requests per call: "
-        f"<b>{html.escape(setting_label(chosen))}</b> — p99 {_s(f.p99_s)} (unhedged "
-        f"{_s(b.p99_s)}), p50 {_s(f.p50_s)}, {f.requests_per_call:.3f} requests per call."
+        f"<b>{html.escape(setting_label(chosen))}</b> — p99 {_at(f.p99_s)} (unhedged "
+        f"{_at(b.p99_s)}), p50 {_at(f.p50_s)}, {f.requests_per_call:.3f} requests per call."
         f"</p><pre><code>{html.escape(lines)}</code></pre>"
     )
 
@@ -163,8 +163,10 @@ def _interval(figures: Figures) -> str:
     if interval is None:
         return ""
     low, high = interval
+    if seconds_json(low) is None:  # both ends on failed calls: no time at all
+        return " (95 % interval: failed calls at both ends)"
     if seconds_json(high) is None:  # an end on a failed call is no time
-        return f" (95 % interval {_s(low)} to {_s(high)})"
+        return f" (95 % interval {_s(low)} to a failed call)"
     return f" (95 % interval {low:.2f}–{high:.2f} s)"
 
 
@@ -173,6 +175,12 @@ def _s(value: float) -> str:
     call (the replay's stand-in for one is no time)."""
     shown = seconds_json(value)
     return "failed" if shown is None else f"{shown:.2f} s"
+
+
+def _at(value: float) -> str:
+    """Where a percentile falls, as a sentence says it: ``at 2.02 s``, or ``on a failed call``
+    (old: "the p99 at failed")."""
+    return "on a failed call" if seconds_json(value) is None else f"at {_s(value)}"
 
 
 def _estimate_text(tuning: Tuning) -> str:
@@ -184,7 +192,7 @@ def _estimate_text(tuning: Tuning) -> str:
     b = baseline.figures
     text = (
         f"<b>Estimate, not a recommendation</b> ({tuning.sample.calls:,} calls): the replay "
-        f"puts the unhedged p99 at {_s(b.p99_s)}{_interval(b)}"
+        f"puts the unhedged p99 {_at(b.p99_s)}{_interval(b)}"
     )
     best = recommend(tuning.settings, tuning.budget)
     if best is not None and best.rules.hedging:
@@ -193,7 +201,7 @@ def _estimate_text(tuning: Tuning) -> str:
         overlap = hedged is not None and unhedged is not None and hedged[1] >= unhedged[0]
         text += (
             f"; the best setting within {tuning.budget:g} requests per call, "
-            f"{html.escape(setting_label(best))}, at {_s(f.p99_s)}{_interval(f)}, "
+            f"{html.escape(setting_label(best))}, {_at(f.p99_s)}{_interval(f)}, "
             f"{f.requests_per_call:.3f} requests per call"
         )
         text += (

@@ -41,7 +41,7 @@ from otel_llm.cli._app import DEMO_TOO_BUSY_EXIT
 from tests.support import REPOSITORY
 from tests.support.processes import run_cli, run_python
 from tests.support.report_browser import loaded
-from tests.support.tune_store import Scripted, TuneStore, measured_like, write_store
+from tests.support.tune_store import Scripted, TuneStore, measured_like, stream, write_store
 
 SEED = 529
 """Twelve demo calls of this seed stall, hedge, and lose hedge legs (tests/cli/test_demo.py)."""
@@ -554,6 +554,22 @@ def test_a_panel_repeated_per_source_is_drawn_for_the_busiest_sources(tmp_path: 
     assert note is not None
     assert "6 more sources" in note[1]
     assert all(f"src-{n:02d}" in note[1] for n in range(6))
+
+
+def test_a_p99_on_a_failed_call_reads_as_a_sentence(tmp_path: Path) -> None:
+    """Twenty calls, half of them failed: the replay's unhedged p99 falls on a failed call,
+    which has no time — the estimate says so in words (old: "puts the unhedged p99 at failed
+    (95 % interval failed to failed)")."""
+    store = TuneStore(tmp_path / "store")
+    for n in range(20):
+        outcome = sc.OUTCOME_ERROR if n % 2 == 0 else sc.OUTCOME_OK
+        store.call([Scripted(stream(200.0, chunks=3), 400.0 + n, outcome=outcome)])
+    store.close()
+    section = _hedging_panel(write_report(tmp_path / "store", tmp_path / "r.html").path.read_text())
+    assert "Estimate, not a recommendation" in section
+    assert "at failed" not in section
+    assert "failed to failed" not in section
+    assert "the unhedged p99 on a failed call" in section
 
 
 def test_the_charting_runtime_loads_only_for_a_report(tmp_path: Path) -> None:
