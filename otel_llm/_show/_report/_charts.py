@@ -264,6 +264,16 @@ def _tooltip(*fields: tuple[str, str]) -> list[Spec]:
     return tips
 
 
+_ORDER: Final = {"field": "order", "type": "quantitative", "sort": "ascending"}
+"""A stack's order: by :func:`_order`'s field, the first at the bottom."""
+
+
+def _order(labels: Sequence[str]) -> Spec:
+    """The transform numbering each row by its label's place in ``labels`` (Vega-Lite's own
+    stack order runs from the end of the colour domain: the first value on top)."""
+    return {"calculate": f"indexof({json.dumps(list(labels))}, datum.label)", "as": "order"}
+
+
 def _stacked_time(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spec:
     """An area per stacked value and series, the other values summed over the series and
     drawn as a dashed line over the stack (its top, when they add up); each bucket drawn as a
@@ -300,14 +310,14 @@ def _stacked_time(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spe
             {"impute": "value", "key": TIME, "groupby": ["label"], "value": 0},
             # the first of the stacked values at the bottom (Vega-Lite's own order would stack
             # the colour domain from its end, the stall under the net generation)
-            {"calculate": f"indexof({json.dumps(stacked_labels)}, datum.label)", "as": "order"},
+            _order(stacked_labels),
         ],
         "mark": {"type": "area", "opacity": 0.85, "interpolate": "step-after", "clip": True},
         "encoding": {
             "x": _time_axis(frame, last),
             "y": {**_value_axis(panel, stack=True), "stack": "zero"},
             "color": _colour(domain, colours),
-            "order": {"field": "order", "type": "quantitative", "sort": "ascending"},
+            "order": _ORDER,
             "tooltip": tooltip,
         },
     }
@@ -433,14 +443,18 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
         "y": y,
         "tooltip": _tooltip(("x", "nominal"), ("label", "nominal"), ("value", "quantitative")),
     }
+    bars: Spec = {"mark": {"type": "bar"}, "encoding": encoding}
     if len(panel.values) > 1:
-        encoding["color"] = _colour([figure_name(c) for c in panel.values])
-        if not stack:
-            encoding["xOffset"] = {"field": "label", "sort": [figure_name(c) for c in panel.values]}
+        figures = [figure_name(c) for c in panel.values]
+        encoding["color"] = _colour(figures)
+        if stack:  # the first value at the bottom, as Grafana stacks them
+            bars["transform"] = [_order(figures)]
+            encoding["order"] = _ORDER
+        else:
+            encoding["xOffset"] = {"field": "label", "sort": figures}
     else:
         encoding["color"] = {"value": PALETTE[0]}
     spec = _base(panel, values)
-    bars: Spec = {"mark": {"type": "bar"}, "encoding": encoding}
     if len(panel.values) > 1:
         spec.update(bars)
         return spec

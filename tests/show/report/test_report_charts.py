@@ -267,3 +267,33 @@ def test_net_generation_is_stacked_below_the_stall(stalled: Path) -> None:
         areas = dict(page.evaluate(_AREAS, "time_split-0"))
         net, stall = areas[PALETTE[0]], areas[PALETTE[1]]
         assert _centroid_y(_points(stall)) < _centroid_y(_points(net)), "stall above net"
+
+
+@pytest.fixture(scope="module")
+def hedged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Two calls: one answered by its primary, one by a hedge leg (its primary cancelled)."""
+    folder = tmp_path_factory.mktemp("hedged")
+    loser = Scripted(stream(200.0, chunks=2), 300.0, outcome=sc.OUTCOME_HEDGE_CANCELLED)
+    leg = Scripted(stream(200.0), 800.0, leg=sc.LEG_HEDGE, start_ms=100.0)
+    calls = [(NOON_NS, [_ok()]), (NOON_NS + SECOND_NS, [loser, leg])]
+    return write_report(_store(folder / "store", calls), folder / "report.html").path
+
+
+_RECTS = """(slot) => {
+  const chart = document.querySelector(`#chart-${slot} svg`);
+  return [...chart.querySelectorAll("g.mark-rect.role-mark path")].map(p => {
+    const r = p.getBBox(); return [p.getAttribute("fill"), r.x, r.y, r.height]; });
+}"""
+
+
+def test_stacked_bars_put_the_first_series_at_the_bottom(hedged: Path) -> None:
+    """Attempts by outcome, as Grafana stacks them: primary attempts at the bottom of a bar,
+    hedge attempts above (old: Vega-Lite stacked the colour domain from its end, the primary
+    attempts on top)."""
+    with loaded(hedged) as page:
+        assert page.page_errors == []
+        rects = [r for r in page.evaluate(_RECTS, "outcomes") if r[3] > 0]
+        (hedge_x, hedge_y), *_ = [(x, y) for fill, x, y, _ in rects if fill == PALETTE[1]]
+        primary = [y for fill, x, y, _ in rects if fill == PALETTE[0] and x == hedge_x]
+        assert primary, ("the ok bar holds a primary attempt", rects)
+        assert primary[0] > hedge_y, "the primary attempts below the hedge attempts"
