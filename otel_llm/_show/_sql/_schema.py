@@ -40,6 +40,7 @@ __all__ = [
     "VIEWS",
     "VIEWS_SHA",
     "TypedColumn",
+    "backfilled",
     "migrate",
     "stored_version",
 ]
@@ -167,20 +168,24 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> bool:
     return True
 
 
+def backfilled(column: str) -> str | None:
+    """The value of typed column ``column`` of a row written before it existed, from the row's
+    attributes and events (``None``: a column that has no such source; it stays NULL)."""
+    for typed in TYPED_COLUMNS:
+        if typed.name == column:
+            return f'TRY_CAST("SpanAttributes"[\'{typed.attribute}\'] AS {typed.sql_type})'
+    for name, attribute in CHUNK_COLUMNS:
+        if name == column:
+            return _chunk_backfill(attribute)
+    if column == CHUNK_OFFSET_COLUMN:
+        return _OFFSET_BACKFILL
+    return None
+
+
 def _backfill(conn: duckdb.DuckDBPyConnection, added: list[str]) -> None:
     """Fill newly added typed columns of existing rows from their attributes and events."""
-    if not added:
-        return
     assignments = [
-        f'"{c.name}" = TRY_CAST("SpanAttributes"[\'{c.attribute}\'] AS {c.sql_type})'
-        for c in TYPED_COLUMNS
-        if c.name in added
+        f'"{name}" = {value}' for name in added if (value := backfilled(name)) is not None
     ]
-    assignments += [
-        f'"{name}" = {_chunk_backfill(attribute)}'
-        for name, attribute in CHUNK_COLUMNS
-        if name in added
-    ]
-    if CHUNK_OFFSET_COLUMN in added:
-        assignments.append(f'"{CHUNK_OFFSET_COLUMN}" = {_OFFSET_BACKFILL}')
-    conn.execute(f"UPDATE {TABLE} SET {', '.join(assignments)}")
+    if assignments:
+        conn.execute(f"UPDATE {TABLE} SET {', '.join(assignments)}")

@@ -25,7 +25,7 @@ import duckdb
 
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import NotAStore, OtelLLMError
-from otel_llm._show._sql._schema import ALL_COLUMNS, TABLE, VIEWS, migrate
+from otel_llm._show._sql._schema import ALL_COLUMNS, TABLE, VIEWS, backfilled, migrate
 from otel_llm._show._store._columns import SegmentColumns, arrow_schema
 from otel_llm._show._store._footer import stored_arrow_schema
 from otel_llm._show._store._glob import GLOB_CHARACTERS, glob_problem
@@ -235,9 +235,25 @@ def _single_file(path: Path, *, views: bool) -> Iterator[duckdb.DuckDBPyConnecti
         conn.register(_NO_SEGMENTS, arrow_schema().empty_table())
         conn.execute(
             f"CREATE VIEW {TABLE} AS SELECT * FROM {_NO_SEGMENTS} "
-            f"UNION ALL BY NAME SELECT * FROM {_LEGACY}.{TABLE};\n{VIEWS}"
+            f"UNION ALL BY NAME {_legacy_rows(conn)};\n{VIEWS}"
         )
         yield conn
+
+
+def _legacy_rows(conn: duckdb.DuckDBPyConnection) -> str:
+    """The attached single-file store's rows, each column it predates filled from the row's
+    attributes and events as migrating the file would fill it (NULL where nothing can)."""
+    (names,) = conn.execute(
+        "SELECT list(column_name) FROM duckdb_columns() "
+        f"WHERE database_name = '{_LEGACY}' AND table_name = '{TABLE}'"
+    ).fetchone() or ([],)
+    present = set(names)
+    filled = [
+        f'{value} AS "{name}"'
+        for name in ALL_COLUMNS
+        if name not in present and (value := backfilled(name)) is not None
+    ]
+    return f"SELECT {', '.join(['*', *filled])} FROM {_LEGACY}.{TABLE}"
 
 
 @contextlib.contextmanager

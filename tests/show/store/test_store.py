@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from otel_llm import NotAStore, SegmentSpanExporter
 from otel_llm import _semconv as sc
-from otel_llm._show._sql._schema import migrate
+from otel_llm._show._sql._schema import ALL_COLUMNS, BASE_COLUMNS, migrate
 from otel_llm._show._store._access import (
     LEGACY_SUFFIX,
     connect,
@@ -403,13 +403,25 @@ _WINNER_COLUMNS = (
 winner."""
 
 
-def test_a_single_file_store_from_before_the_winner_columns_answers_every_canned_query(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    "written_without",
+    [
+        pytest.param(_WINNER_COLUMNS, id="before-the-winner-columns"),
+        pytest.param(
+            tuple(c for c in ALL_COLUMNS if c not in {n for n, _ in BASE_COLUMNS}),
+            id="the-clickhouse-exporters-columns-only",
+        ),
+    ],
+)
+def test_a_single_file_store_of_an_earlier_schema_answers_every_canned_query(
+    tmp_path: Path, written_without: tuple[str, ...]
 ) -> None:
-    """``otel-llm query`` on a single-file store written before call rows carried their
-    winner (no winner columns, no ``llm_winners`` view in the file) answers the breakdown and
-    the worst stalls, as measured and re-derived, as the same spans in a segment store do —
-    it was DuckDB's "Table with name llm_winners does not exist"."""
+    """``otel-llm query`` on a single-file store of an earlier schema — written before call
+    rows carried their winner (no winner columns, no ``llm_winners`` view in the file), or
+    holding the ClickHouse exporter's columns only — answers the breakdown and the worst
+    stalls, as measured and re-derived, as the same spans in a segment store do: the columns
+    the file predates are read from each row's attributes and events, as migrating it would
+    fill them. It was DuckDB's "Table with name llm_winners does not exist"."""
     source = Store(tmp_path / "source")
     for _ in range(3):
         source.call()
@@ -417,7 +429,7 @@ def test_a_single_file_store_from_before_the_winner_columns_answers_every_canned
     path = tmp_path / "old.duckdb"
     with open_store(source.path) as conn:
         conn.execute(f"ATTACH '{path}' AS old")
-        excluded = ", ".join(f'"{c}"' for c in _WINNER_COLUMNS)
+        excluded = ", ".join(f'"{c}"' for c in {*_WINNER_COLUMNS, *written_without})
         conn.execute(
             f"CREATE TABLE old.otel_traces AS SELECT * EXCLUDE ({excluded}) FROM otel_traces"
         )
