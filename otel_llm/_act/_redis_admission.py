@@ -17,7 +17,6 @@ asked, :class:`~otel_llm.BackendUnavailable` is raised and nothing is admitted.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import re
@@ -195,12 +194,12 @@ class RedisAdmission:
         try:
             return await asyncio.shield(run)
         except asyncio.CancelledError:
-            # the script may have run already: wait for its answer and give back what it took
+            # the script may have run already: its answer is awaited, and what it took given
+            # back, apart from the cancelled call, which goes on at once (a call's deadline
+            # and a caller's timeout hold however slow Redis is); aclose waits for it
             give_back = asyncio.ensure_future(self._give_back(run, buckets))
             self._giving_back.add(give_back)
             give_back.add_done_callback(self._giving_back.discard)
-            with contextlib.suppress(asyncio.CancelledError):  # cancelled again: it ends alone
-                await asyncio.shield(give_back)
             raise
 
     async def _give_back(

@@ -454,7 +454,9 @@ async def test_an_acquire_cancelled_while_redis_answers_gives_back_what_it_took(
 ) -> None:
     """A call cancelled after its admission script ran on Redis but before the answer came
     back (a hedge no longer needed, a caller's timeout over a slow link) gives back the
-    request and the tokens it took — as in-process admission, which is never cut halfway."""
+    request and the tokens it took — as in-process admission, which is never cut halfway —
+    and its cancellation goes on at once, while Redis still holds the answer (the give-back
+    runs apart; ``aclose`` waits for it)."""
     limits = Limits(requests_per_minute=1, tokens_per_minute=600)
     port = int(redis_url.rsplit(":", 1)[1].split("/")[0])
     async with HeldReplies(port) as relay:
@@ -466,9 +468,11 @@ async def test_an_acquire_cancelled_while_redis_answers_gives_back_what_it_took(
             call = asyncio.create_task(slow.acquire("src", limits, 500))
             await asyncio.wait_for(relay.held.wait(), 10)  # it ran: 1 request, 500 tokens
             call.cancel()
-            relay.flowing.set()
             with pytest.raises(asyncio.CancelledError):
-                await call
+                await asyncio.wait_for(call, 10)  # the relay still holds the answer
+            assert not relay.flowing.is_set()
+            relay.flowing.set()
+            await slow.aclose()  # waits for the give-back
             assert await direct.acquire("src", limits, 600) == 0.0, "nothing was given back"
         finally:
             await slow.aclose()
