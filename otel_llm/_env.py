@@ -105,6 +105,19 @@ OTEL_LLM_PROMETHEUS_REMOTE_WRITE_URL: Final = "OTEL_LLM_PROMETHEUS_REMOTE_WRITE_
 """Read by ``collector/*.yaml``: where the ``prometheus_remote_write`` exporter sends metrics
 (Prometheus' ``/api/v1/write``, Mimir's ``/api/v1/push``; default
 ``http://127.0.0.1:9090/api/v1/write``)."""
+OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER: Final = (
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER"
+)
+"""The OpenTelemetry SDK's: the entry point (group ``opentelemetry_otlp_credential_provider``)
+that gives every OTLP/HTTP exporter its ``requests.Session`` (request signing, an
+authenticated proxy); ``…_HTTP_TRACES_CREDENTIAL_PROVIDER`` / ``…_HTTP_METRICS_…`` for one
+signal. Named, ``init()``'s exporters load that session, as the SDK's do."""
+OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER: Final = (
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER"
+)
+OTEL_PYTHON_EXPORTER_OTLP_HTTP_METRICS_CREDENTIAL_PROVIDER: Final = (
+    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_METRICS_CREDENTIAL_PROVIDER"
+)
 OTEL_LLM_CLICKHOUSE_ENDPOINT: Final = "OTEL_LLM_CLICKHOUSE_ENDPOINT"
 """Read by ``collector/clickhouse.yaml``: the ClickHouse server (``tcp://127.0.0.1:9000``);
 ``OTEL_LLM_CLICKHOUSE_USERNAME`` / ``OTEL_LLM_CLICKHOUSE_PASSWORD`` beside it."""

@@ -99,10 +99,31 @@ def exporter_names(signal: Signal) -> list[str]:
     return list(dict.fromkeys(names)) or ["otlp"]
 
 
+OTLP_EXPORTERS: Final[dict[str, Protocol | None]] = {
+    "otlp": None,
+    "otlp_proto_http": "http/protobuf",
+    "otlp_proto_grpc": "grpc",
+}
+"""The exporter names that mean OTLP, as the OpenTelemetry SDK registers them: ``otlp`` over
+the protocol the variables ask for, the other two over their own."""
+
+
 def exported(signal: Signal) -> bool:
-    """Whether the signal goes over OTLP: its exporter variable is unset or names ``otlp``
-    (``none``, ``prometheus``, ``console`` … alone: not)."""
-    return "otlp" in exporter_names(signal)
+    """Whether the signal goes over OTLP: its exporter variable is unset or names ``otlp``,
+    ``otlp_proto_http`` or ``otlp_proto_grpc`` (``none``, ``prometheus``, ``console`` …
+    alone: not)."""
+    return any(name in OTLP_EXPORTERS for name in exporter_names(signal))
+
+
+def _exporter_protocol(signal: Signal) -> Protocol | None:
+    """The protocol the signal's exporter variable names by naming one OTLP exporter of its
+    own protocol (``otlp_proto_grpc``: gRPC), as the SDK would make that exporter whatever the
+    protocol variables say; ``None`` when it names ``otlp``, neither, or both."""
+    named = {OTLP_EXPORTERS[n] for n in exporter_names(signal) if n in OTLP_EXPORTERS}
+    if len(named) == 1:
+        (protocol,) = named
+        return protocol
+    return None
 
 
 HTTP_JSON: Final = "http/json"
@@ -113,8 +134,12 @@ over http/protobuf (the same collector endpoint takes both), and a warning says 
 def requested_protocol(signal: Signal) -> tuple[Protocol | Literal["http/json"], str | None]:
     """The protocol the variables ask for the signal — its own variable, else
     ``OTEL_EXPORTER_OTLP_PROTOCOL``, else OTLP's default — and the variable that asked (None for
-    the default). A value that is no OTLP protocol is a :class:`ConfigurationError` naming the
-    variable."""
+    the default) — unless the exporter variable names the protocol by its exporter
+    (``otlp_proto_http``, ``otlp_proto_grpc``). A value that is no OTLP protocol is a
+    :class:`ConfigurationError` naming the variable."""
+    by_exporter = _exporter_protocol(signal)
+    if by_exporter is not None:
+        return by_exporter, OWN_EXPORTER[signal]
     for variable in (OWN_PROTOCOL[signal], env.OTEL_EXPORTER_OTLP_PROTOCOL):
         value = env.env_text(variable)
         if value is None:

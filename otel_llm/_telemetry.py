@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -30,6 +30,7 @@ from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import resolve_threshold_ms
 from otel_llm._otlp_endpoint import (
     HTTP_JSON,
+    OTLP_EXPORTERS,
     OWN_ENDPOINT,
     OWN_EXPORTER,
     OtlpEndpoint,
@@ -142,10 +143,11 @@ def _otlp_protocols(signals: list[Signal]) -> dict[Signal, Protocol]:
         else:
             chosen[signal] = asked
     for (variable, wanted), which in fallen_back.items():
+        named = wanted if variable not in OWN_EXPORTER.values() else "otlp_proto_grpc"
         logger.warning(
             "otel-llm: %s=%s but %s; %s use http/protobuf",
             variable,
-            wanted,
+            named,
             "the OpenTelemetry Python exporters do not speak it"
             if wanted == HTTP_JSON
             else "the gRPC exporter is not installed "
@@ -175,7 +177,7 @@ def _span_exporter(protocol: Protocol) -> SpanExporter:
         return GrpcSpanExporter()
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(session=_own_connections_session())
+    return OTLPSpanExporter(session=_own_connections_session("traces"))
 
 
 def _metric_exporter(protocol: Protocol) -> MetricExporter:
@@ -188,16 +190,33 @@ def _metric_exporter(protocol: Protocol) -> MetricExporter:
         return GrpcMetricExporter()
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    return OTLPMetricExporter(session=_own_connections_session())
+    return OTLPMetricExporter(session=_own_connections_session("metrics"))
 
 
-def _own_connections_session() -> requests.Session:
+_CREDENTIAL_PROVIDERS: Final = {
+    "traces": (
+        env.OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER,
+        env.OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER,
+    ),
+    "metrics": (
+        env.OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER,
+        env.OTEL_PYTHON_EXPORTER_OTLP_HTTP_METRICS_CREDENTIAL_PROVIDER,
+    ),
+}
+"""The variables that may name each signal's OTLP/HTTP session; the exporter loads it only
+when it is given no session."""
+
+
+def _own_connections_session(signal: Literal["traces", "metrics"]) -> requests.Session | None:
     """The HTTP session of one OTLP/HTTP exporter, whose connections stay with the process that
     opened them: the exporter keeps its connection to the collector open between exports, and a
     forked child that found it in its pool sent on the parent's socket — two processes
     exporting at once interleaved their requests. A child gets a pool of its own (the
     inherited one is dropped unclosed: closing it could take a lock a thread of the parent held
-    at the fork, and the parent's socket is the parent's)."""
+    at the fork, and the parent's socket is the parent's). ``None`` when the SDK's credential
+    provider variables name the session: the exporter loads that one, as it always has."""
+    if any(env.env_text(name) for name in _CREDENTIAL_PROVIDERS[signal]):
+        return None
     import requests
 
     session = requests.Session()
@@ -524,10 +543,10 @@ def _warn_of_exporters_not_made(*, spans_elsewhere: bool, metrics_elsewhere: boo
     elsewhere = {"spans": spans_elsewhere, "metrics": metrics_elsewhere}
     for signal in _SIGNALS:
         names = exporter_names(signal)
-        unmade = [name for name in names if name not in ("otlp", "none")]
+        unmade = [name for name in names if name not in OTLP_EXPORTERS and name != "none"]
         if not unmade or elsewhere[signal]:
             continue
-        over_otlp = "they still go over OTLP" if "otlp" in names else "nor over OTLP"
+        over_otlp = "they still go over OTLP" if exported(signal) else "nor over OTLP"
         if signal == "spans":
             over_otlp += "; the DuckDB store, if on, still gets every span"
         logger.warning(

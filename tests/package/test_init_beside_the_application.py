@@ -482,3 +482,50 @@ def test_a_forked_child_exports_on_a_connection_of_its_own(tmp_path: Path) -> No
     connections = receiver.connection_of
     assert set(connections) == {"parent", "child"}
     assert connections["child"] != connections["parent"]
+
+
+def test_a_credential_provider_named_in_the_environment_gives_the_exporters_their_session(
+    tmp_path: Path,
+) -> None:
+    """``OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER`` names an entry point whose
+    ``requests.Session`` signs every export (or goes through an authenticated proxy): the
+    exporters ``init()`` makes use that session for spans and metrics, as the SDK's own do —
+    the session ``init()`` gives an exporter to keep a forked child off the parent's
+    connection stood in its place, and every export went out unsigned."""
+    (tmp_path / "signing_session.py").write_text(
+        textwrap.dedent(
+            """
+            import requests
+
+            class Signing(requests.Session):
+                def __init__(self):
+                    super().__init__()
+                    self.headers["X-Signed"] = "yes"
+            """
+        )
+    )
+    info = tmp_path / "signing_session-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: signing-session\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[opentelemetry_otlp_credential_provider]\nsigning = signing_session:Signing\n"
+    )
+    receiver = Receiver()
+    try:
+        _run(
+            """
+            telemetry = otel_llm.init(db_path="store")
+            with telemetry.tracer.start_as_current_span("signed"):
+                pass
+            telemetry.shutdown()
+            """,
+            tmp_path,
+            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base,
+            OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER="signing",
+            OTEL_METRICS_EXPORTER="none",
+            PYTHONPATH=str(tmp_path),
+        )
+    finally:
+        receiver.close()
+    assert [path for path, _ in receiver.signed] == ["/v1/traces"]
+    assert [signed for _, signed in receiver.signed] == ["yes"]

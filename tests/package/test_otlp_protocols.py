@@ -216,6 +216,18 @@ async def test_each_signal_takes_its_own_protocol(
             "grpc",
             "http/protobuf",
         ),
+        # the SDK's exporter names of one protocol: that protocol, whatever the variables say
+        ({"OTEL_TRACES_EXPORTER": "otlp_proto_grpc"}, "grpc", "http/protobuf"),
+        (
+            {
+                "OTEL_TRACES_EXPORTER": "otlp_proto_http",
+                "OTEL_METRICS_EXPORTER": "OTLP_PROTO_GRPC",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            },
+            "http/protobuf",
+            "grpc",
+        ),
+        ({"OTEL_METRICS_EXPORTER": "otlp_proto_http,console"}, "http/protobuf", "http/protobuf"),
     ],
 )
 def test_a_signals_protocol_is_its_own_variable_else_the_shared_one(
@@ -226,7 +238,9 @@ def test_a_signals_protocol_is_its_own_variable_else_the_shared_one(
     metrics: str,
 ) -> None:
     """A signal's own protocol variable wins over OTEL_EXPORTER_OTLP_PROTOCOL; with neither,
-    http/protobuf (OTLP's default)."""
+    http/protobuf (OTLP's default). An exporter variable naming the SDK's exporter of one
+    protocol (``otlp_proto_http``, ``otlp_proto_grpc``) chooses that protocol, as the SDK
+    makes that exporter whatever the protocol variables say."""
     otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
     for name, value in variables.items():
         otlp_env.setenv(name, value)
@@ -354,6 +368,8 @@ def test_both_exporters_none_export_nothing_and_check_no_endpoint(
         ("otlp", "prometheus", ["spans"], ["OTEL_METRICS_EXPORTER=prometheus"]),
         ("zipkin", " OTLP ", ["metrics"], ["OTEL_TRACES_EXPORTER=zipkin"]),
         ("otlp,console", "otlp", ["spans", "metrics"], ["OTEL_TRACES_EXPORTER=otlp,console"]),
+        ("otlp_proto_http", "otlp_proto_grpc", ["spans", "metrics"], []),  # the SDK's names
+        ("otlp_proto_grpc,zipkin", "none", ["spans"], ["OTEL_TRACES_EXPORTER=otlp_proto_grpc"]),
         ("", " ", ["spans", "metrics"], []),
     ],
 )

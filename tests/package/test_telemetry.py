@@ -57,6 +57,9 @@ class Receiver:
         self.received = received
         self.connection_of: dict[str, int] = {}
         self.paths: list[str] = []
+        self.signed: list[tuple[str, str | None]] = []
+        """Each request's path and its ``X-Signed`` header (what a credential provider's
+        session adds)."""
         self.arrived = threading.Event()
         self.status = 200
         self.metrics_status = 200
@@ -80,6 +83,7 @@ class Receiver:
                 ):
                     outer.release.wait(30)
                 outer.paths.append(self.path)
+                outer.signed.append((self.path, self.headers.get("X-Signed")))
                 status = outer.metrics_status if self.path == "/v1/metrics" else outer.status
                 if self.path == "/v1/traces" and status == 200:
                     request = ExportTraceServiceRequest()

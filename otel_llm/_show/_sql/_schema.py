@@ -173,7 +173,7 @@ def backfilled(column: str) -> str | None:
     attributes and events (``None``: a column that has no such source; it stays NULL)."""
     for typed in TYPED_COLUMNS:
         if typed.name == column:
-            return f'TRY_CAST("SpanAttributes"[\'{typed.attribute}\'] AS {typed.sql_type})'
+            return f"TRY_CAST(\"SpanAttributes\"['{typed.attribute}'] AS {typed.sql_type})"
     for name, attribute in CHUNK_COLUMNS:
         if name == column:
             return _chunk_backfill(attribute)
