@@ -323,3 +323,21 @@ def test_a_range_whose_calls_all_failed_says_so(tmp_path: Path) -> None:
     nothing = otel_llm("query", "--db", str(empty))
     assert nothing.returncode == 0, nothing.stderr
     assert "none answered" not in nothing.stderr
+
+
+def test_a_call_whose_span_names_no_provider_is_still_named(tmp_path: Path) -> None:
+    """Spans with no provider attribute (another instrumentation, an older writer): the
+    breakdown and the worst stalls name the row "?/model", as the report's series are named,
+    instead of NULL — which also read the same for every provider whose model was missing."""
+    import json
+
+    from tests.support.tune_store import Scripted, TuneStore, stream
+
+    store = TuneStore(tmp_path / "store")  # its spans carry a model and a source, no provider
+    store.call([Scripted(stream(200.0, chunks=4, every_ms=50.0, silences={1: 1500.0}), 2000.0)])
+    store.close()
+    db = str(tmp_path / "store")
+    breakdown = json.loads(otel_llm("query", "--db", db, "--format", "json").stdout)
+    assert [row["model"] for row in breakdown] == ["?/sim-model"]
+    worst = otel_llm("query", "--db", db, "--worst-stalls", "--format", "json")
+    assert [row["model"] for row in json.loads(worst.stdout)] == ["?/sim-model"]

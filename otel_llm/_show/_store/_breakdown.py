@@ -44,6 +44,10 @@ class Table:
     rows: list[tuple[Any, ...]]
 
 
+MODEL_LABEL = "coalesce(provider, '?') || '/' || coalesce(model, '?')"
+"""A row's provider and model as the tables name them (``?`` for one a span does not name, as
+the report's series are named; never NULL, which would read the same for every such row)."""
+
 RUN_ATTRIBUTE = "service.instance.id"
 """The resource attribute that tells one run (one process) from the others in a shared file."""
 
@@ -113,7 +117,7 @@ def breakdown_sql(
     return f"""
     WITH w AS ({_winners(threshold_ms, run, dialect, since)})
     SELECT
-        provider || '/' || model AS model,
+        {MODEL_LABEL} AS model,
         count(*) AS calls,
         {_seconds(WALL_MS, dialect, 1, total=True)} AS wall_s,
         {_seconds(STALL_MS, dialect, 1, total=True)} AS stall_s,
@@ -155,7 +159,7 @@ def totals_sql(*, run: str | None = None, dialect: Dialect = DUCKDB) -> str:
     return f"""
     WITH w AS ({_winners(None, run, dialect)})
     SELECT
-        provider || '/' || model AS model,
+        {MODEL_LABEL} AS model,
         count(*) AS calls,
         coalesce(sum({STALL_COUNT.name}), 0) AS stalls,
         {dialect.count_if(f"{STALL_COUNT.name} > 0")} AS stalled,
@@ -181,7 +185,7 @@ def worst_stalls_sql(
     WITH w AS ({_winners(threshold_ms, run, dialect, since, stalled=True)})
     SELECT
         left(trace_id, 16) AS trace,
-        provider || '/' || model AS model,
+        {MODEL_LABEL} AS model,
         {_seconds(WALL_MS, dialect, 2)} AS wall_s,
         {_seconds(STALL_MS, dialect, 2)} AS stall_s,
         {STALL_COUNT.name} AS stalls,
