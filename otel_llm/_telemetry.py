@@ -6,7 +6,6 @@ import atexit
 import importlib
 import logging
 import os
-import sys
 import threading
 import time
 import weakref
@@ -24,6 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from otel_llm import _env as env
 from otel_llm._arguments import check_processor_host, takes_processors
+from otel_llm._children import shut_down_in_children
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._measure._processor import DerivingSpanProcessor
@@ -361,31 +361,16 @@ def _started(work: Callable[[], None] | None, name: str) -> threading.Thread | N
 _active: Telemetry | None = None
 """The handle of the current :func:`init`, so a second call does not wire everything twice."""
 
-_CHILD_EXIT_PRIORITY: Final = 10
-"""Where the OTLP exporters' shutdown stands among a multiprocessing child's exit finalizers
-(the store's writer stands there too; the pool's own are 15 and below)."""
-
 
 def _before_fork() -> None:
-    """A ``multiprocessing`` child made by fork (``Process``, a ``Pool``'s workers) ends with
-    ``os._exit``: no exit handler runs there, so the batches its OTLP exporters still held —
-    every span of a short task — were lost. So the parent registers, once, a hook
-    multiprocessing runs in each such child, which hands :meth:`Telemetry.shutdown` (bounded as
-    at exit) to multiprocessing's own exit finalizers — they run before ``os._exit``."""
+    """The OTLP exporters' last batches in a ``multiprocessing`` fork child go out as it exits
+    (:mod:`otel_llm._children`); registered once, when a process that has them first forks."""
     telemetry = _active
-    util = sys.modules.get("multiprocessing.util")
-    if telemetry is None or util is None or not telemetry.collectors:
-        return  # no OTLP export (the store sees to its own writer), or no such child to come
+    if telemetry is None or not telemetry.collectors:
+        return  # no OTLP export (the store sees to its own writer)
     if telemetry.shut or telemetry._children_export:
         return
-    telemetry._children_export = True
-    util.register_after_fork(telemetry, _shut_down_when_the_child_exits)
-
-
-def _shut_down_when_the_child_exits(telemetry: Telemetry) -> None:
-    """In a multiprocessing child (after multiprocessing cleared the parent's finalizers)."""
-    util = sys.modules["multiprocessing.util"]
-    util.Finalize(telemetry, telemetry.shutdown, exitpriority=_CHILD_EXIT_PRIORITY)
+    telemetry._children_export = shut_down_in_children(telemetry)
 
 
 os.register_at_fork(before=_before_fork)

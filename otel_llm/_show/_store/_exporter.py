@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 import weakref
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Final
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from otel_llm._children import shut_down_in_children
 from otel_llm._defaults import DEFAULTS
 from otel_llm._show._store._records import PackedSpan, pack
 
@@ -45,9 +45,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("otel_llm")
 
-_CHILD_EXIT_PRIORITY: Final = 10
-"""Where the writer's shutdown stands among a multiprocessing child's exit finalizers (higher
-runs sooner; the pool's own are 15 and below)."""
 _YIELD_AFTER_S: Final = 0.0005
 """The writer gives the GIL away after this much work..."""
 _YIELD_S: Final = 0.0001
@@ -76,22 +73,10 @@ def _before_fork(reference: weakref.ref[SegmentSpanExporter]) -> None:
 
 
 def _written_by_multiprocessing_children(exporter: SegmentSpanExporter) -> None:
-    """A ``multiprocessing`` child made by fork (``Process``, a ``Pool``'s workers) ends with
-    ``os._exit``: no exit handler runs there, and the spans its writer still held were lost. So
-    the parent registers, once, a hook multiprocessing runs in each such child, which hands the
-    writer's shutdown (write what is held, say what could not be) to multiprocessing's own exit
-    finalizers — they run before ``os._exit``."""
-    util = sys.modules.get("multiprocessing.util")
-    if util is None or exporter._children_written:
-        return  # a process that never imported multiprocessing makes no such child
-    exporter._children_written = True
-    util.register_after_fork(exporter, _shut_down_when_the_child_exits)
-
-
-def _shut_down_when_the_child_exits(exporter: SegmentSpanExporter) -> None:
-    """In a multiprocessing child (after multiprocessing cleared the parent's finalizers)."""
-    util = sys.modules["multiprocessing.util"]
-    util.Finalize(exporter, exporter.shutdown, exitpriority=_CHILD_EXIT_PRIORITY)
+    """The spans the writer still holds in a ``multiprocessing`` fork child are written as it
+    exits (:mod:`otel_llm._children`): registered once."""
+    if not exporter._children_written:
+        exporter._children_written = shut_down_in_children(exporter)
 
 
 def _after_fork(reference: weakref.ref[SegmentSpanExporter]) -> None:
