@@ -136,6 +136,24 @@ def time_ticks(span_ms: int) -> tuple[int, int, str]:
     return MAX_TICKS, every, fmt
 
 
+_VEGA_UNITS: Final = {"second": "seconds", "minute": "minutes", "hour": "hours", "day": "day"}
+"""Vega's names of the time units of :data:`TICK_STEPS` (vega-time's)."""
+
+
+def tick_interval(every_ms: int) -> Spec | None:
+    """A tick step of :data:`TICK_STEPS` as Vega's time interval (``{"interval": "minutes",
+    "step": 15}``), which puts ticks on whole units of the (UTC) scale only; a step of 7 or 14
+    days as weeks (days of the month would not be evenly apart). ``None`` for a longer step,
+    which Vega picks itself from a count."""
+    for unit, unit_ms, steps, _ in TICK_STEPS:
+        for step in steps:
+            if unit_ms * step == every_ms:
+                if unit == "day" and step % 7 == 0:
+                    return {"interval": "week", "step": step // 7}
+                return {"interval": _VEGA_UNITS[unit], "step": step}
+    return None
+
+
 def _time_axis(frame: Frame | None, last_ms: int | None = None) -> Spec:
     """The x axis of a time chart: the whole range (to the end of its last bucket), ticks
     and labels for its length, in UTC."""
@@ -145,7 +163,11 @@ def _time_axis(frame: Frame | None, last_ms: int | None = None) -> Spec:
         end = max(frame.end_ms, (last_ms or frame.end_ms) + frame.step_ms)
         scale["domain"] = [frame.start_ms, end]
         scale["nice"] = False
-        axis["tickCount"], axis["tickMinStep"], axis["format"] = time_ticks(end - frame.start_ms)
+        count, every, axis["format"] = time_ticks(end - frame.start_ms)
+        # a time interval where there is one, not a count: Vega reads a count as "about N
+        # ticks" and picked half seconds on a one-second range, labelling 12:00:00.5 "12:00:00"
+        axis["tickCount"] = tick_interval(every) or count
+        axis["tickMinStep"] = every
     return {
         "field": TIME,
         "type": "temporal",

@@ -297,3 +297,36 @@ def test_stacked_bars_put_the_first_series_at_the_bottom(hedged: Path) -> None:
         primary = [y for fill, x, y, _ in rects if fill == PALETTE[0] and x == hedge_x]
         assert primary, ("the ok bar holds a primary attempt", rects)
         assert primary[0] > hedge_y, "the primary attempts below the hedge attempts"
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One call, 0.3 s after noon: a range of one one-second bucket."""
+    folder = tmp_path_factory.mktemp("single")
+    calls = [(NOON_NS + 3 * SECOND_NS // 10, [_ok()])]
+    return write_report(_store(folder / "store", calls), folder / "report.html").path
+
+
+_TICKS = """(slot) => {
+  const chart = document.querySelector(`#chart-${slot} svg`);
+  const axis = [...chart.querySelectorAll("g.role-axis")]
+    .find(g => (g.getAttribute("aria-label") || "").startsWith("X-axis"));
+  const ticks = [...axis.querySelectorAll(".role-axis-tick line")]
+    .map(t => t.getAttribute("transform"));
+  return [[...axis.querySelectorAll(".role-axis-label text")].map(t => t.textContent), ticks];
+}"""
+
+
+def test_every_tick_of_a_one_second_range_is_a_whole_second(single: Path) -> None:
+    """One call: the range is one second, and its ticks are 12:00:00 and 12:00:01 at its two
+    ends (old: Vega put ticks half a second apart, left out the first, and labelled the one in
+    the middle, at 12:00:00.5, "12:00:00" — the call's point at the left edge seemed to come
+    before it)."""
+    with loaded(single) as page:
+        assert page.page_errors == []
+        assert page.console == []
+        for slot in ("ttft", "time_split-0"):
+            labels, ticks = page.evaluate(_TICKS, slot)
+            assert labels == ["12:00:00", "12:00:01"], (slot, labels)
+            xs = [x for t in ticks for x, _ in _points(t)]
+            assert xs[0] == 0, (slot, ticks)
