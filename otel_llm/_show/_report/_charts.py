@@ -177,15 +177,32 @@ def _time_axis(frame: Frame | None, last_ms: int | None = None) -> Spec:
     }
 
 
-def _value_axis(panel: Panel, *, stack: bool = False) -> Spec:
+LEAST_TOP: Final = {"s": 0.001}
+"""The top of the value axis of a chart whose values are all 0, by unit (else 1: one call, one
+percent): it still runs from 0 up, not from 0 to 0, which Vega draws half-way up the chart,
+where a 0 reads as some share."""
+
+
+def _value_axis(
+    panel: Panel, *, stack: bool = False, points: Sequence[Mapping[str, Any]] = ()
+) -> Spec:
     axis: Spec = {
         "field": "value",
         "type": "quantitative",
         "title": UNIT_TITLES.get(panel.unit, panel.unit),
     }
+    values = [p.get("value") for p in points]
+    if points and not any(isinstance(v, int | float) and v > 0 for v in values):
+        axis["scale"] = {"domain": [0, LEAST_TOP.get(panel.unit, 1)]}
     if not stack:
         axis["stack"] = None
     return axis
+
+
+def _unscaled(axis: Spec) -> Spec:
+    """``axis`` for a layer after the first: the layers share the scale the first sets (one
+    set in two layers is a conflict Vega-Lite warns about, even when they agree)."""
+    return {k: v for k, v in axis.items() if k != "scale"}
 
 
 def _colour(domain: Sequence[str], range_: Sequence[str] | None = None) -> Spec:
@@ -337,7 +354,7 @@ def _stacked_time(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spe
         "mark": {"type": "area", "opacity": 0.85, "interpolate": "step-after", "clip": True},
         "encoding": {
             "x": _time_axis(frame, last),
-            "y": {**_value_axis(panel, stack=True), "stack": "zero"},
+            "y": {**_value_axis(panel, stack=True, points=[*stacked, *overlay]), "stack": "zero"},
             "color": _colour(domain, colours),
             "order": _ORDER,
             "tooltip": tooltip,
@@ -354,7 +371,7 @@ def _stacked_time(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spe
         },
         "encoding": {
             "x": _time_axis(frame, last),
-            "y": _value_axis(panel),
+            "y": _unscaled(_value_axis(panel)),
             "color": _colour(domain, colours),
             "tooltip": tooltip,
         },
@@ -369,7 +386,10 @@ def _time_lines(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spec:
     values = _filled(_long(rows, panel, panel.values), frame, None, close=False)
     with_series = SERIES in panel.columns
     several = len(panel.values) > 1
-    encoding: Spec = {"x": _time_axis(frame, _last_bucket(rows)), "y": _value_axis(panel)}
+    encoding: Spec = {
+        "x": _time_axis(frame, _last_bucket(rows)),
+        "y": _value_axis(panel, points=values),
+    }
     if with_series and several:
         series = _unique([r["series"] for r in values])
         encoding["color"] = {**_colour(series), "field": "series"}
@@ -409,7 +429,10 @@ def _time_lines(panel: Panel, rows: Sequence[Row], frame: Frame | None) -> Spec:
     alone: Spec = {
         "transform": [{"filter": {"field": ALONE, "equal": True}}],
         "mark": {"type": "point", "filled": True, "size": 24, "opacity": 1},
-        "encoding": {k: v for k, v in encoding.items() if k != "strokeDash"},
+        "encoding": {
+            **{k: v for k, v in encoding.items() if k != "strokeDash"},
+            "y": _unscaled(encoding["y"]),
+        },
     }
     spec["layer"] = [line, alone]
     return spec
@@ -445,7 +468,7 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
     categories = _unique([str(r["x"]) for r in values])
     log = _skewed(rows, panel)
     stack = bool(panel.stacked) and not log
-    y = _value_axis(panel, stack=stack)
+    y = _value_axis(panel, stack=stack, points=values)
     if log:
         values = [v for v in values if isinstance(v["value"], int | float) and v["value"] > 0]
         top = _power_above(max(float(v["value"]) for v in values))
@@ -484,7 +507,7 @@ def _bars(panel: Panel, rows: Sequence[Row]) -> Spec:
         "mark": {"type": "text", "dy": -6, "fontSize": 11, "color": "#333"},
         "encoding": {
             "x": encoding["x"],
-            "y": encoding["y"],
+            "y": _unscaled(encoding["y"]),
             "text": {"field": "value", "type": "quantitative", "format": ","},
         },
     }

@@ -330,3 +330,21 @@ def test_every_tick_of_a_one_second_range_is_a_whole_second(single: Path) -> Non
             assert labels == ["12:00:00", "12:00:01"], (slot, labels)
             xs = [x for t in ticks for x, _ in _points(t)]
             assert xs[0] == 0, (slot, ticks)
+
+
+_Y_AXIS = """(slot) => {
+  const chart = document.querySelector(`#chart-${slot} svg`);
+  const axis = [...chart.querySelectorAll("g.role-axis")]
+    .find(g => (g.getAttribute("aria-label") || "").startsWith("Y-axis"));
+  return [...axis.querySelectorAll(".role-axis-label text")].map(t => t.textContent);
+}"""
+
+
+def test_a_share_that_is_zero_throughout_is_drawn_on_the_floor(sparse: Path) -> None:
+    """No call hedged: the hedge rate is 0 % in every bucket, and its axis runs from 0 up (old:
+    an axis of the one value 0, drawn half-way up the chart, where a 0 reads as some share)."""
+    with loaded(sparse) as page:
+        assert page.page_errors == []
+        labels = page.evaluate(_Y_AXIS, "hedge_rate")
+        assert len(labels) >= 2, labels
+        assert float(labels[0]) == 0, labels
