@@ -258,9 +258,17 @@ FAILED_S = 1e12
 
 def percentiles(walls: Sequence[float]) -> tuple[float, float, float]:
     """(p50, p95, p99) of wall times (:func:`otel_llm._quantile.quantile`, as the dashboards
-    compute them); a failed call (``inf``) counts as :data:`FAILED_S`."""
-    finite = [wall if wall < math.inf else FAILED_S for wall in walls]
-    return quantile(finite, 0.5), quantile(finite, 0.95), quantile(finite, 0.99)
+    compute them); a failed call (``inf``) counts as :data:`FAILED_S`, and so does a
+    percentile that falls between an answered call and a failed one: a failed call has no wall
+    time to interpolate with (interpolating with :data:`FAILED_S` gave "p99 8.1e11 s")."""
+    counted = [wall if wall < math.inf else FAILED_S for wall in walls]
+    answered = max((wall for wall in walls if wall < math.inf), default=0.0)
+
+    def at(q: float) -> float:
+        value = quantile(counted, q)
+        return FAILED_S if value > answered else value
+
+    return at(0.5), at(0.95), at(0.99)
 
 
 def p99_interval(walls: Sequence[float]) -> tuple[float, float]:

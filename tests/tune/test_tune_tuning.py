@@ -338,3 +338,15 @@ def test_the_recommendation_says_how_far_its_p99_could_move(store: Path) -> None
     assert interval is not None
     assert f"Its p99 rests on {tuning.sample.calls:,} recorded calls" in out.getvalue()
     assert "95 % interval" in out.getvalue()
+
+
+def test_a_percentile_between_an_answered_and_a_failed_call_is_failed() -> None:
+    """20 calls, 5 failed: the p99 and the p95 fall between the slowest answered call and a
+    failed one, and are failed — interpolating with the failed calls' stand-in gave a p99 of
+    810,000,000,000 s, printed as a time; the p50 falls among answered calls and is one."""
+    walls = [float(i) for i in range(1, 16)] + [math.inf] * 5
+    p50, p95, p99 = percentiles(walls)
+    assert (p95, p99) == (FAILED_S, FAILED_S)
+    assert p50 == 10.5
+    assert percentiles([1.0, 2.0, 3.0, math.inf]) == (2.5, FAILED_S, FAILED_S)
+    assert percentiles([1.0, 2.0, 3.0]) == (2.0, 2.9, 2.98)
