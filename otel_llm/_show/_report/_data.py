@@ -24,6 +24,7 @@ from typing import Any, Final
 import duckdb
 
 from otel_llm._errors import OtelLLMError
+from otel_llm._figures import WALL_MS
 from otel_llm._measure._stalls import validate_threshold_ms
 from otel_llm._show._dashboards._panels import PANELS, Panel, variable_sql, worst_trace_ids
 from otel_llm._show._sql._grafana_macros import QueryContext, Variable, all_of, expand, interval_for
@@ -210,7 +211,7 @@ def _busiest(
         return values
     view = CALLS_VIEW if name == SERVICE else ATTEMPTS_VIEW
     sql = expand(
-        f"SELECT {name}, coalesce(sum(wall_ms), 0) FROM {view} "
+        f"SELECT {name}, coalesce(sum({WALL_MS.name}), 0) FROM {view} "
         f"WHERE {DUCKDB_PANELS.time_filter('started_at')} AND {name} IS NOT NULL GROUP BY 1",
         context,
         "duckdb",
