@@ -462,7 +462,7 @@ def tune(
         render_json(tuning, out)
     else:
         render_table(tuning, out)
-    if not tuning.sample.enough:  # the reason on standard error too, in either format
+    if tuning.recommendation is None:  # the reason on standard error too, in either format
         Console(stderr=True, highlight=False, soft_wrap=True).print(
             f"No recommendation: {tuning.verdict}", markup=False
         )

@@ -23,7 +23,8 @@ from otel_llm._visible import visible
 from otel_llm.cli._render import Output
 
 TUNE_NOT_ENOUGH_EXIT: Final = 3
-"""Exit code of ``otel-llm tune`` when the data are too few to recommend (errors exit 2)."""
+"""Exit code of ``otel-llm tune`` when it recommends nothing — the data are too few, every
+replayed call failed, or no setting keeps within the budget (errors exit 2)."""
 
 
 def _seconds(value: float | None) -> str:

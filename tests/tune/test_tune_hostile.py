@@ -63,6 +63,7 @@ def test_every_call_failing_is_said_and_no_figure_is_a_sentinel(tmp_path: Path) 
     finally:
         store.close()
     result = run_cli("tune", "--db", str(tmp_path / "s"), "--format", "json")
+    assert result.returncode == 3, "no recommendation: a script must not take it for one"
     document = json.loads(result.stdout)
     for figures in (document["baseline"], document["recorded"], *document["settings"]):
         assert figures["p50_s"] is None
@@ -74,6 +75,7 @@ def test_every_call_failing_is_said_and_no_figure_is_a_sentinel(tmp_path: Path) 
     assert document["verdict"].startswith(f"every one of the {MIN_CALLS + 100:,} calls")
     assert "1000000000000" not in result.stdout
     table = run_cli("tune", "--db", str(tmp_path / "s"), columns=400)
+    assert table.returncode == 3
     assert f"No recommendation: every one of the {MIN_CALLS + 100:,} calls replayed failed" in (
         table.stdout
     )
