@@ -12,25 +12,6 @@ from otel_llm import ConfigurationError, Telemetry, init
 from otel_llm._redact import redact_url, url_secrets
 
 PASSWORD = "s3cret-pw-1234"
-OTLP_VARIABLES = (
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_METRICS_EXPORTER",
-    "OTEL_EXPORTER_OTLP_INSECURE",
-)
-
-
-@pytest.fixture
-def otlp_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No OTLP variable of the surrounding environment leaks into the test."""
-    for name in OTLP_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
 
 
 def refused(tmp_path: Path) -> ConfigurationError:

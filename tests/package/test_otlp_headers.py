@@ -12,30 +12,14 @@ import pytest
 from otel_llm import ConfigurationError, Telemetry, init
 
 SECRET = "s3cret-tok-9876"
-HEADER_VARIABLES = (
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
-)
-OTHER_OTLP_VARIABLES = (
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_METRICS_EXPORTER",
-)
 
 
 @pytest.fixture
-def otlp_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+def otlp_env(otlp_env: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     """An OTLP endpoint on a closed port (nothing is sent before shutdown), no other OTLP
     variable of the surrounding environment."""
-    for name in (*HEADER_VARIABLES, *OTHER_OTLP_VARIABLES):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
-    return monkeypatch
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    return otlp_env
 
 
 def _init(tmp_path: Path) -> Telemetry:

@@ -22,25 +22,6 @@ from otel_llm._show._store._access import open_store
 from otel_llm.simulator import SimulatedProvider
 
 MESSAGES = [{"role": "user", "content": "hi"}]
-OTLP_VARIABLES = (
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_METRICS_EXPORTER",
-    "OTEL_EXPORTER_OTLP_INSECURE",
-)
-
-
-@pytest.fixture
-def otlp_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No OTLP variable of the surrounding environment leaks into the test."""
-    for name in OTLP_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    return monkeypatch
 
 
 @pytest.fixture
