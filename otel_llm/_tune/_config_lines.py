@@ -9,20 +9,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from otel_llm._act._groups import HedgeSettings
+from otel_llm._act._groups import HedgeSettings, RetrySettings
+from otel_llm._act._settings import RESERVED_GROUPS
 from otel_llm._act._source import Source, inter_chunk_budget_s
 from otel_llm._defaults import DEFAULTS
 from otel_llm._env import scope_key
 from otel_llm._tune._hedging_model import Rules
 
-_HEDGE_GROUP: Final = "HEDGE"
+_HEDGE_GROUP, _RETRY_GROUP = "HEDGE", "RETRY"
 _AFTER, _STALL, _RATIO = "after_s", "stall_after_s", "budget_ratio"
+_ATTEMPTS: Final = "max_attempts"
 _TTFT, _INTER, _TIMEOUT = "ttft_timeout_s", "inter_token_timeout_s", "timeout_s"
 _ENV_SOURCE: Final = re.compile(r"^([a-z0-9_]+)-([0-9]+)$")
 """A source named from its environment keys: ``{provider}-{N}``."""
 
 assert {_AFTER, _STALL, _RATIO} <= set(HedgeSettings.model_fields), "hedge keys renamed"
 assert {_TTFT, _INTER, _TIMEOUT} <= set(Source.model_fields), "watchdog keys renamed"
+assert _ATTEMPTS in RetrySettings.model_fields, "retry key renamed"
+assert {_HEDGE_GROUP, _RETRY_GROUP} <= RESERVED_GROUPS, "group renamed"
 
 
 def _number(value: float) -> float | int:
@@ -51,7 +55,8 @@ def config_lines(rules: Rules, sources: Iterable[str], scope: str = DEFAULTS.sco
     """The keys that set ``rules`` on a client of ``sources`` (named ``{provider}-{N}`` when
     they came from the environment; another name gets ``<PROVIDER>__<N>`` to fill in): the
     hedge keys, the watchdog's and, when ``rules`` replayed a source that sets ``TIMEOUT_S``,
-    that (so that the pasted configuration is the client the replay ran)."""
+    that, and ``RETRY__MAX_ATTEMPTS`` when ``rules`` replayed a client that sets another than
+    the default (so that the pasted configuration is the client the replay ran)."""
     prefix = HedgeSettings.argument_prefix or ""
     hedge: dict[str, float | int] = {}
     if rules.after_s is not None:
@@ -64,6 +69,10 @@ def config_lines(rules: Rules, sources: Iterable[str], scope: str = DEFAULTS.sco
         f"{scope_key(scope, _HEDGE_GROUP, field.upper())}={value:g}"
         for field, value in hedge.items()
     ]
+    client_kwargs = {f"{prefix}{field}": value for field, value in hedge.items()}
+    if rules.max_rounds != DEFAULTS.max_attempts:
+        env.append(f"{scope_key(scope, _RETRY_GROUP, _ATTEMPTS.upper())}={rules.max_rounds}")
+        client_kwargs[f"{RetrySettings.argument_prefix or ''}{_ATTEMPTS}"] = rules.max_rounds
     source_kwargs: dict[str, float | int] = {}
     if rules.timeout_s is not None and not _default_fallbacks(rules):
         source_kwargs[_TIMEOUT] = _number(rules.timeout_s)
@@ -78,6 +87,4 @@ def config_lines(rules: Rules, sources: Iterable[str], scope: str = DEFAULTS.sco
             for field, value in source_kwargs.items():
                 key = "__".join((scope, provider.upper(), number, field.upper()))
                 env.append(f"{key}={value:g}")
-    return ConfigLines(
-        tuple(env), {f"{prefix}{field}": value for field, value in hedge.items()}, source_kwargs
-    )
+    return ConfigLines(tuple(env), client_kwargs, source_kwargs)

@@ -132,14 +132,24 @@ def ratios(budget: float) -> tuple[float, ...]:
     return tuple(sorted({round(allowed * f, 4) for f in (0.5, 1.0, 2.0)}))
 
 
-def grid(sample: Sample, budget: float, timeout_s: float | None = None) -> list[Rules]:
+def grid(
+    sample: Sample,
+    budget: float,
+    timeout_s: float | None = None,
+    max_attempts: int = DEFAULTS.max_attempts,
+) -> list[Rules]:
     """Every setting to replay: unhedged, each trigger alone and both, with every watchdog and
     (hedged) every ratio, each killing a leg without a watchdog where the client would: at
     ``timeout_s`` (the client's ``TIMEOUT_S``; ``None``: not set) before the first chunk and,
-    between chunks, at the budget the client falls back to. The unhedged setting without a
-    watchdog comes first."""
+    between chunks, at the budget the client falls back to; each call runs at most
+    ``max_attempts`` rounds (the client's ``RETRY__MAX_ATTEMPTS``). The unhedged setting
+    without a watchdog comes first."""
     read_s = timeout_s if timeout_s is not None else DEFAULTS.timeout_s
-    fallback = Rules(timeout_s=read_s, gap_timeout_s=inter_chunk_budget_s(None, timeout_s))
+    fallback = Rules(
+        timeout_s=read_s,
+        gap_timeout_s=inter_chunk_budget_s(None, timeout_s),
+        max_rounds=max_attempts,
+    )
     afters = first_token_triggers(sample)
     stalls = stall_triggers(sample)
     pairs: list[tuple[float | None, float | None]] = [

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import duckdb
+from pydantic import ValidationError
 
+from otel_llm._act._groups import RetrySettings
 from otel_llm._act._source import inter_chunk_budget_s
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
@@ -40,6 +42,7 @@ MAX_BUDGET: Final = 10.0
 """The largest ``--budget``: a call of the client's default three rounds makes at most six
 requests, so a budget above ten requests per call allows nothing more."""
 TIMEOUT_KEY: Final = "--timeout"
+MAX_ATTEMPTS_KEY: Final = "--max-attempts"
 MAX_CALLS: Final = 10_000
 """The newest calls of the range a run replays (a few seconds of model time per 2,000)."""
 _SLACK: Final = 1e-9
@@ -68,6 +71,26 @@ def check_timeout(timeout_s: float | None) -> float | None:
             f"the client's TIMEOUT_S, a finite number of seconds > 0, got {timeout_s!r}",
         )
     return float(timeout_s)
+
+
+def check_max_attempts(max_attempts: int | None) -> int:
+    """The client's ``RETRY__MAX_ATTEMPTS`` (its default when ``None``), if it is one the
+    client accepts, else a :class:`ConfigurationError` naming ``--max-attempts``."""
+    if max_attempts is None:
+        return DEFAULTS.max_attempts
+    try:
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+            raise TypeError
+        return RetrySettings.model_validate({"max_attempts": max_attempts}).max_attempts
+    except (TypeError, ValidationError):
+        limits = RetrySettings.model_fields["max_attempts"].metadata  # the model's own bounds
+        low = next(limit.ge for limit in limits if hasattr(limit, "ge"))
+        high = next(limit.le for limit in limits if hasattr(limit, "le"))
+        raise ConfigurationError(
+            MAX_ATTEMPTS_KEY,
+            f"the client's RETRY__MAX_ATTEMPTS (rounds a call may run), a whole number from "
+            f"{low} to {high}, got {max_attempts!r}",
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,15 +134,19 @@ class Tuning:
     60 s before the first chunk and 30 s between chunks)."""
     service: str | None = None
     """The one service whose calls were replayed (``--service``; ``None``: every service)."""
+    max_attempts: int = DEFAULTS.max_attempts
+    """The rounds a call may run in every setting replayed (``--max-attempts``: the client's
+    ``RETRY__MAX_ATTEMPTS``)."""
 
     @property
-    def kills_json(self) -> dict[str, float]:
-        """The silences the client kills a leg at without a watchdog, before the first chunk
-        and between chunks."""
+    def client_json(self) -> dict[str, float]:
+        """The client every setting replays: the silences it kills a leg at without a
+        watchdog, before the first chunk and between chunks, and the rounds a call may run."""
         fallback = inter_chunk_budget_s(None, self.timeout_s)
         return {
             "timeout_s": self.timeout_s if self.timeout_s is not None else DEFAULTS.timeout_s,
             "inter_chunk_timeout_s": fallback,
+            "max_attempts": self.max_attempts,
         }
 
     @property
@@ -171,7 +198,7 @@ class Tuning:
             "service": self.service,
             "services": dict(s.services),
             "seed": self.seed,
-            **self.kills_json,
+            **self.client_json,
         }
 
     def as_json(self) -> dict[str, Any]:
@@ -191,7 +218,7 @@ class Tuning:
         return {
             "data": self.data_json(),
             "budget": self.budget,
-            **self.kills_json,
+            **self.client_json,
             "baseline": baseline.figures.as_json() if baseline else None,
             "recorded": self.recorded.as_json() if self.recorded else None,
             "frontier": [setting.as_json() for setting in self.frontier],
@@ -242,18 +269,21 @@ def tune(
     seed: int = DEFAULT_SEED,
     max_calls: int = MAX_CALLS,
     timeout_s: float | None = None,
+    max_attempts: int | None = None,
 ) -> Tuning:
     """Tune on the calls of the open store ``conn`` that started at ``start`` or later (all of
     them when None; see the module docstring), of ``service`` (every service when None), for a
-    client whose sources have ``TIMEOUT_S`` = ``timeout_s``. Raises
-    :class:`ConfigurationError` for a bad budget, timeout, source or service."""
+    client whose sources have ``TIMEOUT_S`` = ``timeout_s`` and whose calls run at most
+    ``max_attempts`` rounds (``None``: the client's defaults). Raises
+    :class:`ConfigurationError` for a bad budget, timeout, attempt count, source or service."""
     budget = check_budget(budget)
     timeout_s = check_timeout(timeout_s)
+    attempts = check_max_attempts(max_attempts)
     data = sample(read_recorded(conn, since=start, max_calls=max_calls, service=service), source)
     settings: list[Setting] = []
     recorded: Figures | None = None
     if data.calls:
-        rules = grid(data, budget, timeout_s)
+        rules = grid(data, budget, timeout_s, attempts)
         draws = Draws.of(data, seed, max(r.max_rounds for r in rules))
         settings = [Setting(r, replay(data, r, draws)) for r in rules]
         recorded = figures_of(  # a failed call counts as failed, as the replay counts it
@@ -266,6 +296,7 @@ def tune(
         sample=data,
         budget=budget,
         timeout_s=timeout_s,
+        max_attempts=attempts,
         service=service,
         seed=seed,
         max_calls=max_calls,

@@ -425,6 +425,15 @@ def tune(
             show_default=False,
         ),
     ] = None,
+    max_attempts: Annotated[
+        int | None,
+        typer.Option(
+            "--max-attempts",
+            help="The client's RETRY__MAX_ATTEMPTS: the rounds a call may run (a round whose "
+            f"legs all fail is retried); not set: the default, {DEFAULTS.max_attempts}.",
+            show_default=False,
+        ),
+    ] = None,
     output_format: Annotated[
         TuneFormat,
         typer.Option(
@@ -454,6 +463,7 @@ def tune(
                 start=start,
                 seed=seed,
                 timeout_s=timeout,
+                max_attempts=max_attempts,
             ),
         )
     except (OtelLLMError, duckdb.Error, OSError) as exc:

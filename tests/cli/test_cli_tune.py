@@ -94,6 +94,9 @@ def test_json_is_one_document_with_the_recommendation(store: Path) -> None:
     assert json.loads(other.stdout)["budget"] == 1.5
     timed = run_cli("tune", "--db", str(store), "--format", "json", "--timeout", "45")
     assert json.loads(timed.stdout)["timeout_s"] == 45.0
+    once = run_cli("tune", "--db", str(store), "--format", "json", "--max-attempts", "1")
+    assert json.loads(once.stdout)["max_attempts"] == 1
+    assert document["max_attempts"] == DEFAULTS.max_attempts
     assert document["data"]["single_source"] is False
     assert document["data"]["notes"] == []
 
@@ -176,6 +179,9 @@ def _locked(tmp_path: Path) -> tuple[Path, duckdb.DuckDBPyConnection]:
         (("--budget", "1e308", "--format", "json"), "--budget: requests per call, a number"),
         (("--timeout", "0"), "--timeout: the client's TIMEOUT_S"),
         (("--timeout", "inf", "--format", "json"), "--timeout: the client's TIMEOUT_S"),
+        (("--max-attempts", "0"), "--max-attempts: the client's RETRY__MAX_ATTEMPTS"),
+        (("--max-attempts", "1001"), "a whole number from 1 to 1000, got 1001"),
+        (("--max-attempts", "2.5"), "'--max-attempts'"),
         (("--since", "soon"), "--since: expected a duration"),
         (("--since", "2999-01-01"), "--since: '2999-01-01' is in the future"),
         (("--format", "csv"), "'--format'"),

@@ -25,6 +25,7 @@ from otel_llm._tune._tuning import (
     Setting,
     Tuning,
     check_budget,
+    check_max_attempts,
     check_timeout,
     frontier,
     recommend,
@@ -257,6 +258,54 @@ def test_the_timeout_reaches_every_setting_and_the_json(store: Path) -> None:
     document = tuning.as_json()
     assert document["timeout_s"] == document["data"]["timeout_s"] == 45.0
     assert _tune(store).as_json()["timeout_s"] == DEFAULTS.timeout_s
+
+
+@pytest.mark.parametrize("attempts", [0, -1, 1001, True, 2.5, "3"])
+def test_a_max_attempts_the_client_refuses_is_refused(attempts: object) -> None:
+    """--max-attempts is the client's RETRY__MAX_ATTEMPTS: a whole number within the client's
+    own bounds; not given, the client's default."""
+    with pytest.raises(ConfigurationError, match="--max-attempts: .* from 1 to 1000"):
+        check_max_attempts(attempts)  # type: ignore[arg-type]
+    assert check_max_attempts(None) == DEFAULTS.max_attempts
+    assert check_max_attempts(1000) == 1000
+
+
+def test_max_attempts_reaches_every_setting_the_json_and_the_lines(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tune --max-attempts 1: every setting replays calls of one round, so a leg the
+    watchdog kills ends its call failed where three rounds retried it; the JSON says 1 at the
+    top and in data, and the lines to paste set RETRY__MAX_ATTEMPTS (the client built from
+    them runs one round); the default prints no such line."""
+    once = _tune(store, max_attempts=1)
+    thrice = _tune(store)
+    assert {s.rules.max_rounds for s in once.settings} == {1}
+    assert {s.rules.max_rounds for s in thrice.settings} == {DEFAULTS.max_attempts}
+    pairs = list(zip(once.settings, thrice.settings, strict=True))
+    assert all(a.rules.watchdog_s == b.rules.watchdog_s for a, b in pairs)
+    watched = [(a, b) for a, b in pairs if a.rules.watchdog_s is not None]
+    assert watched, "the store's silences suggest a watchdog"
+    assert all(a.figures.failed_share >= b.figures.failed_share for a, b in watched)
+    assert any(a.figures.failed_share > b.figures.failed_share for a, b in watched)
+    assert all(a.figures.requests_per_call <= b.figures.requests_per_call for a, b in pairs)
+    document = once.as_json()
+    assert document["max_attempts"] == document["data"]["max_attempts"] == 1
+    assert thrice.as_json()["max_attempts"] == DEFAULTS.max_attempts
+    rules = Rules(stall_after_s=4.0, ratio=0.25, max_rounds=5)
+    lines = config_lines(rules, ["openai-1", "azure-2"])
+    assert "LLM__RETRY__MAX_ATTEMPTS=5" in lines.env
+    assert lines.client_kwargs["max_attempts"] == 5
+    for name in ("OPENAI__1", "AZURE__2"):
+        monkeypatch.setenv(f"LLM__{name}__BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv(f"LLM__{name}__MODEL", "m")
+    for line in lines.env:
+        key, value = line.split("=")
+        monkeypatch.setenv(key, value)
+    assert ClientSettings().retry.max_attempts == 5
+    source = Source(name="a", provider="p", base_url="http://127.0.0.1:9/v1", model="m")
+    client = Client([source, source.model_copy(update={"name": "b"})], **lines.client_kwargs)  # type: ignore[arg-type]
+    assert client.settings.retry.max_attempts == 5
+    assert not any("MAX_ATTEMPTS" in line for line in config_lines(Rules(), ["a-1"]).env)
 
 
 def test_the_configuration_lines_are_what_the_client_reads(
