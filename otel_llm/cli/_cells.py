@@ -64,7 +64,8 @@ def cell_text(value: object) -> str:
 
 def json_value(value: Any) -> Any:
     """``value`` as a JSON-ready value: numbers stay numbers (non-finite floats become the
-    strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, as protobuf's JSON mapping spells them),
+    strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, as protobuf's JSON mapping spells them;
+    a decimal no double holds exactly becomes its exact text, as that mapping spells an int64),
     times become ISO 8601 text, maps become objects with text keys, bytes become hex text."""
     if value is None or isinstance(value, bool | int | str):
         return value
@@ -75,7 +76,10 @@ def json_value(value: Any) -> Any:
     if isinstance(value, Decimal):
         if not value.is_finite():
             return json_value(float(value))
-        return int(value) if value == value.to_integral_value() else float(value)
+        if value == value.to_integral_value():
+            return int(value)
+        near = float(value)
+        return near if Decimal(repr(near)) == value else str(value)  # never a rounded number
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, dt.timedelta):

@@ -249,6 +249,31 @@ def test_json_is_one_array_of_objects(store: Path) -> None:
         assert list(obj.values()) == [json_value(v) for v in row]
 
 
+def test_json_decimals_are_exact(store: Path) -> None:
+    """A DECIMAL a double cannot hold (a sum at 10 places, 17 digits before the point) is its
+    exact text in JSON, never a rounded number; one a double holds exactly stays a number."""
+    sql = (
+        "SELECT 12345678901234567.1234567890::DECIMAL(38,10) AS wide, "
+        "0.25::DECIMAL(10,2) AS quarter, 99999999999999999999::DECIMAL(38,0) AS whole"
+    )
+    out = otel_llm("query", "--db", str(store), "--format", "json", sql)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [
+        {"wide": "12345678901234567.1234567890", "quarter": 0.25, "whole": 99999999999999999999}
+    ]
+
+
+@given(st.decimals(allow_nan=False, allow_infinity=False, places=None))
+def test_a_decimal_reads_back_exactly_from_json(value: Decimal) -> None:
+    """Every finite decimal reads back equal from the JSON text of its value: a number when a
+    double (or an integer) holds it exactly, else its text."""
+    encoded = json.loads(json.dumps(json_value(value)))
+    if isinstance(encoded, str):
+        assert Decimal(encoded) == value
+    else:
+        assert Decimal(repr(encoded)) == value
+
+
 def test_csv_reads_back(store: Path) -> None:
     """`--format csv`: a header row, then one RFC 4180 record per row (CRLF, quoting)."""
     out = run_cli_bytes("query", "--db", str(store), "--format", "csv", SQL_ALL)
