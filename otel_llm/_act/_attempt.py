@@ -98,8 +98,11 @@ class Attempt:
             source.effective_ttft_timeout_s,
             source.effective_inter_chunk_timeout_s,
             source=source.name,
-        ):
-            return await chat_completion(pool, source, payload, stream=True, clock=clock)
+            reports_connections=lambda: pool.reports_connections,
+        ) as watchdog:
+            return await chat_completion(
+                pool, source, payload, stream=True, clock=clock, on_connected=watchdog.connected
+            )
 
     async def run(self, pool: Pool, payload: Mapping[str, Any]) -> Completion:
         """Send the chat request and return the completion; the span records the outcome.

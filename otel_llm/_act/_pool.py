@@ -61,9 +61,11 @@ class Pool:
         self._retired: list[httpx2.AsyncClient] = []
         self._warned = False
 
-    def lease(self) -> Lease:
-        """One request's use of the pool: ``async with pool.lease() as lease``."""
-        return Lease(self)
+    def lease(self, on_connected: Callable[[], None] | None = None) -> Lease:
+        """One request's use of the pool: ``async with pool.lease() as lease``.
+        ``on_connected`` is called once, when the pool gives the request its connection (a
+        transport that reports no connections never calls it: see :attr:`reports_connections`)."""
+        return Lease(self, on_connected)
 
     def _starved(self) -> None:
         """A request ended without a connection while none of ours held one."""
@@ -117,10 +119,11 @@ class Lease:
     """One request's use of a :class:`Pool`: the client to send with, and the ``trace``
     extension that tells the pool when the request got a connection."""
 
-    __slots__ = ("_connected", "_pool", "_started", "http")
+    __slots__ = ("_connected", "_on_connected", "_pool", "_started", "http")
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, on_connected: Callable[[], None] | None = None) -> None:
         self._pool = pool
+        self._on_connected = on_connected
         self.http = pool.http
         self._connected = False
         self._started = 0.0
@@ -136,6 +139,8 @@ class Lease:
             self._connected = True
             self._pool.connected += 1
             self._pool.reports_connections = True
+            if self._on_connected is not None:
+                self._on_connected()
 
     async def __aenter__(self) -> Lease:
         pool = self._pool

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx2
@@ -83,15 +83,18 @@ async def chat_completion(
     *,
     stream: bool,
     clock: ChunkClock | None = None,
+    on_connected: Callable[[], None] | None = None,
 ) -> Completion:
     """Run one chat attempt at ``source``, in its wire format, and return the assembled answer.
 
     With ``stream=True`` every incremental chunk is marked on ``clock`` as it arrives.
+    ``on_connected`` is called when the pool gives the request its connection (see
+    :meth:`~otel_llm._act._pool.Pool.lease`).
     """
     wire = source.wire
     outgoing = wire.request(source, payload, stream=stream)
     failure: e.ProviderError
-    async with pool.lease() as lease:
+    async with pool.lease(on_connected) as lease:
         request = lease.http.build_request(
             "POST",
             outgoing.url,

@@ -7,11 +7,18 @@ until the new deadline or — once the loop has read what its sockets already ho
 busy loop's own lateness is never taken for the provider's silence — fires. Deadlines are on
 the event loop's clock (the chunk clock maps its arrivals onto it), so a loop with virtual time
 runs the watchdog on virtual time.
+
+The first chunk's budget starts when the request gets its connection from the client's own pool
+(:meth:`Watchdog.connected`): time spent queued behind other requests for a connection is the
+client's, not the provider's silence (with ``pool_max_connections`` streams running, the rest
+wait there). A transport that reports no connections (``MockTransport``) never says when; there
+the budget starts with the attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from types import TracebackType
 
 from otel_llm._errors import WatchdogTimeout
@@ -21,33 +28,70 @@ from otel_llm._measure._chunks import ChunkClock
 class Watchdog:
     """``async with Watchdog(clock, ttft_s, inter_s, source=...)`` around a streamed read.
 
-    Raises :class:`WatchdogTimeout` when the first chunk takes longer than ``ttft_s`` or a
-    later gap longer than ``inter_s``.
+    Raises :class:`WatchdogTimeout` when the first chunk takes longer than ``ttft_s`` after
+    the request got its connection, or a later gap longer than ``inter_s``. ``reports_connections``
+    says whether the transport reports when a request gets its connection (then
+    :meth:`connected` is called when it does, and no first-chunk budget runs before); without
+    it, the first chunk's budget starts with the watchdog.
     """
 
-    def __init__(self, clock: ChunkClock, ttft_s: float, inter_s: float, *, source: str) -> None:
+    def __init__(
+        self,
+        clock: ChunkClock,
+        ttft_s: float,
+        inter_s: float,
+        *,
+        source: str,
+        reports_connections: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._clock = clock
         self._ttft_s = ttft_s
         self._inter_s = inter_s
         self._source = source
+        self._reports_connections = reports_connections
+        self._connected_at: float | None = None
+        self._running = False
         self._timeout: asyncio.Timeout | None = None
         self._handle: asyncio.Handle | None = None
         self.fired: str | None = None
+
+    def connected(self) -> None:
+        """The request got its connection from the pool: the first chunk's budget starts now."""
+        if self._connected_at is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._connected_at = loop.time()
+        if self._running and self._handle is None:
+            # the checks stopped while the request was queued: look again at the new deadline
+            self._handle = loop.call_later(self._next_check_s(self._connected_at), self._check)
+
+    def _queued(self) -> bool:
+        """Whether the request still waits for a connection from the client's own pool."""
+        return self._connected_at is None and self._reports_connections()
 
     def _deadline_s(self) -> float:
         """When, on the loop's clock, the current budget runs out."""
         clock = self._clock
         if clock.count == 0:
-            return clock.on_loop(clock.start_ns) + self._ttft_s
+            started = self._connected_at
+            if started is None:
+                started = clock.on_loop(clock.start_ns)
+            return started + self._ttft_s
         return clock.on_loop(clock.arrivals_ns[-1]) + self._inter_s
 
     def _next_check_s(self, now: float) -> float:
         """Seconds until the next look: the deadline, or sooner while no chunk has come (the
-        first chunk moves the deadline to an inter-chunk budget that may end earlier)."""
+        first chunk moves the deadline to an inter-chunk budget that may end earlier; the
+        connection, once the request gets it, starts the first chunk's budget)."""
         remaining = self._deadline_s() - now
         if self._clock.count == 0:
             remaining = min(remaining, self._inter_s)
         return remaining
+
+    def _waiting_for_pool(self) -> bool:
+        """No chunk yet, and the request still waits for its connection: no budget runs (and
+        no timer: :meth:`connected` arms the first chunk's)."""
+        return self._clock.count == 0 and self._queued()
 
     def _check(self) -> None:
         self._handle = None
@@ -55,6 +99,8 @@ class Watchdog:
             return  # the finish reason came: the rest (usage, [DONE]) is the read timeout's
         loop = asyncio.get_running_loop()
         now = loop.time()
+        if self._waiting_for_pool():
+            return  # connected() arms the first chunk's budget
         if self._deadline_s() > now:
             self._handle = loop.call_later(self._next_check_s(now), self._check)
             return
@@ -74,9 +120,12 @@ class Watchdog:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
+        if self._waiting_for_pool():
+            return  # connected() arms the first chunk's budget
         if self._clock.count != chunks or self._deadline_s() > now:
             self._handle = loop.call_later(max(0.0, self._next_check_s(now)), self._check)
             return
+        self._running = False
         self.fired = (
             f"no first chunk within {self._ttft_s:g} s"
             if chunks == 0
@@ -88,6 +137,7 @@ class Watchdog:
     async def __aenter__(self) -> Watchdog:
         self._timeout = asyncio.timeout(None)
         await self._timeout.__aenter__()
+        self._running = True
         loop = asyncio.get_running_loop()
         self._handle = loop.call_later(max(0.0, self._next_check_s(loop.time())), self._check)
         return self
@@ -98,6 +148,7 @@ class Watchdog:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._running = False
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None

@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from otel_llm import WatchdogTimeout
+from otel_llm import Client, Source, WatchdogTimeout
+from otel_llm import _semconv as sc
 from otel_llm._act._watchdog import Watchdog
 from otel_llm._measure._chunks import ChunkClock
-from otel_llm.testing import run_virtual
+from otel_llm.simulator import Script, SimulatedProvider
+from otel_llm.testing import Spans, run_virtual
 
 BUDGET = 0.1
 
@@ -169,3 +171,60 @@ def test_the_watchdog_does_not_depend_on_the_metering_clock() -> None:
             return await main()
 
     assert 60.0 <= run_virtual(frozen()) < 61.0
+
+
+async def test_no_first_chunk_budget_runs_while_the_request_waits_for_a_connection() -> None:
+    """A request queued for a connection of the client's own pool is not the provider's
+    silence: the first chunk's budget starts when the pool gives it its connection."""
+    clock = ChunkClock()
+    dog = Watchdog(clock, BUDGET, 60.0, source="a", reports_connections=lambda: True)
+    queued_while_silent: list[str | None] = []
+
+    async def queued_then_connected() -> None:
+        async with dog:
+            await asyncio.sleep(5 * BUDGET)  # waiting for a pooled connection
+            queued_while_silent.append(dog.fired)
+            dog.connected()
+            await asyncio.sleep(60)
+
+    with pytest.raises(WatchdogTimeout, match=r"no first chunk within 0\.1 s"):
+        await queued_then_connected()
+    assert queued_while_silent == [None]
+
+
+async def test_a_transport_that_reports_no_connections_runs_the_budget_from_the_start() -> None:
+    """A transport that never says when a request got its connection (``MockTransport``):
+    the first chunk's budget runs from the attempt's start, as before."""
+    clock = ChunkClock()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(WatchdogTimeout):
+        async with Watchdog(clock, BUDGET, 60.0, source="a"):
+            await asyncio.sleep(60)
+    assert loop.time() - started < 60
+
+
+def test_streams_queued_behind_a_full_pool_are_not_killed_as_silent() -> None:
+    """``pool_max_connections=1`` and three streams at once, each longer than the first-chunk
+    timeout: the later calls wait for the connection (ten seconds for the last), then stream —
+    none is killed by the watchdog and blamed on its healthy source (on virtual time: exact)."""
+    spans = Spans()
+    long_stream = Script(first_chunk_delay_s=0.5, chunk_count=20, chunk_interval_s=0.2)
+
+    async def three_at_once() -> list[str]:
+        async with SimulatedProvider(default=long_stream) as sim:
+            source = Source(
+                name="a", provider="sim", base_url=sim.base_url, model="m", ttft_timeout_s=1.0
+            )
+            async with Client(
+                [source], pool_max_connections=1, tracer_provider=spans.provider
+            ) as client:
+                results = await asyncio.gather(
+                    *(client.chat([{"role": "user", "content": "hi"}]) for _ in range(3))
+                )
+        return [result.source for result in results]
+
+    assert run_virtual(three_at_once(), real_io=True) == ["a", "a", "a"]
+    outcomes = [dict(span.attributes or {})[sc.ATTEMPT_OUTCOME] for span in spans.attempts()]
+    assert outcomes == [sc.OUTCOME_OK] * 3
+    spans.provider.shutdown()
