@@ -43,7 +43,7 @@ from otel_llm._act._sse import EventTooLarge, SSEDecoder
 from otel_llm._act._wire import StreamReader, json_problem, request_headers, stream_error
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._chunks import ChunkClock
-from otel_llm._redact import public_url
+from otel_llm._redact import public_url, redact
 
 
 def request_timeout(source: Source) -> httpx2.Timeout:
@@ -51,9 +51,32 @@ def request_timeout(source: Source) -> httpx2.Timeout:
     return httpx2.Timeout(source.timeout_s, connect=source.connect_timeout_s)
 
 
+def redirected(response: httpx2.Response, source: Source) -> e.PermanentError:
+    """The error of an answer that redirects (3xx). The client never follows one: the API key
+    travels in a header of the provider's own (``x-api-key``, ``api-key``, ``x-goog-api-key``)
+    that an HTTP library carries along to wherever the redirect points, another host included.
+    The base URL is the setup to fix, so the source is not asked again in that call."""
+    location = response.headers.get("location")
+    where = ""
+    if location:
+        try:
+            target = public_url(str(response.request.url.join(location)))
+        except (httpx2.InvalidURL, ValueError):
+            target = "a URL that does not parse"
+        where = f" to {redact(target, source.secrets())}"
+    return e.PermanentError(
+        f"answered {response.status_code}, a redirect{where}: the client does not follow "
+        "redirects (the API key would go along); set base_url to where it points",
+        status_code=response.status_code,
+        source=source.name,
+    )
+
+
 async def _raise_for_status(response: httpx2.Response, source: Source) -> None:
-    if response.status_code < 400:
+    if response.status_code < 300:
         return
+    if response.status_code < 400:
+        raise redirected(response, source)
     try:
         raw = await response.aread()
     except TRANSPORT_FAILURES:
@@ -104,7 +127,7 @@ async def chat_completion(
             extensions=lease.extensions,
         )
         try:
-            response = await lease.http.send(request, stream=True)
+            response = await lease.http.send(request, stream=True, follow_redirects=False)
             try:
                 await _raise_for_status(response, source)
                 if not stream:
@@ -284,6 +307,7 @@ async def embeddings(pool: Pool, source: Source, payload: Mapping[str, Any]) -> 
                 headers=request_headers(source),
                 timeout=request_timeout(source),
                 extensions=lease.extensions,
+                follow_redirects=False,
             )
             await _raise_for_status(response, source)
         except TRANSPORT_FAILURES as exc:

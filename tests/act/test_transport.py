@@ -449,3 +449,65 @@ async def test_a_client_fails_over_when_a_transport_raises_an_operating_system_e
     assert outcomes[0][0] == "reset"
     assert "ConnectionResetError" in outcomes[0][1]
     assert outcomes[-1][0] == "sim-1"
+
+
+async def _serve(handler: Any) -> Any:
+    """An aiohttp runner answering every request on 127.0.0.1 with ``handler``."""
+    from aiohttp import web
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner
+
+
+@pytest.fixture
+async def redirecting() -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
+    """A server that answers every request with a 307 to another server on another port, and
+    the headers of each request that other server got."""
+    from aiohttp import web
+
+    reached: list[dict[str, str]] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        reached.append(dict(request.headers))
+        return web.Response(status=500)
+
+    other = await _serve(elsewhere)
+    other_url = f"http://127.0.0.1:{other.addresses[0][1]}"
+
+    async def redirect(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(f"{other_url}{request.path_qs}")
+
+    first = await _serve(redirect)
+    try:
+        yield f"http://127.0.0.1:{first.addresses[0][1]}", reached
+    finally:
+        await first.cleanup()
+        await other.cleanup()
+
+
+@pytest.mark.parametrize("provider_name", ["openai", "azure", "anthropic", "gemini"])
+@pytest.mark.parametrize("streamed", [True, False])
+async def test_a_redirect_is_never_followed_and_ends_at_that_source(
+    redirecting: tuple[str, list[dict[str, str]]], provider_name: str, streamed: bool
+) -> None:
+    """A source answering 307 — even through an ``http_client`` built to follow redirects —
+    is a permanent error naming where it points, asked once: the API key, in a header of the
+    provider's own that an HTTP library carries along, never reaches the other host."""
+    url, reached = redirecting
+    fields: dict[str, Any] = {"base_url": f"{url}/v1"}
+    if provider_name == "azure":
+        fields = {"base_url": url, "api_version": "2024-10-21"}
+    target = Source(name="r", provider=provider_name, model="m", api_key=SECRET, **fields)
+    async with (
+        httpx2.AsyncClient(follow_redirects=True) as http,
+        Client([target], http_client=http) as client,
+    ):
+        with pytest.raises(e.PermanentError, match="answered 307, a redirect to http://") as caught:
+            await client.chat(MESSAGES, stream=streamed)
+    assert reached == []
+    assert SECRET not in str(caught.value)
+    assert caught.value.status_code == 307
