@@ -6,7 +6,7 @@ A result is laid out the first way that fits the width, in this order:
 2. the columns in up to :data:`MAX_BLOCKS` blocks printed one under the other, each repeating
    the first (key) column — R's way with wide data frames — every value whole;
 3. one table with long text values cut short (``…``), no text column narrower than
-   :data:`MIN_TEXT_CELLS`;
+   :data:`MIN_TEXT_CELLS`, and the key column never so narrow that two rows' keys read alike;
 4. blocks again, text cut short;
 5. one record per row, a line per column (psql's ``\\x``, DuckDB's ``.mode line``), long values
    wrapped over up to :data:`MAX_VALUE_LINES` lines.
@@ -85,7 +85,8 @@ class _Grid:
 
     def floor(self, j: int) -> int:
         """The narrowest column ``j`` may get: its numbers whole, text cut to a readable width
-        (a numeric column keeps its header's width up to that too)."""
+        (a numeric column keeps its header's width up to that too); the key (first) column
+        no narrower than keeps apart every two rows its whole values tell apart."""
         widest_number = max(
             (
                 cell_len(row[j])
@@ -94,7 +95,23 @@ class _Grid:
             ),
             default=0,
         )
-        return max(widest_number, min(self.natural[j], MIN_TEXT_CELLS))
+        readable = max(widest_number, min(self.natural[j], MIN_TEXT_CELLS))
+        return self._distinct_from(readable) if j == 0 else readable
+
+    def _distinct_from(self, width: int) -> int:
+        """The narrowest width from ``width`` at which the key column's values, cut short,
+        are as many different values as whole (a wider cut keeps a longer prefix, so the
+        first such width is found by bisection)."""
+        keys = [row[0] for row in self.cells]
+        different = len(set(keys))
+        low, high = width, max(width, self.natural[0])
+        while low < high:
+            middle = (low + high) // 2
+            if len({_cut(key, middle) for key in keys}) == different:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
 
 def lay_out(

@@ -112,6 +112,35 @@ def test_long_text_is_cut_and_counted() -> None:
     assert lines[-2:] == ["(1 value cut short to fit; --format csv", "or json prints them whole)"]
 
 
+@pytest.mark.parametrize("width", [30, 40, 60, 80, 100])
+@pytest.mark.parametrize("others", [2, 8])
+def test_a_cut_key_never_makes_two_rows_read_alike(width: int, others: int) -> None:
+    """Two models that differ only in their last character: in whichever layout fits, each
+    row's key is told apart from the other's (whole, or cut where they still differ), in one
+    table, in every block, and in the records."""
+    keys = ("gpt-4o-2024-08-06-finetuned-customer-A", "gpt-4o-2024-08-06-finetuned-customer-B")
+    columns = ("model", *(f"column_{n}" for n in range(others)))
+    rows = [
+        (key, *(n * 1000 + i for n in range(others - 1)), "x" * 50) for i, key in enumerate(keys)
+    ]
+    lines = lay_out(columns, rows, width)
+    assert max(cell_len(line) for line in lines) <= width
+    if lines[0].startswith("-[ RECORD"):  # the key whole, wrapped under its name
+        values, current = [], ""
+        for line in lines:
+            name, _, value = line.partition("| ")
+            if name.strip() == "model" or (current and not name.strip()):
+                current += value
+            elif current:
+                values.append(current)
+                current = ""
+        assert values == list(keys), lines
+        return
+    for block in "\n".join(lines).split("\n\n"):  # one table, or each block
+        shown = [line.split("  ")[0] for line in block.splitlines() if line.startswith("gpt")]
+        assert len(shown) == len(set(shown)) == len(keys), lines
+
+
 def test_a_decimal_inside_text_is_never_split() -> None:
     """A long text value wrapped in the record view keeps ``30.4`` on one line."""
     text = "a" * 20 + "30.4" + "b" * 60
