@@ -20,6 +20,7 @@ never arm the check.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -58,6 +59,8 @@ class Pool:
         """Set once the transport has reported a connection: only then can a request that got
         none be told apart from one whose transport says nothing."""
         self.replacements = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The event loop of the latest request (see :meth:`_follow_loop`)."""
         self._retired: list[httpx2.AsyncClient] = []
         self._warned = False
 
@@ -65,7 +68,23 @@ class Pool:
         """One request's use of the pool: ``async with pool.lease() as lease``.
         ``on_connected`` is called once, when the pool gives the request its connection (a
         transport that reports no connections never calls it: see :attr:`reports_connections`)."""
+        self._follow_loop()
         return Lease(self, on_connected)
+
+    def _follow_loop(self) -> None:
+        """A pool of ours used from another event loop than before (``asyncio.run`` for each
+        call) starts afresh: its connections belong to the earlier loop, perhaps closed, where
+        reusing or even closing one raises ``RuntimeError: Event loop is closed``. They are
+        left to that loop, not closed from this one."""
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        if self._loop is not None and self._factory is not None:
+            self.http = self._factory()
+            self.in_flight = {}
+            self.connected = 0
+            self._retired = []
+        self._loop = loop
 
     def _starved(self) -> None:
         """A request ended without a connection while none of ours held one."""
@@ -107,7 +126,9 @@ class Pool:
         return len(self._retired)
 
     async def aclose(self) -> None:
-        """Close the clients this pool made (the user's own client is left open)."""
+        """Close the clients this pool made (the user's own client is left open; those of an
+        earlier event loop are left to it)."""
+        self._follow_loop()
         retired, self._retired = self._retired, []
         for client in retired:
             await client.aclose()

@@ -4,6 +4,7 @@ same traffic does on httpcore 1.0.9, and a pool that stops serving is replaced (
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
 import logging
 from collections.abc import AsyncIterator
@@ -257,3 +258,28 @@ def test_an_httpx_client_is_refused_with_the_reason() -> None:
     s = Source(name="a", provider="p", base_url="http://a.test/v1", model="m")
     with pytest.raises(ConfigurationError, match="httpcore#1093"):
         Client([s], http_client=legacy)  # type: ignore[arg-type]
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_client_serves_calls_from_one_event_loop_after_another() -> None:
+    """``asyncio.run`` for each call of one client (a synchronous application): the pool's
+    connections belong to the loop that made them, so each new loop gets a fresh pool — every
+    call is answered, none fails with ``RuntimeError: Event loop is closed``. (The warnings
+    ignored are the earlier loops' own: each was closed with a kept-alive connection open.)"""
+    with SimulatedProvider(default=Script(chunk_count=3)).start_in_thread() as provider:
+        client = Client([Source(name="a", provider="sim", base_url=provider.base_url, model="m")])
+
+        async def one() -> str:
+            return (await client.chat(MESSAGES)).text
+
+        answers = [asyncio.run(one()) for _ in range(3)]
+
+        async def close() -> None:
+            await client.aclose()
+
+        asyncio.run(close())
+        gc.collect()  # the earlier loops' connections go now, under this test's filters
+    assert len(answers) == 3
+    assert len(set(answers)) == 1
+    assert answers[0].startswith("word0 word1")
