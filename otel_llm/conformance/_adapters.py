@@ -81,6 +81,14 @@ class Adapter:
     """The span processor the instrumentation's spans go through into memory."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Environment variables set before it is installed (its own process)."""
+    requires: tuple[str, ...] | None = None
+    """The distributions that must be installed for it to run (``None``: its
+    :attr:`distributions`)."""
+
+    def missing(self) -> tuple[str, ...]:
+        """The distributions it needs that are not installed (empty: it can run)."""
+        needed = self.distributions if self.requires is None else self.requires
+        return tuple(dist for dist in needed if not _installed(dist))
 
     def versions(self) -> str:
         """``dist version`` of each distribution."""
@@ -97,6 +105,14 @@ class Adapter:
         for key, value in self.environment.items():
             os.environ[key] = value
         return Telemetry(self.processor)
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 # --- reading helpers ----------------------------------------------------------------------------
@@ -243,6 +259,7 @@ OTEL_LLM = Adapter(
         "otel_llm.attempt.outcome + error.type"
     ),
     processor=_deriving,
+    requires=(),  # this package, which is running
 )
 
 

@@ -10,16 +10,36 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator
+import importlib.metadata
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from otel_llm.conformance._case import Case
-from otel_llm.simulator import SCRIPT_HEADER, SimulatedProvider
+from otel_llm.simulator import SCRIPT_HEADER, SimulatedProvider, WireName
 
 MODEL = "conformance"
 PROMPT = "tell me something"
 API_KEY = "sk-conformance"
+
+SDKS: Final[Mapping[WireName, str]] = {
+    "chat": "openai",
+    "responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "google-genai",
+}
+"""The distribution of the SDK each wire format's cases are played through."""
+
+
+def missing_sdks(wires: Iterable[WireName]) -> dict[WireName, str]:
+    """The wire formats among ``wires`` whose SDK is not installed, with the SDK's name."""
+    missing: dict[WireName, str] = {}
+    for wire in wires:
+        try:
+            importlib.metadata.version(SDKS[wire])
+        except importlib.metadata.PackageNotFoundError:
+            missing[wire] = SDKS[wire]
+    return missing
 
 
 @dataclass(frozen=True, slots=True)
