@@ -17,7 +17,8 @@ Every event is named (``event: <type>``) and numbered (``sequence_number``). The
   next item opens or the answer ends — none of these is a chunk;
 - the finish: ``response.completed``, or ``response.incomplete`` with reason
   ``max_output_tokens`` (finish ``length``) or ``content_filter`` (finish ``content_filter``),
-  carrying the whole response and its usage (``input_tokens``, ``output_tokens`` with
+  carrying the whole response and its usage (``input_tokens`` with
+  ``input_tokens_details.cached_tokens`` and ``cache_write_tokens`` (0), ``output_tokens`` with
   ``output_tokens_details.reasoning_tokens``; ``null`` when the script has no usage);
 - the ``error`` fault: an ``error`` event (``code``, ``message`` at the top level, as documented)
   then ``response.failed`` whose ``response.error`` names the same code.
@@ -66,7 +67,7 @@ def _usage(script: Script, reply: Reply) -> dict[str, Any] | None:
     tokens = output_tokens(script)
     return {
         "input_tokens": reply.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning_tokens(script)},
         "total_tokens": reply.prompt_tokens + tokens,

@@ -14,6 +14,7 @@ import httpx2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import TypeAdapter
 
 from otel_llm.simulator import (
     ORIGIN_HEADER,
@@ -526,3 +527,53 @@ def test_hostile_bodies_are_answered_never_crash(
     if answer.status_code == 400:
         assert answer.json()["error"]["message"]
     assert threaded_sim.stats.outcomes.get("failed", 0) == 0
+
+
+def _sdk_types(wire: str) -> tuple[TypeAdapter[Any], TypeAdapter[Any]]:
+    """The SDK's own types of a streamed event and of a complete answer on ``wire``."""
+    if wire == "chat":
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+        return TypeAdapter(ChatCompletionChunk), TypeAdapter(ChatCompletion)
+    if wire == "responses":
+        from openai.types.responses import Response, ResponseStreamEvent
+
+        return TypeAdapter(ResponseStreamEvent), TypeAdapter(Response)
+    if wire == "anthropic":
+        from anthropic.types import Message, RawMessageStreamEvent
+
+        return TypeAdapter(RawMessageStreamEvent), TypeAdapter(Message)
+    from google.genai.types import GenerateContentResponse
+
+    return TypeAdapter(GenerateContentResponse), TypeAdapter(GenerateContentResponse)
+
+
+SDK_SHAPED = [
+    Script(chunk_count=3),
+    Script(chunk_count=4, reasoning_chunks=2, usage=False),
+    Script(chunk_count=4, reasoning_chunks=2, responses_reasoning="text"),
+    Script(chunk_count=4, reasoning_chunks=1, tool_call=True),
+    Script(chunk_count=3, refusal=True, finish_reason="content_filter"),
+    Script(chunk_count=3, finish_reason="length", role_chunk=False),
+    Script(chunk_count=0),
+]
+"""Scripts whose every event has a type in each SDK (the standard finish reasons, no
+fault: an error event is each SDK's error, not a stream event)."""
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@pytest.mark.parametrize("script", SDK_SHAPED, ids=range(len(SDK_SHAPED)))
+def test_every_event_and_answer_validates_against_the_sdk_s_own_types(
+    wire: str, script: Script
+) -> None:
+    """Each streamed event (but Anthropic's ping, which its SDK reads apart) and each complete
+    answer passes validation by the SDK's generated types: the fields the API documents as
+    always present are there, with their types (the SDKs build their objects without
+    validating, so a missing field reads as None in an application, not as an error)."""
+    event_type, answer_type = _sdk_types(wire)
+    server = WIRES[wire]
+    reply = Reply(id="x_sim000001", created=0, model="m", prompt_tokens=3, include_usage=True)
+    for timed in plan_events(server.plan(script, reply)):
+        if timed.event.name != "ping" and timed.event.data != "[DONE]":
+            event_type.validate_python(timed.event.json())
+    answer_type.validate_python(server.answer(script, reply))
