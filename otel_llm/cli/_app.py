@@ -659,6 +659,7 @@ def collector(
     """Run the OpenTelemetry Collector until Ctrl-C, ingesting its spans into the store.
 
     The Collector is built on first use (minutes, once per machine; it needs Go)."""
+    from otel_llm._show._store._access import prepare_for_writing
     from otel_llm.cli._collector import (
         CollectorRun,
         Ports,
@@ -673,12 +674,15 @@ def collector(
     def say(message: str) -> None:
         console.print(message, markup=False)
 
-    ports = Ports(grpc_port, http_port, health_port)
     store = _db(db) if config != "clickhouse" else None
     try:
+        ports = Ports(grpc_port, http_port, health_port)  # each refused before a build of
+        chosen = config_path(config)  # minutes, as the config and the store are
+        if store is not None:
+            prepare_for_writing(store)
         with stop_on_signals() as stop:
             binary = collector_binary(say)
-            run = CollectorRun(binary, config_path(config), store=store, ports=ports)
+            run = CollectorRun(binary, chosen, store=store, ports=ports)
             run.start()
             say(
                 f"collector up: OTLP gRPC 127.0.0.1:{ports.grpc}, HTTP 127.0.0.1:{ports.http} "

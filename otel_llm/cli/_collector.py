@@ -110,6 +110,19 @@ class Ports:
     http: int = DEFAULTS.collector_http_port
     health: int = DEFAULTS.collector_health_port
 
+    def __post_init__(self) -> None:
+        named = self._named()
+        for index, (name, port) in enumerate(named):
+            same = [other for other, taken in named[index + 1 :] if taken == port]
+            if same:
+                raise CollectorError(
+                    f"the {name} and {' and '.join(same)} ports are both {port}: the collector "
+                    "listens on three different ports (--grpc-port, --http-port, --health-port)"
+                )
+
+    def _named(self) -> tuple[tuple[str, int], ...]:
+        return (("gRPC", self.grpc), ("HTTP", self.http), ("health", self.health))
+
     @classmethod
     def free(cls) -> Ports:
         """Three ports nothing listens on (tests, the demo)."""
@@ -124,8 +137,7 @@ class Ports:
         """The ports something already listens on, named (``health 13133``): a collector
         started on one of them could not bind it, and an answer on the health port would be
         another process's."""
-        named = (("gRPC", self.grpc), ("HTTP", self.http), ("health", self.health))
-        return [f"{name} {port}" for name, port in named if _listened_on(port)]
+        return [f"{name} {port}" for name, port in self._named() if _listened_on(port)]
 
 
 def _listened_on(port: int) -> bool:

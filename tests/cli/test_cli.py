@@ -353,3 +353,33 @@ def test_a_call_whose_span_names_no_provider_is_still_named(tmp_path: Path) -> N
     assert [row["model"] for row in breakdown] == ["?/sim-model"]
     worst = otel_llm("query", "--db", db, "--worst-stalls", "--format", "json")
     assert [row["model"] for row in json.loads(worst.stdout)] == ["?/sim-model"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--config", "nope"), "no collector config at nope"),
+        (("--grpc-port", "4399", "--http-port", "4399"), "the gRPC and HTTP ports are both 4399"),
+        (("--http-port", "4398", "--health-port", "4398"), "the HTTP and health ports are both"),
+        (("--db", "{notes}"), "is not a DuckDB database, so not an otel-llm store"),
+    ],
+)
+def test_the_collector_command_refuses_what_cannot_work_before_any_build(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    """A missing config, two of the collector's ports the same, or a --db that is no store:
+    exit 2 with the reason, said before the collector binary is looked for (a first build
+    takes minutes) — here the binary named is missing, and that is never what is said."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello")
+    argv = [a.replace("{notes}", str(notes)) for a in args]
+    if "--db" not in argv:
+        argv = ["--db", str(tmp_path / "store"), *argv]
+    missing = tmp_path / "no-such-otelcol"
+    result = run_cli("collector", *argv, env={**os.environ, "OTEL_LLM_COLLECTOR_BIN": str(missing)})
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = " ".join(result.stderr.split())
+    assert message in said
+    assert "not an executable" not in said
+    assert "building" not in said
+    assert "Traceback" not in result.stderr
