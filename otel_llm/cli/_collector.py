@@ -125,8 +125,10 @@ class Ports:
 
     @classmethod
     def free(cls) -> Ports:
-        """Three ports nothing listens on (tests, the demo)."""
-        return cls(free_port(), free_port(), free_port())
+        """Three different ports nothing listens on (tests, the demo)."""
+        while len(ports := {free_port(), free_port(), free_port()}) < 3:
+            pass  # the system handed one out twice: ask again
+        return cls(*ports)
 
     @property
     def traces_url(self) -> str:
