@@ -611,6 +611,8 @@ def provider(
     """Serve the simulated provider (OpenAI, Azure OpenAI, Anthropic, Gemini) until Ctrl-C."""
     console = Console()
     _need_simulator()
+    import socket
+
     from otel_llm.simulator import measured, oracle, serve
 
     scripts = (
@@ -628,6 +630,8 @@ def provider(
             scripts=scripts,
             announce=console.print,
         )
+    except socket.gaierror as exc:  # the bare resolver error names no host
+        raise _fail(f"--host {host!r}: no address to listen on ({exc.strerror})") from exc
     except (ValueError, OSError) as exc:
         raise _failed(exc) from exc
 

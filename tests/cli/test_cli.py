@@ -150,6 +150,15 @@ def test_provider_refuses_unknown_preset() -> None:
     assert "unknown preset" in out.stderr
 
 
+def test_provider_names_a_host_it_cannot_listen_on() -> None:
+    """`provider --host` with a name that resolves to nothing: exit 2 naming the option and
+    the host (the resolver's own error names neither)."""
+    out = otel_llm("provider", "--port", "0", "--host", "no-such-host.invalid", timeout_s=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--host 'no-such-host.invalid': no address to listen on" in " ".join(out.stderr.split())
+    assert "Traceback" not in out.stderr
+
+
 def test_provider_stall_probability_is_checked() -> None:
     """`provider --stall-probability` must be a share between 0 and 1."""
     out = otel_llm("provider", "--port", "0", "--stall-probability", "1.5")
