@@ -68,16 +68,29 @@ func (e *storeExporter) start(context.Context, component.Host) error {
 	if err != nil {
 		return err
 	}
+	if s.repaired != "" {
+		e.logger.Warn("the store "+s.repaired, zap.String("store", s.path))
+	}
+	if err := s.checkWritable(); errNoSpace(err) {
+		e.logger.Warn("the store's disk is full: every export fails (and its senders retry) "+
+			"until there is room", zap.String("store", s.path), zap.Error(err))
+	} else if err != nil {
+		return fmt.Errorf("cannot write into the store %s (every export would fail): %w", s.path, err)
+	}
 	if n := s.removeOrphans(); n > 0 {
 		e.logger.Info("removed temporaries of writers that died", zap.Int("files", n))
 	}
 	if e.cfg.ResendWindow > 0 && e.cfg.ResendSpans > 0 {
 		started := time.Now()
-		recent, err := s.recentSpans(started.Add(-e.cfg.ResendWindow), e.cfg.ResendSpans)
+		recent, skipped, err := s.recentSpans(started.Add(-e.cfg.ResendWindow), e.cfg.ResendSpans)
 		if err != nil {
 			e.logger.Warn("could not read the spans stored just before this start; a span "+
 				"sent again after a crash may be stored twice", zap.Error(err))
-		} else if len(recent) > 0 {
+		} else if len(skipped) > 0 {
+			e.logger.Warn("could not read some segments stored just before this start; a span "+
+				"of theirs sent again after a crash may be stored twice", zap.Strings("segments", skipped))
+		}
+		if len(recent) > 0 {
 			e.resent, e.resentUntil = recent, started.Add(e.cfg.ResendWindow)
 		}
 	}
@@ -144,9 +157,14 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 	}
 }
 
-// isResent says whether s was stored before this start (caller holds mu).
+// isResent says whether s was stored before this start (caller holds mu). A span without
+// ids (zeros) is never taken for one: nothing tells it from another span without ids.
 func (e *storeExporter) isResent(s ptrace.Span) bool {
-	if _, ok := e.resent[keyOf(s)]; ok {
+	k, ok := keyOf(s)
+	if !ok {
+		return false
+	}
+	if _, ok := e.resent[k]; ok {
 		e.dropped++
 		return true
 	}

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 )
 
@@ -235,5 +236,93 @@ func TestSendersAndTheSealerShareTheMemoryCleanly(t *testing.T) {
 	}
 	if kept := e.memory.keptBytes(); kept == 0 || kept > recycledBytes {
 		t.Fatalf("%d bytes kept free", kept)
+	}
+}
+
+func TestAStoreTheExporterCannotWriteFailsItsStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	if _, err := openStore(dir, mustFormat(t)); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "tmp")) // (as in TestAStoreThatCannotTakeAFileIsFoundAtOnce)
+	os.WriteFile(filepath.Join(dir, "tmp"), nil, 0o644)
+	e, err := newStoreExporter(&Config{Store: dir, SealInterval: time.Second, SegmentSpans: 10}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.start(context.Background(), nil)
+	if err == nil || !strings.Contains(err.Error(), "cannot write into the store") {
+		t.Fatalf("started on a store it cannot write: %v", err)
+	}
+}
+
+func restartedExporter(t *testing.T, cfg *Config) *storeExporter {
+	t.Helper()
+	e, err := newStoreExporter(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.start(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.shutdown(context.Background()) })
+	return e
+}
+
+func TestSpansWithoutIdsAreNeverTakenForSpansSentAgain(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	cfg := &Config{Store: dir, SealInterval: 20 * time.Millisecond, SegmentSpans: 1000,
+		ResendWindow: time.Minute, ResendSpans: 1000}
+	noIDs := func(name string) ptrace.Traces {
+		td := ptrace.NewTraces()
+		span := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		span.SetName(name) // ids left unset: zeros, as a client that sends none
+		span.SetStartTimestamp(start)
+		return td
+	}
+	half := func(name string) ptrace.Traces { // a trace id of zeros, a span id of its own
+		td := noIDs(name)
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetSpanID([8]byte{7})
+		return td
+	}
+	first := restartedExporter(t, cfg)
+	for _, td := range []ptrace.Traces{noIDs("before"), half("before")} {
+		if err := first.push(context.Background(), td); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := restartedExporter(t, cfg)
+	for _, td := range []ptrace.Traces{noIDs("after"), half("after")} {
+		if err := second.push(context.Background(), td); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sealedSpans(t, dir); got != 4 {
+		t.Fatalf("%d spans stored of the 4 sent (spans without ids dropped as resent)", got)
+	}
+}
+
+func TestAnUnreadableSegmentLeavesTheOthersSpansKnownAtStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	cfg := &Config{Store: dir, SealInterval: 20 * time.Millisecond, SegmentSpans: 1000,
+		ResendWindow: time.Minute, ResendSpans: 1000}
+	first := restartedExporter(t, cfg)
+	if err := first.push(context.Background(), sampleTraces(2)); err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(dir, "segments", "99999999999999999999-junk.parquet")
+	if err := os.WriteFile(junk, []byte("not parquet at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := restartedExporter(t, cfg)
+	if len(second.resent) != 2 {
+		t.Fatalf("%d span ids known at start, want the 2 readable ones", len(second.resent))
+	}
+	os.Remove(junk)
+	if err := second.push(context.Background(), sampleTraces(2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := sealedSpans(t, dir); got != 2 {
+		t.Fatalf("%d spans stored, the 2 sent again stored twice", got)
 	}
 }

@@ -24,25 +24,34 @@ import (
 
 type spanKey [24]byte
 
-func keyOf(s ptrace.Span) spanKey {
-	var k spanKey
+// keyOf is s's (TraceId, SpanId); not ok when either is all zeros: an id an SDK never sends
+// (OTLP calls it invalid), which every span sent without ids shares, so it cannot tell a span
+// sent again from a new one. Such spans are stored as they come.
+func keyOf(s ptrace.Span) (spanKey, bool) {
 	t, id := s.TraceID(), s.SpanID()
-	copy(k[:16], t[:])
-	copy(k[16:], id[:])
-	return k
+	return makeKey(t[:], id[:])
+}
+
+func makeKey(trace, span []byte) (spanKey, bool) {
+	var k spanKey
+	copy(k[:16], trace)
+	copy(k[16:], span)
+	var zeros [16]byte
+	return k, string(k[:16]) != string(zeros[:]) && string(k[16:]) != string(zeros[:8])
 }
 
 // recentSpans are the (TraceId, SpanId) of the rows of the current generation's segments
-// modified after since, newest segments first, until limit ids are known.
-func (s *store) recentSpans(since time.Time, limit int) (map[spanKey]struct{}, error) {
+// modified after since, newest segments first, until limit ids are known. A segment that
+// cannot be read (damaged, not Parquet) is left out, the others read: skipped says which.
+func (s *store) recentSpans(since time.Time, limit int) (map[spanKey]struct{}, []string, error) {
 	n, err := s.current()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	dir := s.generationDir(n)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	type recent struct {
 		name string
@@ -62,15 +71,16 @@ func (s *store) recentSpans(since time.Time, limit int) (map[spanKey]struct{}, e
 	}
 	slices.SortFunc(found, func(a, b recent) int { return b.at.Compare(a.at) }) // newest first
 	seen := make(map[spanKey]struct{})
+	var skipped []string
 	for _, r := range found {
 		if len(seen) >= limit {
 			break
 		}
 		if err := readKeys(filepath.Join(dir, r.name), seen); err != nil {
-			return nil, err
+			skipped = append(skipped, r.name+": "+err.Error())
 		}
 	}
-	return seen, nil
+	return seen, skipped, nil
 }
 
 func readKeys(path string, into map[spanKey]struct{}) error {
@@ -114,14 +124,17 @@ func readKeys(path string, into map[spanKey]struct{}) error {
 		}
 	}
 	for i := range min(len(traceIDs), len(spanIDs)) {
-		var k spanKey
-		if _, err := hex.Decode(k[:16], []byte(traceIDs[i])); err != nil {
+		trace, err := hex.DecodeString(traceIDs[i])
+		if err != nil || len(trace) != 16 {
 			continue
 		}
-		if _, err := hex.Decode(k[16:], []byte(spanIDs[i])); err != nil {
+		span, err := hex.DecodeString(spanIDs[i])
+		if err != nil || len(span) != 8 {
 			continue
 		}
-		into[k] = struct{}{}
+		if k, ok := makeKey(trace, span); ok {
+			into[k] = struct{}{}
+		}
 	}
 	return nil
 }

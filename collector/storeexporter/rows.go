@@ -146,8 +146,10 @@ func (r *rows) appendTraces(td ptrace.Traces, skip func(ptrace.Span) bool) int {
 
 // fitsStore says whether the store's signed 64-bit nanosecond columns can hold s's times:
 // OTLP's are unsigned, and a start or an event time past 2^63 (the year 2262) would wrap to a
-// time before 1970. The embedded writer and the spool ingest refuse such a span the same way
-// (its end may be anything: the duration is unsigned there too).
+// time before 1970 (its end may be anything: the duration is unsigned there too). Such a span
+// is left out, with a warning, and the rest of its request stored and acknowledged: sent again
+// it could never be stored. The Python spool ingest leaves out the whole request message that
+// holds one (its rows cannot make a table).
 func fitsStore(s ptrace.Span) bool {
 	const limit = uint64(1) << 63
 	if uint64(s.StartTimestamp()) >= limit {

@@ -37,7 +37,15 @@ type store struct {
 	// linked is called after each link into a generation (tests switch generations there, as
 	// a concurrent merge would); nil otherwise.
 	linked func(number int)
+	// repaired says what opening the store put right (a segments link that named no
+	// generation), for the exporter to log; empty when nothing.
+	repaired string
 }
+
+// globCharacters are what DuckDB's glob reads as a pattern (the backslash escapes the next
+// character): readers find the segments through a glob over the store's path, so the path has
+// none of them (otel_llm/_show/_store/_glob.py's GLOB_CHARACTERS, which refuses the same).
+const globCharacters = "*?[]{}\\"
 
 func newToken() string {
 	var b [4]byte
@@ -50,8 +58,9 @@ func openStore(path string, format *segmentFormat) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if strings.ContainsAny(abs, "*?[]{}") {
-		return nil, fmt.Errorf("the store's path %q has a character DuckDB's glob reads as a pattern", abs)
+	if strings.ContainsAny(abs, globCharacters) {
+		return nil, fmt.Errorf("the store's path %q has a character DuckDB's glob reads as a "+
+			"pattern (one of %s): otel-llm's readers refuse it; choose a path without them", abs, globCharacters)
 	}
 	re, err := regexp.Compile(format.Store.TemporaryPattern)
 	if err != nil {
@@ -62,6 +71,32 @@ func openStore(path string, format *segmentFormat) (*store, error) {
 		return nil, fmt.Errorf("cannot open the store %s: %w", abs, err)
 	}
 	return s, nil
+}
+
+// errNoSpace: a full disk (or quota) is a passing state, not a reason to refuse to start.
+func errNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// checkWritable does what sealing a segment does to the file system, with an empty file: made
+// in tmp/, flushed, linked into the current generation under a hidden name, then both removed.
+// A store this process cannot write (another user's, a read-only mount) is refused at start,
+// where the Collector would otherwise answer its health check and then fail every export. A
+// full disk is not refused (a seal fails and its senders retry until there is room): the
+// error returned then satisfies errNoSpace.
+func (s *store) checkWritable() error {
+	tmp := s.join(s.spec.Tmp, s.temporaryName("probe"))
+	defer os.Remove(tmp)
+	if err := writeSynced(tmp, nil); err != nil {
+		return err
+	}
+	number, err := s.current()
+	if err != nil {
+		return err
+	}
+	hidden := filepath.Join(s.generationDir(number), s.temporaryName("probe"))
+	defer os.Remove(hidden)
+	return os.Link(tmp, hidden)
 }
 
 func (s *store) join(parts ...string) string {
@@ -125,6 +160,10 @@ func (s *store) create(format *segmentFormat) error {
 		if err := s.withLock(s.spec.CompactionLock, syscall.LOCK_EX, s.startGenerations); err != nil {
 			return err
 		}
+	case s.linkProblem() != "":
+		if err := s.relink(); err != nil {
+			return err
+		}
 	}
 	if _, err := os.Stat(filepath.Join(link, s.spec.SchemaSegment)); errors.Is(err, fs.ErrNotExist) {
 		rows, err := newRows(format, nil)
@@ -162,6 +201,66 @@ func (s *store) startGenerations() error {
 	if _, err := os.Lstat(s.join(s.spec.Segments)); err == nil {
 		return nil
 	}
+	return s.pointAtNewestWhole()
+}
+
+// linkProblem says what is wrong with the segments link ("" when nothing, or when there is no
+// link): it names no generation (edited by hand, by a sync tool), or one that is not there.
+func (s *store) linkProblem() string {
+	target, err := os.Readlink(s.join(s.spec.Segments))
+	if err != nil {
+		return ""
+	}
+	if number, ok := generationNumber(target); ok {
+		if info, err := os.Stat(s.generationDir(number)); err == nil && info.IsDir() {
+			return ""
+		}
+	}
+	return fmt.Sprintf("has a %s link to %q, which is not one of its generations (%s/<number>); "+
+		"`otel-llm compact --db %s` points it at the newest whole generation (when no other "+
+		"otel-llm process is reading the store)", s.spec.Segments, target, s.spec.Generations, s.path)
+}
+
+// generationNumber is the number of the generation a segments link's target names, as
+// otel-llm reads it (its last part, all digits).
+func generationNumber(target string) (int, bool) {
+	target = strings.TrimRight(target, "/")
+	name := target[strings.LastIndexByte(target, '/')+1:]
+	if name == "" || strings.Trim(name, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(name)
+	return n, err == nil
+}
+
+// relink points a segments link that names no generation at the newest whole one, as
+// otel-llm's openers do: under the compaction lock, taken without waiting (while an otel-llm
+// process reads the store, the link is left alone and the store refused, naming the problem).
+func (s *store) relink() error {
+	f, err := os.OpenFile(s.join(s.spec.CompactionLock), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+	if err != nil {
+		return errors.New(s.linkProblem())
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return errors.New(s.linkProblem())
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	problem := s.linkProblem()
+	if problem == "" {
+		return nil // another process put it right meanwhile
+	}
+	if err := s.pointAtNewestWhole(); err != nil {
+		return fmt.Errorf("%s; pointing it at the newest whole generation failed: %w", problem, err)
+	}
+	target, _ := os.Readlink(s.join(s.spec.Segments))
+	s.repaired = fmt.Sprintf("%s; pointed it at %s", strings.SplitN(problem, ";", 2)[0], target)
+	return nil
+}
+
+// pointAtNewestWhole makes the newest whole generation current, or a new first one (caller
+// holds the exclusive compaction lock).
+func (s *store) pointAtNewestWhole() error {
 	numbers, err := s.generationNumbers()
 	if err != nil {
 		return err
@@ -226,7 +325,11 @@ func (s *store) current() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return strconv.Atoi(target[strings.LastIndexByte(target, '/')+1:])
+	number, ok := generationNumber(target)
+	if !ok {
+		return 0, errors.New(s.linkProblem())
+	}
+	return number, nil
 }
 
 // writeFile writes path whole or not at all (a temporary beside it, flushed, renamed).

@@ -225,3 +225,96 @@ func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+func TestAPathWithAGlobCharacterIsRefused(t *testing.T) {
+	// otel-llm's readers refuse every one of these (GLOB_CHARACTERS in _glob.py): a store the
+	// Collector wrote there could not be read
+	for _, c := range []string{"*", "?", "[", "]", "{", "}", `\`} {
+		dir := filepath.Join(t.TempDir(), "st"+c+"ore")
+		if _, err := openStore(dir, mustFormat(t)); err == nil || !strings.Contains(err.Error(), "pattern") {
+			t.Errorf("%q: %v", c, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%q: the directory was made", c)
+		}
+	}
+}
+
+func TestAStoreThatCannotTakeAFileIsFoundAtOnce(t *testing.T) {
+	s, dir := openTestStore(t)
+	if err := s.checkWritable(); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, filepath.Join(dir, "tmp")); len(got) != 0 {
+		t.Fatalf("the probe left %v in tmp/", got)
+	}
+	for _, name := range names(t, filepath.Join(dir, "segments")) {
+		if strings.HasSuffix(name, ".tmp") {
+			t.Fatalf("the probe left %s in the generation", name)
+		}
+	}
+	// (permissions do not stop root, who runs these tests in CI: a tmp/ that is not a directory
+	// fails the same first step a read-only or another user's tmp/ does)
+	os.Remove(filepath.Join(dir, "tmp"))
+	os.WriteFile(filepath.Join(dir, "tmp"), nil, 0o644)
+	if err := s.checkWritable(); err == nil || errNoSpace(err) {
+		t.Fatalf("a tmp/ that takes no file: %v", err)
+	}
+	if !errNoSpace(&os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}) {
+		t.Fatal("a full disk is not told apart")
+	}
+}
+
+func TestASegmentsLinkThatNamesNoGenerationIsPointedBack(t *testing.T) {
+	for _, target := range []string{"generations/nope", "generations/000000000099", "elsewhere", ""} {
+		_, dir := openTestStore(t)
+		link := filepath.Join(dir, "segments")
+		os.Remove(link)
+		if target == "" {
+			target = "generations/000000000001/" // names a generation: nothing to repair
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		s, err := openStore(dir, mustFormat(t))
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		if got, _ := os.Readlink(link); got != "generations/000000000001" && got != target {
+			t.Fatalf("%s: segments -> %s", target, got)
+		}
+		if target == "generations/000000000001/" {
+			if s.repaired != "" {
+				t.Fatalf("a good link was repaired: %s", s.repaired)
+			}
+		} else if !strings.Contains(s.repaired, target) || !strings.Contains(s.repaired, "generations/000000000001") {
+			t.Fatalf("%s: %q", target, s.repaired)
+		}
+		if _, err := s.write([]byte("PAR1 not really")); err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+	}
+}
+
+func TestABrokenLinkIsLeftAloneWhileAReaderHoldsTheStore(t *testing.T) {
+	_, dir := openTestStore(t)
+	link := filepath.Join(dir, "segments")
+	os.Remove(link)
+	os.Symlink("generations/nope", link)
+	reader, err := os.Open(filepath.Join(dir, ".compaction.lock")) // as otel-llm's readers hold it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if err := syscall.Flock(int(reader.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openStore(dir, mustFormat(t))
+	if err == nil || !strings.Contains(err.Error(), `link to "generations/nope"`) ||
+		!strings.Contains(err.Error(), "otel-llm compact --db") {
+		t.Fatalf("%v", err)
+	}
+	if got, _ := os.Readlink(link); got != "generations/nope" {
+		t.Fatalf("changed under a reader: %s", got)
+	}
+}

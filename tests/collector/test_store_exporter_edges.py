@@ -1,0 +1,118 @@
+"""The Collector with the otelllm_store exporter at its edges, with the real binary: a store it
+could not use is refused when it starts (not answered healthy, then failing every export)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from otel_llm import _env as env
+from otel_llm._show._store._access import prepare_for_writing
+from otel_llm._show._store._glob import GLOB_CHARACTERS
+from otel_llm.cli._collector import Ports, collector_dir
+from tests.conftest import require
+
+CONFIG = collector_dir() / "duckdb.yaml"
+
+
+@pytest.fixture(scope="module")
+def binary() -> Path:
+    """The collector binary ./dev test built (a skip locally without it, a failure in CI)."""
+    named = os.environ.get(env.OTEL_LLM_COLLECTOR_BIN, "")
+    require(bool(named) and Path(named).is_file(), "the collector binary (./dev test builds it)")
+    return Path(named)
+
+
+def _start_refused(binary: Path, store: Path, *, user: int | None = None) -> str:
+    """Start the collector on ``store`` (as ``user``, when given); it must exit with an error
+    before its health check ever answers. What it said."""
+    ports = Ports.free()
+    environment = {
+        **os.environ,
+        env.OTEL_LLM_COLLECTOR_GRPC_PORT: str(ports.grpc),
+        env.OTEL_LLM_COLLECTOR_HTTP_PORT: str(ports.http),
+        env.OTEL_LLM_COLLECTOR_HEALTH_PORT: str(ports.health),
+        env.OTEL_LLM_COLLECTOR_STORE: str(store),
+        env.OTEL_LLM_COLLECTOR_SPOOL: str(store.parent / "spool"),
+    }
+    command = [str(binary), f"--config={CONFIG}"]
+    if user is not None:
+        command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
+    process = subprocess.Popen(
+        command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while process.poll() is None and time.monotonic() < deadline:
+            with (
+                contextlib.suppress(urllib.error.URLError, OSError),
+                urllib.request.urlopen(f"http://127.0.0.1:{ports.health}/", timeout=1) as r,
+            ):
+                pytest.fail(f"the collector started on {store} (its health check said {r.status})")
+            time.sleep(0.05)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _, said = process.communicate(timeout=30)
+    assert process.returncode != 0, said
+    return said
+
+
+def test_a_store_path_that_readers_refuse_fails_the_start(binary: Path, tmp_path: Path) -> None:
+    """Each character otel-llm's readers refuse in a store's path (DuckDB's glob reads it as a
+    pattern; the backslash was once let through) fails the start, and nothing is made there."""
+    for character in sorted(GLOB_CHARACTERS):
+        store = tmp_path / f"st{character}ore"
+        said = _start_refused(binary, store)
+        assert "reads as a pattern" in said, (character, said)
+        assert not store.exists(), character
+
+
+@pytest.fixture
+def unwritable_store() -> Iterator[tuple[Path, int | None]]:
+    """A store this process made that the collector cannot write, and the user to run it as:
+    root's store for the user nobody where this process is root (permissions do not stop root),
+    else this user's store with its tmp/ made read-only."""
+    folder = Path(tempfile.mkdtemp(prefix="otel-llm-unwritable-"))
+    store = folder / "store"
+    try:
+        prepare_for_writing(store)
+        user: int | None = None
+        if os.geteuid() == 0:
+            require(shutil.which("setpriv") is not None, "setpriv (util-linux) to run as nobody")
+            folder.chmod(0o755)  # nobody may find the store, and the binary copied beside it
+            (folder / "spool").mkdir()
+            (folder / "spool").chmod(0o777)  # the metrics' file exporter writes there: it may
+            user = 65534
+        else:
+            (store / "tmp").chmod(0o555)
+        yield store, user
+    finally:
+        if (store / "tmp").exists():
+            (store / "tmp").chmod(0o755)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_store_the_collector_cannot_write_fails_the_start(
+    binary: Path, unwritable_store: tuple[Path, int | None]
+) -> None:
+    """A store the collector cannot write (another user's) fails the start, naming the store
+    and why — where it used to start, answer its health check, and fail every export."""
+    store, user = unwritable_store
+    if user is not None:  # nobody cannot read root's cache where the binary is kept
+        copied = store.parent / "otelcol-llm"
+        shutil.copy2(binary, copied)
+        binary = copied
+    said = _start_refused(binary, store, user=user)
+    assert f"cannot write into the store {store}" in said, said
+    assert "permission denied" in said, said
