@@ -153,7 +153,7 @@ def test_provider_refuses_unknown_preset() -> None:
 def test_provider_names_a_host_it_cannot_listen_on() -> None:
     """`provider --host` with a name that resolves to nothing: exit 2 naming the option and
     the host (the resolver's own error names neither)."""
-    out = otel_llm("provider", "--port", "0", "--host", "no-such-host.invalid", timeout_s=60)
+    out = otel_llm("provider", "--port", "0", "--host", "no-such-host.invalid")
     assert out.returncode == 2, out.stdout + out.stderr
     assert "--host 'no-such-host.invalid': no address to listen on" in " ".join(out.stderr.split())
     assert "Traceback" not in out.stderr
