@@ -62,7 +62,10 @@ class CallRecorder:
     ) -> None:
         """``secrets`` are redacted from any error text the spans record; ``secrets_on_error``
         finds more, called only when the call ends with an error (for secrets too dear to find
-        on every call: those an SDK picks up by itself from its settings or the environment)."""
+        on every call: those an SDK picks up by itself from its settings or the environment).
+        ``messages`` is the prompt as the application gave it: recorded (with content capture
+        on) only when it is a sequence — an iterable that reads once (a generator, which the
+        SDKs take) is the SDK's to read, and reading it here would send an empty prompt."""
         self.classifier = classifier
         self.hold_ns = 0
         self._last_arrival_ns: int | None = None
@@ -91,7 +94,7 @@ class CallRecorder:
             request=request,
             attributes=common,
             secrets=secrets,
-            messages=messages,
+            messages=messages if isinstance(messages, Sequence) else None,
         )
         self.notes = ResponseNotes(capture_text=self.call.capture)
         attempt_attributes: dict[str, AttributeValue] = {

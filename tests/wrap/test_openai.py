@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
+import json
 import logging
 import os
 import pickle
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import openai
 import pytest
 
@@ -692,3 +694,27 @@ def test_refusal_deltas_are_chunks(instrumented: Spans, client: openai.OpenAI) -
     refusal = "".join(c.choices[0].delta.refusal or "" for c in stream if c.choices)
     assert refusal
     assert attempt(instrumented)[sc.CHUNK_COUNT] == 12
+
+
+def test_messages_given_as_an_iterator_reach_the_provider_with_content_capture_on(
+    instrumented: Spans, threaded: ThreadedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK takes any iterable of messages; one that can be read once (a generator) is the
+    SDK's to read: recording the prompt must not use it up (the request went out with
+    ``messages: []``), so such a prompt is not recorded."""
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    sent: list[Any] = []
+
+    def keep(request: httpx2.Request) -> None:
+        sent.append(json.loads(request.read())["messages"])
+
+    http = httpx2.Client(event_hooks={"request": [keep]})
+    with openai.OpenAI(
+        base_url=threaded.base_url, api_key="k", max_retries=0, http_client=http
+    ) as client:
+        client.chat.completions.create(model="smooth", messages=(m for m in MESSAGES))
+        client.chat.completions.create(model="smooth", messages=tuple(MESSAGES))
+    assert sent == [MESSAGES, MESSAGES]
+    first, second = instrumented.calls()
+    assert sc.GEN_AI_INPUT_MESSAGES not in (first.attributes or {})
+    assert "hello" in str((second.attributes or {})[sc.GEN_AI_INPUT_MESSAGES])
