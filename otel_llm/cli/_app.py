@@ -504,8 +504,9 @@ def dashboards(
 ) -> None:
     """Copy the Grafana dashboards and their provisioning files into a directory.
 
-    The same files as the repository's dashboards/ folder: a dashboard per data source (DuckDB
-    store, ClickHouse) and the provisioning of both data sources and of the dashboards."""
+    The same files as the repository's dashboards/ folder: a dashboard per data source (the
+    DuckDB store, ClickHouse, Prometheus), each also as a file for Grafana's import page, and
+    the provisioning of the data sources and of the dashboards."""
     from otel_llm._packaged import DASHBOARDS, packaged
 
     try:

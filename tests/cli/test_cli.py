@@ -280,6 +280,10 @@ def test_dashboards_copies_the_shipped_files(tmp_path: Path) -> None:
     forced = otel_llm("dashboards", str(target), "--force")
     assert forced.returncode == 0, forced.stderr
     assert changed.read_bytes() == (shipped / "duckdb" / "otel-llm.json").read_bytes()
+    told = " ".join(run_cli("dashboards", "--help", columns=200).stdout.split()).lower()
+    for folder in shipped.iterdir():  # the help names every data source shipped
+        if folder.name not in ("import", "provisioning"):
+            assert folder.name in told, folder.name
 
 
 def test_query_rejects_a_threshold_longer_than_a_day(tmp_path: Path) -> None:
