@@ -1,5 +1,6 @@
 """The Collector with the otelllm_store exporter at its edges, with the real binary: a store it
-could not use is refused when it starts (not answered healthy, then failing every export)."""
+could not use is refused when it starts (not answered healthy, then failing every export), and
+an SDK batch of call spans that carry captured content is taken over gRPC and HTTP."""
 
 from __future__ import annotations
 
@@ -15,11 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_llm import _env as env
-from otel_llm._show._store._access import prepare_for_writing
+from otel_llm._show._store._access import open_store, prepare_for_writing
 from otel_llm._show._store._glob import GLOB_CHARACTERS
-from otel_llm.cli._collector import Ports, collector_dir
+from otel_llm.cli._collector import CollectorRun, Ports, collector_dir
 from tests.conftest import require
 
 CONFIG = collector_dir() / "duckdb.yaml"
@@ -116,3 +122,42 @@ def test_a_store_the_collector_cannot_write_fails_the_start(
     said = _start_refused(binary, store, user=user)
     assert f"cannot write into the store {store}" in said, said
     assert "permission denied" in said, said
+
+
+def _spans_with_content(count: int, size: int) -> list[ReadableSpan]:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("otel_llm", "test")
+    for n in range(count):
+        content = f"{n:06d}" + os.urandom(size // 2).hex()  # captured prompt text, incompressible
+        tracer.start_span(
+            "chat sim", attributes={"otel_llm.span": "call", "gen_ai.input.messages": content}
+        ).end()
+    return list(memory.get_finished_spans())
+
+
+def test_an_sdk_batch_of_spans_with_captured_content_is_taken(binary: Path, tmp_path: Path) -> None:
+    """200 call spans carrying 120 KB of captured content each (24 MB, one SDK batch), sent by
+    the SDK's gRPC and HTTP exporters: both taken and stored. The receiver's defaults refuse
+    more than 4 MiB over gRPC and 20 MiB over HTTP, and the SDK drops a batch refused so."""
+    store = tmp_path / "store"
+    ports = Ports.free()
+    batches = {"grpc": _spans_with_content(200, 120_000), "http": _spans_with_content(200, 120_000)}
+    with CollectorRun(binary, CONFIG, store=store, ports=ports, log=subprocess.DEVNULL):
+        grpc = GrpcExporter(endpoint=f"127.0.0.1:{ports.grpc}", insecure=True, timeout=60)
+        http = HttpExporter(endpoint=ports.traces_url, timeout=60)
+        try:
+            assert grpc.export(batches["grpc"]) is SpanExportResult.SUCCESS
+            assert http.export(batches["http"]) is SpanExportResult.SUCCESS
+        finally:
+            grpc.shutdown()
+            http.shutdown()  # type: ignore[no-untyped-call]
+    sent = {f"{s.context.span_id:016x}" for batch in batches.values() for s in batch}
+    with open_store(store) as conn:
+        stored = conn.execute(
+            "SELECT SpanId, length(SpanAttributes['gen_ai.input.messages']) FROM otel_traces"
+        ).fetchall()
+    assert {span_id for span_id, _ in stored} == sent
+    assert len(stored) == len(sent)
+    assert {length for _, length in stored} == {6 + 120_000}
