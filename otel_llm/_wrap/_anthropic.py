@@ -21,6 +21,7 @@ as the provider's error.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -35,7 +36,7 @@ from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
 from otel_llm._wrap._raw_response import RawResponse, is_raw_response
 from otel_llm._wrap._recorder import CallRecorder
-from otel_llm._wrap._sdk_client import client_facts
+from otel_llm._wrap._sdk_client import call_credentials, client_facts
 
 _MESSAGES: Final = "anthropic.resources.messages.messages"
 _BETA_MESSAGES: Final = "anthropic.resources.beta.messages.messages"
@@ -156,6 +157,7 @@ def _recorder(
         request=kwargs,
         reader=READER,
         secrets=facts.secrets,
+        secrets_on_error=functools.partial(call_credentials, resource, kwargs),
     )
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping
 from types import ModuleType
@@ -37,6 +36,7 @@ from otel_llm._wrap._every_sdk import forget_pending
 from otel_llm._wrap._observe import AsyncObservedStream, ObservedStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Target
 from otel_llm._wrap._recorder import CallRecorder
+from otel_llm._wrap._sdk_client import CREDENTIAL_NAME, header_credentials
 
 logger = logging.getLogger("otel_llm")
 
@@ -95,14 +95,6 @@ def _server(kwargs: Mapping[str, Any]) -> tuple[str | None, int | None]:
         return None, None
 
 
-_CREDENTIAL_NAME: Final = re.compile(
-    r"(?:KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$|_BEARER_TOKEN_", re.IGNORECASE
-)
-"""The names credentials go by where LiteLLM looks for them: call arguments (``api_key``,
-``azure_ad_token``, ``aws_session_token``), module settings (``litellm.openai_key``) and
-environment variables (``OPENAI_API_KEY``, ``WATSONX_APIKEY``, ``AWS_SECRET_ACCESS_KEY``,
-``GIGACHAT_CREDENTIALS``, ``AWS_BEARER_TOKEN_BEDROCK``)."""
-
 _ENV_SECRET_MIN_CHARS: Final = 8
 """An environment value shorter than this is not taken for a key: the environment is read whole,
 and a ``..._TOKEN=true`` must not blank every ``true`` out of an error."""
@@ -127,19 +119,10 @@ def _call_credentials(kwargs: Mapping[str, Any]) -> Iterator[str]:
     """The credentials among the call's arguments and its extra headers (an ``Authorization``
     value also without its scheme: the bare token is what a provider echoes)."""
     for name, value in kwargs.items():
-        if isinstance(value, str) and value and _CREDENTIAL_NAME.search(name):
+        if isinstance(value, str) and value and CREDENTIAL_NAME.search(name):
             yield from _with_reference(value)
     for argument in _HEADER_ARGUMENTS:
-        headers = kwargs.get(argument)
-        if not isinstance(headers, Mapping):
-            continue
-        for name, value in headers.items():
-            named = isinstance(name, str) and (
-                name.lower() == "authorization" or _CREDENTIAL_NAME.search(name) is not None
-            )
-            if named and isinstance(value, str):
-                yield value
-                yield value.partition(" ")[2]
+        yield from header_credentials(kwargs.get(argument))
 
 
 @functools.cache
@@ -152,7 +135,7 @@ def _setting_names(module: ModuleType) -> tuple[str, ...]:
         for name, value in list(vars(module).items())
         if (value is None or isinstance(value, str))
         and name.islower()
-        and _CREDENTIAL_NAME.search(name)
+        and CREDENTIAL_NAME.search(name)
     )
 
 
@@ -166,7 +149,7 @@ def _ambient_credentials() -> Iterator[str]:
             if isinstance(value, str) and value:
                 yield from _with_reference(value)
     for name, value in os.environ.items():
-        if len(value) >= _ENV_SECRET_MIN_CHARS and _CREDENTIAL_NAME.search(name):
+        if len(value) >= _ENV_SECRET_MIN_CHARS and CREDENTIAL_NAME.search(name):
             yield value
 
 

@@ -17,6 +17,7 @@ since, turns ours into a pass-through so theirs keeps working.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,7 +32,7 @@ from otel_llm._wrap._openai_responses import responses_messages
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
 from otel_llm._wrap._raw_response import RawResponse, is_raw_response
 from otel_llm._wrap._recorder import CallRecorder
-from otel_llm._wrap._sdk_client import client_facts
+from otel_llm._wrap._sdk_client import call_credentials, client_facts
 
 _CHAT = "openai.resources.chat.completions.completions"
 _RESPONSES = "openai.resources.responses.responses"
@@ -63,6 +64,7 @@ def _recorder(
         request=kwargs,  # its GenAI request parameters; the SDK's "not given" marks are skipped
         reader=reader,
         secrets=facts.secrets,
+        secrets_on_error=functools.partial(call_credentials, resource, kwargs),
     )
 
 

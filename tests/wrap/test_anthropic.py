@@ -597,3 +597,31 @@ def test_uninstrument_restores_the_sdk(spans: Spans, client: anthropic.Anthropic
     with client.messages.stream(**_create("smooth")) as stream:
         stream.until_done()
     assert spans.finished() == []
+
+
+def test_a_token_sent_in_a_header_never_reaches_spans(instrumented: Spans, echoing: str) -> None:
+    """A token the application sends in a header (the client's ``default_headers`` or the
+    call's ``extra_headers``; a gateway's own scheme, not a bearer token) rather than as the
+    client's key, echoed by the provider's error, is redacted like the key."""
+    token = "header-bearer-token-0000"
+    clients = [
+        (anthropic.Anthropic(base_url=echoing, api_key="k", max_retries=0), True),
+        (
+            anthropic.Anthropic(
+                base_url=echoing,
+                api_key="k",
+                max_retries=0,
+                default_headers={"Authorization": f"Token {token}"},
+            ),
+            False,
+        ),
+    ]
+    for sdk, per_call in clients:
+        extra = {"Authorization": f"Token {token}"} if per_call else None
+        with pytest.raises(anthropic.PermissionDeniedError) as raised:
+            sdk.messages.create(**_create("smooth"), extra_headers=extra)
+        assert token in str(raised.value)
+        sdk.close()
+    assert len(instrumented.calls()) == 2
+    for span in instrumented.finished():
+        assert token not in span.to_json()

@@ -718,3 +718,39 @@ def test_messages_given_as_an_iterator_reach_the_provider_with_content_capture_o
     first, second = instrumented.calls()
     assert sc.GEN_AI_INPUT_MESSAGES not in (first.attributes or {})
     assert "hello" in str((second.attributes or {})[sc.GEN_AI_INPUT_MESSAGES])
+
+
+ECHOED = "plain-key-77x"  # what the "leaky" script's error quotes
+
+
+@pytest.mark.parametrize(
+    ("settings", "extra_headers"),
+    [
+        ({"api_key": lambda: ECHOED}, None),  # fetched as the request goes out
+        ({"api_key": "k", "default_headers": {"Authorization": f"Bearer {ECHOED}"}}, None),
+        ({"api_key": "k", "admin_api_key": ECHOED}, None),
+        ({"api_key": "k"}, {"Authorization": f"Bearer {ECHOED}"}),
+        ({"api_key": "k"}, {"api-key": ECHOED}),
+    ],
+    ids=["key-function", "default-headers", "admin-key", "extra-authorization", "extra-api-key"],
+)
+def test_a_key_sent_other_than_as_the_clients_key_never_reaches_spans(
+    instrumented: Spans,
+    threaded: ThreadedProvider,
+    settings: dict[str, Any],
+    extra_headers: dict[str, str] | None,
+) -> None:
+    """A key the client fetches from a function, or one sent in a header (the client's
+    ``default_headers``, the call's ``extra_headers``) or held as the admin key, echoed by the
+    provider's error, is redacted like the client's own key, streamed or not."""
+    with openai.OpenAI(base_url=threaded.base_url, max_retries=0, **settings) as client:
+        for stream in (False, True):
+            with pytest.raises(openai.AuthenticationError) as raised:
+                client.chat.completions.create(
+                    model="leaky", messages=MESSAGES, stream=stream, extra_headers=extra_headers
+                )
+            assert ECHOED in str(raised.value)
+    assert len(instrumented.calls()) == 2
+    dumped = "".join(span.to_json() for span in instrumented.finished())
+    assert ECHOED not in dumped
+    assert "REDACTED" in dumped
