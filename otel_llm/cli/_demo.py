@@ -366,6 +366,17 @@ def _provider_name(name: str, api: DemoApi) -> str:
     return name if api == "openai" else api
 
 
+def demo_models(apis: tuple[DemoApi, DemoApi]) -> tuple[str, str]:
+    """Each source's model: the measured preset's name, told apart by the source's letter
+    (``measured-a``, ``measured-b``) when both sources go by one provider name (both speak
+    Anthropic's or Gemini's API), so that each keeps its own row in the store's tables."""
+    names = [_provider_name(name, api) for name, api in zip(_SOURCES, apis, strict=True)]
+    if names[0] != names[1]:
+        return DEMO_MODEL, DEMO_MODEL
+    first, second = (f"{DEMO_MODEL}-{name.removeprefix('sim-')}" for name in _SOURCES)
+    return first, second
+
+
 def _sources(
     options: DemoOptions, first: SimulatedProvider, second: SimulatedProvider
 ) -> list[Source]:
@@ -380,13 +391,13 @@ def _sources(
             name=name,
             provider=_provider_name(name, api),
             base_url=provider.base_url,
-            model=DEMO_MODEL,
+            model=model,
             api_key="sim-key" if api != "openai" else None,
             priority=priority,
             **timeouts,
         )
-        for priority, (name, api, provider) in enumerate(
-            zip(_SOURCES, options.apis, (first, second), strict=True)
+        for priority, (name, api, model, provider) in enumerate(
+            zip(_SOURCES, options.apis, demo_models(options.apis), (first, second), strict=True)
         )
     ]
 
@@ -414,7 +425,7 @@ async def measure(options: DemoOptions, console: Console) -> DemoRun:
         if collector is not None:
             collector.stop()
         raise
-    scripts = {DEMO_MODEL: MeasuredPreset(fit=DEMO_FIT)}
+    scripts = dict.fromkeys(demo_models(options.apis), MeasuredPreset(fit=DEMO_FIT))
     probe = LagProbe()
     # Providers and meter share this process: a full collection over every module's objects
     # freezes both for tens of milliseconds, a "stall" no provider scripted. What exists now

@@ -365,3 +365,25 @@ def test_a_bad_providers_option_is_refused_before_any_call(
     assert out.returncode != 0
     assert said in out.stdout + out.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_two_sources_of_one_api_keep_a_row_each(tmp_path: Path) -> None:
+    """`demo --providers gemini,gemini`: both sources go by the provider name gcp.gemini, so
+    their models tell them apart (measured-a, measured-b): the store and the tables keep the
+    primary's attempts apart from the hedges sent to the other."""
+    db = tmp_path / "same-api"
+    out = otel_llm(
+        "demo", "--db", str(db), "--calls", str(CALLS), "--concurrency", str(CALLS),
+        "--seed", str(SEED), "--providers", "gemini,gemini", "--no-report", *UNHURRIED,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = run_query(
+        db, "SELECT provider, model, count(*) FROM llm_attempts GROUP BY ALL ORDER BY model"
+    ).rows
+    assert [(provider, model) for provider, model, _ in rows] == [
+        ("gcp.gemini", "measured-a"),
+        ("gcp.gemini", "measured-b"),
+    ], "the seed's calls hedge onto the second source"
+    assert rows[0][2] == CALLS
+    assert "gcp.gemini/measured-a" in out.stdout
+    assert "gcp.gemini/measured " not in out.stdout
