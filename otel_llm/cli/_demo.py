@@ -547,6 +547,24 @@ def _say_history(options: DemoOptions, run: DemoRun, console: Console) -> None:
     )
 
 
+SLOWER: Final = 4.0
+"""How much slower the demo advises running after a run too busy to measure honestly."""
+
+
+def rerun_advice(time_scale: float) -> str:
+    """What to do after a run too busy to measure honestly: a quieter machine, or a slower
+    ``--time-scale`` while there is a slower one (real time, 1, is the slowest)."""
+    if time_scale >= 1.0:
+        return (
+            "Run it again on a quieter machine: it ran in real time (--time-scale 1), the "
+            "slowest the demo goes."
+        )
+    return (
+        "Run it again on a quieter machine, or slower: --time-scale "
+        f"{min(1.0, time_scale * SLOWER):g}."
+    )
+
+
 async def run_demo(options: DemoOptions, console: Console, out: Output) -> bool:
     """Run the demo and print what it measured beside what was scripted; False when the
     machine was too busy to measure honestly (the breakdown is then not printed).
@@ -587,10 +605,7 @@ async def run_demo(options: DemoOptions, console: Console, out: Output) -> bool:
         )
         for reason in verdict.reasons:
             console.print(f"  - {escape(reason)}")
-        console.print(
-            "Run it again on a quieter machine, or slower: --time-scale "
-            f"{min(1.0, options.time_scale * 4):g}."
-        )
+        console.print(rerun_advice(options.time_scale))
         return False
     console.print(
         "[bold green]Every figure is within tolerance of the script[/bold green]: the SDK "

@@ -24,7 +24,7 @@ from typer.core import TyperGroup, TyperOption
 from benchmarks.support import burners
 from otel_llm._show._store._breakdown import breakdown_sql, run_query
 from otel_llm.cli import app
-from otel_llm.cli._demo import DEMO_FIT, DemoOptions, run_demo
+from otel_llm.cli._demo import DEMO_FIT, DemoOptions, rerun_advice, run_demo
 from otel_llm.cli._render import Format, Output
 from otel_llm.simulator import sample_measured, scripted_figures
 from tests.conftest import require
@@ -387,3 +387,21 @@ def test_two_sources_of_one_api_keep_a_row_each(tmp_path: Path) -> None:
     assert rows[0][2] == CALLS
     assert "gcp.gemini/measured-a" in out.stdout
     assert "gcp.gemini/measured " not in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("time_scale", "advised"),
+    [(0.05, "--time-scale 0.2."), (0.2, "--time-scale 0.8."), (0.5, "--time-scale 1.")],
+)
+def test_a_busy_run_advises_a_slower_scale(time_scale: float, advised: str) -> None:
+    """After a run too busy to trust, the demo advises a scale four times slower, at most
+    real time."""
+    assert rerun_advice(time_scale).endswith(advised)
+
+
+def test_a_busy_run_in_real_time_advises_no_slower_scale() -> None:
+    """At --time-scale 1 there is no slower scale: the advice is a quieter machine, not the
+    scale the run already had."""
+    advice = rerun_advice(1.0)
+    assert "quieter machine" in advice
+    assert "slower: --time-scale" not in advice
