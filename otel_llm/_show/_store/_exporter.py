@@ -111,6 +111,8 @@ class _Encoded:
 
     data: bytes
     spans: int
+    first: int
+    """The queue number of its oldest span (:attr:`SegmentSpanExporter._queued`)."""
 
 
 class SegmentSpanExporter(SpanExporter):
@@ -141,7 +143,13 @@ class SegmentSpanExporter(SpanExporter):
         self._converting = 0
         """Spans taken from the queue and not yet encoded (the writer holds them)."""
         self._cond = threading.Condition()
-        self._flush_requests = 0
+        self._queued = 0
+        """Spans queued so far: each queued span's number is this count when it came, so the
+        spans a flush waits for are those numbered below the count when it asked."""
+        self._converting_first = 0
+        """The number of the oldest span the writer is converting (while it converts any)."""
+        self._flush_before = 0
+        """Spans numbered below this are sealed now, interval or not (a flush asked for them)."""
         self._busy = False
         self._stopping = False
         self._closed = False
@@ -197,6 +205,7 @@ class SegmentSpanExporter(SpanExporter):
             if not self._queue:
                 self._oldest_queued = time.monotonic()
             self._queue.extend(packed)
+            self._queued += len(packed)
             self._shed()
             self._ensure_thread()
             if len(self._queue) >= self._segment_spans or len(self._queue) == len(packed):
@@ -211,7 +220,8 @@ class SegmentSpanExporter(SpanExporter):
         self._loaded_at_fork = True
         self._queue.clear()
         self._encoded.clear()
-        self._encoded_spans = self._converting = self._flush_requests = 0
+        self._encoded_spans = self._converting = self._queued = 0
+        self._converting_first = self._flush_before = 0
         self._written = self._dropped = self._retries = self._segments = self._attempts = 0
         self._busy = False
         self._sealing = None
@@ -244,15 +254,29 @@ class SegmentSpanExporter(SpanExporter):
     def _held(self) -> int:
         return len(self._queue) + self._converting + self._encoded_spans
 
+    def _oldest_held(self) -> int:
+        """The number of the oldest span still held (:attr:`_queued` when none is): every
+        span numbered below it is sealed or counted as dropped. Caller holds the lock."""
+        oldest = self._queued - len(self._queue)
+        if self._converting:
+            oldest = min(oldest, self._converting_first)
+        for segment in self._encoded:
+            oldest = min(oldest, segment.first)
+        return oldest
+
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Seal every queued span into the store now; False on timeout (or when the store
-        cannot be written: the spans stay held and are retried)."""
+        """Seal every span queued before the call into the store now; False on timeout (or
+        when the store cannot be written: the spans stay held and are retried). Spans queued
+        meanwhile (other threads go on ending spans) are not waited for."""
         deadline = time.monotonic() + timeout_millis / 1000
         with self._cond:
-            self._flush_requests += 1
+            wanted = self._queued
+            if self._oldest_held() >= wanted:
+                return True
+            self._flush_before = max(self._flush_before, wanted)
             attempts = self._attempts
             self._cond.notify_all()
-            while self._held() or self._busy:
+            while self._oldest_held() < wanted:
                 remaining = deadline - time.monotonic()
                 failed = self._attempts > attempts and self._last_error is not None
                 if remaining <= 0 or (failed and not self._busy):
@@ -332,7 +356,7 @@ class SegmentSpanExporter(SpanExporter):
     def _due(self) -> float | None:
         """Seconds until the writer should seal a segment (0: now; None: nothing to do).
         Caller holds the lock."""
-        if self._stopping or self._flush_requests:
+        if self._stopping or self._oldest_held() < self._flush_before:
             return 0.0 if (self._queue or self._encoded) else None
         if self._encoded:
             if self._last_error is None:
@@ -370,11 +394,7 @@ class SegmentSpanExporter(SpanExporter):
                         break
                     if due is None and self._stopping:
                         return
-                    if due is None and self._flush_requests:
-                        self._flush_requests = 0
-                        self._cond.notify_all()
                     self._cond.wait(due)
-                flushing = self._flush_requests
                 self._busy = True
             try:
                 self._convert()
@@ -386,8 +406,8 @@ class SegmentSpanExporter(SpanExporter):
                     self._count_drop(lost, "an unexpected error in the writer")
             with self._cond:
                 self._busy = False
-                if flushing and not self._queue and (not self._encoded or self._last_error):
-                    self._flush_requests = max(0, self._flush_requests - flushing)
+                if self._encoded and self._last_error is not None:
+                    self._flush_before = 0  # its flushes return False; retried at the pace
                 self._cond.notify_all()
                 if self._stopping and self._encoded and self._last_error is not None:
                     return  # one last attempt failed: shutdown counts what is left
@@ -411,6 +431,8 @@ class SegmentSpanExporter(SpanExporter):
             with self._cond:
                 take = min(DEFAULTS.export_slice_spans, len(self._queue))
                 take = min(take, self._segment_spans - converted)
+                if take and not self._converting:
+                    self._converting_first = self._queued - len(self._queue)
                 spans = [self._queue.popleft() for _ in range(take)]
                 self._converting += take
             if not spans:
@@ -434,7 +456,7 @@ class SegmentSpanExporter(SpanExporter):
         data = encode(pa.concat_tables(tables))
         with self._cond:
             self._converting -= converted
-            self._encoded.append(_Encoded(data, converted))
+            self._encoded.append(_Encoded(data, converted, self._converting_first))
             self._encoded_spans += converted
 
     def _seal(self) -> None:

@@ -7,6 +7,8 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -374,3 +376,43 @@ def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path: Path) ->
         ),
         ("innocent", None, None, None, None, [], None, "", None, 0),
     ]
+
+
+def test_force_flush_returns_once_the_spans_before_it_are_sealed_while_others_arrive(
+    tmp_path: Path, spans: Spans
+) -> None:
+    """Beside threads that go on ending spans (a busy server), ``force_flush`` returns True
+    once the spans queued before it are sealed: it does not wait for the queue to run dry,
+    which never happens under such load (it returned False at its timeout every time)."""
+    spans.tracer.start_span("busy").end()
+    batch = spans.finished()
+    exporter = SegmentSpanExporter(tmp_path / "store")
+    exported = 0
+    counted = threading.Lock()
+    stop = threading.Event()
+
+    def produce() -> None:
+        nonlocal exported
+        while not stop.is_set():
+            exporter.export(batch * 2)
+            with counted:
+                exported += 2
+            time.sleep(0.0002)
+
+    producers = [threading.Thread(target=produce) for _ in range(2)]
+    for producer in producers:
+        producer.start()
+    try:
+        assert exporter.wait_for(lambda stats: stats.segments >= 1, 60)
+        for _ in range(3):
+            with counted:
+                before = exported
+            assert exporter.force_flush(30_000), exporter.stats
+            stats = exporter.stats
+            assert stats.written + stats.dropped >= before
+    finally:
+        stop.set()
+        for producer in producers:
+            producer.join()
+        exporter.shutdown()
+    assert exporter.stats.dropped == 0
