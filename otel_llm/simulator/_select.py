@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from otel_llm._errors import ConfigurationError
 from otel_llm.simulator._presets import PRESETS, Preset
 from otel_llm.simulator._script import Script
 
@@ -152,14 +153,34 @@ def select_script(
     return draw(default, rng), "default"
 
 
-def resolve_default(
-    default: ScriptSource | str | None, registry: Mapping[str, ScriptSource]
-) -> ScriptSource:
+def checked_source(key: str, source: object) -> ScriptSource:
+    """``source`` when it is a :class:`Script` or a preset (a callable drawing one); else a
+    :class:`~otel_llm.ConfigurationError` naming ``key``, raised when the server is made
+    rather than as an HTTP 500 at the first request it would answer."""
+    if isinstance(source, Script) or (callable(source) and not isinstance(source, type)):
+        return source  # a callable is taken for a preset
+    hint = " (a JSON object: Script.model_validate(it))" if isinstance(source, dict) else ""
+    raise ConfigurationError(
+        key,
+        "must be a Script or a preset (a callable that draws one from a random.Random), "
+        f"not {type(source).__name__}{hint}",
+    )
+
+
+def checked_registry(scripts: Mapping[str, object] | None) -> dict[str, ScriptSource]:
+    """The scripts a server registers by model name, each :func:`checked_source`."""
+    return {
+        name: checked_source(f"scripts[{name!r}]", source)
+        for name, source in (scripts or {}).items()
+    }
+
+
+def resolve_default(default: object, registry: Mapping[str, ScriptSource]) -> ScriptSource:
     """The server's default script source: a script, a sampler, or a registered/preset name."""
     if default is None:
         return Script()
     if not isinstance(default, str):
-        return default
+        return checked_source("default", default)
     source = registry.get(default, PRESETS.get(default))
     if source is None:
         known = ", ".join(sorted({*registry, *PRESETS}))

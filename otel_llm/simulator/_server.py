@@ -69,6 +69,7 @@ from otel_llm.simulator._select import (
     BadRequest,
     Origin,
     ScriptSource,
+    checked_registry,
     draw_key,
     resolve_default,
     select_script,
@@ -393,13 +394,14 @@ def create_app(
 
     ``scripts`` maps model names to scripts or presets (a request for that model gets it);
     ``default`` answers every other model — a script, a preset, or a registered/preset name
-    (``None`` is ``Script()``). ``time_scale`` multiplies every scripted duration; ``seed`` seeds
-    the generator sampling presets draw from, in request order (or per :data:`SCRIPT_KEY_FIELD`
-    key, independent of the order).
+    (``None`` is ``Script()``); anything else is a :class:`~otel_llm.ConfigurationError` here,
+    not an HTTP 500 at the first request. ``time_scale`` multiplies every scripted duration;
+    ``seed`` seeds the generator sampling presets draw from, in request order (or per
+    :data:`SCRIPT_KEY_FIELD` key, independent of the order).
     """
     if not (math.isfinite(time_scale) and time_scale > 0):
         raise ValueError(f"time_scale must be a positive finite number, not {time_scale!r}")
-    registry = dict(scripts or {})
+    registry = checked_registry(scripts)
     stats = ProviderStats()
     app = web.Application()
     app[STATS_KEY] = stats

@@ -23,6 +23,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from otel_llm import simulator
+from otel_llm._errors import ConfigurationError
 from otel_llm._measure._chunks import is_incremental
 from otel_llm.simulator import (
     MAX_WAIT_S,
@@ -818,6 +819,26 @@ def test_app_configuration_is_checked() -> None:
     assert is_loopback("127.0.0.1")
     assert is_loopback("::1")
     assert not is_loopback("0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"scripts": {"slow": {"first_chunk_delay_s": 5}}}, r"scripts\['slow'\]: .* not dict"),
+        ({"scripts": {"slow": "stall"}}, r"scripts\['slow'\]: .* not str"),
+        ({"default": {"chunk_count": 3}}, r"default: .* not dict"),
+        ({"default": 42}, r"default: .* not int"),
+    ],
+)
+def test_a_script_source_that_is_no_script_is_refused_up_front(
+    given: dict[str, Any], said: str
+) -> None:
+    """A registered script or default that is neither a Script nor a preset (a JSON-like dict,
+    a name) is refused when the app is made, not answered with a 500 at the first request."""
+    with pytest.raises(ConfigurationError, match=said):
+        create_app(**given)
+    with pytest.raises(ConfigurationError, match=said):
+        SimulatedProvider(**given)
 
 
 # SDK compatibility and the thread runner.
