@@ -485,12 +485,20 @@ class SegmentStore:
 
     def link_problem(self) -> str | None:
         """What is wrong with the ``segments`` link, if anything: it names no generation
-        (edited by hand, or by a sync tool), or one that is not there. ``None`` too when there
-        is no link (a store of the first layout, or one being made)."""
+        (edited by hand, or by a sync tool), or one that is not there, or it is missing beside
+        whole generations (a copy that left symbolic links out). ``None`` when there is no link
+        in a store of the first layout (a plain ``segments/``) or one being made."""
         try:
             target = os.readlink(self.segments_dir)
         except OSError:
-            return None
+            if self.segments_dir.is_dir() or not any(
+                (self._dir(number) / CARRIED).exists() for number in self._generation_numbers()
+            ):
+                return None
+            return (
+                f"has no {SEGMENTS} link (copied by a tool that leaves symbolic links out?); "
+                f"{self._relink_hint()}"
+            )
         number = _generation_number(target)
         if number is None or not self._dir(number).is_dir():
             return self._link_problem(target)
@@ -505,8 +513,13 @@ class SegmentStore:
     def _link_problem(self, target: str) -> str:
         return (
             f"has a {SEGMENTS} link to {target!r}, which is not one of its generations "
-            f"({GENERATIONS}/<number>); `otel-llm compact --db {self.path}` points it at the "
-            "newest whole generation (when no other otel-llm process is reading the store)"
+            f"({GENERATIONS}/<number>); {self._relink_hint()}"
+        )
+
+    def _relink_hint(self) -> str:
+        return (
+            f"`otel-llm compact --db {self.path}` points it at the newest whole generation "
+            "(when no other otel-llm process is reading the store)"
         )
 
     def _relink(self) -> None:

@@ -133,6 +133,23 @@ def test_a_broken_link_the_store_is_too_busy_to_repair_exits_2_saying_what_to_do
     assert _spans(store.path) == 2 * SPANS_A_CALL
 
 
+def test_a_store_copied_without_its_segments_link_reads_every_span(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A copy made by a tool that leaves symbolic links out (``rsync -r``, rclone's default)
+    has its generations but no ``segments`` link: the first reader points it at the newest
+    whole generation, named in a warning, and reads every span (it read an empty store, "(no
+    rows)"); while another reader holds the store, readers say what is missing instead."""
+    store = _write(tmp_path / "store", calls=2, segments=2)
+    store.segments_dir.unlink()
+    with store.reading(), pytest.raises(NotAStore, match="has no segments link"):
+        _spans(store.path)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        assert _spans(store.path) == 2 * SPANS_A_CALL
+    assert os.readlink(store.segments_dir) == "generations/000000000001"
+    assert "had no segments link" in caplog.text
+
+
 # --- a path that is a named pipe ----------------------------------------------------------------
 
 
