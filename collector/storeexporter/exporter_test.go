@@ -2,6 +2,8 @@ package storeexporter
 
 import (
 	"context"
+	"encoding/hex"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -324,5 +326,62 @@ func TestAnUnreadableSegmentLeavesTheOthersSpansKnownAtStart(t *testing.T) {
 	}
 	if got := sealedSpans(t, dir); got != 2 {
 		t.Fatalf("%d spans stored, the 2 sent again stored twice", got)
+	}
+}
+
+// manySpans is n small spans with ids of their own, in one request.
+func manySpans(n int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	spans := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+	for i := 0; i < n; i++ {
+		span := spans.AppendEmpty()
+		span.SetTraceID([16]byte{1, byte(i >> 16), byte(i >> 8), byte(i)})
+		span.SetSpanID([8]byte{2, byte(i >> 16), byte(i >> 8), byte(i)})
+		span.SetName("small")
+		span.SetStartTimestamp(start)
+	}
+	return td
+}
+
+func TestTheBufferHintIsBoundedByTheSegmentsOwnBytes(t *testing.T) {
+	e, _ := startExporter(t, time.Second, 1_000_000)
+	r, err := newRows(e.format, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.release()
+	r.appendTraces(manySpans(5000), nil)
+	rec := r.record()
+	defer rec.Release()
+	own := 0
+	for _, column := range rec.Columns() {
+		own += dataBytes(column.Data())
+	}
+	e.rowBytes = 15 << 20 // the last segment: one span with a 15 MiB attribute
+	if hint := e.bufferHint(rec); hint > own*2+4096 {
+		t.Fatalf("%d bytes asked for a segment of %d bytes of rows", hint, own)
+	}
+	e.rowBytes = 10 // rows alike: the last segment's size a row is the hint
+	if hint := e.bufferHint(rec); hint != int(10*5000*1.125)+4096 {
+		t.Fatalf("hint %d", hint)
+	}
+}
+
+func TestSmallSpansAfterAHugeOneAreSealed(t *testing.T) {
+	e, dir := startExporter(t, 10*time.Millisecond, 1_000_000)
+	huge := manySpans(1)
+	content := make([]byte, 8<<20) // a captured prompt of 16 MiB that does not compress
+	rand.New(rand.NewSource(1)).Read(content)
+	huge.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().
+		PutStr("gen_ai.input.messages", hex.EncodeToString(content))
+	if err := e.push(context.Background(), huge); err != nil {
+		t.Fatal(err)
+	}
+	// the hint once came from the huge segment's bytes a row: 16 MiB x 20,000 rows
+	if err := e.push(context.Background(), manySpans(20_000)); err != nil {
+		t.Fatal(err)
+	}
+	if got := sealedSpans(t, dir); got != 1+20_000 {
+		t.Fatalf("%d spans sealed", got)
 	}
 }

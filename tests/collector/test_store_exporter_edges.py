@@ -161,3 +161,28 @@ def test_an_sdk_batch_of_spans_with_captured_content_is_taken(binary: Path, tmp_
     assert {span_id for span_id, _ in stored} == sent
     assert len(stored) == len(sent)
     assert {length for _, length in stored} == {6 + 120_000}
+
+
+def test_small_spans_after_a_huge_one_are_stored(binary: Path, tmp_path: Path) -> None:
+    """A span with a 15 MB captured prompt, then one batch of 5,000 small spans: both stored.
+    The exporter sized the second segment's buffer by the first one's bytes a row (84 GB) and
+    the Collector died of it ("fatal error: runtime: out of memory")."""
+    store = tmp_path / "store"
+    ports = Ports.free()
+    huge = _spans_with_content(1, 15_000_000)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for _ in range(5000):
+        provider.get_tracer("otel_llm", "test").start_span("small").end()
+    small = list(memory.get_finished_spans())
+    with CollectorRun(binary, CONFIG, store=store, ports=ports, log=subprocess.DEVNULL) as run:
+        http = HttpExporter(endpoint=ports.traces_url, timeout=60)
+        try:
+            assert http.export(huge) is SpanExportResult.SUCCESS
+            assert http.export(small) is SpanExportResult.SUCCESS
+        finally:
+            http.shutdown()  # type: ignore[no-untyped-call]
+        assert run.running
+    with open_store(store) as conn:
+        assert conn.execute("SELECT count(DISTINCT SpanId) FROM otel_traces").fetchone() == (5001,)
