@@ -4,10 +4,13 @@ Small segments (under ``small_bytes``) merge as soon as ``min_segments`` of them
 name first, up to ``max_bytes``: the store's steady stream of one-flush segments becomes one
 segment again every merge. Larger segments sit in size tiers, each ``fanout`` times as wide as
 the one below (``[small, small·fanout)``, ``[small·fanout, small·fanout²)``, ...); once
-``fanout`` of them share a tier, the oldest ``fanout`` merge into one of the next tier. So a
+``fanout`` of them share a tier, the oldest ``fanout`` merge into one of the next tier. In the
+top tier, whose ``fanout`` segments would pass ``max_bytes`` together (``[64, 256) MiB`` by
+default), two are enough: they merge into one too large to merge again. So a
 store that is written for months holds fewer than ``min_segments`` small segments plus fewer
-than ``fanout`` per tier, besides the segments too large to merge again (over half
-``max_bytes``, one for every ~``max_bytes / 2`` of data), whatever the write rate. And since
+than ``fanout`` per tier (one in the top tier), besides the segments too large to merge again
+(over half ``max_bytes``, one for every ~``max_bytes / 2``–``max_bytes`` of data), whatever
+the write rate. And since
 ``small_bytes`` is small, a merge of small segments rewrites little of what was merged before:
 history goes up the tiers, each span rewritten about once per tier, so a merge costs the same
 in a store's first hour as in its sixth month. :meth:`SegmentStore.compact` asks again after each
@@ -58,9 +61,20 @@ def choose(
         by_tier.setdefault(level, []).append(candidate)
     for level in sorted(by_tier):
         chosen = _within(by_tier[level], max_bytes)
-        if len(chosen) >= (min_segments if level == 0 else fanout):
+        if len(chosen) >= _due_at(level, small_bytes, min_segments, max_bytes, fanout):
             return chosen if level == 0 else chosen[:fanout]
     return []
+
+
+def _due_at(level: int, small_bytes: int, min_segments: int, max_bytes: int, fanout: int) -> int:
+    """How many segments of tier ``level`` make a merge: ``min_segments`` small ones,
+    ``fanout`` of a tier, but two of the top tier, where ``fanout`` segments (each at least
+    the tier's lower bound) never fit in ``max_bytes`` and would wait for ever."""
+    if level == 0:
+        return min_segments
+    if small_bytes * fanout**level >= max_bytes:
+        return 2
+    return fanout
 
 
 def _within(candidates: Sequence[Candidate], max_bytes: int) -> list[Candidate]:

@@ -3,14 +3,19 @@ run of writes (hypothesis)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from otel_llm._defaults import DEFAULTS
 from otel_llm._show._store._merge_plan import Candidate, choose, tier
 
 MIB = 1024 * 1024
 SMALL, MIN, FANOUT, MAX = 8 * MIB, 16, 4, 256 * MIB
+WRITE = 1_300_000
+"""A write of the long run at the default sizes (no tier bound a multiple of it)."""
 
 
 @pytest.mark.parametrize(
@@ -73,3 +78,35 @@ def test_the_segment_count_stays_bounded_over_any_run(writes: list[int], every: 
         bound = MIN + FANOUT * len(tiers) + too_large + written_since
         worst_excess = max(worst_excess, len(segments) - bound)
     assert worst_excess <= 0
+
+
+def test_at_the_default_sizes_no_tier_fills_up_over_a_long_run() -> None:
+    """At the default sizes the top tier (64-256 MiB) merges too: ``fanout`` of its segments
+    never fit in one merge, so two do, into a segment too large to merge again. Over 2,000
+    writes of 1.3 MB, merged as a writer merges, fewer than ``fanout`` segments share any tier
+    (the top tier kept every merge of the tier below: 31 segments of 64-128 MiB for 2.4 GiB)."""
+    settings_ = {
+        "small_bytes": DEFAULTS.segment_small_bytes,
+        "min_segments": DEFAULTS.segment_merge_min,
+        "max_bytes": DEFAULTS.segment_merge_max_bytes,
+        "fanout": DEFAULTS.segment_tier_fanout,
+    }
+    segments: list[Candidate] = []
+    for index in range(2000):
+        segments.append(Candidate(f"{index:020d}-w", WRITE))
+        for _ in range(DEFAULTS.segment_merges_per_compact):
+            chosen = choose(segments, **settings_)
+            if not chosen:
+                break
+            names = {c.name for c in chosen}
+            segments = [c for c in segments if c.name not in names]
+            segments.append(Candidate(chosen[0].name + "m", sum(c.size for c in chosen)))
+    final = [c for c in segments if 2 * c.size > DEFAULTS.segment_merge_max_bytes]
+    per_tier = Counter(
+        tier(c.size, small_bytes=DEFAULTS.segment_small_bytes, fanout=DEFAULTS.segment_tier_fanout)
+        for c in segments
+        if c not in final
+    )
+    assert max(per_tier.values()) < DEFAULTS.segment_tier_fanout, per_tier
+    assert len(final) <= 2000 * WRITE // (DEFAULTS.segment_merge_max_bytes // 2)
+    assert sum(c.size for c in segments) == 2000 * WRITE
