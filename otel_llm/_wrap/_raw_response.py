@@ -14,18 +14,31 @@ non-streamed answer whose body was read all the same, without ``parse()`` (``htt
 of ``with_raw_response``, which reads the body before it returns; ``.json()`` or ``.read()`` in
 a ``with_streaming_response`` block), was answered: closed or let go of, its spans end ``ok``
 with what the body says (finish reason, usage, model).
+
+A streamed answer read without ``parse()``, as server-sent events through the raw response's
+own ``iter_lines()``, ``iter_text()`` or ``iter_bytes()`` (the openai SDK's documented way to
+read a ``with_streaming_response`` stream line by line), is metered from those events: each
+``data:`` payload is the API's event (a chat completion chunk, a Responses or Messages event)
+as a dict, read by the same chunk rule; read to the end, the call ends ``ok`` — or cut short,
+by the rule — and an exception while reading ends it with that error. A stream of another
+framing (Bedrock's AWS event stream) read that way is not metered: it ends ``closed``.
 """
 
 from __future__ import annotations
 
+import codecs
 import inspect
 import json
-from collections.abc import Awaitable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any
 
+from otel_llm._measure import _clock
 from otel_llm._wrap._observe import _Proxy
 from otel_llm._wrap._patching import Observer, _observed
 from otel_llm._wrap._recorder import CallRecorder
+
+logger = logging.getLogger("otel_llm")
 
 
 def is_raw_response(result: Any) -> bool:
@@ -65,6 +78,36 @@ class RawResponse(_Proxy):
         self._handed_on = (parsed, observed)
         return observed
 
+    def iter_lines(self, *args: Any, **kwargs: Any) -> Any:
+        return self._metered(self._wrapped.iter_lines(*args, **kwargs), "lines")
+
+    def iter_text(self, *args: Any, **kwargs: Any) -> Any:
+        return self._metered(self._wrapped.iter_text(*args, **kwargs), "text")
+
+    def iter_bytes(self, *args: Any, **kwargs: Any) -> Any:
+        return self._metered(self._wrapped.iter_bytes(*args, **kwargs), "bytes")
+
+    def _metered(self, pieces: Any, kind: str) -> Any:
+        """``pieces`` (the SDK's iterator over the body) metered as server-sent events, when
+        they are the stream of a streamed call not handed on by ``parse()``; else as they are."""
+        recorder = self._recorder
+        if recorder.ended or not recorder.attempt.streamed or self._handed_on is not None:
+            return pieces
+        if not self._server_sent_events():
+            return pieces  # a stream of another framing (Bedrock's event stream): not read
+        events = _SseEvents(kind)
+        if self._is_async:
+            return _async_events(pieces, events, recorder)
+        return _events(pieces, events, recorder)
+
+    def _server_sent_events(self) -> bool:
+        """Whether the body is a stream of server-sent events, by its content type."""
+        try:
+            kind = self._wrapped.http_response.headers.get("content-type", "")
+        except Exception:
+            return False
+        return isinstance(kind, str) and kind.lower().startswith("text/event-stream")
+
     def _ended_by_the_body(self) -> bool:
         """End the spans by the answer when the call was not streamed and its body was read
         without ``parse()``; ``False`` when there is no such answer to end them by."""
@@ -99,3 +142,105 @@ class RawResponse(_Proxy):
         if "_recorder" in self.__dict__ and self._ended_by_the_body():
             return
         super().__del__()
+
+
+class _SseEvents:
+    """The JSON payloads of server-sent events, from the lines, text or bytes of a body as they
+    come. A payload split over several ``data:`` lines is read once it is whole; ``[DONE]``
+    and what is not a JSON object are no event of the API's."""
+
+    def __init__(self, kind: str) -> None:
+        self._lines = kind == "lines"
+        self._decoder = (
+            codecs.getincrementaldecoder("utf-8")("replace") if kind == "bytes" else None
+        )
+        self._rest = ""
+        self._data: list[str] = []
+        self._piece_arrival: int | None = None
+        self._event_arrival: int | None = None
+        self._held = 0
+
+    def read(self, piece: Any, wait_start: int, arrival: int, recorder: CallRecorder) -> None:
+        """Hand ``recorder`` the events ``piece`` completes, the application having asked for
+        it at ``wait_start``. An event may take several pieces: only the time the application
+        held the body between its reads is its hold, never the waits for the pieces (the
+        recorder counts, as an event's hold, the time from the previous event's arrival to the
+        wait start it is given)."""
+        if self._piece_arrival is not None:
+            self._held += max(0, wait_start - self._piece_arrival)
+        self._piece_arrival = arrival
+        try:
+            completed = self.feed(piece)
+        except Exception:  # telemetry never breaks the application's read
+            logger.exception("otel-llm: could not read a streamed body")
+            return
+        for event in completed:
+            previous = self._event_arrival
+            recorder.on_item(
+                event, wait_start if previous is None else previous + self._held, arrival
+            )
+            self._event_arrival = arrival
+            self._held = 0
+
+    def feed(self, piece: Any) -> list[dict[str, Any]]:
+        """The events that ``piece`` of the body completes."""
+        if self._lines:
+            return self._line(piece) if isinstance(piece, str) else []
+        if self._decoder is not None:
+            piece = self._decoder.decode(piece) if isinstance(piece, bytes) else ""
+        if not isinstance(piece, str):
+            return []
+        *lines, self._rest = (self._rest + piece).split("\n")
+        return [event for line in lines for event in self._line(line)]
+
+    def _line(self, line: str) -> list[dict[str, Any]]:
+        line = line.rstrip("\r")
+        if not line:
+            self._data.clear()  # the event's end
+            return []
+        if not line.startswith("data:"):
+            return []  # event:, id:, retry:, a comment
+        payload = line[5:]
+        self._data.append(payload[1:] if payload.startswith(" ") else payload)
+        try:
+            event = json.loads("\n".join(self._data))
+        except ValueError:
+            return []  # [DONE], or a payload not whole yet
+        self._data.clear()
+        return [event] if isinstance(event, dict) else []
+
+
+def _events(pieces: Iterator[Any], events: _SseEvents, recorder: CallRecorder) -> Iterator[Any]:
+    """``pieces`` unchanged, each event in them read as the stream's item when it arrives."""
+    iterator = iter(pieces)
+    while True:
+        wait_start = _clock.now_ns()
+        try:
+            piece = next(iterator)
+        except StopIteration:
+            recorder.end_ok()
+            return
+        except BaseException as exc:
+            recorder.end_raised(exc)
+            raise
+        events.read(piece, wait_start, _clock.now_ns(), recorder)
+        yield piece
+
+
+async def _async_events(
+    pieces: AsyncIterator[Any], events: _SseEvents, recorder: CallRecorder
+) -> AsyncIterator[Any]:
+    """:func:`_events` of an async body."""
+    iterator = aiter(pieces)
+    while True:
+        wait_start = _clock.now_ns()
+        try:
+            piece = await anext(iterator)
+        except StopAsyncIteration:
+            recorder.end_ok()
+            return
+        except BaseException as exc:
+            recorder.end_raised(exc)
+            raise
+        events.read(piece, wait_start, _clock.now_ns(), recorder)
+        yield piece

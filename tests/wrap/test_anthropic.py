@@ -625,3 +625,37 @@ def test_a_token_sent_in_a_header_never_reaches_spans(instrumented: Spans, echoi
     assert len(instrumented.calls()) == 2
     for span in instrumented.finished():
         assert token not in span.to_json()
+
+
+@pytest.mark.parametrize(("model", "outcome"), [("smooth", "ok"), ("cut", "error")])
+def test_a_stream_read_as_server_sent_events_without_parse_is_metered(
+    instrumented: Spans, client: anthropic.Anthropic, model: str, outcome: str
+) -> None:
+    """``with_streaming_response`` of a streamed call read by ``iter_lines()``, never parsed:
+    metered from its events by the Messages API's chunk rule; one cut short (no
+    ``message_delta``) is recorded as such."""
+    with client.messages.with_streaming_response.create(**_create(model), stream=True) as response:
+        for _ in response.iter_lines():
+            pass
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == outcome
+    if model == "smooth":
+        assert (a[sc.CHUNK_COUNT], a[sc.GEN_AI_RESPONSE_FINISH_REASONS]) == (12, ("end_turn",))
+    else:
+        assert (a[sc.CHUNK_COUNT], a[sc.ERROR_TYPE]) == (6, "TruncatedStream")
+
+
+def test_a_bedrock_stream_read_as_raw_bytes_is_not_taken_for_server_sent_events(
+    instrumented: Spans,
+) -> None:
+    """Bedrock's stream is AWS event stream messages, not server-sent events: its raw bytes
+    are not read for events (no answer mistaken for one cut short); the call ends ``closed``
+    with the block, as before."""
+    with SimulatedProvider.start_in_thread(scripts=SCRIPTS) as running:
+        sdk = _bedrock(running.url)
+        with sdk.messages.with_streaming_response.create(
+            **_create("smooth"), stream=True
+        ) as response:
+            assert b"".join(response.iter_bytes())
+        sdk.close()
+    assert attempt(instrumented)[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_CLOSED

@@ -754,3 +754,69 @@ def test_a_key_sent_other_than_as_the_clients_key_never_reaches_spans(
     dumped = "".join(span.to_json() for span in instrumented.finished())
     assert ECHOED not in dumped
     assert "REDACTED" in dumped
+
+
+def _read_raw(response: Any, way: str) -> str:
+    """The body of a raw response, read by its own ``iter_lines``/``iter_text``/``iter_bytes``."""
+    if way == "lines":
+        return "\n".join(response.iter_lines())
+    if way == "text":
+        return "".join(response.iter_text(7))  # pieces that cut lines and events in two
+    return b"".join(response.iter_bytes(5)).decode()
+
+
+@pytest.mark.parametrize("way", ["lines", "text", "bytes"])
+def test_a_stream_read_as_server_sent_events_without_parse_is_metered(
+    instrumented: Spans, client: openai.OpenAI, way: str
+) -> None:
+    """``with_streaming_response`` of a streamed call read line by line (the SDK's documented
+    ``iter_lines()``), as text or as bytes, never parsed: the call is metered from the events
+    — every chunk, the stall, the finish reason, ``ok`` — not recorded as ``closed``."""
+    with client.chat.completions.with_streaming_response.create(
+        model="stall", messages=MESSAGES, stream=True
+    ) as response:
+        body = _read_raw(response, way)
+    assert body.count("data: ") == 15  # the role, 12 chunks, the finish, [DONE]
+    a = attempt(instrumented)
+    assert a[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_OK
+    assert (a[sc.CHUNK_COUNT], a[sc.STALL_COUNT]) == (12, 1)
+    assert a[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("stop",)
+
+
+def test_a_stream_reset_while_read_as_server_sent_events_ends_as_its_error(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """The connection reset while the raw lines are read: the call ends with that error, the
+    chunks before it counted (as many as through ``parse()``)."""
+    with (
+        pytest.raises(httpx2.HTTPError),
+        client.chat.completions.with_streaming_response.create(
+            model="reset", messages=MESSAGES, stream=True
+        ) as response,
+    ):
+        for _ in response.iter_lines():
+            pass
+    a = attempt(instrumented)
+    assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_ERROR, 4)
+
+
+async def test_an_async_stream_read_as_server_sent_events_without_parse_is_metered(
+    instrumented: Spans, aclient: openai.AsyncOpenAI
+) -> None:
+    """The same through the async client's ``iter_lines()``, chat completions and the
+    Responses API."""
+    async with aclient.chat.completions.with_streaming_response.create(
+        model="smooth", messages=MESSAGES, stream=True
+    ) as response:
+        lines = [line async for line in response.iter_lines()]
+    assert lines[-2:] == ["data: [DONE]", ""]
+    async with aclient.responses.with_streaming_response.create(
+        model="smooth", input="hello", stream=True
+    ) as response:
+        async for _ in response.iter_lines():
+            pass
+    outcomes = [
+        ((s.attributes or {})[sc.ATTEMPT_OUTCOME], (s.attributes or {})[sc.CHUNK_COUNT])
+        for s in instrumented.attempts()
+    ]
+    assert outcomes == [(sc.OUTCOME_OK, 12), (sc.OUTCOME_OK, 12)]
