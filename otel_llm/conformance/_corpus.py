@@ -80,6 +80,21 @@ COMMON: Final[tuple[Template, ...]] = (
         Consumer(),
     ),
     (
+        "gaps-at-the-thresholds",
+        "silence",
+        "gaps of exactly 1 s and 4 s (a 0.25 s cadence): neither is a stall at its own threshold",
+        lambda: _script(
+            first_chunk_delay_s=0.5,
+            chunk_interval_s=0.25,
+            chunk_count=8,
+            silences=(
+                Silence(after_chunk=2, duration_s=0.75),
+                Silence(after_chunk=5, duration_s=3.75),
+            ),
+        ),
+        Consumer(),
+    ),
+    (
         "role-only-first",
         "role-only",
         "the opening frame (role-only chunk / message_start / response.created / usage-only "

@@ -4,9 +4,12 @@ cases, and the corpus covers what it promises."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from otel_llm.conformance import CASES, THRESHOLDS_S, Case, Consumer, Expected, Pause, StallPair
+from otel_llm.conformance._case import _arrival_s
 from otel_llm.simulator import Script, Silence, scripted_figures
 
 STEADY = {"first_chunk_delay_s": 0.4, "chunk_interval_s": 0.05, "chunk_count": 10}
@@ -161,6 +164,21 @@ def test_the_corpus_covers_every_kind_on_four_wires() -> None:
         assert {"keepalive-first", "keepalive-mid"} <= {m.kind for m in CASES if m.wire == wire}
     stops = {made.consumer.stop for made in CASES}
     assert stops == {None, "break", "close", "cancel"}
+
+
+def test_every_wire_has_gaps_exactly_at_both_thresholds() -> None:
+    """A stall is a gap strictly longer than the threshold: every wire has a case with a gap
+    of exactly 1 s and one of exactly 4 s (on a cadence float arithmetic keeps exact), so an
+    instrumentation that counts a gap at the threshold is caught."""
+    for wire in ("chat", "responses", "anthropic", "gemini"):
+        found = set()
+        for made in CASES:
+            if made.wire != wire or made.consumer.stop is not None:
+                continue
+            script = made.script
+            arrivals = [_arrival_s(script, count) for count in range(1, script.chunk_count + 1)]
+            found |= {later - earlier for earlier, later in itertools.pairwise(arrivals)}
+        assert set(THRESHOLDS_S) <= found, wire
 
 
 @pytest.mark.parametrize(

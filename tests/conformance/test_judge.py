@@ -4,13 +4,15 @@ adapter, which must be reported wrong by exactly its error."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otel_llm.conformance import Expected, Measured, StallPair, judge
+from otel_llm.conformance import ADAPTERS, Case, Expected, Measured, Recorded, StallPair, judge
+from otel_llm.conformance._adapters import _otel_llm_stalls
 from otel_llm.conformance._cli import command, parse
 
 TRUTH = Expected(10, 0.4, (StallPair(2, 8.6), StallPair(1, 6.05)), ("end_turn",), "ok", True)
@@ -94,6 +96,42 @@ def test_a_deliberately_wrong_adapter_is_reported_wrong_by_its_error() -> None:
         assert "'length' not sent" in by["finish"]["difference"]
         others = {name for name, v in by.items() if v["status"] != "exact"}
         assert others == {"chunks", "ttft", "finish"}
+
+
+def _read_at_or_over(recorded: Recorded, case: Case) -> Measured:
+    """otel-llm read back, its stalls re-derived 1 ms under each threshold: gaps *at least*
+    as long as the threshold, the off-by-one of ``>=`` for ``>``."""
+    right = ADAPTERS["otel-llm"].read(recorded, case)
+    attempts = [s for s in recorded.spans if (s.attributes or {}).get("otel_llm.span") == "attempt"]
+    if not attempts or right.stalls[0] is None:
+        return right
+    under = tuple(_otel_llm_stalls(attempts[0], threshold - 0.001) for threshold in (1.0, 4.0))
+    return dataclasses.replace(right, stalls=under)
+
+
+AT_OR_OVER = dataclasses.replace(ADAPTERS["otel-llm"], name="at-or-over", read=_read_at_or_over)
+"""An instrumentation that counts a gap equal to the threshold as a stall."""
+
+
+def test_a_gap_at_the_threshold_counted_as_a_stall_is_reported_wrong() -> None:
+    """Through the real suite: counting gaps at least as long as the threshold (not strictly
+    longer) is wrong by one stall and its seconds at each threshold on the case whose gaps
+    are exactly 1 s and 4 s, on every wire."""
+    adapter = f"{__name__}:AT_OR_OVER"
+    done = subprocess.run(
+        command(adapter, case_filter="/gaps-at-the-thresholds"),
+        capture_output=True,
+        text=True,
+        timeout=55,
+    )
+    results = parse(adapter, done.returncode, done.stdout, done.stderr)
+    assert len(results) == 4
+    for result in results:
+        by = {v["figure"]: v for v in result["verdicts"]}
+        assert (by["stalls@1s"]["status"], by["stalls@1s"]["difference"]) == ("wrong", "+1")
+        assert by["stall_s@1s"]["difference"] == "+1.000 s"
+        assert (by["stalls@4s"]["status"], by["stalls@4s"]["difference"]) == ("wrong", "+1")
+        assert by["stall_s@4s"]["difference"] == "+4.000 s"
 
 
 counts = st.integers(min_value=0, max_value=10_000)
