@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -53,8 +54,33 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
+// expandHome expands a leading ~ or ~user to that home directory, as a shell would and as
+// otel-llm reads its path variables (otel_llm/_env.py's env_path): the store's path often
+// comes from where no shell ran (a systemd unit, a Docker environment). Left as it is when
+// that home directory is unknown.
+func expandHome(path string) string {
+	if !strings.HasPrefix(path, "~") {
+		return path
+	}
+	name, rest, _ := strings.Cut(path[1:], string(filepath.Separator))
+	var home string
+	if name == "" {
+		if dir, err := os.UserHomeDir(); err == nil {
+			home = dir
+		} else if u, err := user.Current(); err == nil {
+			home = u.HomeDir
+		}
+	} else if u, err := user.Lookup(name); err == nil {
+		home = u.HomeDir
+	}
+	if home == "" {
+		return path
+	}
+	return filepath.Join(home, rest)
+}
+
 func openStore(path string, format *segmentFormat) (*store, error) {
-	abs, err := filepath.Abs(path)
+	abs, err := filepath.Abs(expandHome(path))
 	if err != nil {
 		return nil, err
 	}

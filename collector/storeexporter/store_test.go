@@ -3,6 +3,7 @@ package storeexporter
 import (
 	"encoding/json"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -316,5 +317,32 @@ func TestABrokenLinkIsLeftAloneWhileAReaderHoldsTheStore(t *testing.T) {
 	}
 	if got, _ := os.Readlink(link); got != "generations/nope" {
 		t.Fatalf("changed under a reader: %s", got)
+	}
+}
+
+func TestAStorePathStartingWithATildeIsInTheHomeDirectory(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	s, err := openStore("~/otel-llm-store", mustFormat(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(home, "otel-llm-store"); s.path != want {
+		t.Fatalf("%s, want %s", s.path, want)
+	}
+	if got := expandHome("~"); got != home {
+		t.Fatalf("~ is %s", got)
+	}
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := expandHome("~" + me.Username + "/x"); got != filepath.Join(me.HomeDir, "x") {
+		t.Fatalf("~%s/x is %s", me.Username, got)
+	}
+	for _, kept := range []string{"~no-such-user-here/x", "a/~/b", "/abs/path"} {
+		if got := expandHome(kept); got != kept {
+			t.Fatalf("%s became %s", kept, got)
+		}
 	}
 }
