@@ -69,8 +69,9 @@ class Adapter:
     wires: frozenset[WireName]
     """The wire formats it instruments (its cases; the others are not its API)."""
     measures: Callable[[WireName], frozenset[str]]
-    """The figures it records at all on a wire (``chunks``, ``ttft``, ``stalls``, ``stall_s``,
-    ``finish``, ``outcome``)."""
+    """The figures it records at all on a wire (of
+    :data:`~otel_llm.conformance._figures.MEASURABLE`: ``chunks``, ``ttft``, ``stalls``,
+    ``stall_s``, ``finish``, ``outcome``)."""
     install: Callable[[Telemetry, frozenset[WireName]], Callable[[], None]]
     """Install into the telemetry, for the wire formats about to be played; returns the
     uninstall."""

@@ -146,7 +146,28 @@ def resolve(name: str) -> Adapter:
             f"--instrumentation {name}: {module_name}.{attribute} is {what}, "
             "not an otel_llm.conformance.Adapter"
         )
+    _check(name, adapter)
     return adapter
+
+
+def _check(name: str, adapter: Adapter) -> None:
+    """An adapter of one's own names known wire formats and figures (a misspelt one would
+    make every case of it "not its API", or a figure "not measured", without a word)."""
+    from otel_llm.conformance._figures import MEASURABLE
+
+    wrong_wires = sorted(set(adapter.wires) - set(WIRES))
+    if wrong_wires:
+        raise UsageError(
+            f"--instrumentation {name}: unknown wire format {wrong_wires[0]!r} in its wires; "
+            f"known: {', '.join(WIRES)}"
+        )
+    for wire in sorted(adapter.wires):
+        unknown = sorted(set(adapter.measures(wire)) - MEASURABLE)
+        if unknown:
+            raise UsageError(
+                f"--instrumentation {name}: unknown figure {unknown[0]!r} in what it measures "
+                f"on {wire}; known: {', '.join(sorted(MEASURABLE))}"
+            )
 
 
 def _verdict_line(result: CaseResult) -> str:

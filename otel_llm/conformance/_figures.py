@@ -92,6 +92,10 @@ class Measured:
     """What the adapter read, for the scorecard's details (attribute and metric names)."""
 
 
+MEASURABLE: Final = frozenset({"chunks", "ttft", "stalls", "stall_s", "finish", "outcome"})
+"""What an adapter may say an instrumentation records (:attr:`Adapter.measures`): ``stalls``
+and ``stall_s`` stand for their figures at every threshold; ``span ends`` is judged always."""
+
 FIGURES: Final = (
     "chunks",
     "ttft",

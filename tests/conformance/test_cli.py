@@ -118,6 +118,24 @@ def test_a_bad_instrumentation_is_said_plainly(spec: str, said: str) -> None:
         resolve(spec)
 
 
+def test_an_adapter_naming_an_unknown_wire_or_figure_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An adapter of one's own whose wires or measured figures are misspelt is refused with
+    the known names (else its cases would be silently "not its API" or "not measured")."""
+    import tests.support.conformance_adapters as module
+
+    wrong = ADAPTERS["otel-llm"]
+    misspelt = dataclasses.replace(wrong, wires=frozenset({"chat", "openai"}))
+    monkeypatch.setattr(module, "WIRE", misspelt, raising=False)
+    with pytest.raises(UsageError, match="unknown wire format 'openai'"):
+        resolve("tests.support.conformance_adapters:WIRE")
+    figure = dataclasses.replace(wrong, measures=lambda wire: frozenset({"chunks", "stall"}))
+    monkeypatch.setattr(module, "FIGURE", figure, raising=False)
+    with pytest.raises(UsageError, match="unknown figure 'stall' in what it measures on"):
+        resolve("tests.support.conformance_adapters:FIGURE")
+
+
 def test_the_scorecard_skips_and_names_an_instrumentation_not_installed(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
