@@ -22,6 +22,7 @@ candidates' and the thoughts' tokens are the output).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -35,6 +36,7 @@ from otel_llm._wrap._every_sdk import forget_pending
 from otel_llm._wrap._later import AsyncLaterStream, LaterStream
 from otel_llm._wrap._patching import PatchConfig, SdkPatch, Starter, Target
 from otel_llm._wrap._recorder import CallRecorder
+from otel_llm._wrap._sdk_client import header_credentials
 
 _MODELS: Final = "google.genai.models"
 
@@ -196,6 +198,21 @@ def _where(resource: Any) -> tuple[str, str | None, int | None, tuple[str, ...]]
     return provider, host, port, (key,) if isinstance(key, str) and key else ()
 
 
+def _credentials(resource: Any, kwargs: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every credential a call may have sent, looked up when it ends with an error: the API
+    client's key and its Google credentials' token (Vertex AI), and the credential headers of
+    the client's ``http_options`` and of the call's ``config.http_options``."""
+    client = getattr(resource, "_api_client", None)
+    config = kwargs.get("config")
+    found = [
+        getattr(client, "api_key", None),
+        getattr(getattr(client, "_credentials", None), "token", None),
+        *header_credentials(getattr(getattr(client, "_http_options", None), "headers", None)),
+        *header_credentials(field_of(field_of(config, "http_options"), "headers")),
+    ]
+    return tuple(dict.fromkeys(value for value in found if isinstance(value, str) and value))
+
+
 def _messages(kwargs: Mapping[str, Any]) -> list[Any] | None:
     """The prompt as chat messages: the system instruction first, then the contents (text is
     one user message)."""
@@ -232,6 +249,7 @@ def _recorder(
         request=_request_parameters(request),
         reader=READER,
         secrets=secrets,
+        secrets_on_error=functools.partial(_credentials, resource, kwargs),
     )
 
 

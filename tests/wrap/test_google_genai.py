@@ -3,8 +3,11 @@ provider's Gemini API — streams, the chat helper, non-streamed answers, faults
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import openai
@@ -315,3 +318,58 @@ async def test_an_async_chat_stream_closed_part_way_ends_as_closed(
     await direct.aclose()  # type: ignore[attr-defined]
     outcomes = [(s.attributes or {})[sc.ATTEMPT_OUTCOME] for s in instrumented.attempts()]
     assert outcomes == [sc.OUTCOME_CLOSED, sc.OUTCOME_CLOSED]
+
+
+class _EchoingDenial(BaseHTTPRequestHandler):
+    """A gateway that refuses every request and quotes the credential headers it was sent."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        sent = [self.headers.get(name) or "" for name in ("Authorization", "X-Gateway-Token")]
+        message = f"denied: {' / '.join(sent)}"
+        body = json.dumps({"error": {"code": 403, "message": message, "status": "DENIED"}})
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def echoing() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoingDenial)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def test_a_token_sent_in_a_header_never_reaches_spans(instrumented: Spans, echoing: str) -> None:
+    """A token sent in a header — the client's ``http_options`` or the call's
+    ``config.http_options`` — rather than as the API key, echoed by the error, is redacted
+    like the key, streamed or not."""
+    gateway, per_call = "gateway-token-0000", "per-call-token-0000"
+    options = types.HttpOptions(
+        base_url=echoing, headers={"X-Gateway-Token": gateway}, retry_options=None
+    )
+    config = types.GenerateContentConfig(
+        http_options=types.HttpOptions(headers={"Authorization": f"Token {per_call}"})
+    )
+    with genai.Client(api_key=KEY, http_options=options) as sdk:
+        with pytest.raises(errors.ClientError) as raised:
+            sdk.models.generate_content(model="m", contents="hi", config=config)
+        assert gateway in str(raised.value)
+        assert per_call in str(raised.value)
+        with pytest.raises(errors.ClientError):
+            for _ in sdk.models.generate_content_stream(model="m", contents="hi"):
+                pass
+    assert len(instrumented.calls()) == 2
+    for span in instrumented.finished():
+        text = span.to_json()
+        assert gateway not in text
+        assert per_call not in text
