@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
+import itertools
 import json
 import logging
 import os
@@ -17,6 +18,8 @@ import httpx
 import httpx2
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from otel_llm import _semconv as sc
 from otel_llm import instrument_openai, uninstrument_openai
@@ -820,3 +823,49 @@ async def test_an_async_stream_read_as_server_sent_events_without_parse_is_meter
         for s in instrumented.attempts()
     ]
     assert outcomes == [(sc.OUTCOME_OK, 12), (sc.OUTCOME_OK, 12)]
+
+
+_JSON_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+_EVENT = st.dictionaries(st.sampled_from(["type", "delta", "x"]), _JSON_TEXT, max_size=3)
+
+
+class _Collected:
+    """A stand-in recorder: the events it was handed, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def on_item(self, item: Any, wait_start: int, arrival: int) -> None:
+        self.events.append(item)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(_EVENT, max_size=6),
+    newline=st.sampled_from(["\n", "\r\n"]),
+    named=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12),
+    kind=st.sampled_from(["text", "bytes"]),
+)
+def test_server_sent_events_read_from_any_pieces_are_the_events_sent(
+    events: list[dict[str, str]], newline: str, named: bool, cuts: list[int], kind: str
+) -> None:
+    """A raw body read as text or bytes cut anywhere (inside a line, a multi-byte character):
+    the events read from it are exactly the events sent, each once, in order; ``[DONE]`` and
+    the ``event:`` lines are none."""
+    from otel_llm._wrap._raw_response import _SseEvents
+
+    body = (
+        "".join(
+            (f"event: e{index}{newline}" if named else "")
+            + f"data: {json.dumps(event, ensure_ascii=False)}{newline}{newline}"
+            for index, event in enumerate(events)
+        )
+        + f"data: [DONE]{newline}{newline}"
+    )
+    whole: Any = body.encode() if kind == "bytes" else body
+    points = sorted({0, len(whole), *(cut % (len(whole) + 1) for cut in cuts)})
+    reader, seen = _SseEvents(kind), _Collected()
+    for start, end in itertools.pairwise(points):
+        reader.read(whole[start:end], 0, 0, seen)  # type: ignore[arg-type]
+    assert seen.events == events
