@@ -54,6 +54,10 @@ deltas). Neither is an incremental chunk. The other formats keep their own keepa
 _MAX_CHOICES = 8
 
 _MAX_KEEPALIVES = 10_000
+
+MAX_OUTPUT_WORDS = 1_000_000
+"""Words one answer may carry (``chunk_count × words_per_chunk``): every format builds its
+answer before it is sent, so a script sent by a client never costs the server gigabytes."""
 _FROZEN = ConfigDict(
     frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True
 )
@@ -101,7 +105,8 @@ class Script(BaseModel):
     chunk_interval_s: float = Field(default=0.02, ge=0.0)
     """Cadence between consecutive incremental chunks."""
     words_per_chunk: int = Field(default=1, ge=1, le=1_000)
-    """Words per chunk of the text ``word0 word1 …`` (``thought0 thought1 …`` when reasoning)."""
+    """Words per chunk of the text ``word0 word1 …`` (``thought0 thought1 …`` when reasoning);
+    ``chunk_count × words_per_chunk`` is at most :data:`MAX_OUTPUT_WORDS`."""
     role_chunk: bool = True
     """First send a chunk whose delta is only ``{"role": "assistant"}`` (no output: not a
     chunk)."""
@@ -194,6 +199,12 @@ class Script(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
+        words = self.chunk_count * self.words_per_chunk
+        if words > MAX_OUTPUT_WORDS:
+            raise ValueError(
+                f"chunk_count × words_per_chunk is {words} words of output; at most "
+                f"{MAX_OUTPUT_WORDS}"
+            )
         if self.reasoning_chunks > self.chunk_count:
             raise ValueError(
                 f"reasoning_chunks ({self.reasoning_chunks}) exceeds chunk_count "

@@ -789,6 +789,7 @@ def test_script_validation_names_the_problem() -> None:
             "keepalives",
         ),
         ({"first_chunk_delay_s": float("nan")}, "first_chunk_delay_s"),
+        ({"chunk_count": 100_000, "words_per_chunk": 1_000}, "100000000 words of output"),
     ]
     for fields, reason in bad:
         with pytest.raises(ValidationError, match=re.escape(reason)):
