@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import glob
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ from otel_llm._show._store._segments import (
     SegmentStore,
     encode,
     is_store,
+    remove_tree,
 )
 
 logger = logging.getLogger("otel_llm")
@@ -463,16 +465,17 @@ def migrate_legacy(path: Path) -> int:
     lock_path = path.with_name(f".{path.name}.migrate.lock")
     with lock_path.open("a+b") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        for left in path.parent.glob(f".{glob.escape(path.name)}.migrating-*"):
+            remove_tree(left)  # what a migration killed midway left (none runs: we hold the lock)
         if not path.is_file():
             return 0  # another process migrated it while this one waited
         staging = path.with_name(f".{path.name}.migrating-{os.getpid()}")
-        _remove_tree(staging)  # what an earlier attempt of this pid left
         store = SegmentStore(staging)
         try:
             store.create()
             moved = _move_rows(path, store) + _move_spills(path, store)
         except BaseException:
-            _remove_tree(staging)  # the single file is untouched: the next attempt starts over
+            remove_tree(staging)  # the single file is untouched: the next attempt starts over
             raise
         legacy = path.with_name(path.name + LEGACY_SUFFIX)
         os.replace(path, legacy)
@@ -484,7 +487,7 @@ def migrate_legacy(path: Path) -> int:
             for segment in store.segments():
                 if segment.path.name != SCHEMA_SEGMENT:
                     os.replace(segment.path, target.segments_dir / segment.path.name)
-            _remove_tree(staging)
+            remove_tree(staging)
     logger.warning(
         "otel-llm: %s was a single-file store; its %d spans now live in the segment store at "
         "the same path (the old file is kept as %s)",
@@ -534,11 +537,3 @@ def _move_spills(path: Path, store: SegmentStore) -> int:
     with contextlib.suppress(OSError):
         spill_dir.rmdir()
     return len(columns)
-
-
-def _remove_tree(path: Path) -> None:
-    for child in sorted(path.rglob("*"), reverse=True):
-        with contextlib.suppress(OSError):
-            child.unlink() if child.is_file() else child.rmdir()
-    with contextlib.suppress(OSError):
-        path.rmdir()

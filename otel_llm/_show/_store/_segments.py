@@ -263,7 +263,7 @@ class SegmentStore:
             for path in aside.glob("*.parquet"):
                 if path.name not in present:
                     self._link_into(current, path, path.name)
-            _remove_tree(aside)
+            remove_tree(aside)
 
     def foreign(self) -> list[str]:
         """Names in the directory that are not a store's (empty for a store, or a directory
@@ -582,7 +582,7 @@ class SegmentStore:
         in ``current`` since the snapshot (caller holds the exclusive lock)."""
         number = current + 1
         target = self._dir(number)
-        _remove_tree(target)  # what a merger that crashed before its switch left
+        remove_tree(target)  # what a merger that crashed before its switch left
         target.mkdir()
         left_out = set(inputs) | set(damaged)
         for name in snapshot:
@@ -677,7 +677,7 @@ class SegmentStore:
         self._adopt_late_segments()
         for path in self.orphans():
             if path.is_dir():
-                _remove_tree(path)
+                remove_tree(path)
             else:
                 with contextlib.suppress(OSError):
                     path.unlink()
@@ -998,7 +998,7 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def _remove_tree(path: Path) -> None:
+def remove_tree(path: Path) -> None:
     """Remove ``path`` and what is in it, as far as it goes (a generation, a leftover)."""
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for child in sorted(path.rglob("*"), reverse=True):

@@ -17,6 +17,7 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import NotAStore, SegmentSpanExporter
 from otel_llm import _semconv as sc
@@ -389,6 +390,33 @@ def test_a_single_file_store_is_read_and_migrated(
     assert set(before) <= set(rows)
     assert len(rows) == 4
     assert not path.with_name(path.name + ".spill").exists()
+
+
+def test_a_migration_killed_midway_leaves_no_copy_behind(tmp_path: Path) -> None:
+    """A writer killed while it migrated a single-file store left its half-made copy beside
+    the store (``.<name>.migrating-<pid>``, as large as the spans it had copied) for good; the
+    next migration removes it, and every span is migrated once."""
+    path = tmp_path / "old.duckdb"
+    before = _legacy_store(path, tmp_path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    left = SegmentStore(tmp_path / f".{path.name}.migrating-{dead.stdout.strip()}")
+    left.create()
+    left.write(encode_rows([span_row(span) for span in _finished(2)]))
+    store = Store(path)
+    store.call()
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if ".migrating-" in p.name) == []
+    rows = run_query(path, "SELECT span_id, stall_ms FROM llm_attempts ORDER BY 1").rows
+    assert set(before) <= set(rows)
+    assert len(rows) == 4
+
+
+def _finished(count: int) -> list[ReadableSpan]:
+    spans = Spans()
+    for index in range(count):
+        spans.tracer.start_span(f"copied {index}").end()
+    return list(spans.finished())
 
 
 _WINNER_COLUMNS = (
