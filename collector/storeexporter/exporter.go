@@ -138,7 +138,7 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 		e.logger.Warn("spans left out: a start or event time past 2^63 ns, which the store's "+
 			"signed time columns cannot hold", zap.Int("spans", refused))
 	}
-	full := b.spans >= e.cfg.SegmentSpans
+	full := b.spans >= e.cfg.SegmentSpans || b.rows.textBytes() >= maxSegmentText
 	if full {
 		e.takeLocked()
 		e.sends.Add(1)

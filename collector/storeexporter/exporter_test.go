@@ -385,3 +385,26 @@ func TestSmallSpansAfterAHugeOneAreSealed(t *testing.T) {
 		t.Fatalf("%d spans sealed", got)
 	}
 }
+
+func TestASegmentIsSealedAtOnceWhenAColumnHoldsTheMostTextItMay(t *testing.T) {
+	e, dir := startExporter(t, time.Second, 1_000_000)
+	e.cfg.SealInterval = time.Hour // only the text may seal it
+	defer func(before int) { maxSegmentText = before }(maxSegmentText)
+	maxSegmentText = 64 << 10
+	td := manySpans(1)
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().
+		PutStr("gen_ai.input.messages", strings.Repeat("p", 64<<10))
+	done := make(chan error, 1)
+	go func() { done <- e.push(context.Background(), td) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("not sealed: a segment past the text bound waited for the interval")
+	}
+	if got := sealedSpans(t, dir); got != 1 {
+		t.Fatalf("%d spans sealed", got)
+	}
+}

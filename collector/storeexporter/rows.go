@@ -534,6 +534,33 @@ func chunkFiller(plan chunkSpec, column fieldSpec) (filler, error) {
 	}, nil
 }
 
+// maxSegmentText bounds the text one column of a segment holds: a segment is sealed at once
+// when a column reaches it, as at segment_spans. Arrow's strings have 32-bit offsets, so a
+// column past 2 GiB (a burst of requests of large attribute values in one seal interval) cannot
+// be encoded: the seal failed, and every export in it ("slice bounds out of range").
+var maxSegmentText = 512 << 20
+
+// textBytes is the most text any one column holds so far.
+func (r *rows) textBytes() int {
+	most := 0
+	for i := range r.fillers {
+		most = max(most, builderText(r.builder.Field(i)))
+	}
+	return most
+}
+
+func builderText(b array.Builder) int {
+	switch b := b.(type) {
+	case *array.StringBuilder:
+		return b.DataLen()
+	case *array.MapBuilder:
+		return max(builderText(b.KeyBuilder()), builderText(b.ItemBuilder()))
+	case *array.ListBuilder:
+		return builderText(b.ValueBuilder())
+	}
+	return 0
+}
+
 // record hands over what was appended as one record (the builder starts empty again).
 func (r *rows) record() arrow.RecordBatch {
 	r.count = 0
