@@ -77,8 +77,9 @@ def test_an_sdk_that_cannot_be_instrumented_is_named_and_the_rest_still_are(
     with caplog.at_level(logging.WARNING, logger="otel_llm"):
         try:
             assert otel_llm.instrument(tracer_provider=spans.provider)[0] == "openai"
-        finally:
-            otel_llm.uninstrument_openai()
+        finally:  # every SDK it wrapped, or waits for (not only openai: the next tests')
+            for sdk in SDKS:
+                getattr(otel_llm, f"uninstrument_{sdk.name}")()
     (record,) = caplog.records
     assert "the broken SDK is installed but was not instrumented" in record.getMessage()
 
