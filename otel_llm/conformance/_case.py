@@ -30,6 +30,7 @@ from otel_llm.simulator import Script, scripted_figures
 from otel_llm.simulator._anthropic import stop_reason
 from otel_llm.simulator._gemini import finish_reason as gemini_finish_reason
 from otel_llm.simulator._responses import INCOMPLETE_REASONS
+from otel_llm.simulator._truth import sent_chunks
 from otel_llm.simulator._wire import WireName
 
 _WIRES: Final = get_args(WireName)
@@ -155,9 +156,7 @@ def _received(case: Case) -> int:
 
 def _sent_chunks(script: Script) -> int:
     """Scripted chunks that go out before a fault ends the stream (all without one)."""
-    if script.fault in ("truncate", "error", "reset"):
-        return script.fault_after_chunk + 1
-    return script.chunk_count
+    return sent_chunks(script)[0]
 
 
 def prefix(script: Script, count: int) -> Script:

@@ -68,6 +68,18 @@ def chunk_indices(script: Script, wire: WireName = "chat") -> tuple[int, ...]:
     return WIRES[wire].chunk_indices(script)
 
 
+def sent_chunks(script: Script) -> tuple[int, bool]:
+    """How many of the scripted chunks a provider sends, and whether the stream runs to its
+    end: an error answer (``error_status``) sends none; a ``truncate``, ``error`` or ``reset``
+    fault ends the stream right after chunk ``fault_after_chunk`` (none for -1), before any
+    silence after it; a ``malformed`` line cuts nothing."""
+    if script.error_status is not None:
+        return 0, False
+    if script.fault in ("truncate", "error", "reset"):
+        return script.fault_after_chunk + 1, False
+    return script.chunk_count, True
+
+
 def scripted_figures(
     script: Script,
     *,
@@ -77,19 +89,20 @@ def scripted_figures(
     wire: WireName = "chat",
 ) -> ScriptedFigures:
     """The stall figures ``script`` dictates at ``threshold_s`` (real seconds) when served at
-    ``time_scale`` on ``wire``; gaps within ``band_s`` of the threshold are counted apart as
-    *near*."""
+    ``time_scale`` on ``wire``, up to where a fault ends the stream (:func:`sent_chunks`);
+    gaps within ``band_s`` of the threshold are counted apart as *near*."""
     after: dict[int, list[float]] = {}
     for silence in script.silences:
         after.setdefault(silence.after_chunk, []).append(_real(silence.duration_s, time_scale))
     interval = _real(script.chunk_interval_s, time_scale)
-    scripted = [
-        interval + sum(after.get(index, ())) for index in range(max(0, script.chunk_count - 1))
-    ]
-    tail = sum(after.get(script.chunk_count - 1, ())) if script.chunk_count else 0.0
-    start = _real(script.hold_s, time_scale) + _real(script.first_chunk_delay_s, time_scale)
+    count, whole = sent_chunks(script)
+    scripted = [interval + sum(after.get(index, ())) for index in range(max(0, count - 1))]
+    tail = sum(after.get(count - 1, ())) if count and whole else 0.0
+    start = _real(script.hold_s, time_scale)
+    if script.error_status is None:
+        start += _real(script.first_chunk_delay_s, time_scale)
     wall = start + sum(scripted) + tail
-    sent = chunk_indices(script, wire)
+    sent = [index for index in chunk_indices(script, wire) if index < count]
     gaps = [sum(scripted[earlier:later]) for earlier, later in itertools.pairwise(sent)]
     stalls = [gap for gap in gaps if gap > threshold_s]
     near = [gap for gap in gaps if abs(gap - threshold_s) < band_s]

@@ -327,6 +327,40 @@ def test_scripted_figures_follow_the_script() -> None:
     assert scripted_figures(Script(chunk_count=1), threshold_s=1.0).longest_gap_s == 0.0
 
 
+@pytest.mark.parametrize(
+    ("faulty", "chunks", "stalls", "wall_s"),
+    [
+        ({"fault": "truncate", "fault_after_chunk": 2}, 3, 0, 0.5 + 2 * 0.1),
+        ({"fault": "error", "fault_after_chunk": 3}, 4, 0, 0.5 + 3 * 0.1),
+        ({"fault": "reset", "fault_after_chunk": 6}, 7, 1, 0.5 + 6 * 0.1 + 3.0),
+        ({"fault": "reset", "fault_after_chunk": -1}, 0, None, 0.5),
+        ({"fault": "malformed", "fault_after_chunk": 2}, 10, 1, 0.5 + 9 * 0.1 + 3.0),
+        ({"error_status": 429, "hold_s": 0.25}, 0, None, 0.25),
+    ],
+)
+def test_scripted_figures_end_where_a_fault_ends_the_stream(
+    faulty: dict[str, Any], chunks: int, stalls: int | None, wall_s: float
+) -> None:
+    """A stream cut by a fault (truncate, error, reset) is the truth up to the chunk the fault
+    follows, its later silences never sent; a malformed line cuts nothing; an error answer has
+    no chunk (its wall time is the hold)."""
+    script = Script(
+        first_chunk_delay_s=0.5,
+        chunk_count=10,
+        chunk_interval_s=0.1,
+        silences=(Silence(after_chunk=4, duration_s=3.0),),
+        **faulty,
+    )
+    figures = scripted_figures(script, threshold_s=1.0)
+    assert figures.chunk_count == chunks
+    assert figures.ttft_s == (None if not chunks else pytest.approx(0.5 + faulty.get("hold_s", 0)))
+    if stalls is not None:
+        assert figures.stall_count == stalls
+    else:
+        assert (figures.stall_count, figures.longest_gap_s) == (0, 0.0)
+    assert figures.wall_s == pytest.approx(wall_s)
+
+
 async def test_role_chunk_comes_first_and_is_not_a_chunk(client: httpx2.AsyncClient) -> None:
     """The role-only chunk is the first event and carries no output; it can be switched off."""
     with_role = await read_stream(client, Script(chunk_count=2))

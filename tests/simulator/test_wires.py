@@ -222,6 +222,9 @@ def test_every_format_plays_the_same_script(script: Script) -> None:
         sent = [index for index in chunk_indices(script, name) if index <= last]
         chunks = [(item.at_s, found) for item in timed if (found := carried(name, item.event))]
         assert len(chunks) == len(sent), name
+        truth = scripted_figures(script, threshold_s=1.0, wire=name)  # type: ignore[arg-type]
+        assert truth.chunk_count == len(chunks), name
+        assert truth.ttft_s == (pytest.approx(chunks[0][0]) if chunks else None), name
         assert [at for at, _ in chunks] == pytest.approx([chat_timed[k][0] for k in sent]), name
         found = [chunk for _, chunk in chunks]
         chat_found = [chunk for _, chunk in chat_timed]
