@@ -297,9 +297,7 @@ class CallRun(Generic[T]):
             # output; this keeps later waiting bounded too).
             self.budget = StallBudget(output_at, self.retry.stall_window_s)
             self.wait_warning = WaitWarning()
-        if result.winner is None and any(
-            isinstance(leg.error, e.TransientError) for leg in result.failed
-        ):
+        if result.winner is None and any(_costs_a_unit(leg) for leg in result.failed):
             self.fails += 1  # both legs failing costs one unit
             self.budget.burn(self.loop.time() - started)
         return result
@@ -383,6 +381,19 @@ class CallRun(Generic[T]):
         if isinstance(last, e.PermanentError):
             return last
         return self._exhausted("no source left")
+
+
+def _costs_a_unit(leg: Leg[Any]) -> bool:
+    """Whether a failed leg costs its round a unit of ``max_attempts``: a transient failure,
+    or a stream that gave output and then broke off with a rate limit (an error event inside
+    it). A 429 that refused the request costs none — the source said when it can answer — but
+    a stream that is cut mid-answer is a broken stream whatever reason it gives; without the
+    unit, a provider doing it to every attempt kept the call going forever, as each attempt's
+    output restarted the stall window."""
+    error = leg.error
+    if isinstance(error, e.TransientError):
+        return True
+    return isinstance(error, e.RateLimited) and leg.attempt.chunks > 0
 
 
 def _why_waiting(

@@ -24,10 +24,12 @@ from otel_llm import (
 )
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
+from otel_llm.simulator import Script, SimulatedProvider
 from otel_llm.testing import Scripted, Spans, error, json_answer, run_virtual, sse_answer
 from otel_llm.testing._scripted import Handler
 from tests.support.redis_server import redis_url_fixture  # noqa: F401 (provides ``redis_url``)
 from tests.support.scripted_clients import MESSAGES, client, source
+from tests.support.sim_sources import PROVIDERS, sim_source
 
 
 async def test_transient_failure_fails_over(spans: Spans) -> None:
@@ -847,3 +849,24 @@ def test_why_a_source_waits_never_says_zero_seconds(seconds: float, said: str) -
     from otel_llm._act._source_state import for_another
 
     assert for_another(seconds) == said
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_stream_cut_by_a_rate_limit_after_output_costs_a_retry_unit(provider: str) -> None:
+    """On virtual time, real HTTP: every answer streams output, then the provider's own
+    rate-limit error inside the stream. Each is a broken stream and costs a unit of
+    ``max_attempts``: the call ends after three attempts — it went on forever (a 429 cost none,
+    and each attempt's output restarted the stall window), a request every second."""
+
+    async def main() -> tuple[AllSourcesExhausted, int]:
+        cut = Script(fault="error", fault_status=429, fault_after_chunk=2)
+        async with SimulatedProvider(default=cut) as sim:
+            async with Client([sim_source(provider, sim)], max_attempts=3) as c:
+                with pytest.raises(AllSourcesExhausted) as caught:
+                    async with asyncio.timeout(600):
+                        await c.chat(MESSAGES)
+            return caught.value, sim.stats.requests
+
+    exhausted, requests = run_virtual(main(), real_io=True)
+    assert "max_attempts=3 reached" in str(exhausted)
+    assert requests == 3
