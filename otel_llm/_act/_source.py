@@ -176,7 +176,8 @@ class Source(StrictModel):
             host = httpx2.URL(value).host
         except (httpx2.InvalidURL, ValueError):
             host = ""
-        if not host:
+        written = (urlsplit(value).hostname or "") if host else ""
+        if not host or any(character.isspace() for character in written):  # httpx2 escapes it
             raise ValueError(f"base_url must name a host, got {redact_url(value)!r}")
         try:
             port = urlsplit(value).port
