@@ -18,6 +18,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import anthropic
+import httpx2
 import openai
 import pytest
 from google import genai
@@ -256,4 +257,145 @@ def test_a_hostile_stream_reads_the_same_instrumented(
         assert attributes[sc.ATTEMPT_OUTCOME] == sc.OUTCOME_ERROR
     delivered = sum(map(is_chunk, items))
     assert attributes.get(sc.CHUNK_COUNT, 0) == delivered
+    spans.provider.shutdown()
+
+
+# --- hostile requests: what the SDK sends is the same instrumented --------------------------
+
+_CHAT_ANSWER = {
+    "id": "x",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "a"}, "finish_reason": "stop"}
+    ],
+}
+_MESSAGES_ANSWER = {
+    "id": "x",
+    "type": "message",
+    "role": "assistant",
+    "model": "m",
+    "content": [{"type": "text", "text": "a"}],
+    "stop_reason": "end_turn",
+    "usage": {"input_tokens": 1, "output_tokens": 1},
+}
+
+
+class _Unreadable:
+    """A message whose content raises when read."""
+
+    role = "user"
+
+    @property
+    def content(self) -> str:
+        raise RuntimeError("not readable")
+
+
+_TEXT = st.text(max_size=5)
+_MESSAGE = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "system", 3, None]),
+            "content": st.one_of(
+                _TEXT,
+                st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _TEXT})),
+                st.integers(),
+                st.none(),
+            ),
+        }
+    ),
+    st.builds(_Unreadable),
+)
+_PARAMETERS = st.dictionaries(
+    st.sampled_from(["temperature", "max_tokens", "stop", "stop_sequences", "n", "seed", "model"]),
+    st.one_of(
+        st.integers(-(2**70), 2**70),
+        st.floats(),
+        _TEXT,
+        st.lists(_TEXT, max_size=2),
+        st.none(),
+        st.booleans(),
+    ),
+    max_size=3,
+)
+_SHAPES: dict[str, Callable[[list[Any]], Any]] = {
+    "list": list,
+    "tuple": tuple,
+    "generator": lambda messages: (message for message in messages),
+    "iterator": iter,
+}
+
+
+def _request(sdk: str, arguments: Callable[[], dict[str, Any]]) -> tuple[list[bytes], str]:
+    """The bodies the SDK sent for one call and how the call ended (``ok`` or the error's
+    type), answered by a transport in memory."""
+    sent: list[bytes] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request.read())
+        return httpx2.Response(200, json=_CHAT_ANSWER if sdk == "openai" else _MESSAGES_ANSWER)
+
+    http = httpx2.Client(transport=httpx2.MockTransport(answer))
+    try:
+        if sdk == "openai":
+            client: Any = openai.OpenAI(
+                api_key="k", base_url="http://sdk.test/v1", http_client=http, max_retries=0
+            )
+            create = client.chat.completions.create
+        else:
+            client = anthropic.Anthropic(
+                api_key="k", base_url="http://sdk.test", http_client=http, max_retries=0
+            )
+            create = client.messages.create
+        create(**arguments())
+    except Exception as exc:
+        return sent, type(exc).__name__
+    finally:
+        http.close()
+    return sent, "ok"
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sdk=st.sampled_from(["openai", "anthropic"]),
+    messages=st.lists(_MESSAGE, max_size=3),
+    shape=st.sampled_from(sorted(_SHAPES)),
+    parameters=_PARAMETERS,
+)
+def test_a_hostile_request_is_sent_the_same_instrumented(
+    monkeypatch: pytest.MonkeyPatch,
+    sdk: str,
+    messages: list[Any],
+    shape: str,
+    parameters: dict[str, Any],
+) -> None:
+    """Random prompts (a list, a tuple, a generator or an iterator of messages, some of odd
+    types or unreadable) and request parameters of every type, content capture on: the SDK
+    sends the same bodies and the call ends the same way, instrumented or not — recording the
+    call reads nothing the SDK reads after it."""
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+
+    def arguments() -> dict[str, Any]:
+        sent = {"model": "m", "messages": _SHAPES[shape](messages), **parameters}
+        if sdk == "anthropic":
+            sent.setdefault("max_tokens", 5)
+        return sent
+
+    plain = _request(sdk, arguments)
+    spans = Spans()
+    instrument, uninstrument = (
+        (instrument_openai, uninstrument_openai)
+        if sdk == "openai"
+        else (instrument_anthropic, uninstrument_anthropic)
+    )
+    instrument(tracer_provider=spans.provider)
+    try:
+        metered = _request(sdk, arguments)
+    finally:
+        uninstrument()
+    assert metered == plain
+    spans.check()
     spans.provider.shutdown()
