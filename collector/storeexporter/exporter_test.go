@@ -408,3 +408,16 @@ func TestASegmentIsSealedAtOnceWhenAColumnHoldsTheMostTextItMay(t *testing.T) {
 		t.Fatalf("%d spans sealed", got)
 	}
 }
+
+func TestTheIdsKeptAtStartAreBoundedWithinOneSegment(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	cfg := &Config{Store: dir, SealInterval: 20 * time.Millisecond, SegmentSpans: 1000,
+		ResendWindow: time.Minute, ResendSpans: 1000}
+	if err := restartedExporter(t, cfg).push(context.Background(), manySpans(10)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ResendSpans = 4 // a merged segment can hold millions: resend_spans bounds the memory
+	if got := len(restartedExporter(t, cfg).resent); got != 4 {
+		t.Fatalf("%d span ids kept at start, resend_spans 4", got)
+	}
+}

@@ -76,14 +76,16 @@ func (s *store) recentSpans(since time.Time, limit int) (map[spanKey]struct{}, [
 		if len(seen) >= limit {
 			break
 		}
-		if err := readKeys(filepath.Join(dir, r.name), seen); err != nil {
+		if err := readKeys(filepath.Join(dir, r.name), seen, limit); err != nil {
 			skipped = append(skipped, r.name+": "+err.Error())
 		}
 	}
 	return seen, skipped, nil
 }
 
-func readKeys(path string, into map[spanKey]struct{}) error {
+// readKeys adds the ids of path's rows to into, last rows first (a merged segment holds its
+// newest spans last), until into holds limit.
+func readKeys(path string, into map[spanKey]struct{}, limit int) error {
 	reader, err := file.OpenParquetFile(path, false)
 	if err != nil {
 		if os.IsNotExist(err) {
@@ -123,7 +125,7 @@ func readKeys(path string, into map[spanKey]struct{}) error {
 			spanIDs = append(spanIDs, ss.Value(i))
 		}
 	}
-	for i := range min(len(traceIDs), len(spanIDs)) {
+	for i := min(len(traceIDs), len(spanIDs)) - 1; i >= 0 && len(into) < limit; i-- {
 		trace, err := hex.DecodeString(traceIDs[i])
 		if err != nil || len(trace) != 16 {
 			continue
