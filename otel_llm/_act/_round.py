@@ -250,7 +250,10 @@ class Round(Generic[T]):
 
     async def _cancel_running(self, legs: list[Leg[T]]) -> None:
         """Cancel legs still running — a loser is recorded as ``hedge_cancelled`` unless the
-        whole round is being cancelled — and wait (bounded) until they have cleaned up."""
+        whole round is being cancelled — and wait (bounded) until they have cleaned up. The
+        caller's first cancellation, should it come during that wait (the round had ended and
+        was reaping its loser), waits for the same bound before it propagates, as it does when
+        it comes earlier; a cancellation after that one propagates at once."""
         running = [leg for leg in legs if not leg.task.done()]
         if not running:
             return
@@ -261,12 +264,24 @@ class Round(Generic[T]):
                 leg.attempt.cancel_outcome = sc.OUTCOME_HEDGE_CANCELLED
             leg.task.cancel()
         tasks = [leg.task for leg in running]
-        try:
-            _, unended = await asyncio.wait(tasks, timeout=self._cleanup_s)
-        except asyncio.CancelledError:  # cancelled again while waiting: keep what still runs
-            _keep([task for task in tasks if not task.done()], "its round was cancelled")
-            raise
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self._cleanup_s
+        unended: set[asyncio.Task[T]] = set(tasks)
+        cancelled: asyncio.CancelledError | None = None
+        while unended:
+            try:
+                _, unended = await asyncio.wait(unended, timeout=max(0.0, until - loop.time()))
+            except asyncio.CancelledError as error:
+                if round_cancelled or cancelled is not None:  # cancelled again: keep the rest
+                    _keep([task for task in tasks if not task.done()], "its round was cancelled")
+                    raise
+                cancelled = error  # the first cancellation: reap within the bound, then raise it
+                unended = {task for task in unended if not task.done()}
+            else:
+                break
         _keep(unended, f"it did not end within {self._cleanup_s:g} s of being cancelled")
+        if cancelled is not None:
+            raise cancelled
 
 
 def _release_frames(legs: Iterable[Leg[T]]) -> None:

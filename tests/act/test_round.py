@@ -357,6 +357,39 @@ async def test_a_leg_that_will_not_end_is_logged_and_kept(
     assert "ended at last" in caplog.text
 
 
+async def test_a_round_cancelled_while_reaping_its_loser_waits_for_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The round has its winner and is reaping the loser when the caller cancels it — the
+    first cancellation, as a caller's timeout may land there: the round reaps the loser as a
+    round cancelled earlier does (bounded) and then propagates the cancellation; the loser
+    does not outlive the call and nothing is logged as kept."""
+    release = asyncio.Event()
+    cleaning = asyncio.Event()
+
+    async def slow_to_clean_up(attempt: Attempt) -> str:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cleaning.set()
+            await release.wait()  # closing its connection takes a moment
+            raise
+        return "never"
+
+    legs = Legs({"a": slow_to_clean_up, "b": unstreamed(0.0)}, stream=False)
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        task = asyncio.ensure_future(legs.run(TIMER, None))
+        await cleaning.wait()  # the hedge won; the round is reaping the primary
+        task.cancel()
+        asyncio.get_running_loop().call_later(TIMER, release.set)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        primary = legs.legs[0]
+        assert primary.task.done()
+        assert primary.task not in _round._UNENDED
+    assert "kept" not in caplog.text
+
+
 async def test_a_round_cancelled_again_while_reaping_keeps_its_legs(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
