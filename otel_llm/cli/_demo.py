@@ -249,7 +249,8 @@ async def _run_calls(client: Client, options: DemoOptions, console: Console) -> 
                 group.create_task(one(number))
                 await asyncio.sleep(options.scaled(START_EVERY_S))
     if not console.is_terminal:
-        console.print(f"{options.calls} streamed calls in {time.monotonic() - started:.1f} s")
+        took = time.monotonic() - started
+        console.print(f"{counted(options.calls, 'streamed call')} in {took:.1f} s")
     return RunOutcome(tuple(answers[n] for n in sorted(answers)), failures)
 
 
@@ -542,9 +543,14 @@ def _say_history(options: DemoOptions, run: DemoRun, console: Console) -> None:
         else "no earlier runs in the file"
     )
     console.print(
-        f"{answered} calls answered, {run.outcome.failed} failed. The tables show this run "
-        f"only ({RUN_ATTRIBUTE} [bold]{run.run_id}[/bold]); {history}."
+        f"{counted(answered, 'call')} answered, {run.outcome.failed} failed. The tables show "
+        f"this run only ({RUN_ATTRIBUTE} [bold]{run.run_id}[/bold]); {history}."
     )
+
+
+def counted(count: int, noun: str) -> str:
+    """``count`` of ``noun``: ``1 call``, ``4 calls``, ``1,200 calls``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 SLOWER: Final = 4.0

@@ -405,3 +405,12 @@ def test_a_busy_run_in_real_time_advises_no_slower_scale() -> None:
     advice = rerun_advice(1.0)
     assert "quieter machine" in advice
     assert "slower: --time-scale" not in advice
+
+
+def test_counts_are_said_in_the_right_number() -> None:
+    """One call is "1 call", never "1 calls"; thousands are grouped."""
+    from otel_llm.cli._demo import counted
+
+    assert counted(1, "streamed call") == "1 streamed call"
+    assert counted(0, "call") == "0 calls"
+    assert counted(1200, "call") == "1,200 calls"
