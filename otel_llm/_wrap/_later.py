@@ -9,6 +9,7 @@ that is never read sent nothing and records nothing.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from types import TracebackType
@@ -30,6 +31,12 @@ class LaterStream(_Proxy, Generic[T]):
         self._wrapped = wrapped
         self._start: Starter | None = start
         self._inner: Iterator[T] | None = None
+
+    def __copy__(self) -> Any:
+        """What copying the SDK's own object does — Gemini's stream is a generator, which
+        refuses (``TypeError``) — never a second handle that would start a second call's spans
+        over the same request."""
+        return copy.copy(self._wrapped)
 
     def __iter__(self) -> Iterator[T]:
         """A generator over the same items, sharing one position with ``next(stream)`` (see
@@ -88,6 +95,12 @@ class AsyncLaterStream(_Proxy, Generic[T]):
         self._wrapped = wrapped
         self._start: Starter | None = start
         self._inner: AsyncIterator[T] | None = None
+
+    def __copy__(self) -> Any:
+        """What copying the SDK's own object does — Gemini's stream is a generator, which
+        refuses (``TypeError``) — never a second handle that would start a second call's spans
+        over the same request."""
+        return copy.copy(self._wrapped)
 
     def __aiter__(self) -> AsyncIterator[T]:
         """An async generator over the same items, sharing one position with

@@ -3,6 +3,7 @@ provider's Gemini API — streams, the chat helper, non-streamed answers, faults
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -373,3 +374,29 @@ def test_a_token_sent_in_a_header_never_reaches_spans(instrumented: Spans, echoi
         text = span.to_json()
         assert gateway not in text
         assert per_call not in text
+
+
+def test_a_stream_copied_refuses_as_the_sdks_own_and_is_metered_once(
+    instrumented: Spans, client: genai.Client
+) -> None:
+    """``copy.copy`` of a stream does what it does to the SDK's own (a generator: it refuses),
+    never a second handle that would start a second call over the same request; the stream is
+    then read as one call."""
+    stream = client.models.generate_content_stream(model="smooth", contents="hi")
+    with pytest.raises(TypeError, match="generator"):
+        copy.copy(stream)
+    assert "".join(response.text or "" for response in stream).startswith("word0")
+    a = attempt(instrumented)
+    assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
+
+
+async def test_an_async_stream_copied_refuses_as_the_sdks_own(
+    instrumented: Spans, aclient: genai.Client
+) -> None:
+    """The same for the async client's stream (an async generator)."""
+    stream = await aclient.aio.models.generate_content_stream(model="smooth", contents="hi")
+    with pytest.raises(TypeError, match="generator"):
+        copy.copy(stream)
+    assert [response async for response in stream]
+    a = attempt(instrumented)
+    assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
