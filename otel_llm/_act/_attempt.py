@@ -65,6 +65,12 @@ class Attempt:
         self.leg = leg
         self.stream = stream
         self.cancel_outcome = sc.OUTCOME_CANCELLED
+        self.connected_at: float | None = None
+        """When (on the loop's clock) the request got its connection from the pool."""
+        self.connected = asyncio.Event()
+        """Set when the request got its connection from the pool."""
+        self._pool: Pool | None = None
+        self._watchdog: Watchdog | None = None
         self.figures: StallFigures | None = None
         self.completion: Completion | None = None
         self.error: BaseException | None = None
@@ -89,10 +95,27 @@ class Attempt:
         """Incremental chunks received so far."""
         return self.span.clock.count
 
+    def queued(self) -> bool:
+        """Whether the request waits for a connection of the client's own pool (known only
+        where the transport reports connections)."""
+        pool = self._pool
+        return pool is not None and pool.reports_connections and self.connected_at is None
+
+    def _connected(self) -> None:
+        """The pool gave the request its connection: the first chunk's budgets start now."""
+        if self.connected_at is None:
+            self.connected_at = asyncio.get_running_loop().time()
+            self.connected.set()
+            if self._watchdog is not None:
+                self._watchdog.connected()
+
     async def _request(self, pool: Pool, payload: Mapping[str, Any]) -> Completion:
         source, clock = self.source, self.span.clock
+        self._pool = pool
         if not self.stream:
-            return await chat_completion(pool, source, payload, stream=False, clock=clock)
+            return await chat_completion(
+                pool, source, payload, stream=False, clock=clock, on_connected=self._connected
+            )
         async with Watchdog(
             clock,
             source.effective_ttft_timeout_s,
@@ -100,8 +123,9 @@ class Attempt:
             source=source.name,
             reports_connections=lambda: pool.reports_connections,
         ) as watchdog:
+            self._watchdog = watchdog
             return await chat_completion(
-                pool, source, payload, stream=True, clock=clock, on_connected=watchdog.connected
+                pool, source, payload, stream=True, clock=clock, on_connected=self._connected
             )
 
     async def run(self, pool: Pool, payload: Mapping[str, Any]) -> Completion:

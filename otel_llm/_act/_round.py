@@ -160,13 +160,15 @@ class Round(Generic[T]):
         primary = leg.task
         state = leg.state
         if signal is None:  # not streamed: only the first-token trigger applies
-            if self._after_s is None:
+            if self._after_s is None or not await self._first_token_late(leg, None):
                 return None
-            done, _ = await asyncio.wait({primary}, timeout=self._after_s)
-            return None if done else await self._target(state, FIRST_TOKEN)
+            return await self._target(state, FIRST_TOKEN)
         # Phase 1, before the first chunk: AFTER_S if set; otherwise wait for the first chunk
         # without a timer (pre-first-chunk silence is never judged by the stall timer).
-        await self._wait_for_signal(primary, signal, self._after_s)
+        if self._after_s is not None:
+            await self._first_token_late(leg, signal)
+        else:
+            await self._wait_for_signal(primary, signal, None)
         if primary.done():
             return None
         if not signal.is_set():  # no first chunk within AFTER_S
@@ -180,6 +182,27 @@ class Round(Generic[T]):
         if self._stall_after_s is None or not await self._stalled(leg, signal):
             return None
         return await self._target(state, STALL)
+
+    async def _first_token_late(self, leg: Leg[T], signal: asyncio.Event | None) -> bool:
+        """Wait until the primary is AFTER_S late with its first chunk (non-streamed: its
+        answer) — counted from when its request got its connection from the client's pool,
+        since a hedge while it waits there would wait in the same pool — (True), or until the
+        chunk came or the primary finished first (False)."""
+        assert self._after_s is not None
+        primary, attempt = leg.task, leg.attempt
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while True:
+            base = attempt.connected_at if attempt.connected_at is not None else started
+            remaining_s = base + self._after_s - loop.time()
+            if remaining_s <= 0 and not attempt.queued():
+                return True
+            if remaining_s > 0:
+                await self._wait_for_signal(primary, signal, remaining_s)
+            else:  # late, but only because it waits for a connection of our own pool
+                await self._wait_for_signal(primary, signal, None, attempt.connected)
+            if primary.done() or (signal is not None and signal.is_set()):
+                return False
 
     async def _target(self, primary: SourceState, trigger: Trigger) -> Hedge | None:
         """The hedge ``trigger`` asks for, if the ledger finds and admits one."""
@@ -210,17 +233,23 @@ class Round(Generic[T]):
 
     @staticmethod
     async def _wait_for_signal(
-        primary: asyncio.Task[T], signal: asyncio.Event, within_s: float | None
+        primary: asyncio.Task[T],
+        signal: asyncio.Event | None,
+        within_s: float | None,
+        also: asyncio.Event | None = None,
     ) -> None:
-        """Wait for a chunk, the primary's end, or the timeout; a fresh waiter each time."""
-        waiter = asyncio.create_task(signal.wait())
+        """Wait for a chunk (``signal``), the primary's end, ``also`` or the timeout; fresh
+        waiters each time."""
+        waiters = {asyncio.create_task(event.wait()) for event in (signal, also) if event}
         try:
             await asyncio.wait(
-                {primary, waiter}, timeout=within_s, return_when=asyncio.FIRST_COMPLETED
+                {primary, *waiters}, timeout=within_s, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
-            waiter.cancel()
-            await asyncio.wait({waiter})  # never swallows a cancellation of our own task
+            for waiter in waiters:
+                waiter.cancel()
+            if waiters:
+                await asyncio.wait(waiters)  # never swallows a cancellation of our own task
 
     # --- the race: first success wins, the loser is cancelled -----------------------------------
 

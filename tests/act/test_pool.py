@@ -17,6 +17,7 @@ from otel_llm import Client, Source
 from otel_llm._act._pool import Pool
 from otel_llm._act._transport import chat_completion
 from otel_llm.simulator import Script, SimulatedProvider
+from otel_llm.testing import run_virtual
 from tests.conftest import Spans, require
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -283,3 +284,28 @@ def test_a_client_serves_calls_from_one_event_loop_after_another() -> None:
     assert len(answers) == 3
     assert len(set(answers)) == 1
     assert answers[0].startswith("word0 word1")
+
+
+def test_a_call_waiting_for_a_connection_of_the_pool_is_not_hedged() -> None:
+    """On virtual time, real HTTP: ``pool_max_connections=2``, six calls at once, each stream
+    longer than ``hedge_after_s``. The calls that wait for a connection are late with their
+    first chunk only because of the client's own pool, where a hedge would wait too: none is
+    hedged (four were, and the hedges never reached the other source)."""
+
+    async def six_at_once() -> tuple[list[int], int]:
+        long_stream = Script(first_chunk_delay_s=0.2, chunk_count=10, chunk_interval_s=0.3)
+        async with (
+            SimulatedProvider(default=long_stream) as first,
+            SimulatedProvider(default=long_stream) as second,
+        ):
+            sources = [
+                Source(name="a", provider="sim", base_url=first.base_url, model="m"),
+                Source(name="b", provider="sim", base_url=second.base_url, model="m", priority=1),
+            ]
+            async with Client(sources, pool_max_connections=2, hedge_after_s=1.0) as client:
+                results = await asyncio.gather(*(client.chat(MESSAGES) for _ in range(6)))
+            return [result.stats.hedges for result in results], second.stats.requests
+
+    hedges, hedge_requests = run_virtual(six_at_once(), real_io=True)
+    assert hedges == [0] * 6
+    assert hedge_requests == 0
