@@ -93,6 +93,13 @@ func (e *storeExporter) start(context.Context, component.Host) error {
 		}
 		if len(recent) > 0 {
 			e.resent, e.resentUntil = recent, started.Add(e.cfg.ResendWindow)
+			// forgotten when the window ends, whether or not a span comes after it (up to
+			// resend_spans ids: tens of MiB)
+			time.AfterFunc(e.cfg.ResendWindow, func() {
+				e.mu.Lock()
+				e.resent = nil
+				e.mu.Unlock()
+			})
 		}
 	}
 	e.store = s

@@ -421,3 +421,27 @@ func TestTheIdsKeptAtStartAreBoundedWithinOneSegment(t *testing.T) {
 		t.Fatalf("%d span ids kept at start, resend_spans 4", got)
 	}
 }
+
+func TestTheIdsKeptAtStartAreForgottenWhenTheWindowEnds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	cfg := &Config{Store: dir, SealInterval: 20 * time.Millisecond, SegmentSpans: 1000,
+		ResendWindow: time.Minute, ResendSpans: 1000}
+	if err := restartedExporter(t, cfg).push(context.Background(), manySpans(10)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ResendWindow = 50 * time.Millisecond // (the segment is still within it at the start)
+	e := restartedExporter(t, cfg)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e.mu.Lock()
+		kept := len(e.resent)
+		e.mu.Unlock()
+		if kept == 0 {
+			return // no span came after the window: the ids went all the same
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ids still kept long after the window", kept)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
