@@ -20,16 +20,21 @@ from pathlib import Path
 
 from benchmarks import ROOT
 from benchmarks.support.header import header
-from otel_llm.conformance import ADAPTERS, CASES, NOT_ADAPTED, CaseResult
+from otel_llm.conformance import ADAPTERS, CASES, NOT_ADAPTED, Adapter, CaseResult
 from otel_llm.conformance._cli import command, parse
 from otel_llm.conformance._scorecard import render
 
 OUT = ROOT / "benchmarks" / "results" / "conformance_scorecard.txt"
 
 
+def _installed() -> list[Adapter]:
+    """The adapters whose instrumentation and SDKs are installed here."""
+    return [adapter for adapter in ADAPTERS.values() if not adapter.missing()]
+
+
 def _run_all(case_filter: str, parallel: int) -> dict[str, list[CaseResult]]:
-    """Every adapter's results, ``parallel`` processes at a time."""
-    names = list(ADAPTERS)
+    """Every installed adapter's results, ``parallel`` processes at a time."""
+    names = [adapter.name for adapter in _installed()]
     results: dict[str, list[CaseResult]] = {}
     while names:
         batch, names = names[:parallel], names[parallel:]
@@ -57,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     cases = [case for case in CASES if args.case in case.name]
     results = _run_all(args.case, max(1, args.parallel))
-    adapters = list(ADAPTERS.values())
+    adapters = _installed()
     lines = [header(__spec__.name)]
     lines.append(
         f"{len(cases)} cases on {len({case.wire for case in cases})} wire formats, "
@@ -68,6 +73,9 @@ def main() -> None:
         lines.append(f"  {adapter.name} ({adapter.family}): {adapter.versions()}")
         lines.append(f"    wire formats: {', '.join(sorted(adapter.wires))}")
         lines.append(f"    reads: {adapter.reads}")
+    for adapter in ADAPTERS.values():
+        if missing := adapter.missing():
+            lines.append(f"  skipped: {adapter.name} ({', '.join(missing)} not installed)")
     lines.append(NOT_ADAPTED)
     lines.extend(render(cases, adapters, results))
     text = "\n".join(lines) + "\n"
