@@ -195,8 +195,12 @@ class ClientSettings(BaseSettings):
             return cls
         if scope == EmbeddingSettings.scope:
             return EmbeddingSettings
-        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", scope):
-            raise ConfigurationError("scope", f"must be an identifier, got {scope!r}")
+        if not re.fullmatch(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*", scope):  # "__" separates keys
+            raise ConfigurationError(
+                "scope",
+                f"must be an identifier without '__' (the separator of its keys) and without a "
+                f"'_' at either end, got {scope!r}",
+            )
         config = SettingsConfigDict(**{**cls.model_config, "env_prefix": f"{scope}__"})
         return type(f"{scope.title()}Settings", (cls,), {"model_config": config, "scope": scope})
 

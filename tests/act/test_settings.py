@@ -95,6 +95,15 @@ def test_embedding_scope_reads_its_own_keys(env: pytest.MonkeyPatch) -> None:
     assert [s.name for s in custom().sources] == ["x-1"]
 
 
+@pytest.mark.parametrize("scope", ["LLM__HEDGE", "A__B", "LLM_", "_LLM", "llm-chat"])
+def test_a_scope_that_would_make_its_keys_ambiguous_is_refused(scope: str) -> None:
+    """A scope is one segment of its keys: with the separator ``__`` in it (or a ``_`` at an
+    end, which makes one) ``LLM__HEDGE``'s keys would be ``LLM``'s hedge keys; refused when the
+    client is made, naming ``scope``."""
+    with pytest.raises(ConfigurationError, match=r"^scope: "):
+        Client([Source(name="a", provider="openai", base_url=BASE, model="m")], scope=scope)
+
+
 @pytest.mark.parametrize(
     ("key", "value", "named"),
     [
