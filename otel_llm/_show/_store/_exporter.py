@@ -166,7 +166,10 @@ class SegmentSpanExporter(SpanExporter):
         """The segment being written now (never dropped from under the writer)."""
         self._abandoned = False
         """Shutdown gave up waiting; what the writer still seals was counted as dropped."""
-        self._last_compaction = time.monotonic()
+        self._last_compaction: float | None = None
+        """When this writer last looked for segments to merge (``None``: never yet — it looks
+        after its first segment, and as it stops if it never did, so a store written only by
+        processes that live less than ``compact_every_s`` is merged too)."""
         self._thread: threading.Thread | None = None
         self._loaded = threading.Event()
         """Set once the writer imported DuckDB, Arrow and Parquet (or failed to)."""
@@ -492,7 +495,11 @@ class SegmentSpanExporter(SpanExporter):
     def _maybe_compact(self) -> None:
         store = self._store
         now = time.monotonic()
-        if store is None or self._stopping or now - self._last_compaction < self._compact_every_s:
+        if store is None:
+            return
+        if self._last_compaction is not None and (
+            self._stopping or now - self._last_compaction < self._compact_every_s
+        ):
             return
         self._last_compaction = now
         try:

@@ -19,6 +19,7 @@ from opentelemetry import trace
 
 from otel_llm import SegmentSpanExporter, open_store
 from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import Timeline, meter
 from otel_llm._show._sql._schema import (
@@ -29,6 +30,7 @@ from otel_llm._show._sql._schema import (
     stored_version,
 )
 from otel_llm._show._store._breakdown import breakdown_sql, run_query
+from otel_llm._show._store._segments import SegmentStore
 from tests.conftest import Spans
 from tests.support import REPOSITORY
 from tests.support.duckdb_store import ARRIVALS, END, MS, Store
@@ -416,3 +418,22 @@ def test_force_flush_returns_once_the_spans_before_it_are_sealed_while_others_ar
             producer.join()
         exporter.shutdown()
     assert exporter.stats.dropped == 0
+
+
+def test_a_store_written_only_by_short_lived_processes_is_merged(
+    tmp_path: Path, spans: Spans
+) -> None:
+    """A writer looks for segments to merge after its first segment (and as it stops, if it
+    never did), not only once it has lived ``compact_every_s``: a store written only by
+    short runs (a script, a batch job, one writer each) holds fewer than the small segments'
+    minimum, where each run left one more segment that no run ever merged."""
+    spans.tracer.start_span("run").end()
+    for _ in range(2 * DEFAULTS.segment_merge_min):
+        exporter = SegmentSpanExporter(tmp_path / "store")
+        exporter.export(spans.finished())
+        exporter.shutdown()
+        assert exporter.stats.written == 1
+    assert len(SegmentStore(tmp_path / "store").segments()) <= DEFAULTS.segment_merge_min
+    assert query(tmp_path / "store", "SELECT count(*) FROM otel_traces") == [
+        (2 * DEFAULTS.segment_merge_min,)
+    ]
