@@ -25,6 +25,7 @@ once for every SDK:
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import importlib
@@ -45,11 +46,36 @@ from otel_llm._wrap._recorder import CallRecorder
 
 logger = logging.getLogger("otel_llm")
 
-_INSIDE: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
-    "otel_llm_wrapped", default=frozenset()
+_INSIDE: contextvars.ContextVar[tuple[frozenset[str], object | None]] = contextvars.ContextVar(
+    "otel_llm_wrapped", default=(frozenset(), None)
 )
 """While a wrapped call is being made (the SDK method runs), the SDKs (their instrument
-functions' names) whose calls made inside it are part of it and pass through."""
+functions' names) whose calls made inside it are part of it and pass through — and the asyncio
+task the call runs in (``None`` outside one). A task started while it runs inherits the context
+but is not the call: an SDK runs the application's code there (LiteLLM's success callbacks run in
+a task it starts on its first call), so calls made in another task are calls of their own."""
+
+
+def _current_task() -> object | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no event loop runs in this thread
+        return None
+
+
+def _passes_through(name: str) -> bool:
+    """Whether a call of the SDK ``name`` made here is part of a wrapped call around it: made
+    inside it, to an SDK it is built on, in its own task — or outside any task (a thread the
+    SDK handed its context to)."""
+    inside, task = _INSIDE.get()
+    if name not in inside:
+        return False
+    return task is None or (current := _current_task()) is None or current is task
+
+
+def _mark_inside(nested: frozenset[str]) -> contextvars.Token[tuple[frozenset[str], object | None]]:
+    return _INSIDE.set((nested, _current_task()))
+
 
 _UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 """The API's stand-ins when no SDK provider is installed: spans through them go nowhere."""
@@ -263,10 +289,10 @@ class SdkPatch:
 
             @functools.wraps(original)
             async def async_wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
-                recorder = None if name in _INSIDE.get() else start(target, resource, args, kwargs)
+                recorder = None if _passes_through(name) else start(target, resource, args, kwargs)
                 if recorder is None:
                     return await invoke(resource, args, kwargs)
-                token = _INSIDE.set(nested)
+                token = _mark_inside(nested)
                 try:
                     result = await invoke(resource, args, kwargs)
                 except BaseException as exc:
@@ -280,10 +306,10 @@ class SdkPatch:
 
         @functools.wraps(original)
         def wrapper(resource: Any, *args: Any, **kwargs: Any) -> Any:
-            recorder = None if name in _INSIDE.get() else start(target, resource, args, kwargs)
+            recorder = None if _passes_through(name) else start(target, resource, args, kwargs)
             if recorder is None:
                 return invoke(resource, args, kwargs)
-            token = _INSIDE.set(nested)
+            token = _mark_inside(nested)
             try:
                 result = invoke(resource, args, kwargs)
             except BaseException as exc:
@@ -307,7 +333,7 @@ class SdkPatch:
         start_call = self._start
 
         def starter(resource: Any, args: Any, kwargs: Any) -> Starter | None:
-            if self._name in _INSIDE.get() or self._config is None:
+            if _passes_through(self._name) or self._config is None:
                 return None
             return lambda: start_call(target, resource, args, kwargs)
 

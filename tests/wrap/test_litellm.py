@@ -12,7 +12,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch from t
 
 import httpx
 import litellm
+import openai
 import pytest
+from litellm.integrations.custom_logger import CustomLogger
+from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 
 from otel_llm import _semconv as sc
 from otel_llm import (
@@ -285,3 +288,40 @@ def test_short_environment_values_are_not_taken_for_keys(
         litellm.completion(**_call(threaded.base_url, "bad"))
     (call,) = instrumented.calls()
     assert "no such thing" in (call.status.description or "")
+
+
+async def test_an_llm_call_made_by_the_applications_callback_has_spans_of_its_own(
+    spans: Spans, provider: SimulatedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LiteLLM runs the application's async success callback in a task it starts inside
+    ``acompletion``: an LLM call that callback makes (a judge through the openai SDK) is the
+    application's, with its own spans — while the openai SDK call LiteLLM makes for the
+    ``acompletion`` itself, streamed or not, still passes through (one span set a call)."""
+    judge = openai.AsyncOpenAI(base_url=provider.base_url, api_key="k", max_retries=0)
+    judged: list[str] = []
+    fired = asyncio.Event()
+
+    class Judge(CustomLogger):  # type: ignore[misc]
+        async def async_log_success_event(self, *_: Any, **__: Any) -> None:
+            answer = await judge.chat.completions.create(model="smooth", messages=MESSAGES)
+            judged.append(answer.choices[0].message.content or "")
+            fired.set()
+
+    monkeypatch.setattr(litellm, "callbacks", [Judge()])
+    instrument_openai(tracer_provider=spans.provider, stall_threshold_ms=100)
+    instrument_litellm(tracer_provider=spans.provider, stall_threshold_ms=100)
+    try:
+        await litellm.acompletion(**_call(provider.base_url, "smooth"))
+        await asyncio.wait_for(fired.wait(), 60)
+        monkeypatch.setattr(litellm, "callbacks", [])
+        stream = await litellm.acompletion(**_call(provider.base_url, "smooth"), stream=True)
+        assert [chunk async for chunk in stream]
+    finally:
+        uninstrument_litellm()
+        uninstrument_openai()
+        await judge.close()
+        await GLOBAL_LOGGING_WORKER.stop()  # the task LiteLLM runs callbacks in
+    assert judged
+    models = sorted(str((s.attributes or {}).get(sc.GEN_AI_REQUEST_MODEL)) for s in spans.calls())
+    assert models == ["openai/smooth", "openai/smooth", "smooth"]  # the judge's: "smooth"
+    assert len(spans.attempts()) == 3
