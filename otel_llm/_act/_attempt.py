@@ -97,9 +97,21 @@ class Attempt:
 
     def queued(self) -> bool:
         """Whether the request waits for a connection of the client's own pool (known only
-        where the transport reports connections)."""
+        where the transport reports connections, and for at most the pool's timeout,
+        ``timeout_s``: past it the request is served by a transport that reports none)."""
         pool = self._pool
-        return pool is not None and pool.reports_connections and self.connected_at is None
+        return (
+            pool is not None
+            and pool.reports_connections
+            and self.connected_at is None
+            and asyncio.get_running_loop().time() < self.queue_ends_s
+        )
+
+    @property
+    def queue_ends_s(self) -> float:
+        """When (on the loop's clock) a wait for a connection is no longer taken for one."""
+        clock = self.span.clock
+        return clock.on_loop(clock.start_ns) + self.source.timeout_s
 
     def _connected(self) -> None:
         """The pool gave the request its connection: the first chunk's budgets start now."""
@@ -122,6 +134,7 @@ class Attempt:
             source.effective_inter_chunk_timeout_s,
             source=source.name,
             reports_connections=lambda: pool.reports_connections,
+            queue_s=source.timeout_s,  # the pool's timeout (request_timeout)
         ) as watchdog:
             self._watchdog = watchdog
             return await chat_completion(

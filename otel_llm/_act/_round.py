@@ -200,7 +200,8 @@ class Round(Generic[T]):
             if remaining_s > 0:
                 await self._wait_for_signal(primary, signal, remaining_s)
             else:  # late, but only because it waits for a connection of our own pool
-                await self._wait_for_signal(primary, signal, None, attempt.connected)
+                queued_s = max(0.0, attempt.queue_ends_s - loop.time())
+                await self._wait_for_signal(primary, signal, queued_s, attempt.connected)
             if primary.done() or (signal is not None and signal.is_set()):
                 return False
 

@@ -31,8 +31,9 @@ class Watchdog:
     Raises :class:`WatchdogTimeout` when the first chunk takes longer than ``ttft_s`` after
     the request got its connection, or a later gap longer than ``inter_s``. ``reports_connections``
     says whether the transport reports when a request gets its connection (then
-    :meth:`connected` is called when it does, and no first-chunk budget runs before); without
-    it, the first chunk's budget starts with the watchdog.
+    :meth:`connected` is called when it does, and no first-chunk budget runs before, for at
+    most ``queue_s``: the pool's own timeout); without it, the first chunk's budget starts with
+    the watchdog.
     """
 
     def __init__(
@@ -43,12 +44,14 @@ class Watchdog:
         *,
         source: str,
         reports_connections: Callable[[], bool] = lambda: False,
+        queue_s: float = 0.0,
     ) -> None:
         self._clock = clock
         self._ttft_s = ttft_s
         self._inter_s = inter_s
         self._source = source
         self._reports_connections = reports_connections
+        self._queue_s = queue_s
         self._connected_at: float | None = None
         self._running = False
         self._timeout: asyncio.Timeout | None = None
@@ -61,13 +64,24 @@ class Watchdog:
             return
         loop = asyncio.get_running_loop()
         self._connected_at = loop.time()
-        if self._running and self._handle is None:
-            # the checks stopped while the request was queued: look again at the new deadline
+        if self._running:  # look again at the new deadline (the queue's check is moot now)
+            if self._handle is not None:
+                self._handle.cancel()
             self._handle = loop.call_later(self._next_check_s(self._connected_at), self._check)
+
+    def _queue_ends_s(self) -> float:
+        """When (on the loop's clock) a wait for a connection is no longer taken for one: the
+        pool gives up by then (its timeout), so a request still without one is served by a
+        transport that reports none (one mounted beside a reporting one)."""
+        return self._clock.on_loop(self._clock.start_ns) + self._queue_s
 
     def _queued(self) -> bool:
         """Whether the request still waits for a connection from the client's own pool."""
-        return self._connected_at is None and self._reports_connections()
+        return (
+            self._connected_at is None
+            and self._reports_connections()
+            and asyncio.get_running_loop().time() < self._queue_ends_s()
+        )
 
     def _deadline_s(self) -> float:
         """When, on the loop's clock, the current budget runs out."""
@@ -89,8 +103,8 @@ class Watchdog:
         return remaining
 
     def _waiting_for_pool(self) -> bool:
-        """No chunk yet, and the request still waits for its connection: no budget runs (and
-        no timer: :meth:`connected` arms the first chunk's)."""
+        """No chunk yet, and the request still waits for its connection: no budget runs
+        (:meth:`connected` arms the first chunk's)."""
         return self._clock.count == 0 and self._queued()
 
     def _check(self) -> None:
@@ -99,8 +113,9 @@ class Watchdog:
             return  # the finish reason came: the rest (usage, [DONE]) is the read timeout's
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if self._waiting_for_pool():
-            return  # connected() arms the first chunk's budget
+        if self._waiting_for_pool():  # connected() arms the first chunk's budget, or this
+            self._handle = loop.call_later(self._queue_ends_s() - now, self._check)
+            return
         if self._deadline_s() > now:
             self._handle = loop.call_later(self._next_check_s(now), self._check)
             return
@@ -120,8 +135,9 @@ class Watchdog:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if self._waiting_for_pool():
-            return  # connected() arms the first chunk's budget
+        if self._waiting_for_pool():  # connected() arms the first chunk's budget, or this
+            self._handle = loop.call_later(self._queue_ends_s() - now, self._check)
+            return
         if self._clock.count != chunks or self._deadline_s() > now:
             self._handle = loop.call_later(max(0.0, self._next_check_s(now)), self._check)
             return

@@ -177,7 +177,7 @@ async def test_no_first_chunk_budget_runs_while_the_request_waits_for_a_connecti
     """A request queued for a connection of the client's own pool is not the provider's
     silence: the first chunk's budget starts when the pool gives it its connection."""
     clock = ChunkClock()
-    dog = Watchdog(clock, BUDGET, 60.0, source="a", reports_connections=lambda: True)
+    dog = Watchdog(clock, BUDGET, 60.0, source="a", reports_connections=lambda: True, queue_s=60.0)
     queued_while_silent: list[str | None] = []
 
     async def queued_then_connected() -> None:
@@ -190,6 +190,24 @@ async def test_no_first_chunk_budget_runs_while_the_request_waits_for_a_connecti
     with pytest.raises(WatchdogTimeout, match=r"no first chunk within 0\.1 s"):
         await queued_then_connected()
     assert queued_while_silent == [None]
+
+
+async def test_a_request_that_never_reports_its_connection_is_judged_after_the_pool_timeout() -> (
+    None
+):
+    """The pool reports connections, but this request never does (a transport that reports
+    none, mounted beside one that does): past the pool's own timeout it is no longer taken for
+    queued, and the first chunk's budget, run from the start, kills it — never an endless
+    wait."""
+    clock = ChunkClock()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(WatchdogTimeout, match="no first chunk"):
+        async with Watchdog(
+            clock, BUDGET, 60.0, source="a", reports_connections=lambda: True, queue_s=3 * BUDGET
+        ):
+            await asyncio.sleep(60)
+    assert 3 * BUDGET <= loop.time() - started < 60
 
 
 async def test_a_transport_that_reports_no_connections_runs_the_budget_from_the_start() -> None:
