@@ -427,9 +427,11 @@ class SegmentStore:
             current = self._current()
         except (OSError, NotAStore):  # which generation is current is not known: keep them all
             return found
-        cutoff = time.time() - self._keep_s
+        now = time.time()
         for number in self._generation_numbers():
-            if number > current or (number < current and self._superseded_at(number) < cutoff):
+            if number > current or (
+                number < current and _long_ago(self._superseded_at(number), now, self._keep_s)
+            ):
                 found.append(self._dir(number))
         return sorted(found)
 
@@ -924,10 +926,11 @@ def _abandoned(path: Path) -> bool:
     than any write takes)."""
     match = _TEMPORARY.search(path.name)
     try:
-        age = time.time() - path.lstat().st_mtime
+        stamp = path.lstat().st_mtime
     except FileNotFoundError:
         return False
-    if age > DEFAULTS.orphan_after_s:
+    age = time.time() - stamp
+    if _long_ago(stamp, time.time(), DEFAULTS.orphan_after_s):
         return True
     if match is None or age < DEFAULTS.orphan_dead_after_s:
         return False  # a write in flight, maybe of another pid namespace sharing the volume
@@ -941,6 +944,13 @@ def _abandoned(path: Path) -> bool:
     except PermissionError:
         return False
     return False
+
+
+def _long_ago(stamp: float, now: float, after_s: float) -> bool:
+    """Whether a file stamped ``stamp`` was made more than ``after_s`` ago — or stamped further
+    ahead than that: made before the clock was set back (a VM resumed, a clock corrected), when
+    it would otherwise be kept until the clock caught up."""
+    return stamp < now - after_s or stamp > now + after_s
 
 
 def _is_aside(name: str) -> bool:

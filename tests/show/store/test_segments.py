@@ -292,3 +292,31 @@ def test_a_merge_keeps_call_rows_in_row_groups_of_their_own(tmp_path: Path) -> N
     table = pq.read_table(merged.path, columns=["SpanId"])
     assert 0 < len(calls) < len(rows)
     assert table.column("SpanId").to_pylist() == calls + others
+
+
+def test_generations_superseded_before_the_clock_went_back_are_removed(tmp_path: Path) -> None:
+    """A clock set back (a VM resumed, a machine that booted with its clock ahead and was
+    corrected) leaves superseded generations stamped in the future: they were kept until the
+    clock caught up — a day set back kept a day of generations, each holding every segment
+    merged since (its disk space). A stamp further ahead than the keep time is taken for the
+    past, a dead process's temporary's too."""
+    store = prepare_for_writing(tmp_path / "store")
+    for _ in range(3):
+        for _ in range(2):
+            store.write(_rows(1))
+        assert store.compact(min_segments=2) > 0
+    store.write(_rows(1))  # sealed into the current generation: kept
+    generations = store.path / GENERATIONS
+    ahead = time.time() + 24 * 3600
+    for name in os.listdir(generations):
+        os.utime(generations / name / ".consumed", (ahead, ahead))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    left = store.path / "tmp" / f".x.parquet.{dead}.0badc0de.1.tmp"
+    left.write_bytes(b"half a segment")
+    os.utime(left, (ahead, ahead))
+    store.compact()
+    assert store.orphans() == []
+    assert sorted(os.listdir(generations)) == [os.readlink(store.segments_dir).rsplit("/", 1)[-1]]
+    assert not left.exists()
+    assert lockless_count(store.path) == (7, 7)
