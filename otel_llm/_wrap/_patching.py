@@ -46,14 +46,18 @@ from otel_llm._wrap._recorder import CallRecorder
 
 logger = logging.getLogger("otel_llm")
 
-_INSIDE: contextvars.ContextVar[tuple[frozenset[str], object | None]] = contextvars.ContextVar(
-    "otel_llm_wrapped", default=(frozenset(), None)
+_Inside = tuple[frozenset[str], object | None, int]
+
+_INSIDE: contextvars.ContextVar[_Inside] = contextvars.ContextVar(
+    "otel_llm_wrapped", default=(frozenset(), None, 0)
 )
 """While a wrapped call is being made (the SDK method runs), the SDKs (their instrument
-functions' names) whose calls made inside it are part of it and pass through — and the asyncio
-task the call runs in (``None`` outside one). A task started while it runs inherits the context
-but is not the call: an SDK runs the application's code there (LiteLLM's success callbacks run in
-a task it starts on its first call), so calls made in another task are calls of their own."""
+functions' names) whose calls made inside it are part of it and pass through — with the asyncio
+task the call runs in (``None`` outside one) and its thread. A task started while it runs, or a
+thread it hands its context to, inherits the context but need not be the call: an SDK runs the
+application's code there (LiteLLM's success callbacks: async ones in a task it starts, sync ones
+in its logging threads), so calls made there are calls of their own — but for a thread an async
+call hands its work to (LiteLLM's ``acompletion`` runs ``completion`` in one)."""
 
 
 def _current_task() -> object | None:
@@ -65,16 +69,19 @@ def _current_task() -> object | None:
 
 def _passes_through(name: str) -> bool:
     """Whether a call of the SDK ``name`` made here is part of a wrapped call around it: made
-    inside it, to an SDK it is built on, in its own task — or outside any task (a thread the
-    SDK handed its context to)."""
-    inside, task = _INSIDE.get()
+    inside it, to an SDK it is built on — in its own task (or a thread without a task that it
+    handed its work to) when it is async, in its own thread when it is not."""
+    inside, task, thread = _INSIDE.get()
     if name not in inside:
         return False
-    return task is None or (current := _current_task()) is None or current is task
+    if task is None:  # a sync call: its thread (an event loop it runs there included)
+        return threading.get_ident() == thread
+    current = _current_task()
+    return current is None or current is task
 
 
-def _mark_inside(nested: frozenset[str]) -> contextvars.Token[tuple[frozenset[str], object | None]]:
-    return _INSIDE.set((nested, _current_task()))
+def _mark_inside(nested: frozenset[str]) -> contextvars.Token[_Inside]:
+    return _INSIDE.set((nested, _current_task(), threading.get_ident()))
 
 
 _UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)

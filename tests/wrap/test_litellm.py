@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -86,6 +87,21 @@ def threaded(blocking_litellm: None) -> Iterator[ThreadedProvider]:
 async def provider() -> AsyncIterator[SimulatedProvider]:
     async with SimulatedProvider(scripts=SCRIPTS) as running:
         yield running
+
+
+@pytest.fixture
+def callback_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LiteLLM's callback lists as they are, restored after the test: LiteLLM moves the
+    callbacks it is given into them (and keeps one logger of a class, the first)."""
+    for name in (
+        "callbacks",
+        "input_callback",
+        "success_callback",
+        "failure_callback",
+        "_async_success_callback",
+        "_async_failure_callback",
+    ):
+        monkeypatch.setattr(litellm, name, list(getattr(litellm, name)))
 
 
 def _call(base_url: str, model: str, **more: Any) -> dict[str, Any]:
@@ -291,7 +307,7 @@ def test_short_environment_values_are_not_taken_for_keys(
 
 
 async def test_an_llm_call_made_by_the_applications_callback_has_spans_of_its_own(
-    spans: Spans, provider: SimulatedProvider, monkeypatch: pytest.MonkeyPatch
+    spans: Spans, provider: SimulatedProvider, callback_lists: None
 ) -> None:
     """LiteLLM runs the application's async success callback in a task it starts inside
     ``acompletion``: an LLM call that callback makes (a judge through the openai SDK) is the
@@ -301,19 +317,19 @@ async def test_an_llm_call_made_by_the_applications_callback_has_spans_of_its_ow
     judged: list[str] = []
     fired = asyncio.Event()
 
-    class Judge(CustomLogger):  # type: ignore[misc]
+    class AsyncJudge(CustomLogger):  # type: ignore[misc]
         async def async_log_success_event(self, *_: Any, **__: Any) -> None:
             answer = await judge.chat.completions.create(model="smooth", messages=MESSAGES)
             judged.append(answer.choices[0].message.content or "")
             fired.set()
 
-    monkeypatch.setattr(litellm, "callbacks", [Judge()])
+    litellm.callbacks = [AsyncJudge()]
     instrument_openai(tracer_provider=spans.provider, stall_threshold_ms=100)
     instrument_litellm(tracer_provider=spans.provider, stall_threshold_ms=100)
     try:
         await litellm.acompletion(**_call(provider.base_url, "smooth"))
-        await asyncio.wait_for(fired.wait(), 60)
-        monkeypatch.setattr(litellm, "callbacks", [])
+        await asyncio.wait_for(fired.wait(), 30)
+        litellm.callbacks = []
         stream = await litellm.acompletion(**_call(provider.base_url, "smooth"), stream=True)
         assert [chunk async for chunk in stream]
     finally:
@@ -325,3 +341,32 @@ async def test_an_llm_call_made_by_the_applications_callback_has_spans_of_its_ow
     models = sorted(str((s.attributes or {}).get(sc.GEN_AI_REQUEST_MODEL)) for s in spans.calls())
     assert models == ["openai/smooth", "openai/smooth", "smooth"]  # the judge's: "smooth"
     assert len(spans.attempts()) == 3
+
+
+def test_an_llm_call_made_by_the_applications_sync_callback_has_spans_of_its_own(
+    spans: Spans, threaded: ThreadedProvider, callback_lists: None
+) -> None:
+    """LiteLLM runs a sync success callback in its logging threads, handing them the call's
+    context: an LLM call the callback makes there is the application's, with its own spans,
+    while LiteLLM's own call to the openai SDK still passes through."""
+    fired = threading.Event()
+
+    with openai.OpenAI(base_url=threaded.base_url, api_key="k", max_retries=0) as judge:
+
+        class SyncJudge(CustomLogger):  # type: ignore[misc]
+            def log_success_event(self, *_: Any, **__: Any) -> None:
+                judge.chat.completions.create(model="smooth", messages=MESSAGES)
+                fired.set()
+
+        litellm.callbacks = [SyncJudge()]
+        instrument_openai(tracer_provider=spans.provider, stall_threshold_ms=100)
+        instrument_litellm(tracer_provider=spans.provider, stall_threshold_ms=100)
+        try:
+            litellm.completion(**_call(threaded.base_url, "smooth"))
+            assert fired.wait(30)
+        finally:
+            litellm.callbacks = []
+            uninstrument_litellm()
+            uninstrument_openai()
+    models = sorted(str((s.attributes or {}).get(sc.GEN_AI_REQUEST_MODEL)) for s in spans.calls())
+    assert models == ["openai/smooth", "smooth"]  # LiteLLM's call, and the judge's
