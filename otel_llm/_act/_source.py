@@ -30,6 +30,7 @@ from otel_llm._arguments import type_name
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
 from otel_llm._redact import public_url, redact_url, url_secrets
+from otel_llm._visible import shown_as_is
 
 
 def positive_finite(value: float | None, field: str) -> float | None:
@@ -216,7 +217,7 @@ class Source(StrictModel):
         provider = info.data.get("provider")
         if provider is not None and not provider_of(provider).azure:
             raise ValueError("names an Azure OpenAI deployment: only for provider='azure'")
-        if not value.strip() or "/" in value or "?" in value or not value.isprintable():
+        if not value.strip() or "/" in value or "?" in value or not shown_as_is(value):
             raise ValueError("must be a deployment name (no '/', no '?', no control characters)")
         base = info.data.get("base_url")
         if isinstance(base, str) and "/deployments/" in httpx2.URL(base).path:
@@ -377,9 +378,10 @@ class Source(StrictModel):
 
 
 def printable(value: str) -> str:
-    """``value`` if it is text a message, a span or a header can carry as it is, else a
+    """``value`` if it is text a message, a span or a header can carry as it is — what
+    otel-llm shows without an escape, whatever the Python's Unicode tables — else a
     ValueError (the value is not repeated: it may hold what a terminal or a log would act on)."""
-    if not value.strip() or not value.isprintable():
+    if not value.strip() or not shown_as_is(value):
         raise ValueError(
             "must be printable text: not blank, no line breaks or other control characters"
         )

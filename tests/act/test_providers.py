@@ -116,6 +116,24 @@ def test_a_bad_name_or_an_impossible_combination_is_refused_when_made(
     assert words in str(caught.value)
 
 
+def test_a_name_newer_than_the_pythons_unicode_is_taken() -> None:
+    """U+1FAE8 (Unicode 15) in a source's name, model or Azure deployment is taken under any
+    Python, as otel-llm shows it as itself; a format character beside it is still refused."""
+    shaking = "\U0001fae8"
+    source = make(provider="openai", name=f"fast {shaking}", model=f"m{shaking}")
+    assert (source.name, source.model) == (f"fast {shaking}", f"m{shaking}")
+    azure = make(
+        provider="azure",
+        base_url="https://r.openai.azure.com",
+        api_version="2024-10-21",
+        deployment=f"d{shaking}",
+    )
+    assert azure.deployment == f"d{shaking}"
+    with pytest.raises(ConfigurationError) as caught:
+        make(provider="openai", model=f"m{shaking}\U000e0001")
+    assert caught.value.key == "Source.model"
+
+
 @pytest.mark.parametrize(
     ("fields", "chat", "embeddings"),
     [
