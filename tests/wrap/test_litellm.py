@@ -124,7 +124,14 @@ def test_a_sync_stream_is_metered_as_the_sdk_beneath_it(
     instrumented: Spans, threaded: ThreadedProvider
 ) -> None:
     """Every chunk counted once, the scripted silence a stall, the provider LiteLLM routed
-    to, the finish reason; the key nowhere."""
+    to, the finish reason; the key nowhere.
+
+    LiteLLM warmed up first: its first call in a process spends hundreds of milliseconds of its
+    own on the first chunks while the provider streams on, which shortens — on a loaded machine,
+    hides — the silence the application sees after them."""
+    for _ in litellm.completion(**_call(threaded.base_url, "smooth"), stream=True):
+        pass
+    instrumented.exporter.clear()
     stream = litellm.completion(**_call(threaded.base_url, "stall"), stream=True)
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert text.startswith("word0 word1")
