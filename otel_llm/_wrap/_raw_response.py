@@ -56,10 +56,26 @@ class RawResponse(_Proxy):
         self._recorder = recorder
         self._is_async = is_async
         self._observe = observe
-        self._handed_on: tuple[Any, Any] | None = None
-        """The last result of ``parse()`` and what the application got for it. The SDK caches
-        what it parsed, so a second ``parse()`` gets the same metered stream, not a second proxy
-        of it; and a stream left part-way stays alive until ``close()`` ends it as closed."""
+        self._shared = _Handles()
+        """What every copy of this response shares: what ``parse()`` handed on, and how many
+        handles are alive."""
+
+    @property
+    def _handed_on(self) -> tuple[Any, Any] | None:
+        """The last result of ``parse()`` (through any copy) and what the application got for
+        it. The SDK caches what it parsed, so a second ``parse()`` gets the same metered stream,
+        not a second proxy of it; and a stream left part-way stays alive until ``close()`` ends
+        it as closed."""
+        return self._shared.handed_on
+
+    def __copy__(self) -> Any:
+        """A second handle on the same response, as a shallow copy of the SDK's is: a
+        ``parse()`` through either hands on the same metered result, and the spans end by the
+        last handle collected, not the first."""
+        copied = object.__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        self._shared.alive += 1
+        return copied
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
         parsed = self._wrapped.parse(*args, **kwargs)
@@ -75,7 +91,7 @@ class RawResponse(_Proxy):
         if handed_on is not None and handed_on[0] is parsed:
             return handed_on[1]
         observed = _observed(self._observe, parsed, self._recorder, self._is_async)
-        self._handed_on = (parsed, observed)
+        self._shared.handed_on = (parsed, observed)
         return observed
 
     def iter_lines(self, *args: Any, **kwargs: Any) -> Any:
@@ -137,11 +153,25 @@ class RawResponse(_Proxy):
         return close()
 
     def __del__(self) -> None:
-        if self.__dict__.get("_a_copy") or self.__dict__.get("_handed_on") is not None:
-            return  # once handed on, the result owns the spans
-        if "_recorder" in self.__dict__ and self._ended_by_the_body():
+        shared = self.__dict__.get("_shared")
+        if shared is None:
+            return  # never built
+        shared.alive -= 1
+        if shared.alive > 0 or shared.handed_on is not None:
+            return  # another handle lives on; or, once handed on, the result owns the spans
+        if self._ended_by_the_body():
             return
         super().__del__()
+
+
+class _Handles:
+    """The state the copies of one raw response share."""
+
+    __slots__ = ("alive", "handed_on")
+
+    def __init__(self) -> None:
+        self.alive = 1
+        self.handed_on: tuple[Any, Any] | None = None
 
 
 class _SseEvents:

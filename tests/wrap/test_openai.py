@@ -869,3 +869,26 @@ def test_server_sent_events_read_from_any_pieces_are_the_events_sent(
     for start, end in itertools.pairwise(points):
         reader.read(whole[start:end], 0, 0, seen)  # type: ignore[arg-type]
     assert seen.events == events
+
+
+@pytest.mark.parametrize("collected", ["original", "copy"])
+def test_a_raw_response_copied_is_one_call_whichever_handle_parses(
+    instrumented: Spans, client: openai.OpenAI, collected: str
+) -> None:
+    """``copy.copy`` of a raw response is a second handle on it (as a shallow copy of the
+    SDK's is): one handle parses, the other is collected while the stream is read — the call is
+    still metered to its end, not ended as dropped by the first handle let go of."""
+    raw = client.chat.completions.with_raw_response.create(
+        model="smooth", messages=MESSAGES, stream=True
+    )
+    other = copy.copy(raw)
+    if collected == "original":
+        raw, other = other, raw
+    stream = raw.parse()
+    next(stream)
+    del other
+    gc.collect()
+    assert instrumented.attempts() == []
+    assert len(list(stream)) >= 12
+    a = attempt(instrumented)
+    assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
