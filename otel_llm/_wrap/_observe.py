@@ -52,11 +52,12 @@ class _Proxy:
 
     def __copy__(self) -> Any:
         """A second handle on the same stream, as a shallow copy of the SDK's stream is: one
-        position, every chunk metered once whichever handle reads it. The spans stay the
-        original's: collecting the copy ends nothing."""
+        position, every chunk metered once whichever handle reads it. The spans end by the last
+        handle collected, not the first: the copy, or the original, may be read on."""
+        handles = self.__dict__.setdefault("_handles", [1])
+        handles[0] += 1
         copied = object.__new__(type(self))
         copied.__dict__.update(self.__dict__)
-        copied.__dict__["_a_copy"] = True
         return copied
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
@@ -69,8 +70,16 @@ class _Proxy:
         return self._wrapped.__reduce_ex__(protocol)
 
     def __del__(self) -> None:
-        if self.__dict__.get("_a_copy"):
-            return  # the spans are the original's
+        handles = self.__dict__.get("_handles")
+        if handles is not None:
+            handles[0] -= 1
+            if handles[0] > 0:
+                return  # another handle on the stream lives on
+        self._collected()
+
+    def _collected(self) -> None:
+        """The last handle was collected: spans not ended yet end as dropped — or as closed,
+        when a loop over the stream was closed part-way."""
         recorder = self.__dict__.get("_recorder")
         if recorder is not None and not recorder.ended:
             if self._loop_closed:

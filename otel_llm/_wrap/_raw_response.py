@@ -56,9 +56,8 @@ class RawResponse(_Proxy):
         self._recorder = recorder
         self._is_async = is_async
         self._observe = observe
-        self._shared = _Handles()
-        """What every copy of this response shares: what ``parse()`` handed on, and how many
-        handles are alive."""
+        self._shared = _Handed()
+        """What every copy of this response shares (a copy is a second handle on it)."""
 
     @property
     def _handed_on(self) -> tuple[Any, Any] | None:
@@ -67,15 +66,6 @@ class RawResponse(_Proxy):
         not a second proxy of it; and a stream left part-way stays alive until ``close()`` ends
         it as closed."""
         return self._shared.handed_on
-
-    def __copy__(self) -> Any:
-        """A second handle on the same response, as a shallow copy of the SDK's is: a
-        ``parse()`` through either hands on the same metered result, and the spans end by the
-        last handle collected, not the first."""
-        copied = object.__new__(type(self))
-        copied.__dict__.update(self.__dict__)
-        self._shared.alive += 1
-        return copied
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
         parsed = self._wrapped.parse(*args, **kwargs)
@@ -152,25 +142,21 @@ class RawResponse(_Proxy):
             self._recorder.end_closed()
         return close()
 
-    def __del__(self) -> None:
+    def _collected(self) -> None:
         shared = self.__dict__.get("_shared")
-        if shared is None:
-            return  # never built
-        shared.alive -= 1
-        if shared.alive > 0 or shared.handed_on is not None:
-            return  # another handle lives on; or, once handed on, the result owns the spans
+        if shared is None or shared.handed_on is not None:
+            return  # never built; or, once handed on, the result owns the spans
         if self._ended_by_the_body():
             return
-        super().__del__()
+        super()._collected()
 
 
-class _Handles:
-    """The state the copies of one raw response share."""
+class _Handed:
+    """What ``parse()`` handed on, shared by the copies of one raw response."""
 
-    __slots__ = ("alive", "handed_on")
+    __slots__ = ("handed_on",)
 
     def __init__(self) -> None:
-        self.alive = 1
         self.handed_on: tuple[Any, Any] | None = None
 
 

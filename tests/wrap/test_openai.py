@@ -412,6 +412,24 @@ def test_a_copy_of_a_stream_leaves_the_call_to_the_original(
     assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
 
 
+def test_a_stream_read_through_its_copy_outlives_the_original(
+    instrumented: Spans, client: openai.OpenAI
+) -> None:
+    """The original let go of while its copy is read on: the copy is a handle on the same
+    stream, so the call is not ended as dropped — it is ``ok`` with every chunk once the copy
+    is read to the end."""
+    stream = client.chat.completions.create(model="smooth", messages=MESSAGES, stream=True)
+    twin = copy.copy(stream)
+    next(twin)
+    del stream
+    gc.collect()
+    assert instrumented.attempts() == []
+    for _ in twin:
+        pass
+    a = attempt(instrumented)
+    assert (a[sc.ATTEMPT_OUTCOME], a[sc.CHUNK_COUNT]) == (sc.OUTCOME_OK, 12)
+
+
 def test_pickling_a_live_stream_fails_as_the_sdks_own(
     instrumented: Spans, client: openai.OpenAI
 ) -> None:
