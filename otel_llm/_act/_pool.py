@@ -61,6 +61,9 @@ class Pool:
         self.replacements = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         """The event loop of the latest request (see :meth:`_follow_loop`)."""
+        self.epoch = 0
+        """How many times the pool started afresh on a new loop: a lease of an earlier epoch
+        (a request of another loop still running) leaves the counts of this one alone."""
         self._retired: list[httpx2.AsyncClient] = []
         self._warned = False
 
@@ -84,6 +87,7 @@ class Pool:
             self.in_flight = {}
             self.connected = 0
             self._retired = []
+            self.epoch += 1
         self._loop = loop
 
     def _starved(self) -> None:
@@ -140,11 +144,12 @@ class Lease:
     """One request's use of a :class:`Pool`: the client to send with, and the ``trace``
     extension that tells the pool when the request got a connection."""
 
-    __slots__ = ("_connected", "_on_connected", "_pool", "_started", "http")
+    __slots__ = ("_connected", "_epoch", "_on_connected", "_pool", "_started", "http")
 
     def __init__(self, pool: Pool, on_connected: Callable[[], None] | None = None) -> None:
         self._pool = pool
         self._on_connected = on_connected
+        self._epoch = pool.epoch
         self.http = pool.http
         self._connected = False
         self._started = 0.0
@@ -158,14 +163,22 @@ class Lease:
         """Any event from the connection layer means the pool assigned us a connection."""
         if not self._connected:
             self._connected = True
-            self._pool.connected += 1
             self._pool.reports_connections = True
+            if self._current:
+                self._pool.connected += 1
             if self._on_connected is not None:
                 self._on_connected()
 
+    @property
+    def _current(self) -> bool:
+        """Whether the pool has not started afresh on another loop since this lease began
+        (then its counts are no longer this request's to keep)."""
+        return self._epoch == self._pool.epoch
+
     async def __aenter__(self) -> Lease:
         pool = self._pool
-        pool.in_flight[self.http] = pool.in_flight.get(self.http, 0) + 1
+        if self._current:
+            pool.in_flight[self.http] = pool.in_flight.get(self.http, 0) + 1
         self._started = time.monotonic()
         return self
 
@@ -176,6 +189,8 @@ class Lease:
         tb: TracebackType | None,
     ) -> None:
         pool, client = self._pool, self.http
+        if not self._current:
+            return  # a request of an earlier loop: its client is left to that loop
         pool.in_flight[client] -= 1
         if self._connected:
             pool.connected -= 1

@@ -7,6 +7,7 @@ import asyncio
 import gc
 import importlib.util
 import logging
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -309,3 +310,37 @@ def test_a_call_waiting_for_a_connection_of_the_pool_is_not_hedged() -> None:
     hedges, hedge_requests = run_virtual(six_at_once(), real_io=True)
     assert hedges == [0] * 6
     assert hedge_requests == 0
+
+
+def test_a_request_of_an_earlier_loop_ends_cleanly_after_another_loop_used_the_pool() -> None:
+    """One client used from two event loops at once (two threads, each running its own): a
+    request of the first loop that ends after a request of the second started afresh ends
+    without an error of the pool's own bookkeeping (it raised a bare ``KeyError`` naming the
+    earlier loop's client, failing the call), and the counts stay those of the current loop."""
+    pool = Pool(factory=httpx2.AsyncClient)
+    entered, release = threading.Event(), threading.Event()
+    ended: list[str] = []
+
+    async def earlier() -> None:
+        async with pool.lease() as lease:
+            await lease._trace("connection.connect_tcp.started", {})
+            entered.set()
+            await asyncio.to_thread(release.wait, 60)
+        ended.append("earlier")
+
+    async def current() -> None:
+        async with pool.lease():
+            pass
+        ended.append("current")
+
+    thread = threading.Thread(target=asyncio.run, args=(earlier(),))
+    thread.start()
+    try:
+        assert entered.wait(60)
+        asyncio.run(current())
+    finally:
+        release.set()
+        thread.join(60)
+    assert ended == ["current", "earlier"]
+    assert pool.connected == 0
+    assert sum(pool.in_flight.values()) == 0
