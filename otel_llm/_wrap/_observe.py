@@ -97,7 +97,7 @@ class ObservedStream(_Proxy, Generic[T]):
         try:
             iterator = iter(wrapped)
         except BaseException as exc:
-            recorder.end_error(exc)
+            recorder.end_raised(exc)
             raise
         self._step: tuple[Iterator[T], Callable[[Any, int, int], None], CallRecorder] = (
             iterator,
@@ -131,7 +131,7 @@ class ObservedStream(_Proxy, Generic[T]):
                 recorder.end_ok()
                 return
             except BaseException as exc:
-                recorder.end_error(exc)
+                recorder.end_raised(exc)
                 raise
             on_item(item, wait_start, _clock.now_ns())
             try:
@@ -151,7 +151,7 @@ class ObservedStream(_Proxy, Generic[T]):
             recorder.end_ok()
             raise
         except BaseException as exc:
-            recorder.end_error(exc)
+            recorder.end_raised(exc)
             raise
         on_item(item, wait_start, _clock.now_ns())
         return item
@@ -190,7 +190,7 @@ class AsyncObservedStream(_Proxy, Generic[T]):
         try:
             iterator = wrapped.__aiter__()
         except BaseException as exc:
-            recorder.end_error(exc)
+            recorder.end_raised(exc)
             raise
         self._step: tuple[AsyncIterator[T], CallRecorder] = (iterator, recorder)
 

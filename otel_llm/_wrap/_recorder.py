@@ -219,11 +219,12 @@ class CallRecorder:
         self._end(sc.OUTCOME_ERROR, error, cut_short=True)
 
     def end_raised(self, raised: BaseException) -> None:
-        """``raised`` ended the call: the consuming task's cancellation ends it as cancelled
+        """``raised`` ended the call: the consuming task's cancellation, Ctrl-C
+        (``KeyboardInterrupt``) or the process exiting (``SystemExit``) ends it as cancelled
         (the user's doing, never the provider's error); a generator closed around the stream
         (``GeneratorExit``: a web framework's response generator closed when its client went
         away) as closed, the consumer having stopped reading; anything else as an error."""
-        if isinstance(raised, asyncio.CancelledError):
+        if isinstance(raised, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
             self.end_cancelled()
         elif isinstance(raised, GeneratorExit):
             self.end_closed()

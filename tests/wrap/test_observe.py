@@ -367,6 +367,35 @@ async def test_async_task_cancellation_ends_spans_as_cancelled(spans: Spans) -> 
     assert sc.STALL_MS not in a
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_ctrl_c_or_exit_while_reading_ends_the_call_as_cancelled(
+    spans: Spans, stop: type[BaseException]
+) -> None:
+    """Ctrl-C (or the process exiting) while a sync stream waits for its next chunk, or while
+    the application's ``with`` block handles one, ends the call as cancelled, as a cancelled
+    task does: the user's doing, no error of the provider's. Another exception is still one."""
+
+    def interrupted() -> Iterator[Any]:
+        yield chunk("a")
+        raise stop
+
+    with pytest.raises(stop):
+        for _ in observed(spans, interrupted()):
+            pass
+
+    def handle(items: list[Any], raised: BaseException) -> None:
+        with observed(spans, iter(items)) as stream:
+            next(stream)
+            raise raised
+
+    with pytest.raises(stop):
+        handle([chunk("a"), chunk("b")], stop())
+    with pytest.raises(ValueError, match="bad"):
+        handle([chunk("a")], ValueError("bad"))
+    outcomes = [attrs_of(span)[sc.ATTEMPT_OUTCOME] for span in spans.attempts()]
+    assert outcomes == [sc.OUTCOME_CANCELLED, sc.OUTCOME_CANCELLED, sc.OUTCOME_ERROR]
+
+
 async def test_async_context_manager_and_aclose(spans: Spans) -> None:
     """async with and aclose() end an unfinished stream as closed."""
     clock = FakeClock()
