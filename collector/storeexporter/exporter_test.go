@@ -426,16 +426,36 @@ func TestTheIdsKeptAtStartAreForgottenWhenTheWindowEnds(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	cfg := &Config{Store: dir, SealInterval: 20 * time.Millisecond, SegmentSpans: 1000,
 		ResendWindow: time.Minute, ResendSpans: 1000}
-	if err := restartedExporter(t, cfg).push(context.Background(), manySpans(10)); err != nil {
+	first := restartedExporter(t, cfg)
+	if err := first.push(context.Background(), manySpans(10)); err != nil {
 		t.Fatal(err)
 	}
-	cfg.ResendWindow = 50 * time.Millisecond // (the segment is still within it at the start)
+	// the segment stamped ahead, so it is within the short window below however long the
+	// restart takes on a busy machine (else no id is read and the test proves nothing)
+	number, err := first.store.current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	segments, err := filepath.Glob(filepath.Join(first.store.generationDir(number), "*.parquet"))
+	if err != nil || len(segments) == 0 {
+		t.Fatalf("no segment written (%v)", err)
+	}
+	ahead := time.Now().Add(time.Hour)
+	for _, segment := range segments {
+		if err := os.Chtimes(segment, ahead, ahead); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.ResendWindow = 50 * time.Millisecond
 	e := restartedExporter(t, cfg)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		e.mu.Lock()
-		kept := len(e.resent)
+		kept, read := len(e.resent), !e.resentUntil.IsZero()
 		e.mu.Unlock()
+		if !read {
+			t.Fatal("no span id was read at the start")
+		}
 		if kept == 0 {
 			return // no span came after the window: the ids went all the same
 		}
