@@ -53,7 +53,8 @@ _INSIDE: contextvars.ContextVar[_Inside] = contextvars.ContextVar(
 )
 """While a wrapped call is being made (the SDK method runs), the SDKs (their instrument
 functions' names) whose calls made inside it are part of it and pass through — with the asyncio
-task the call runs in (``None`` outside one) and its thread. A task started while it runs, or a
+task an async call runs in (``None`` for a sync call, even one made inside a task) and its
+thread. A task started while it runs, or a
 thread it hands its context to, inherits the context but need not be the call: an SDK runs the
 application's code there (LiteLLM's success callbacks: async ones in a task it starts, sync ones
 in its logging threads), so calls made there are calls of their own — but for a thread an async
@@ -80,8 +81,11 @@ def _passes_through(name: str) -> bool:
     return current is None or current is task
 
 
-def _mark_inside(nested: frozenset[str]) -> contextvars.Token[_Inside]:
-    return _INSIDE.set((nested, _current_task(), threading.get_ident()))
+def _mark_inside(nested: frozenset[str], *, is_async: bool) -> contextvars.Token[_Inside]:
+    """Mark a wrapped call as being made: an async call by its task, a sync one by its thread
+    only (made by code running in a task, its sync callbacks' threads are not its own)."""
+    task = _current_task() if is_async else None
+    return _INSIDE.set((nested, task, threading.get_ident()))
 
 
 _UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
@@ -299,7 +303,7 @@ class SdkPatch:
                 recorder = None if _passes_through(name) else start(target, resource, args, kwargs)
                 if recorder is None:
                     return await invoke(resource, args, kwargs)
-                token = _mark_inside(nested)
+                token = _mark_inside(nested, is_async=True)
                 try:
                     result = await invoke(resource, args, kwargs)
                 except BaseException as exc:
@@ -316,7 +320,7 @@ class SdkPatch:
             recorder = None if _passes_through(name) else start(target, resource, args, kwargs)
             if recorder is None:
                 return invoke(resource, args, kwargs)
-            token = _mark_inside(nested)
+            token = _mark_inside(nested, is_async=False)
             try:
                 result = invoke(resource, args, kwargs)
             except BaseException as exc:

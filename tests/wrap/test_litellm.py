@@ -377,3 +377,32 @@ def test_an_llm_call_made_by_the_applications_sync_callback_has_spans_of_its_own
             uninstrument_openai()
     models = sorted(str((s.attributes or {}).get(sc.GEN_AI_REQUEST_MODEL)) for s in spans.calls())
     assert models == ["openai/smooth", "smooth"]  # LiteLLM's call, and the judge's
+
+
+async def test_a_sync_call_made_in_a_task_tells_its_sync_callbacks_calls_apart(
+    spans: Spans, threaded: ThreadedProvider, callback_lists: None
+) -> None:
+    """A sync ``completion`` made by code that runs in an asyncio task (an ``async def``
+    handler calling sync code): LiteLLM's logging thread runs the sync success callback with
+    the call's context, and the LLM call made there is still the application's own."""
+    fired = threading.Event()
+
+    with openai.OpenAI(base_url=threaded.base_url, api_key="k", max_retries=0) as judge:
+
+        class SyncJudge(CustomLogger):  # type: ignore[misc]
+            def log_success_event(self, *_: Any, **__: Any) -> None:
+                judge.chat.completions.create(model="smooth", messages=MESSAGES)
+                fired.set()
+
+        litellm.callbacks = [SyncJudge()]
+        instrument_openai(tracer_provider=spans.provider, stall_threshold_ms=100)
+        instrument_litellm(tracer_provider=spans.provider, stall_threshold_ms=100)
+        try:
+            litellm.completion(**_call(threaded.base_url, "smooth"))  # in this test's task
+            assert await asyncio.to_thread(fired.wait, 30)
+        finally:
+            litellm.callbacks = []
+            uninstrument_litellm()
+            uninstrument_openai()
+    models = sorted(str((s.attributes or {}).get(sc.GEN_AI_REQUEST_MODEL)) for s in spans.calls())
+    assert models == ["openai/smooth", "smooth"]  # LiteLLM's call, and the judge's
