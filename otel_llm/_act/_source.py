@@ -178,7 +178,11 @@ class Source(StrictModel):
         except (httpx2.InvalidURL, ValueError):
             host = ""
         written = (urlsplit(value).hostname or "") if host else ""
-        if not host or any(character.isspace() for character in written):  # httpx2 escapes it
+        if (
+            not host
+            or any(character.isspace() for character in written)  # httpx2 escapes it
+            or ("%" in host and ":" not in host)  # an escape in a name (an IPv6 zone id may)
+        ):  # a name no resolver finds: every call would fail later, as a transient error
             raise ValueError(f"base_url must name a host, got {redact_url(value)!r}")
         try:
             port = urlsplit(value).port
