@@ -26,19 +26,22 @@ framing (Bedrock's AWS event stream) read that way is not metered: it ends ``clo
 
 from __future__ import annotations
 
-import codecs
 import inspect
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any
 
+from otel_llm._act._sse import SSEDecoder
 from otel_llm._measure import _clock
 from otel_llm._wrap._observe import _Proxy
 from otel_llm._wrap._patching import Observer, _observed
 from otel_llm._wrap._recorder import CallRecorder
 
 logger = logging.getLogger("otel_llm")
+
+_ANY_SIZE = 2**62
+"""No bound on an event's size: the application reads the body, the SDK holds it whole."""
 
 
 def is_raw_response(result: Any) -> bool:
@@ -162,16 +165,13 @@ class _Handed:
 
 class _SseEvents:
     """The JSON payloads of server-sent events, from the lines, text or bytes of a body as they
-    come. A payload split over several ``data:`` lines is read once it is whole; ``[DONE]``
-    and what is not a JSON object are no event of the API's."""
+    come, read by the client's own decoder (line ends, a byte-order mark, ``data:`` lines of one
+    event joined, time linear in the body however it is cut); ``[DONE]`` and what is not a
+    JSON object are no event of the API's."""
 
     def __init__(self, kind: str) -> None:
-        self._lines = kind == "lines"
-        self._decoder = (
-            codecs.getincrementaldecoder("utf-8")("replace") if kind == "bytes" else None
-        )
-        self._rest = ""
-        self._data: list[str] = []
+        self._kind = kind
+        self._decoder = SSEDecoder(max_event_bytes=_ANY_SIZE)
         self._piece_arrival: int | None = None
         self._event_arrival: int | None = None
         self._held = 0
@@ -200,30 +200,23 @@ class _SseEvents:
 
     def feed(self, piece: Any) -> list[dict[str, Any]]:
         """The events that ``piece`` of the body completes."""
-        if self._lines:
-            return self._line(piece) if isinstance(piece, str) else []
-        if self._decoder is not None:
-            piece = self._decoder.decode(piece) if isinstance(piece, bytes) else ""
-        if not isinstance(piece, str):
-            return []
-        *lines, self._rest = (self._rest + piece).split("\n")
-        return [event for line in lines for event in self._line(line)]
-
-    def _line(self, line: str) -> list[dict[str, Any]]:
-        line = line.rstrip("\r")
-        if not line:
-            self._data.clear()  # the event's end
-            return []
-        if not line.startswith("data:"):
-            return []  # event:, id:, retry:, a comment
-        payload = line[5:]
-        self._data.append(payload[1:] if payload.startswith(" ") else payload)
-        try:
-            event = json.loads("\n".join(self._data))
-        except ValueError:
-            return []  # [DONE], or a payload not whole yet
-        self._data.clear()
-        return [event] if isinstance(event, dict) else []
+        if self._kind == "bytes":
+            raw = piece if isinstance(piece, bytes) else b""
+        elif not isinstance(piece, str):
+            raw = b""
+        elif self._kind == "lines":  # a line without its end
+            raw = piece.encode("utf-8", "replace") + b"\n"
+        else:
+            raw = piece.encode("utf-8", "replace")
+        found = []
+        for _, data in self._decoder.feed(raw):
+            try:
+                event = json.loads(data)
+            except ValueError:
+                continue  # [DONE]
+            if isinstance(event, dict):
+                found.append(event)
+        return found
 
 
 def _events(pieces: Iterator[Any], events: _SseEvents, recorder: CallRecorder) -> Iterator[Any]:

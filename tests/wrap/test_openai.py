@@ -860,20 +860,27 @@ class _Collected:
 @settings(max_examples=200, deadline=None)
 @given(
     events=st.lists(_EVENT, max_size=6),
-    newline=st.sampled_from(["\n", "\r\n"]),
+    newline=st.sampled_from(["\n", "\r\n", "\r"]),
     named=st.booleans(),
+    marked=st.booleans(),
     cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12),
     kind=st.sampled_from(["text", "bytes"]),
 )
 def test_server_sent_events_read_from_any_pieces_are_the_events_sent(
-    events: list[dict[str, str]], newline: str, named: bool, cuts: list[int], kind: str
+    events: list[dict[str, str]],
+    newline: str,
+    named: bool,
+    marked: bool,
+    cuts: list[int],
+    kind: str,
 ) -> None:
-    """A raw body read as text or bytes cut anywhere (inside a line, a multi-byte character):
-    the events read from it are exactly the events sent, each once, in order; ``[DONE]`` and
-    the ``event:`` lines are none."""
+    """A raw body read as text or bytes cut anywhere (inside a line, a multi-byte character,
+    a CR LF): the events read from it are exactly the events sent, each once, in order —
+    whichever line ends the format allows (a lone CR too), after a byte-order mark or not (the
+    client's own decoder reads it); ``[DONE]`` and the ``event:`` lines are none."""
     from otel_llm._wrap._raw_response import _SseEvents
 
-    body = (
+    body = ("\ufeff" if marked else "") + (
         "".join(
             (f"event: e{index}{newline}" if named else "")
             + f"data: {json.dumps(event, ensure_ascii=False)}{newline}{newline}"
