@@ -16,7 +16,7 @@ from otel_llm._act._completion import Completion, Embeddings
 from otel_llm._act._pool import Pool
 from otel_llm._act._source import Source
 from otel_llm._act._transport import chat_completion, embeddings
-from otel_llm._act._watchdog import Watchdog
+from otel_llm._act._watchdog import ConnectionWait, Watchdog
 from otel_llm._measure._metrics import LlmMetrics
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import StallFigures
@@ -65,12 +65,7 @@ class Attempt:
         self.leg = leg
         self.stream = stream
         self.cancel_outcome = sc.OUTCOME_CANCELLED
-        self.connected_at: float | None = None
-        """When (on the loop's clock) the request got its connection from the pool."""
-        self.connected = asyncio.Event()
-        """Set when the request got its connection from the pool."""
         self._pool: Pool | None = None
-        self._watchdog: Watchdog | None = None
         self.figures: StallFigures | None = None
         self.completion: Completion | None = None
         self.error: BaseException | None = None
@@ -89,56 +84,37 @@ class Attempt:
             secrets=source.secrets(),
             metrics=metrics,
         )
+        self.wait = ConnectionWait(
+            self.span.clock,
+            source.timeout_s,  # the pool's timeout (request_timeout)
+            self._reports_connections,
+        )
+        """The request's wait for a connection of the client's pool."""
 
     @property
     def chunks(self) -> int:
         """Incremental chunks received so far."""
         return self.span.clock.count
 
-    def queued(self) -> bool:
-        """Whether the request waits for a connection of the client's own pool (known only
-        where the transport reports connections, and for at most the pool's timeout,
-        ``timeout_s``: past it the request is served by a transport that reports none)."""
-        pool = self._pool
-        return (
-            pool is not None
-            and pool.reports_connections
-            and self.connected_at is None
-            and asyncio.get_running_loop().time() < self.queue_ends_s
-        )
-
-    @property
-    def queue_ends_s(self) -> float:
-        """When (on the loop's clock) a wait for a connection is no longer taken for one."""
-        clock = self.span.clock
-        return clock.on_loop(clock.start_ns) + self.source.timeout_s
-
-    def _connected(self) -> None:
-        """The pool gave the request its connection: the first chunk's budgets start now."""
-        if self.connected_at is None:
-            self.connected_at = asyncio.get_running_loop().time()
-            self.connected.set()
-            if self._watchdog is not None:
-                self._watchdog.connected()
+    def _reports_connections(self) -> bool:
+        return self._pool is not None and self._pool.reports_connections
 
     async def _request(self, pool: Pool, payload: Mapping[str, Any]) -> Completion:
         source, clock = self.source, self.span.clock
         self._pool = pool
         if not self.stream:
             return await chat_completion(
-                pool, source, payload, stream=False, clock=clock, on_connected=self._connected
+                pool, source, payload, stream=False, clock=clock, on_connected=self.wait.mark
             )
         async with Watchdog(
             clock,
             source.effective_ttft_timeout_s,
             source.effective_inter_chunk_timeout_s,
             source=source.name,
-            reports_connections=lambda: pool.reports_connections,
-            queue_s=source.timeout_s,  # the pool's timeout (request_timeout)
-        ) as watchdog:
-            self._watchdog = watchdog
+            wait=self.wait,
+        ):
             return await chat_completion(
-                pool, source, payload, stream=True, clock=clock, on_connected=self._connected
+                pool, source, payload, stream=True, clock=clock, on_connected=self.wait.mark
             )
 
     async def run(self, pool: Pool, payload: Mapping[str, Any]) -> Completion:

@@ -189,19 +189,19 @@ class Round(Generic[T]):
         since a hedge while it waits there would wait in the same pool — (True), or until the
         chunk came or the primary finished first (False)."""
         assert self._after_s is not None
-        primary, attempt = leg.task, leg.attempt
+        primary, wait = leg.task, leg.attempt.wait
         loop = asyncio.get_running_loop()
         started = loop.time()
         while True:
-            base = attempt.connected_at if attempt.connected_at is not None else started
+            base = wait.connected_at if wait.connected_at is not None else started
             remaining_s = base + self._after_s - loop.time()
-            if remaining_s <= 0 and not attempt.queued():
+            if remaining_s <= 0 and not wait.queued():
                 return True
             if remaining_s > 0:
                 await self._wait_for_signal(primary, signal, remaining_s)
             else:  # late, but only because it waits for a connection of our own pool
-                queued_s = max(0.0, attempt.queue_ends_s - loop.time())
-                await self._wait_for_signal(primary, signal, queued_s, attempt.connected)
+                queued_s = max(0.0, wait.ends_s - loop.time())
+                await self._wait_for_signal(primary, signal, queued_s, wait.connected)
             if primary.done() or (signal is not None and signal.is_set()):
                 return False
 

@@ -9,7 +9,7 @@ the event loop's clock (the chunk clock maps its arrivals onto it), so a loop wi
 runs the watchdog on virtual time.
 
 The first chunk's budget starts when the request gets its connection from the client's own pool
-(:meth:`Watchdog.connected`): time spent queued behind other requests for a connection is the
+(:class:`ConnectionWait`): time spent queued behind other requests for a connection is the
 client's, not the provider's silence (with ``pool_max_connections`` streams running, the rest
 wait there). A transport that reports no connections (``MockTransport``) never says when; there
 the budget starts with the attempt.
@@ -25,15 +25,56 @@ from otel_llm._errors import WatchdogTimeout
 from otel_llm._measure._chunks import ChunkClock
 
 
+class ConnectionWait:
+    """One request's wait for a connection of the client's own pool, the one owner of when it
+    got one and whether it still waits (the watchdog's first-chunk budget and the first-token
+    hedge both count from the connection). ``reports_connections`` says whether the transport
+    reports when a request gets its connection; a wait is taken for one for at most ``queue_s``
+    from the attempt's start (the pool's own timeout): past it, a request still without one is
+    served by a transport that reports none (one mounted beside a reporting one)."""
+
+    def __init__(
+        self, clock: ChunkClock, queue_s: float, reports_connections: Callable[[], bool]
+    ) -> None:
+        self._clock = clock
+        self._queue_s = queue_s
+        self._reports_connections = reports_connections
+        self.connected_at: float | None = None
+        """When (on the loop's clock) the request got its connection from the pool."""
+        self.connected = asyncio.Event()
+        """Set when the request got its connection from the pool."""
+        self.on_connected: Callable[[], None] | None = None
+        """Called once the request got its connection (the watchdog, while it runs)."""
+
+    def mark(self) -> None:
+        """The pool gave the request its connection: the first chunk's budgets start now."""
+        if self.connected_at is None:
+            self.connected_at = asyncio.get_running_loop().time()
+            self.connected.set()
+            if self.on_connected is not None:
+                self.on_connected()
+
+    @property
+    def ends_s(self) -> float:
+        """When (on the loop's clock) a wait for a connection is no longer taken for one."""
+        return self._clock.on_loop(self._clock.start_ns) + self._queue_s
+
+    def queued(self) -> bool:
+        """Whether the request still waits for a connection from the client's own pool."""
+        return (
+            self.connected_at is None
+            and self._reports_connections()
+            and asyncio.get_running_loop().time() < self.ends_s
+        )
+
+
 class Watchdog:
     """``async with Watchdog(clock, ttft_s, inter_s, source=...)`` around a streamed read.
 
     Raises :class:`WatchdogTimeout` when the first chunk takes longer than ``ttft_s`` after
-    the request got its connection, or a later gap longer than ``inter_s``. ``reports_connections``
-    says whether the transport reports when a request gets its connection (then
-    :meth:`connected` is called when it does, and no first-chunk budget runs before, for at
-    most ``queue_s``: the pool's own timeout); without it, the first chunk's budget starts with
-    the watchdog.
+    the request got its connection (``wait``: no first-chunk budget runs while it waits for
+    one), or a later gap longer than ``inter_s``; without ``wait``, the first chunk's budget
+    starts with the watchdog.
     """
 
     def __init__(
@@ -43,51 +84,44 @@ class Watchdog:
         inter_s: float,
         *,
         source: str,
-        reports_connections: Callable[[], bool] = lambda: False,
-        queue_s: float = 0.0,
+        wait: ConnectionWait | None = None,
     ) -> None:
         self._clock = clock
         self._ttft_s = ttft_s
         self._inter_s = inter_s
         self._source = source
-        self._reports_connections = reports_connections
-        self._queue_s = queue_s
-        self._connected_at: float | None = None
+        self._wait = wait
         self._running = False
         self._timeout: asyncio.Timeout | None = None
         self._handle: asyncio.Handle | None = None
         self.fired: str | None = None
 
-    def connected(self) -> None:
-        """The request got its connection from the pool: the first chunk's budget starts now."""
-        if self._connected_at is not None:
+    def _connected(self) -> None:
+        """The request got its connection: look again at the new deadline (the queue's check
+        is moot now)."""
+        if not self._running:
             return
         loop = asyncio.get_running_loop()
-        self._connected_at = loop.time()
-        if self._running:  # look again at the new deadline (the queue's check is moot now)
-            if self._handle is not None:
-                self._handle.cancel()
-            self._handle = loop.call_later(self._next_check_s(self._connected_at), self._check)
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = loop.call_later(self._next_check_s(loop.time()), self._check)
+
+    def _connected_at(self) -> float | None:
+        return self._wait.connected_at if self._wait is not None else None
 
     def _queue_ends_s(self) -> float:
-        """When (on the loop's clock) a wait for a connection is no longer taken for one: the
-        pool gives up by then (its timeout), so a request still without one is served by a
-        transport that reports none (one mounted beside a reporting one)."""
-        return self._clock.on_loop(self._clock.start_ns) + self._queue_s
+        assert self._wait is not None
+        return self._wait.ends_s
 
     def _queued(self) -> bool:
         """Whether the request still waits for a connection from the client's own pool."""
-        return (
-            self._connected_at is None
-            and self._reports_connections()
-            and asyncio.get_running_loop().time() < self._queue_ends_s()
-        )
+        return self._wait is not None and self._wait.queued()
 
     def _deadline_s(self) -> float:
         """When, on the loop's clock, the current budget runs out."""
         clock = self._clock
         if clock.count == 0:
-            started = self._connected_at
+            started = self._connected_at()
             if started is None:
                 started = clock.on_loop(clock.start_ns)
             return started + self._ttft_s
@@ -113,7 +147,7 @@ class Watchdog:
             return  # the finish reason came: the rest (usage, [DONE]) is the read timeout's
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if self._waiting_for_pool():  # connected() arms the first chunk's budget, or this
+        if self._waiting_for_pool():  # the connection arms the first chunk's budget, or this
             self._handle = loop.call_later(self._queue_ends_s() - now, self._check)
             return
         if self._deadline_s() > now:
@@ -135,7 +169,7 @@ class Watchdog:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if self._waiting_for_pool():  # connected() arms the first chunk's budget, or this
+        if self._waiting_for_pool():  # the connection arms the first chunk's budget, or this
             self._handle = loop.call_later(self._queue_ends_s() - now, self._check)
             return
         if self._clock.count != chunks or self._deadline_s() > now:
@@ -154,6 +188,8 @@ class Watchdog:
         self._timeout = asyncio.timeout(None)
         await self._timeout.__aenter__()
         self._running = True
+        if self._wait is not None:
+            self._wait.on_connected = self._connected
         loop = asyncio.get_running_loop()
         self._handle = loop.call_later(max(0.0, self._next_check_s(loop.time())), self._check)
         return self
@@ -165,6 +201,8 @@ class Watchdog:
         tb: TracebackType | None,
     ) -> None:
         self._running = False
+        if self._wait is not None:
+            self._wait.on_connected = None
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None

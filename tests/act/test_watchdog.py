@@ -13,7 +13,7 @@ import pytest
 
 from otel_llm import Client, Source, WatchdogTimeout
 from otel_llm import _semconv as sc
-from otel_llm._act._watchdog import Watchdog
+from otel_llm._act._watchdog import ConnectionWait, Watchdog
 from otel_llm._measure._chunks import ChunkClock
 from otel_llm.simulator import Script, SimulatedProvider
 from otel_llm.testing import Spans, run_virtual
@@ -177,14 +177,15 @@ async def test_no_first_chunk_budget_runs_while_the_request_waits_for_a_connecti
     """A request queued for a connection of the client's own pool is not the provider's
     silence: the first chunk's budget starts when the pool gives it its connection."""
     clock = ChunkClock()
-    dog = Watchdog(clock, BUDGET, 60.0, source="a", reports_connections=lambda: True, queue_s=60.0)
+    wait = ConnectionWait(clock, 60.0, lambda: True)
+    dog = Watchdog(clock, BUDGET, 60.0, source="a", wait=wait)
     queued_while_silent: list[str | None] = []
 
     async def queued_then_connected() -> None:
         async with dog:
             await asyncio.sleep(5 * BUDGET)  # waiting for a pooled connection
             queued_while_silent.append(dog.fired)
-            dog.connected()
+            wait.mark()
             await asyncio.sleep(60)
 
     with pytest.raises(WatchdogTimeout, match=r"no first chunk within 0\.1 s"):
@@ -204,7 +205,7 @@ async def test_a_request_that_never_reports_its_connection_is_judged_after_the_p
     started = loop.time()
     with pytest.raises(WatchdogTimeout, match="no first chunk"):
         async with Watchdog(
-            clock, BUDGET, 60.0, source="a", reports_connections=lambda: True, queue_s=3 * BUDGET
+            clock, BUDGET, 60.0, source="a", wait=ConnectionWait(clock, 3 * BUDGET, lambda: True)
         ):
             await asyncio.sleep(60)
     assert 3 * BUDGET <= loop.time() - started < 60
