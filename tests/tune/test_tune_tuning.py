@@ -264,7 +264,7 @@ def test_the_timeout_reaches_every_setting_and_the_json(store: Path) -> None:
 def test_a_max_attempts_the_client_refuses_is_refused(attempts: object) -> None:
     """--max-attempts is the client's RETRY__MAX_ATTEMPTS: a whole number within the client's
     own bounds; not given, the client's default."""
-    with pytest.raises(ConfigurationError, match="--max-attempts: .* from 1 to 1000"):
+    with pytest.raises(ConfigurationError, match=r"--max-attempts: .* from 1 to 1000"):
         check_max_attempts(attempts)  # type: ignore[arg-type]
     assert check_max_attempts(None) == DEFAULTS.max_attempts
     assert check_max_attempts(1000) == 1000
