@@ -39,9 +39,11 @@ def binary() -> Path:
     return Path(named)
 
 
-def _start_refused(binary: Path, store: Path, *, user: int | None = None) -> str:
-    """Start the collector on ``store`` (as ``user``, when given); it must exit with an error
-    before its health check ever answers. What it said."""
+def _start_refused(
+    binary: Path, store: Path, *, user: int | None = None, config: Path = CONFIG
+) -> str:
+    """Start the collector on ``store`` (as ``user``, when given) with ``config``; it must exit
+    with an error before its health check ever answers. What it said."""
     ports = Ports.free()
     environment = {
         **os.environ,
@@ -51,7 +53,7 @@ def _start_refused(binary: Path, store: Path, *, user: int | None = None) -> str
         env.OTEL_LLM_COLLECTOR_STORE: str(store),
         env.OTEL_LLM_COLLECTOR_SPOOL: str(store.parent / "spool"),
     }
-    command = [str(binary), f"--config={CONFIG}"]
+    command = [str(binary), f"--config={config}"]
     if user is not None:
         command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *command]
     process = subprocess.Popen(
@@ -115,11 +117,14 @@ def test_a_store_the_collector_cannot_write_fails_the_start(
     """A store the collector cannot write (another user's) fails the start, naming the store
     and why — where it used to start, answer its health check, and fail every export."""
     store, user = unwritable_store
-    if user is not None:  # nobody cannot read root's cache where the binary is kept
-        copied = store.parent / "otelcol-llm"
+    config = CONFIG
+    if user is not None:  # nobody cannot read root's cache where the binary is kept, nor a
+        copied = store.parent / "otelcol-llm"  # checkout in a private folder (mktemp -d)
         shutil.copy2(binary, copied)
         binary = copied
-    said = _start_refused(binary, store, user=user)
+        config = store.parent / CONFIG.name
+        shutil.copy2(CONFIG, config)
+    said = _start_refused(binary, store, user=user, config=config)
     assert f"cannot write into the store {store}" in said, said
     assert "permission denied" in said, said
 
