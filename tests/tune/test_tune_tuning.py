@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from otel_llm import Client, ClientSettings, ConfigurationError, Source, open_store
 from otel_llm._defaults import DEFAULTS
-from otel_llm._tune._config_lines import config_lines
+from otel_llm._tune._config_lines import ConfigLines, config_lines
 from otel_llm._tune._hedging_model import FAILED_S, Rules, p99_interval, percentiles
 from otel_llm._tune._replay import Figures
 from otel_llm._tune._sample import MIN_CALLS, RULE
@@ -207,6 +207,17 @@ def test_a_timeout_that_is_no_duration_is_refused(timeout_s: float) -> None:
         check_timeout(timeout_s)
 
 
+def _set_beside_two_sources(lines: ConfigLines, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lines``' environment keys set beside two sources, openai-1 and azure-2, as a user
+    pastes them."""
+    for name in ("OPENAI__1", "AZURE__2"):
+        monkeypatch.setenv(f"LLM__{name}__BASE_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv(f"LLM__{name}__MODEL", "m")
+    for line in lines.env:
+        key, value = line.split("=")
+        monkeypatch.setenv(key, value)
+
+
 def test_a_non_default_timeout_is_among_the_lines_to_paste(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -219,12 +230,7 @@ def test_a_non_default_timeout_is_among_the_lines_to_paste(
     assert "LLM__OPENAI__1__TIMEOUT_S=200" in lines.env
     assert "LLM__AZURE__2__TIMEOUT_S=200" in lines.env
     assert lines.source_kwargs["timeout_s"] == 200
-    for name in ("OPENAI__1", "AZURE__2"):
-        monkeypatch.setenv(f"LLM__{name}__BASE_URL", "http://127.0.0.1:9/v1")
-        monkeypatch.setenv(f"LLM__{name}__MODEL", "m")
-    for line in lines.env:
-        key, value = line.split("=")
-        monkeypatch.setenv(key, value)
+    _set_beside_two_sources(lines, monkeypatch)
     settings = ClientSettings()
     assert {s.timeout_s for s in settings.sources} == {200.0}
     assert {s.inter_token_timeout_s for s in settings.sources} == {120.0}
@@ -295,12 +301,7 @@ def test_max_attempts_reaches_every_setting_the_json_and_the_lines(
     lines = config_lines(rules, ["openai-1", "azure-2"])
     assert "LLM__RETRY__MAX_ATTEMPTS=5" in lines.env
     assert lines.client_kwargs["max_attempts"] == 5
-    for name in ("OPENAI__1", "AZURE__2"):
-        monkeypatch.setenv(f"LLM__{name}__BASE_URL", "http://127.0.0.1:9/v1")
-        monkeypatch.setenv(f"LLM__{name}__MODEL", "m")
-    for line in lines.env:
-        key, value = line.split("=")
-        monkeypatch.setenv(key, value)
+    _set_beside_two_sources(lines, monkeypatch)
     assert ClientSettings().retry.max_attempts == 5
     source = Source(name="a", provider="p", base_url="http://127.0.0.1:9/v1", model="m")
     client = Client([source, source.model_copy(update={"name": "b"})], **lines.client_kwargs)  # type: ignore[arg-type]
@@ -320,12 +321,7 @@ def test_the_configuration_lines_are_what_the_client_reads(
         "LLM__HEDGE__STALL_AFTER_S=4",
         "LLM__HEDGE__BUDGET_RATIO=0.25",
     )
-    for name in ("OPENAI__1", "AZURE__2"):
-        monkeypatch.setenv(f"LLM__{name}__BASE_URL", "http://127.0.0.1:9/v1")
-        monkeypatch.setenv(f"LLM__{name}__MODEL", "m")
-    for line in lines.env:
-        key, value = line.split("=")
-        monkeypatch.setenv(key, value)
+    _set_beside_two_sources(lines, monkeypatch)
     settings = ClientSettings()
     assert settings.hedge.after_s == 2.5
     assert settings.hedge.stall_after_s == 4.0
