@@ -101,6 +101,11 @@ SCENARIOS: dict[str, tuple[list[Acquire | Settle], str]] = {
 }
 
 
+CLOCKS_APART_S = 0.05
+"""How far Redis's clock and this process's may disagree over one scenario (a small fraction of
+every scenario's waits: a refill of 1/20 of a second at most, never a whole request)."""
+
+
 @pytest.fixture
 def prefix() -> str:
     """Key prefix of one test, so tests sharing the session's server never meet."""
@@ -142,8 +147,11 @@ async def test_same_decisions_as_local_backend(name: str, backend: RedisAdmissio
     assert pattern(frozen) == expected
     assert pattern(shared) == expected
     for local_wait, redis_wait in zip(frozen, shared, strict=True):
-        # Redis's clock runs: it has refilled at most ``elapsed`` seconds' worth.
-        assert local_wait - elapsed - 1e-6 <= redis_wait <= local_wait + 1e-6
+        # Redis's clock runs: it has refilled at most ``elapsed`` seconds' worth — give or take
+        # how two clocks disagree: Redis reads the wall clock, as of when it took the command,
+        # and this test a monotonic one (6.77 ms of refill against 6.62 ms measured here, once,
+        # beside two CPU burners).
+        assert local_wait - elapsed - CLOCKS_APART_S <= redis_wait <= local_wait + 1e-6
         assert (redis_wait > 0) == (local_wait > 0)
 
 

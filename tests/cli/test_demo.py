@@ -28,17 +28,15 @@ from otel_llm.cli._demo import DEMO_FIT, DemoOptions, rerun_advice, run_demo
 from otel_llm.cli._render import Format, Output
 from otel_llm.simulator import sample_measured, scripted_figures
 from tests.conftest import require
-from tests.support.processes import run_cli
+from tests.support.processes import UNHURRIED, run_cli
 
 SEED = 529
 """Twelve calls of this seed have 15 scripted silences and 4 stalls past the 20 s stall hedge;
 the slowest call takes about 30 simulated seconds, 6 s at --time-scale 0.2."""
 CALLS = 12
 SHORT_SEED = 17
-"""Its first calls are short (at most 10 simulated seconds) and never hedge."""
-UNHURRIED = ("--time-scale", "0.8")
-"""For the tests about what the demo prints and counts, not how exactly it measures: the pace
-the demo itself advises on a busy machine (a call of SHORT_SEED takes at most 8 s)."""
+"""Its first calls are short (at most 10 simulated seconds: 8 s at UNHURRIED) and never
+hedge."""
 
 DRIVER = """
 import asyncio, json, sys

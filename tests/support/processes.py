@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+UNHURRIED = ("--time-scale", "0.8")
+"""``otel-llm demo`` arguments for tests about what the demo prints, counts and writes, not how
+exactly it measures: the pace the demo itself advises on a busy machine (its default pace, 0.2,
+is refused with exit code 3 beside two CPU burners)."""
+
 
 def run_python(
     script: str, *args: str, cwd: Path, env: dict[str, str] | None = None

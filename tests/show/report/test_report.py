@@ -39,7 +39,7 @@ from otel_llm._show._store._segments import SEGMENTS, SegmentStore
 from otel_llm._show._store._since import EARLIEST, parse_since
 from otel_llm.cli._app import DEMO_TOO_BUSY_EXIT
 from tests.support import REPOSITORY
-from tests.support.processes import run_cli, run_python
+from tests.support.processes import UNHURRIED, run_cli, run_python
 from tests.support.report_browser import loaded
 from tests.support.tune_store import Scripted, TuneStore, measured_like, stream, write_store
 
@@ -632,6 +632,7 @@ def test_without_the_runtime_the_report_says_what_to_install(
         "1",
         "--seed",
         "17",
+        *UNHURRIED,
         cwd=tmp_path,
         env=env,
     )
