@@ -57,6 +57,18 @@ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 """As ``OTEL_EXPORTER_OTLP_PROTOCOL``, for spans only (wins over it)."""
 OTEL_EXPORTER_OTLP_METRICS_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"
 """As ``OTEL_EXPORTER_OTLP_PROTOCOL``, for metrics only (wins over it)."""
+OTEL_BSP_MAX_QUEUE_SIZE: Final = "OTEL_BSP_MAX_QUEUE_SIZE"
+"""The SDK's batching of OTLP spans: the most spans it queues (2048); read by the SDK, judged
+by ``init()``: one the SDK would refuse (0 or less) is a ``ConfigurationError``."""
+OTEL_BSP_SCHEDULE_DELAY: Final = "OTEL_BSP_SCHEDULE_DELAY"
+"""The SDK's batching of OTLP spans: ms between exports (5000); 0 or less is a
+``ConfigurationError`` at ``init()``."""
+OTEL_BSP_MAX_EXPORT_BATCH_SIZE: Final = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
+"""The SDK's batching of OTLP spans: the most spans an export sends (512); 0 or less, or more
+than ``OTEL_BSP_MAX_QUEUE_SIZE``, is a ``ConfigurationError`` at ``init()``."""
+OTEL_METRIC_EXPORT_INTERVAL: Final = "OTEL_METRIC_EXPORT_INTERVAL"
+"""ms between OTLP metric exports (60000), read by the SDK; 0 or less is a
+``ConfigurationError`` at ``init()``."""
 OTEL_SPAN_EVENT_COUNT_LIMIT: Final = "OTEL_SPAN_EVENT_COUNT_LIMIT"
 """The SDK's per-span event limit (named in init()'s warning when it is too low)."""
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = (

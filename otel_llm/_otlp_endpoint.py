@@ -193,6 +193,46 @@ def check_headers(variable: str) -> None:
             )
 
 
+_BATCHING: Final[dict[Signal, tuple[tuple[str, float], ...]]] = {
+    "spans": (
+        (env.OTEL_BSP_MAX_QUEUE_SIZE, 2048),
+        (env.OTEL_BSP_SCHEDULE_DELAY, 5000),
+        (env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE, 512),
+    ),
+    "metrics": ((env.OTEL_METRIC_EXPORT_INTERVAL, 60_000),),
+}
+"""The variables the SDK's batching of a signal reads (its batch span processor, its periodic
+metric reader), with OpenTelemetry's defaults; each must be above 0."""
+
+
+def check_batching(signal: Signal) -> None:
+    """Raise a :class:`ConfigurationError` naming the variable when the SDK's batching of
+    ``signal`` would refuse its settings — a count or an interval of 0 or less, a batch larger
+    than the queue — which the SDK raises as a bare ``ValueError`` naming neither the variable
+    nor otel-llm, once tracing is half set up. Values the SDK cannot parse are left to it: it
+    uses its default, and says so."""
+    read: dict[str, float] = {}
+    for variable, default in _BATCHING[signal]:
+        value = os.environ.get(variable)
+        try:  # as the SDK reads it: whole numbers for the span batching, any for metrics
+            number = default if value is None else (float if signal == "metrics" else int)(value)
+        except ValueError:
+            number = default
+        if number <= 0:
+            raise ConfigurationError(
+                variable, f"{value!r} must be above 0 (OpenTelemetry's default: {default:g})"
+            )
+        read[variable] = number
+    if signal == "spans":
+        queue, batch = read[env.OTEL_BSP_MAX_QUEUE_SIZE], read[env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE]
+        if batch > queue:
+            raise ConfigurationError(
+                env.OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+                f"{batch:g} must be at most the queue's {queue:g} "
+                f"({env.OTEL_BSP_MAX_QUEUE_SIZE}): a batch is taken from the queue",
+            )
+
+
 def _header_problem(entry: str) -> str | None:
     if not entry:
         return None
@@ -376,6 +416,11 @@ class OtlpEndpoint:
         self._timer = None
         for exporter in self._exporters:
             exporter._lock = threading.Lock()
+
+    def shown(self, text: str) -> str:
+        """``text`` fit for a message about this endpoint: without its secrets (the URL's
+        password, the headers' values) or key-like tokens."""
+        return redact(text, self._secrets)
 
     def span_exporter(self, inner: SpanExporter) -> SpanExporter:
         """``inner`` with its log lines held back and its outcome reported here."""

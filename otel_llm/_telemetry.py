@@ -12,11 +12,15 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.export import (
+    MetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
@@ -36,6 +40,7 @@ from otel_llm._otlp_endpoint import (
     OtlpEndpoint,
     Protocol,
     Signal,
+    check_batching,
     check_endpoint,
     check_headers,
     exported,
@@ -234,18 +239,54 @@ def _new_pools(reference: weakref.ref[requests.Session]) -> None:
             session.mount(prefix, HTTPAdapter())
 
 
-def _otlp_processor(collector: OtlpEndpoint) -> SpanProcessor:
-    """A batch processor with the OTLP exporter the standard variables describe."""
-    return collector.span_processor(_span_exporter(collector.protocol))
+_Exporter = TypeVar("_Exporter", SpanExporter, MetricExporter)
 
 
-def _otlp_meter_provider(resource: Resource, collector: OtlpEndpoint) -> MeterProvider:
-    """A meter provider exporting OTLP over the collector's protocol (shut down by
-    :meth:`Telemetry.shutdown`, at exit too, within the collector's bound, beside the spans and
-    never before them)."""
-    exporter = collector.metric_exporter(_metric_exporter(collector.protocol))
-    reader = PeriodicExportingMetricReader(exporter)
-    return MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
+def _otlp_pipeline(
+    collectors: dict[Signal, OtlpEndpoint],
+) -> tuple[SpanProcessor | None, MetricReader | None]:
+    """The batch span processor and the periodic metric reader of the signals exported over
+    OTLP, each with the SDK's exporter the standard variables describe — made before anything
+    is set up: settings the SDK refuses are a :class:`ConfigurationError`, and leave nothing
+    running (the SDK raised its own errors half-way through ``init()``)."""
+    for signal in collectors:
+        check_batching(signal)
+    spans, metrics_ = collectors.get("spans"), collectors.get("metrics")
+    span_exporter = _made(spans, _span_exporter) if spans is not None else None
+    try:
+        metric_exporter = _made(metrics_, _metric_exporter) if metrics_ is not None else None
+    except ConfigurationError:
+        if span_exporter is not None:
+            span_exporter.shutdown()
+        raise
+    processor = (
+        spans.span_processor(span_exporter)
+        if spans is not None and span_exporter is not None
+        else None
+    )
+    reader = (
+        PeriodicExportingMetricReader(metrics_.metric_exporter(metric_exporter))
+        if metrics_ is not None and metric_exporter is not None
+        else None
+    )
+    return processor, reader
+
+
+def _made(collector: OtlpEndpoint, make: Callable[[Protocol], _Exporter]) -> _Exporter:
+    """The signal's SDK exporter; one the SDK cannot make from the variables (a compression or
+    a status code it does not know, a timeout that is no number, a credential provider not
+    installed) is a :class:`ConfigurationError` saying what the SDK said, without the headers'
+    values."""
+    try:
+        return make(collector.protocol)
+    except Exception as exc:  # the SDK's own, of any type: not chained (it may quote secrets)
+        said = f"{type(exc).__name__}: {collector.shown(str(exc))}"
+    raise ConfigurationError(
+        f"the OTLP {collector.signal} exporter",
+        f"the OpenTelemetry SDK cannot make it from the variables set ({said}); correct the "
+        f"variable it names, or set {OWN_EXPORTER[collector.signal]}=none to send no "
+        f"{collector.signal} over OTLP",
+    )
 
 
 @dataclass
@@ -452,7 +493,7 @@ def init(
         spans_elsewhere=app_provider is not None,
         metrics_elsewhere=set_global and _global_meter_provider() is not None,
     )
-    otlp_processor = _otlp_processor(collectors["spans"]) if "spans" in collectors else None
+    otlp_processor, metric_reader = _otlp_pipeline(collectors)
     if otlp_processor is not None:
         downstream.append(otlp_processor)
     processor = DerivingSpanProcessor(downstream, default_threshold_ms=threshold)
@@ -471,8 +512,14 @@ def init(
         _warn_if_resource_kept(provider, service_name)
     provider.add_span_processor(processor)
     meters = (
-        _otlp_meter_provider(_resource_of(provider), collectors["metrics"])
-        if "metrics" in collectors
+        # shut down by Telemetry.shutdown (at exit too), within the collector's bound, beside
+        # the spans and never before them
+        MeterProvider(
+            metric_readers=[metric_reader],
+            resource=_resource_of(provider),
+            shutdown_on_exit=False,
+        )
+        if metric_reader is not None
         else None
     )
     if meters is not None and set_global:

@@ -1,0 +1,116 @@
+"""The OpenTelemetry SDK's own settings of OTLP export (batching, the exporters' variables) are
+judged at ``init()``: one the SDK would refuse is a ``ConfigurationError`` raised before anything
+is set up — not the SDK's bare error from half-way through ``init()``, with tracing half wired
+and its threads running."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from otel_llm import ConfigurationError, Telemetry, init
+
+HEADER_SECRET = "hdr-secret-77aa99"
+
+
+def refused(tmp_path: Path) -> ConfigurationError:
+    """The error init() raises, after checking it left no thread running (a handle it returns
+    instead is shut down: the test failed)."""
+    before = set(threading.enumerate())
+    taken: list[Telemetry] = []
+    try:
+        with pytest.raises(ConfigurationError) as caught:
+            taken.append(init(db_path=tmp_path / "store", set_global=False))
+    finally:
+        for telemetry in taken:
+            telemetry.shutdown()
+    started = [thread.name for thread in set(threading.enumerate()) - before]
+    assert started == [], f"a refused init() left threads running: {started}"
+    assert caught.value.__cause__ is None
+    assert caught.value.__context__ is None
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "why"),
+    [
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "0", "above 0"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "-1", "above 0"),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "0", "above 0"),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4096", "at most the queue's 2048"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "0", "above 0"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "-500", "above 0"),
+    ],
+)
+def test_batching_the_sdk_refuses_is_a_configuration_error_naming_it(
+    tmp_path: Path, otlp_env: pytest.MonkeyPatch, variable: str, value: str, why: str
+) -> None:
+    """A batching setting the SDK's processor or reader refuses (with a bare ValueError, after
+    the span batching's thread had started) is a ConfigurationError naming the variable."""
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    otlp_env.setenv(variable, value)
+    error = refused(tmp_path)
+    assert error.key == variable
+    assert why in error.reason
+
+
+def test_batching_of_a_signal_not_exported_is_not_judged(
+    tmp_path: Path, otlp_env: pytest.MonkeyPatch
+) -> None:
+    """The span batching's variables matter only when spans go over OTLP, the metric
+    interval only when metrics do; values the SDK parses and takes are taken."""
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    otlp_env.setenv("OTEL_TRACES_EXPORTER", "none")
+    otlp_env.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "0")
+    otlp_env.setenv("OTEL_METRIC_EXPORT_INTERVAL", "60000")
+    init(db_path=tmp_path / "store", set_global=False, duckdb=False).shutdown()
+    otlp_env.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    otlp_env.setenv("OTEL_METRICS_EXPORTER", "none")
+    otlp_env.setenv("OTEL_METRIC_EXPORT_INTERVAL", "0")
+    otlp_env.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "8192")
+    otlp_env.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4096")
+    init(db_path=tmp_path / "store", set_global=False, duckdb=False).shutdown()
+
+
+@pytest.mark.parametrize(
+    ("variables", "signal", "said"),
+    [
+        ({"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, "spans", "zstd"),
+        ({"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "ten"}, "metrics", "ValueError"),
+        ({"OTEL_PYTHON_EXPORTER_OTLP_GRPC_RETRYABLE_ERROR_CODES": "BOGUS"}, "spans", "BOGUS"),
+    ],
+)
+def test_an_exporter_the_sdk_cannot_make_is_a_configuration_error(
+    tmp_path: Path,
+    otlp_env: pytest.MonkeyPatch,
+    variables: dict[str, str],
+    signal: str,
+    said: str,
+) -> None:
+    """gRPC exporter settings its constructor refuses (a compression it does not know, a timeout
+    that is no number, a status code that is none) are a
+    ConfigurationError naming the signal's exporter and what the SDK said, at init()."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"api-key={HEADER_SECRET}")
+    for name, value in variables.items():
+        otlp_env.setenv(name, value)
+    error = refused(tmp_path)
+    assert error.key == f"the OTLP {signal} exporter"
+    assert said in error.reason
+    assert HEADER_SECRET not in str(error)
+
+
+def test_a_credential_provider_that_is_not_installed_is_a_configuration_error(
+    tmp_path: Path, otlp_env: pytest.MonkeyPatch
+) -> None:
+    """An OTLP/HTTP credential provider named but not installed (the exporter raises a bare
+    RuntimeError when it is made) is a ConfigurationError at init()."""
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    otlp_env.setenv("OTEL_PYTHON_EXPORTER_OTLP_HTTP_METRICS_CREDENTIAL_PROVIDER", "not-installed")
+    error = refused(tmp_path)
+    assert error.key == "the OTLP metrics exporter"
+    assert "not-installed" in error.reason
