@@ -114,6 +114,27 @@ def _over(
     return f"{function}({prom_name(metric, series)}{_selector(filters)}[{window}])"
 
 
+def _total(metric: MetricName, series: Series, filters: tuple[str, ...], *more: str) -> str:
+    """What a counter (or a histogram's series) of each label set counted within the
+    dashboard's range, read from the samples themselves, not ``increase``: a series is born
+    with its first export holding everything counted before it (a process's first export, a
+    label set's first, such as a new error type), which ``increase`` never counts (it reads
+    the growth between samples in its window; a series with one sample has none). So, per
+    series: its last sample in the range minus its last one before the range; the last sample
+    whole when there is none before (born in the range), or when the counter went back (its
+    process restarted under the same labels, between the two); ``increase`` over the range
+    when it went back within the range."""
+    x = f"{prom_name(metric, series)}{_selector(filters, *more)}"
+    last = f"last_over_time({x}[{RANGE}])"
+    before = f"last_over_time({x}[{RANGE}] offset {RANGE})"
+    resets = f"resets({x}[{RANGE}])"
+    return (
+        f"(({last} - {before} >= 0) unless {resets} > 0)"
+        f" or (increase({x}[{RANGE}]) unless {resets} == 0)"
+        f" or {last}"
+    )
+
+
 _BY_MODEL: Final = f"{FILTER_LABELS[PROVIDER]}, {FILTER_LABELS[MODEL]}"
 _MODEL_LEGEND: Final = "{{" + FILTER_LABELS[PROVIDER] + "}}/{{" + FILTER_LABELS[MODEL] + "}}"
 _TRIGGER: Final = label(sc.HEDGE_TRIGGER)
@@ -193,7 +214,7 @@ def _ttft() -> tuple[PromTarget, ...]:
 
 
 def _stall_counts() -> tuple[PromTarget, ...]:
-    buckets = f"sum by (le) ({_over('increase', STALL_COUNT, 'bucket', _ATTEMPT, RANGE)})"
+    buckets = f"sum by (le) ({_total(STALL_COUNT, 'bucket', _ATTEMPT)})"
     return (PromTarget(buckets, "{{le}}", instant=True, format="heatmap"),)
 
 
@@ -209,14 +230,13 @@ def _chunk_gaps() -> tuple[PromTarget, ...]:
 
 
 def _outcomes() -> tuple[PromTarget, ...]:
-    counted = f"sum by ({_OUTCOME}, {_LEG}) ({_over('increase', ATTEMPTS, '', _ATTEMPT, RANGE)})"
+    counted = f"sum by ({_OUTCOME}, {_LEG}) ({_total(ATTEMPTS, '', _ATTEMPT)})"
     legend = "{{" + _OUTCOME + "}} ({{" + _LEG + "}})"
     return (PromTarget(counted, legend, instant=True),)
 
 
 def _hedge_total(metric: MetricName, *more: str) -> str:
-    inner = f"{prom_name(metric)}{_selector(_HEDGE, *more)}[{RANGE}]"
-    return f"sum by ({_TRIGGER}) (increase({inner}))"
+    return f"sum by ({_TRIGGER}) ({_total(metric, '', _HEDGE, *more)})"
 
 
 def _hedging() -> tuple[PromTarget, ...]:
@@ -255,15 +275,15 @@ _NOT_ERRORS: Final = "|".join(sorted(sc.OUTCOMES_WITHOUT_FIGURES))
 
 
 def _errors() -> tuple[PromTarget, ...]:
-    errors = _selector(_ATTEMPT, _ERROR + '!=""', _OUTCOME + '!~"' + _NOT_ERRORS + '"')
-    inner = f"{prom_name(ATTEMPTS)}{errors}[{RANGE}]"
+    errors = (_ERROR + '!=""', _OUTCOME + '!~"' + _NOT_ERRORS + '"')
+    counted = _total(ATTEMPTS, "", _ATTEMPT, *errors)
     by = f"{_BY_MODEL}, {_OUTCOME}, {_ERROR}"
-    return (PromTarget(f"sum by ({by}) (increase({inner})) > 0", "", instant=True, format="table"),)
+    return (PromTarget(f"sum by ({by}) ({counted}) > 0", "", instant=True, format="table"),)
 
 
 def _breaker() -> tuple[PromTarget, ...]:
     source = FILTER_LABELS[SOURCE]
-    moved = _over("increase", BREAKER_TRANSITIONS, "", _BREAKER, RANGE)
+    moved = _total(BREAKER_TRANSITIONS, "", _BREAKER)
     legend = "{{" + source + "}} → {{" + _STATE + "}}"
     return (PromTarget(f"sum by ({source}, {_STATE}) ({moved})", legend, instant=True),)
 

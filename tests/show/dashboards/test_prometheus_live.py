@@ -4,11 +4,12 @@ sending by remote write) fed by real SDK traffic: ``otel_llm.Client`` against th
 scripted stalls, a hedge, a watchdog kill and a breaker that opens.
 
 The traffic runs twice. The first run makes every series exist and its metrics are exported once
-(T0); the second run's spans go into a store and its metrics are exported once more (T1). Each
-query of the generated dashboard, with Grafana's variables filled in as Grafana fills them, runs
-on Prometheus' /api/v1/query at the end of a dashboard range from T0 and must return data, in
-the panel's unit, agreeing with the store's figures for the second run: a total over the range
-ending at T1 exactly (its window starts and ends on a sample: Prometheus extrapolates nothing);
+(T0); the second run's metrics are exported once more (T1); each run's spans and both runs' go
+into stores. Each query of the generated dashboard, with Grafana's variables filled in as
+Grafana fills them, runs on Prometheus' /api/v1/query at the end of a dashboard range from T0
+and must return data, in the panel's unit, agreeing with the store's figures for the second run:
+a total over the range ending at T1 exactly (its window starts and ends on a sample: Prometheus
+extrapolates nothing), and a total over a range holding a series' first export counts it;
 a rate at the instant its window starts on T0, where Prometheus extrapolates every series alike,
 so a ratio of rates exactly too; TTFT p95 within the bucket of the store's p95."""
 
@@ -263,18 +264,21 @@ async def _run(spans: Spans, meters: MeterProvider) -> None:
 
 @dataclass(frozen=True)
 class Live:
-    """Prometheus with two exports of the traffic's metrics, and the second run's store."""
+    """Prometheus with two exports of the traffic's metrics, and the spans in stores: the
+    second run's (``store``), the first run's and both runs'."""
 
     base: str
     store: Path
     t0_ms: int
     t1_ms: int
+    first_store: Path
+    both_store: Path
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         return _query(self.base, expr, self.t1_ms / 1000)
 
-    def store_rows(self, sql: str) -> list[tuple[Any, ...]]:
-        return list(run_query(self.store, sql, canned=True).rows)
+    def store_rows(self, sql: str, store: Path | None = None) -> list[tuple[Any, ...]]:
+        return list(run_query(store or self.store, sql, canned=True).rows)
 
 
 @dataclass(frozen=True)
@@ -329,6 +333,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, collector_binary: Path) -> It
                 first = Spans()
                 asyncio.run(_run(first, meters))
                 first.check()
+                first_spans = first.finished()
                 first.provider.shutdown()
                 t0 = _flushed(base, meters, None)
                 second = Spans()
@@ -339,12 +344,13 @@ def live(tmp_path_factory: pytest.TempPathFactory, collector_binary: Path) -> It
                 t1 = _flushed(base, meters, t0)
             finally:
                 meters.shutdown()
-        store = folder / "store"
-        writer = SegmentSpanExporter(store)
-        writer.export(spans)
-        assert writer.force_flush(60_000)
-        writer.shutdown()
-        yield Live(base, store, t0, t1)
+        stores = {"store": spans, "first-store": first_spans, "both-store": first_spans + spans}
+        for name, held in stores.items():
+            writer = SegmentSpanExporter(folder / name)
+            writer.export(held)
+            assert writer.force_flush(60_000)
+            writer.shutdown()
+        yield Live(base, folder / "store", t0, t1, folder / "first-store", folder / "both-store")
 
 
 # --- Grafana's substitution --------------------------------------------------------------------
@@ -450,15 +456,26 @@ def _panels() -> list[dict[str, Any]]:
     return panels
 
 
-def _as_grafana(live: Live, target: dict[str, Any], **filters: list[str]) -> list[dict[str, Any]]:
+Window = tuple[int, int]
+"""A dashboard range, from and to (Unix ms)."""
+
+
+def _as_grafana(
+    live: Live, target: dict[str, Any], window: Window | None = None, **filters: list[str]
+) -> list[dict[str, Any]]:
     """``target`` run as Grafana runs it at the end of a dashboard range that starts at T0: a
     total over the range (an instant query) with the range ending at T1, so its window starts
     and ends on a sample and Prometheus extrapolates nothing; a rate (a point of a chart) at
     the instant its window starts on T0, so Prometheus extrapolates every series alike (by half
     the time between the samples, at the window's end: T0 and T1 are both in it) and a ratio of
-    rates is the ratio of what the second run added."""
+    rates is the ratio of what the second run added. ``window``: a total over that range
+    instead."""
     to_ms = live.t1_ms if target["instant"] else live.t0_ms + RATE_MS
-    expr = grafana_expr(target["expr"], from_ms=live.t0_ms, to_ms=to_ms, filters=filters)
+    from_ms = live.t0_ms
+    if window is not None:
+        assert target["instant"]
+        from_ms, to_ms = window
+    expr = grafana_expr(target["expr"], from_ms=from_ms, to_ms=to_ms, filters=filters)
     return _query(live.base, expr, to_ms / 1000)
 
 
@@ -484,8 +501,10 @@ def _panel(title: str) -> dict[str, Any]:
     return panel
 
 
-def _target(live: Live, title: str, index: int = 0, **filters: list[str]) -> list[dict[str, Any]]:
-    return _as_grafana(live, _panel(title)["targets"][index], **filters)
+def _target(
+    live: Live, title: str, index: int = 0, window: Window | None = None, **filters: list[str]
+) -> list[dict[str, Any]]:
+    return _as_grafana(live, _panel(title)["targets"][index], window, **filters)
 
 
 def test_every_query_returns_data(live: Live) -> None:
@@ -534,19 +553,25 @@ def test_the_units(live: Live) -> None:
     assert 0.2 <= _value(slow) < 20
 
 
-def test_totals_over_the_range_equal_the_stores(live: Live) -> None:
-    """Over the range T0..T1 (both samples in the window: nothing extrapolated), attempts by
-    outcome and leg, by stall count, errors by type, hedges fired and won, their wasted requests
-    and chunks, and the breaker's moves are the store's figures for the second run."""
+def _check_totals(live: Live, window: Window, store: Path, runs: int) -> None:
+    """The totals over ``window`` — attempts by outcome and leg, by stall count, errors by type,
+    hedges fired and won, their wasted requests and chunks, the breaker's moves — are the
+    figures of the ``runs`` runs ``store`` holds."""
+
+    def rows(sql: str) -> list[tuple[Any, ...]]:
+        return live.store_rows(sql, store)
+
     outcomes = _by(
-        _target(live, "Attempts by outcome"), "otel_llm_attempt_outcome", "otel_llm_attempt_leg"
+        _target(live, "Attempts by outcome", window=window),
+        "otel_llm_attempt_outcome",
+        "otel_llm_attempt_leg",
     )
-    rows = live.store_rows("SELECT outcome, leg, count(*) FROM llm_attempts GROUP BY 1, 2")
-    assert outcomes == {(o, leg): float(n) for o, leg, n in rows}
+    found = rows("SELECT outcome, leg, count(*) FROM llm_attempts GROUP BY 1, 2")
+    assert outcomes == {(o, leg): float(n) for o, leg, n in found}
     assert {sc.OUTCOME_OK, sc.OUTCOME_ERROR, sc.OUTCOME_HEDGE_CANCELLED} <= {o for o, _ in outcomes}
 
-    buckets = _by(_target(live, "Attempts by number of stalls"), "le")
-    counts = [n for (n,) in live.store_rows(
+    buckets = _by(_target(live, "Attempts by number of stalls", window=window), "le")
+    counts = [n for (n,) in rows(
         "SELECT stall_count FROM llm_attempts WHERE stall_count IS NOT NULL"
     )]  # fmt: skip
     assert buckets == {
@@ -555,30 +580,32 @@ def test_totals_over_the_range_equal_the_stores(live: Live) -> None:
     assert buckets[("+Inf",)] > buckets[("0",)] > 0
 
     errors = _by(
-        _target(live, "Errors by type"),
+        _target(live, "Errors by type", window=window),
         "gen_ai_provider_name",
         "gen_ai_request_model",
         "otel_llm_attempt_outcome",
         "error_type",
     )
     not_errors = ", ".join(f"'{o}'" for o in sorted(sc.OUTCOMES_WITHOUT_FIGURES))
-    rows = live.store_rows(
+    found = rows(
         "SELECT provider, model, outcome, error_type, count(*) FROM llm_attempts "
         f"WHERE error_type IS NOT NULL AND outcome NOT IN ({not_errors}) GROUP BY 1, 2, 3, 4"
     )
-    assert errors == {tuple(r[:4]): float(r[4]) for r in rows}
+    assert errors == {tuple(r[:4]): float(r[4]) for r in found}
     assert len(errors) >= 2  # the failed source and the watchdog's kill
 
     title = "Hedging: fired, won and waste, per trigger"
     hedging = {
-        t["legendFormat"].split(" (")[0]: _by(_target(live, title, i), "otel_llm_hedge_trigger")
+        t["legendFormat"].split(" (")[0]: _by(
+            _target(live, title, i, window=window), "otel_llm_hedge_trigger"
+        )
         for i, t in enumerate(_panel(title)["targets"])
     }
-    ((hedges, won, chunks),) = live.store_rows(
+    ((hedges, won, chunks),) = rows(
         "SELECT sum(hedges), count_if(hedge_won), sum(hedge_waste_chunks) FROM llm_calls "
         "WHERE hedges > 0"
     )
-    ((losers,),) = live.store_rows(
+    ((losers,),) = rows(
         f"SELECT count(*) FROM llm_attempts WHERE outcome = '{sc.OUTCOME_HEDGE_CANCELLED}'"
     )
     assert hedging["hedges"] == {("stall",): float(hedges)}
@@ -590,9 +617,31 @@ def test_totals_over_the_range_equal_the_stores(live: Live) -> None:
     assert chunks > 0
 
     breaker = _by(
-        _target(live, "Breaker state changes"), "otel_llm_attempt_source", "otel_llm_breaker_state"
+        _target(live, "Breaker state changes", window=window),
+        "otel_llm_attempt_source",
+        "otel_llm_breaker_state",
     )
-    assert breaker == {("a", "open"): 1.0}  # the failing source, once a run
+    assert breaker == {("a", "open"): float(runs)}  # the failing source, once a run
+
+
+def test_totals_over_the_range_equal_the_stores(live: Live) -> None:
+    """Over the range T0..T1 (both samples in the window: nothing extrapolated), every total is
+    the store's figure for the second run."""
+    _check_totals(live, (live.t0_ms, live.t1_ms), live.store, runs=1)
+
+
+BEFORE_MS: Final = 10 * 60_000
+"""How long before T0 the ranges that hold the first export start (Grafana's "last 10 minutes"
+seen at T0)."""
+
+
+def test_totals_count_a_series_from_its_first_export(live: Live) -> None:
+    """A series is born with its first export (a process's first, or a label set's first: a new
+    error type), holding what was counted before it: a range that holds that export counts it.
+    Over the 10 minutes up to T0 every total is the first run's figure (each series has one
+    sample there), and over the 10 minutes before T0 up to T1 both runs' figures."""
+    _check_totals(live, (live.t0_ms - BEFORE_MS, live.t0_ms), live.first_store, runs=1)
+    _check_totals(live, (live.t0_ms - BEFORE_MS, live.t1_ms), live.both_store, runs=2)
 
 
 def _close(a: float, b: float) -> bool:
@@ -806,3 +855,68 @@ def test_the_variables_offer_the_stores_values(live: Live) -> None:
     assert _label_values(live, variables["provider"]) == sorted({p for p, _ in winners})
     assert _label_values(live, variables["model"]) == sorted({m for _, m in winners})
     assert _label_values(live, variables["source"]) == sorted(s for (s,) in sources)
+
+
+# --- totals on crafted samples -------------------------------------------------------------------
+
+EXPORT_S: Final = 60
+"""The crafted series' export interval."""
+CRAFTED: Final[dict[str, tuple[dict[int, int], float]]] = {
+    # a series exported all along: what it grew by within the range
+    "steady": ({t: t // 30 for t in range(0, 1201, EXPORT_S)}, 40 - 20),
+    # born in the range (a process's first exports): everything it holds
+    "born": ({t: 5 + i for i, t in enumerate(range(660, 1201, EXPORT_S))}, 14),
+    # one export in the range: what it holds
+    "once": ({900: 3}, 3),
+    # its process restarted under the same labels within the range: 8 before, 6 after
+    "restarted": (
+        {**{t: 20 + 2 * i for i, t in enumerate(range(600, 841, EXPORT_S))}, 900: 1, 960: 2}
+        | {t: 3 + i for i, t in enumerate(range(1020, 1201, EXPORT_S))},
+        14,
+    ),
+    # restarted between its last sample before the range and its first in it: the new process's
+    "restarted-before": (
+        {570: 20} | {t: 1 + i for i, t in enumerate(range(660, 1201, EXPORT_S))},
+        10,
+    ),
+    # no sample in the range: nothing
+    "gone": ({t: t // 60 for t in range(0, 541, EXPORT_S)}, math.nan),
+}
+"""Each crafted series (by its outcome label): its samples (seconds after the base: value) and
+what it counted within the range 600..1200 s."""
+
+
+def test_totals_on_crafted_samples(tmp_path: Path) -> None:
+    """The totals' query on series backfilled into a real Prometheus (promtool), over the range
+    600..1200 s after a base: a series' growth, a born series' whole value, a single sample's
+    value, a counter that restarted within or just before the range counted from its restart;
+    exactly, where ``increase`` loses a series' first export and extrapolates the rest."""
+    promtool = shutil.which("promtool")
+    require(promtool is not None, "promtool (Debian's prometheus package)")
+    assert promtool is not None
+    base_s = (int(time.time()) // 3600 - 2) * 3600  # well inside the retention, in the past
+    lines = ["# TYPE otel_llm_client_attempts counter"]
+    for case, (samples, _) in CRAFTED.items():
+        labels = f'job="crafted",otel_llm_attempt_outcome="{case}",otel_llm_attempt_leg="x"'
+        lines += [
+            f"otel_llm_client_attempts_total{{{labels}}} {value} {base_s + t}"
+            for t, value in sorted(samples.items())
+        ]
+    text = tmp_path / "crafted.om"
+    text.write_text("\n".join([*lines, "# EOF", ""]))
+    data = tmp_path / "data"
+    made = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    with _prometheus(tmp_path) as base:
+        (target,) = _panel("Attempts by outcome")["targets"]
+        from_ms, to_ms = (base_s + 600) * 1000, (base_s + 1200) * 1000
+        expr = grafana_expr(target["expr"], from_ms=from_ms, to_ms=to_ms)
+        got = _by(_query(base, expr, to_ms / 1000), "otel_llm_attempt_outcome")
+    expected = {(case,): total for case, (_, total) in CRAFTED.items() if not math.isnan(total)}
+    assert got == expected
