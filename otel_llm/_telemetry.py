@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib
 import logging
 import os
@@ -12,7 +13,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, ParamSpec, TypeVar
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -416,7 +417,35 @@ def _before_fork() -> None:
 
 os.register_at_fork(before=_before_fork)
 
+_init_lock = threading.RLock()
+"""Held while :func:`init` runs: threads calling it at once wire once (the first sets up, the
+others get its handle). A child process gets a new one: a thread of the parent may have held it
+at the fork."""
 
+
+def _new_init_lock() -> None:
+    global _init_lock
+    _init_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_init_lock)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _one_at_a_time(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` run under :data:`_init_lock`."""
+
+    @functools.wraps(function)
+    def one_at_a_time(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with _init_lock:
+            return function(*args, **kwargs)
+
+    return one_at_a_time
+
+
+@_one_at_a_time
 def init(
     *,
     db_path: str | os.PathLike[str] | None = None,

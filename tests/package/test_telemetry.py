@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from otel_llm import Client, Source, init
+from otel_llm import Client, Source, Telemetry, init
 from otel_llm import _semconv as sc
 from otel_llm._otlp_endpoint import OtlpEndpoint
 from otel_llm._show._sql._schema import migrate
@@ -345,6 +345,33 @@ async def test_init_twice_wires_once(
     third = init(db_path=tmp_path / "again.duckdb", set_global=False, otlp=False)
     assert third is not first
     third.shutdown()
+
+
+def test_init_from_threads_at_once_wires_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """init() called by several threads at once (an application initialising lazily on its
+    first requests) wires once: every thread gets the one handle, one store writer."""
+    threads_count = 8
+    barrier = threading.Barrier(threads_count)
+    handles: list[Telemetry] = []
+
+    def start() -> None:
+        barrier.wait(timeout=30)
+        handles.append(init(db_path=tmp_path / "store", set_global=False, otlp=False))
+
+    threads = [threading.Thread(target=start) for _ in range(threads_count)]
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    distinct = {id(handle): handle for handle in handles}
+    for handle in distinct.values():
+        handle.shutdown()
+    assert len(handles) == threads_count
+    assert len(distinct) == 1
+    assert caplog.text.count("already called") == threads_count - 1
 
 
 def closed_port() -> int:
