@@ -20,6 +20,7 @@ from opentelemetry import metrics
 from opentelemetry.util.types import AttributeValue
 
 from otel_llm import _semconv as sc
+from otel_llm._measure._faults import FAULTS
 from otel_llm._measure._metric_names import (
     ATTEMPTS,
     BREAKER_TRANSITIONS,
@@ -59,9 +60,18 @@ class LlmMetrics:
         chunk_gaps: bool | None = None,
     ) -> None:
         provider = meter_provider or metrics.get_meter_provider()
-        meter = provider.get_meter("otel_llm", __version__)
         self.naming = naming_from_env() if naming is None else naming
         self.chunk_gaps = chunk_gaps_from_env() if chunk_gaps is None else chunk_gaps
+        try:
+            self._make_instruments(provider.get_meter("otel_llm", __version__))
+        except Exception as exc:  # the application's meter provider never costs a client
+            FAULTS.report("make otel-llm's metrics; none are recorded", exc)
+            self._make_instruments(metrics.NoOpMeter("otel_llm", __version__))
+        self._histograms_of: dict[tuple[str, str | None], tuple[Histogram, ...]] = {}
+        self._counters_of: dict[tuple[str, str | None], tuple[Counter, ...]] = {}
+
+    def _make_instruments(self, meter: metrics.Meter) -> None:
+        """The instruments of every metric recorded, from ``meter``."""
         wanted = [m for m in METRICS if m is not CHUNK_GAP or self.chunk_gaps]
         self._histogram_named: dict[str, Histogram] = {
             name: meter.create_histogram(
@@ -80,8 +90,6 @@ class LlmMetrics:
             if metric.instrument == "counter"
             for name in metric.all_names(self.naming)
         }
-        self._histograms_of: dict[tuple[str, str | None], tuple[Histogram, ...]] = {}
-        self._counters_of: dict[tuple[str, str | None], tuple[Counter, ...]] = {}
 
     def _histograms(self, metric: MetricName, operation: str | None) -> tuple[Histogram, ...]:
         """The instruments a point of ``metric`` for ``operation`` goes to."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import SpanProcessor
@@ -252,3 +253,43 @@ async def test_a_breaker_opening_is_counted(spans: Spans, reader: InMemoryMetric
     assert dict(moved.attributes or {}) == {sc.ATTEMPT_SOURCE: "a", sc.BREAKER_STATE: "open"}
     assert moved.value == 1  # type: ignore[attr-defined]
     provider.shutdown()
+
+
+class _MeterOfAnOlderApi(metrics.NoOpMeter):
+    """A meter written against an OpenTelemetry API before histograms took bucket advice."""
+
+    def create_histogram(  # type: ignore[override]
+        self, name: str, unit: str = "", description: str = ""
+    ) -> metrics.Histogram:
+        return super().create_histogram(name, unit, description)
+
+
+class _MeterProviderOfAnOlderApi(metrics.NoOpMeterProvider):
+    def get_meter(self, name: str, *args: Any, **kwargs: Any) -> metrics.Meter:
+        return _MeterOfAnOlderApi(name)
+
+
+class _BrokenMeterProvider(metrics.NoOpMeterProvider):
+    def get_meter(self, name: str, *args: Any, **kwargs: Any) -> metrics.Meter:
+        raise RuntimeError("no meter for you")
+
+
+@pytest.mark.parametrize("meters", [_MeterProviderOfAnOlderApi(), _BrokenMeterProvider()])
+async def test_a_meter_provider_that_cannot_make_the_instruments_costs_the_client_nothing(
+    spans: Spans, meters: metrics.MeterProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A meter provider that raises when asked for a meter or an instrument (one written
+    against an older API refuses the histograms' bucket advice with a TypeError) neither
+    fails Client(...) nor its calls: the client records no metrics, says so once, and its
+    spans are as ever."""
+    source = Source(name="a", provider="sim", base_url="http://a.test/v1", model="m")
+    async with Client(
+        [source],
+        http_client=Scripted({"a": [sse_answer()]}).client(),
+        tracer_provider=spans.provider,
+        meter_provider=meters,
+    ) as client:
+        await client.chat([{"role": "user", "content": "x"}])
+    (call,) = spans.calls()
+    assert call.status.status_code is not StatusCode.ERROR
+    assert "could not make otel-llm's metrics; none are recorded" in caplog.text
