@@ -1,8 +1,10 @@
 """Which segments one merge takes: a pure choice over names and sizes.
 
 Small segments (under ``small_bytes``) merge as soon as ``min_segments`` of them wait, oldest
-name first, up to ``max_bytes``: the store's steady stream of one-flush segments becomes one
-segment again every merge. Larger segments sit in size tiers, each ``fanout`` times as wide as
+name first, up to ``max_bytes`` and ``max_inputs``: the store's steady stream of one-flush
+segments becomes one segment again every merge, and a backlog of thousands is merged a bounded
+batch at a time (each merge short, so a reader never waits long for one).
+Larger segments sit in size tiers, each ``fanout`` times as wide as
 the one below (``[small, small·fanout)``, ``[small·fanout, small·fanout²)``, ...); once
 ``fanout`` of them share a tier, the oldest ``fanout`` merge into one of the next tier. In the
 top tier, whose ``fanout`` segments would pass ``max_bytes`` together (``[64, 256) MiB`` by
@@ -49,9 +51,12 @@ def choose(
     min_segments: int,
     max_bytes: int,
     fanout: int,
+    max_inputs: int,
 ) -> list[Candidate]:
-    """The segments of the next merge (oldest first), or ``[]`` when none is due: small ones
-    first, then the lowest tier that is full."""
+    """The segments of the next merge (oldest first, at most ``max_inputs``), or ``[]`` when
+    none is due: small ones first, then the lowest tier that is full."""
+    if max_inputs < 2:
+        raise ValueError(f"a merge takes at least two segments, not max_inputs={max_inputs}")
     ordered = sorted(candidates, key=lambda candidate: candidate.name)
     by_tier: dict[int, list[Candidate]] = {}
     for candidate in ordered:
@@ -60,8 +65,9 @@ def choose(
         level = tier(candidate.size, small_bytes=small_bytes, fanout=fanout)
         by_tier.setdefault(level, []).append(candidate)
     for level in sorted(by_tier):
-        chosen = _within(by_tier[level], max_bytes)
-        if len(chosen) >= _due_at(level, small_bytes, min_segments, max_bytes, fanout):
+        chosen = _within(by_tier[level], max_bytes)[:max_inputs]
+        due = _due_at(level, small_bytes, min_segments, max_bytes, fanout)
+        if len(chosen) >= min(due, max_inputs):  # a full batch is due, whatever the minimum
             return chosen if level == 0 else chosen[:fanout]
     return []
 

@@ -82,6 +82,9 @@ carried over). A current generation without it is one a merger was killed in."""
 SCHEMA_SEGMENT: Final = "00000000000000000000-schema.parquet"
 """The empty segment every store starts with: the glob always matches, the schema is known."""
 LOCK: Final = ".compaction.lock"
+QUEUE_LOCK: Final = ".compaction.queue"
+"""Held by whoever waits for :data:`LOCK`: a merger that finds it held gives way between two
+merges, so a reader never waits for more than the one merge under way."""
 PUBLISH_LOCK: Final = ".publish.lock"
 PENDING: Final = "pending-"
 """Prefix of a segment whose source may still be ingested again (the Collector's spool file
@@ -196,8 +199,8 @@ class SegmentStore:
         marker = self.path / MARKER
         if not marker.exists():
             self._write_marker()
-        (self.path / LOCK).touch(exist_ok=True)
-        (self.path / PUBLISH_LOCK).touch(exist_ok=True)
+        for lock in (LOCK, QUEUE_LOCK, PUBLISH_LOCK):
+            (self.path / lock).touch(exist_ok=True)
         (self.path / TMP).mkdir(exist_ok=True)
         (self.path / GENERATIONS).mkdir(exist_ok=True)
         link = self.segments_dir
@@ -270,7 +273,7 @@ class SegmentStore:
         a store is being made in)."""
         if not self.path.is_dir():
             return []
-        ours = {MARKER, SEGMENTS, LOCK, PUBLISH_LOCK, TMP, GENERATIONS, QUARANTINE}
+        ours = {MARKER, SEGMENTS, LOCK, QUEUE_LOCK, PUBLISH_LOCK, TMP, GENERATIONS, QUARANTINE}
         return sorted(
             entry.name
             for entry in self.path.iterdir()
@@ -453,7 +456,9 @@ class SegmentStore:
     def _lock(self, *, shared: bool, wait: bool) -> Iterator[bool]:
         """The store's compaction lock: shared for readers (opened read-only, so reading never
         writes; a store without the lock file has never been merged), exclusive for a merge
-        (which never runs without it)."""
+        (which never runs without it). It is taken in turn through :data:`QUEUE_LOCK`, held
+        while waiting for it: one who does not wait (a merger) finds someone in the queue and
+        gives way."""
         try:
             handle = (self.path / LOCK).open("rb" if shared else "a+b")
         except OSError:
@@ -461,8 +466,33 @@ class SegmentStore:
             return
         with handle:
             flags = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
+            with self._queue(wait=wait) as admitted:
+                if admitted:
+                    try:
+                        fcntl.flock(handle.fileno(), flags)
+                    except OSError:
+                        admitted = False
+            if not admitted:
+                yield False
+                return
             try:
-                fcntl.flock(handle.fileno(), flags)
+                yield True
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _queue(self, *, wait: bool) -> Iterator[bool]:
+        """A place in the queue for the compaction lock, held until it is taken: ``False`` when
+        someone else waits there and ``wait`` is false (a store without the queue file, made
+        before it existed, has no queue)."""
+        try:
+            handle = (self.path / QUEUE_LOCK).open("rb")
+        except OSError:
+            yield True
+            return
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except OSError:
                 yield False
                 return
@@ -693,31 +723,39 @@ class SegmentStore:
         min_segments: int = DEFAULTS.segment_merge_min,
         max_bytes: int = DEFAULTS.segment_merge_max_bytes,
         fanout: int = DEFAULTS.segment_tier_fanout,
-        max_merges: int = DEFAULTS.segment_merges_per_compact,
+        max_inputs: int = DEFAULTS.segment_merge_max_inputs,
+        max_merges: int | None = DEFAULTS.segment_merges_per_compact,
     ) -> int:
         """Merge what is due (the small segments, then every size tier that filled up: see
-        :mod:`._merge_plan`), at most ``max_merges`` batches; the number of segments merged (0
-        when none was due, or another process is merging or reading). Damaged segments met on
-        the way are quarantined; a segment of another version's schema is left where it is."""
-        with self._lock(shared=False, wait=False) as held:
-            if not held:
-                return 0
-            self._tidy()
-            merged = 0
-            for _ in range(max_merges):
+        :mod:`._merge_plan`), at most ``max_merges`` batches (``None``: until nothing is due) of
+        at most ``max_inputs`` segments each; the number of segments merged (0 when none was
+        due, or another process is merging or reading). Each merge takes the lock anew, and
+        one that finds a reader waiting for it stops: the reader gets in after the merge under
+        way, and the rest is left for the next compaction. Damaged segments met on the way are
+        quarantined; a segment of another version's schema is left where it is."""
+        merged = 0
+        for count in itertools.count():
+            if max_merges is not None and count >= max_merges:
+                break
+            with self._lock(shared=False, wait=False) as held:
+                if not held:
+                    break
+                if count == 0:
+                    self._tidy()
                 batch = self._merge_one(
                     small_bytes=small_bytes,
                     min_segments=min_segments,
                     max_bytes=max_bytes,
                     fanout=fanout,
+                    max_inputs=max_inputs,
                 )
-                if not batch:
-                    break
-                merged += batch
-            return merged
+            if not batch:
+                break
+            merged += batch
+        return merged
 
     def _merge_one(
-        self, *, small_bytes: int, min_segments: int, max_bytes: int, fanout: int
+        self, *, small_bytes: int, min_segments: int, max_bytes: int, fanout: int, max_inputs: int
     ) -> int:
         """One merge of the current generation (caller holds the exclusive lock): the number
         of segments it took, 0 when none was due."""
@@ -732,6 +770,7 @@ class SegmentStore:
                 min_segments=min_segments,
                 max_bytes=max_bytes,
                 fanout=fanout,
+                max_inputs=max_inputs,
             )
             if not chosen:
                 if damaged:

@@ -13,7 +13,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._show._store._merge_plan import Candidate, choose, tier
 
 MIB = 1024 * 1024
-SMALL, MIN, FANOUT, MAX = 8 * MIB, 16, 4, 256 * MIB
+SMALL, MIN, FANOUT, MAX, INPUTS = 8 * MIB, 16, 4, 256 * MIB, 64
 WRITE = 1_300_000
 """A write of the long run at the default sizes (no tier bound a multiple of it)."""
 
@@ -26,8 +26,15 @@ def test_tiers_are_fanout_times_wider_each(size: int, expected: int) -> None:
     assert tier(size, small_bytes=SMALL, fanout=FANOUT) == expected
 
 
-def _choose(candidates: list[Candidate]) -> list[Candidate]:
-    return choose(candidates, small_bytes=SMALL, min_segments=MIN, max_bytes=MAX, fanout=FANOUT)
+def _choose(candidates: list[Candidate], *, max_inputs: int = INPUTS) -> list[Candidate]:
+    return choose(
+        candidates,
+        small_bytes=SMALL,
+        min_segments=MIN,
+        max_bytes=MAX,
+        fanout=FANOUT,
+        max_inputs=max_inputs,
+    )
 
 
 def test_small_segments_wait_for_the_minimum_then_merge_oldest_first() -> None:
@@ -35,6 +42,33 @@ def test_small_segments_wait_for_the_minimum_then_merge_oldest_first() -> None:
     assert _choose(small) == []
     small.append(Candidate(f"{MIN - 1:020d}", 1000))
     assert _choose(list(reversed(small))) == small
+
+
+def test_a_backlog_merges_a_bounded_batch_at_a_time_oldest_first() -> None:
+    """Two thousand small segments (a store nobody merged for hours): each merge takes the
+    oldest ``max_inputs``, and merging on as a compaction does leaves fewer than the minimum."""
+    backlog = [Candidate(f"{i:020d}-w", 10_000) for i in range(2000)]
+    assert _choose(list(reversed(backlog))) == backlog[:INPUTS]
+    segments, merges = list(backlog), 0
+    while chosen := _choose(segments):
+        assert len(chosen) <= INPUTS
+        names = {c.name for c in chosen}
+        segments = [c for c in segments if c.name not in names]
+        segments.append(Candidate(chosen[0].name + "m", sum(c.size for c in chosen)))
+        merges += 1
+    assert sum(c.size for c in segments) == 2000 * 10_000
+    assert len([c for c in segments if c.size < SMALL]) < MIN
+    assert merges >= 2000 // INPUTS
+
+
+def test_a_batch_smaller_than_the_minimum_is_due_when_full() -> None:
+    """``max_inputs`` below ``min_segments``: a full batch merges (small segments would
+    otherwise pile up for ever); fewer than two inputs is refused."""
+    small = [Candidate(f"{i:020d}", 1000) for i in range(5)]
+    assert _choose(small, max_inputs=4) == small[:4]
+    assert _choose(small[:3], max_inputs=4) == []
+    with pytest.raises(ValueError, match="at least two segments"):
+        _choose(small, max_inputs=1)
 
 
 def test_a_full_tier_merges_its_oldest_fanout() -> None:
@@ -90,6 +124,7 @@ def test_at_the_default_sizes_no_tier_fills_up_over_a_long_run() -> None:
         "min_segments": DEFAULTS.segment_merge_min,
         "max_bytes": DEFAULTS.segment_merge_max_bytes,
         "fanout": DEFAULTS.segment_tier_fanout,
+        "max_inputs": DEFAULTS.segment_merge_max_inputs,
     }
     segments: list[Candidate] = []
     for index in range(2000):

@@ -5,6 +5,7 @@ counting a span twice while writers seal and merge as fast as they can."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -18,12 +19,14 @@ from pathlib import Path
 import pytest
 
 from otel_llm import _semconv as sc
+from otel_llm._defaults import DEFAULTS
 from otel_llm._show._sql._table import ROLE_COLUMN
 from otel_llm._show._store._access import prepare_for_writing, reader_sql
 from otel_llm._show._store._rows import span_row
 from otel_llm._show._store._segments import (
     GENERATIONS,
     MARKER,
+    QUEUE_LOCK,
     SCHEMA_SEGMENT,
     SEGMENTS,
     SegmentStore,
@@ -105,7 +108,14 @@ def test_a_merge_rewrites_a_bounded_amount_however_old_the_store(
             for segment in store.segments()
             if segment.path.name != SCHEMA_SEGMENT
         ]
-        due = choose(left, small_bytes=small, min_segments=minimum, max_bytes=cap, fanout=fanout)
+        due = choose(
+            left,
+            small_bytes=small,
+            min_segments=minimum,
+            max_bytes=cap,
+            fanout=fanout,
+            max_inputs=DEFAULTS.segment_merge_max_inputs,
+        )
         assert due == [], round_
         levels = {tier(c.size, small_bytes=small, fanout=fanout) for c in left}
         tiers_seen |= levels
@@ -320,3 +330,70 @@ def test_generations_superseded_before_the_clock_went_back_are_removed(tmp_path:
     assert sorted(os.listdir(generations)) == [os.readlink(store.segments_dir).rsplit("/", 1)[-1]]
     assert not left.exists()
     assert lockless_count(store.path) == (7, 7)
+
+
+def _queue_taken(store: SegmentStore) -> bool:
+    """Whether someone holds the store's place in the queue for the compaction lock."""
+    with (store.path / QUEUE_LOCK).open("rb") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+@pytest.mark.timeout(120)
+def test_a_reader_waits_for_one_merge_of_a_backlog_not_all_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backlog of four batches of small segments and a reader that arrives during the first
+    merge: the reader gets in once that merge is done (the merger finds it waiting and gives
+    way, leaving the rest for the next compaction), and the next compaction merges on; every
+    span is there once."""
+    import otel_llm._show._store._segments as segments_module
+
+    store = SegmentStore(tmp_path / "store", generation_keep_s=0.0)
+    store.create()
+    rows = _rows(4 * 8)
+    for row in rows:
+        store.write([row])
+    merging, go_on = threading.Event(), threading.Event()
+    merges: list[int] = []
+    write_merged = segments_module.write_merged
+
+    def first_waits(paths: list[Path], tmp: Path) -> object:
+        merges.append(len(paths))
+        if len(merges) == 1:
+            merging.set()
+            assert go_on.wait(60)
+        return write_merged(paths, tmp)
+
+    monkeypatch.setattr(segments_module, "write_merged", first_waits)
+    merged: list[int] = []
+    merger = threading.Thread(
+        target=lambda: merged.append(store.compact(min_segments=8, max_inputs=8, max_merges=None))
+    )
+    merger.start()
+    assert merging.wait(60)
+    merges_when_read: list[int] = []
+
+    def read() -> None:
+        with SegmentStore(store.path).reading():
+            merges_when_read.append(len(merges))
+            merger.join(60)  # reading on: the merger finds the store taken
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while not _queue_taken(store):  # the reader waits in the queue for the merge under way
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    go_on.set()
+    merger.join(60)
+    reader.join(60)
+    assert merges_when_read == [1]
+    assert merged == [8]  # it gave way to the reader after its first merge
+    assert store.compact(min_segments=8, max_inputs=8, max_merges=None) == 24
+    assert merges == [8, 8, 8, 8]
+    assert lockless_count(store.path) == (len(rows), len(rows))
