@@ -24,6 +24,9 @@ CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"}
 """Provider error codes of a prompt that does not fit the model (whatever the status)."""
 FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "content_filtered"})
 """Provider error codes of a refusal on content grounds (whatever the status)."""
+RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error"})
+"""Provider error codes (or types) of a rate limit: an error event of a 200 stream that names
+one is a 429 (OpenAI-compatible servers send it when a limit cuts a stream)."""
 STATUSLESS_TYPES: dict[str, type[e.ProviderError]] = {
     "invalid_request_error": e.BadRequest,
     "authentication_error": e.AuthenticationError,
@@ -170,7 +173,8 @@ def provider_error(status: int | None, body: str, context: ErrorContext) -> e.Pr
     ``status`` is the HTTP status, or ``None`` for an error sent inside a successful answer (a
     stream's error event, a 200 body holding an error), where the provider's code alone decides:
     a ``content_filter`` or ``context_length_exceeded`` code is that permanent error whatever
-    the transport said, anything else unknown is a transient ``ServerError``. The provider's own
+    the transport said, a ``rate_limit_exceeded`` one a 429, anything else unknown is a
+    transient ``ServerError``. The provider's own
     message and code are kept (unmasked except for secrets, see :func:`make_error`).
     """
     message, code, kind = _error_fields(body)
@@ -185,6 +189,8 @@ def provider_error(status: int | None, body: str, context: ErrorContext) -> e.Pr
         cls = e.ContextLengthExceeded
     elif code in FILTER_CODES or kind in FILTER_CODES:
         cls = e.ContentFiltered
+    elif status is None and (code in RATE_LIMIT_CODES or kind in RATE_LIMIT_CODES):
+        cls = e.RateLimited
     elif status is None and kind in STATUSLESS_TYPES:  # an error event of a stream
         cls = STATUSLESS_TYPES[kind]
     else:

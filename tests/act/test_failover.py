@@ -430,3 +430,37 @@ async def test_azure_deployments_keep_their_query_and_send_the_api_key_header(
 )
 def test_endpoint_urls_keep_the_base_as_written(base: str, chat: str) -> None:
     assert source("a", base_url=base).chat_url == chat
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param(
+            {"error": {"code": "rate_limit_exceeded", "type": "requests", "message": "slow down"}},
+            id="openai-code",
+        ),
+        pytest.param({"error": {"type": "rate_limit_error", "message": "slow"}}, id="type"),
+        pytest.param({"error": {"message": "slow", "status_code": 429}}, id="status-code"),
+    ],
+)
+def test_an_in_stream_rate_limit_is_a_rate_limit(spans: Spans, event: dict[str, object]) -> None:
+    """On virtual time: a 200 stream of an OpenAI-compatible server that reports a rate limit
+    as an error event is a 429, not a server error — waited out on the same source for
+    ``rate_limit_wait_s`` (1 s), never counted on its breaker."""
+    script = Scripted({"a": [sse(event), sse_answer()], "b": [sse_answer()]})
+
+    async def main() -> tuple[str, float, int]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with client(script, spans) as c:
+            result = await c.chat(MESSAGES)
+            failures = c._states[0].breaker.failures
+        return result.source, loop.time() - started, failures
+
+    source_name, elapsed, failures = run_virtual(main())
+    assert (source_name, script.seen, failures) == ("a", ["a", "a"], 0)
+    assert 1.0 <= elapsed < 2.0
+    (limited,) = [
+        span for span in spans.finished() if dict(span.attributes or {}).get(sc.ERROR_TYPE)
+    ]
+    assert dict(limited.attributes or {})[sc.ERROR_TYPE] == "RateLimited"
