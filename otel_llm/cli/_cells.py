@@ -1,8 +1,9 @@
 """One query value as text for a terminal, and as a JSON value: the one place values are spelled.
 
 DuckDB hands back Python values (``int``, ``float``, ``Decimal``, ``datetime``, ``timedelta``,
-``UUID``, ``bytes``, lists for arrays, dicts for maps and structs). Every output format spells
-them from here: the terminal and Markdown through :func:`cell_text`, JSON and the nested values
+``UUID``, ``bytes``, lists for arrays, dicts for maps and structs); a query of one's own gets
+its times as DuckDB's exact text of them (:class:`Spelled`). Every output format spells them
+from here: the terminal and Markdown through :func:`cell_text`, JSON and the nested values
 of CSV through :func:`json_value`.
 """
 
@@ -11,15 +12,21 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
+from otel_llm._show._store._breakdown import Spelled
 from otel_llm._visible import visible
 
 NULL_TEXT = "NULL"
 """How the terminal shows SQL NULL (as DuckDB's CLI and psql do)."""
+_DATE_TIME: Final = re.compile(r"(\d{4,}-\d\d-\d\d) (?=\d)")
+"""DuckDB's text of a timestamp: its date, then a space before the time."""
+_HOURS_OFFSET: Final = re.compile(r"([+-]\d\d)$")
+"""A zone offset DuckDB spells in hours alone (``+00``)."""
 
 
 def is_number(value: object) -> bool:
@@ -53,6 +60,8 @@ def cell_text(value: object) -> str:
         return number_text(value)  # type: ignore[arg-type]
     if isinstance(value, str):
         return visible(value)
+    if isinstance(value, Spelled):
+        return visible(value.text)
     if isinstance(value, dt.datetime):
         return value.isoformat(sep=" ")
     if isinstance(value, dt.date | dt.time):
@@ -66,7 +75,8 @@ def json_value(value: Any) -> Any:
     """``value`` as a JSON-ready value: numbers stay numbers (non-finite floats become the
     strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, as protobuf's JSON mapping spells them;
     a decimal no double holds exactly becomes its exact text, as that mapping spells an int64),
-    times become ISO 8601 text, maps become objects with text keys, bytes become hex text."""
+    times become ISO 8601 text (:func:`iso_text`), maps become objects with text keys, bytes
+    become hex text."""
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -80,6 +90,8 @@ def json_value(value: Any) -> Any:
             return int(value)
         near = float(value)
         return near if Decimal(repr(near)) == value else str(value)  # never a rounded number
+    if isinstance(value, Spelled):
+        return iso_text(value)
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
@@ -89,7 +101,17 @@ def json_value(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).hex()
     if isinstance(value, dict):
-        return {str(key): json_value(item) for key, item in value.items()}
+        return {str(json_value(key)): json_value(item) for key, item in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [json_value(item) for item in value]
     return str(value)
+
+
+def iso_text(value: Spelled) -> str:
+    """A time as ISO 8601 text, as exact as DuckDB's (``2026-01-31T12:00:00.123456789``,
+    ``+00:00``): a ``T`` between date and time, a zone offset in hours and minutes. DuckDB's
+    text where ISO 8601 has none: ``infinity``, a date before the common era, an interval."""
+    if value.type == "interval":
+        return value.text
+    text = _DATE_TIME.sub(r"\1T", value.text, count=1)
+    return _HOURS_OFFSET.sub(r"\1:00", text) if value.type.endswith("time zone") else text

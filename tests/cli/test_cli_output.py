@@ -4,6 +4,7 @@ files that are not stores, and `--version`."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import os
@@ -265,17 +266,108 @@ def expected_rows(store: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...
 SQL_ALL = "SELECT * FROM otel_traces ORDER BY SpanId"
 
 
+def ns_of(text: str) -> int:
+    """The nanoseconds since the epoch of an ISO 8601 UTC time with up to nine digits."""
+    whole, _, fraction = text.partition(".")
+    seconds = int(dt.datetime.fromisoformat(whole).replace(tzinfo=dt.UTC).timestamp())
+    return seconds * 10**9 + int(fraction.ljust(9, "0"))
+
+
 def test_json_is_one_array_of_objects(store: Path) -> None:
-    """`--format json` prints one array with an object per row; values read back equal."""
+    """`--format json` prints one array with an object per row; values read back equal, the
+    store's times to the nanosecond."""
     out = otel_llm("query", "--db", str(store), "--format", "json", SQL_ALL)
     assert out.returncode == 0, out.stderr
+    with open_store(Path(str(store))) as conn:
+        types = {d[0]: str(d[1]) for d in conn.execute(SQL_ALL).description or ()}
+    times = {name: kind for name, kind in types.items() if kind.startswith("TIMESTAMP_NS")}
+    assert {"Timestamp", "Events.Timestamp"} <= set(times)
+    as_ns = ", ".join(
+        f'epoch_ns("{name}")' if kind == "TIMESTAMP_NS" else f'[epoch_ns(t) FOR t IN "{name}"]'
+        for name, kind in times.items()
+    )
     columns, rows = expected_rows(store, SQL_ALL)
+    _, nanoseconds = expected_rows(store, f"SELECT {as_ns} FROM otel_traces ORDER BY SpanId")
     parsed = json.loads(out.stdout)
     assert isinstance(parsed, list)
     assert len(parsed) == len(rows) == 9
-    for obj, row in zip(parsed, rows, strict=True):
+    assert any(row[0] % 1000 for row in nanoseconds), "nanoseconds to show"
+    for obj, row, exact in zip(parsed, rows, nanoseconds, strict=True):
         assert list(obj) == columns
-        assert list(obj.values()) == [json_value(v) for v in row]
+        for name, ns in zip(times, exact, strict=True):
+            text = obj.pop(name)
+            assert (ns_of(text) if isinstance(text, str) else _ns_list(text)) == ns, name
+        rest = [v for column, v in zip(columns, row, strict=True) if column not in times]
+        assert list(obj.values()) == [json_value(v) for v in rest]
+
+
+def _ns_list(texts: list[str] | None) -> list[int] | None:
+    return None if texts is None else [ns_of(text) for text in texts]
+
+
+EXACT_TIMES = """
+    SELECT
+        TIMESTAMP_NS '2026-01-31 12:00:00.123456789' AS ns,
+        'infinity'::TIMESTAMP AS later,
+        '-infinity'::DATE AS earlier,
+        TIME_NS '12:00:00.000000001' AS time_ns,
+        TIMESTAMPTZ '2026-01-31 12:00:00.5+00' AS tz,
+        INTERVAL '1 month 2 days 3.000004 seconds' AS months,
+        INTERVAL '1000000000 days' AS huge,
+        NULL::TIMESTAMP_NS AS nothing,
+        [TIMESTAMP_NS '1970-01-01 00:00:00.000000001', NULL] AS list,
+        {'at': TIMESTAMP_NS '1969-12-31 23:59:59.999999999', 'n': 1} AS struct
+"""
+
+
+def test_times_are_exact_in_every_format(store: Path) -> None:
+    """SQL of one's own gets its times exact: nanoseconds, infinity, an interval's months, an
+    interval longer than Python holds, nested times; JSON and CSV as ISO 8601, the table as
+    DuckDB spells them."""
+    out = otel_llm("query", "--db", str(store), "--format", "json", EXACT_TIMES)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [
+        {
+            "ns": "2026-01-31T12:00:00.123456789",
+            "later": "infinity",
+            "earlier": "-infinity",
+            "time_ns": "12:00:00.000000001",
+            "tz": "2026-01-31T12:00:00.5+00:00",
+            "months": "1 month 2 days 00:00:03.000004",
+            "huge": "1000000000 days",
+            "nothing": None,
+            "list": ["1970-01-01T00:00:00.000000001", None],
+            "struct": {"at": "1969-12-31T23:59:59.999999999", "n": 1},
+        }
+    ]
+    csv_out = run_cli_bytes("query", "--db", str(store), "--format", "csv", EXACT_TIMES)
+    assert csv_out.returncode == 0, csv_out.stderr
+    (header, record) = list(csv.reader(io.StringIO(csv_out.stdout.decode(), newline="")))
+    assert dict(zip(header, record, strict=True)) | {"list": "", "struct": ""} == {
+        "ns": "2026-01-31T12:00:00.123456789",
+        "later": "infinity",
+        "earlier": "-infinity",
+        "time_ns": "12:00:00.000000001",
+        "tz": "2026-01-31T12:00:00.5+00:00",
+        "months": "1 month 2 days 00:00:03.000004",
+        "huge": "1000000000 days",
+        "nothing": "",
+        "list": "",
+        "struct": "",
+    }
+    assert json.loads(record[-2]) == ["1970-01-01T00:00:00.000000001", None]
+    table = otel_llm("query", "--db", str(store), "--width", "0", EXACT_TIMES)
+    assert table.returncode == 0, table.stderr
+    assert "2026-01-31 12:00:00.123456789  infinity  -infinity  12:00:00.000000001" in table.stdout
+
+
+@pytest.mark.parametrize("sql", ["", "   ", "-- nothing here\n", "/* nor here */"])
+def test_sql_with_no_statement_is_a_clear_error(store: Path, sql: str) -> None:
+    """SQL with nothing to run in it is refused in a sentence, not a traceback."""
+    out = otel_llm("query", "--db", str(store), "--", sql)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "no statement to run" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_json_decimals_are_exact(store: Path) -> None:
@@ -311,18 +403,22 @@ def test_csv_reads_back(store: Path) -> None:
     assert raw.endswith("\r\n")
     records = list(csv.reader(io.StringIO(raw, newline="")))
     columns, rows = expected_rows(store, SQL_ALL)
+    json_rows = json.loads(
+        otel_llm("query", "--db", str(store), "--format", "json", SQL_ALL).stdout
+    )
     assert records[0] == columns
     assert len(records) == len(rows) + 1
     for record, row in zip(records[1:], rows, strict=True):
-        for field, value in zip(record, row, strict=True):
+        exact = json_rows.pop(0)  # the times to the nanosecond (the JSON test checks them)
+        for field, value, name in zip(record, row, columns, strict=True):
             if value is None:
                 assert field == ""
             elif isinstance(value, str):
                 assert field == value
             elif is_number(value) and not isinstance(value, Decimal):
                 assert float(field) == pytest.approx(float(value))
-            elif isinstance(value, list | dict):
-                assert json.loads(field) == json_value(value)
+            elif isinstance(value, list | dict | dt.datetime):
+                assert (json.loads(field) if field[:1] in ("[", "{") else field) == exact[name]
 
 
 def test_breakdown_formats(store: Path) -> None:

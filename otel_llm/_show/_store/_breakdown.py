@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
+
+import duckdb
 
 from otel_llm._errors import ConfigurationError
 from otel_llm._figures import (
@@ -35,6 +37,9 @@ from otel_llm._show._sql._views import (
 )
 from otel_llm._show._store._access import open_store
 
+if TYPE_CHECKING:
+    from duckdb.sqltypes import DuckDBPyType
+
 
 @dataclass(frozen=True, slots=True)
 class Table:
@@ -42,6 +47,41 @@ class Table:
 
     columns: tuple[str, ...]
     rows: list[tuple[Any, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Spelled:
+    """A date, time, timestamp or interval of a query's result, as DuckDB spells it.
+
+    Python's values cannot hold these exactly: a ``datetime`` stops at microseconds (the store
+    keeps nanoseconds), reads DuckDB's ``infinity`` as year 9999, and a ``timedelta`` has no
+    months and overflows where an ``INTERVAL`` does not. DuckDB's text of the value is exact."""
+
+    text: str
+    """DuckDB's text of the value (``2026-01-31 12:00:00.123456789``, ``infinity``,
+    ``1 month 2 days 00:00:03``)."""
+    type: str
+    """The DuckDB type's id (``timestamp_ns``, ``timestamp with time zone``, ``interval``)."""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+SPELLED_TYPES: Final = frozenset(
+    {
+        "date",
+        "time",
+        "time_ns",
+        "time with time zone",
+        "timestamp",
+        "timestamp_s",
+        "timestamp_ms",
+        "timestamp_ns",
+        "timestamp with time zone",
+        "interval",
+    }
+)
+"""The DuckDB types (by id) whose values a query of one's own gets as :class:`Spelled`."""
 
 
 MODEL_LABEL = "coalesce(provider, '?') || '/' || coalesce(model, '?')"
@@ -202,8 +242,95 @@ def worst_stalls_sql(
 def run_query(path: Path, sql: str, *, canned: bool = False) -> Table:
     """Run ``sql`` read-only on the store at ``path`` (a segment directory, or a single-file
     store of an earlier version). ``canned``: ``sql`` is one of this module's queries, which
-    need the views."""
+    need the views; otherwise the times of the result (a query's last statement, when it is a
+    ``SELECT``) are :class:`Spelled`, exact. Raises :class:`ConfigurationError` for SQL with
+    no statement in it."""
     with open_store(path, views=canned) as conn:
-        cursor = conn.execute(sql)
-        columns = tuple(d[0] for d in cursor.description or ())
-        return Table(columns, cursor.fetchall())
+        if canned:
+            cursor = conn.execute(sql)
+            return Table(tuple(d[0] for d in cursor.description or ()), cursor.fetchall())
+        statements = duckdb.extract_statements(sql)
+        if not statements:
+            raise ConfigurationError("SQL", "no statement to run (only blanks or comments)")
+        *before, last = statements
+        for statement in before:
+            conn.execute(statement)
+        if last.type is not duckdb.StatementType.SELECT:
+            cursor = conn.execute(last)
+            return Table(tuple(d[0] for d in cursor.description or ()), cursor.fetchall())
+        return _spelled_result(conn.sql(last.query))
+
+
+def _spelled_result(relation: duckdb.DuckDBPyRelation) -> Table:
+    """The rows of ``relation``, every time in them (nested ones too) :class:`Spelled`: the
+    query runs once, with those columns cast to DuckDB's text of them."""
+    columns, types = tuple(relation.columns), relation.types
+    casts = [_spelled_type(type_) for type_ in types]
+    if not any(casts):
+        return Table(columns, relation.fetchall())
+    projected = relation.project(
+        ", ".join(
+            f"#{i}" if cast is None else f"CAST(#{i} AS {cast})"
+            for i, cast in enumerate(casts, start=1)
+        )
+    )
+    rows = [
+        tuple(_spelled(value, type_) for value, type_ in zip(row, types, strict=True))
+        for row in projected.fetchall()
+    ]
+    return Table(columns, rows)
+
+
+def _children(type_: DuckDBPyType) -> list[tuple[str, DuckDBPyType]]:
+    """The fields of a struct, the key and value of a map, the element of a list or array."""
+    return [
+        (name, child)
+        for name, child in type_.children
+        if isinstance(child, type(type_))  # not an array's size, an enum's values
+    ]
+
+
+def _spelled_type(type_: DuckDBPyType) -> str | None:
+    """``type_`` with each time in it as ``VARCHAR``, or ``None`` when it holds none."""
+    kind = type_.id
+    if kind in SPELLED_TYPES:
+        return "VARCHAR"
+    if kind not in ("list", "array", "struct", "map", "union"):
+        return None
+    parts = [(name, child, _spelled_type(child)) for name, child in _children(type_)]
+    if all(cast is None for _, _, cast in parts):
+        return None
+    if kind == "union":
+        return "VARCHAR"  # a member's text
+    spelled = [cast or str(child) for _, child, cast in parts]
+    if kind == "list":
+        return f"{spelled[0]}[]"
+    if kind == "array":
+        (size,) = (n for name, n in type_.children if name == "size")
+        return f"{spelled[0]}[{size}]"
+    if kind == "map":
+        return f"MAP({spelled[0]}, {spelled[1]})"
+    fields = ", ".join(
+        f'"{name.replace(chr(34), chr(34) * 2)}" {cast}'
+        for (name, _, _), cast in zip(parts, spelled, strict=True)
+    )
+    return f"STRUCT({fields})"
+
+
+def _spelled(value: Any, type_: DuckDBPyType) -> Any:
+    """``value``, of the query's ``type_``, fetched with its times as text: those texts as
+    :class:`Spelled`."""
+    kind = type_.id
+    if value is None:
+        return None
+    if kind in SPELLED_TYPES:
+        return Spelled(value, kind)
+    if kind in ("list", "array"):
+        ((_, item),) = _children(type_)
+        return [_spelled(element, item) for element in value]
+    if kind == "map":
+        (_, key), (_, item) = _children(type_)
+        return {_spelled(k, key): _spelled(v, item) for k, v in value.items()}
+    if kind == "struct":
+        return {name: _spelled(value[name], child) for name, child in _children(type_)}
+    return value
