@@ -450,6 +450,7 @@ def test_what_does_not_cross_is_refused_naming_the_field(
         ({"presence_penalty": 0.5}, False, True),
         ({"temperature": 2.5}, False, False),
         ({"n": 1, "max_tokens": 5, "stop": ["a", "b"]}, True, True),
+        ({"temperature": None, "top_p": None, "tools": None, "seed": None}, True, True),
     ],
 )
 def test_which_settings_each_api_takes(
@@ -457,7 +458,8 @@ def test_which_settings_each_api_takes(
 ) -> None:
     """Gemini takes the sampling settings within their range; the Messages API (of the
     version the client speaks, as the anthropic SDK has it) has none; both take max_tokens,
-    stop and n=1."""
+    stop and n=1, and a field set to ``None`` (not set, as code that passes its own optional
+    settings through writes it)."""
     for api, takes in (("anthropic", anthropic), ("gemini", gemini)):
         try:
             wire_for(api).check(make(provider=api), {"messages": [USER], **payload})

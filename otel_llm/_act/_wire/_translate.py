@@ -10,7 +10,7 @@ version the client speaks has no sampling settings). Anything else — tools and
 images and audio, ``response_format``, ``n > 1``, log probabilities, a message's ``name``, a
 system message in mid-conversation — is refused with a :class:`~otel_llm.ConfigurationError`
 naming the field, before anything is sent, rather than dropped (the answer would not be the one
-asked for).
+asked for). A field set to ``None`` is not set, as the SDKs read it.
 """
 
 from __future__ import annotations
@@ -107,7 +107,9 @@ class Translation:
     def read(self, payload: Mapping[str, Any]) -> Translated:
         """The request in the common subset, or the ConfigurationError of its first field
         that does not cross."""
-        for key in payload:
+        for key, value in payload.items():
+            if value is None:  # not set (``temperature=None``), as the SDKs read it
+                continue
             if key not in IGNORED and key not in COMMON_PARAMETERS and key not in self.extra:
                 raise self.refuse(key, _WHAT.get(key, f"the request field {key!r}"))
         system, turns = self._messages(payload.get("messages"))
