@@ -389,6 +389,11 @@ class Client:
                     f"extra_body must be a mapping of field names to values, not "
                     f"{type(extra_body).__name__}"
                 )
+            if "stream" in extra_body:  # the answer would come in the mode the client does not read
+                raise InvalidRequest(
+                    "extra_body['stream'] would change how the answer comes back, which the "
+                    "client reads as it asked: use chat(stream=True or False) instead"
+                )
             payload[EXTRA_BODY] = dict(extra_body)
         outcome, stats = await self._call(
             sc.OPERATION_CHAT,

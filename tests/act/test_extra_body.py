@@ -35,3 +35,16 @@ async def test_extra_body_that_is_not_fields_is_refused_before_sending(bad: obje
             with pytest.raises(InvalidRequest, match="extra_body"):
                 await client.chat(MESSAGES, extra_body=bad)  # type: ignore[arg-type]
         assert sim.stats.requests == 0
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("stream", [True, False])
+async def test_extra_body_cannot_turn_the_stream_flag(provider: str, stream: bool) -> None:
+    """``stream`` in ``extra_body`` would make the source answer in the other mode than the
+    client reads (a JSON document read as a stream, or a stream read as a document):
+    ``InvalidRequest`` naming ``chat(stream=...)``, and the provider saw nothing."""
+    async with SimulatedProvider(default=SCRIPT) as sim:
+        async with Client([sim_source(provider, sim)]) as client:
+            with pytest.raises(InvalidRequest, match=r"extra_body\['stream'\].*chat\(stream="):
+                await client.chat(MESSAGES, stream=stream, extra_body={"stream": not stream})
+        assert sim.stats.requests == 0
