@@ -504,6 +504,7 @@ def init(
     if app_provider is None:
         current = trace.get_tracer_provider()
         app_provider = current if takes_processors(current) else None  # type: ignore[assignment]
+    limits = _span_limits() if app_provider is None else None  # init() makes the provider
     want_otlp = otlp if otlp is not None else True
     collectors = _otlp_collectors(path if duckdb else None) if want_otlp else {}
     if otlp is None and app_provider is not None and _exports_otlp(app_provider):
@@ -531,9 +532,7 @@ def init(
     owns = provider is None
     if provider is None:
         resource = Resource.create({"service.name": service_name} if service_name else {})
-        provider = TracerProvider(
-            resource=resource, span_limits=SpanLimits(max_events=max(128, _MIN_EVENTS))
-        )
+        provider = TracerProvider(resource=resource, span_limits=limits)
         if set_global:
             trace.set_tracer_provider(provider)
     else:
@@ -569,6 +568,22 @@ def init(
         exporter.start()  # its libraries load while the application goes on starting
     open_calls.hook()  # wrapped calls left open end at exit before the provider shuts down
     return _active
+
+
+def _span_limits() -> SpanLimits:
+    """The limits of the provider init() makes: the SDK's, as the standard variables set them
+    (``OTEL_SPAN_EVENT_COUNT_LIMIT`` …), with room for an attempt's chunk events. A limit the SDK
+    refuses is a :class:`ConfigurationError` naming its variable, raised before anything is set
+    up."""
+    try:
+        limits = SpanLimits()
+        if limits.max_events is not None and limits.max_events < _MIN_EVENTS:
+            limits = SpanLimits(max_events=_MIN_EVENTS)
+    except ValueError as exc:  # "OTEL_…_LIMIT must be a non-negative integer but got …"
+        variable, _, rule = str(exc).partition(" ")
+    else:
+        return limits
+    raise ConfigurationError(variable, rule)
 
 
 def _collector_stores(store: Path, spans: OtlpEndpoint) -> bool:

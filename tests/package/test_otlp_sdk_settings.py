@@ -1,7 +1,8 @@
-"""The OpenTelemetry SDK's own settings of OTLP export (batching, the exporters' variables) are
-judged at ``init()``: one the SDK would refuse is a ``ConfigurationError`` raised before anything
-is set up — not the SDK's bare error from half-way through ``init()``, with tracing half wired
-and its threads running."""
+"""The OpenTelemetry SDK's own settings that ``init()`` hands it — OTLP export's batching and
+exporters' variables, the span limits of the provider it makes — are judged at ``init()``: one
+the SDK would refuse is a ``ConfigurationError`` raised before anything is set up — not the
+SDK's bare error from half-way through ``init()``, with tracing half wired and its threads
+running."""
 
 from __future__ import annotations
 
@@ -114,3 +115,38 @@ def test_a_credential_provider_that_is_not_installed_is_a_configuration_error(
     error = refused(tmp_path)
     assert error.key == "the OTLP metrics exporter"
     assert "not-installed" in error.reason
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "-3"), ("OTEL_SPAN_EVENT_COUNT_LIMIT", "many")],
+)
+def test_a_span_limit_the_sdk_refuses_is_a_configuration_error_naming_it(
+    tmp_path: Path, otlp_env: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    """A span limit of the provider init() makes that the SDK refuses is a ConfigurationError
+    naming the variable, raised before the OTLP export's threads start."""
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    otlp_env.setenv(variable, value)
+    error = refused(tmp_path)
+    assert error.key == variable
+    assert value in error.reason
+
+
+@pytest.mark.parametrize(("asked", "kept"), [("1000", 1000), ("16", 128), ("", None)])
+def test_the_span_event_limit_asked_for_is_kept_above_what_chunk_events_need(
+    tmp_path: Path, otlp_env: pytest.MonkeyPatch, asked: str, kept: int | None
+) -> None:
+    """OTEL_SPAN_EVENT_COUNT_LIMIT sets the event limit of the provider init() makes — raised
+    to what an attempt's chunk events need when it is lower, never lowered to it; set empty,
+    no limit, as the SDK reads it (it was 128 whatever the variable said)."""
+    otlp_env.setenv("OTEL_SPAN_EVENT_COUNT_LIMIT", asked)
+    telemetry = init(db_path=tmp_path / "store", set_global=False, duckdb=False)
+    try:
+        with telemetry.tracer.start_as_current_span("the application's own") as span:
+            for number in range(1500):
+                span.add_event(f"event {number}")
+        kept_events = len(span.events)  # type: ignore[attr-defined]
+    finally:
+        telemetry.shutdown()
+    assert kept_events == (1500 if kept is None else kept)
