@@ -28,6 +28,17 @@ measurements.
         await provider.stats.wait_for_completed(2)
 """
 
+import importlib.util
+
+from otel_llm._extras import install_hint
+
+if importlib.util.find_spec("aiohttp") is None:  # say what to install, not a traceback
+    raise ModuleNotFoundError(
+        f"otel_llm.simulator (the simulated provider, which the conformance suite and "
+        f"otel_llm.testing's providers run on) needs aiohttp: {install_hint('testing')}",
+        name="aiohttp",
+    )
+
 from otel_llm.simulator._presets import (
     MEASURED_FIT,
     PRESETS,
