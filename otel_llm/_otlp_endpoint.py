@@ -387,6 +387,8 @@ class OtlpEndpoint:
     ) -> None:
         self.signal: Signal = signal
         self.protocol: Protocol = protocol
+        self.url = endpoint
+        """The endpoint the exporter is given, as judged (credentials and all: never shown)."""
         self.endpoint = redact_url(endpoint)
         self.via = via or OWN_ENDPOINT[signal]
         self._secrets = (*url_secrets(endpoint), *secrets)

@@ -173,30 +173,32 @@ def _grpc_installed() -> bool:
     return True
 
 
-def _span_exporter(protocol: Protocol) -> SpanExporter:
-    """The SDK's OTLP span exporter for ``protocol`` (it reads the standard variables)."""
-    if protocol == "grpc":
+def _span_exporter(collector: OtlpEndpoint) -> SpanExporter:
+    """The SDK's OTLP span exporter for the collector's protocol, sending to its endpoint as
+    ``init()`` judged it (without the whitespace around the variable's value, which the SDK
+    would send with); the rest it reads from the standard variables."""
+    if collector.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcSpanExporter,
         )
 
-        return GrpcSpanExporter()
+        return GrpcSpanExporter(endpoint=collector.url)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(session=_own_connections_session("traces"))
+    return OTLPSpanExporter(endpoint=collector.url, session=_own_connections_session("traces"))
 
 
-def _metric_exporter(protocol: Protocol) -> MetricExporter:
-    """The SDK's OTLP metric exporter for ``protocol`` (it reads the standard variables)."""
-    if protocol == "grpc":
+def _metric_exporter(collector: OtlpEndpoint) -> MetricExporter:
+    """The SDK's OTLP metric exporter, as :func:`_span_exporter` makes the span exporter."""
+    if collector.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
             OTLPMetricExporter as GrpcMetricExporter,
         )
 
-        return GrpcMetricExporter()
+        return GrpcMetricExporter(endpoint=collector.url)
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-    return OTLPMetricExporter(session=_own_connections_session("metrics"))
+    return OTLPMetricExporter(endpoint=collector.url, session=_own_connections_session("metrics"))
 
 
 _CREDENTIAL_PROVIDERS: Final = {
@@ -273,13 +275,13 @@ def _otlp_pipeline(
     return processor, reader
 
 
-def _made(collector: OtlpEndpoint, make: Callable[[Protocol], _Exporter]) -> _Exporter:
+def _made(collector: OtlpEndpoint, make: Callable[[OtlpEndpoint], _Exporter]) -> _Exporter:
     """The signal's SDK exporter; one the SDK cannot make from the variables (a compression or
     a status code it does not know, a timeout that is no number, a credential provider not
     installed) is a :class:`ConfigurationError` saying what the SDK said, without the headers'
     values."""
     try:
-        return make(collector.protocol)
+        return make(collector)
     except Exception as exc:  # the SDK's own, of any type: not chained (it may quote secrets)
         said = f"{type(exc).__name__}: {collector.shown(str(exc))}"
     raise ConfigurationError(

@@ -4,6 +4,8 @@ endpoint is never shown as a bare ``[REDACTED]`` when it can be shown safely."""
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -218,3 +220,73 @@ def test_redact_url_shows_what_it_safely_can_and_never_raises(url: str, shown: s
 def test_url_secrets_are_found_in_a_url_urllib_refuses() -> None:
     """The password of an unparsable URL is still known, so no message repeats it."""
     assert url_secrets("http://otel:pw%2F123@[::1") == ("pw%2F123", "pw/123")
+
+
+class _PathsReceiver:
+    """An OTLP/HTTP receiver on 127.0.0.1 that answers 200 to every export and keeps the paths
+    it was sent to."""
+
+    def __init__(self) -> None:
+        paths: list[str] = []
+        self.paths = paths
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                paths.append(self.path)
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("variable", "written"),
+    [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "{url}\n"),  # a value read from a file, line break kept
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "  {url}/  "),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "{url}/v1/traces\r\n"),
+    ],
+)
+def test_an_endpoint_with_whitespace_around_it_is_sent_to_as_it_is_judged(
+    tmp_path: Path,
+    otlp_env: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    variable: str,
+    written: str,
+) -> None:
+    """An endpoint with whitespace around it — a line break at its end, as a value read from
+    a file or a secret keeps it — is judged without it at init(), and the exporter sends to it
+    without it too: the spans reach the collector at /v1/traces (the exporter used to send to
+    the URL as written: a host with a line break in it, failing every export, or a path of
+    %20/v1/traces)."""
+    receiver = _PathsReceiver()
+    try:
+        otlp_env.setenv(variable, written.format(url=receiver.url))
+        otlp_env.setenv("OTEL_METRICS_EXPORTER", "none")
+        telemetry = init(db_path=tmp_path / "store", set_global=False, duckdb=False)
+        try:
+            with telemetry.tracer.start_as_current_span("the application's own"):
+                pass
+            assert telemetry.force_flush()
+        finally:
+            telemetry.shutdown()
+    finally:
+        receiver.close()
+    assert receiver.paths == ["/v1/traces"]
+    assert "cannot export" not in caplog.text
