@@ -1,8 +1,9 @@
 """Grafana's expansion of a panel query, as each data source plugin does it: the template
 variables first (Grafana's front end), then the plugin's macros (its back end).
 
-- Variables (Grafana ``templateSrv.replace``): ``$name``, ``${name}`` and
-  ``${name:singlequote}`` (each value quoted, ``'`` escaped as ``\\'``); "All" with a custom
+- Variables (Grafana ``templateSrv.replace``): ``$name``, ``${name}``,
+  ``${name:singlequote}`` (each value quoted, ``'`` escaped as ``\\'``) and
+  ``${name:percentencode}`` (``encodeURIComponentStrict``); "All" with a custom
   all value inserts that value as written; otherwise the chosen values are formatted by the
   plugin. The DuckDB plugin formats a panel's query with Grafana's ``sqlstring`` (every value
   quoted, a single one too: ``'a'``, ``'a','b'``, ``'`` doubled, ``"`` as ``\\"``) and a
@@ -29,6 +30,7 @@ module does not know.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -84,7 +86,16 @@ def _single_quote(value: str | tuple[str, ...], variable: Variable) -> str:
     return ",".join("'" + v.replace("'", "\\'") + "'" for v in values)
 
 
-_NAMED_FORMATS: Final = {"singlequote": _single_quote}
+def _percent_encode(value: str | tuple[str, ...], variable: Variable) -> str:
+    """Grafana's ``percentencode`` format of a single value (``encodeURIComponentStrict``): every
+    UTF-8 byte but letters, digits and ``-_.~`` as ``%XX``."""
+    del variable
+    if not isinstance(value, str):
+        raise UnexpandedMacro("the panels percent-encode single values only")
+    return urllib.parse.quote(value, safe="-_.~")
+
+
+_NAMED_FORMATS: Final = {"singlequote": _single_quote, "percentencode": _percent_encode}
 """The ``${name:format}`` formats the panels use (Grafana's registry has more)."""
 
 

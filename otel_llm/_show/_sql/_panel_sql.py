@@ -110,17 +110,26 @@ class PanelDialect:
         return self.variable(name)
 
     def literal(self, name: str) -> str:
-        """The single value of variable ``name`` as a SQL string literal (the DuckDB plugin
-        quotes every value of a panel's query itself: Grafana's ``sqlstring`` format)."""
+        """The single value of variable ``name`` as a SQL string literal, whatever it holds (a
+        dashboard URL sets any value: ``var-trace_id=…``). The DuckDB plugin quotes every value
+        of a panel's query itself (Grafana's ``sqlstring`` format: ``'`` doubled, and DuckDB's
+        strings have no escapes). Grafana has no ClickHouse-safe quoting (``singlequote`` leaves
+        a backslash, which then escapes the closing quote), so the ClickHouse panels ask for
+        the ``percentencode`` format, whose output has only letters, digits, ``-_.~`` and
+        ``%XX``: the value as it is when it is a trace id or a number, one that matches nothing
+        otherwise, and never SQL."""
         if self.is_clickhouse:
-            return self.values(name)
-        return self.variable(name)
+            return "'${" + name + ":percentencode}'"
+        if self.sqlstring:
+            return self.variable(name)
+        return f"'{self.variable(name)}'"  # a variable query's single value: escaped, unquoted
 
     def number(self, name: str) -> str:
-        """The value of variable ``name`` as a BIGINT (the DuckDB plugin quotes it)."""
+        """The value of variable ``name`` as a 64-bit integer: an error, not SQL, when it is
+        not a number (a dashboard URL sets any value: ``var-threshold=…``)."""
         if self.is_clickhouse:
-            return self.variable(name)
-        return f"CAST({self.variable(name)} AS BIGINT)"
+            return f"toInt64({self.literal(name)})"
+        return f"CAST({self.literal(name)} AS BIGINT)"
 
     def matches(self, column: str, name: str) -> str:
         """``column`` is one of the values chosen in the multi-value variable ``name``."""
