@@ -88,8 +88,8 @@ class Defaults:
     segment_merge_max_inputs: int = 64
     """A merge takes at most this many segments. A backlog (thousands of small segments of a
     store nobody merged for hours) is merged over several short merges rather than in one long
-    one, and a reader waits for one such merge at most (about 0.3 s here for 64 small segments;
-    one merge of 2,000 took 8.9 s, and a query waited for all of it)."""
+    one, and a reader waits for one such merge at most (at most 0.46 s here for 64 small
+    segments; one merge of 2,000 took 8.9 s, and a query waited for all of it)."""
 
     segment_merges_per_compact: int = 8
     """One compaction merges what is due — the small segments, then each tier that filled up

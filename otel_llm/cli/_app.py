@@ -558,7 +558,7 @@ def compact(
         store = SegmentStore(path)
         store.create()  # a store of the first layout is migrated first
         before = set(store.quarantined())
-        merged = store.compact(min_segments=2)
+        merged = store.compact(min_segments=2, max_merges=None)  # until nothing is due
         if verify:
             verified = len(store.segments())
             found = store.damaged()

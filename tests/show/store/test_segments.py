@@ -397,3 +397,24 @@ def test_a_reader_waits_for_one_merge_of_a_backlog_not_all_of_them(
     assert store.compact(min_segments=8, max_inputs=8, max_merges=None) == 24
     assert merges == [8, 8, 8, 8]
     assert lockless_count(store.path) == (len(rows), len(rows))
+
+
+def test_otel_llm_compact_merges_a_backlog_until_nothing_is_due(tmp_path: Path) -> None:
+    """``otel-llm compact`` on a backlog of more batches than a writer's compaction merges
+    (10 × 64 segments, eight merges a compaction): every segment is merged, each merge took
+    at most 64, and every span is there once."""
+    from tests.support.processes import run_cli
+
+    store = SegmentStore(tmp_path / "store")
+    store.create()
+    rows = _rows(640)
+    for row in rows:
+        store.write([row])
+    done = run_cli("compact", "--db", str(store.path), timeout_s=300)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.strip()  # each merge's inputs, the merged segments merged again too
+    assert said.startswith("merged "), said
+    assert int(said.split()[1]) >= 640, said
+    assert store.compact(min_segments=2, max_merges=None) == 0  # nothing left due
+    assert len([s for s in store.segments() if s.path.name != SCHEMA_SEGMENT]) == 1
+    assert lockless_count(store.path) == (640, 640)
