@@ -356,7 +356,9 @@ class Telemetry:
         if self.owns_provider and isinstance(self.tracer_provider, TracerProvider):
             self.tracer_provider.shutdown()
         elif self.processor is not None:
-            self.processor.force_flush()
+            # its downstream's shutdown sends (and writes) what they hold, each within its
+            # bound: a flush first would wait the exporter's whole timeout on a collector
+            # that hangs
             self.processor.shutdown()
         for collector in self._collectors_of("spans"):
             collector.finish()

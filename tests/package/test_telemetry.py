@@ -584,6 +584,37 @@ async def test_shutdown_is_bounded_when_the_collector_hangs(
         assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
 
 
+async def test_shutdown_beside_the_applications_provider_is_bounded_when_the_collector_hangs(
+    tmp_path: Path,
+    provider: SimulatedProvider,
+    receiver: Receiver,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """init() added to the application's own TracerProvider: a collector that never answers
+    holds shutdown() for the bound (2 s) too — not the exporter's timeout (20 s here), which
+    an unbounded flush before the bounded shutdown used to wait for — and the store still gets
+    every span."""
+    receiver.hold = True
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "20")
+    application_provider = TracerProvider()
+    telemetry = init(db_path=tmp_path / "store", tracer_provider=application_provider)
+    assert not telemetry.owns_provider
+    async with Client(sources(provider), tracer_provider=application_provider) as client:
+        await client.chat(MESSAGES)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="otel_llm"):
+        telemetry.shutdown()
+    took = time.monotonic() - started
+    assert took < 8.0, f"shutdown took {took} s"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "gave up waiting for the OTLP collector" in warnings[0]
+    with open_store(Path(str(tmp_path / "store"))) as conn:
+        assert conn.execute("SELECT count(*) FROM otel_traces").fetchone() == (2,)
+
+
 async def test_a_metrics_endpoint_that_is_down_does_not_cost_the_spans(
     tmp_path: Path,
     provider: SimulatedProvider,
