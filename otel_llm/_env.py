@@ -57,6 +57,13 @@ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 """As ``OTEL_EXPORTER_OTLP_PROTOCOL``, for spans only (wins over it)."""
 OTEL_EXPORTER_OTLP_METRICS_PROTOCOL: Final = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"
 """As ``OTEL_EXPORTER_OTLP_PROTOCOL``, for metrics only (wins over it)."""
+OTEL_EXPORTER_OTLP_TIMEOUT: Final = "OTEL_EXPORTER_OTLP_TIMEOUT"
+"""Seconds an OTLP export may take (10), read by the SDK's exporters; 0 or less is a
+``ConfigurationError`` at ``init()`` (every export would fail)."""
+OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: Final = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
+"""As ``OTEL_EXPORTER_OTLP_TIMEOUT``, for spans only (wins over it)."""
+OTEL_EXPORTER_OTLP_METRICS_TIMEOUT: Final = "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT"
+"""As ``OTEL_EXPORTER_OTLP_TIMEOUT``, for metrics only (wins over it)."""
 OTEL_BSP_MAX_QUEUE_SIZE: Final = "OTEL_BSP_MAX_QUEUE_SIZE"
 """The SDK's batching of OTLP spans: the most spans it queues (2048); read by the SDK, judged
 by ``init()``: one the SDK would refuse (0 or less) is a ``ConfigurationError``."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
 import re
 import threading
@@ -205,12 +206,32 @@ _BATCHING: Final[dict[Signal, tuple[tuple[str, float], ...]]] = {
 metric reader), with OpenTelemetry's defaults; each must be above 0."""
 
 
-def check_batching(signal: Signal) -> None:
-    """Raise a :class:`ConfigurationError` naming the variable when the SDK's batching of
-    ``signal`` would refuse its settings — a count or an interval of 0 or less, a batch larger
-    than the queue — which the SDK raises as a bare ``ValueError`` naming neither the variable
-    nor otel-llm, once tracing is half set up. Values the SDK cannot parse are left to it: it
-    uses its default, and says so."""
+_OWN_TIMEOUT: Final[dict[Signal, str]] = {
+    "spans": env.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
+    "metrics": env.OTEL_EXPORTER_OTLP_METRICS_TIMEOUT,
+}
+"""The variable that names one signal's export timeout (``OTEL_EXPORTER_OTLP_TIMEOUT`` names
+both)."""
+
+
+def check_export_settings(signal: Signal) -> None:
+    """Raise a :class:`ConfigurationError` naming the variable when the SDK's export of
+    ``signal`` cannot work with its settings: a batching count or interval of 0 or less, a batch
+    larger than the queue — which the SDK raises as a bare ``ValueError`` naming neither the
+    variable nor otel-llm, once tracing is half set up — or an export timeout of 0 or less,
+    with which every export fails. Values the SDK cannot parse are left to it (it uses its
+    default and says so, or cannot make the exporter)."""
+    own = _OWN_TIMEOUT[signal]
+    variable = own if os.environ.get(own) else env.OTEL_EXPORTER_OTLP_TIMEOUT
+    value = os.environ.get(variable)
+    try:
+        seconds = float(value) if value else None
+    except ValueError:
+        seconds = None
+    if seconds is not None and not 0 < seconds < math.inf:
+        raise ConfigurationError(
+            variable, f"{value!r} must be a number of seconds above 0 (the default: 10)"
+        )
     read: dict[str, float] = {}
     for variable, default in _BATCHING[signal]:
         value = os.environ.get(variable)

@@ -41,8 +41,8 @@ from otel_llm._otlp_endpoint import (
     OtlpEndpoint,
     Protocol,
     Signal,
-    check_batching,
     check_endpoint,
+    check_export_settings,
     check_headers,
     exported,
     exporter_names,
@@ -253,7 +253,7 @@ def _otlp_pipeline(
     is set up: settings the SDK refuses are a :class:`ConfigurationError`, and leave nothing
     running (the SDK raised its own errors half-way through ``init()``)."""
     for signal in collectors:
-        check_batching(signal)
+        check_export_settings(signal)
     spans, metrics_ = collectors.get("spans"), collectors.get("metrics")
     span_exporter = _made(spans, _span_exporter) if spans is not None else None
     try:

@@ -150,3 +150,41 @@ def test_the_span_event_limit_asked_for_is_kept_above_what_chunk_events_need(
     finally:
         telemetry.shutdown()
     assert kept_events == (1500 if kept is None else kept)
+
+
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({"OTEL_EXPORTER_OTLP_TIMEOUT": "0"}, "OTEL_EXPORTER_OTLP_TIMEOUT"),
+        ({"OTEL_EXPORTER_OTLP_TIMEOUT": "-1"}, "OTEL_EXPORTER_OTLP_TIMEOUT"),
+        ({"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "nan"}, "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT"),
+        (
+            {"OTEL_EXPORTER_OTLP_TIMEOUT": "5", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "0"},
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        ),
+    ],
+)
+def test_an_export_timeout_no_export_can_keep_is_a_configuration_error(
+    tmp_path: Path, otlp_env: pytest.MonkeyPatch, variables: dict[str, str], named: str
+) -> None:
+    """An export timeout of 0 or less (or NaN) — with which every export fails (requests
+    refuses a timeout of 0), the warning coming at the first export — is a ConfigurationError
+    naming the variable the exporter reads, at init()."""
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    for name, value in variables.items():
+        otlp_env.setenv(name, value)
+    error = refused(tmp_path)
+    assert error.key == named
+    assert "above 0" in error.reason
+
+
+def test_a_signals_own_timeout_is_judged_instead_of_the_shared_one(
+    tmp_path: Path, otlp_env: pytest.MonkeyPatch
+) -> None:
+    """Each signal's exporter reads its own timeout variable when it is set, else the shared
+    one: a shared 0 both signals override is no exporter's."""
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0")
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "5")
+    otlp_env.setenv("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "2.5")
+    init(db_path=tmp_path / "store", set_global=False, duckdb=False).shutdown()
