@@ -466,7 +466,7 @@ class SegmentStore:
             return
         with handle:
             flags = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
-            with self._queue(wait=wait) as admitted:
+            with self._queue(wait=wait, create=not shared) as admitted:
                 if admitted:
                     try:
                         fcntl.flock(handle.fileno(), flags)
@@ -481,12 +481,13 @@ class SegmentStore:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     @contextlib.contextmanager
-    def _queue(self, *, wait: bool) -> Iterator[bool]:
+    def _queue(self, *, wait: bool, create: bool) -> Iterator[bool]:
         """A place in the queue for the compaction lock, held until it is taken: ``False`` when
-        someone else waits there and ``wait`` is false (a store without the queue file, made
-        before it existed, has no queue)."""
+        someone else waits there and ``wait`` is false. A reader never writes: in a store
+        without the queue file (made by the Collector, or before the file existed) it reads
+        without a queue until a merger, which does ``create`` it, has run."""
         try:
-            handle = (self.path / QUEUE_LOCK).open("rb")
+            handle = (self.path / QUEUE_LOCK).open("a+b" if create else "rb")
         except OSError:
             yield True
             return
