@@ -456,9 +456,11 @@ class SegmentStore:
     def _lock(self, *, shared: bool, wait: bool) -> Iterator[bool]:
         """The store's compaction lock: shared for readers (opened read-only, so reading never
         writes; a store without the lock file has never been merged), exclusive for a merge
-        (which never runs without it). It is taken in turn through :data:`QUEUE_LOCK`, held
-        while waiting for it: one who does not wait (a merger) finds someone in the queue and
-        gives way."""
+        (which never runs without it). Readers take it through :data:`QUEUE_LOCK`, held
+        while they wait for it, and a merger (which never waits) that finds a reader there
+        gives way. An exclusive taker that waits (making or migrating a store) stays out of
+        the queue: a reader nested in another reader's hold would otherwise wait behind it,
+        and it behind that hold, for ever."""
         try:
             handle = (self.path / LOCK).open("rb" if shared else "a+b")
         except OSError:
@@ -466,7 +468,12 @@ class SegmentStore:
             return
         with handle:
             flags = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB)
-            with self._queue(wait=wait, create=not shared) as admitted:
+            queue = (
+                self._queue(wait=wait, create=not shared)
+                if shared or not wait
+                else contextlib.nullcontext(True)  # one who waits anyway never holds the queue
+            )
+            with queue as admitted:
                 if admitted:
                     try:
                         fcntl.flock(handle.fileno(), flags)

@@ -25,6 +25,7 @@ from otel_llm._show._store._access import prepare_for_writing, reader_sql
 from otel_llm._show._store._rows import span_row
 from otel_llm._show._store._segments import (
     GENERATIONS,
+    LOCK,
     MARKER,
     QUEUE_LOCK,
     SCHEMA_SEGMENT,
@@ -418,3 +419,48 @@ def test_otel_llm_compact_merges_a_backlog_until_nothing_is_due(tmp_path: Path) 
     assert store.compact(min_segments=2, max_merges=None) == 0  # nothing left due
     assert len([s for s in store.segments() if s.path.name != SCHEMA_SEGMENT]) == 1
     assert lockless_count(store.path) == (640, 640)
+
+
+def _someone_waits_for(path: Path) -> bool:
+    """Whether a lock on ``path`` has a blocked waiter (``->`` lines of ``/proc/locks``)."""
+    inode = f":{path.stat().st_ino} "
+    return any(
+        line.split()[1] == "->" and inode in line
+        for line in Path("/proc/locks").read_text().splitlines()
+    )
+
+
+@pytest.mark.timeout(120)
+def test_a_reader_nested_in_a_read_never_waits_behind_an_exclusive_waiter(tmp_path: Path) -> None:
+    """A reader holds the store, something waits for it exclusively (making or migrating a
+    store waits), and the reader opens the store again inside its read (``open_store`` within
+    ``open_store``): the inner read gets in at once — were the waiter queued, the inner read
+    would wait behind it and it behind the outer read, for ever."""
+    store = SegmentStore(tmp_path / "store")
+    store.create()
+    got_it = threading.Event()
+
+    def exclusive() -> None:
+        with store._lock(shared=False, wait=True):
+            got_it.set()
+
+    with store.reading():
+        waiter = threading.Thread(target=exclusive)
+        waiter.start()
+        deadline = time.monotonic() + 60
+        while not _someone_waits_for(store.path / LOCK):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        inner_read = threading.Event()
+
+        def read_inside() -> None:
+            with SegmentStore(store.path).reading():
+                inner_read.set()
+
+        inner = threading.Thread(target=read_inside, daemon=True)
+        inner.start()
+        assert inner_read.wait(10)
+        inner.join(10)
+        assert not got_it.is_set()
+    waiter.join(60)
+    assert got_it.is_set()
