@@ -1,11 +1,10 @@
 """Grafana's expansion of a panel query, as each data source plugin does it: the template
 variables first (Grafana's front end), then the plugin's macros (its back end).
 
-- Variables (Grafana ``templateSrv.replace``): ``$name``, ``${name}``,
-  ``${name:singlequote}`` (each value quoted, ``'`` escaped as ``\\'``) and
-  ``${name:percentencode}`` (``encodeURIComponentStrict``); "All" with a custom
-  all value inserts that value as written; otherwise the chosen values are formatted by the
-  plugin. The DuckDB plugin formats a panel's query with Grafana's ``sqlstring`` (every value
+- Variables (Grafana ``templateSrv.replace``): ``$name``, ``${name}`` and
+  ``${name:percentencode}`` (``encodeURIComponentStrict``; several values as ``{a,b}``); "All"
+  with a custom all value inserts that value as written; otherwise the chosen values are
+  formatted by the plugin. The DuckDB plugin formats a panel's query with Grafana's ``sqlstring`` (every value
   quoted, a single one too: ``'a'``, ``'a','b'``, ``'`` doubled, ``"`` as ``\\"``) and a
   variable's query with ``@grafana/plugin-ui``'s ``interpolateVariable`` (values of a
   multi-value or include-all variable quoted, a single one only escaped). The ClickHouse plugin
@@ -79,24 +78,17 @@ _VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)(?::(\w+))?\}")
 """Grafana's ``$name``, ``${name}`` and ``${name:format}``."""
 
 
-def _single_quote(value: str | tuple[str, ...], variable: Variable) -> str:
-    """Grafana's ``singlequote`` format: each value in single quotes, ``'`` as ``\\'``."""
-    del variable
-    values = (value,) if isinstance(value, str) else value
-    return ",".join("'" + v.replace("'", "\\'") + "'" for v in values)
-
-
 def _percent_encode(value: str | tuple[str, ...], variable: Variable) -> str:
-    """Grafana's ``percentencode`` format of a single value (``encodeURIComponentStrict``): every
-    UTF-8 byte but letters, digits and ``-_.~`` as ``%XX``."""
+    """Grafana's ``percentencode`` format (``encodeURIComponentStrict``): every UTF-8 byte but
+    letters, digits and ``-_.~`` as ``%XX``; several values as ``{a,b}``, encoded so."""
     del variable
-    if not isinstance(value, str):
-        raise UnexpandedMacro("the panels percent-encode single values only")
-    return urllib.parse.quote(value, safe="-_.~")
+    text = value if isinstance(value, str) else "{" + ",".join(value) + "}"
+    return urllib.parse.quote(text, safe="-_.~")
 
 
-_NAMED_FORMATS: Final = {"singlequote": _single_quote, "percentencode": _percent_encode}
-"""The ``${name:format}`` formats the panels use (Grafana's registry has more)."""
+_NAMED_FORMATS: Final = {"percentencode": _percent_encode}
+"""The ``${name:format}`` formats the panels use (Grafana's registry has more; ``singlequote``
+is not one: it leaves a backslash, which then escapes its closing quote in ClickHouse)."""
 
 
 def _sql_quote(value: str) -> str:

@@ -102,12 +102,20 @@ class PanelDialect:
         return "${" + name + "}"
 
     def values(self, name: str) -> str:
-        """The chosen values of variable ``name`` as a list of SQL string literals (one value
-        in a repeated panel's copy). The ClickHouse plugin inserts a single value unquoted, so
-        its dashboards ask Grafana for the ``singlequote`` format."""
-        if self.is_clickhouse:
-            return "${" + name + ":singlequote}"
-        return self.variable(name)
+        """The chosen values of variable ``name``, whatever they hold (a dashboard URL sets any:
+        ``var-source=…``), for the right of an ``IN``: in DuckDB a list of SQL string literals
+        (one value in a repeated panel's copy), quoted by the plugin. Grafana has no
+        ClickHouse-safe quoting (``singlequote`` leaves a backslash, which then escapes the
+        closing quote), so in ClickHouse an array decoded from the ``percentencode`` format,
+        which holds only letters, digits, ``-_.~`` and ``%XX``: ``{a,b}`` for several values
+        (Grafana's spelling), the value alone for one (a repeated panel's copy). A name with a
+        comma cannot be chosen there (it is read as two), and no name changes the SQL."""
+        if not self.is_clickhouse:
+            return self.variable(name)
+        text = "decodeURLComponent('${" + name + ":percentencode}')"
+        listed = f"splitByChar(',', substring({text}, 2, length({text}) - 2))"
+        braced = f"startsWith({text}, '{{') AND endsWith({text}, '}}')"
+        return f"if({braced}, {listed}, [{text}])"
 
     def literal(self, name: str) -> str:
         """The single value of variable ``name`` as a SQL string literal, whatever it holds (a

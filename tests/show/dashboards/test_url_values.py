@@ -23,6 +23,7 @@ from otel_llm._show._sql._panel_sql import (
     AS_MEASURED,
     CALL,
     FILTERS,
+    SOURCE,
     THRESHOLD,
     PanelDialect,
 )
@@ -161,3 +162,51 @@ def test_a_threshold_that_is_no_number_is_an_error_not_sql(
             _run(engine, conn, expanded)
         assert _named(engine, value) in str(caught.value), (name, str(caught.value)[:300])
     assert reading >= 5
+
+
+UNKNOWN: Final = "no-such-name"
+"""A name no span has: what a filter holding a value that is no name must show."""
+
+
+def _filtered(
+    engine: Engine, time_range: tuple[datetime, datetime], name: str, values: tuple[str, ...]
+) -> QueryContext:
+    ctx = _context(engine, time_range, threshold=str(AS_MEASURED), trace_id="")
+    all_value = ALL_VALUE if engine == "duckdb" else None
+    chosen = Variable(values, True, True, all_value)
+    return QueryContext(ctx.time_from, ctx.time_to, ctx.interval, {**ctx.variables, name: chosen})
+
+
+@pytest.mark.parametrize("value", HOSTILE[:3])
+@pytest.mark.parametrize("name", [SOURCE])  # every filter is spelled by the same method
+@pytest.mark.parametrize("engine", [e for e, _ in ENGINES])
+def test_a_filter_value_that_is_no_name_matches_nothing(
+    duck: duckdb.DuckDBPyConnection,
+    chdb: Any,
+    time_range: tuple[datetime, datetime],
+    engine: Engine,
+    name: str,
+    value: str,
+) -> None:
+    """A service, model or source filter holding a value no span has, alone or beside a real
+    one, shows on every panel and in the chosen-call options what an unknown plain name shows
+    there, however the value is spelled."""
+    conn = duck if engine == "duckdb" else chdb
+    dialect = dict(ENGINES)[engine]
+    for values in ((value,), (value, "a")):
+        plain = tuple(UNKNOWN if v == value else v for v in values)
+        for key, sql, variable_query in _queries(dialect):
+            got, expected = (
+                _run(
+                    engine,
+                    conn,
+                    expand(
+                        sql,
+                        _filtered(engine, time_range, name, chosen),
+                        engine,
+                        variable_query=variable_query,
+                    ),
+                )
+                for chosen in (values, plain)
+            )
+            assert got == expected, (key, values)
