@@ -64,6 +64,28 @@ OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: Final = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
 """As ``OTEL_EXPORTER_OTLP_TIMEOUT``, for spans only (wins over it)."""
 OTEL_EXPORTER_OTLP_METRICS_TIMEOUT: Final = "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT"
 """As ``OTEL_EXPORTER_OTLP_TIMEOUT``, for metrics only (wins over it)."""
+OTEL_EXPORTER_OTLP_CERTIFICATE: Final = "OTEL_EXPORTER_OTLP_CERTIFICATE"
+"""The CA certificate file the SDK's exporters trust over TLS; with
+``OTEL_EXPORTER_OTLP_CLIENT_KEY`` and ``OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE``, the client's
+key and certificate (``…_TRACES_…`` / ``…_METRICS_…`` for one signal). Read by the exporters;
+judged by ``init()`` for an endpoint spoken to over TLS: a file it cannot read, or (gRPC) a
+client key without its certificate or the other way round, is a ``ConfigurationError``."""
+OTEL_EXPORTER_OTLP_CLIENT_KEY: Final = "OTEL_EXPORTER_OTLP_CLIENT_KEY"
+OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: Final = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"
+OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE: Final = "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"
+OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY: Final = "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"
+OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE: Final = "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE"
+OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE: Final = "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE"
+OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY: Final = "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY"
+OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE: Final = (
+    "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE"
+)
+OTEL_EXPORTER_OTLP_INSECURE: Final = "OTEL_EXPORTER_OTLP_INSECURE"
+"""gRPC: ``true`` speaks to an endpoint without a scheme, or an ``http://`` one, without TLS
+(``…_TRACES_INSECURE`` / ``…_METRICS_INSECURE`` for one signal); read by the SDK's exporters,
+and by ``init()`` to know whether the TLS files are read."""
+OTEL_EXPORTER_OTLP_TRACES_INSECURE: Final = "OTEL_EXPORTER_OTLP_TRACES_INSECURE"
+OTEL_EXPORTER_OTLP_METRICS_INSECURE: Final = "OTEL_EXPORTER_OTLP_METRICS_INSECURE"
 OTEL_BSP_MAX_QUEUE_SIZE: Final = "OTEL_BSP_MAX_QUEUE_SIZE"
 """The SDK's batching of OTLP spans: the most spans it queues (2048); read by the SDK, judged
 by ``init()``: one the SDK would refuse (0 or less) is a ``ConfigurationError``."""

@@ -214,13 +214,106 @@ _OWN_TIMEOUT: Final[dict[Signal, str]] = {
 both)."""
 
 
-def check_export_settings(signal: Signal) -> None:
-    """Raise a :class:`ConfigurationError` naming the variable when the SDK's export of
-    ``signal`` cannot work with its settings: a batching count or interval of 0 or less, a batch
-    larger than the queue — which the SDK raises as a bare ``ValueError`` naming neither the
-    variable nor otel-llm, once tracing is half set up — or an export timeout of 0 or less,
-    with which every export fails. Values the SDK cannot parse are left to it (it uses its
-    default and says so, or cannot make the exporter)."""
+_TLS_FILES: Final[dict[Signal | None, tuple[str, str, str]]] = {
+    None: (
+        env.OTEL_EXPORTER_OTLP_CERTIFICATE,
+        env.OTEL_EXPORTER_OTLP_CLIENT_KEY,
+        env.OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE,
+    ),
+    "spans": (
+        env.OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE,
+        env.OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY,
+        env.OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE,
+    ),
+    "metrics": (
+        env.OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE,
+        env.OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY,
+        env.OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE,
+    ),
+}
+"""The variables naming the TLS files — the CA certificate, the client's key and certificate —
+shared (``None``) and of each signal."""
+_INSECURE: Final[dict[Signal, str]] = {
+    "spans": env.OTEL_EXPORTER_OTLP_TRACES_INSECURE,
+    "metrics": env.OTEL_EXPORTER_OTLP_METRICS_INSECURE,
+}
+
+
+def _tls_files_read(signal: Signal, url: str, protocol: Protocol) -> tuple[str, ...]:
+    """The variables whose files the signal's exporter reads to speak to ``url`` over TLS, as
+    the SDK's exporters pick them; none without TLS.
+
+    OTLP/HTTP (TLS for ``https://``) takes each file from the signal's variable, else the
+    shared one, and the key only beside a client certificate. gRPC (TLS unless the endpoint is
+    ``http://`` or ``*_INSECURE=true`` says so, and always for ``https://``) takes the three
+    from the signal's variables when its CA certificate is named there, else from the shared
+    ones, and none when no CA certificate is named (the system's roots)."""
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if protocol == "http/protobuf":
+        if scheme != "https":
+            return ()
+        ca, key, certificate = (
+            own if os.environ.get(own) else shared
+            for own, shared in zip(_TLS_FILES[signal], _TLS_FILES[None], strict=True)
+        )
+        return (ca, certificate, key) if os.environ.get(certificate) else (ca, certificate)
+    if not _grpc_tls(signal, scheme):
+        return ()
+    own = _TLS_FILES[signal]
+    files = own if os.environ.get(own[0]) else _TLS_FILES[None]
+    return files if os.environ.get(files[0]) else ()
+
+
+def _grpc_tls(signal: Signal, scheme: str) -> bool:
+    """Whether the signal's gRPC exporter speaks TLS: always to ``https://``, else as the
+    signal's ``*_INSECURE`` variable or the shared one says (set to anything but ``true``:
+    TLS), else for anything but ``http://``."""
+    if scheme == "https":
+        return True
+    for variable in (_INSECURE[signal], env.OTEL_EXPORTER_OTLP_INSECURE):
+        value = os.environ.get(variable)
+        if value is not None:
+            return value.lower() != "true"
+    return scheme != "http"
+
+
+def _check_tls_files(signal: Signal, url: str, protocol: Protocol) -> None:
+    """Every TLS file the exporter reads can be read — over OTLP/HTTP one that cannot fails
+    every export; over gRPC the SDK logs a traceback and goes on without it — and, over gRPC,
+    a client key comes with its certificate: the gRPC library aborts the process on one
+    without the other."""
+    read = _tls_files_read(signal, url, protocol)
+    for variable in read:
+        path = os.environ.get(variable)
+        if not path:
+            continue
+        usable = os.path.isfile(path) or (protocol == "http/protobuf" and os.path.isdir(path))
+        if not usable or not os.access(path, os.R_OK):
+            raise ConfigurationError(
+                variable, f"{path!r} is no file that can be read (the OTLP exporter reads it)"
+            )
+    if protocol == "grpc" and read:
+        _, key, certificate = read
+        if bool(os.environ.get(key)) != bool(os.environ.get(certificate)):
+            given, missing = (key, certificate) if os.environ.get(key) else (certificate, key)
+            raise ConfigurationError(
+                given,
+                f"is set but {missing} is not: gRPC takes the client's key and certificate "
+                "together (its library aborts the process given one alone); set both, or "
+                "neither",
+            )
+
+
+def check_export_settings(collector: OtlpEndpoint) -> None:
+    """Raise a :class:`ConfigurationError` naming the variable when the SDK's export to
+    ``collector`` cannot work with its settings: a batching count or interval of 0 or less, a
+    batch larger than the queue — which the SDK raises as a bare ``ValueError`` naming neither
+    the variable nor otel-llm, once tracing is half set up — an export timeout of 0 or less,
+    with which every export fails, or a TLS file it cannot read (:func:`_check_tls_files`).
+    Values the SDK cannot parse are left to it (it uses its default and says so, or cannot make
+    the exporter)."""
+    signal = collector.signal
+    _check_tls_files(signal, collector.url, collector.protocol)
     own = _OWN_TIMEOUT[signal]
     variable = own if os.environ.get(own) else env.OTEL_EXPORTER_OTLP_TIMEOUT
     value = os.environ.get(variable)

@@ -252,8 +252,8 @@ def _otlp_pipeline(
     OTLP, each with the SDK's exporter the standard variables describe — made before anything
     is set up: settings the SDK refuses are a :class:`ConfigurationError`, and leave nothing
     running (the SDK raised its own errors half-way through ``init()``)."""
-    for signal in collectors:
-        check_export_settings(signal)
+    for collector in collectors.values():
+        check_export_settings(collector)
     spans, metrics_ = collectors.get("spans"), collectors.get("metrics")
     span_exporter = _made(spans, _span_exporter) if spans is not None else None
     try:

@@ -6,12 +6,14 @@ running."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
 import pytest
 
 from otel_llm import ConfigurationError, Telemetry, init
+from tests.support.processes import run_python
 
 HEADER_SECRET = "hdr-secret-77aa99"
 
@@ -188,3 +190,97 @@ def test_a_signals_own_timeout_is_judged_instead_of_the_shared_one(
     otlp_env.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "5")
     otlp_env.setenv("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "2.5")
     init(db_path=tmp_path / "store", set_global=False, duckdb=False).shutdown()
+
+
+_INIT_IN_A_CHILD = """
+import sys
+import otel_llm
+try:
+    otel_llm.init(db_path=sys.argv[1], set_global=False, duckdb=False).shutdown()
+except otel_llm.ConfigurationError as error:
+    print("REFUSED", error.key)
+    print("REASON", error.reason)
+else:
+    print("STARTED")
+"""
+"""init() in a process of its own: the gRPC library aborts the process it runs in on some TLS
+settings, which must never take the test run with it."""
+
+
+def init_in_a_child(tmp_path: Path, variables: dict[str, str]) -> list[str]:
+    """The lines init() in a fresh process printed: ``STARTED``, or ``REFUSED <key>`` and
+    ``REASON <reason>``; a process that died otherwise fails the test."""
+    names = ("OTEL_", "LLM__")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(names)}
+    ran = run_python(
+        _INIT_IN_A_CHILD, str(tmp_path / "store"), cwd=tmp_path, env={**environment, **variables}
+    )
+    assert ran.returncode == 0, f"init() ended its process ({ran.returncode}): {ran.stderr}"
+    return ran.stdout.splitlines()
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+@pytest.mark.parametrize(
+    ("variable", "beside"),
+    [
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ()),
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+                "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+            ),
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE",
+            ("OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY"),
+        ),
+    ],
+)
+def test_a_tls_file_that_cannot_be_read_is_a_configuration_error_over_tls(
+    tmp_path: Path, protocol: str, variable: str, beside: tuple[str, ...]
+) -> None:
+    """A certificate or key file the exporter of an https:// endpoint reads (``beside`` the
+    files that make both exporters read it) that is not there is a ConfigurationError naming
+    the variable at init() — over OTLP/HTTP every export failed ("Could not find a suitable
+    TLS CA certificate bundle"); over gRPC the SDK logged a traceback and went on without it,
+    and a client key it could not read aborted the process. For an http:// endpoint no file
+    is read, and none is judged."""
+    missing = str(tmp_path / "not-there.pem")
+    present = tmp_path / "present.pem"
+    present.write_text("-----BEGIN CERTIFICATE-----\n")
+    variables = {name: str(present) for name in beside}
+    variables |= {variable: missing, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol}
+    plain = {**variables, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    assert init_in_a_child(tmp_path, plain) == ["STARTED"]
+    over_tls = {**variables, "OTEL_EXPORTER_OTLP_ENDPOINT": "https://127.0.0.1:9"}
+    refused_key, reason = init_in_a_child(tmp_path, over_tls)
+    assert refused_key == f"REFUSED {variable}"
+    assert missing in reason
+
+
+@pytest.mark.parametrize(
+    ("given", "without"),
+    [
+        ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
+        ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
+    ],
+)
+def test_a_grpc_client_certificate_without_its_key_is_a_configuration_error(
+    tmp_path: Path, given: str, without: str
+) -> None:
+    """Over gRPC with TLS, a client certificate without its key (or a key without its
+    certificate) beside a CA certificate is a ConfigurationError naming both variables — the
+    gRPC library used to abort the whole process at init() ("Check failed: private_key !=
+    nullptr", exit 134)."""
+    present = tmp_path / "present.pem"
+    present.write_text("-----BEGIN CERTIFICATE-----\n")
+    variables = {
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "https://127.0.0.1:9",
+        "OTEL_EXPORTER_OTLP_CERTIFICATE": str(present),
+        given: str(present),
+    }
+    refused_key, reason = init_in_a_child(tmp_path, variables)
+    assert refused_key == f"REFUSED {given}"
+    assert without in reason
