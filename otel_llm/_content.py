@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
-from otel_llm._env import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, env_flag
+from otel_llm._env import OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, env_text
+
+_ON_SPANS: Final = frozenset({"true", "span_only", "span_and_event"})
+"""The values (any case) that put content on spans: ``true``, the variable's first form, and
+the capturing modes of OpenTelemetry's GenAI utilities that record it on spans (``EVENT_ONLY``
+and ``NO_CONTENT`` do not; otel-llm records content on call spans only)."""
 
 
 def capture_content() -> bool:
-    """True when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is ``true``."""
-    return env_flag(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)
+    """True when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for content on
+    spans: ``true``, ``SPAN_ONLY`` or ``SPAN_AND_EVENT``."""
+    return (env_text(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT) or "").lower() in _ON_SPANS
 
 
 def _message(message: Any) -> dict[str, Any]:

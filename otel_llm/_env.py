@@ -103,7 +103,9 @@ OTEL_SPAN_EVENT_COUNT_LIMIT: Final = "OTEL_SPAN_EVENT_COUNT_LIMIT"
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: Final = (
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 )
-"""``true``: prompts and outputs are recorded on call spans (off by default)."""
+"""``true`` — or ``SPAN_ONLY`` / ``SPAN_AND_EVENT``, the capturing modes of OpenTelemetry's
+GenAI utilities, any case: prompts and outputs are recorded on call spans (off by default;
+``EVENT_ONLY``, ``NO_CONTENT`` or anything else: not)."""
 OTEL_SEMCONV_STABILITY_OPT_IN: Final = "OTEL_SEMCONV_STABILITY_OPT_IN"
 """Comma-separated opt-ins to newer convention names (``gen_ai_client_inference``, ``…/dup``:
 the metrics' new names, or both)."""

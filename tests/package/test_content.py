@@ -212,3 +212,37 @@ async def test_a_prompt_that_is_not_json_is_left_out_not_fatal(
             await c.chat(odd)
     (call,) = spans.calls()
     assert sc.GEN_AI_INPUT_MESSAGES not in (call.attributes or {})
+
+
+@pytest.mark.parametrize(
+    ("value", "recorded"),
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("SPAN_ONLY", True),
+        ("span_and_event", True),
+        ("EVENT_ONLY", False),
+        ("NO_CONTENT", False),
+        ("false", False),
+        ("1", False),
+    ],
+)
+async def test_the_capturing_modes_of_opentelemetrys_genai_utilities_are_honoured(
+    spans: Spans, monkeypatch: pytest.MonkeyPatch, value: str, recorded: bool
+) -> None:
+    """The variable's values as OpenTelemetry's GenAI instrumentations read it now — the
+    capturing modes SPAN_ONLY and SPAN_AND_EVENT put content on spans, EVENT_ONLY and
+    NO_CONTENT do not — beside the ``true`` of its first form: an application that set
+    SPAN_ONLY for those instrumentations had no content from otel-llm's spans."""
+    monkeypatch.setenv(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT, value)
+    script = Scripted({"a": [sse_answer(["Li", "ma"])]})
+    async with client(script, spans, source("a")) as c:
+        await c.chat(MESSAGES, stream=True)
+    (call,) = spans.calls()
+    if recorded:
+        assert content_of(call) == {
+            sc.GEN_AI_INPUT_MESSAGES: INPUT,
+            sc.GEN_AI_OUTPUT_MESSAGES: output("Lima"),
+        }
+    else:
+        assert_no_content(spans, PROMPT, "Lima", "answer briefly")
