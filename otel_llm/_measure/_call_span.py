@@ -8,7 +8,9 @@ deriving processor copies the winning attempt's figures onto it.
 
 Content — the prompt (``gen_ai.input.messages``) and the answer (``gen_ai.output.messages``) —
 is recorded here and only here, for the client and the wrappers alike, and only when
-``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (read once, when the call starts).
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` asks for it on spans (``true``,
+``SPAN_ONLY``, ``SPAN_AND_EVENT``: :func:`~otel_llm._content.capture_content`; read once, when the
+call starts).
 
 The tracing pipeline is the application's and may fail: a span processor that raises in
 ``on_start`` or ``on_end`` (the SDK passes its exception on to whoever starts or ends the span),
