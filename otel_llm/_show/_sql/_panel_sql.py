@@ -109,7 +109,8 @@ class PanelDialect:
         closing quote), so in ClickHouse an array decoded from the ``percentencode`` format,
         which holds only letters, digits, ``-_.~`` and ``%XX``: ``{a,b}`` for several values
         (Grafana's spelling), the value alone for one (a repeated panel's copy). A name with a
-        comma cannot be chosen there (it is read as two), and no name changes the SQL."""
+        comma, or one in braces, cannot be chosen there (it is read as two, or unbraced), and no
+        name changes the SQL."""
         if not self.is_clickhouse:
             return self.variable(name)
         text = "decodeURLComponent('${" + name + ":percentencode}')"
