@@ -13,13 +13,14 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, ParamSpec, TypeVar
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     MetricExporter,
-    MetricReader,
+    MetricExportResult,
+    MetricsData,
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import Resource
@@ -247,11 +248,11 @@ _Exporter = TypeVar("_Exporter", SpanExporter, MetricExporter)
 
 def _otlp_pipeline(
     collectors: dict[Signal, OtlpEndpoint],
-) -> tuple[SpanProcessor | None, MetricReader | None]:
-    """The batch span processor and the periodic metric reader of the signals exported over
-    OTLP, each with the SDK's exporter the standard variables describe — made before anything
-    is set up: settings the SDK refuses are a :class:`ConfigurationError`, and leave nothing
-    running (the SDK raised its own errors half-way through ``init()``)."""
+) -> tuple[SpanProcessor | None, MetricExporter | None]:
+    """The batch span processor and the metric exporter of the signals exported over OTLP,
+    each with the SDK's exporter the standard variables describe — made before anything is set
+    up: settings the SDK refuses are a :class:`ConfigurationError`, and leave nothing running
+    (the SDK raised its own errors half-way through ``init()``)."""
     for collector in collectors.values():
         check_export_settings(collector)
     spans, metrics_ = collectors.get("spans"), collectors.get("metrics")
@@ -267,12 +268,57 @@ def _otlp_pipeline(
         if spans is not None and span_exporter is not None
         else None
     )
-    reader = (
-        PeriodicExportingMetricReader(metrics_.metric_exporter(metric_exporter))
+    exporter = (
+        metrics_.metric_exporter(metric_exporter)
         if metrics_ is not None and metric_exporter is not None
         else None
     )
-    return processor, reader
+    return processor, exporter
+
+
+class _SwitchedMetricExporter(MetricExporter):
+    """The exporter of the global meter provider ``init()`` makes. OpenTelemetry lets a process
+    set its global ``MeterProvider`` once, and every instrument made from it (a client's, the
+    wrappers') stays with it: so ``shutdown()`` sends its last export and detaches the exporter
+    — the provider is not shut down — and an ``init()`` after it attaches its own. Detached,
+    its exports go nowhere."""
+
+    def __init__(self, inner: MetricExporter) -> None:
+        # The reader asks the exporter for these (the SDK reads them off any exporter).
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self._inner: MetricExporter | None = inner
+
+    def attach(self, inner: MetricExporter) -> None:
+        """Export through ``inner`` from now on."""
+        self._inner = inner
+
+    def detach(self) -> None:
+        """Export nowhere from now on; the exporter attached is shut down."""
+        inner, self._inner = self._inner, None
+        if inner is not None:
+            inner.shutdown()
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        inner = self._inner
+        if inner is None:
+            return MetricExportResult.SUCCESS
+        return inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        inner = self._inner
+        return True if inner is None else inner.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self.detach()
+
+
+_global_meters: tuple[MeterProvider, _SwitchedMetricExporter] | None = None
+"""The meter provider an ``init()`` made global, and its exporter's switch."""
 
 
 def _made(collector: OtlpEndpoint, make: Callable[[OtlpEndpoint], _Exporter]) -> _Exporter:
@@ -304,7 +350,11 @@ class Telemetry:
     owns_provider: bool
     enabled: bool = True
     meter_provider: MeterProvider | None = None
-    """The OTLP meter provider ``init()`` created, if it created one."""
+    """The OTLP meter provider ``init()`` created, if it created one (or, after a
+    ``shutdown()``, the one an earlier ``init()`` made global, which it exports through)."""
+    meter_switch: _SwitchedMetricExporter | None = field(default=None, repr=False)
+    """The global meter provider's exporter switch: ``shutdown()`` detaches it instead of
+    shutting the provider down."""
     collectors: tuple[OtlpEndpoint, ...] = ()
     """One per exported signal (spans, metrics), when OTLP export is on: one warning per
     outage, a bounded shutdown, each signal on its own."""
@@ -376,12 +426,18 @@ class Telemetry:
         if meters is None:
             return None
         collectors = self._collectors_of("metrics")
+        switch = self.meter_switch
+        bound_ms = DEFAULTS.otlp_shutdown_timeout_s * 1000
 
         def shut() -> None:
             for collector in collectors:
                 collector.close()
             try:
-                meters.shutdown(timeout_millis=DEFAULTS.otlp_shutdown_timeout_s * 1000)
+                if switch is None:
+                    meters.shutdown(timeout_millis=bound_ms)
+                else:  # global: its last export, and it stays for the next init()
+                    meters.force_flush(timeout_millis=bound_ms)
+                    switch.detach()
             except Exception as exc:  # a telemetry failure never reaches the application
                 logger.debug("otel-llm: the meter provider's shutdown failed: %r", exc)
             finally:
@@ -527,7 +583,7 @@ def init(
         spans_elsewhere=app_provider is not None,
         metrics_elsewhere=set_global and _global_meter_provider() is not None,
     )
-    otlp_processor, metric_reader = _otlp_pipeline(collectors)
+    otlp_processor, metric_exporter = _otlp_pipeline(collectors)
     if otlp_processor is not None:
         downstream.append(otlp_processor)
     processor = DerivingSpanProcessor(downstream, default_threshold_ms=threshold)
@@ -543,19 +599,7 @@ def init(
         _warn_if_limits_bite(provider)
         _warn_if_resource_kept(provider, service_name)
     provider.add_span_processor(processor)
-    meters = (
-        # shut down by Telemetry.shutdown (at exit too), within the collector's bound, beside
-        # the spans and never before them
-        MeterProvider(
-            metric_readers=[metric_reader],
-            resource=_resource_of(provider),
-            shutdown_on_exit=False,
-        )
-        if metric_reader is not None
-        else None
-    )
-    if meters is not None and set_global:
-        metrics.set_meter_provider(meters)
+    meters, switch = _meter_provider(metric_exporter, _resource_of(provider), set_global)
     _active = Telemetry(
         provider,
         processor,
@@ -564,6 +608,7 @@ def init(
         threshold,
         owns_provider=owns,
         meter_provider=meters,
+        meter_switch=switch,
         collectors=tuple(dict.fromkeys(collectors.values())),
     )
     if collectors:
@@ -588,6 +633,30 @@ def _span_limits() -> SpanLimits:
     else:
         return limits
     raise ConfigurationError(variable, rule)
+
+
+def _meter_provider(
+    exporter: MetricExporter | None, resource: Resource, set_global: bool
+) -> tuple[MeterProvider | None, _SwitchedMetricExporter | None]:
+    """The meter provider exporting through ``exporter`` (none without one), and its switch
+    when it is the global one. Shut down by :meth:`Telemetry.shutdown` (at exit too), within
+    the collector's bound, beside the spans and never before them — the global one only
+    detached from its exporter: OpenTelemetry sets a process's global ``MeterProvider`` once, so
+    an ``init()`` after ``shutdown()`` attaches its exporter to the first one's."""
+    global _global_meters
+    if exporter is None:
+        return None, None
+    if set_global and _global_meters is not None:
+        _global_meters[1].attach(exporter)
+        return _global_meters
+    switch = _SwitchedMetricExporter(exporter)
+    reader = PeriodicExportingMetricReader(switch if set_global else exporter)
+    meters = MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
+    if not set_global:
+        return meters, None
+    metrics.set_meter_provider(meters)
+    _global_meters = (meters, switch)
+    return _global_meters
 
 
 def _collector_stores(store: Path, spans: OtlpEndpoint) -> bool:
@@ -667,9 +736,11 @@ def _exports_otlp(provider: TracerProvider) -> bool:
 
 def _global_meter_provider() -> MeterProvider | None:
     """The SDK meter provider the application made global, if it did (OpenTelemetry lets a
-    process set one once: otel-llm's metrics go to it)."""
+    process set one once: otel-llm's metrics go to it) — not one an earlier ``init()`` made."""
     current = metrics.get_meter_provider()
-    return current if isinstance(current, MeterProvider) else None
+    if not isinstance(current, MeterProvider):
+        return None
+    return None if _global_meters is not None and current is _global_meters[0] else current
 
 
 def _warn_if_resource_kept(provider: TracerProvider, service_name: str | None) -> None:

@@ -173,6 +173,40 @@ def test_init_after_shutdown_records_again_without_a_warning_per_span(tmp_path: 
     assert _rows(tmp_path / "two", "SELECT count(*) FROM llm_attempts") == [(3,)]
 
 
+def test_init_after_shutdown_exports_metrics_again(tmp_path: Path, receiver: Receiver) -> None:
+    """``shutdown()`` then ``init()`` with OTLP metrics: the second session's metrics reach the
+    collector too — from the wrapped calls instrumented in the first session and from a
+    client made in the second. The second init() once took the first one's meter provider,
+    global and shut down, for the application's, exported no metrics, and every instrument
+    asked of it got OpenTelemetry's "A shutdown `MeterProvider` can not provide a `Meter`"."""
+    out, log = _run(
+        """
+        import asyncio
+        from otel_llm import Client, Source
+        first = otel_llm.init(db_path="one")
+        otel_llm.instrument_openai()
+        call()
+        first.shutdown()
+        second = otel_llm.init(db_path="two")
+        for _ in range(3):
+            call()
+        async def chat():
+            source = Source(name="sim-1", provider="sim", base_url=sim.provider.base_url,
+                            model="smooth")
+            async with Client([source]) as llm:
+                await llm.chat(MESSAGES)
+        asyncio.run(chat())
+        second.shutdown()
+        print("same meter provider:", second.meter_provider is first.meter_provider)
+        """,
+        tmp_path,
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.base,
+    )
+    assert "can not provide" not in log, log
+    assert "same meter provider: True" in out, out
+    assert receiver.duration_counts() == [1, 5], (receiver.paths, log)
+
+
 def test_a_stream_left_open_at_exit_is_recorded_as_dropped(tmp_path: Path) -> None:
     """A script reads part of a stream, keeps it (a global), and exits without closing it:
     its spans end at exit, before the provider shuts down, as dropped — in the store, with the

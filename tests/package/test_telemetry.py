@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
@@ -57,6 +60,7 @@ class Receiver:
         self.received = received
         self.connection_of: dict[str, int] = {}
         self.paths: list[str] = []
+        self.metric_requests: list[ExportMetricsServiceRequest] = []
         self.signed: list[tuple[str, str | None]] = []
         """Each request's path and its ``X-Signed`` header (what a credential provider's
         session adds)."""
@@ -85,6 +89,10 @@ class Receiver:
                 outer.paths.append(self.path)
                 outer.signed.append((self.path, self.headers.get("X-Signed")))
                 status = outer.metrics_status if self.path == "/v1/metrics" else outer.status
+                if self.path == "/v1/metrics" and status == 200:
+                    taken = ExportMetricsServiceRequest()
+                    taken.ParseFromString(body)
+                    outer.metric_requests.append(taken)
                 if self.path == "/v1/traces" and status == 200:
                     request = ExportTraceServiceRequest()
                     request.ParseFromString(body)
@@ -128,6 +136,21 @@ class Receiver:
                         attrs = {a.key: a.value for a in span.attributes}
                         out.append({"name": span.name, "attributes": attrs})
         return out
+
+    def duration_counts(self) -> list[int]:
+        """Each metrics request's count of ``gen_ai.client.operation.duration`` points (the
+        calls it counts), for the requests that carry it."""
+        counts = []
+        for request in self.metric_requests:
+            found = [
+                sum(point.count for point in metric.histogram.data_points)
+                for resource in request.resource_metrics
+                for scope in resource.scope_metrics
+                for metric in scope.metrics
+                if metric.name == "gen_ai.client.operation.duration"
+            ]
+            counts.extend(found)
+        return counts
 
     def close(self) -> None:
         self.release.set()
