@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from otel_llm import _env as env
-from otel_llm._arguments import check_processor_host, takes_processors
+from otel_llm._arguments import check_processor_host, takes_processors, type_name
 from otel_llm._children import shut_down_in_children
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import ConfigurationError
@@ -552,6 +552,9 @@ def init(
             "shutdown() first to set up again)"
         )
         return _active
+    _check_arguments(
+        db_path=db_path, service_name=service_name, duckdb=duckdb, otlp=otlp, set_global=set_global
+    )
     threshold = resolve_threshold_ms(stall_threshold_ms)
     check_processor_host(tracer_provider)
     if env.env_flag(env.OTEL_SDK_DISABLED):
@@ -617,6 +620,24 @@ def init(
         exporter.start()  # its libraries load while the application goes on starting
     open_calls.hook()  # wrapped calls left open end at exit before the provider shuts down
     return _active
+
+
+def _check_arguments(
+    *, db_path: object, service_name: object, duckdb: object, otlp: object, set_global: object
+) -> None:
+    """Each argument of :func:`init` is of its type — a switch a ``bool`` (``"no"`` reads as
+    true), ``otlp`` also ``None``; ``db_path`` a path or text; ``service_name`` text — else a
+    :class:`ConfigurationError` naming it and the type given (never the value)."""
+    checks: tuple[tuple[str, object, tuple[type, ...], str], ...] = (
+        ("duckdb", duckdb, (bool,), "True or False"),
+        ("set_global", set_global, (bool,), "True or False"),
+        ("otlp", otlp, (bool, type(None)), "True, False or None"),
+        ("db_path", db_path, (str, os.PathLike, type(None)), "a path (str or os.PathLike)"),
+        ("service_name", service_name, (str, type(None)), "text"),
+    )
+    for name, value, types, wanted in checks:
+        if not isinstance(value, types):
+            raise ConfigurationError(name, f"must be {wanted}, got {type_name(value)}")
 
 
 def _span_limits() -> SpanLimits:

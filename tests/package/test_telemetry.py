@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from otel_llm import Client, Source, Telemetry, init
+from otel_llm import Client, ConfigurationError, Source, Telemetry, init
 from otel_llm import _semconv as sc
 from otel_llm._otlp_endpoint import OtlpEndpoint
 from otel_llm._show._sql._schema import migrate
@@ -395,6 +395,36 @@ def test_init_from_threads_at_once_wires_once(
     assert len(handles) == threads_count
     assert len(distinct) == 1
     assert caplog.text.count("already called") == threads_count - 1
+
+
+@pytest.mark.parametrize(
+    ("given", "key"),
+    [
+        ({"duckdb": "no"}, "duckdb"),
+        ({"otlp": "false"}, "otlp"),
+        ({"set_global": 0}, "set_global"),
+        ({"db_path": 123}, "db_path"),
+        ({"service_name": 123}, "service_name"),
+    ],
+)
+def test_an_init_argument_of_the_wrong_type_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: dict[str, object], key: str
+) -> None:
+    """An init() argument of the wrong type — "no" for duckdb, which Python reads as true, so
+    the store was written; an int for db_path (Python's own TypeError) or service_name (taken
+    silently) — is a ConfigurationError naming it and the type given, before anything is set
+    up."""
+    monkeypatch.chdir(tmp_path)
+    taken: list[Telemetry] = []
+    try:
+        with pytest.raises(ConfigurationError) as refused:
+            taken.append(init(**{"set_global": False, "otlp": False, **given}))  # type: ignore[arg-type]
+    finally:
+        for telemetry in taken:  # the test failed: no handle stays active for the next ones
+            telemetry.shutdown()
+    assert refused.value.key == key
+    assert type(next(iter(given.values()))).__name__ in refused.value.reason
+    assert list(tmp_path.iterdir()) == []
 
 
 def closed_port() -> int:
