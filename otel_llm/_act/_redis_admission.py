@@ -30,6 +30,7 @@ from redis.exceptions import RedisError
 
 from otel_llm._act._admission import Limits
 from otel_llm._act._groups import check_redis_url
+from otel_llm._act._token_bucket import ROUNDING
 from otel_llm._arguments import type_name
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import BackendUnavailable, ConfigurationError
@@ -40,11 +41,11 @@ logger = logging.getLogger("otel_llm")
 _SCRIPT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local mode, idle_s = ARGV[1], tonumber(ARGV[2])
+local mode, idle_s, rounding = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local caps, levels, stamps = {}, {}, {}
 local wait = 0
 for i, key in ipairs(KEYS) do
-  local cap, amount = tonumber(ARGV[2 * i + 1]), tonumber(ARGV[2 * i + 2])
+  local cap, amount = tonumber(ARGV[2 * i + 2]), tonumber(ARGV[2 * i + 3])
   local per_s = cap / 60
   local stored = redis.call('HMGET', key, 'capacity', 'level', 'at')
   local level, at = cap, now
@@ -59,7 +60,7 @@ for i, key in ipairs(KEYS) do
   if mode == 'acquire' then
     amount = math.min(amount, cap)
     local missing = amount - level
-    if missing > 0 then
+    if missing > cap * rounding then
       wait = math.max(wait, missing / per_s)
     end
     level = level - amount
@@ -83,8 +84,9 @@ for i, key in ipairs(KEYS) do
 end
 return '0'
 """
-"""KEYS: one hash per bucket. ARGV: ``acquire`` or ``settle``, the idle expiry, then per bucket
-its capacity (per minute) and amount. ``acquire`` takes the amount from every bucket and returns
+"""KEYS: one hash per bucket. ARGV: ``acquire`` or ``settle``, the idle expiry, the shortfall
+that is rounding (:data:`~otel_llm._act._token_bucket.ROUNDING`), then per bucket its capacity
+(per minute) and amount. ``acquire`` takes the amount from every bucket and returns
 ``'0'``, or takes nothing and returns the seconds until every bucket would hold it; ``settle``
 adds the amount (negative charges) to every bucket, capped at the capacity."""
 
@@ -164,7 +166,7 @@ class RedisAdmission:
 
     async def _run(self, operation: str, buckets: list[tuple[str, float, float]]) -> float:
         keys = [key for key, _, _ in buckets]
-        args: list[str | float] = [operation, DEFAULTS.admission_idle_expiry_s]
+        args: list[str | float] = [operation, DEFAULTS.admission_idle_expiry_s, ROUNDING]
         for _, capacity, amount in buckets:
             args += [capacity, amount]
         try:

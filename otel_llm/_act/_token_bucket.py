@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+ROUNDING = 1e-9
+"""A shortfall of at most this fraction of a bucket's capacity is the float rounding of its
+refill, not a wait: a bucket refilled for exactly the wait it named may hold 0.9999999999999998
+of the one request asked for. Named as a wait, that residue (2e-15 s) is no time at all on a
+clock that reads 40.0 — an event loop on virtual time never got past it, a real one asked again
+for nothing. So a positive wait is at least 60 ns (``ROUNDING`` of a minute)."""
+
 
 @dataclass(slots=True)
 class TokenBucket:
@@ -35,7 +42,7 @@ class TokenBucket:
         """Seconds until ``amount`` tokens are there (0 if they are now)."""
         self._refill(now)
         missing = min(amount, self.capacity) - self.level
-        if missing <= 0:
+        if missing <= self.capacity * ROUNDING:
             return 0.0
         return missing / self.per_s if self.per_s > 0 else float("inf")
 

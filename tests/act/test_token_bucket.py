@@ -32,3 +32,21 @@ def test_settlement_refunds_and_charges() -> None:
     bucket.adjust(-150, 0.0)
     assert bucket.level == -50.0
     assert bucket.wait_for(1, 0.0) == float("inf")
+
+
+@pytest.mark.parametrize("capacity", [6.0, 7.0, 0.7, 3000.0, 123_457.0])
+@pytest.mark.parametrize("start", [0.0, 40.0, 1e6])
+def test_the_wait_it_names_is_enough(capacity: float, start: float) -> None:
+    """A request that waits exactly the time the bucket named is admitted then — the refill's
+    float rounding (0.9999999999999998 of a request) is no reason to wait again: that wait
+    (2e-15 s) is no time on a clock reading 40.0, and an event loop on virtual time asked
+    again for ever. A positive wait is long enough for a clock to move."""
+    bucket = TokenBucket.full(capacity, capacity / 60.0, now=start)
+    now = start
+    for _ in range(500):
+        wait = bucket.wait_for(1, now)
+        if wait > 0:
+            assert wait >= 60e-9
+            now += wait
+            assert bucket.wait_for(1, now) == 0.0, f"waited {wait!r}, asked to wait again"
+        bucket.take(1, now)
