@@ -183,7 +183,12 @@ def read_chunk_columns(
     total = attributes.get(sc.CHUNK_COUNT_RECORDED)
     expected = attributes.get(sc.CHUNK_EVENTS_RECORDED)
     floor_ms = attributes.get(sc.CHUNK_EVENTS_FLOOR_MS, 0)
-    if not isinstance(total, int) or not isinstance(expected, int):
+    if (
+        not isinstance(total, int)
+        or not isinstance(expected, int)
+        or not isinstance(floor_ms, int)
+        or any(isinstance(count, bool) for count in (total, expected, floor_ms))
+    ):  # not as otel-llm writes them: nothing to trust
         return RecordedChunks(None, sc.METERING_INCOMPLETE_MISSING)
     positions: Sequence[int] = range(len(names))
     if names.count(sc.CHUNK_EVENT) != len(names):  # other events too: keep the chunk events
@@ -216,7 +221,7 @@ def read_chunk_columns(
         ttft_ns=timestamp_at(positions[first]) - start_ns,
         gaps_ns=gaps,
         max_gap_ns=max(gaps) if gaps else None,
-        complete_above_ms=int(floor_ms),
+        complete_above_ms=floor_ms,
         known_stall=known,
     )
     return RecordedChunks(timeline, sc.METERING_EXACT)

@@ -336,3 +336,37 @@ def test_span_ends_once_even_if_finish_called_twice(spans: Spans) -> None:
     second = attempt.finish(sc.OUTCOME_ERROR, end_ns=99 * MS)
     assert first == second
     assert len(spans.attempts()) == 1
+
+
+@pytest.mark.parametrize("floor", ["abc", "100", 100.5, True])
+def test_a_floor_of_another_type_is_incomplete_not_a_traceback(
+    floor: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An attempt span whose chunk-event floor is not a whole number (another
+    instrumentation's, or one an exporter rewrote) is forwarded with its wall time and
+    ``incomplete:events_missing`` — not a ValueError logged with its traceback for every such
+    span and the span forwarded without figures or status."""
+    pipeline = Spans(threshold_ms=300)
+    for _ in range(3):
+        span = pipeline.tracer.start_span(
+            "chat x",
+            start_time=0,
+            attributes={
+                sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
+                sc.GEN_AI_REQUEST_STREAM: True,
+                sc.CHUNK_COUNT_RECORDED: 2,
+                sc.CHUNK_EVENTS_RECORDED: 2,
+                sc.CHUNK_EVENTS_FLOOR_MS: floor,  # type: ignore[dict-item]
+            },
+        )
+        span.add_event(sc.CHUNK_EVENT, {sc.CHUNK_INDEX: 0}, timestamp=10 * MS)
+        span.add_event(
+            sc.CHUNK_EVENT, {sc.CHUNK_INDEX: 1, sc.CHUNK_GAP_NS: 400 * MS}, timestamp=410 * MS
+        )
+        span.end(end_time=420 * MS)
+    for out in pipeline.attempts():
+        attributes = out.attributes or {}
+        assert attributes[sc.METERING_STATUS] == sc.METERING_INCOMPLETE_MISSING
+        assert attributes[sc.WALL_MS] == 420
+        assert sc.STALL_MS not in attributes
+    assert "Traceback" not in caplog.text
