@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import pytest
+from opentelemetry.sdk.environment_variables import OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT
+
+from otel_llm import _env as env
 
 OTLP_VARIABLES = (
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_METRICS_EXPORTER",
-    "OTEL_EXPORTER_OTLP_INSECURE",
-    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_CREDENTIAL_PROVIDER",
-    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_TRACES_CREDENTIAL_PROVIDER",
-    "OTEL_PYTHON_EXPORTER_OTLP_HTTP_METRICS_CREDENTIAL_PROVIDER",
+    *(
+        name
+        for constant, name in vars(env).items()
+        if isinstance(name, str)
+        and constant.startswith(
+            ("OTEL_EXPORTER_", "OTEL_PYTHON_EXPORTER_", "OTEL_BSP_", "OTEL_METRIC", "OTEL_SPAN_")
+        )
+    ),
+    env.OTEL_TRACES_EXPORTER,
+    OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT,  # the SDK's, checked by init()
 )
-"""Every OTLP variable init() reads, or the exporters it makes read."""
+"""Every OTLP and export variable init() reads or checks, or the exporters it makes read
+(named where otel-llm names them, so one it starts to read is cleared here too)."""
 
 
 @pytest.fixture
