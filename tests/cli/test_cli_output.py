@@ -523,3 +523,19 @@ def test_every_option_has_help() -> None:
     ]
     assert not silent
     assert {"demo", "query", "provider"} <= set(group.commands)
+
+
+def test_a_limit_past_any_store_shows_every_worst_stall(store: Path) -> None:
+    """`--limit` larger than DuckDB's LIMIT holds (past 64 bits) shows every stalled call, as
+    a limit past the store's calls does; it is no DuckDB error after the breakdown."""
+    huge = otel_llm("query", "--db", str(store), "--limit", str(2**80))
+    assert huge.returncode == 0, huge.stderr
+    assert "Worst stalls" in huge.stdout
+    rows = json.loads(
+        otel_llm("query", "--db", str(store), "--worst-stalls", "--format", "json").stdout
+    )
+    as_json = otel_llm(
+        "query", "--db", str(store), "--worst-stalls", "--format", "json", "--limit", str(2**80)
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == rows

@@ -211,6 +211,10 @@ def totals_sql(*, run: str | None = None, dialect: Dialect = DUCKDB) -> str:
     """
 
 
+MAX_LIMIT: Final = 2**63 - 1
+"""The largest ``LIMIT`` DuckDB takes; a larger one (``--limit`` is any integer) is every row."""
+
+
 def worst_stalls_sql(
     limit: int = 5,
     threshold_ms: int | None = None,
@@ -219,8 +223,8 @@ def worst_stalls_sql(
     since: datetime | None = None,
     dialect: Dialect = DUCKDB,
 ) -> str:
-    """The calls whose winning attempt lost the most time to stalls (of those that started at
-    or after ``since``)."""
+    """The ``limit`` calls whose winning attempt lost the most time to stalls (of those that
+    started at or after ``since``)."""
     return f"""
     WITH w AS ({_winners(threshold_ms, run, dialect, since, stalled=True)})
     SELECT
@@ -235,7 +239,7 @@ def worst_stalls_sql(
     FROM w
     WHERE {STALL_MS.name} > 0
     ORDER BY {STALL_MS.name} DESC
-    LIMIT {int(limit)}
+    LIMIT {min(int(limit), MAX_LIMIT)}
     """
 
 
