@@ -316,7 +316,8 @@ EXACT_TIMES = """
         INTERVAL '1000000000 days' AS huge,
         NULL::TIMESTAMP_NS AS nothing,
         [TIMESTAMP_NS '1970-01-01 00:00:00.000000001', NULL] AS list,
-        {'at': TIMESTAMP_NS '1969-12-31 23:59:59.999999999', 'n': 1} AS struct
+        {'at': TIMESTAMP_NS '1969-12-31 23:59:59.999999999', 'n': 1} AS struct,
+        MAP {[TIMESTAMP_NS '2026-01-31 00:00:00.000000001']: DATE '2026-01-31'} AS map
 """
 
 
@@ -338,12 +339,13 @@ def test_times_are_exact_in_every_format(store: Path) -> None:
             "nothing": None,
             "list": ["1970-01-01T00:00:00.000000001", None],
             "struct": {"at": "1969-12-31T23:59:59.999999999", "n": 1},
+            "map": {"key": [["2026-01-31T00:00:00.000000001"]], "value": ["2026-01-31"]},
         }
     ]
     csv_out = run_cli_bytes("query", "--db", str(store), "--format", "csv", EXACT_TIMES)
     assert csv_out.returncode == 0, csv_out.stderr
     (header, record) = list(csv.reader(io.StringIO(csv_out.stdout.decode(), newline="")))
-    assert dict(zip(header, record, strict=True)) | {"list": "", "struct": ""} == {
+    assert dict(zip(header, record, strict=True)) | {"list": "", "struct": "", "map": ""} == {
         "ns": "2026-01-31T12:00:00.123456789",
         "later": "infinity",
         "earlier": "-infinity",
@@ -354,8 +356,9 @@ def test_times_are_exact_in_every_format(store: Path) -> None:
         "nothing": "",
         "list": "",
         "struct": "",
+        "map": "",
     }
-    assert json.loads(record[-2]) == ["1970-01-01T00:00:00.000000001", None]
+    assert json.loads(record[-3]) == ["1970-01-01T00:00:00.000000001", None]
     table = otel_llm("query", "--db", str(store), "--width", "0", EXACT_TIMES)
     assert table.returncode == 0, table.stderr
     assert "2026-01-31 12:00:00.123456789  infinity  -infinity  12:00:00.000000001" in table.stdout

@@ -82,6 +82,8 @@ SPELLED_TYPES: Final = frozenset(
     }
 )
 """The DuckDB types (by id) whose values a query of one's own gets as :class:`Spelled`."""
+_NESTED: Final = frozenset({"list", "array", "struct", "map", "union"})
+"""The DuckDB types (by id) that hold other values."""
 
 
 MODEL_LABEL = "coalesce(provider, '?') || '/' || coalesce(model, '?')"
@@ -299,7 +301,7 @@ def _spelled_type(type_: DuckDBPyType) -> str | None:
     kind = type_.id
     if kind in SPELLED_TYPES:
         return "VARCHAR"
-    if kind not in ("list", "array", "struct", "map", "union"):
+    if kind not in _NESTED:
         return None
     parts = [(name, child, _spelled_type(child)) for name, child in _children(type_)]
     if all(cast is None for _, _, cast in parts):
@@ -334,6 +336,11 @@ def _spelled(value: Any, type_: DuckDBPyType) -> Any:
         return [_spelled(element, item) for element in value]
     if kind == "map":
         (_, key), (_, item) = _children(type_)
+        if key.id in _NESTED:  # keys Python cannot hash: DuckDB gives the keys and values apart
+            return {
+                "key": [_spelled(k, key) for k in value["key"]],
+                "value": [_spelled(v, item) for v in value["value"]],
+            }
         return {_spelled(k, key): _spelled(v, item) for k, v in value.items()}
     if kind == "struct":
         return {name: _spelled(value[name], child) for name, child in _children(type_)}
