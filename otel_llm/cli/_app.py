@@ -573,7 +573,9 @@ def compact(
         raise _failed(exc) from exc
     typer.echo(f"merged {merged} segments" if merged else "nothing to merge (or the store is busy)")
     if verified is not None:
-        typer.echo(f"verified the page checksums of {verified} segments")
+        typer.echo(
+            f"verified the page checksums of {verified} segment{'s' if verified != 1 else ''}"
+        )
     if damaged:
         typer.echo(
             f"quarantined {len(damaged)} damaged segment{'s' if len(damaged) > 1 else ''} "

@@ -219,6 +219,21 @@ def test_compact_merges_and_names_what_it_quarantined(tmp_path: Path) -> None:
     assert "quarantined" not in again.stdout
 
 
+def test_compact_verify_counts_one_segment_in_the_singular(tmp_path: Path) -> None:
+    """`otel-llm compact --verify` on a new store (its one, empty, segment) says so in a
+    sentence: one segment, not "1 segments"."""
+    from otel_llm._show._store._segments import SegmentStore
+
+    store = SegmentStore(tmp_path / "store")
+    store.create()
+    out = otel_llm("compact", "--db", str(store.path), "--verify")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "nothing to merge (or the store is busy)",
+        "verified the page checksums of 1 segment",
+    ]
+
+
 def test_a_threshold_below_the_chunk_event_floor_says_why_figures_are_empty(
     demo_db: Path,
 ) -> None:
