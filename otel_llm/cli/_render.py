@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TextIO
@@ -18,7 +19,7 @@ from typing import TextIO
 from otel_llm._env import COLUMNS, NO_COLOR, env_any, env_count
 from otel_llm._show._store._breakdown import Table
 from otel_llm.cli._formats import csv_text, json_text, markdown_text
-from otel_llm.cli._layout import PLAIN, Style, lay_out
+from otel_llm.cli._layout import MIN_WIDTH, PLAIN, Style, lay_out
 
 
 class Format(StrEnum):
@@ -82,11 +83,18 @@ class Output:
         else:
             if title:
                 lead = "\n" if self.tables else ""
-                self.stream.write(lead + self.style.emphasis(title) + "\n")
+                lines = self._wrapped(title)
+                self.stream.write(lead + "\n".join(map(self.style.emphasis, lines)) + "\n")
             lines = lay_out(columns, rows, self.width, self.style) if rows else ["(no rows)"]
             self.stream.write("\n".join(lines) + "\n")
         self.tables += 1
         self.stream.flush()
+
+    def _wrapped(self, title: str) -> list[str]:
+        """``title`` in lines that fit the width the tables fit (the whole of it unlimited)."""
+        if self.width is None:
+            return [title]
+        return textwrap.wrap(title, max(self.width, MIN_WIDTH), break_on_hyphens=False) or [title]
 
 
 def _terminal_width(stream: TextIO) -> int | None:

@@ -542,3 +542,17 @@ def test_a_limit_past_any_store_shows_every_worst_stall(store: Path) -> None:
     )
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout) == rows
+
+
+@pytest.mark.parametrize("width", [30, 40])
+def test_a_long_title_fits_the_width_too(store: Path, width: int) -> None:
+    """The titles of `--since` and `--threshold-ms` (near 60 cells) wrap to the width, as the
+    tables under them fit it."""
+    out = otel_llm(
+        "query", "--db", str(store), "--since", "2w", "--threshold-ms", "500", columns=width
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(cell_len(line) for line in lines) <= width, lines
+    assert "Breakdown (at 500 ms, calls since" in " ".join(lines)
+    assert "Worst stalls (at 500 ms, calls since" in " ".join(lines)
