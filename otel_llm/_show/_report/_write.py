@@ -14,6 +14,7 @@ from otel_llm._errors import ConfigurationError
 from otel_llm._show._report._data import OUTPUT_KEY, ReportData, collect
 from otel_llm._show._report._html import render
 from otel_llm._show._store._access import open_store
+from otel_llm._show._store._segments import is_store
 
 
 def default_output(store: Path) -> Path:
@@ -23,7 +24,8 @@ def default_output(store: Path) -> Path:
 
 def check_output(path: Path) -> None:
     """Raise :class:`ConfigurationError` unless a report can be written at ``path``: a regular
-    file or nothing yet (a link is followed to where it points). The report replaces what is
+    file or nothing yet (a link is followed to where it points), outside every store's
+    directory (whose files otel-llm's writers manage). The report replaces what is
     there whole, so a device, a named pipe or a socket — ``/dev/null``, ``/dev/stdout`` — is
     refused rather than replaced by a file."""
     if path.is_dir():
@@ -38,6 +40,14 @@ def check_output(path: Path) -> None:
     if not folder.is_dir():
         problem = "is not a directory" if folder.exists() else "does not exist"
         raise ConfigurationError(OUTPUT_KEY, f"cannot write {path}: {folder} {problem}")
+    real = Path(os.path.realpath(folder))  # ``segments`` is a link into ``generations``
+    if store := next((p for p in (real, *real.parents) if is_store(p)), None):
+        raise ConfigurationError(
+            OUTPUT_KEY,
+            f"cannot write {path}: it is inside the store {store}, whose files otel-llm "
+            "manages (a merge or a cleanup would remove the report); give a path outside it "
+            "(the default is beside the store)",
+        )
     try:  # for real: permission bits do not bind root, a read-only mount binds everyone
         with tempfile.TemporaryFile(dir=folder, prefix=f".{path.name}."):
             pass

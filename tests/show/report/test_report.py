@@ -384,6 +384,21 @@ def test_report_errors_are_said_plainly(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
 
 
+@pytest.mark.parametrize("inside", ["r.html", "segments/r.html", "tmp/r.html"])
+def test_an_output_inside_the_store_is_refused(tmp_path: Path, inside: str) -> None:
+    """``-o`` inside the store's own folders: exit 2 saying so, nothing written there — in
+    ``segments/`` (a generation) the next merge's switch dropped the report a minute later,
+    in ``tmp/`` the next writer's cleanup could."""
+    store = SegmentStore(tmp_path / "s")
+    store.create()
+    target = store.path / inside
+    before = sorted(str(p.relative_to(store.path)) for p in store.path.rglob("*"))
+    result = run_cli("report", "--db", str(store.path), "-o", str(target), columns=200)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "is inside the store" in " ".join(result.stderr.split())
+    assert sorted(str(p.relative_to(store.path)) for p in store.path.rglob("*")) == before
+
+
 @pytest.mark.parametrize("kind", ["fifo", "socket"])
 def test_an_output_that_is_no_regular_file_is_refused_not_replaced(
     tmp_path: Path, kind: str
