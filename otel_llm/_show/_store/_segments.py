@@ -492,7 +492,9 @@ class SegmentStore:
         """A place in the queue for the compaction lock, held until it is taken: ``False`` when
         someone else waits there and ``wait`` is false. A reader never writes: in a store
         without the queue file (made by the Collector, or before the file existed) it reads
-        without a queue until a merger, which does ``create`` it, has run."""
+        without a queue until a merger, which does ``create`` it, has run; one whose queue
+        file refuses a lock (NFS refuses an exclusive one on a file opened read-only) takes
+        the compaction lock unqueued."""
         try:
             handle = (self.path / QUEUE_LOCK).open("a+b" if create else "rb")
         except OSError:
@@ -502,7 +504,7 @@ class SegmentStore:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
             except OSError:
-                yield False
+                yield wait  # a waiter that cannot queue waits unqueued; a merger gives way
                 return
             try:
                 yield True
