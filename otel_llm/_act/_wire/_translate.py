@@ -180,8 +180,12 @@ class Translation:
         n = payload.get("n")
         if n is not None and (type(n) is not int or n != 1):
             raise self.refuse("n", "several choices (n > 1)" if _whole(n) else "n other than 1")
-        limit = payload.get("max_completion_tokens", payload.get("max_tokens"))
-        key = "max_completion_tokens" if "max_completion_tokens" in payload else "max_tokens"
+        key = (
+            "max_completion_tokens"
+            if payload.get("max_completion_tokens") is not None
+            else "max_tokens"
+        )
+        limit = payload.get(key)  # one set to None is not set: the other one is the limit
         if limit is not None and not (_whole(limit) and limit >= 1):
             raise self.refuse(key, "max_tokens other than a whole number >= 1")
         temperature = self._number(payload, "temperature", 0.0, 2.0)

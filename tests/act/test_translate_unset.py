@@ -1,0 +1,33 @@
+"""A request field set to ``None`` is not set when a request crosses to Anthropic or Gemini."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from otel_llm import ConfigurationError, Source
+from otel_llm._act._wire import wire_for
+
+USER = {"role": "user", "content": "hi"}
+
+
+def _limit(api: str, payload: dict[str, Any]) -> object:
+    source = Source(name="s", model="m", provider=api, api_key="k")
+    body = wire_for(api).request(source, {"messages": [USER], **payload}, stream=True).body
+    return body["max_tokens"] if api == "anthropic" else body["generationConfig"]["maxOutputTokens"]
+
+
+@pytest.mark.parametrize("api", ["anthropic", "gemini"])
+def test_max_tokens_is_sent_beside_a_max_completion_tokens_of_none(api: str) -> None:
+    """Code passing its optional settings through writes ``max_completion_tokens=None`` beside
+    the ``max_tokens`` it set: the limit sent is that ``max_tokens``, either way round."""
+    assert _limit(api, {"max_completion_tokens": None, "max_tokens": 7}) == 7
+    assert _limit(api, {"max_tokens": None, "max_completion_tokens": 7}) == 7
+
+
+@pytest.mark.parametrize("api", ["anthropic", "gemini"])
+def test_a_refused_max_tokens_is_named_beside_a_max_completion_tokens_of_none(api: str) -> None:
+    with pytest.raises(ConfigurationError, match="max_tokens") as caught:
+        _limit(api, {"max_completion_tokens": None, "max_tokens": 0})
+    assert "max_completion_tokens" not in str(caught.value)
