@@ -120,13 +120,15 @@ def _total(metric: MetricName, series: Series, filters: tuple[str, ...], *more: 
     with its first export holding everything counted before it (a process's first export, a
     label set's first, such as a new error type), which ``increase`` never counts (it reads
     the growth between samples in its window; a series with one sample has none). So, per
-    series: its last sample in the range minus its last one before the range; the last sample
-    whole when there is none before (born in the range), or when the counter went back (its
-    process restarted under the same labels, between the two); ``increase`` over the range
-    when it went back within the range."""
+    series: its last sample in the range minus its last one before the range (within a range's
+    length of its start, or Prometheus' lookback, 5 minutes by default, for a range shorter
+    than the export interval, whose window before may hold no sample); the last sample whole
+    when there is none before (born in the range), or when the counter went back (its process
+    restarted under the same labels, between the two); ``increase`` over the range when it went
+    back within the range."""
     x = f"{prom_name(metric, series)}{_selector(filters, *more)}"
     last = f"last_over_time({x}[{RANGE}])"
-    before = f"last_over_time({x}[{RANGE}] offset {RANGE})"
+    before = f"(last_over_time({x}[{RANGE}] offset {RANGE}) or {x} offset {RANGE})"
     resets = f"resets({x}[{RANGE}])"
     return (
         f"(({last} - {before} >= 0) unless {resets} > 0)"

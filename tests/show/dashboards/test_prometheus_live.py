@@ -891,12 +891,33 @@ def test_totals_on_crafted_samples(tmp_path: Path) -> None:
     600..1200 s after a base: a series' growth, a born series' whole value, a single sample's
     value, a counter that restarted within or just before the range counted from its restart;
     exactly, where ``increase`` loses a series' first export and extrapolates the rest."""
+    expected = {(case,): total for case, (_, total) in CRAFTED.items() if not math.isnan(total)}
+    assert _crafted_totals(tmp_path, CRAFTED, 600, 1200) == expected
+
+
+def test_a_range_shorter_than_the_export_interval_counts_growth_not_the_whole(
+    tmp_path: Path,
+) -> None:
+    """A dashboard range of 20 s over a series exported every 60 s (zoomed in on a spike): its
+    one sample in the range less the one before it (the last export's growth), not the
+    whole counter the process held, as if the series were born in those 20 s."""
+    steady = {t: t // 30 for t in range(0, 1201, EXPORT_S)}
+    crafted = {"steady": (steady, 40 - 38), "once": ({1190: 3}, 3)}
+    expected = {(case,): total for case, (_, total) in crafted.items()}
+    assert _crafted_totals(tmp_path, crafted, 1180, 1200) == expected
+
+
+def _crafted_totals(
+    tmp_path: Path, crafted: dict[str, tuple[dict[int, int], float]], from_s: int, to_s: int
+) -> dict[tuple[str, ...], float]:
+    """The attempts' totals (by outcome) over ``from_s..to_s`` after a base, of ``crafted``
+    series backfilled with promtool."""
     promtool = shutil.which("promtool")
     require(promtool is not None, "promtool (Debian's prometheus package)")
     assert promtool is not None
     base_s = (int(time.time()) // 3600 - 2) * 3600  # well inside the retention, in the past
     lines = ["# TYPE otel_llm_client_attempts counter"]
-    for case, (samples, _) in CRAFTED.items():
+    for case, (samples, _) in crafted.items():
         labels = f'job="crafted",otel_llm_attempt_outcome="{case}",otel_llm_attempt_leg="x"'
         lines += [
             f"otel_llm_client_attempts_total{{{labels}}} {value} {base_s + t}"
@@ -915,8 +936,6 @@ def test_totals_on_crafted_samples(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     with _prometheus(tmp_path) as base:
         (target,) = _panel("Attempts by outcome")["targets"]
-        from_ms, to_ms = (base_s + 600) * 1000, (base_s + 1200) * 1000
+        from_ms, to_ms = (base_s + from_s) * 1000, (base_s + to_s) * 1000
         expr = grafana_expr(target["expr"], from_ms=from_ms, to_ms=to_ms)
-        got = _by(_query(base, expr, to_ms / 1000), "otel_llm_attempt_outcome")
-    expected = {(case,): total for case, (_, total) in CRAFTED.items() if not math.isnan(total)}
-    assert got == expected
+        return _by(_query(base, expr, to_ms / 1000), "otel_llm_attempt_outcome")
