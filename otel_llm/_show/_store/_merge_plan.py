@@ -3,7 +3,8 @@
 Small segments (under ``small_bytes``) merge as soon as ``min_segments`` of them wait, oldest
 name first, up to ``max_bytes`` and ``max_inputs``: the store's steady stream of one-flush
 segments becomes one segment again every merge, and a backlog of thousands is merged a bounded
-batch at a time (each merge short, so a reader never waits long for one).
+batch at a time (each merge short, so a reader never waits long for one) — unless one
+compaction's merges at that size would leave part of it behind (:func:`batch_size`).
 Larger segments sit in size tiers, each ``fanout`` times as wide as
 the one below (``[small, small·fanout)``, ``[small·fanout, small·fanout²)``, ...); once
 ``fanout`` of them share a tier, the oldest ``fanout`` merge into one of the next tier. In the
@@ -70,6 +71,17 @@ def choose(
         if len(chosen) >= min(due, max_inputs):  # a full batch is due, whatever the minimum
             return chosen if level == 0 else chosen[:fanout]
     return []
+
+
+def batch_size(small_waiting: int, *, max_inputs: int, max_merges: int | None) -> int:
+    """How many small segments one merge of a compaction may take: ``max_inputs``, or more
+    when ``max_merges`` such merges would leave part of ``small_waiting`` behind — a writer
+    that seals faster than one compaction merges would otherwise leave more every time, and
+    the store would grow without bound (each merge is longer then, and a reader waits for
+    one). ``None``: the compaction merges until nothing is due, at ``max_inputs``."""
+    if max_merges is None or max_merges <= 0:
+        return max_inputs
+    return max(max_inputs, -(-small_waiting // max_merges))
 
 
 def _due_at(level: int, small_bytes: int, min_segments: int, max_bytes: int, fanout: int) -> int:

@@ -53,7 +53,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import NotAStore
 from otel_llm._show._sql._table import ROLE_COLUMN
 from otel_llm._show._store._columns import SegmentColumns, arrow_schema, statistics_columns
-from otel_llm._show._store._merge_plan import Candidate, choose
+from otel_llm._show._store._merge_plan import Candidate, batch_size, choose
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -738,11 +738,16 @@ class SegmentStore:
     ) -> int:
         """Merge what is due (the small segments, then every size tier that filled up: see
         :mod:`._merge_plan`), at most ``max_merges`` batches (``None``: until nothing is due) of
-        at most ``max_inputs`` segments each; the number of segments merged (0 when none was
+        at most ``max_inputs`` segments each (more when that would leave small segments
+        behind: :func:`._merge_plan.batch_size`); the number of segments merged (0 when none was
         due, or another process is merging or reading). Each merge takes the lock anew, and
         one that finds a reader waiting for it stops: the reader gets in after the merge under
         way, and the rest is left for the next compaction. Damaged segments met on the way are
         quarantined; a segment of another version's schema is left where it is."""
+        with contextlib.suppress(OSError):  # no link yet: the merge below says so
+            listing = self._listing(self._current())
+            small = sum(1 for stat in listing.values() if stat.st_size < small_bytes)
+            max_inputs = batch_size(small, max_inputs=max_inputs, max_merges=max_merges)
         merged = 0
         for count in itertools.count():
             if max_merges is not None and count >= max_merges:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otel_llm._defaults import DEFAULTS
-from otel_llm._show._store._merge_plan import Candidate, choose, tier
+from otel_llm._show._store._merge_plan import Candidate, batch_size, choose, tier
 
 MIB = 1024 * 1024
 SMALL, MIN, FANOUT, MAX, INPUTS = 8 * MIB, 16, 4, 256 * MIB, 64
@@ -69,6 +69,20 @@ def test_a_batch_smaller_than_the_minimum_is_due_when_full() -> None:
     assert _choose(small[:3], max_inputs=4) == []
     with pytest.raises(ValueError, match="at least two segments"):
         _choose(small, max_inputs=1)
+
+
+@pytest.mark.parametrize(
+    ("waiting", "max_merges", "expected"),
+    [(100, 8, INPUTS), (INPUTS * 8, 8, INPUTS), (INPUTS * 8 + 1, 8, INPUTS + 1),
+     (15_500, 8, 1938), (15_500, None, INPUTS), (0, 8, INPUTS)],
+)  # fmt: skip
+def test_a_compaction_takes_larger_batches_rather_than_fall_behind(
+    waiting: int, max_merges: int | None, expected: int
+) -> None:
+    """``max_inputs`` a merge, unless a compaction's ``max_merges`` merges would then leave
+    small segments behind (a writer sealing faster than that would grow the store for ever);
+    a compaction that merges until nothing is due keeps to ``max_inputs``."""
+    assert batch_size(waiting, max_inputs=INPUTS, max_merges=max_merges) == expected
 
 
 def test_a_full_tier_merges_its_oldest_fanout() -> None:

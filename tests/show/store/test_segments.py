@@ -400,10 +400,23 @@ def test_a_reader_waits_for_one_merge_of_a_backlog_not_all_of_them(
     assert lockless_count(store.path) == (len(rows), len(rows))
 
 
+def test_a_writers_compaction_keeps_up_with_a_backlog(tmp_path: Path) -> None:
+    """96 small segments, batches of 8 and two merges a compaction: the batches grow to half
+    the backlog rather than leave 80 behind (a writer that seals faster than its compactions
+    merge would grow the store for ever); every span is there once."""
+    store = SegmentStore(tmp_path / "store", generation_keep_s=0.0)
+    store.create()
+    rows = _rows(96)
+    for row in rows:
+        store.write([row])
+    assert store.compact(min_segments=8, max_inputs=8, max_merges=2) >= 96
+    assert len([s for s in store.segments() if s.path.name != SCHEMA_SEGMENT]) == 1
+    assert lockless_count(store.path) == (96, 96)
+
+
 def test_otel_llm_compact_merges_a_backlog_until_nothing_is_due(tmp_path: Path) -> None:
-    """``otel-llm compact`` on a backlog of more batches than a writer's compaction merges
-    (10 × 64 segments, eight merges a compaction): every segment is merged, each merge took
-    at most 64, and every span is there once."""
+    """``otel-llm compact`` on a backlog of 640 one-span segments: it merges until nothing is
+    due (a writer's compaction stops after eight merges), and every span is there once."""
     from tests.support.processes import run_cli
 
     store = SegmentStore(tmp_path / "store")
