@@ -515,11 +515,14 @@ def dashboards(
         raise _failed(exc) from exc
     files = sorted(p for p in shipped.rglob("*") if p.is_file())
     targets = [(source, directory / source.relative_to(shipped)) for source in files]
-    differ = [
-        str(target)
-        for source, target in targets
-        if target.exists() and target.read_bytes() != source.read_bytes()
-    ]
+    try:
+        differ = [
+            str(target)
+            for source, target in targets
+            if target.exists() and target.read_bytes() != source.read_bytes()
+        ]
+    except OSError as exc:  # a directory where a file goes, a file that cannot be read
+        raise _fail(f"cannot read {exc.filename or directory}: {exc.strerror or exc}") from exc
     if differ and not force:
         raise _fail(f"these files exist and differ (--force replaces them): {', '.join(differ)}")
     try:
@@ -528,7 +531,7 @@ def dashboards(
             target.write_bytes(source.read_bytes())
             typer.echo(str(target))
     except OSError as exc:
-        raise _fail(f"cannot write {directory}: {exc.strerror or exc}") from exc
+        raise _fail(f"cannot write {exc.filename or directory}: {exc.strerror or exc}") from exc
 
 
 @app.command()

@@ -411,3 +411,16 @@ def test_the_collector_command_refuses_what_cannot_work_before_any_build(
     assert "not an executable" not in said
     assert "building" not in said
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_dashboards_says_what_stands_in_the_way(tmp_path: Path, force: bool) -> None:
+    """A directory where a dashboard file goes: a clear error naming it (exit 2), with or
+    without --force, never a traceback."""
+    target = tmp_path / "grafana"
+    (target / "duckdb" / "otel-llm.json").mkdir(parents=True)
+    out = otel_llm("dashboards", str(target), *(["--force"] if force else []))
+    assert out.returncode == 2, out.stdout
+    assert "Traceback" not in out.stderr
+    said = " ".join(out.stderr.split())
+    assert str(target / "duckdb" / "otel-llm.json") in said, said
