@@ -291,15 +291,25 @@ class _SwitchedMetricExporter(MetricExporter):
         )
         self._inner: MetricExporter | None = inner
 
+    @property
+    def attached(self) -> MetricExporter | None:
+        """The exporter exported through now, if any."""
+        return self._inner
+
     def attach(self, inner: MetricExporter) -> None:
         """Export through ``inner`` from now on."""
         self._inner = inner
 
-    def detach(self) -> None:
-        """Export nowhere from now on; the exporter attached is shut down."""
-        inner, self._inner = self._inner, None
-        if inner is not None:
-            inner.shutdown()
+    def detach(self, inner: MetricExporter | None = None) -> None:
+        """Export nowhere from now on, and shut the exporter attached down; given ``inner``,
+        only if it is still the one attached (a shutdown's last export may end after the next
+        ``init()`` attached its own, which stays) — ``inner`` is shut down either way."""
+        attached = self._inner
+        if inner is None or attached is inner:
+            self._inner = None
+        shut = attached if inner is None else inner
+        if shut is not None:
+            shut.shutdown()
 
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
@@ -427,6 +437,7 @@ class Telemetry:
             return None
         collectors = self._collectors_of("metrics")
         switch = self.meter_switch
+        ours = switch.attached if switch is not None else None  # before a later init()'s
         bound_ms = DEFAULTS.otlp_shutdown_timeout_s * 1000
 
         def shut() -> None:
@@ -437,7 +448,7 @@ class Telemetry:
                     meters.shutdown(timeout_millis=bound_ms)
                 else:  # global: its last export, and it stays for the next init()
                     meters.force_flush(timeout_millis=bound_ms)
-                    switch.detach()
+                    switch.detach(ours)
             except Exception as exc:  # a telemetry failure never reaches the application
                 logger.debug("otel-llm: the meter provider's shutdown failed: %r", exc)
             finally:
