@@ -31,3 +31,28 @@ def test_a_refused_max_tokens_is_named_beside_a_max_completion_tokens_of_none(ap
     with pytest.raises(ConfigurationError, match="max_tokens") as caught:
         _limit(api, {"max_completion_tokens": None, "max_tokens": 0})
     assert "max_completion_tokens" not in str(caught.value)
+
+
+@pytest.mark.parametrize("unset", ["max_tokens", "max_completion_tokens"])
+@pytest.mark.parametrize("provider", ["openai", "azure"])
+def test_a_chat_sources_max_tokens_applies_beside_a_limit_of_none(
+    provider: str, unset: str
+) -> None:
+    """An OpenAI-compatible source with ``max_tokens``: a call whose limit is ``None`` sets no
+    limit, so the source's applies (and the ``None`` is not sent beside it); a limit the call
+    sets wins."""
+    source = Source(
+        name="s", model="m", provider=provider, api_key="k", max_tokens=50, base_url=_BASE[provider]
+    )
+    body = wire_for("chat").request(source, {"messages": [USER], unset: None}, stream=True).body
+    assert body["max_tokens"] == 50
+    assert "max_completion_tokens" not in body
+    set_body = wire_for("chat").request(source, {"messages": [USER], unset: 9}, stream=True).body
+    assert set_body[unset] == 9
+    assert "max_tokens" not in set_body or unset == "max_tokens"
+
+
+_BASE = {
+    "openai": "https://api.openai.com/v1",
+    "azure": "https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21",
+}

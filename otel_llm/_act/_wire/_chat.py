@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 def chat_body(source: Source, payload: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
     """The JSON body of a chat request: the caller's fields, the source's model (an Azure
     ``…/v1`` route's deployment: :attr:`~otel_llm._act._source.Source.request_model`), the
-    stream flag, and the source's ``max_tokens`` when the call sets no output limit."""
+    stream flag, and the source's ``max_tokens`` when the call sets no output limit (``None``
+    sets none)."""
     body = dict(payload)
     body.pop(EXTRA_BODY, None)
     body["model"] = source.request_model
@@ -50,9 +51,12 @@ def chat_body(source: Source, payload: Mapping[str, Any], *, stream: bool) -> di
         body["stream_options"] = options
     else:
         body.pop("stream_options", None)
-    if source.max_tokens is not None and not (
-        "max_tokens" in body or "max_completion_tokens" in body
+    if (
+        source.max_tokens is not None
+        and body.get("max_tokens") is None  # a limit set to None is not set
+        and body.get("max_completion_tokens") is None
     ):
+        body.pop("max_completion_tokens", None)
         body["max_tokens"] = source.max_tokens
     return with_extra(body, payload)
 
