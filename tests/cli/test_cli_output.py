@@ -364,6 +364,21 @@ def test_times_are_exact_in_every_format(store: Path) -> None:
     assert "2026-01-31 12:00:00.123456789  infinity  -infinity  12:00:00.000000001" in table.stdout
 
 
+def test_statements_before_the_last_run_once_each(store: Path) -> None:
+    """Statements before the last run once each, rows or none (a SELECT among them is no
+    error), and the last runs once: a sequence counts every run."""
+    sql = (
+        "CREATE TEMP SEQUENCE runs; SELECT 1; SELECT nextval('runs'); "
+        "SELECT nextval('runs') AS n, DATE '2026-01-31' AS day"
+    )
+    out = otel_llm("query", "--db", str(store), "--format", "json", sql)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{"n": 2, "day": "2026-01-31"}]
+    out = otel_llm("query", "--db", str(store), "--format", "json", "SELECT 1; SELECT 2 AS x")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{"x": 2}]
+
+
 @pytest.mark.parametrize("sql", ["", "   ", "-- nothing here\n", "/* nor here */"])
 def test_sql_with_no_statement_is_a_clear_error(store: Path, sql: str) -> None:
     """SQL with nothing to run in it is refused in a sentence, not a traceback."""

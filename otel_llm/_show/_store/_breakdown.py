@@ -260,7 +260,7 @@ def run_query(path: Path, sql: str, *, canned: bool = False) -> Table:
             raise ConfigurationError("SQL", "no statement to run (only blanks or comments)")
         *before, last = statements
         for statement in before:
-            conn.execute(statement)
+            conn.execute(statement).complete()  # its rows unread: the next may run
         if last.type is not duckdb.StatementType.SELECT:
             cursor = conn.execute(last)
             return Table(tuple(d[0] for d in cursor.description or ()), cursor.fetchall())
