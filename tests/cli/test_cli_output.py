@@ -379,6 +379,23 @@ def test_statements_before_the_last_run_once_each(store: Path) -> None:
     assert json.loads(out.stdout) == [{"x": 2}]
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT INTERVAL '1000000000 days' AS huge; -- a pasted file's last line\n",
+        "SELECT INTERVAL '1000000000 days' AS huge;\n/* the end */",
+        "PREPARE p AS SELECT INTERVAL '1000000000 days' AS huge; EXECUTE p",
+        "PIVOT (SELECT 'huge' AS k, INTERVAL '1000000000 days' AS v) ON k USING any_value(v)",
+    ],
+)
+def test_times_are_exact_whatever_the_last_statement(store: Path, sql: str) -> None:
+    """The times of a last statement that is no plain SELECT (one a comment follows, EXECUTE,
+    PIVOT) are DuckDB's text too: no parser error, no Python overflow."""
+    out = otel_llm("query", "--db", str(store), "--format", "json", sql)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{"huge": "1000000000 days"}]
+
+
 @pytest.mark.parametrize("sql", ["", "   ", "-- nothing here\n", "/* nor here */"])
 def test_sql_with_no_statement_is_a_clear_error(store: Path, sql: str) -> None:
     """SQL with nothing to run in it is refused in a sentence, not a traceback."""

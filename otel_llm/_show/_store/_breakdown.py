@@ -248,8 +248,8 @@ def worst_stalls_sql(
 def run_query(path: Path, sql: str, *, canned: bool = False) -> Table:
     """Run ``sql`` read-only on the store at ``path`` (a segment directory, or a single-file
     store of an earlier version). ``canned``: ``sql`` is one of this module's queries, which
-    need the views; otherwise the times of the result (a query's last statement, when it is a
-    ``SELECT``) are :class:`Spelled`, exact. Raises :class:`ConfigurationError` for SQL with
+    need the views; otherwise the times of the result (of the last statement) are
+    :class:`Spelled`, exact. Raises :class:`ConfigurationError` for SQL with
     no statement in it."""
     with open_store(path, views=canned) as conn:
         if canned:
@@ -261,20 +261,18 @@ def run_query(path: Path, sql: str, *, canned: bool = False) -> Table:
         *before, last = statements
         for statement in before:
             conn.execute(statement).complete()  # its rows unread: the next may run
-        if last.type is not duckdb.StatementType.SELECT:
-            cursor = conn.execute(last)
-            return Table(tuple(d[0] for d in cursor.description or ()), cursor.fetchall())
-        return _spelled_result(conn.sql(last.query))
+        return _spelled_result(conn.sql(last))  # EXECUTE, PIVOT, CALL, PRAGMA run here
 
 
 def _spelled_result(relation: duckdb.DuckDBPyRelation) -> Table:
     """The rows of ``relation``, every time in them (nested ones too) :class:`Spelled`: the
-    query runs once, with those columns cast to DuckDB's text of them."""
+    query runs once, and those columns of its rows are cast to DuckDB's text of them (the
+    rows, not the query's text: a comment after its ``;`` would end a query wrapped in casts)."""
     columns, types = tuple(relation.columns), relation.types
     casts = [_spelled_type(type_) for type_ in types]
     if not any(casts):
         return Table(columns, relation.fetchall())
-    projected = relation.project(
+    projected = relation.materialize().project(
         ", ".join(
             f"#{i}" if cast is None else f"CAST(#{i} AS {cast})"
             for i, cast in enumerate(casts, start=1)
