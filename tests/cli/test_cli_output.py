@@ -396,6 +396,15 @@ def test_times_are_exact_whatever_the_last_statement(store: Path, sql: str) -> N
     assert json.loads(out.stdout) == [{"huge": "1000000000 days"}]
 
 
+def test_times_in_unnamed_structs_are_exact(store: Path) -> None:
+    """The times of a struct with no field names (`row(...)`, `(a, b)`) are exact too: no
+    Python overflow, no year 9999 for infinity."""
+    sql = "SELECT (1, INTERVAL '1000000000 days') AS pair, [row('infinity'::DATE)] AS rows"
+    out = otel_llm("query", "--db", str(store), "--format", "json", sql)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{"pair": [1, "1000000000 days"], "rows": [["infinity"]]}]
+
+
 @pytest.mark.parametrize("sql", ["", "   ", "-- nothing here\n", "/* nor here */"])
 def test_sql_with_no_statement_is_a_clear_error(store: Path, sql: str) -> None:
     """SQL with nothing to run in it is refused in a sentence, not a traceback."""

@@ -82,7 +82,7 @@ SPELLED_TYPES: Final = frozenset(
     }
 )
 """The DuckDB types (by id) whose values a query of one's own gets as :class:`Spelled`."""
-_NESTED: Final = frozenset({"list", "array", "struct", "map", "union"})
+_NESTED: Final = frozenset({"list", "array", "struct", "tuple", "map", "union"})
 """The DuckDB types (by id) that hold other values."""
 
 
@@ -286,7 +286,8 @@ def _spelled_result(relation: duckdb.DuckDBPyRelation) -> Table:
 
 
 def _children(type_: DuckDBPyType) -> list[tuple[str, DuckDBPyType]]:
-    """The fields of a struct, the key and value of a map, the element of a list or array."""
+    """The fields of a struct (a tuple's have no names), the key and value of a map, the
+    element of a list or array."""
     return [
         (name, child)
         for name, child in type_.children
@@ -314,6 +315,8 @@ def _spelled_type(type_: DuckDBPyType) -> str | None:
         return f"{spelled[0]}[{size}]"
     if kind == "map":
         return f"MAP({spelled[0]}, {spelled[1]})"
+    if kind == "tuple":  # a struct with no field names: row(...), (a, b)
+        return f"TUPLE({', '.join(spelled)})"
     fields = ", ".join(
         f'"{name.replace(chr(34), chr(34) * 2)}" {cast}'
         for (name, _, _), cast in zip(parts, spelled, strict=True)
@@ -342,4 +345,8 @@ def _spelled(value: Any, type_: DuckDBPyType) -> Any:
         return {_spelled(k, key): _spelled(v, item) for k, v in value.items()}
     if kind == "struct":
         return {name: _spelled(value[name], child) for name, child in _children(type_)}
+    if kind == "tuple":
+        return tuple(
+            _spelled(item, child) for item, (_, child) in zip(value, _children(type_), strict=True)
+        )
     return value
