@@ -405,6 +405,25 @@ def test_times_in_unnamed_structs_are_exact(store: Path) -> None:
     assert json.loads(out.stdout) == [{"pair": [1, "1000000000 days"], "rows": [["infinity"]]}]
 
 
+def test_times_in_a_variant_are_exact(store: Path) -> None:
+    """A VARIANT's times are DuckDB's text, exact (no Python overflow), and its numbers stay
+    numbers, exact."""
+    sql = (
+        "SELECT INTERVAL '1000000000 days'::VARIANT AS v, {'at': TIMESTAMP_NS "
+        "'2026-01-31 00:00:00.000000001', 'n': 0.1::DOUBLE, 'd': 12345678901234567.125::"
+        "DECIMAL(38,3)}::VARIANT AS w, [2::VARIANT, NULL] AS l"
+    )
+    out = otel_llm("query", "--db", str(store), "--format", "json", sql)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [
+        {
+            "v": "1000000000 days",
+            "w": {"at": "2026-01-31 00:00:00.000000001", "d": "12345678901234567.125", "n": 0.1},
+            "l": [2, None],
+        }
+    ]
+
+
 @pytest.mark.parametrize("sql", ["", "   ", "-- nothing here\n", "/* nor here */"])
 def test_sql_with_no_statement_is_a_clear_error(store: Path, sql: str) -> None:
     """SQL with nothing to run in it is refused in a sentence, not a traceback."""

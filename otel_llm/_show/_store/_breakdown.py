@@ -8,8 +8,10 @@ threshold) and "what if the threshold were N ms".
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -300,6 +302,8 @@ def _spelled_type(type_: DuckDBPyType) -> str | None:
     kind = type_.id
     if kind in SPELLED_TYPES:
         return "VARCHAR"
+    if kind == "variant":  # any value: its JSON, times as DuckDB's text in it
+        return "JSON"
     if kind not in _NESTED:
         return None
     parts = [(name, child, _spelled_type(child)) for name, child in _children(type_)]
@@ -332,6 +336,8 @@ def _spelled(value: Any, type_: DuckDBPyType) -> Any:
         return None
     if kind in SPELLED_TYPES:
         return Spelled(value, kind)
+    if kind == "variant":
+        return json.loads(value, parse_float=Decimal)  # a number as exact as its text
     if kind in ("list", "array"):
         ((_, item),) = _children(type_)
         return [_spelled(element, item) for element in value]
