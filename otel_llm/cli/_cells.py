@@ -68,6 +68,8 @@ def cell_text(value: object) -> str:
         return value.isoformat()
     if isinstance(value, bytes | bytearray | memoryview):
         return "\\x" + bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
     return visible(json.dumps(json_value(value), ensure_ascii=False, separators=(", ", ": ")))
 
 

@@ -14,6 +14,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import uuid
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -28,6 +29,7 @@ from rich.cells import cell_len
 from otel_llm import __version__, open_store
 from otel_llm._show._store._breakdown import Table, breakdown_sql, run_query, worst_stalls_sql
 from otel_llm.cli._cells import cell_text, is_number, json_value
+from otel_llm.cli._formats import markdown_text
 from otel_llm.cli._layout import ELLIPSIS, lay_out
 from tests.support.duckdb_store import Store
 from tests.support.processes import run_cli as otel_llm
@@ -422,6 +424,14 @@ def test_times_in_a_variant_are_exact(store: Path) -> None:
             "l": [2, None],
         }
     ]
+
+
+def test_a_uuid_is_plain_text_in_the_table_and_markdown() -> None:
+    """A UUID cell reads as its text, as a VARCHAR's does (it was quoted, as JSON text)."""
+    uuid_text = "00000000-0000-0000-0000-000000000001"
+    table = Table(("u",), [(uuid.UUID(uuid_text),)])
+    assert cell_text(table.rows[0][0]) == uuid_text
+    assert markdown_text(table.columns, table.rows).splitlines()[-1] == f"| {uuid_text} |"
 
 
 @pytest.mark.parametrize("sql", ["", "   ", "-- nothing here\n", "/* nor here */"])
