@@ -103,10 +103,16 @@ def json_value(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).hex()
     if isinstance(value, dict):
-        return {str(json_value(key)): json_value(item) for key, item in value.items()}
+        return {_key_text(key): json_value(item) for key, item in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [json_value(item) for item in value]
     return str(value)
+
+
+def _key_text(key: object) -> str:
+    """A map's key as a JSON object's key: its JSON value, as JSON text unless it is text."""
+    encoded = json_value(key)
+    return encoded if isinstance(encoded, str) else json.dumps(encoded, ensure_ascii=False)
 
 
 def iso_text(value: Spelled) -> str:

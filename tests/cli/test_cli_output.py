@@ -434,6 +434,12 @@ def test_a_uuid_is_plain_text_in_the_table_and_markdown() -> None:
     assert markdown_text(table.columns, table.rows).splitlines()[-1] == f"| {uuid_text} |"
 
 
+def test_a_map_key_that_is_no_text_is_its_json_text() -> None:
+    """A map's key in JSON is the key's JSON text: `true`, not Python's `True`."""
+    assert json_value({True: 1, False: None}) == {"true": 1, "false": None}
+    assert json_value({1.5: "x", 2: "y"}) == {"1.5": "x", "2": "y"}
+
+
 @pytest.mark.parametrize("sql", ["", "   ", "-- nothing here\n", "/* nor here */"])
 def test_sql_with_no_statement_is_a_clear_error(store: Path, sql: str) -> None:
     """SQL with nothing to run in it is refused in a sentence, not a traceback."""
