@@ -4,8 +4,9 @@ variables first (Grafana's front end), then the plugin's macros (its back end).
 - Variables (Grafana ``templateSrv.replace``): ``$name``, ``${name}`` and
   ``${name:percentencode}`` (``encodeURIComponentStrict``; several values as ``{a,b}``); "All"
   with a custom all value inserts that value as written; otherwise the chosen values are
-  formatted by the plugin. The DuckDB plugin formats a panel's query with Grafana's ``sqlstring`` (every value
-  quoted, a single one too: ``'a'``, ``'a','b'``, ``'`` doubled, ``"`` as ``\\"``) and a
+  formatted by the plugin. The DuckDB plugin formats a panel's query with Grafana's
+  ``sqlstring`` (every value quoted, a single one too: ``'a'``, ``'a','b'``, ``'`` doubled,
+  ``"`` as ``\\"``) and a
   variable's query with ``@grafana/plugin-ui``'s ``interpolateVariable`` (values of a
   multi-value or include-all variable quoted, a single one only escaped). The ClickHouse plugin
   joins a list as ``'a','b'`` and inserts a single value as it is. A panel's query also has
