@@ -233,6 +233,12 @@ _TLS_FILES: Final[dict[Signal | None, tuple[str, str, str]]] = {
 }
 """The variables naming the TLS files — the CA certificate, the client's key and certificate —
 shared (``None``) and of each signal."""
+_GRPC_CREDENTIALS: Final[dict[Signal | None, str]] = {
+    None: env.OTEL_PYTHON_EXPORTER_OTLP_GRPC_CREDENTIAL_PROVIDER,
+    "spans": env.OTEL_PYTHON_EXPORTER_OTLP_GRPC_TRACES_CREDENTIAL_PROVIDER,
+    "metrics": env.OTEL_PYTHON_EXPORTER_OTLP_GRPC_METRICS_CREDENTIAL_PROVIDER,
+}
+"""The variables naming a credential provider that takes the TLS files' place over gRPC."""
 _INSECURE: Final[dict[Signal, str]] = {
     "spans": env.OTEL_EXPORTER_OTLP_TRACES_INSECURE,
     "metrics": env.OTEL_EXPORTER_OTLP_METRICS_INSECURE,
@@ -246,8 +252,9 @@ def _tls_files_read(signal: Signal, url: str, protocol: Protocol) -> tuple[str, 
     OTLP/HTTP (TLS for ``https://``) takes each file from the signal's variable, else the
     shared one, and the key only beside a client certificate. gRPC (TLS unless the endpoint is
     ``http://`` or ``*_INSECURE=true`` says so, and always for ``https://``) takes the three
-    from the signal's variables when its CA certificate is named there, else from the shared
-    ones, and none when no CA certificate is named (the system's roots)."""
+    from the signal's variables when its CA certificate variable is set (even empty), else
+    from the shared ones, and none when no CA certificate is named (the system's roots) or a
+    credential provider of the same level is (it gives the credentials instead)."""
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if protocol == "http/protobuf":
         if scheme != "https":
@@ -259,8 +266,10 @@ def _tls_files_read(signal: Signal, url: str, protocol: Protocol) -> tuple[str, 
         return (ca, certificate, key) if os.environ.get(certificate) else (ca, certificate)
     if not _grpc_tls(signal, scheme):
         return ()
-    own = _TLS_FILES[signal]
-    files = own if os.environ.get(own[0]) else _TLS_FILES[None]
+    level: Signal | None = signal if os.environ.get(_TLS_FILES[signal][0]) is not None else None
+    if os.environ.get(_GRPC_CREDENTIALS[level]):
+        return ()
+    files = _TLS_FILES[level]
     return files if os.environ.get(files[0]) else ()
 
 

@@ -284,3 +284,61 @@ def test_a_grpc_client_certificate_without_its_key_is_a_configuration_error(
     refused_key, reason = init_in_a_child(tmp_path, variables)
     assert refused_key == f"REFUSED {given}"
     assert without in reason
+
+
+def _credential_provider(where: Path) -> str:
+    """A gRPC credential provider installed at ``where`` (an entry point of the group the SDK
+    loads from, on the child's path): the system's roots, as channel credentials."""
+    (where / "probe_credentials.py").write_text(
+        "import grpc\n\ndef credentials():\n    return grpc.ssl_channel_credentials()\n"
+    )
+    info = where / "probe_credentials-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-credentials\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[opentelemetry_otlp_credential_provider]\nprobe = probe_credentials:credentials\n"
+    )
+    return str(where)
+
+
+@pytest.mark.parametrize("level", ["shared", "spans"])
+def test_grpc_tls_files_a_credential_provider_replaces_are_not_judged(
+    tmp_path: Path, level: str
+) -> None:
+    """Over gRPC, a credential provider named for the shared variables (or a signal's, where
+    that signal's own certificate variable is set) gives the channel its credentials and the
+    SDK reads no TLS file: a certificate variable left naming a file that is gone, or a key
+    without its certificate, does not stop init() — they were refused."""
+    gone = str(tmp_path / "gone.pem")
+    variables = {
+        "PYTHONPATH": os.pathsep.join((_credential_provider(tmp_path), os.getcwd())),
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "https://127.0.0.1:9",
+        "OTEL_METRICS_EXPORTER": "none",
+    }
+    if level == "shared":
+        variables |= {
+            "OTEL_PYTHON_EXPORTER_OTLP_GRPC_CREDENTIAL_PROVIDER": "probe",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE": gone,
+            "OTEL_EXPORTER_OTLP_CLIENT_KEY": gone,
+        }
+    else:
+        variables |= {
+            "OTEL_PYTHON_EXPORTER_OTLP_GRPC_TRACES_CREDENTIAL_PROVIDER": "probe",
+            "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": gone,
+        }
+    assert init_in_a_child(tmp_path, variables) == ["STARTED"]
+
+
+def test_a_signals_empty_certificate_variable_is_the_one_grpc_reads(tmp_path: Path) -> None:
+    """Over gRPC a signal's certificate variable set, even empty, is the one its exporter
+    reads (the system's roots), never the shared one: a shared one left naming a file that is
+    gone does not stop init() when both signals set theirs empty — it was judged instead."""
+    variables = {
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "https://127.0.0.1:9",
+        "OTEL_EXPORTER_OTLP_CERTIFICATE": str(tmp_path / "gone.pem"),
+        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": "",
+        "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE": "",
+    }
+    assert init_in_a_child(tmp_path, variables) == ["STARTED"]
