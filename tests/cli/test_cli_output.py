@@ -632,3 +632,21 @@ def test_a_long_title_fits_the_width_too(store: Path, width: int) -> None:
     assert max(cell_len(line) for line in lines) <= width, lines
     assert "Breakdown (at 500 ms, calls since" in " ".join(lines)
     assert "Worst stalls (at 500 ms, calls since" in " ".join(lines)
+
+
+def test_a_unions_members_keep_their_kind(tmp_path: Path) -> None:
+    """A UNION that can hold a time: a number member stays a number in the JSON (a union
+    comes without its member's name, so it is not spelled as text: 3 read as "3")."""
+    from otel_llm._show._store._segments import SegmentStore
+
+    store = SegmentStore(tmp_path / "store")
+    store.create()
+    sql = (
+        "SELECT union_value(n := 3)::UNION(n INT, t TIMESTAMP) AS u, "
+        "union_value(t := TIMESTAMP '2020-01-02 03:04:05')::UNION(n INT, t TIMESTAMP) AS v"
+    )
+    out = otel_llm("query", "--db", str(store.path), "--format", "json", sql)
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert row["u"] == 3
+    assert row["v"].startswith("2020-01-02")

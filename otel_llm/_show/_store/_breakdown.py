@@ -304,13 +304,14 @@ def _spelled_type(type_: DuckDBPyType) -> str | None:
         return "VARCHAR"
     if kind == "variant":  # any value: its JSON, times as DuckDB's text in it
         return "JSON"
-    if kind not in _NESTED:
+    if kind not in _NESTED or kind == "union":
+        # a union's value comes without its member's name: spelled, a time in it could not be
+        # told from a text member, and every member would become text (3 read as "3"); it is
+        # the member's value as Python has it (a time to the microsecond)
         return None
     parts = [(name, child, _spelled_type(child)) for name, child in _children(type_)]
     if all(cast is None for _, _, cast in parts):
         return None
-    if kind == "union":
-        return "VARCHAR"  # a member's text
     spelled = [cast or str(child) for _, child, cast in parts]
     if kind == "list":
         return f"{spelled[0]}[]"
