@@ -12,8 +12,10 @@ top tier, whose ``fanout`` segments would pass ``max_bytes`` together (``[64, 25
 default), two are enough: they merge into one too large to merge again. So a
 store that is written for months holds fewer than ``min_segments`` small segments plus fewer
 than ``fanout`` per tier (one in the top tier), besides the segments too large to merge again
-(over half ``max_bytes``, one for every ~``max_bytes / 2``–``max_bytes`` of data), whatever
-the write rate. And since
+(over half ``max_bytes``, one for every ~``max_bytes / 2``–``max_bytes`` of data) after each
+compaction, whatever the write rate its merges keep up with (a merge reads and writes about
+200 small segments a second here: writers sealing faster than that together outpace any
+plan). And since
 ``small_bytes`` is small, a merge of small segments rewrites little of what was merged before:
 history goes up the tiers, each span rewritten about once per tier, so a merge costs the same
 in a store's first hour as in its sixth month. :meth:`SegmentStore.compact` asks again after each

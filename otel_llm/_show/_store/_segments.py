@@ -53,7 +53,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import NotAStore
 from otel_llm._show._sql._table import ROLE_COLUMN
 from otel_llm._show._store._columns import SegmentColumns, arrow_schema, statistics_columns
-from otel_llm._show._store._merge_plan import Candidate, batch_size, choose
+from otel_llm._show._store._merge_plan import Candidate, batch_size, choose, tier
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -746,7 +746,11 @@ class SegmentStore:
         quarantined; a segment of another version's schema is left where it is."""
         with contextlib.suppress(OSError):  # no link yet: the merge below says so
             listing = self._listing(self._current())
-            small = sum(1 for stat in listing.values() if stat.st_size < small_bytes)
+            small = sum(
+                1
+                for stat in listing.values()
+                if tier(stat.st_size, small_bytes=small_bytes, fanout=fanout) == 0
+            )
             max_inputs = batch_size(small, max_inputs=max_inputs, max_merges=max_merges)
         merged = 0
         for count in itertools.count():
