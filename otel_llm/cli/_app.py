@@ -519,11 +519,11 @@ def dashboards(
         differ = [
             str(target)
             for source, target in targets
-            if target.exists() and target.read_bytes() != source.read_bytes()
-        ]
+            if not force and target.exists() and target.read_bytes() != source.read_bytes()
+        ]  # --force replaces whatever is there: nothing to read
     except OSError as exc:  # a directory where a file goes, a file that cannot be read
         raise _fail(f"cannot read {exc.filename or directory}: {exc.strerror or exc}") from exc
-    if differ and not force:
+    if differ:
         raise _fail(f"these files exist and differ (--force replaces them): {', '.join(differ)}")
     try:
         for source, target in targets:

@@ -424,3 +424,30 @@ def test_dashboards_says_what_stands_in_the_way(tmp_path: Path, force: bool) -> 
     assert "Traceback" not in out.stderr
     said = " ".join(out.stderr.split())
     assert str(target / "duckdb" / "otel-llm.json") in said, said
+
+
+def test_dashboards_force_replaces_a_file_it_may_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--force`` replaces what is there without reading it first: a file the user may write
+    but not read (mode 0200, for anyone but root) is replaced, where it was "cannot read"."""
+    from typer.testing import CliRunner
+
+    from otel_llm.cli._app import app
+
+    target = tmp_path / "grafana"
+    assert otel_llm("dashboards", str(target)).returncode == 0
+    locked = target / "duckdb" / "otel-llm.json"
+    locked.write_text("{}")
+    read_bytes = Path.read_bytes
+
+    def refused(path: Path) -> bytes:
+        if path == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", refused)
+    done = CliRunner().invoke(app, ["dashboards", str(target), "--force"])
+    assert done.exit_code == 0, done.output
+    monkeypatch.undo()
+    assert locked.read_bytes() == (ROOT / "dashboards" / "duckdb" / "otel-llm.json").read_bytes()
