@@ -8,6 +8,7 @@ import asyncio
 import json
 from types import TracebackType
 
+import httpx2
 import pytest
 from aiohttp import web
 
@@ -128,3 +129,32 @@ def test_concurrent_calls_reach_the_provider_at_the_request_rate() -> None:
     assert seconds[:6] == pytest.approx([0.0] * 6, abs=0.01)
     assert seconds[6:] == pytest.approx([10.0 * n for n in range(1, 25)], abs=0.01)
     assert most_in_a_window(seconds, 60.0) <= 6 + 6
+
+
+async def test_a_cancelled_attempt_keeps_its_request_and_gives_back_its_tokens() -> None:
+    """A call cancelled while its request waits for the first chunk keeps the request it was
+    admitted for (the provider may have counted it) and gives back every estimated token (it
+    streamed nothing)."""
+    admission = LocalAdmission(clock=lambda: 0.0)  # no refill: what is left is what was kept
+    never, arrived = asyncio.Event(), asyncio.Event()
+
+    async def silent(request: httpx2.Request) -> httpx2.Response:
+        arrived.set()
+        await never.wait()
+        raise AssertionError("never answered")
+
+    limits = Limits(requests_per_minute=2, tokens_per_minute=1000)
+    source = Source(
+        name="a", provider="openai", base_url="http://a.test/v1", api_key="sk-test-0123456789",
+        model="m", requests_per_minute=2, tokens_per_minute=1000,
+    )  # fmt: skip
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(silent))
+    async with Client([source], admission=admission, http_client=http) as client:
+        call = asyncio.create_task(client.chat(MESSAGES, max_tokens=500))
+        await asyncio.wait_for(arrived.wait(), 10)  # admitted, and the request is under way
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    await http.aclose()
+    assert await admission.acquire("a", limits, 1000) == 0.0, "tokens were kept"
+    assert await admission.acquire("a", limits, 1) > 0, "the request was given back"
