@@ -329,15 +329,18 @@ def test_times_are_exact_in_every_format(store: Path) -> None:
     DuckDB spells them."""
     out = otel_llm("query", "--db", str(store), "--format", "json", EXACT_TIMES)
     assert out.returncode == 0, out.stderr
+    flat = {
+        "ns": "2026-01-31T12:00:00.123456789",
+        "later": "infinity",
+        "earlier": "-infinity",
+        "time_ns": "12:00:00.000000001",
+        "tz": "2026-01-31T12:00:00.5+00:00",
+        "months": "1 month 2 days 00:00:03.000004",
+        "huge": "1000000000 days",
+    }
     assert json.loads(out.stdout) == [
         {
-            "ns": "2026-01-31T12:00:00.123456789",
-            "later": "infinity",
-            "earlier": "-infinity",
-            "time_ns": "12:00:00.000000001",
-            "tz": "2026-01-31T12:00:00.5+00:00",
-            "months": "1 month 2 days 00:00:03.000004",
-            "huge": "1000000000 days",
+            **flat,
             "nothing": None,
             "list": ["1970-01-01T00:00:00.000000001", None],
             "struct": {"at": "1969-12-31T23:59:59.999999999", "n": 1},
@@ -348,13 +351,7 @@ def test_times_are_exact_in_every_format(store: Path) -> None:
     assert csv_out.returncode == 0, csv_out.stderr
     (header, record) = list(csv.reader(io.StringIO(csv_out.stdout.decode(), newline="")))
     assert dict(zip(header, record, strict=True)) | {"list": "", "struct": "", "map": ""} == {
-        "ns": "2026-01-31T12:00:00.123456789",
-        "later": "infinity",
-        "earlier": "-infinity",
-        "time_ns": "12:00:00.000000001",
-        "tz": "2026-01-31T12:00:00.5+00:00",
-        "months": "1 month 2 days 00:00:03.000004",
-        "huge": "1000000000 days",
+        **flat,
         "nothing": "",
         "list": "",
         "struct": "",
