@@ -167,10 +167,7 @@ class CallRun(Generic[T]):
                 await self._wait(pick.wait_s)
                 continue
             state = pick.state
-            if not await self.ledger.admit(state):
-                continue
-            if not self.ledger.pass_breaker(state):
-                await self.ledger.refund(state)
+            if not await self.ledger.take(state):
                 continue
             if stay is not None and stay.source == state.name:
                 self.same_source[state.name] = self.same_source.get(state.name, 0) + 1

@@ -206,6 +206,28 @@ class LegLedger(Generic[T]):
 
     # --- admission ----------------------------------------------------------------------------
 
+    async def take(self, state: SourceState) -> bool:
+        """The breaker's and admission's leave for the call's next leg at ``state``: both or
+        neither. The breaker is asked first: it answers at once and what it lets through is
+        given back whole (a half-open probe freed for the next attempt), where a request
+        admission took stays taken. Asked the other way round, a call admitted while another
+        call took the half-open probe (during a shared backend's round trip) lost a request
+        of the source's quota that never reached the provider."""
+        if not self.pass_breaker(state):
+            return False
+        try:
+            admitted = await self.admit(state)
+        except BaseException:  # the backend cannot be asked, or the call was cancelled
+            self.drop_permit(state)
+            raise
+        if not admitted:
+            self.drop_permit(state)
+        return admitted
+
+    def drop_permit(self, state: SourceState) -> None:
+        """Give back the breaker permit taken for a leg at ``state`` that will not start."""
+        state.breaker.release(self._permits.pop(state.name, None))
+
     async def admit(self, state: SourceState) -> bool:
         """Take the source's admission for one request of the call; if it has none for this
         request, mark the source out of quota for this call only (and return False) — until
@@ -217,10 +239,6 @@ class LegLedger(Generic[T]):
         recheck = min(wait, DEFAULTS.quota_recheck_s)
         self.candidates.quota_until[state.name] = self.loop.time() + recheck
         return False
-
-    async def refund(self, state: SourceState) -> None:
-        """Give back an admission that was not used."""
-        await self._settle(state, self.tokens, 0)
 
     async def _settle(self, state: SourceState, tokens: int, actual: int | None) -> None:
         """Settle a reservation: ``actual`` tokens used (``None``: unknown, keep the estimate).
@@ -269,23 +287,15 @@ class LegLedger(Generic[T]):
     async def _take_for_hedge(
         self, target: SourceState, budget: HedgeBudgets, trigger: Trigger
     ) -> bool:
-        """Admission and the breaker's leave for a hedge leg at ``target`` (both or neither)."""
+        """The breaker's and admission's leave for a hedge leg at ``target`` (both or
+        neither)."""
         try:
-            admitted = await self.admit(target)
-        except e.BackendUnavailable:  # no quota this call can see now
+            return await self.take(target)
+        except e.BackendUnavailable:  # no quota this call can see now: the primary runs on
             return False
         except BaseException:  # cancelled while waiting for admission: no hedge was started
             budget.refund(trigger)
             raise
-        if not admitted:
-            return False
-        if self.pass_breaker(target):
-            return True
-        try:
-            await self.refund(target)
-        except e.BackendUnavailable as exc:  # the primary runs on all the same
-            logger.warning("otel-llm: could not give back admission for %s: %s", target.name, exc)
-        return False
 
     # --- what the losers used -----------------------------------------------------------------
 

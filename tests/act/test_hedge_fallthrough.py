@@ -12,7 +12,6 @@ their seconds are exact.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import httpx2
@@ -275,45 +274,35 @@ def test_a_first_token_hedge_admission_refuses_is_refunded_to_its_bucket(spans: 
     assert "b" not in script.seen
 
 
-class OpensBDuringAdmission(LocalAdmission):
-    """The in-process backend; while it admits a request for ``b``, b's breaker opens (as if
-    another call's attempt at b failed meanwhile)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.states: Sequence[SourceState] = ()
-        self.asked_for_b = 0
-
-    async def acquire(self, source: str, limits: Limits, tokens: int) -> float:
-        if source == "b":
-            self.asked_for_b += 1
-            (b,) = [state for state in self.states if state.name == "b"]
-            b.breaker.record_failure(asyncio.get_running_loop().time())
-        return await super().acquire(source, limits, tokens)
-
-
-def test_a_stall_hedge_the_breaker_refuses_is_refunded_to_the_stall_bucket(spans: Spans) -> None:
+def test_a_stall_hedge_admission_refuses_frees_the_half_open_probe_and_its_stall_token(
+    spans: Spans,
+) -> None:
     """The first-token share spent: the first-token trigger is refused by the budget without
-    spending; the stall trigger takes a stall token, its target's breaker opens
-    while it is admitted, and the token goes back to the stall bucket — not to the first-token
-    one. The call is unhedged."""
-    admission = OpensBDuringAdmission()
+    spending. The stall trigger takes a stall token; its target ``b`` is half-open (its
+    cool-down over), so its breaker lets the hedge through as the probe — the breaker is asked
+    before admission — and then admission has no quota for it. The hedge does not start, the
+    probe is freed for the next call at ``b`` and the token goes back to the stall bucket, not
+    to the first-token one. The call is unhedged."""
+    admission = RefusingB()
     script = Scripted({"a": [timed_stream(3.0, gap_after=2, gap_s=5.0)], "b": [sse_answer()]})
 
-    async def main() -> tuple[ChatResult, tuple[float, float], str]:
+    async def main() -> tuple[ChatResult, tuple[float, float], str, bool]:
         async with client(
             script, spans, admission=admission, breaker_failure_threshold=1,
             breaker_first_cooldown_s=60, breaker_cooldown_s=60, **BOTH,
         ) as c:  # fmt: skip
             spend_first_token_share(c)
-            admission.states = c._states
+            (b,) = [state for state in c._states if state.name == "b"]
+            b.breaker.record_failure(-3600.0)  # opened an hour before the call: cool-down over
             result = await c.chat(MESSAGES)
-            return result, tokens(c), c.breaker_state("b")
+            now = asyncio.get_running_loop().time()
+            return result, tokens(c), c.breaker_state("b"), b.breaker.allows(now)
 
-    result, (stall, first), breaker = run_virtual(main())
+    result, (stall, first), breaker, b_allows = run_virtual(main())
     assert result.source == "a"
     assert result.stats.hedges == 0
-    assert (admission.asked_for_b, breaker) == (1, "open")
+    assert admission.asked_for_b == 1
+    assert (breaker, b_allows) == ("half_open", True), "the probe was given back"
     assert (stall, first) == (10.0, 0.25), "the stall token came back to the stall bucket"
     assert "b" not in script.seen
 

@@ -22,6 +22,7 @@ from otel_llm import (
     Limits,
     LocalAdmission,
     RedisAdmission,
+    Source,
 )
 from otel_llm._redact import redact_url
 from otel_llm.simulator import SimulatedProvider
@@ -509,3 +510,37 @@ async def test_chat_and_embeddings_sources_of_one_name_keep_their_own_quotas(
             await chat.chat([{"role": "user", "content": "hi"}], stream=True)
             result = await embeddings.embed("hi")
     assert result.source == "openai-0"
+
+
+async def test_two_calls_at_a_half_open_source_take_one_request_of_its_quota(
+    redis_url: str, prefix: str
+) -> None:
+    """Two calls start at once at a source whose breaker is half-open: the first is its probe,
+    the second goes to the next source. The source's quota is charged one request — the one
+    sent. Admission was asked before the breaker: both calls were admitted during Redis's
+    round trip, the breaker then refused the second, and its request stayed taken though it
+    never reached the provider (a second call would have found the quota spent)."""
+    limits = Limits(requests_per_minute=2)
+    async with SimulatedProvider(time_scale=0.01) as sim:
+        sources = [
+            Source(name=name, provider="sim", base_url=sim.base_url, model="m", **extra)
+            for name, extra in (("a", {"requests_per_minute": 2}), ("b", {}))
+        ]
+        admission = RedisAdmission(redis_url, key_prefix=prefix)
+        direct = RedisAdmission(redis_url, key_prefix=prefix)
+        try:
+            async with Client(sources, admission=admission, breaker_failure_threshold=1) as client:
+                (a,) = [state for state in client._states if state.name == "a"]
+                a.breaker.record_failure(asyncio.get_running_loop().time() - 3600.0)
+                assert client.breaker_state("a") == "open"  # and its cool-down is over
+                messages = [{"role": "user", "content": "hi"}]
+                first, second = await asyncio.gather(
+                    client.chat(messages, stream=True), client.chat(messages, stream=True)
+                )
+                assert (first.source, second.source) == ("a", "b")
+                assert client.breaker_state("a") == "closed", "the probe answered"
+            assert await direct.acquire("a", limits, 1) == 0.0, "a request sent was charged"
+            assert await direct.acquire("a", limits, 1) > 0.0, "only one was charged"
+        finally:
+            await admission.aclose()
+            await direct.aclose()
