@@ -56,3 +56,48 @@ _BASE = {
     "openai": "https://api.openai.com/v1",
     "azure": "https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21",
 }
+
+
+ECHOED = {  # an assistant message as the openai SDK dumps it (``message.model_dump()``)
+    "role": "assistant",
+    "content": "hello",
+    "refusal": None,
+    "annotations": None,
+    "audio": None,
+    "function_call": None,
+    "tool_calls": None,
+}
+
+
+@pytest.mark.parametrize("api", ["anthropic", "gemini"])
+def test_a_message_field_of_none_is_not_set(api: str) -> None:
+    """A message's field set to ``None`` — an assistant message echoed back as the openai SDK
+    dumps it, ``tool_calls=None`` and all, or a part's ``None`` field — is not set, as a
+    request field of ``None`` is not: the conversation crosses as its text."""
+    source = Source(name="s", model="m", provider=api, api_key="k")
+    part = {"type": "text", "text": "again", "cache_control": None}
+    messages = [USER, ECHOED, {"role": "user", "name": None, "content": [part]}]
+    body = wire_for(api).request(source, {"messages": messages}, stream=True).body
+    if api == "anthropic":
+        assert body["messages"] == [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "again"},
+        ]
+    else:
+        assert body["contents"] == [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            {"role": "model", "parts": [{"text": "hello"}]},
+            {"role": "user", "parts": [{"text": "again"}]},
+        ]
+
+
+@pytest.mark.parametrize("api", ["anthropic", "gemini"])
+def test_a_message_field_that_is_set_is_still_refused(api: str) -> None:
+    """Only ``None`` is not set: tool calls that are there (an empty list too) are refused."""
+    source = Source(name="s", model="m", provider=api, api_key="k")
+    for calls in ([], [{"id": "c", "type": "function"}]):
+        echoed = {**ECHOED, "tool_calls": calls}
+        with pytest.raises(ConfigurationError) as caught:
+            wire_for(api).request(source, {"messages": [USER, echoed]}, stream=True)
+        assert caught.value.key == "messages[1].tool_calls"

@@ -10,7 +10,9 @@ version the client speaks has no sampling settings). Anything else — tools and
 images and audio, ``response_format``, ``n > 1``, log probabilities, a message's ``name``, a
 system message in mid-conversation — is refused with a :class:`~otel_llm.ConfigurationError`
 naming the field, before anything is sent, rather than dropped (the answer would not be the one
-asked for). A field set to ``None`` is not set, as the SDKs read it.
+asked for). A field set to ``None`` — of the request, a message or a content part — is not set,
+as the SDKs read it (an assistant message echoed back as the openai SDK dumps it carries
+``tool_calls=None``).
 """
 
 from __future__ import annotations
@@ -126,8 +128,8 @@ class Translation:
             at = f"messages[{position}]"
             if not isinstance(message, Mapping):
                 raise self.refuse(at, "a message that is not an object")
-            for key in message:
-                if key not in ("role", "content"):
+            for key, value in message.items():
+                if key not in ("role", "content") and value is not None:  # None: not set
                     what = "tool calls" if key in ("tool_calls", "function_call") else None
                     raise self.refuse(f"{at}.{key}", what or f"a message's {key!r}")
             role = message.get("role")
@@ -169,7 +171,8 @@ class Translation:
                 }.get(kind if isinstance(kind, str) else "", f"a content part of type {kind!r}")
                 raise self.refuse(where, what)
             text = part.get("text")
-            if not isinstance(text, str) or set(part) - {"type", "text"}:
+            others = {key for key, value in part.items() if value is not None} - {"type", "text"}
+            if not isinstance(text, str) or others:
                 raise self.refuse(where, "a text part with fields other than its text")
             texts.append(text)
         return tuple(texts)
