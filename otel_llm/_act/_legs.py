@@ -236,8 +236,9 @@ class LegLedger(Generic[T]):
         wait = await self.call.admission.acquire(state.name, state.source.limits, self.tokens)
         if wait <= 0:
             return True
-        recheck = min(wait, DEFAULTS.quota_recheck_s)
-        self.candidates.quota_until[state.name] = self.loop.time() + recheck
+        now = self.loop.time()
+        self.candidates.quota_until[state.name] = now + min(wait, DEFAULTS.quota_recheck_s)
+        self.candidates.quota_estimate[state.name] = now + wait
         return False
 
     async def _settle(self, state: SourceState, tokens: int, actual: int | None) -> None:

@@ -83,6 +83,10 @@ class Candidates:
     per call, not on the shared :class:`SourceState`: how long a request waits for tokens
     depends on its own need, so one call's large request never keeps another call's small one
     away from a source — each call asks admission for itself."""
+    quota_estimate: dict[str, float] = field(default_factory=dict)
+    """When admission estimated, at its last answer, that this call's request could be admitted
+    at each source it refused (``quota_until`` asks again sooner: the estimate is an upper
+    bound)."""
 
     def remaining(self) -> list[SourceState]:
         """Sources the call may still use."""
@@ -94,9 +98,11 @@ class Candidates:
 
     def why_unavailable(self, state: SourceState, now: float) -> str:
         """Why no attempt of this call starts at ``state`` now."""
-        until = self.quota_until.get(state.name, 0.0)
-        if until > now and state.rate_limited_until <= now:
-            return f"out of admission quota for this request {for_another(until - now)}"
+        recheck = self.quota_until.get(state.name)
+        if recheck is not None and recheck >= now and state.rate_limited_until <= now:
+            # due to be asked again at ``recheck`` (which may be now): what admission estimated
+            until = max(recheck, self.quota_estimate.get(state.name, recheck))
+            return f"out of admission quota for this request, estimated {for_another(until - now)}"
         return state.why_unavailable(now)
 
     def pick(

@@ -129,3 +129,30 @@ def test_no_warning_before_the_threshold(
     with caplog.at_level(logging.WARNING, logger="otel_llm"):
         run_virtual(main())
     assert warnings_of(caplog) == []
+
+
+def test_a_call_waiting_for_admission_says_so_with_the_estimated_wait(
+    spans: Spans, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A source allowing one request a minute: the second call waits a minute for admission,
+    asking again every second. Its warning at 30 s says the source is out of admission quota
+    for this request, for about the 30 s admission estimates — it said the source was
+    "available", since the warning is given as the call wakes to ask again."""
+    script = Scripted({"a": [sse_answer()] * 2})
+
+    async def main() -> float:
+        async with client(script, spans, source("a", requests_per_minute=1)) as c:
+            await c.chat(MESSAGES)
+            start = asyncio.get_running_loop().time()
+            await c.chat(MESSAGES)
+            return asyncio.get_running_loop().time() - start
+
+    with caplog.at_level(logging.WARNING, "otel_llm"):
+        waited = run_virtual(main())
+    assert 59.0 < waited <= 60.0, waited
+    (message,) = warnings_of(caplog)
+    assert waited_of(message) == 30.0
+    assert message.endswith(
+        "a at http://a.test/v1: out of admission quota for this request, "
+        "estimated for another 30.0 s"
+    ), message
