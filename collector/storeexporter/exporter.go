@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 type batch struct {
 	rows  *rows
 	spans int
+	keys  []spanKey // of its spans, when the exporter remembers them (stored.go)
 	done  chan struct{}
 	err   error
 }
@@ -43,12 +45,13 @@ type storeExporter struct {
 	stopped chan struct{}
 	closed  bool
 
-	shapes      []shape              // of the last segment: the next one reserves as much
-	rowBytes    float64              // the last segment's bytes a row: the next one's buffer
-	memory      *recycler            // the segments' Arrow and Parquet buffers, reused
-	resent      map[spanKey]struct{} // spans stored shortly before this start (see resent.go)
-	resentUntil time.Time
-	dropped     int // resent spans not written again
+	shapes   []shape            // of the last segment: the next one reserves as much
+	rowBytes float64            // the last segment's bytes a row: the next one's buffer
+	memory   *recycler          // the segments' Arrow and Parquet buffers, reused
+	stored   *storedSpans       // spans the store got lately; nil: none remembered
+	waiting  map[spanKey]*batch // spans waiting for their segment, when stored is kept
+	forget   *time.Timer        // drops stored's older generation each window
+	dropped  int                // spans sent again, not written again
 }
 
 var errShutDown = errors.New("the otel-llm store exporter is shut down")
@@ -91,16 +94,9 @@ func (e *storeExporter) start(context.Context, component.Host) error {
 			e.logger.Warn("could not read some segments stored just before this start; a span "+
 				"of theirs sent again after a crash may be stored twice", zap.Strings("segments", skipped))
 		}
-		if len(recent) > 0 {
-			e.resent, e.resentUntil = recent, started.Add(e.cfg.ResendWindow)
-			// forgotten when the window ends, whether or not a span comes after it (up to
-			// resend_spans ids: tens of MiB)
-			time.AfterFunc(e.cfg.ResendWindow, func() {
-				e.mu.Lock()
-				e.resent = nil
-				e.mu.Unlock()
-			})
-		}
+		e.stored = newStoredSpans(e.cfg.ResendWindow, e.cfg.ResendSpans, recent)
+		e.waiting = make(map[spanKey]*batch)
+		e.forget = time.AfterFunc(e.cfg.ResendWindow, e.forgetOlder)
 	}
 	e.store = s
 	e.sealing = make(chan *batch, 2)
@@ -132,12 +128,9 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 		e.timer = time.AfterFunc(e.cfg.SealInterval, func() { e.sealIfOpen(b) })
 	}
 	var skip func(ptrace.Span) bool
-	if e.resent != nil {
-		if time.Now().After(e.resentUntil) {
-			e.resent = nil
-		} else {
-			skip = e.isResent
-		}
+	var also []*batch // earlier segments holding spans of td sent before, not sealed yet
+	if e.stored != nil {
+		skip = func(s ptrace.Span) bool { return e.sentBefore(s, b, &also) }
 	}
 	refusedBefore := b.rows.refused
 	b.spans += b.rows.appendTraces(td, skip)
@@ -155,28 +148,72 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 		e.sealing <- b
 		e.sends.Done()
 	}
-	select {
-	case <-b.done:
-		return b.err
-	case <-ctx.Done():
-		// the sender gave up waiting: it sends these spans again, and the segment may hold
-		// them too (a span can then be stored twice; it is never lost)
-		return ctx.Err()
+	for _, w := range append(also, b) {
+		select {
+		case <-w.done:
+			if w.err != nil {
+				return w.err
+			}
+		case <-ctx.Done():
+			// the sender gave up waiting: it sends these spans again, and they are not
+			// written again while they wait or after they are stored (stored.go)
+			return ctx.Err()
+		}
 	}
+	return nil
 }
 
-// isResent says whether s was stored before this start (caller holds mu). A span without
-// ids (zeros) is never taken for one: nothing tells it from another span without ids.
-func (e *storeExporter) isResent(s ptrace.Span) bool {
+// sentBefore says whether s is a span the store got lately or one waiting for its segment, in
+// which case it is not written again into b and the request waits for that segment too
+// (added to also). Else s is remembered as waiting in b. Caller holds mu. A span without ids
+// (zeros) is never taken for one sent before: nothing tells it from another span without ids.
+func (e *storeExporter) sentBefore(s ptrace.Span, b *batch, also *[]*batch) bool {
 	k, ok := keyOf(s)
 	if !ok {
 		return false
 	}
-	if _, ok := e.resent[k]; ok {
+	if e.stored.has(k) {
 		e.dropped++
 		return true
 	}
+	if w, ok := e.waiting[k]; ok {
+		if w != b && !slices.Contains(*also, w) {
+			*also = append(*also, w)
+		}
+		e.dropped++
+		return true
+	}
+	e.waiting[k] = b
+	b.keys = append(b.keys, k)
 	return false
+}
+
+// sealed moves b's spans from waiting to stored (or, when b failed, forgets them: their
+// senders retry and they are written then), before b's senders are answered.
+func (e *storeExporter) sealed(b *batch) {
+	if e.stored == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, k := range b.keys {
+		if e.waiting[k] == b {
+			delete(e.waiting, k)
+		}
+	}
+	if b.err == nil {
+		e.stored.add(b.keys)
+	}
+}
+
+// forgetOlder drops the older generation of stored span ids, each window.
+func (e *storeExporter) forgetOlder() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stored.rotate()
+	if !e.closed {
+		e.forget.Reset(e.cfg.ResendWindow)
+	}
 }
 
 // takeLocked closes the open batch to new spans (caller holds mu).
@@ -211,6 +248,7 @@ func (e *storeExporter) sealer() {
 			e.logger.Warn("could not seal a segment; its senders will retry",
 				zap.Int("spans", b.spans), zap.Error(b.err))
 		}
+		e.sealed(b)
 		close(b.done)
 	}
 }
@@ -218,7 +256,7 @@ func (e *storeExporter) sealer() {
 func (e *storeExporter) seal(b *batch) error {
 	defer b.rows.release()
 	if b.spans == 0 {
-		return nil // every span was one stored before this start (resent.go)
+		return nil // every span was one sent before (stored.go)
 	}
 	rec := b.rows.record()
 	defer rec.Release()
@@ -278,6 +316,9 @@ func (e *storeExporter) shutdown(ctx context.Context) error {
 	e.closed = true
 	b := e.open
 	e.takeLocked()
+	if e.forget != nil {
+		e.forget.Stop()
+	}
 	e.mu.Unlock()
 	if b != nil {
 		e.sealing <- b
@@ -290,7 +331,7 @@ func (e *storeExporter) shutdown(ctx context.Context) error {
 		dropped := e.dropped
 		e.mu.Unlock()
 		if dropped > 0 {
-			e.logger.Info("spans sent again after a restart were not stored twice",
+			e.logger.Info("spans sent again were not stored twice",
 				zap.Int("spans", dropped))
 		}
 		return nil

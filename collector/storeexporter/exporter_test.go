@@ -317,8 +317,8 @@ func TestAnUnreadableSegmentLeavesTheOthersSpansKnownAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := restartedExporter(t, cfg)
-	if len(second.resent) != 2 {
-		t.Fatalf("%d span ids known at start, want the 2 readable ones", len(second.resent))
+	if got := second.stored.len(); got != 2 {
+		t.Fatalf("%d span ids known at start, want the 2 readable ones", got)
 	}
 	os.Remove(junk)
 	if err := second.push(context.Background(), sampleTraces(2)); err != nil {
@@ -417,7 +417,7 @@ func TestTheIdsKeptAtStartAreBoundedWithinOneSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.ResendSpans = 4 // a merged segment can hold millions: resend_spans bounds the memory
-	if got := len(restartedExporter(t, cfg).resent); got != 4 {
+	if got := restartedExporter(t, cfg).stored.len(); got != 4 {
 		t.Fatalf("%d span ids kept at start, resend_spans 4", got)
 	}
 }
@@ -449,13 +449,15 @@ func TestTheIdsKeptAtStartAreForgottenWhenTheWindowEnds(t *testing.T) {
 	cfg.ResendWindow = 50 * time.Millisecond
 	e := restartedExporter(t, cfg)
 	deadline := time.Now().Add(30 * time.Second)
+	read := false
 	for {
 		e.mu.Lock()
-		kept, read := len(e.resent), !e.resentUntil.IsZero()
+		kept := e.stored.len()
 		e.mu.Unlock()
-		if !read {
+		if kept == 0 && !read {
 			t.Fatal("no span id was read at the start")
 		}
+		read = true
 		if kept == 0 {
 			return // no span came after the window: the ids went all the same
 		}
@@ -463,5 +465,109 @@ func TestTheIdsKeptAtStartAreForgottenWhenTheWindowEnds(t *testing.T) {
 			t.Fatalf("%d ids still kept long after the window", kept)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func dedupingExporter(t *testing.T, interval time.Duration) (*storeExporter, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "store")
+	return restartedExporter(t, &Config{Store: dir, SealInterval: interval, SegmentSpans: 1000,
+		ResendWindow: time.Minute, ResendSpans: 1000}), dir
+}
+
+// A sender that gives up waiting for its segment (a timeout shorter than the seal) sends the
+// same spans again while they still wait: they are written once, and the second export is
+// answered when their segment is sealed. They were stored twice.
+func TestSpansSentAgainWhileTheyWaitForTheirSegmentAreStoredOnce(t *testing.T) {
+	e, dir := dedupingExporter(t, 300*time.Millisecond)
+	impatient, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := e.push(impatient, manySpans(5)); err == nil {
+		t.Fatal("answered before the seal interval")
+	}
+	again := manySpans(5)
+	fresh := again.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty()
+	fresh.SetTraceID([16]byte{42})
+	fresh.SetSpanID([8]byte{42})
+	if err := e.push(context.Background(), again); err != nil {
+		t.Fatal(err)
+	}
+	if got := sealedSpans(t, dir); got != 6 {
+		t.Fatalf("%d spans stored, want the 5 sent twice once and the new one", got)
+	}
+}
+
+// A sender that timed out and sends again after the segment was sealed: not written again,
+// answered at once (no new segment).
+func TestSpansSentAgainAfterTheirSegmentWasSealedAreNotStoredAgain(t *testing.T) {
+	e, dir := dedupingExporter(t, 20*time.Millisecond)
+	if err := e.push(context.Background(), manySpans(5)); err != nil {
+		t.Fatal(err)
+	}
+	before := len(names(t, filepath.Join(dir, "segments")))
+	if err := e.push(context.Background(), manySpans(5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := sealedSpans(t, dir); got != 5 {
+		t.Fatalf("%d spans stored of 5 sent twice", got)
+	}
+	if got := len(names(t, filepath.Join(dir, "segments"))); got != before {
+		t.Fatalf("a segment of no spans was written (%d files, %d before)", got, before)
+	}
+}
+
+// A segment that cannot be sealed fails its exports, the one waiting for it as a resend
+// included, and leaves no span remembered: sent again once there is room, they are stored.
+func TestSpansOfASegmentThatFailedAreStoredWhenSentAgain(t *testing.T) {
+	e, dir := dedupingExporter(t, 100*time.Millisecond)
+	segments := filepath.Join(dir, "segments")
+	target, err := os.Readlink(segments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(segments); err != nil {
+		t.Fatal(err)
+	}
+	impatient, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := e.push(impatient, manySpans(3)); err == nil {
+		t.Fatal("answered before the seal interval")
+	}
+	if err := e.push(context.Background(), manySpans(3)); err == nil {
+		t.Fatal("a resend waiting for a segment that could not be sealed was answered")
+	}
+	if err := os.Symlink(target, segments); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.push(context.Background(), manySpans(3)); err != nil {
+		t.Fatal(err)
+	}
+	if got := sealedSpans(t, dir); got != 3 {
+		t.Fatalf("%d spans stored of 3 sent until answered", got)
+	}
+}
+
+// The ids of the spans stored are kept for at least the window and at most twice it, and at
+// most resend_spans of them (plus one segment's): the older generation goes early.
+func TestTheIdsRememberedAreBoundedInNumberAndTime(t *testing.T) {
+	s := newStoredSpans(time.Minute, 4, nil)
+	key := func(n byte) spanKey { return spanKey{1, 15: n, 16: n} }
+	s.add([]spanKey{key(1), key(2), key(3)})
+	s.add([]spanKey{key(4)})
+	if !s.has(key(1)) || s.len() != 4 {
+		t.Fatalf("%d ids kept, key 1 kept: %v", s.len(), s.has(key(1)))
+	}
+	s.add([]spanKey{key(5)}) // past the limit: the older generation (1-4) is the newer one now
+	if !s.has(key(1)) || !s.has(key(5)) {
+		t.Fatal("an id forgotten before its generation was dropped")
+	}
+	s.add([]spanKey{key(6)})
+	if s.has(key(1)) || !s.has(key(5)) || !s.has(key(6)) || s.len() != 2 {
+		t.Fatalf("%d ids kept after the older generation went", s.len())
+	}
+	s.rotate()
+	s.rotate() // two windows without a span: nothing left
+	if s.len() != 0 {
+		t.Fatalf("%d ids kept two windows on", s.len())
 	}
 }

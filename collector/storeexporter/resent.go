@@ -19,8 +19,8 @@ import (
 // A Collector killed between sealing a segment and answering its senders has stored spans that
 // the senders were not told about: they send them again to the next Collector. So that no span
 // lands twice, a starting exporter reads the ids of the spans the store got within the last
-// ResendWindow (segments changed since then) and drops those if they come again during that
-// window; then it forgets them.
+// ResendWindow (segments changed since then); it remembers them with those it stores itself
+// (stored.go).
 
 type spanKey [24]byte
 
