@@ -16,6 +16,7 @@ call, so this is a margin, not a race), and it never jumps while a job it handed
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import selectors
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
@@ -69,6 +70,24 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self._jumping.now
+
+    def call_at(  # type: ignore[override]  # same call, the typeshed generics aside
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        """A timer that runs with the clock at least at ``when``. The loop runs every timer
+        due within its clock resolution (1 ns) of now; on the real clock time moves on anyway,
+        here it would not, and a caller that waits for a deadline and reads the clock again
+        would wait for the same instant forever (a deadline one float step ahead)."""
+        return super().call_at(when, self._at, when, callback, *args, context=context)
+
+    def _at(self, when: float, callback: Callable[..., object], *args: Any) -> None:
+        if self._jumping.now < when:
+            self._jumping.now = when
+        callback(*args)
 
     def run_in_executor(  # type: ignore[override]  # same call, the typeshed generics aside
         self, executor: Executor | None, func: Callable[..., T], *args: Any

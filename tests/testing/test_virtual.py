@@ -1,0 +1,119 @@
+"""The virtual-time loop (``otel_llm.testing.run_virtual``): a timer closer than one float step
+to the current virtual time still fires with the clock at its due time, so a caller that waits
+until a deadline and checks the clock again is never stuck in the same instant.
+
+A loop that cannot advance spins, so each test here runs under a wall-clock guard that cancels
+it: a regression fails in seconds instead of hanging the run."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from otel_llm import ChatResult
+from otel_llm.testing import Scripted, Spans, run_virtual
+from tests.support.scripted_clients import MESSAGES, client, timed_stream
+
+T = TypeVar("T")
+
+GUARD_S = 20.0
+"""Real seconds a test's coroutine may run before the guard cancels it (it needs milliseconds)."""
+
+
+def guarded(main: Coroutine[Any, Any, T]) -> T:
+    """``run_virtual(main)``, cancelled from another thread after ``GUARD_S`` real seconds: a
+    loop stuck in one virtual instant still runs its callbacks, so the cancellation lands."""
+    spun = threading.Event()
+
+    async def watched() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def cancel() -> None:
+            spun.set()
+            loop.call_soon_threadsafe(task.cancel)
+
+        timer = threading.Timer(GUARD_S, cancel)
+        timer.start()
+        try:
+            return await main
+        finally:
+            timer.cancel()
+
+    try:
+        return run_virtual(watched())
+    except asyncio.CancelledError:
+        assert not spun.is_set(), f"virtual time stood still for {GUARD_S:g} real seconds"
+        raise
+
+
+def test_a_timer_one_float_step_ahead_fires_with_the_clock_at_its_time() -> None:
+    """At t=18.1 a deadline one float step later (3.55e-15 s): each wait for it ends with the
+    clock at the deadline, as on the real clock, so the check-and-wait loop ends (it spun)."""
+
+    async def main() -> tuple[int, float, float]:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(18.1)
+        deadline = math.nextafter(loop.time(), math.inf)
+        waits = 0
+        never = asyncio.Event()
+        while deadline - loop.time() > 0:
+            waits += 1
+            assert waits < 100, f"stuck at {loop.time()!r} before {deadline!r}"
+            # something else is ready in the same pass, as a hedge's fresh waiters are
+            ready = asyncio.create_task(asyncio.sleep(0))
+            waiter = asyncio.create_task(never.wait())
+            await asyncio.wait({waiter}, timeout=deadline - loop.time())
+            waiter.cancel()
+            await asyncio.wait({ready, waiter})
+        return waits, loop.time(), deadline
+
+    waits, now, deadline = guarded(main())
+    assert (waits, now) == (1, deadline)
+
+
+def test_timers_keep_their_exact_times() -> None:
+    """The fix moves no other time: sleeps land exactly where float arithmetic puts them."""
+
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        seen = []
+        for delay in (0.1, 0.2, 5.0, 3600.0, 0.0):
+            await asyncio.sleep(delay)
+            seen.append(loop.time())
+        return seen
+
+    hour = 0.1 + 0.2 + 5.0 + 3600.0
+    assert guarded(main()) == [0.1, 0.1 + 0.2, 0.1 + 0.2 + 5.0, hour, hour]
+
+
+@pytest.mark.parametrize("start_s", [1.1, 18.1 - 0.3, 1234.5])
+def test_a_first_token_hedge_due_one_float_step_after_another_timer_starts(
+    spans: Spans, start_s: float
+) -> None:
+    """A first-token hedge (0.3 s) whose deadline, start + 0.3, is one float step after an
+    unrelated timer of the application: the hedge starts and answers (the round spun forever
+    in the instant before its deadline)."""
+    script = Scripted({"a": [timed_stream(500.0)], "b": [timed_stream(0.5)]})
+
+    async def main() -> tuple[ChatResult, float]:
+        loop = asyncio.get_running_loop()
+        async with client(script, spans, hedge_after_s=0.3) as c:
+            await asyncio.sleep(start_s)
+            started = loop.time()
+            tick = loop.create_future()
+            before = math.nextafter(started + 0.3, -math.inf)
+            loop.call_at(before, tick.set_result, None)  # e.g. the app's own periodic job
+            result = await c.chat(MESSAGES)
+            await tick
+            return result, loop.time() - started
+
+    result, elapsed = guarded(main())
+    assert (result.source, result.stats.hedges, result.stats.hedge_won) == ("b", 1, True)
+    assert elapsed == pytest.approx(0.3 + 1.1), "hedged at 0.3 s; b's stream takes 1.1 s"
