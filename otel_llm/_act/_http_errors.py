@@ -19,6 +19,7 @@ from otel_llm import _errors as e
 from otel_llm._act import _json
 from otel_llm._defaults import DEFAULTS
 from otel_llm._redact import redact
+from otel_llm._visible import visible
 
 CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 """Provider error codes of a prompt that does not fit the model (whatever the status)."""
@@ -108,6 +109,14 @@ def not_found_hint(base_url: str, requested_url: str) -> str:
     return hint + ")"
 
 
+def provider_words(text: str, secrets: Iterable[str]) -> str:
+    """What a provider wrote (an error's message or code, a refusal's explanation) as a message
+    of the library shows it: the source's secrets redacted, at most 500 characters, on one line
+    — every control or format character and line break written as an escape, so that a
+    provider's text can neither forge a log line nor restyle or reorder a terminal's."""
+    return visible(redact(text.strip(), secrets)[:500])
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorContext:
     """What a classifier needs besides the error body: the source's name and secrets (redacted
@@ -152,12 +161,14 @@ def make_error(
 ) -> e.ProviderError:
     """``kind`` with the message every classifier writes — ``answered <status>: <the
     provider's own message>`` — a 404's hint added, a 429's wait kept. Everything the provider
-    supplied (its message and its code) has the source's secrets redacted: a provider may echo
-    the key in any field of its error."""
-    shown = "an error" if status is None else str(status)
-    said = redact(message.strip(), context.secrets)[:500] or f"HTTP {shown}"
-    text = f"answered {shown}: {said}"
-    code = None if code is None else redact(code, context.secrets)
+    supplied (its message and its code) is shown by :func:`provider_words`: a provider may echo
+    the key in any field of its error, or write what a terminal would act on."""
+    said = provider_words(message, context.secrets)
+    if status is None:
+        text = f"answered an error: {said}" if said else "answered an error without a message"
+    else:
+        text = f"answered {status}: {said or f'HTTP {status}'}"
+    code = None if code is None else provider_words(code, context.secrets)
     if kind is e.RateLimited:
         return e.RateLimited(
             text, status_code=status, code=code, source=context.source, retry_after_s=retry_after_s

@@ -31,6 +31,7 @@ from otel_llm._act._http_errors import (
     ErrorContext,
     make_error,
     parse_retry_after,
+    provider_words,
     status_class,
 )
 from otel_llm._act._wire._format import (
@@ -44,7 +45,6 @@ from otel_llm._act._wire._format import (
 from otel_llm._act._wire._translate import Translated, Translation
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._response import Usage, text_or_none
-from otel_llm._redact import redact
 
 if TYPE_CHECKING:
     from otel_llm._act._source import Source
@@ -104,7 +104,7 @@ def refusal(details: Any, context: ErrorContext) -> e.ContentFiltered:
         category = text_or_none(details.get("category"))
         explanation = text_or_none(details.get("explanation"))
         parts = [text for text in (category, explanation) if text]
-        said = redact(f": {'; '.join(parts)}", context.secrets) if parts else ""
+        said = f": {provider_words('; '.join(parts), context.secrets)}" if parts else ""
     return e.ContentFiltered(
         f"answered with stop reason refusal{said}", code=REFUSAL, source=context.source
     )

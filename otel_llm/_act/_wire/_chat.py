@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from otel_llm import _errors as e
 from otel_llm._act import _json
 from otel_llm._act._completion import Completion, StreamAssembler, completion_from_json
-from otel_llm._act._http_errors import ErrorContext, provider_error
+from otel_llm._act._http_errors import ErrorContext, provider_error, provider_words
 from otel_llm._act._wire._format import (
     EXTRA_BODY,
     WireRequest,
@@ -29,7 +29,6 @@ from otel_llm._act._wire._format import (
     where,
     with_extra,
 )
-from otel_llm._redact import redact
 
 if TYPE_CHECKING:
     from otel_llm._act._source import Source
@@ -161,7 +160,7 @@ def refusal_error(text: str, source: str, secrets: tuple[str, ...]) -> e.Content
     """The error of an answer the model refused (``refusal`` instead of content), its words
     kept as the provider's reason (secrets redacted), as Anthropic's ``refusal`` stop is."""
     return e.ContentFiltered(
-        f"answered with a refusal: {redact(text.strip()[:500], secrets)}",
+        f"answered with a refusal: {provider_words(text, secrets)}",
         code="refusal",
         source=source,
     )

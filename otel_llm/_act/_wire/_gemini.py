@@ -31,6 +31,7 @@ from otel_llm._act._http_errors import (
     ErrorContext,
     make_error,
     parse_retry_after,
+    provider_words,
     status_class,
 )
 from otel_llm._act._wire._format import (
@@ -45,7 +46,6 @@ from otel_llm._act._wire._translate import Translated, Translation
 from otel_llm._defaults import DEFAULTS
 from otel_llm._measure._chunks import stream_complete
 from otel_llm._measure._response import Usage, text_or_none
-from otel_llm._redact import redact
 
 if TYPE_CHECKING:
     from otel_llm._act._source import Source
@@ -170,10 +170,11 @@ def _blocked(feedback: Any, context: ErrorContext) -> e.ContentFiltered | None:
     if reason is None:
         return None
     said = text_or_none(feedback.get("blockReasonMessage"))
-    text = f"blocked the prompt: {reason}" + (f" ({said})" if said else "")
-    return e.ContentFiltered(
-        redact(text, context.secrets), code=redact(reason, context.secrets), source=context.source
+    code = provider_words(reason, context.secrets)
+    text = f"blocked the prompt: {code}" + (
+        f" ({provider_words(said, context.secrets)})" if said else ""
     )
+    return e.ContentFiltered(text, code=code, source=context.source)
 
 
 def _filtered(
@@ -190,11 +191,10 @@ def _filtered(
         and rating.get("blocked") is True
         and isinstance(rating.get("category"), str)
     ]
-    detail = "; ".join(filter(None, (said, ", ".join(blocked))))
-    text = f"answered with finish reason {reason}" + (f": {detail}" if detail else "")
-    return e.ContentFiltered(
-        redact(text, context.secrets), code=redact(reason, context.secrets), source=context.source
-    )
+    detail = provider_words("; ".join(filter(None, (said, ", ".join(blocked)))), context.secrets)
+    code = provider_words(reason, context.secrets)
+    text = f"answered with finish reason {code}" + (f": {detail}" if detail else "")
+    return e.ContentFiltered(text, code=code, source=context.source)
 
 
 class GeminiResponses:

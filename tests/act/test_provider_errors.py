@@ -1,0 +1,89 @@
+"""What each API's error says, read from hostile bodies: the provider's own words are kept —
+one line, its control and format characters written as escapes, its key redacted — whatever
+the wire format, the HTTP status, or the part of the answer it came in (an error body, an error
+event, a refusal's explanation)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from otel_llm import Source
+from otel_llm import _errors as e
+from otel_llm._act._http_errors import ErrorContext
+from otel_llm._act._wire import wire_for
+
+KEY = "sk-hostile-0123456789SECRET"
+HOSTILE = f"bad\nERROR forged log line \x1b[2J\x1b]0;title\x07 \u202eevil\u2028{KEY}"
+"""A provider's message that would start a line of its own, clear a terminal, retitle it,
+reverse what follows and carry the key."""
+
+BODIES: dict[str, dict[str, Any]] = {
+    "chat": {"error": {"message": HOSTILE, "type": "invalid_request_error", "code": "x\ny"}},
+    "anthropic": {
+        "type": "error",
+        "error": {"type": "invalid_request_error\x1b[31m", "message": HOSTILE},
+    },
+    "gemini": {"error": {"code": 400, "message": HOSTILE, "status": "INVALID\nARGUMENT"}},
+}
+
+
+def _context() -> ErrorContext:
+    return ErrorContext(source="s", secrets=(KEY,))
+
+
+def _one_line(text: str) -> None:
+    assert KEY not in text
+    assert text.isprintable(), repr(text)
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic", "gemini"])
+@pytest.mark.parametrize("status", [400, 503, None], ids=["400", "503", "in-stream"])
+def test_a_providers_words_are_kept_on_one_line(api: str, status: int | None) -> None:
+    """The message keeps the provider's words with every control character, line break and
+    bidirectional override written as an escape (a log line cannot be forged, a terminal not
+    restyled), the key redacted — and the code too."""
+    error = wire_for(api).error(status, json.dumps(BODIES[api]), _context())
+    _one_line(str(error))
+    _one_line(error.code or "")
+    assert "bad\\nERROR forged log line \\u001b[2J\\u001b]0;title\\u0007" in str(error)
+    assert "\\u202eevil\\u2028[REDACTED]" in str(error)
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic", "gemini"])
+def test_an_error_without_words_says_so(api: str) -> None:
+    """An error event with no data at all (or a body of nothing) says it came without a
+    message, never "HTTP an error"."""
+    in_stream = wire_for(api).error(None, "", _context())
+    assert isinstance(in_stream, e.ServerError)
+    assert in_stream.message == "answered an error without a message"
+    assert wire_for(api).error(503, "", _context()).message == "answered 503: HTTP 503"
+
+
+def _source(api: str) -> Source:
+    provider = {"chat": "openai", "anthropic": "anthropic", "gemini": "gemini"}[api]
+    return Source(name="s", provider=provider, model="m", api_key=KEY)
+
+
+@pytest.mark.parametrize(
+    ("api", "document"),
+    [
+        ("chat", {"choices": [{"index": 0, "finish_reason": "stop",
+                               "message": {"role": "assistant", "refusal": HOSTILE}}]}),
+        ("anthropic", {"type": "message", "content": [], "stop_reason": "refusal",
+                       "stop_details": {"category": "cyber\x1b[0m", "explanation": HOSTILE}}),
+        ("gemini", {"candidates": [{"finishReason": "SAFETY", "finishMessage": HOSTILE}]}),
+        ("gemini", {"promptFeedback": {"blockReason": "OTHER\r\n",
+                                       "blockReasonMessage": HOSTILE}}),
+    ],
+    ids=["chat-refusal", "anthropic-refusal", "gemini-safety", "gemini-blocked"],
+)  # fmt: skip
+def test_a_refusals_words_are_kept_on_one_line(api: str, document: dict[str, Any]) -> None:
+    """A refusal's explanation is the provider's text too: on one line, the key redacted."""
+    with pytest.raises(e.ContentFiltered) as caught:
+        wire_for(api).answer(_source(api), document)
+    _one_line(str(caught.value))
+    _one_line(caught.value.code or "")
+    assert "ERROR forged log line" in str(caught.value)
