@@ -165,7 +165,7 @@ def test_a_message_cut_short_is_kept_and_reported(tmp_path: Path) -> None:
     ("damage", "where"),
     [
         (b"\xff\xff\xff\xff" + b"x" * 16, "a length of"),
-        (b"\x00\x00\x00\x05" + b"\xff\xff\xff\xff\xff", "does not parse"),
+        (b"\x00\x00\x00\x05" + b"\xff\xff\xff\xff\xff", "do not parse"),
     ],
 )
 def test_a_corrupt_file_is_kept_by_name(tmp_path: Path, damage: bytes, where: str) -> None:
@@ -198,18 +198,22 @@ def test_seal_current_drops_an_empty_file_and_keeps_order(tmp_path: Path) -> Non
 
 
 def test_split_messages_finds_the_boundaries() -> None:
-    """Length-prefixed messages split where the prefixes say; an empty message is a message."""
-    framing = split_messages(_framed([b"ab", b"", b"cde"]))
-    assert [(offset, bytes(data)) for offset, data in framing.messages] == [
-        (0, b"ab"),
-        (6, b""),
-        (10, b"cde"),
-    ]
+    """Length-prefixed messages split where the prefixes say; an empty message holds no spans
+    and is passed over, a run of them (zeros) at once, up to a length prefix cut short."""
+    messages, framing = split_messages(_framed([b"ab", b"", b"cde"]))
+    assert messages == [(0, b"ab"), (10, b"cde")]
     assert (framing.end, framing.problem) == (17, None)
-    short = split_messages(b"\x00\x00")
-    assert short.end == 0
+    messages, short = split_messages(b"\x00\x00")
+    assert (messages, short.end) == ([], 0)
     assert short.problem is not None
     assert "prefix" in short.problem
+    zeros = 3 * 1024 * 1024 + 6  # runs past a read of the zeros, ends with a prefix cut short
+    messages, tail = split_messages(_framed([b"ab"]) + bytes(zeros))
+    assert (messages, tail.end) == ([(0, b"ab")], 6 + zeros - 2)
+    assert tail.problem is not None
+    assert "prefix cut short (2 of 4" in tail.problem
+    messages, _ = split_messages(bytes(4096) + _framed([b"x"]) + bytes(8) + _framed([b"yz"]))
+    assert messages == [(4096, b"x"), (4096 + 5 + 8, b"yz")]
 
 
 def test_a_message_the_store_cannot_hold_is_left_out_and_the_rest_lands(tmp_path: Path) -> None:
@@ -265,3 +269,73 @@ def test_bytes_inside_an_array_are_stored_as_the_collector_stores_them(tmp_path:
     with open_store(store.path) as conn:
         row = conn.execute("""SELECT "SpanAttributes"['ids'] FROM otel_traces""").fetchone()
     assert row == ('["0102","a"]',)
+
+
+def test_a_file_of_zeros_is_read_a_message_at_a_time(tmp_path: Path) -> None:
+    """Zeros where a file's last writes never reached the disk (what a file system can leave
+    after a power loss) read as empty messages: 8 MiB of them between two messages once cost
+    100 times their size in memory (the whole file, then an object per empty message) and
+    a second a MiB; the file is read a message at a time and a run of zeros passed at once."""
+    import tracemalloc
+
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(2)
+    zeros = 8 << 20
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    with rotated.open("wb") as handle:
+        handle.write(_framed(messages[:1]))
+        handle.seek(zeros, 1)  # a hole: reads as zeros
+        handle.write(_framed(messages[1:]))
+    tracemalloc.start()
+    try:
+        report = spool.ingest()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (report.files, report.spans, report.problems) == (1, 6, [])
+    assert peak < zeros // 2, f"{peak} bytes at the peak for a file of {zeros} zeros"
+    assert not rotated.exists()
+    assert _count(store.path) == 6
+
+
+def _not_utf8(span_name: str) -> bytes:
+    """A request whose span has a text attribute that is not UTF-8: OTLP forbids it, the
+    Collector's receivers pass it on, its file exporter wrote it."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = b"\x01" * 16, b"\x02" * 8, span_name
+    span.start_time_unix_nano = span.end_time_unix_nano = 1_700_000_000_000_000_000
+    span.attributes.add(key="k").value.string_value = "MARKER"
+    return request.SerializeToString().replace(b"MARKER", b"\xff\xfeRKER")
+
+
+def test_a_message_that_does_not_parse_is_left_out_and_the_rest_lands(tmp_path: Path) -> None:
+    """One client's request that does not parse (a string that is not UTF-8) is left out and
+    named; the messages after it land (they once stayed in the kept file, out of the store),
+    and those before it make one segment (the spans appended before the bad value was met
+    are not written)."""
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(3)
+    bad = _not_utf8("bad")
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(_framed([messages[0], bad, messages[1], bad, messages[2]]))
+    report = spool.ingest()
+    assert (report.files, report.spans) == (1, 9)
+    assert len(report.names) == 1
+    [problem] = report.problems
+    first = 4 + len(messages[0])
+    second = first + 4 + len(bad) + 4 + len(messages[1])
+    assert rotated.name in problem
+    assert "2 message(s) that do not parse" in problem
+    assert "bad UTF-8" in problem
+    assert f"at byte {first}, {second}" in problem
+    assert (spool.folder / (rotated.name + ".corrupt")).exists()
+    assert _count(store.path) == 9
+    with open_store(store.path) as conn:
+        names = conn.execute("SELECT DISTINCT SpanName FROM otel_traces").fetchall()
+    assert "bad" not in {name for (name,) in names}
+    assert spool.ingest().files == 0
