@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from otel_llm import AllSourcesExhausted, Client, Source
+from otel_llm import AllSourcesExhausted, ChatResult, Client, Source
 from otel_llm import _errors as e
+from otel_llm.testing import Spans
 from tests.support.raw_server import RawServer
 from tests.support.wire_answers import (
     anthropic_error_body,
@@ -108,3 +109,80 @@ def test_nothing_after_the_end_marker_costs_the_answer(provider: str) -> None:
             ]
 
     assert asyncio.run(main()) == ["hello world", "hello world"]
+
+
+ECHOING = {
+    # a gateway that echoes the key it was sent as the answer's model, id and finish reason
+    "openai": "".join(
+        f"data: {json.dumps({'id': KEY, 'model': KEY, 'choices': [chunk]})}\n\n"
+        for chunk in (
+            {"index": 0, "delta": {"content": "hi"}, "finish_reason": None},
+            {"index": 0, "delta": {}, "finish_reason": KEY},
+        )
+    )
+    + "data: [DONE]\n\n",
+    "anthropic": anthropic_event(
+        "message_start", message={"id": KEY, "model": KEY, "usage": {"input_tokens": 1}}
+    )
+    + anthropic_event("content_block_delta", index=0, delta={"type": "text_delta", "text": "hi"})
+    + anthropic_event("message_delta", delta={"stop_reason": KEY})
+    + anthropic_event("message_stop"),
+    "gemini": gemini_data(
+        {
+            "candidates": [{"content": {"parts": [{"text": "hi"}]}, "finishReason": KEY}],
+            "modelVersion": KEY,
+            "responseId": KEY,
+        }
+    ),
+}
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_key_echoed_in_the_answers_telemetry_fields_is_redacted(
+    provider: str, stream: bool, spans: Spans
+) -> None:
+    """The answer's model, id and finish reason are the provider's words recorded on the
+    spans: a key echoed in them is redacted there and in the result."""
+    body = ECHOING[provider]
+    if not stream:
+        body = json.dumps(NON_STREAMED[provider])
+
+    async def main() -> ChatResult:
+        with RawServer() as server:
+            server.content_type = "text/event-stream" if stream else "application/json"
+            server.pieces = [body.encode()]
+            source = _source(provider, server.url)
+            async with Client([source], tracer_provider=spans.provider) as client:
+                return await client.chat([{"role": "user", "content": "hi"}], stream=stream)
+
+    result = asyncio.run(main())
+    assert result.text == "hi"
+    assert (result.response_model, result.response_id) == ("[REDACTED]", "[REDACTED]")
+    assert result.finish_reason == "[REDACTED]"
+    assert spans.finished()
+    for span in spans.finished():
+        assert KEY not in span.to_json()
+
+
+NON_STREAMED = {
+    "openai": {
+        "id": KEY,
+        "model": KEY,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": KEY}
+        ],
+    },
+    "anthropic": {
+        "type": "message",
+        "id": KEY,
+        "model": KEY,
+        "content": [{"type": "text", "text": "hi"}],
+        "stop_reason": KEY,
+    },
+    "gemini": {
+        "candidates": [{"content": {"parts": [{"text": "hi"}]}, "finishReason": KEY}],
+        "modelVersion": KEY,
+        "responseId": KEY,
+    },
+}

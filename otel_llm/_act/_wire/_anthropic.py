@@ -41,6 +41,7 @@ from otel_llm._act._wire._format import (
     event_object,
     request_headers,
     with_extra,
+    without_secrets,
 )
 from otel_llm._act._wire._translate import Translated, Translation
 from otel_llm._defaults import DEFAULTS
@@ -289,7 +290,7 @@ class AnthropicStreamReader:
 
     def result(self) -> Completion:
         """The assembled answer."""
-        return Completion(
+        answer = Completion(
             text="".join(self._text),
             reasoning="".join(self._reasoning) or None,
             tool_calls=tuple(
@@ -301,6 +302,7 @@ class AnthropicStreamReader:
             response_model=self._model,
             response_id=self._id,
         )
+        return without_secrets(answer, self._secrets)
 
     def truncation(self) -> str:
         """Why the stream is not a whole answer."""
@@ -345,7 +347,7 @@ def message_from_json(document: Mapping[str, Any], source: Source) -> Completion
     reason = expect(document.get("stop_reason"), str, "stop_reason", "a string")
     if reason == REFUSAL:
         raise refusal(document.get("stop_details"), context_of(source))
-    return Completion(
+    answer = Completion(
         text="".join(text),
         reasoning="".join(reasoning) or None,
         tool_calls=tuple(tools),
@@ -354,6 +356,7 @@ def message_from_json(document: Mapping[str, Any], source: Source) -> Completion
         response_model=text_or_none(document.get("model")),
         response_id=text_or_none(document.get("id")),
     )
+    return without_secrets(answer, source.secrets())
 
 
 def messages_body(translated: Translated, source: Source, *, stream: bool) -> dict[str, Any]:

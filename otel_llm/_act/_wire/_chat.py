@@ -28,6 +28,7 @@ from otel_llm._act._wire._format import (
     request_headers,
     where,
     with_extra,
+    without_secrets,
 )
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class ChatStreamReader(StreamAssembler):
             raise refusal_error(refused, self._name, self._secrets)
         if self.finish_reason == CONTENT_FILTER:
             raise filtered_error(self._name)
-        return super().result()
+        return without_secrets(super().result(), self._secrets)
 
     def truncation(self) -> str:
         """Why the stream is not a whole answer."""
@@ -199,7 +200,7 @@ class ChatWire:
             raise refusal_error(refused, source.name, source.secrets())
         if completion.finish_reason == CONTENT_FILTER:
             raise filtered_error(source.name)
-        return completion
+        return without_secrets(completion, source.secrets())
 
     def error(self, status: int | None, body: str, context: ErrorContext) -> e.ProviderError:
         """An OpenAI-style error body (``{"error": {"message", "type", "code"}}``)."""

@@ -9,6 +9,7 @@ when it is made (:attr:`~otel_llm.Source.wire`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from otel_llm import _errors as e
 from otel_llm._act import _json
 from otel_llm._act._http_errors import ErrorContext
+from otel_llm._redact import redact
 
 if TYPE_CHECKING:
     from otel_llm._act._completion import Completion
@@ -170,3 +172,31 @@ def error_payload(data: str) -> Any:
 def context_of(source: Source) -> ErrorContext:
     """The error context of an error sent inside a successful answer of ``source``."""
     return ErrorContext(source=source.name, secrets=source.secrets())
+
+
+def without_secrets(completion: Completion, secrets: tuple[str, ...]) -> Completion:
+    """``completion`` with the source's secrets redacted from the fields the spans record as the
+    provider wrote them — its model, id and finish reason (kept in lower case by some wires):
+    a gateway may echo what it was sent, the key included."""
+    cases = {case for secret in secrets if len(secret) >= 4 for case in (secret, secret.lower())}
+    known = tuple(sorted(cases, key=len, reverse=True))  # a secret inside another: the longer
+
+    def scrubbed(value: str | None) -> str | None:
+        if value is None or not any(secret in value for secret in known):
+            return value
+        return redact(value, known)
+
+    model, ident, finish = (
+        scrubbed(completion.response_model),
+        scrubbed(completion.response_id),
+        scrubbed(completion.finish_reason),
+    )
+    if (model, ident, finish) == (
+        completion.response_model,
+        completion.response_id,
+        completion.finish_reason,
+    ):
+        return completion
+    return dataclasses.replace(
+        completion, response_model=model, response_id=ident, finish_reason=finish
+    )

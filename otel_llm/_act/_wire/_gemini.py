@@ -41,6 +41,7 @@ from otel_llm._act._wire._format import (
     event_object,
     request_headers,
     with_extra,
+    without_secrets,
 )
 from otel_llm._act._wire._translate import Translated, Translation
 from otel_llm._defaults import DEFAULTS
@@ -301,7 +302,7 @@ class GeminiResponses:
         reason = self.finish_reason
         if reason == "stop" and self._tools:
             reason = "tool_calls"
-        return Completion(
+        answer = Completion(
             text="".join(self._text),
             reasoning="".join(self._reasoning) or None,
             tool_calls=tuple(self._tools),
@@ -310,6 +311,7 @@ class GeminiResponses:
             response_model=self._model,
             response_id=self._id,
         )
+        return without_secrets(answer, self._context.secrets)
 
 
 class GeminiStreamReader(GeminiResponses):
