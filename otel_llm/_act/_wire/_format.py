@@ -32,9 +32,22 @@ EXTRA_BODY: Final = "extra_body"
 
 
 def with_extra(body: dict[str, Any], payload: Mapping[str, Any]) -> dict[str, Any]:
-    """``body`` with the call's :data:`EXTRA_BODY` fields set on top (as given)."""
+    """``body`` with the call's :data:`EXTRA_BODY` fields set on top, as given — except that an
+    object the body holds already (Gemini's ``generationConfig``, chat completions'
+    ``stream_options``) is merged with the extra one key by key, the extra keys winning: a
+    thinking budget must not drop the output limit the call set."""
     extra = payload.get(EXTRA_BODY)
-    return {**body, **extra} if extra else body
+    return _merged(body, extra) if extra else body
+
+
+def _merged(body: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(body)
+    for key, value in extra.items():
+        held = merged.get(key)
+        if isinstance(held, Mapping) and isinstance(value, Mapping):
+            value = _merged(held, value)
+        merged[key] = value
+    return merged
 
 
 @dataclass(frozen=True, slots=True)
