@@ -181,8 +181,8 @@ def append_export_request(columns: SegmentColumns, data: bytes | memoryview) -> 
 
     It fills :class:`~otel_llm._show._store._columns.SegmentColumns`' flat lists the way its
     ``append_span`` does for SDK spans; ``tests/show/ingest/test_collector_rows.py`` proves the
-    table equal to the one built from the rows. (A key sent twice in one attribute list, which
-    OTLP forbids, would be one map entry in a row and two here.)"""
+    table equal to the one built from the rows. A key sent twice in one attribute list, which
+    OTLP forbids, is one map entry in both: its first place, its last value."""
     request = WireRequest.FromString(data)
     appended = 0
     for resource_spans in request.resource_spans:
@@ -272,15 +272,18 @@ def _append_events(columns: SegmentColumns, span: Any, start: int) -> None:
         name = event.name
         add_stamp(stamp)
         add_name(name)
+        attributes = event.attributes
         if name != chunk_event:
-            for kv in event.attributes:
+            for kv in attributes:
                 add_key(kv.key)
                 add_text(decoded(kv.value)[1])
+            if (count := len(attributes)) > 1 and _sent_twice(keys, count):
+                _fold(keys, texts, count)
             add_offset(len(keys))
             continue
         index: Any = None
         gap: Any = None
-        for kv in event.attributes:
+        for kv in attributes:
             key = kv.key
             python, text = decoded(kv.value)
             add_key(key)
@@ -289,6 +292,8 @@ def _append_events(columns: SegmentColumns, span: Any, start: int) -> None:
                 index = python
             elif key == sc.CHUNK_GAP_NS:
                 gap = python
+        if (count := len(attributes)) > 1 and _sent_twice(keys, count):
+            _fold(keys, texts, count)
         add_offset(len(keys))
         # an int here came from an int64 on the wire: it fits a BIGINT, as_int would keep it
         add_index(index if type(index) is int else as_int(index))
@@ -297,3 +302,21 @@ def _append_events(columns: SegmentColumns, span: Any, start: int) -> None:
     event_maps.list_offsets.append(len(offsets) - 1)
     columns._chunk_offsets.append(len(indexes))
     columns._chunk_form.skip(start)
+
+
+def _sent_twice(keys: list[str], count: int) -> bool:
+    """Whether the last ``count`` (> 1) keys of a map hold one key twice (OTLP forbids it, the
+    Collector passes it on): a Parquet map holding a key twice cannot be read by DuckDB."""
+    if count == 2:  # a chunk event's index and gap: no set to build
+        return keys[-1] == keys[-2]
+    return len(set(keys[-count:])) < count
+
+
+def _fold(keys: list[str], texts: list[str], count: int) -> None:
+    """The last ``count`` entries of a map with each key once, at its first place with its
+    last value, as a dict keeps it."""
+    start = len(keys) - count
+    folded = dict(zip(keys[start:], texts[start:], strict=True))
+    del keys[start:], texts[start:]
+    keys.extend(folded)
+    texts.extend(folded.values())

@@ -339,3 +339,59 @@ def test_a_message_that_does_not_parse_is_left_out_and_the_rest_lands(tmp_path: 
         names = conn.execute("SELECT DISTINCT SpanName FROM otel_traces").fetchall()
     assert "bad" not in {name for (name,) in names}
     assert spool.ingest().files == 0
+
+
+def test_a_key_sent_twice_is_one_key_in_every_map(tmp_path: Path) -> None:
+    """OTLP forbids a key twice in one attribute list; a client may send it, and the Collector
+    passes it on. Each map keeps it once, at its first place with its last value (as the rows
+    and the Collector's exporter do): an event's map once held it twice, and DuckDB refused to
+    read that segment's events ("Map keys must be unique") — every `SELECT *` over the store."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from otel_llm import _semconv as sc
+    from otel_llm._show._ingest._otlp_rows import rows_from_export_request
+
+    request = ExportTraceServiceRequest()
+    resource_spans = request.resource_spans.add()
+    for name in ("a", "b"):
+        resource_spans.resource.attributes.add(key="service.name").value.string_value = name
+    span = resource_spans.scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = b"\x01" * 16, b"\x02" * 8, "twice"
+    span.start_time_unix_nano = 1_700_000_000_000_000_000
+    span.end_time_unix_nano = span.start_time_unix_nano + 10
+    for value in ("x", "y"):
+        span.attributes.add(key="k").value.string_value = value
+    for name in ("note", sc.CHUNK_EVENT):
+        event = span.events.add(name=name, time_unix_nano=span.start_time_unix_nano + 5)
+        event.attributes.add(key="other").value.string_value = "o"
+        for number in (1, 2):
+            event.attributes.add(key=sc.CHUNK_INDEX).value.int_value = number
+    link = span.links.add(trace_id=b"\x03" * 16, span_id=b"\x04" * 8)
+    for value in ("p", "q"):
+        link.attributes.add(key="l").value.string_value = value
+    store, spool = _store(tmp_path)
+    (spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb").write_bytes(
+        _framed([request.SerializeToString()])
+    )
+    assert spool.ingest().spans == 1
+    [row] = rows_from_export_request(request)
+    with open_store(store.path) as conn:
+        cursor = conn.execute("SELECT * FROM otel_traces")
+        names = [column[0] for column in cursor.description]
+        [stored] = [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
+    assert [list(m.items()) for m in stored["Events.Attributes"]] == [
+        [("other", "o"), (sc.CHUNK_INDEX, "2")],
+        [("other", "o"), (sc.CHUNK_INDEX, "2")],
+    ]
+    for name in (
+        "ResourceAttributes",
+        "SpanAttributes",
+        "Events.Attributes",
+        "Links.Attributes",
+        "ServiceName",
+        "ChunkIndex",
+    ):
+        assert stored[name] == row[name], name
+    assert stored["ChunkIndex"] == [2]
