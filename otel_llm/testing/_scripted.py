@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import httpx2
 
+from otel_llm._errors import ConfigurationError
+
 Handler = Callable[[httpx2.Request], Awaitable[httpx2.Response]]
 
 
@@ -67,15 +69,33 @@ class Scripted:
     """Answers each request with the next scripted response for its host's first label (the
     last one repeats): ``Scripted({"a": [error(429), sse_answer()]})`` answers
     ``http://a.test/v1`` first with a 429, then with a stream. ``seen`` lists the hosts asked,
-    in order; ``client()`` is an ``httpx2.AsyncClient`` to pass as ``Client(http_client=…)``."""
+    in order; ``client()`` is an ``httpx2.AsyncClient`` to pass as ``Client(http_client=…)``.
+    Each host plays a copy of its list, so one list may serve several hosts, scripts or tests;
+    an empty list, or a request to a host with none, is a
+    :class:`~otel_llm.ConfigurationError`."""
 
     answers: dict[str, list[Handler | httpx2.Response]]
     seen: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # each host plays its own copy: a list shared by two hosts, two scripts or two tests
+        # is played from its start by each
+        self.answers = {host: list(queue) for host, queue in self.answers.items()}
+        for host, queue in self.answers.items():
+            if not queue:
+                raise ConfigurationError(
+                    f"answers[{host!r}]", "needs at least one answer (the last one repeats)"
+                )
+
     async def __call__(self, request: httpx2.Request) -> httpx2.Response:
         host = request.url.host.split(".")[0]
         self.seen.append(host)
-        queue = self.answers[host]
+        queue = self.answers.get(host)
+        if not queue:
+            scripted = ", ".join(sorted(self.answers)) or "none"
+            raise ConfigurationError(
+                "answers", f"no answers for host {host!r} ({request.url}); scripted: {scripted}"
+            )
         answer = queue.pop(0) if len(queue) > 1 else queue[0]
         if isinstance(answer, httpx2.Response):
             return httpx2.Response(
