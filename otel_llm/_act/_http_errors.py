@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx2
 
@@ -98,10 +99,20 @@ _VERSION_SEGMENT = re.compile(r"/v\d+[a-z0-9]*(?:/|$)")
 """A path segment naming an API version: ``/v1``, ``/v1beta``, ``/v2``."""
 
 
+_AZURE_DEPLOYMENT = re.compile(r"/openai/deployments/([^/?#]+)/")
+"""The deployment an Azure OpenAI route names."""
+
+
 def not_found_hint(base_url: str, requested_url: str) -> str:
     """What a 404 adds to its message: the URL requested (already redacted) and, when the
-    source's base URL names no API version, the base URL to try instead."""
+    source's base URL names no API version, the base URL to try instead — or, below an Azure
+    OpenAI deployment route (whose resource endpoint names no version by design), the
+    deployment to check."""
     hint = f" (requested {requested_url}"
+    deployment = _AZURE_DEPLOYMENT.search(urlsplit(requested_url).path)
+    if deployment is not None:
+        name = unquote(deployment.group(1))
+        return hint + f"; check that the resource has the deployment {name!r})"
     url = httpx2.URL(base_url)
     if not _VERSION_SEGMENT.search(url.path + "/") and "?" not in base_url:  # (Azure: ?api-version)
         suggested = str(url.copy_with(path=url.path.rstrip("/") + "/v1", query=None))

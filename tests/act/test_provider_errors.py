@@ -5,15 +5,18 @@ event, a refusal's explanation)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 
-from otel_llm import Source
+from otel_llm import Client, Source
 from otel_llm import _errors as e
 from otel_llm._act._http_errors import ErrorContext
 from otel_llm._act._wire import wire_for
+from otel_llm.simulator import Script, SimulatedProvider
+from tests.support.sim_sources import sim_source
 
 KEY = "sk-hostile-0123456789SECRET"
 HOSTILE = f"bad\nERROR forged log line \x1b[2J\x1b]0;title\x07 \u202eevil\u2028{KEY}"
@@ -87,3 +90,40 @@ def test_a_refusals_words_are_kept_on_one_line(api: str, document: dict[str, Any
     _one_line(str(caught.value))
     _one_line(caught.value.code or "")
     assert "ERROR forged log line" in str(caught.value)
+
+
+def test_an_azure_404_names_the_deployment_not_a_version() -> None:
+    """Azure answers 404 to a deployment the resource does not have (``DeploymentNotFound``,
+    the usual slip). Its base URL is the resource endpoint, which names no API version by
+    design: the message names the deployment to check, never a ``…/v1`` to try instead."""
+
+    async def main() -> BaseException:
+        script = Script(error_status=404, error_message="The API deployment does not exist.")
+        async with SimulatedProvider(default=script) as sim:
+            source = sim_source("azure", sim, model="gpt-4o", deployment="prod")
+            async with Client([source], max_attempts=1) as client:
+                with pytest.raises(e.NotFound) as caught:
+                    await client.chat([{"role": "user", "content": "hi"}])
+        return caught.value
+
+    error = asyncio.run(main())
+    assert "/openai/deployments/prod/chat/completions" in str(error)
+    assert "try" not in str(error)
+    assert "/v1" not in str(error)
+    assert "deployment 'prod'" in str(error)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+def test_a_404_below_a_base_url_without_its_version_suggests_one(provider: str) -> None:
+    """Elsewhere a base URL without its API version is the usual cause of a 404: the message
+    suggests the URL with ``/v1``."""
+
+    async def main() -> BaseException:
+        async with SimulatedProvider(default=Script(error_status=404)) as sim:
+            source = Source(name="s", provider=provider, model="m", api_key=KEY, base_url=sim.url)
+            async with Client([source], max_attempts=1) as client:
+                with pytest.raises(e.NotFound) as caught:
+                    await client.chat([{"role": "user", "content": "hi"}])
+        return caught.value
+
+    assert "the base URL ends in its API version: try" in str(asyncio.run(main()))
