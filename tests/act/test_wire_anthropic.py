@@ -227,6 +227,10 @@ async def test_a_stream_reads_as_the_sdk_reads_it(stream: str, finish: str) -> N
                                         "input": {}}), False),
         (anthropic_event("content_block_start", index=0,
                          content_block={"type": "text", "text": ""}), False),
+        (anthropic_event("content_block_start", index=0,
+                         content_block={"type": "text", "text": "x"}), True),
+        (anthropic_event("content_block_start", index=0,
+                         content_block={"type": "thinking", "thinking": "hm"}), True),
         (anthropic_event("content_block_stop", index=0), False),
         (anthropic_event("ping"), False),
         ("event: ping\ndata: not json at all\n\n", False),
@@ -234,11 +238,14 @@ async def test_a_stream_reads_as_the_sdk_reads_it(stream: str, finish: str) -> N
         (anthropic_event("some_future_event", detail=1), False),
     ],
     ids=["text", "empty-text", "thinking", "tool-args", "signature", "citation", "tool-start",
-         "empty-block-start", "block-stop", "ping", "ping-garbage", "comment", "unknown"],
+         "empty-block-start", "text-block-start", "thinking-block-start", "block-stop", "ping",
+         "ping-garbage", "comment", "unknown"],
 )  # fmt: skip
 async def test_the_chunk_rule(event: str, chunk: bool) -> None:
     """Only output — text, thinking, tool-call arguments — is a chunk; signatures, citations,
-    a block's start (a tool call's names the tool), pings, comments and metadata are not."""
+    a block's start (a tool call's names the tool; the API starts text blocks empty), pings,
+    comments and metadata are not. A block start that does carry text or thinking (a gateway
+    may send it) is output, in the answer and counted."""
     stream = anthropic_message_start() + event + anthropic_finish()
     _, clock, _ = await run(stream)
     assert clock.count == int(chunk)

@@ -6,10 +6,12 @@ The stream is named events: ``message_start`` (id, model, input usage), ``conten
 stop reason and the output usage), ``message_stop``; ``ping`` keeps the connection open and
 ``error`` is the provider's error. The chunk rule: a ``content_block_delta`` carrying text
 (``text_delta``), reasoning (``thinking_delta``) or tool-call arguments (``input_json_delta``);
-never a ``signature_delta``, a ``ping``, a block's start or stop (a ``tool_use`` block's start
-names the tool; its input follows in chunks), or metadata — the rule the wrapper of the
-anthropic SDK and the simulated provider use too. An answer is complete once its
-stop reason came; ``message_stop`` ends the stream.
+never a ``signature_delta``, a ``ping``, an empty block start or a block's stop (a ``tool_use``
+block's start names the tool; its input follows in chunks), or metadata — the rule the wrapper of
+the anthropic SDK and the simulated provider use too. The API starts text and thinking blocks
+empty; a block start that carries text or thinking all the same (a gateway's) is output: in the
+answer, and a chunk. An answer is complete once its stop reason came; ``message_stop`` ends the
+stream.
 
 Stop reasons become chat completions' finish reasons (:data:`FINISH_REASONS`); a ``refusal`` is
 the :class:`~otel_llm.ContentFiltered` error, its category and explanation kept.
