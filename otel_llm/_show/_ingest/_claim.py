@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,13 @@ _LOOPBACK: Final = frozenset({"localhost", "::1"})
 
 
 def spool_path(store: Path) -> Path:
-    """The spool folder of the store at ``store``."""
-    return store.with_name(store.name + SPOOL_SUFFIX)
+    """The spool folder of the store at ``store``: beside it, however the path names it
+    (``.``, ``..``, ``a/..``: the working directory or a parent is the store), so the claim of
+    a store is found under every name of its path."""
+    absolute = Path(os.path.abspath(store))  # "." and ".." taken away, as a name has neither
+    if not absolute.name:  # the root: nothing is beside it
+        return absolute / SPOOL_SUFFIX
+    return absolute.with_name(absolute.name + SPOOL_SUFFIX)
 
 
 class StoreClaimed(Exception):

@@ -67,3 +67,40 @@ def test_an_application_looking_does_not_keep_the_collector_from_its_claim(store
 )
 def test_which_endpoints_reach_the_collector(url: str, reached: bool) -> None:
     assert LiveCollector((4317, 4318)).receives(url) is reached
+
+
+def test_the_spool_of_a_store_named_by_dots_is_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--db .` (the working directory is the store) once raised ValueError from pathlib, a
+    traceback; `..` and `a/..` named a folder `...otlp` inside the working directory, so the
+    claim of `--db ..` was not found by an application naming the same store another way."""
+    inside = tmp_path / "store" / "sub"
+    inside.mkdir(parents=True)
+    monkeypatch.chdir(inside.parent)
+    beside = tmp_path / "store.otlp"
+    assert spool_path(Path(".")) == beside
+    assert spool_path(Path("sub/..")) == beside
+    assert spool_path(inside / "..") == beside
+    assert spool_path(tmp_path / "store") == beside
+    monkeypatch.chdir(inside)
+    assert spool_path(Path("..")) == beside
+    assert spool_path(Path("../sub")) == inside.with_name("sub.otlp")
+
+
+def test_a_store_named_by_dots_is_claimed_where_applications_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim `otel-llm collector --db .` takes is the one init() finds for the store's
+    absolute path."""
+    store = tmp_path / "store"
+    store.mkdir()
+    monkeypatch.chdir(store)
+    spool_path(Path(".")).mkdir()
+    handle = claim(Path("."))
+    try:
+        announce(handle, (4317, 4318))
+        assert live_collector(store.absolute()) == LiveCollector((4317, 4318))
+        assert live_collector(store / "sub" / "..") == LiveCollector((4317, 4318))
+    finally:
+        handle.close()
