@@ -15,11 +15,12 @@ type Config struct {
 	SealInterval time.Duration `mapstructure:"seal_interval"`
 	// SegmentSpans: a segment is sealed at once when this many spans wait.
 	SegmentSpans int `mapstructure:"segment_spans"`
-	// ResendWindow: at start, the spans the store got within this long are not written again
-	// when a sender sends them once more (it was not told they were stored: the Collector
-	// before this one was killed between sealing and answering). 0 turns it off.
+	// ResendWindow: a span sent again is not written again while it waits for its segment,
+	// nor for at least this long after the store got it (read at start from the newest
+	// segments: the Collector before this one may have been killed between sealing and
+	// answering). 0 turns it off.
 	ResendWindow time.Duration `mapstructure:"resend_window"`
-	// ResendSpans bounds the ids kept for that (newest segments first).
+	// ResendSpans bounds the ids kept for that (at most half of it read at start).
 	ResendSpans int `mapstructure:"resend_spans"`
 }
 

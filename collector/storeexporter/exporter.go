@@ -86,7 +86,8 @@ func (e *storeExporter) start(context.Context, component.Host) error {
 	}
 	if e.cfg.ResendWindow > 0 && e.cfg.ResendSpans > 0 {
 		started := time.Now()
-		recent, skipped, err := s.recentSpans(started.Add(-e.cfg.ResendWindow), e.cfg.ResendSpans)
+		limit := halfOf(e.cfg.ResendSpans) // the older generation of the ids kept (stored.go)
+		recent, skipped, err := s.recentSpans(started.Add(-e.cfg.ResendWindow), limit)
 		if err != nil {
 			e.logger.Warn("could not read the spans stored just before this start; a span "+
 				"sent again after a crash may be stored twice", zap.Error(err))
@@ -94,7 +95,7 @@ func (e *storeExporter) start(context.Context, component.Host) error {
 			e.logger.Warn("could not read some segments stored just before this start; a span "+
 				"of theirs sent again after a crash may be stored twice", zap.Strings("segments", skipped))
 		}
-		e.stored = newStoredSpans(e.cfg.ResendWindow, e.cfg.ResendSpans, recent)
+		e.stored = newStoredSpans(e.cfg.ResendSpans, recent)
 		e.waiting = make(map[spanKey]*batch)
 		e.forget = time.AfterFunc(e.cfg.ResendWindow, e.forgetOlder)
 	}
@@ -128,12 +129,13 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 		e.timer = time.AfterFunc(e.cfg.SealInterval, func() { e.sealIfOpen(b) })
 	}
 	var skip func(ptrace.Span) bool
-	var also []*batch // earlier segments holding spans of td sent before, not sealed yet
+	var also []*batch // segments holding spans of td sent before, not sealed yet (b too)
 	if e.stored != nil {
 		skip = func(s ptrace.Span) bool { return e.sentBefore(s, b, &also) }
 	}
 	refusedBefore := b.rows.refused
-	b.spans += b.rows.appendTraces(td, skip)
+	added := b.rows.appendTraces(td, skip)
+	b.spans += added
 	if refused := b.rows.refused - refusedBefore; refused > 0 {
 		e.logger.Warn("spans left out: a start or event time past 2^63 ns, which the store's "+
 			"signed time columns cannot hold", zap.Int("spans", refused))
@@ -148,7 +150,11 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 		e.sealing <- b
 		e.sends.Done()
 	}
-	for _, w := range append(also, b) {
+	waits := also
+	if added > 0 && !slices.Contains(waits, b) {
+		waits = append(waits, b)
+	}
+	for _, w := range waits { // none when every span is stored already: answered at once
 		select {
 		case <-w.done:
 			if w.err != nil {
@@ -163,10 +169,11 @@ func (e *storeExporter) push(ctx context.Context, td ptrace.Traces) error {
 	return nil
 }
 
-// sentBefore says whether s is a span the store got lately or one waiting for its segment, in
-// which case it is not written again into b and the request waits for that segment too
-// (added to also). Else s is remembered as waiting in b. Caller holds mu. A span without ids
-// (zeros) is never taken for one sent before: nothing tells it from another span without ids.
+// sentBefore says whether s is a span the store got lately or one waiting for its segment (b's
+// or an earlier one), in which case it is not written again into b and the request waits for
+// that segment too (added to also). Else s is remembered as waiting in b. Caller holds mu.
+// A span without ids (zeros) is never taken for one sent before: nothing tells it from
+// another span without ids.
 func (e *storeExporter) sentBefore(s ptrace.Span, b *batch, also *[]*batch) bool {
 	k, ok := keyOf(s)
 	if !ok {
@@ -177,7 +184,7 @@ func (e *storeExporter) sentBefore(s ptrace.Span, b *batch, also *[]*batch) bool
 		return true
 	}
 	if w, ok := e.waiting[k]; ok {
-		if w != b && !slices.Contains(*also, w) {
+		if !slices.Contains(*also, w) {
 			*also = append(*also, w)
 		}
 		e.dropped++

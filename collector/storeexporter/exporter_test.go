@@ -416,9 +416,9 @@ func TestTheIdsKeptAtStartAreBoundedWithinOneSegment(t *testing.T) {
 	if err := restartedExporter(t, cfg).push(context.Background(), manySpans(10)); err != nil {
 		t.Fatal(err)
 	}
-	cfg.ResendSpans = 4 // a merged segment can hold millions: resend_spans bounds the memory
+	cfg.ResendSpans = 8 // a merged segment can hold millions: resend_spans bounds the memory
 	if got := restartedExporter(t, cfg).stored.len(); got != 4 {
-		t.Fatalf("%d span ids kept at start, resend_spans 4", got)
+		t.Fatalf("%d span ids kept at start, resend_spans 8 (half of it read then)", got)
 	}
 }
 
@@ -498,13 +498,14 @@ func TestSpansSentAgainWhileTheyWaitForTheirSegmentAreStoredOnce(t *testing.T) {
 }
 
 // A sender that timed out and sends again after the segment was sealed: not written again,
-// answered at once (no new segment).
+// answered at once (no new segment, no wait for the next seal).
 func TestSpansSentAgainAfterTheirSegmentWasSealedAreNotStoredAgain(t *testing.T) {
 	e, dir := dedupingExporter(t, 20*time.Millisecond)
 	if err := e.push(context.Background(), manySpans(5)); err != nil {
 		t.Fatal(err)
 	}
 	before := len(names(t, filepath.Join(dir, "segments")))
+	e.cfg.SealInterval = time.Hour // (Validate would refuse it: here it shows no seal is waited for)
 	if err := e.push(context.Background(), manySpans(5)); err != nil {
 		t.Fatal(err)
 	}
@@ -547,25 +548,23 @@ func TestSpansOfASegmentThatFailedAreStoredWhenSentAgain(t *testing.T) {
 	}
 }
 
-// The ids of the spans stored are kept for at least the window and at most twice it, and at
-// most resend_spans of them (plus one segment's): the older generation goes early.
+// The ids of the spans stored are kept in two generations of at most half resend_spans each
+// (plus one segment's): the older one goes when the newer one is full, or as a window passes.
 func TestTheIdsRememberedAreBoundedInNumberAndTime(t *testing.T) {
-	s := newStoredSpans(time.Minute, 4, nil)
 	key := func(n byte) spanKey { return spanKey{1, 15: n, 16: n} }
+	s := newStoredSpans(4, map[spanKey]struct{}{key(9): {}}) // 9 was read at start
 	s.add([]spanKey{key(1), key(2), key(3)})
-	s.add([]spanKey{key(4)})
-	if !s.has(key(1)) || s.len() != 4 {
-		t.Fatalf("%d ids kept, key 1 kept: %v", s.len(), s.has(key(1)))
+	if !s.has(key(9)) || !s.has(key(1)) || s.len() != 4 {
+		t.Fatalf("%d ids kept, 9 kept: %v, 1 kept: %v", s.len(), s.has(key(9)), s.has(key(1)))
 	}
-	s.add([]spanKey{key(5)}) // past the limit: the older generation (1-4) is the newer one now
-	if !s.has(key(1)) || !s.has(key(5)) {
-		t.Fatal("an id forgotten before its generation was dropped")
-	}
-	s.add([]spanKey{key(6)})
-	if s.has(key(1)) || !s.has(key(5)) || !s.has(key(6)) || s.len() != 2 {
-		t.Fatalf("%d ids kept after the older generation went", s.len())
+	s.add([]spanKey{key(4)}) // the newer generation held 3 of 2: it is the older one now
+	if s.has(key(9)) || !s.has(key(1)) || !s.has(key(4)) || s.len() != 4 {
+		t.Fatalf("%d ids kept after the newer generation filled", s.len())
 	}
 	s.rotate()
+	if s.has(key(1)) || !s.has(key(4)) || s.len() != 1 {
+		t.Fatalf("%d ids kept a window on", s.len())
+	}
 	s.rotate() // two windows without a span: nothing left
 	if s.len() != 0 {
 		t.Fatalf("%d ids kept two windows on", s.len())

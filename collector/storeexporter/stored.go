@@ -1,7 +1,5 @@
 package storeexporter
 
-import "time"
-
 // A sender that is not answered sends its spans again: the Collector before this one was
 // killed between sealing a segment and answering, or the sender gave up waiting (a timeout
 // shorter than the seal, a disk slow to sync) while its spans still waited for their segment.
@@ -10,21 +8,24 @@ import "time"
 // of the spans waiting for their segment, and a span sent again is not written again: one
 // that waits is answered with its segment, one stored is answered at once.
 
-// storedSpans are the ids of spans the store got lately: each is kept for at least window
-// and at most twice it (two generations, the older one dropped as a window passes), and at
-// most limit ids are kept (plus one segment's): past that the older generation goes early.
+// storedSpans are the ids of spans the store got lately, in two generations: new ids go into
+// the newer one, and the older one is dropped as each window passes or when the newer one holds
+// half the limit. So an id is kept for at least window unless half the limit of newer ones came
+// meanwhile, and at most limit ids are kept (plus one segment's). The ids read at start are
+// the older generation (at most half the limit of them: newStoredSpans's caller reads as many).
 type storedSpans struct {
-	window   time.Duration
-	limit    int
+	half     int
 	current  map[spanKey]struct{}
 	previous map[spanKey]struct{}
 }
 
-func newStoredSpans(window time.Duration, limit int, known map[spanKey]struct{}) *storedSpans {
-	if known == nil {
-		known = make(map[spanKey]struct{})
-	}
-	return &storedSpans{window: window, limit: limit, current: known}
+func newStoredSpans(limit int, known map[spanKey]struct{}) *storedSpans {
+	return &storedSpans{half: halfOf(limit), current: make(map[spanKey]struct{}), previous: known}
+}
+
+// halfOf is the ids a generation holds for a limit (at least one).
+func halfOf(limit int) int {
+	return max(1, (limit+1)/2)
 }
 
 func (s *storedSpans) has(k spanKey) bool {
@@ -37,7 +38,7 @@ func (s *storedSpans) has(k spanKey) bool {
 
 // add remembers keys, spans a segment just stored.
 func (s *storedSpans) add(keys []spanKey) {
-	if len(s.current)+len(s.previous) >= s.limit {
+	if len(s.current) >= s.half {
 		s.rotate()
 	}
 	for _, k := range keys {
