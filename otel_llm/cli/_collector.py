@@ -212,8 +212,12 @@ class CollectorRun:
         if self.spool is not None:
             self.spool.folder.mkdir(parents=True, exist_ok=True)
             self._hold_spool()
-            self.spool.seal_current()
-            self.ingest()
+            try:
+                self.spool.seal_current()
+                self.ingest()
+            except BaseException:
+                self._release_spool()  # a start in this process later must be able to claim it
+                raise
         try:
             self._process = subprocess.Popen(
                 [str(self.binary), f"--config={self.config}"],
@@ -307,12 +311,14 @@ class CollectorRun:
                     process.wait()
             code = process.returncode
         if self.spool is not None:
-            self.spool.seal_current()
-            self.ingest()
-            for path in kept_files(self.spool.folder):
-                if not any(str(path.name) in problem for problem in self.report.problems):
-                    self.report.problems.append(f"{path}: kept by an earlier ingest")
-            self._release_spool()
+            try:
+                self.spool.seal_current()
+                self.ingest()
+                for path in kept_files(self.spool.folder):
+                    if not any(str(path.name) in problem for problem in self.report.problems):
+                        self.report.problems.append(f"{path}: kept by an earlier ingest")
+            finally:
+                self._release_spool()
         return code
 
     def __enter__(self) -> CollectorRun:
