@@ -21,6 +21,7 @@ from typing import Self
 
 from aiohttp import web
 
+from otel_llm._errors import ConfigurationError
 from otel_llm.simulator._presets import PRESETS
 from otel_llm.simulator._provider_stats import ProviderStats
 from otel_llm.simulator._select import ScriptSource
@@ -30,6 +31,7 @@ LOOPBACK = "127.0.0.1"
 """The address the simulator binds unless told otherwise."""
 
 _SHUTDOWN_GRACE_S = 0.5
+_MAX_PORT = 65535
 _THREAD_TIMEOUT_S = 10.0
 
 
@@ -46,7 +48,9 @@ def is_loopback(host: str) -> bool:
 class SimulatedProvider:
     """The simulated provider served from the running event loop (``async with``).
 
-    ``scripts``, ``default``, ``time_scale`` and ``seed`` are those of :func:`create_app`.
+    ``scripts``, ``default``, ``time_scale`` and ``seed`` are those of :func:`create_app`; they
+    and ``port`` (0: one the OS picks) are checked here, a
+    :class:`~otel_llm.ConfigurationError` naming the key.
     Client disconnects cancel their handler at once (``handler_cancellation``), so
     ``stats.disconnected`` counts a dropped stream even in the middle of a silence.
     """
@@ -61,6 +65,10 @@ class SimulatedProvider:
         host: str = LOOPBACK,
         port: int = 0,
     ) -> None:
+        if not (isinstance(port, int) and not isinstance(port, bool) and 0 <= port <= _MAX_PORT):
+            raise ConfigurationError(
+                "port", f"must be a port number from 0 to {_MAX_PORT}, not {port!r}"
+            )
         self.app = create_app(scripts=scripts, default=default, time_scale=time_scale, seed=seed)
         self.stats: ProviderStats = self.app[STATS_KEY]
         self._host = host
@@ -105,6 +113,7 @@ class SimulatedProvider:
     async def stop(self) -> None:
         """Stop serving; answers still running are cancelled after a short grace period."""
         runner, self._runner = self._runner, None
+        self._url = None
         if runner is not None:
             await runner.cleanup()
 

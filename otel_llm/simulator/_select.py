@@ -168,11 +168,17 @@ def checked_source(key: str, source: object) -> ScriptSource:
 
 
 def checked_registry(scripts: Mapping[str, object] | None) -> dict[str, ScriptSource]:
-    """The scripts a server registers by model name, each :func:`checked_source`."""
-    return {
-        name: checked_source(f"scripts[{name!r}]", source)
-        for name, source in (scripts or {}).items()
-    }
+    """The scripts a server registers by model name (text), each :func:`checked_source`."""
+    if scripts is None:
+        return {}
+    if not isinstance(scripts, Mapping):
+        raise ConfigurationError(
+            "scripts", f"must map model names to scripts, not {type(scripts).__name__}"
+        )
+    for name in scripts:
+        if not isinstance(name, str):
+            raise ConfigurationError("scripts", f"a model name must be text, not {name!r}")
+    return {name: checked_source(f"scripts[{name!r}]", source) for name, source in scripts.items()}
 
 
 def resolve_default(default: object, registry: Mapping[str, ScriptSource]) -> ScriptSource:
@@ -184,5 +190,5 @@ def resolve_default(default: object, registry: Mapping[str, ScriptSource]) -> Sc
     source = registry.get(default, PRESETS.get(default))
     if source is None:
         known = ", ".join(sorted({*registry, *PRESETS}))
-        raise ValueError(f"unknown default script {default!r}; known: {known}")
+        raise ConfigurationError("default", f"unknown default script {default!r}; known: {known}")
     return source

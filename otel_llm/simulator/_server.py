@@ -45,6 +45,7 @@ from typing import Any
 
 from aiohttp import web
 
+from otel_llm._errors import ConfigurationError
 from otel_llm.simulator._anthropic import ANTHROPIC_MESSAGES
 from otel_llm.simulator._bedrock import BEDROCK, BEDROCK_STREAMED
 from otel_llm.simulator._bedrock import ROUTE as BEDROCK_ROUTE
@@ -395,12 +396,16 @@ def create_app(
     ``scripts`` maps model names to scripts or presets (a request for that model gets it);
     ``default`` answers every other model — a script, a preset, or a registered/preset name
     (``None`` is ``Script()``); anything else is a :class:`~otel_llm.ConfigurationError` here,
-    not an HTTP 500 at the first request. ``time_scale`` multiplies every scripted duration;
+    not an HTTP 500 at the first request (as is a time scale that is not a positive finite
+    number). ``time_scale`` multiplies every scripted duration;
     ``seed`` seeds the generator sampling presets draw from, in request order (or per
     :data:`SCRIPT_KEY_FIELD` key, independent of the order).
     """
-    if not (math.isfinite(time_scale) and time_scale > 0):
-        raise ValueError(f"time_scale must be a positive finite number, not {time_scale!r}")
+    number = isinstance(time_scale, int | float) and not isinstance(time_scale, bool)
+    if not (number and math.isfinite(time_scale) and time_scale > 0):
+        raise ConfigurationError(
+            "time_scale", f"must be a positive finite number, not {time_scale!r}"
+        )
     registry = checked_registry(scripts)
     stats = ProviderStats()
     app = web.Application()

@@ -1,0 +1,51 @@
+"""The simulated provider as a test's upstream (``otel_llm.testing.SimulatedProvider`` and
+``ThreadedProvider``): what it is given is checked when it is made, in the library's own
+words, and a stopped provider has no address."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from otel_llm import ConfigurationError
+from otel_llm.testing import Script, SimulatedProvider
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"time_scale": 0.0}, r"time_scale: must be a positive finite number"),
+        ({"time_scale": float("nan")}, r"time_scale: must be a positive finite number"),
+        ({"time_scale": "1"}, r"time_scale: must be a positive finite number, not '1'"),
+        ({"time_scale": True}, r"time_scale: must be a positive finite number, not True"),
+        ({"default": "nope"}, r"default: unknown default script 'nope'; known: .*stall"),
+        ({"scripts": [Script()]}, r"scripts: must map model names to scripts, not list"),
+        ({"scripts": {1: Script()}}, r"scripts: a model name must be text, not 1"),
+        ({"port": 70_000}, r"port: must be a port number from 0 to 65535, not 70000"),
+        ({"port": -1}, r"port: must be a port number from 0 to 65535, not -1"),
+        ({"port": "8080"}, r"port: must be a port number from 0 to 65535, not '8080'"),
+    ],
+)
+def test_a_provider_is_refused_when_made_with_what_cannot_serve(
+    given: dict[str, Any], said: str
+) -> None:
+    """A bad time scale, default, registry or port is a ConfigurationError naming the key when
+    the provider is made (it was a ValueError, TypeError or AttributeError there, or an
+    OverflowError from bind() only when it started)."""
+    with pytest.raises(ConfigurationError, match=said):
+        SimulatedProvider(**given)
+
+
+async def test_a_stopped_provider_has_no_address() -> None:
+    """After ``stop()`` (or the ``async with``), ``url`` says the provider is not running instead
+    of naming the closed port; started again, it names the new one."""
+    provider = SimulatedProvider()
+    async with provider:
+        assert provider.url.startswith("http://127.0.0.1:")
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = provider.base_url
+    async with provider:
+        assert provider.base_url.endswith("/v1")
+    with pytest.raises(RuntimeError, match="not running"):
+        _ = provider.url
