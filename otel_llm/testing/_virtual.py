@@ -43,6 +43,8 @@ class _JumpingSelector(selectors.DefaultSelector):
         ready = super().select(0)
         if ready or (timeout is not None and timeout <= 0):
             return ready
+        if timeout is None:  # no timer: only I/O or another thread can wake the loop
+            return super().select(None)
         # a thread's job wakes the loop through its self-pipe when it is done
         while self._settle_s and self._busy():
             ready = super().select(self._settle_s)

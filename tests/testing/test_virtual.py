@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import threading
 from collections.abc import Coroutine
+from types import FrameType
 from typing import Any, TypeVar
 
 import pytest
 
 from otel_llm import ChatResult
 from otel_llm.testing import Scripted, Spans, run_virtual
+from otel_llm.testing._virtual import _JumpingSelector
 from tests.support.scripted_clients import MESSAGES, client, timed_stream
 
 T = TypeVar("T")
@@ -117,3 +120,25 @@ def test_a_first_token_hedge_due_one_float_step_after_another_timer_starts(
     result, elapsed = guarded(main())
     assert (result.source, result.stats.hedges, result.stats.hedge_won) == ("b", 1, True)
     assert elapsed == pytest.approx(0.3 + 1.1), "hedged at 0.3 s; b's stream takes 1.1 s"
+
+
+def test_a_wait_for_a_thread_without_timers_blocks_instead_of_spinning() -> None:
+    """Without a timer, the loop waits for the thread's wake-up as a real loop does: a handful
+    of selector calls while a job runs half a second in a thread (it polled without end)."""
+    calls = 0
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code is _JumpingSelector.select.__code__:
+            calls += 1
+
+    async def main() -> bool:
+        job = threading.Event()
+        sys.setprofile(count)
+        try:
+            return await asyncio.to_thread(job.wait, 0.5)
+        finally:
+            sys.setprofile(None)
+
+    assert guarded(main()) is False
+    assert calls < 20, f"the loop polled {calls} times while it had nothing to do"
