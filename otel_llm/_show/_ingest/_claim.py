@@ -24,8 +24,10 @@ SPOOL_LOCK: Final = ".collector.lock"
 _LOOKS_S: Final = 0.5
 """How long a collector taking the claim waits out applications looking at it (each holds it
 shared for well under a millisecond)."""
-_LOOPBACK: Final = frozenset({"localhost", "::1"})
-"""Loopback host names besides ``127.*`` (``otel-llm collector`` listens on 127.0.0.1)."""
+_LOOPBACK: Final = frozenset({"127.0.0.1", "localhost"})
+"""The hosts that reach ``otel-llm collector``, which listens on 127.0.0.1 alone: not ``::1``
+nor another ``127.*`` address (an application sending there is refused, and with its embedded
+store left off it would lose every span)."""
 
 
 def spool_path(store: Path) -> Path:
@@ -82,7 +84,7 @@ class LiveCollector:
         host = (parts.hostname or "").lower()
         with contextlib.suppress(ValueError):
             port = parts.port
-            return (host in _LOOPBACK or host.startswith("127.")) and port in self.ports
+            return host in _LOOPBACK and port in self.ports
         return False
 
 

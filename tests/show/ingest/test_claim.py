@@ -4,6 +4,7 @@ it is held, and not refused because an application was looking at it that instan
 from __future__ import annotations
 
 import fcntl
+import socket
 import threading
 from pathlib import Path
 
@@ -58,7 +59,9 @@ def test_an_application_looking_does_not_keep_the_collector_from_its_claim(store
         ("http://127.0.0.1:4318/v1/traces", True),
         ("http://localhost:4318", True),
         ("localhost:4317", True),
-        ("http://[::1]:4317", True),
+        ("http://[::1]:4317", False),  # it listens on 127.0.0.1 only
+        ("http://127.0.0.2:4318", False),
+        ("http://LOCALHOST:4318", True),
         ("http://127.0.0.1:9999/v1/traces", False),
         ("http://collector.internal:4318/v1/traces", False),
         ("http://127.0.0.1/v1/traces", False),
@@ -67,6 +70,23 @@ def test_an_application_looking_does_not_keep_the_collector_from_its_claim(store
 )
 def test_which_endpoints_reach_the_collector(url: str, reached: bool) -> None:
     assert LiveCollector((4317, 4318)).receives(url) is reached
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "127.0.0.2"])
+def test_an_endpoint_is_taken_for_the_collector_only_where_it_connects(host: str) -> None:
+    """The collector listens on 127.0.0.1 alone: an application sending to [::1] or
+    127.0.0.2 was told its spans went to the collector and its embedded store was left off,
+    and then every span was refused (connection refused) and lost."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        try:
+            socket.create_connection((host.strip("[]"), port), timeout=5).close()
+            connects = True
+        except OSError:
+            connects = False
+    assert LiveCollector((port,)).receives(f"http://{host}:{port}/v1/traces") is connects
 
 
 def test_the_spool_of_a_store_named_by_dots_is_beside_it(
