@@ -253,6 +253,8 @@ class Spool:
         self.folder = folder
         self.store = store
         self.segment_spans = segment_spans
+        self._unreadable: set[Path] = set()
+        """Files this process may not read: named once, left for a later start."""
 
     @property
     def current(self) -> Path:
@@ -292,16 +294,26 @@ class Spool:
             if stem is not None and stem not in present:
                 self.store.finalize(name)
         for path in self.finished():
-            report.add(self.ingest_file(path))
+            if path not in self._unreadable:
+                report.add(self.ingest_file(path))
         return report
 
     def ingest_file(self, path: Path) -> IngestReport:
         """Write the spans of one finished file into the store, then delete it (or keep it
         under a telling name, when part of it could not be read). The file is read a message
         at a time: a file of any size costs the memory of a segment's spans."""
-        with path.open("rb") as handle:
+        try:
+            handle = path.open("rb")
+        except FileNotFoundError:  # gone since it was listed
+            return IngestReport()
+        except OSError as exc:
+            return self._cannot_read(path, exc)
+        with handle:
             size = os.fstat(handle.fileno()).st_size
-            checksum = _checksum(handle, size)
+            try:
+                checksum = _checksum(handle, size)
+            except OSError as exc:
+                return self._cannot_read(path, exc)
             frames = Frames(handle, size)
             report = IngestReport(files=1)
             left_out = _LeftOut()
@@ -341,6 +353,18 @@ class Spool:
                 f"store, the file is kept as {kept.name}"
             )
         return report
+
+    def _cannot_read(self, path: Path, exc: OSError) -> IngestReport:
+        """A file this process may not read (its permissions, a read error): named, with why,
+        and left as it is — not tried again by this process, ingested by a later start that
+        may read it — rather than stopping the ingest of every other file."""
+        self._unreadable.add(path)
+        return IngestReport(
+            problems=[
+                f"{path}: cannot be read ({exc.strerror or exc}); it is left as it is, for a "
+                "later start to ingest"
+            ]
+        )
 
     def _write_batch(
         self,

@@ -395,3 +395,61 @@ def test_a_key_sent_twice_is_one_key_in_every_map(tmp_path: Path) -> None:
     ):
         assert stored[name] == row[name], name
     assert stored["ChunkIndex"] == [2]
+
+
+_INGEST = """
+import sys
+from pathlib import Path
+from otel_llm._show._ingest._otlp_files import Spool
+from otel_llm._show._store._access import prepare_for_writing
+spool = Spool(Path(sys.argv[2]), prepare_for_writing(Path(sys.argv[1])))
+first, again = spool.ingest(), spool.ingest()
+print(first.spans, again.spans, again.files, again.problems)
+for problem in first.problems:
+    print(problem)
+"""
+
+
+def _without_root_powers() -> list[str]:
+    """A prefix that runs a command without root's power to read any file (as root: setpriv
+    drops it), so file permissions hold for it."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    assert setpriv is not None, "setpriv (util-linux) runs the ingest without root's powers"
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def test_a_file_it_may_not_read_is_named_and_the_rest_lands(tmp_path: Path) -> None:
+    """A spool file the process may not read once stopped the whole ingest with a bare
+    `[Errno 13] Permission denied` (and `otel-llm collector` from starting, exit code 2, at
+    every start): it is named with why, left as it is for a later start, not tried again in
+    this process, and the other files land."""
+    import subprocess
+    import sys
+
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(2)
+    locked = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    locked.write_bytes(_framed(messages[:1]))
+    locked.chmod(0)
+    readable = spool.folder / "traces-2026-01-01T00-00-01.000-size.binpb"
+    readable.write_bytes(_framed(messages[1:]))
+    done = subprocess.run(
+        [*_without_root_powers(), sys.executable, "-c", _INGEST, str(store.path), spool.folder],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    counts, problem = done.stdout.splitlines()
+    assert counts == "3 0 0 []"
+    assert problem.startswith(f"{locked}: cannot be read (Permission denied)")
+    assert "left as it is" in problem
+    assert locked.exists()
+    assert not readable.exists()
+    assert _count(store.path) == 3
