@@ -111,7 +111,9 @@ def run_virtual(main: Coroutine[Any, Any, T], *, real_io: bool = False) -> T:
 
     async def checked() -> T:
         loop = asyncio.get_running_loop()
-        with use_clock(lambda: int(loop.time() * 1e9)):  # metering on the same virtual time
+        # metering on the same virtual time, to the nearest nanosecond: 0.7 + 0.1 is
+        # 0.7999999999999999 as a float, and truncated it would meter 799.999999 ms
+        with use_clock(lambda: round(loop.time() * 1e9)):
             result = await main
         current = asyncio.current_task()
         leftover = [

@@ -8,19 +8,21 @@ it: a regression fails in seconds instead of hanging the run."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import sys
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from types import FrameType
 from typing import Any, TypeVar
 
+import httpx2
 import pytest
 
-from otel_llm import ChatResult
-from otel_llm.testing import Scripted, Spans, run_virtual
+from otel_llm import CallStats, ChatResult
+from otel_llm.testing import Scripted, Spans, figures_of, run_virtual
 from otel_llm.testing._virtual import _JumpingSelector
-from tests.support.scripted_clients import MESSAGES, client, timed_stream
+from tests.support.scripted_clients import MESSAGES, client, source, timed_stream
 
 T = TypeVar("T")
 
@@ -142,3 +144,33 @@ def test_a_wait_for_a_thread_without_timers_blocks_instead_of_spinning() -> None
 
     assert guarded(main()) is False
     assert calls < 20, f"the loop polled {calls} times while it had nothing to do"
+
+
+def test_figures_on_virtual_time_are_the_scripted_ones_despite_float_noise(spans: Spans) -> None:
+    """A first chunk at 0.7 + 0.1 virtual seconds (0.7999999999999999 as a float) is 800 ms, and
+    the stream's 1 s is 1000 ms: the metering clock rounds virtual time to the nearest
+    nanosecond (it truncated: 799 ms and 999 ms)."""
+
+    async def late_pair(request: httpx2.Request) -> httpx2.Response:
+        async def body() -> AsyncIterator[bytes]:
+            await asyncio.sleep(0.7)
+            await asyncio.sleep(0.1)
+            for word in ("a", "b"):
+                delta = {"choices": [{"index": 0, "delta": {"content": word}}]}
+                yield f"data: {json.dumps(delta)}\n\n".encode()
+                await asyncio.sleep(0.1)
+            yield b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
+            yield b"data: [DONE]\n\n"
+
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+    script = Scripted({"a": [late_pair]})
+
+    async def main() -> CallStats:
+        async with client(script, spans, source("a")) as c:
+            return (await c.chat(MESSAGES)).stats
+
+    stats = guarded(main())
+    assert (stats.ttft_ms, stats.max_inter_chunk_ms, stats.wall_ms) == (800, 100, 1000)
+    (attempt,) = spans.attempts()
+    assert (figures_of(attempt).ttft_ms, figures_of(attempt).wall_ms) == (800, 1000)
