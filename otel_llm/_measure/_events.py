@@ -12,12 +12,12 @@ tell when the pipeline dropped some.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, islice, repeat
-from operator import eq, itemgetter, lt
+from operator import eq, itemgetter, le, lt, sub
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from otel_llm import _semconv as sc
 from otel_llm._measure._stalls import NS_PER_MS, Timeline
@@ -131,6 +131,14 @@ class RecordedChunks:
     status: str
 
 
+METERING_INCOMPLETE_TIMING = "incomplete:impossible_timing"
+"""``otel_llm.metering.status`` of an attempt whose times cannot all be true: its end before
+its start, a chunk event before the start or after the end, chunk events whose times run
+backwards in chunk order, a negative gap or one longer than the time since the chunk event
+before it, an exact stall sum or count no gaps could make. Only a span otel-llm did not write
+(or one damaged on its way) looks like that: its figures would be wrong, so it has none."""
+
+
 def read_chunk_events(
     attributes: Mapping[str, Any],
     events: Sequence[tuple[str, int, Mapping[str, Any] | None]],
@@ -149,7 +157,7 @@ def read_chunk_events(
         attributes,
         names,
         event_attributes,
-        timestamps.__getitem__,
+        timestamps,
         start_ns=start_ns,
         end_ns=end_ns,
         dropped_events=dropped_events,
@@ -160,36 +168,48 @@ _INDEX_OF = itemgetter(sc.CHUNK_INDEX)
 _GAP_OF = itemgetter(sc.CHUNK_GAP_NS)
 
 
+_INT: Final = frozenset({int})
+
+
+def _int_of(value: object) -> int | None:
+    """``value`` when it is an ``int`` and not a ``bool`` (as otel-llm writes its counts)."""
+    return value if type(value) is int else None
+
+
+def _plain_ints(*values: object) -> bool:
+    """Every value an ``int`` and none a ``bool`` (as otel-llm writes its counts, indices,
+    gaps and times), checked in C."""
+    return set(map(type, values)) <= _INT
+
+
 def read_chunk_columns(
     attributes: Mapping[str, Any],
     names: Sequence[str],
     event_attributes: Sequence[Mapping[str, Any] | None],
-    timestamp_at: Callable[[int], int],
+    timestamps: Sequence[int],
     *,
     start_ns: int,
     end_ns: int,
     dropped_events: int,
 ) -> RecordedChunks:
-    """:func:`read_chunk_events` of a span's events given as columns: their names and
-    attribute mappings in span order, and ``timestamp_at(position)`` for the one timestamp
-    needed (the first chunk's; the gaps are attributes).
+    """:func:`read_chunk_events` of a span's events given as columns: their names, attribute
+    mappings and timestamps, in span order.
 
     A span may carry 120 chunk events, and every span is read back once: each check runs over
     a whole column in C (``map``, ``set``, ``compress``) rather than once per event in Python.
+    The times are checked too (:data:`METERING_INCOMPLETE_TIMING`): a span otel-llm did not
+    write may carry any.
     """
     wall_ns = end_ns - start_ns
+    if wall_ns < 0:
+        return RecordedChunks(None, METERING_INCOMPLETE_TIMING)
     if not attributes.get(sc.GEN_AI_REQUEST_STREAM, False):
         return RecordedChunks(Timeline(wall_ns=wall_ns, streamed=False), sc.METERING_NOT_STREAMED)
-    total = attributes.get(sc.CHUNK_COUNT_RECORDED)
-    expected = attributes.get(sc.CHUNK_EVENTS_RECORDED)
-    floor_ms = attributes.get(sc.CHUNK_EVENTS_FLOOR_MS, 0)
-    if (
-        not isinstance(total, int)
-        or not isinstance(expected, int)
-        or not isinstance(floor_ms, int)
-        or any(isinstance(count, bool) for count in (total, expected, floor_ms))
-    ):  # not as otel-llm writes them: nothing to trust
-        return RecordedChunks(None, sc.METERING_INCOMPLETE_MISSING)
+    total = _int_of(attributes.get(sc.CHUNK_COUNT_RECORDED))
+    expected = _int_of(attributes.get(sc.CHUNK_EVENTS_RECORDED))
+    floor_ms = _int_of(attributes.get(sc.CHUNK_EVENTS_FLOOR_MS, 0))
+    if total is None or expected is None or floor_ms is None or min(total, expected, floor_ms) < 0:
+        return RecordedChunks(None, sc.METERING_INCOMPLETE_MISSING)  # not as otel-llm writes
     positions: Sequence[int] = range(len(names))
     if names.count(sc.CHUNK_EVENT) != len(names):  # other events too: keep the chunk events
         keep = list(map(eq, names, repeat(sc.CHUNK_EVENT)))
@@ -204,27 +224,63 @@ def read_chunk_columns(
         if all(event_attributes)
         else [attrs or _NO_ATTRIBUTES for attrs in event_attributes]
     )
-    ordered = _gaps_in_order(mappings, total)
-    read = (ordered, 0) if ordered is not None else _gaps_by_index(mappings, total)
-    if read is None:
-        return RecordedChunks(None, sc.METERING_INCOMPLETE_MISSING)
-    gaps, first = read
+    gaps = _gaps_in_order(mappings, total)
+    if gaps is not None:
+        stamps = list(map(timestamps.__getitem__, positions))
+    else:
+        read = _gaps_by_index(mappings, total)
+        if read is None:
+            return RecordedChunks(None, sc.METERING_INCOMPLETE_MISSING)
+        gaps, order = read
+        stamps = [timestamps[positions[at]] for at in order]
+    if not _times_possible(stamps, gaps, start_ns, end_ns):
+        return RecordedChunks(None, METERING_INCOMPLETE_TIMING)
     known = None
-    stall_ns, stall_count = attributes.get(sc.CHUNK_STALL_NS), attributes.get(sc.CHUNK_STALL_COUNT)
-    threshold = attributes.get(sc.STALL_THRESHOLD_MS)
-    if isinstance(stall_ns, int) and isinstance(stall_count, int) and isinstance(threshold, int):
+    stall_ns = _int_of(attributes.get(sc.CHUNK_STALL_NS))
+    stall_count = _int_of(attributes.get(sc.CHUNK_STALL_COUNT))
+    threshold = _int_of(attributes.get(sc.STALL_THRESHOLD_MS))
+    if stall_ns is not None and stall_count is not None and threshold is not None and threshold > 0:
+        if stall_count >= total or not _stall_possible(
+            stall_ns, stall_count, threshold, gaps, stamps[-1] - stamps[0]
+        ):
+            return RecordedChunks(None, METERING_INCOMPLETE_TIMING)
         known = (threshold, stall_ns, stall_count)
     timeline = Timeline(
         wall_ns=wall_ns,
         streamed=True,
         chunk_count=total,
-        ttft_ns=timestamp_at(positions[first]) - start_ns,
+        ttft_ns=stamps[0] - start_ns,
         gaps_ns=gaps,
         max_gap_ns=max(gaps) if gaps else None,
         complete_above_ms=floor_ms,
         known_stall=known,
     )
     return RecordedChunks(timeline, sc.METERING_EXACT)
+
+
+def _times_possible(stamps: Sequence[int], gaps: Sequence[int], start_ns: int, end_ns: int) -> bool:
+    """Whether chunk events at ``stamps`` (in chunk order) with the ``gaps`` before all but the
+    first can be true of a span from ``start_ns`` to ``end_ns``: every event within the span,
+    no gap negative, and none longer than the time since the event before it (chunks between
+    two events, not recorded, only add to that time; a wrapped stream's gaps leave out the
+    application's holds, so a gap may be shorter than that time, never longer)."""
+    if not _plain_ints(*stamps) or stamps[0] < start_ns or stamps[-1] > end_ns:
+        return False
+    return not gaps or (min(gaps) >= 0 and all(map(le, gaps, map(sub, stamps[1:], stamps))))
+
+
+def _stall_possible(
+    stall_ns: int, count: int, threshold_ms: int, gaps: Sequence[int], span_ns: int
+) -> bool:
+    """Whether an exact stall sum and count at ``threshold_ms`` (recorded when chunk events were
+    thinned above it) agree with the events: every stall is a gap longer than the threshold,
+    the recorded ones among them, and all gaps together last no longer than ``span_ns``, from
+    the first chunk event to the last."""
+    limit = threshold_ms * NS_PER_MS
+    seen = [gap for gap in gaps if gap > limit]
+    return (
+        len(seen) <= count and sum(seen) <= stall_ns <= span_ns and count * (limit + 1) <= stall_ns
+    )
 
 
 def _gaps_in_order(mappings: Sequence[Mapping[str, Any]], total: int) -> list[Any] | None:
@@ -242,9 +298,8 @@ def _gaps_in_order(mappings: Sequence[Mapping[str, Any]], total: int) -> list[An
         indices[0] == 0
         and indices[-1] == total - 1
         and sc.CHUNK_GAP_NS not in mappings[0]
-        and all(map(isinstance, indices, repeat(int)))
+        and _plain_ints(*indices, *gaps)
         and all(map(lt, indices, islice(indices, 1, None)))
-        and all(map(isinstance, gaps, repeat(int)))
     ):
         return gaps
     return None
@@ -252,18 +307,21 @@ def _gaps_in_order(mappings: Sequence[Mapping[str, Any]], total: int) -> list[An
 
 def _gaps_by_index(
     mappings: Sequence[Mapping[str, Any]], total: int
-) -> tuple[list[Any], int] | None:
-    """The gaps of chunk events in any order, ordered by chunk index, and the position of chunk
-    0's event; ``None`` when the events do not describe ``total`` chunks (a missing, repeated or
-    out-of-range index, or a gap missing or where none belongs)."""
-    by_index: dict[int, Any] = {}
-    for attrs in mappings:
+) -> tuple[list[Any], list[int]] | None:
+    """The gaps of chunk events in any order, ordered by chunk index, and the events' positions
+    in that order; ``None`` when the events do not describe ``total`` chunks (a missing,
+    repeated or out-of-range index, or a gap missing or where none belongs)."""
+    by_index: dict[int, tuple[int, Any]] = {}
+    for at, attrs in enumerate(mappings):
         index = attrs.get(sc.CHUNK_INDEX)
         gap = attrs.get(sc.CHUNK_GAP_NS)
-        if not isinstance(index, int) or index in by_index or (index > 0) != isinstance(gap, int):
+        if type(index) is not int or index < 0 or index in by_index:
             return None
-        by_index[index] = gap
+        if (type(gap) is not int) if index > 0 else (gap is not None):  # chunk 0 has no gap
+            return None
+        by_index[index] = (at, gap)
     if 0 not in by_index or total - 1 not in by_index or max(by_index) >= total:
         return None
-    gaps = [gap for _, gap in sorted(by_index.items()) if gap is not None]
-    return gaps, list(by_index).index(0)
+    ordered = sorted(by_index.items())
+    gaps = [gap for _, (_, gap) in ordered if gap is not None]
+    return gaps, [at for _, (at, _) in ordered]

@@ -34,7 +34,11 @@ from otel_llm._measure._stalls import (
 
 logger = logging.getLogger("otel_llm")
 
-_NAME, _ATTRIBUTES = attrgetter("name"), attrgetter("attributes")
+_NAME, _ATTRIBUTES, _TIMESTAMP = (
+    attrgetter("name"),
+    attrgetter("attributes"),
+    attrgetter("timestamp"),
+)
 """An event's fields, read over all of a span's events in C (``map``), not per event."""
 
 
@@ -140,19 +144,20 @@ def _derive_attempt(
     threshold = attributes.get(sc.STALL_THRESHOLD_MS, default_threshold_ms)
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold <= 0:
         threshold = default_threshold_ms
+    # an end before the start has no wall time (only a span otel-llm did not write has one)
+    wall_only: dict[str, AttributeValue] = {sc.WALL_MS: to_ms(end - start)} if end >= start else {}
     if attributes.get(sc.ATTEMPT_OUTCOME) in sc.OUTCOMES_WITHOUT_FIGURES:
-        return None, {sc.WALL_MS: to_ms(end - start)}, None
+        return None, wall_only, None
     events = span.events
     recorded = read_chunk_columns(
         attributes,
         list(map(_NAME, events)),
         list(map(_ATTRIBUTES, events)),
-        lambda position: events[position].timestamp,
+        list(map(_TIMESTAMP, events)),
         start_ns=start,
         end_ns=end,
         dropped_events=span.dropped_events,
     )
-    wall_only: dict[str, AttributeValue] = {sc.WALL_MS: to_ms(end - start)}
     if recorded.timeline is None:
         return None, {**wall_only, sc.METERING_STATUS: recorded.status}, None
     try:

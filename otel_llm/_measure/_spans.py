@@ -134,12 +134,17 @@ class AttemptSpan:
     ) -> StallFigures:
         """End the span with ``outcome`` and return the attempt's figures (idempotent).
 
-        ``end_ns`` (a ``time.monotonic_ns()`` value) defaults to now; ``error_text`` false
-        records ``error`` by its type only (:func:`record_error`).
+        ``end_ns`` (a ``time.monotonic_ns()`` value) defaults to now, and is never before the
+        last chunk's arrival (arrivals marked ahead of the clock end the span with them, so that
+        its times stay possible: :data:`~otel_llm._measure._events.METERING_INCOMPLETE_TIMING`);
+        ``error_text`` false records ``error`` by its type only (:func:`record_error`).
         """
         if self._figures is not None:
             return self._figures
         end_ns = _clock.now_ns() if end_ns is None else end_ns
+        arrivals = self.clock.arrivals_ns
+        if arrivals and arrivals[-1] > end_ns:  # marked ahead of the clock (a replay, a test):
+            end_ns = arrivals[-1]  # the attempt did not end before its last chunk came
         gaps = self.clock.gaps_ns() if self.streamed else []
         timeline = self.clock.timeline(end_ns, streamed=self.streamed, gaps_ns=gaps)
         self._figures = figures = meter(timeline, self.threshold_ms)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import Any
 
 import pytest
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from otel_llm import _semconv as sc
 from otel_llm._measure._events import (
+    METERING_INCOMPLETE_TIMING,
     ChunkEventPlan,
     RecordedChunks,
     choose_event_indices,
@@ -215,8 +216,11 @@ def _reference_indices(gaps: list[int], *, floor_ms: int, budget: int) -> tuple[
 def _reference_read(
     attributes: dict[str, object], events: list[tuple[str, int, Any]], *, start_ns: int, end_ns: int
 ) -> tuple[Timeline | None, str]:
-    """The per-event read-back as first written (the oracle for ``read_chunk_events``)."""
+    """The per-event read-back (the oracle for ``read_chunk_events``): as first written, with
+    the types otel-llm writes (an ``int``, never a ``bool``) and the times checked."""
     wall_ns = end_ns - start_ns
+    if wall_ns < 0:
+        return None, METERING_INCOMPLETE_TIMING
     total = attributes.get(sc.CHUNK_COUNT_RECORDED)
     expected = attributes.get(sc.CHUNK_EVENTS_RECORDED)
     assert isinstance(total, int)
@@ -229,17 +233,25 @@ def _reference_read(
     by_index: dict[int, tuple[int, Any]] = {}
     for ts, attrs in chunk_events:
         index, gap = attrs.get(sc.CHUNK_INDEX), attrs.get(sc.CHUNK_GAP_NS)
-        if not isinstance(index, int) or index in by_index or (index > 0) != isinstance(gap, int):
+        if type(index) is not int or index < 0 or index in by_index:
+            return None, sc.METERING_INCOMPLETE_MISSING
+        if (type(gap) is not int) if index > 0 else (gap is not None):
             return None, sc.METERING_INCOMPLETE_MISSING
         by_index[index] = (ts, gap)
     if 0 not in by_index or total - 1 not in by_index or max(by_index) >= total:
         return None, sc.METERING_INCOMPLETE_MISSING
-    gaps = [gap for _, (_, gap) in sorted(by_index.items()) if gap is not None]
+    ordered = [by_index[index] for index in sorted(by_index)]
+    if not start_ns <= ordered[0][0] <= ordered[-1][0] <= end_ns:
+        return None, METERING_INCOMPLETE_TIMING
+    for (before, _), (ts, gap) in pairwise(ordered):
+        if not 0 <= gap <= ts - before:
+            return None, METERING_INCOMPLETE_TIMING
+    gaps = [gap for _, gap in ordered[1:]]
     timeline = Timeline(
         wall_ns=wall_ns,
         streamed=True,
         chunk_count=total,
-        ttft_ns=by_index[0][0] - start_ns,
+        ttft_ns=ordered[0][0] - start_ns,
         gaps_ns=gaps,
         max_gap_ns=max(gaps) if gaps else None,
         complete_above_ms=100,
@@ -297,7 +309,7 @@ _VALUES = st.one_of(
 )
 _CHANGES = st.lists(
     st.tuples(
-        st.sampled_from(["set", "delete", "duplicate", "other-event", "no-attributes"]),
+        st.sampled_from(["set", "delete", "duplicate", "other-event", "no-attributes", "time"]),
         st.integers(min_value=0, max_value=7),
         st.sampled_from([sc.CHUNK_INDEX, sc.CHUNK_GAP_NS]),
         _VALUES,
@@ -323,6 +335,9 @@ def _changed(
             attrs.pop(key, None)
         elif change == "duplicate":
             events.append((name, ts + 1, dict(attrs)))
+        elif change == "time":  # moved by a few nanoseconds, or to before the span
+            moved = ts + value if isinstance(value, int) and not isinstance(value, bool) else 0
+            events[position % len(events)] = (name, moved, attrs)
         elif change == "other-event":
             events.insert(position % (len(events) + 1), ("exception", ts, {key: value}))
         else:
@@ -333,11 +348,12 @@ def _changed(
 @settings(max_examples=1500)
 @given(
     total=st.integers(min_value=0, max_value=7),
-    gaps=st.lists(st.integers(min_value=0, max_value=5 * MS), min_size=6, max_size=6),
+    gaps=st.lists(st.integers(min_value=0, max_value=5), min_size=6, max_size=6),
     changes=_CHANGES,
     order=st.permutations(range(7)),
     shuffled=st.booleans(),
     expected_offset=st.sampled_from([0, 0, 0, -1, 1]),
+    tail=st.sampled_from([0, 1, 10**7]),
 )
 def test_read_back_equals_the_per_event_rule(
     total: int,
@@ -346,22 +362,24 @@ def test_read_back_equals_the_per_event_rule(
     order: list[int],
     shuffled: bool,
     expected_offset: int,
+    tail: int,
 ) -> None:
     """On well-formed chunk events, out of order or not, and on ones made malformed in every
-    way (values of the wrong type, keys missing, repeated events, other events, no attributes),
-    the column-wise read-back gives the per-event rule's timeline and verdict."""
-    attrs = chunk_event_attributes(list(range(total)), gaps[: max(total - 1, 0)])
+    way (values of the wrong type, keys missing, repeated events, other events, no attributes,
+    times moved so that they cannot be true), the column-wise read-back gives the per-event
+    rule's timeline and verdict."""
+    gaps = gaps[: max(total - 1, 0)]
+    attrs = chunk_event_attributes(list(range(total)), gaps)
+    stamps = offsets_for(10, gaps)
     events: list[tuple[str, int, Any]] = [
-        (sc.CHUNK_EVENT, 10 + 3 * i, a) for i, a in enumerate(attrs)
+        (sc.CHUNK_EVENT, ts, a) for ts, a in zip(stamps, attrs, strict=False)
     ]
     if shuffled:
         events = [events[i] for i in order if i < len(events)]
     events = _changed(events, changes)
     count = sum(name == sc.CHUNK_EVENT for name, _, _ in events)
     attributes = {**_attrs(total, max(count + expected_offset, 0)), sc.STALL_THRESHOLD_MS: 1}
-    try:
-        expected = _reference_read(attributes, events, start_ns=3, end_ns=10**7)
-    except TypeError:  # a malformed gap the first rule let through, to fail in metering
-        return
-    recorded = read_chunk_events(attributes, events, start_ns=3, end_ns=10**7, dropped_events=0)
+    end = (stamps[-1] if stamps else 10) + tail - 1
+    expected = _reference_read(attributes, events, start_ns=3, end_ns=end)
+    recorded = read_chunk_events(attributes, events, start_ns=3, end_ns=end, dropped_events=0)
     assert (recorded.timeline, recorded.status) == expected
