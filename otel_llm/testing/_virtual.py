@@ -18,10 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import selectors
-from collections.abc import Callable, Coroutine
+import threading
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
+from otel_llm._measure import _clock
 from otel_llm._measure._clock import use_clock
 
 T = TypeVar("T")
@@ -104,16 +107,58 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         return future
 
 
+class _Metering:
+    """The metering clock while virtual loops run, one for all of them (the metering clock is
+    the process's): in a thread running a virtual loop, that loop's time; in any other thread,
+    the clock in place before the first started. It is put back when the last one ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._swap: AbstractContextManager[None] | None = None
+        self._outside: Callable[[], int] = _clock.now_ns
+
+    def now_ns(self) -> int:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a thread without a loop
+            return self._outside()
+        if isinstance(loop, VirtualTimeLoop):
+            # to the nearest nanosecond: 0.7 + 0.1 is 0.7999999999999999 as a float, and
+            # truncated it would meter 799.999999 ms
+            return round(loop.time() * 1e9)
+        return self._outside()
+
+    @contextmanager
+    def virtual(self) -> Iterator[None]:
+        """Meter on virtual time in this thread's virtual loop for the ``with`` block."""
+        with self._lock:
+            if self._running == 0:
+                self._outside = _clock.now_ns
+                self._swap = use_clock(self.now_ns)
+                self._swap.__enter__()
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running -= 1
+                swap = self._swap
+                if self._running == 0 and swap is not None:
+                    self._swap = None
+                    swap.__exit__(None, None, None)
+
+
+_METERING = _Metering()
+
+
 def run_virtual(main: Coroutine[Any, Any, T], *, real_io: bool = False) -> T:
     """Run ``main`` to completion on a fresh virtual-time loop; like the shared fixture, fail if
     it leaves a task of its own running (``asyncio.Runner`` would cancel it silently).
     ``real_io``: ``main`` talks over real sockets to servers it runs on the same loop."""
 
     async def checked() -> T:
-        loop = asyncio.get_running_loop()
-        # metering on the same virtual time, to the nearest nanosecond: 0.7 + 0.1 is
-        # 0.7999999999999999 as a float, and truncated it would meter 799.999999 ms
-        with use_clock(lambda: round(loop.time() * 1e9)):
+        with _METERING.virtual():
             result = await main
         current = asyncio.current_task()
         leftover = [

@@ -12,6 +12,7 @@ import json
 import math
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Coroutine
 from types import FrameType
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ import httpx2
 import pytest
 
 from otel_llm import CallStats, ChatResult
+from otel_llm._measure import _clock
 from otel_llm.testing import Scripted, Spans, figures_of, run_virtual
 from otel_llm.testing._virtual import _JumpingSelector
 from tests.support.scripted_clients import MESSAGES, client, source, timed_stream
@@ -174,3 +176,42 @@ def test_figures_on_virtual_time_are_the_scripted_ones_despite_float_noise(spans
     assert (stats.ttft_ms, stats.max_inter_chunk_ms, stats.wall_ms) == (800, 100, 1000)
     (attempt,) = spans.attempts()
     assert (figures_of(attempt).ttft_ms, figures_of(attempt).wall_ms) == (800, 1000)
+
+
+def test_virtual_loops_in_two_threads_each_meter_their_own_time(
+    spans: Spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads each run a virtual loop; the first ends while the second's stream runs. The
+    second still meters its own virtual time (it read real time: ttft 0 ms), and once both
+    ended the process meters on the real clock again (it was left on the first loop's frozen
+    clock: every later gap 0 ns)."""
+    monkeypatch.setattr(_clock, "now_ns", _clock.now_ns)  # should this fail, later tests do not
+    a_in, b_in, a_may_end, b_may_end = (threading.Event() for _ in range(4))
+
+    async def hold(entered: threading.Event, may_end: threading.Event) -> None:
+        entered.set()
+        assert await asyncio.to_thread(may_end.wait, GUARD_S)
+
+    script = Scripted({"a": [timed_stream(2.0, chunks=4)]})
+    figures: list[CallStats] = []
+
+    async def held_then_call() -> None:
+        await hold(b_in, b_may_end)
+        async with client(script, spans, source("a")) as c:
+            figures.append((await c.chat(MESSAGES)).stats)
+
+    first = threading.Thread(target=guarded, args=(hold(a_in, a_may_end),))
+    second = threading.Thread(target=guarded, args=(held_then_call(),))
+    first.start()
+    assert a_in.wait(GUARD_S)
+    second.start()
+    assert b_in.wait(GUARD_S)
+    a_may_end.set()
+    first.join(GUARD_S)
+    b_may_end.set()
+    second.join(GUARD_S)
+    assert not first.is_alive()
+    assert not second.is_alive()
+    (stats,) = figures
+    assert (stats.ttft_ms, stats.wall_ms) == (2000, 2400), "2 s, then 4 chunks 0.1 s apart"
+    assert _clock.now_ns is time.monotonic_ns
