@@ -292,7 +292,7 @@ def _gaps_in_order(mappings: Sequence[Mapping[str, Any]], total: int) -> list[An
     try:
         indices = list(map(_INDEX_OF, mappings))
         gaps = list(map(_GAP_OF, mappings[1:]))
-    except KeyError:
+    except (KeyError, TypeError):  # a key missing, or attributes that are no mapping
         return None
     if (
         indices[0] == 0
@@ -305,14 +305,14 @@ def _gaps_in_order(mappings: Sequence[Mapping[str, Any]], total: int) -> list[An
     return None
 
 
-def _gaps_by_index(
-    mappings: Sequence[Mapping[str, Any]], total: int
-) -> tuple[list[Any], list[int]] | None:
+def _gaps_by_index(mappings: Sequence[object], total: int) -> tuple[list[Any], list[int]] | None:
     """The gaps of chunk events in any order, ordered by chunk index, and the events' positions
     in that order; ``None`` when the events do not describe ``total`` chunks (a missing,
     repeated or out-of-range index, or a gap missing or where none belongs)."""
     by_index: dict[int, tuple[int, Any]] = {}
     for at, attrs in enumerate(mappings):
+        if not isinstance(attrs, Mapping):  # a span built by hand may carry anything
+            return None
         index = attrs.get(sc.CHUNK_INDEX)
         gap = attrs.get(sc.CHUNK_GAP_NS)
         if type(index) is not int or index < 0 or index in by_index:

@@ -146,7 +146,8 @@ def _derive_attempt(
         threshold = default_threshold_ms
     # an end before the start has no wall time (only a span otel-llm did not write has one)
     wall_only: dict[str, AttributeValue] = {sc.WALL_MS: to_ms(end - start)} if end >= start else {}
-    if attributes.get(sc.ATTEMPT_OUTCOME) in sc.OUTCOMES_WITHOUT_FIGURES:
+    outcome = attributes.get(sc.ATTEMPT_OUTCOME)
+    if type(outcome) is str and outcome in sc.OUTCOMES_WITHOUT_FIGURES:  # (a list: no hash)
         return None, wall_only, None
     events = span.events
     recorded = read_chunk_columns(
@@ -306,7 +307,7 @@ class DerivingSpanProcessor(SpanProcessor):
             # no winner: the row says all there is of it (a store skips it when it looks for
             # rows that do not carry their winner); a winner not seen here: nothing
             return {} if winner is not None else {sc.CALL_WINNER_GAPS_FLOOR_MS: _NO_GAPS_FLOOR}
-        if winner in attempts:
+        if type(winner) is int and winner in attempts:  # (a value the SDK keeps: no list)
             return dict(attempts[winner])
         if winner is None and len(attempts) == 1:
             return dict(next(iter(attempts.values())))

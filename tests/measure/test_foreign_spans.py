@@ -316,3 +316,67 @@ def test_exact_figures_always_hold_together(
     assert 0 <= stall_count < chunks
     assert attributes[sc.GENERATION_MS] == wall - stall_ms
     assert longest is None or 0 <= longest <= wall  # type: ignore[operator]
+
+
+# --- spans handed to the processor by hand, with values the SDK would not keep ---------------
+
+
+def _replayed(
+    attributes: dict[str, Any], events: list[Any], *, span_id: int, parent: int | None = None
+) -> ReadableSpan:
+    """A finished span built by hand, as a pipeline that converts or replays spans hands it
+    to its processors: its values are whatever it says (lists, dicts), not what the SDK keeps."""
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    sampled = TraceFlags(TraceFlags.SAMPLED)
+    return ReadableSpan(
+        name="chat x",
+        context=SpanContext(7, span_id, False, sampled),
+        parent=None if parent is None else SpanContext(7, parent, False, sampled),
+        attributes=attributes,
+        events=events,
+        start_time=START,
+        end_time=END,
+    )
+
+
+def test_values_the_sdk_would_not_keep_cost_no_traceback() -> None:
+    """An outcome, attempt number or winner that is a list or a dict, or a chunk event whose
+    attributes are not a mapping, on a span built by hand: the processor forwards it without
+    figures it cannot trust, logging nothing (it logged a TypeError's traceback per span)."""
+    from opentelemetry.sdk.trace import Event
+
+    spans = Spans()
+    chunks = [
+        Event(sc.CHUNK_EVENT, _chunk(0), timestamp=1_100 * MS),
+        Event(sc.CHUNK_EVENT, _chunk(1, 100 * MS), timestamp=1_200 * MS),
+    ]
+    attempt = {
+        sc.SPAN_ROLE: sc.SPAN_ROLE_ATTEMPT,
+        sc.GEN_AI_REQUEST_STREAM: True,
+        sc.CHUNK_COUNT_RECORDED: 2,
+        sc.CHUNK_EVENTS_RECORDED: 2,
+        sc.ATTEMPT_OUTCOME: sc.OUTCOME_OK,
+        sc.ATTEMPT_NUMBER: 1,
+    }
+    hostile = [
+        _replayed({**attempt, sc.ATTEMPT_OUTCOME: ["ok"]}, chunks, span_id=11, parent=1),
+        _replayed({**attempt, sc.ATTEMPT_OUTCOME: {"ok": 1}}, chunks, span_id=12, parent=2),
+        _replayed({**attempt, sc.ATTEMPT_NUMBER: [1]}, chunks, span_id=13, parent=3),
+        _replayed(attempt, [chunks[0], Event(sc.CHUNK_EVENT, [1, 2], 1_200 * MS)], span_id=14),
+        _replayed(attempt, [Event(sc.CHUNK_EVENT, "ab", 1_100 * MS), chunks[1]], span_id=15),
+        _replayed({sc.SPAN_ROLE: sc.SPAN_ROLE_CALL, sc.CALL_WINNER_ATTEMPT: [1]}, [], span_id=1),
+        _replayed({sc.SPAN_ROLE: sc.SPAN_ROLE_CALL, sc.CALL_WINNER_ATTEMPT: {}}, [], span_id=2),
+    ]
+    with _logged() as records:
+        for span in hostile:
+            spans.processor.on_end(span)
+    assert records == []
+    by_id = {span.context.span_id: dict(span.attributes or {}) for span in spans.finished()}
+    assert sorted(by_id) == [1, 2, 11, 12, 13, 14, 15]
+    for span_id in (11, 12):  # an outcome otel-llm never writes: the figures of its events
+        assert by_id[span_id][sc.METERING_STATUS] == sc.METERING_EXACT
+    for span_id in (14, 15):
+        assert by_id[span_id][sc.METERING_STATUS] == sc.METERING_INCOMPLETE_MISSING
+    for span_id in (1, 2):  # a winner that is no attempt number: no winner's figures
+        assert sc.TTFT_MS not in by_id[span_id]
