@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+from otel_llm._errors import ConfigurationError
 from otel_llm._measure._stalls import NS_PER_MS
 
 
@@ -16,5 +19,11 @@ class FakeClock:
         return self.ns
 
     def advance(self, ms: float) -> None:
-        """Move the clock ``ms`` milliseconds on."""
-        self.ns += int(ms * NS_PER_MS)
+        """Move the clock ``ms`` milliseconds on, to the nearest nanosecond (so
+        ``1000 * (0.7 + 0.1)`` is 800 ms); a negative, NaN or infinite ``ms`` is a
+        :class:`~otel_llm.ConfigurationError` (a monotonic clock never moves back)."""
+        if not (math.isfinite(ms) and ms >= 0):
+            raise ConfigurationError(
+                "ms", f"must be a non-negative finite number of milliseconds, not {ms!r}"
+            )
+        self.ns += round(ms * NS_PER_MS)
