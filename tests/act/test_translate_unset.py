@@ -101,3 +101,27 @@ def test_a_message_field_that_is_set_is_still_refused(api: str) -> None:
         with pytest.raises(ConfigurationError) as caught:
             wire_for(api).request(source, {"messages": [USER, echoed]}, stream=True)
         assert caught.value.key == "messages[1].tool_calls"
+
+
+HUGE = "x" * 100_000
+
+
+@pytest.mark.parametrize("api", ["anthropic", "gemini"])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"messages": [{"role": HUGE, "content": "hi"}]},
+        {"messages": [{"role": "user", "content": [{"type": HUGE}]}]},
+        {"messages": [{"role": "user", "content": "hi", HUGE: 1}]},
+        {"messages": [USER], HUGE: 1},
+    ],
+    ids=["role", "part-type", "message-field", "request-field"],
+)
+def test_a_refusal_names_a_huge_value_in_a_few_words(api: str, payload: dict[str, Any]) -> None:
+    """What the caller wrote is named, not repeated: a role, a part's type or a field name of
+    100 000 characters appears cut short in the ConfigurationError."""
+    source = Source(name="s", model="m", provider=api, api_key="k")
+    with pytest.raises(ConfigurationError) as caught:
+        wire_for(api).request(source, payload, stream=True)
+    assert len(str(caught.value)) < 600
+    assert "xxxxxxxx" in str(caught.value)

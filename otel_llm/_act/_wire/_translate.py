@@ -113,7 +113,7 @@ class Translation:
             if value is None:  # not set (``temperature=None``), as the SDKs read it
                 continue
             if key not in IGNORED and key not in COMMON_PARAMETERS and key not in self.extra:
-                raise self.refuse(key, _WHAT.get(key, f"the request field {key!r}"))
+                raise self.refuse(_cut(key), _WHAT.get(key, f"the request field {_named(key)}"))
         system, turns = self._messages(payload.get("messages"))
         return Translated(system, turns, self._generation(payload))
 
@@ -131,7 +131,8 @@ class Translation:
             for key, value in message.items():
                 if key not in ("role", "content") and value is not None:  # None: not set
                     what = "tool calls" if key in ("tool_calls", "function_call") else None
-                    raise self.refuse(f"{at}.{key}", what or f"a message's {key!r}")
+                    named = f"a message's {_named(key)}"
+                    raise self.refuse(f"{at}.{_cut(str(key))}", what or named)
             role = message.get("role")
             texts = self._texts(message.get("content"), f"{at}.content")
             if role in ("system", "developer"):
@@ -145,7 +146,7 @@ class Translation:
             elif role in ("tool", "function"):
                 raise self.refuse(f"{at}.role", "tool results")
             else:
-                raise self.refuse(f"{at}.role", f"the role {role!r}")
+                raise self.refuse(f"{at}.role", f"the role {_named(role)}")
         if not turns:  # both APIs answer 400 to a request with no turn to answer
             raise self.refuse("messages", "a request with no user or assistant message")
         return tuple(system), tuple(turns)
@@ -168,7 +169,10 @@ class Translation:
                     "input_audio": "audio",
                     "file": "files",
                     "refusal": "a refusal part",
-                }.get(kind if isinstance(kind, str) else "", f"a content part of type {kind!r}")
+                }.get(
+                    kind if isinstance(kind, str) else "",
+                    f"a content part of type {_named(kind)}",
+                )
                 raise self.refuse(where, what)
             text = part.get("text")
             others = {key for key, value in part.items() if value is not None} - {"type", "text"}
@@ -225,6 +229,20 @@ class Translation:
         if not ok or not math.isfinite(value) or not low <= value <= high:
             raise self.refuse(key, f"{key} outside {low:g}..{high:g} (this API's range)")
         return float(value)
+
+
+_SHOWN: Final = 40
+"""Characters of a value the caller wrote that a refusal shows (it names the value, never
+repeats a megabyte of it)."""
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}…"
+
+
+def _named(value: Any) -> str:
+    """A value the caller wrote (a role, a part's type, a field name) as a refusal names it."""
+    return _cut(repr(value))
 
 
 def _whole(value: Any) -> bool:
