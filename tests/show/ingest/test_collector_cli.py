@@ -85,3 +85,109 @@ def test_a_failed_ingest_at_start_gives_the_claim_back(
     with pytest.raises(CollectorError, match="exited with code 1 before its health check"):
         again.start()
     claim(store).close()
+
+
+_STAND_IN = """#!{python}
+# Stands in for the Collector: answers its health check on the port otel-llm collector gave
+# it, ends with code 0 on SIGTERM, or with code {code} on its own after {life} s.
+import http.server, os, signal, sys, threading
+port = int(os.environ["OTEL_LLM_COLLECTOR_HEALTH_PORT"])
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), http.server.BaseHTTPRequestHandler)
+server.RequestHandlerClass.do_GET = lambda self: (self.send_response(200), self.end_headers())
+server.RequestHandlerClass.log_message = lambda *_: None
+threading.Thread(target=server.serve_forever, daemon=True).start()
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+threading.Event().wait({life})
+os._exit({code})
+"""
+
+
+def _stand_in(tmp_path: Path, *, code: int = 0, life: float = 600.0) -> str:
+    script = tmp_path / "collector"
+    script.write_text(_STAND_IN.format(python=sys.executable, code=code, life=life))
+    script.chmod(0o755)
+    return str(script)
+
+
+def _until_stopped(
+    *arguments: str, cwd: Path, binary: str, interrupt: bool = True
+) -> tuple[int, str]:
+    """`otel-llm collector` with ``binary`` as its collector, stopped with SIGINT (Ctrl-C) once
+    it says it is up (``interrupt``): its exit code and standard error."""
+    import signal
+
+    ports = Ports.free()
+    cli = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "otel_llm.cli",
+            "collector",
+            f"--grpc-port={ports.grpc}",
+            f"--http-port={ports.http}",
+            f"--health-port={ports.health}",
+            *arguments,
+        ],
+        cwd=cwd,
+        env={**os.environ, env.OTEL_LLM_COLLECTOR_BIN: binary},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert cli.stderr is not None
+    try:
+        first = cli.stderr.readline()
+        if "collector up" in first and interrupt:
+            cli.send_signal(signal.SIGINT)
+        rest = cli.stderr.read()
+        return cli.wait(timeout=60), first + rest
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+        cli.stderr.close()
+
+
+def test_stopped_by_ctrl_c_it_exits_0(tmp_path: Path) -> None:
+    code, said = _until_stopped("--db", "store", cwd=tmp_path, binary=_stand_in(tmp_path))
+    assert code == 0, said
+    assert "collector stopped (exit code 0); spans went straight into store" in said
+
+
+def test_a_collector_that_exits_on_its_own_is_exit_code_1(tmp_path: Path) -> None:
+    code, said = _until_stopped(
+        "--db", "store", cwd=tmp_path, binary=_stand_in(tmp_path, code=3, life=1.0), interrupt=False
+    )
+    assert code == 1, said
+    assert "the collector exited on its own" in said
+    assert "collector stopped (exit code 3)" in said
+    assert "Traceback" not in said
+
+
+def test_a_kept_spool_file_is_exit_code_1_and_named(tmp_path: Path) -> None:
+    from otel_llm._show._ingest._claim import spool_path
+
+    store = tmp_path / "store"
+    spool_path(store).mkdir(parents=True)
+    damaged = spool_path(store) / "traces-2026-01-01T00-00-00.000-size.binpb"
+    damaged.write_bytes(b"\xff\xff\xff\xffnot a message")
+    code, said = _until_stopped("--db", "store", cwd=tmp_path, binary=_stand_in(tmp_path))
+    assert code == 1, said
+    assert f"kept: {damaged}: a length of 4294967295 bytes" in said
+    assert "at byte 0 of 17" in said
+    again, said = _until_stopped("--db", "store", cwd=tmp_path, binary=_stand_in(tmp_path))
+    assert again == 1, said
+    assert f"kept: {damaged}.corrupt: kept by an earlier ingest" in said
+
+
+def test_a_port_in_use_is_exit_code_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, said = _until_stopped(
+            "--db", "store", f"--health-port={port}", cwd=tmp_path, binary=_stand_in(tmp_path)
+        )
+    assert code == 2, said
+    assert f"error: port health {port} on 127.0.0.1 is in use" in said
