@@ -63,12 +63,21 @@ def draw_key(body: Mapping[str, object]) -> str | None:
     value = body.get(SCRIPT_KEY_FIELD)
     if value is None:
         return None
-    if not isinstance(value, str) or not 0 < len(value) <= _MAX_KEY:
+    if not isinstance(value, str) or not 0 < len(value) <= _MAX_KEY or not _unicode(value):
         raise BadRequest(
             f"body field {SCRIPT_KEY_FIELD!r} must be text of 1 to {_MAX_KEY} characters",
             code="invalid_key",
         )
     return value
+
+
+def _unicode(text: str) -> bool:
+    """Whether ``text`` is Unicode text (JSON may carry a lone surrogate, which is not)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def describe(error: ValidationError) -> str:

@@ -140,7 +140,7 @@ def _reject(error: BadRequest) -> web.Response:
 async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # nested past the limit
         raise BadRequest(f"the request body is not JSON: {exc}", code="invalid_json") from exc
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object", code="invalid_json")
