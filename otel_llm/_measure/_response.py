@@ -56,15 +56,32 @@ _GEMINI_USAGE: Final = (
 :meth:`Usage.from_gemini` reads them from a mapping."""
 
 
+MOST_TOKENS: Final = 2**32 - 1
+"""The largest token count read from an answer: more than any model's context by orders of
+magnitude. A count past it (``2**70``), or a negative one, is no count a provider can mean and
+is left out: kept, it would charge the source's admission a debt no refill repays, and a
+cumulative counter of it (hedge waste) past 64 bits fails every later OTLP metrics export."""
+
+
 def _count(value: Any) -> int | None:
-    """A token count: an integer (a plain ``int`` decided at once), never a bool."""
-    if value.__class__ is int:
-        return value
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A token count: an integer (a plain ``int`` decided at once), never a bool, from 0 to
+    :data:`MOST_TOKENS`."""
+    if value.__class__ is not int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+        value = int(value)
+    return value if 0 <= value <= MOST_TOKENS else None
 
 
 _PLAIN_COUNTS: Final = frozenset((int, type(None)))
-"""The types :func:`_count` keeps as they are (checked for a whole usage at once)."""
+"""The types :func:`_count` keeps as they are when in range (checked for a whole usage at
+once)."""
+
+
+def _in_range(counts: tuple[int | None, ...]) -> bool:
+    """Every count (ints and ``None``) from 0 to :data:`MOST_TOKENS`."""
+    present = [count for count in counts if count is not None]
+    return not present or (min(present) >= 0 and max(present) <= MOST_TOKENS)
 
 
 def _newer(value: int | None, earlier: int | None) -> int | None:
@@ -175,10 +192,9 @@ class Usage:
                 total.__class__,
                 cached.__class__,
             }
-            if not kinds <= _PLAIN_COUNTS:  # anything but ints and None: the careful rule
-                prompt, candidates, thoughts, total, cached = map(
-                    _count, (prompt, candidates, thoughts, total, cached)
-                )
+            counts = (prompt, candidates, thoughts, total, cached)
+            if not kinds <= _PLAIN_COUNTS or not _in_range(counts):  # the careful rule
+                prompt, candidates, thoughts, total, cached = map(_count, counts)
         output = None
         if candidates is not None or thoughts is not None:
             output = (candidates or 0) + (thoughts or 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from openai._models import construct_type
@@ -9,6 +10,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from otel_llm import Usage
 from otel_llm._act._completion import StreamAssembler
+from otel_llm._measure._response import MOST_TOKENS
 from otel_llm._wrap._chunk_view import ResponseNotes
 
 
@@ -65,3 +67,48 @@ def test_usage_of_the_wrong_type_is_left_out() -> None:
     usage = Usage.from_openai({"prompt_tokens": "7", "completion_tokens": True}, earlier=earlier)
     assert usage == Usage(input_tokens=7)
     assert usage.total == 7
+
+
+def test_counts_no_provider_could_mean_are_left_out() -> None:
+    """A negative token count, or one past 2**32 - 1, is left out of the usage, whichever API
+    reported it: it is no count a provider can mean (it would charge admission a debt no
+    refill repays, and sink the OTLP metrics export: next test)."""
+    huge = 2**70
+    usage = Usage.from_openai(
+        {"prompt_tokens": -5, "completion_tokens": huge, "total_tokens": MOST_TOKENS + 1}
+    )
+    assert usage == Usage()
+    assert usage.total is None
+    assert Usage.from_openai({"prompt_tokens": MOST_TOKENS}).input_tokens == MOST_TOKENS
+    anthropic = Usage.from_anthropic({"input_tokens": 3, "cache_read_input_tokens": huge})
+    assert (anthropic.input_tokens, anthropic.cache_read_tokens) == (3, None)
+    sdk_object = SimpleNamespace(
+        prompt_token_count=-1,
+        candidates_token_count=huge,
+        thoughts_token_count=2,
+        total_token_count=None,
+        cached_content_token_count=None,
+    )
+    gemini = Usage.from_gemini(sdk_object)
+    assert (gemini.input_tokens, gemini.output_tokens, gemini.reasoning_tokens) == (None, 2, 2)
+    assert Usage.from_gemini({"promptTokenCount": huge}).input_tokens is None
+
+
+def test_a_huge_count_from_a_losing_leg_leaves_the_metrics_export_working() -> None:
+    """The tokens a losing hedge leg used are a counter: a count past 64 bits made every
+    later OTLP export of the process's metrics fail to encode, all metrics with it."""
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from otel_llm._measure._metrics import LlmMetrics
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    metrics = LlmMetrics(provider)
+    loser = Usage.from_openai({"prompt_tokens": 2**64, "completion_tokens": 2**64})
+    metrics.record_hedge("stall", "won", (1, 3, loser.total), {"gen_ai.operation.name": "chat"})
+    data = reader.get_metrics_data()
+    assert data is not None
+    assert encode_metrics(data).SerializeToString()
+    provider.shutdown()
