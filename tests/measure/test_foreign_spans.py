@@ -380,3 +380,120 @@ def test_values_the_sdk_would_not_keep_cost_no_traceback() -> None:
         assert by_id[span_id][sc.METERING_STATUS] == sc.METERING_INCOMPLETE_MISSING
     for span_id in (1, 2):  # a winner that is no attempt number: no winner's figures
         assert sc.TTFT_MS not in by_id[span_id]
+
+
+# --- call and attempt spans ending in any order, from several threads ------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    plan=st.lists(
+        st.tuples(st.integers(min_value=1, max_value=3), st.integers(min_value=1, max_value=3)),
+        min_size=1,
+        max_size=6,
+    ),
+    order=st.randoms(use_true_random=False),
+)
+def test_calls_carry_their_winner_whatever_order_spans_end_in(
+    plan: list[tuple[int, int]], order: Any
+) -> None:
+    """Calls of one to three attempts (each ``ok``) end in any order among their attempts and
+    other calls' spans: a call that ends after its winner carries exactly the winner's
+    figures, one that ends before it carries none — never another attempt's or call's."""
+    from opentelemetry import trace
+
+    spans = Spans()
+    steps: list[tuple[str, Any]] = []
+    winners: dict[int, tuple[str, int]] = {}
+    for number, (attempts, winner) in enumerate(plan):
+        winner = min(winner, attempts)
+        call = spans.tracer.start_span(
+            f"call {number}",
+            attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL, sc.CALL_WINNER_ATTEMPT: winner},
+        )
+        context = trace.set_span_in_context(call)
+        for attempt_number in range(1, attempts + 1):
+            attempt = AttemptSpan(
+                spans.tracer,
+                f"attempt {number}.{attempt_number}",
+                attributes={sc.ATTEMPT_NUMBER: attempt_number},
+                threshold_ms=1000,
+                streamed=True,
+                start_ns=0,
+                context=context,
+            )
+            for chunk in range(attempt_number + number + 1):  # figures of their own
+                attempt.clock.mark_at((chunk + 1) * (number * 10 + attempt_number) * MS)
+            steps.append(("attempt", attempt))
+        steps.append(("call", call))
+        winners[call.get_span_context().span_id] = (f"attempt {number}.{winner}", number)
+    order.shuffle(steps)
+    ended: set[str] = set()
+    for kind, item in steps:
+        if kind == "attempt":
+            item.finish(sc.OUTCOME_OK)
+            ended.add(item.span.name)
+        else:
+            winner_name, _ = winners[item.get_span_context().span_id]
+            item.set_attribute("test.winner_ended_first", winner_name in ended)
+            item.end()
+    attempts = {span.name: dict(span.attributes or {}) for span in spans.attempts()}
+    for call in spans.calls():
+        attributes = dict(call.attributes or {})
+        winner_name, _ = winners[call.context.span_id]  # type: ignore[union-attr]
+        carried = {name: attributes.get(name) for name in sc.DERIVED_FIGURES}
+        if attributes["test.winner_ended_first"]:
+            assert carried == {name: attempts[winner_name].get(name) for name in sc.DERIVED_FIGURES}
+        else:
+            assert set(carried.values()) == {None}
+    spans.check()
+
+
+def test_calls_from_several_threads_carry_their_own_winner() -> None:
+    """Calls made at once from several threads each carry their own winner's figures, and the
+    processor keeps nothing of them once their calls ended."""
+    import threading
+
+    from opentelemetry import trace
+
+    spans = Spans()
+
+    def calls(worker: int) -> None:
+        for number in range(50):
+            call = spans.tracer.start_span(
+                f"call {worker}.{number}",
+                attributes={sc.SPAN_ROLE: sc.SPAN_ROLE_CALL, sc.CALL_WINNER_ATTEMPT: 2},
+            )
+            for attempt_number in (1, 2):
+                attempt = AttemptSpan(
+                    spans.tracer,
+                    f"attempt {worker}.{number}.{attempt_number}",
+                    attributes={sc.ATTEMPT_NUMBER: attempt_number},
+                    threshold_ms=1000,
+                    streamed=True,
+                    start_ns=0,
+                    context=trace.set_span_in_context(call),
+                )
+                for chunk in range(2 + number % 3):
+                    attempt.clock.mark_at((chunk + 1) * (worker * 10 + attempt_number) * MS)
+                attempt.finish(sc.OUTCOME_OK)
+            call.end()
+
+    threads = [threading.Thread(target=calls, args=(worker,)) for worker in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    winners = {
+        span.parent.span_id: dict(span.attributes or {})  # type: ignore[union-attr]
+        for span in spans.attempts()
+        if (span.attributes or {})[sc.ATTEMPT_NUMBER] == 2
+    }
+    called = spans.calls()
+    assert len(called) == 200
+    for call in called:
+        winner = winners[call.context.span_id]  # type: ignore[union-attr]
+        for name in sc.DERIVED_FIGURES:
+            assert (call.attributes or {}).get(name) == winner.get(name)
+    assert len(spans.processor._winners) == 0
+    spans.check()
