@@ -453,3 +453,48 @@ def test_a_file_it_may_not_read_is_named_and_the_rest_lands(tmp_path: Path) -> N
     assert locked.exists()
     assert not readable.exists()
     assert _count(store.path) == 3
+
+
+def test_large_values_are_not_kept_after_the_ingest(tmp_path: Path) -> None:
+    """Each distinct attribute value was decoded once and kept, up to 65,536 of them however
+    large: spans with captured content (prompts of 100 KB) kept twice their text in memory
+    for as long as the process ran — 1.3 GB after 5,000 such spans, about 13 GB before the
+    memo was cleared. Only small values (a model's name, a chunk's index) are kept."""
+    import gc
+    import tracemalloc
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    def prompts(first: int, count: int) -> bytes:
+        request = ExportTraceServiceRequest()
+        spans = request.resource_spans.add().scope_spans.add().spans
+        for number in range(first, first + count):
+            span = spans.add(
+                trace_id=b"\x01" * 16,
+                span_id=(number + 1).to_bytes(8, "big"),
+                name="chat",
+                start_time_unix_nano=1_700_000_000_000_000_000,
+                end_time_unix_nano=1_700_000_000_000_000_001,
+            )
+            span.attributes.add(key="gen_ai.model").value.string_value = "m"
+            prompt = span.attributes.add(key="gen_ai.prompt").value
+            prompt.string_value = f"{number:08d}" + "p" * 64_000
+        return _framed([request.SerializeToString()])
+
+    store, spool = _store(tmp_path)
+    (spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb").write_bytes(prompts(0, 2))
+    assert spool.ingest().spans == 2  # the imports and first allocations of an ingest
+    (spool.folder / "traces-2026-01-01T00-00-01.000-size.binpb").write_bytes(prompts(2, 200))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        assert spool.ingest().spans == 200
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 1 << 20, f"{after - before} bytes kept after 12.8 MB of prompts"
+    assert _count(store.path) == 202
