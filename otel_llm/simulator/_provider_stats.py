@@ -223,6 +223,11 @@ class ProviderStats:
         with self._lock:
             self._shutting_down = True
 
+    def mark_serving(self) -> None:
+        """The server (re)started: a cancelled request is ``disconnected`` again."""
+        with self._lock:
+            self._shutting_down = False
+
     def _notify(self) -> None:
         """Wake the waiters whose predicate now holds (lock held)."""
         self._changed.notify_all()

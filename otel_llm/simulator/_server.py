@@ -380,6 +380,10 @@ async def _health(request: web.Request) -> web.StreamResponse:
     return web.json_response({"status": "ok"})
 
 
+async def _on_startup(app: web.Application) -> None:
+    app[STATS_KEY].mark_serving()  # a provider stopped and started again serves anew
+
+
 async def _on_shutdown(app: web.Application) -> None:
     app[STATS_KEY].mark_shutting_down()
 
@@ -418,6 +422,7 @@ def create_app(
         seed=seed,
         stats=stats,
     )
+    app.on_startup.append(_on_startup)
     app.on_shutdown.append(_on_shutdown)
     app.router.add_post("/v1/chat/completions", answering(CHAT_COMPLETIONS))
     app.router.add_post("/v1/responses", answering(RESPONSES))

@@ -4,8 +4,10 @@ words, and a stopped provider has no address."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx2
 import pytest
 
 from otel_llm import ConfigurationError
@@ -49,3 +51,19 @@ async def test_a_stopped_provider_has_no_address() -> None:
         assert provider.base_url.endswith("/v1")
     with pytest.raises(RuntimeError, match="not running"):
         _ = provider.url
+
+
+async def test_a_restarted_provider_counts_a_client_going_away_as_a_disconnect() -> None:
+    """Stopped and started again, the provider counts a client that drops its stream as
+    ``disconnected`` (it stayed 'shutting down' forever: ``interrupted``, and
+    ``wait_for_disconnects`` never returned)."""
+    provider = SimulatedProvider(scripts={"slow": Script(first_chunk_delay_s=30)})
+    async with provider:
+        pass
+    async with provider, httpx2.AsyncClient(base_url=provider.base_url) as http:
+        body = {"model": "slow", "messages": [], "stream": True}
+        async with http.stream("POST", "/chat/completions", json=body):
+            await provider.stats.wait_for_requests(1)
+        async with asyncio.timeout(10):
+            await provider.stats.wait_for_disconnects(1)
+    assert provider.stats.outcomes == {"disconnected": 1}
