@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from otel_llm._extras import install_hint
@@ -22,6 +23,8 @@ from otel_llm.testing._clocks import FakeClock
 from otel_llm.testing._scripted import Scripted, error, json_answer, sse_answer
 from otel_llm.testing._span_pipeline import Spans, SpanTracker, figures_of
 from otel_llm.testing._virtual import VirtualTimeLoop, run_virtual
+
+_SIMULATOR = {"SimulatedProvider", "ThreadedProvider", "Script", "Silence"}
 
 __all__ = [
     "FakeClock",
@@ -40,8 +43,8 @@ __all__ = [
     "sse_answer",
     "use_clock",
 ]
-
-_SIMULATOR = {"SimulatedProvider", "ThreadedProvider", "Script", "Silence"}
+if importlib.util.find_spec("aiohttp") is None:  # a star import takes what imports without it
+    __all__ = [name for name in __all__ if name not in _SIMULATOR]  # pragma: no cover
 
 
 def __getattr__(name: str) -> Any:

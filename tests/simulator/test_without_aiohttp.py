@@ -48,3 +48,28 @@ def test_the_conformance_suite_ends_on_what_to_install(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stdout == ""
     assert HINT in done.stderr.strip().splitlines()[-1]
+
+
+def test_a_star_import_of_the_testing_doubles_works_without_it(tmp_path: Path) -> None:
+    """``from otel_llm.testing import *`` gives the doubles that need nothing more (it raised
+    the simulator's ImportError, since ``__all__`` named the simulated provider); the simulated
+    provider still names what to install when asked for."""
+    code = (
+        "from otel_llm.testing import *\n"
+        "print(sorted(name for name in dir() if not name.startswith('_')))\n"
+        "try:\n"
+        "    SimulatedProvider\n"
+        "except NameError:\n"
+        "    print('no SimulatedProvider')\n"
+        "try:\n"
+        "    from otel_llm.testing import SimulatedProvider\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = _without_aiohttp(tmp_path, "-c", code)
+    assert done.returncode == 0, done.stderr
+    names, missing, hint = done.stdout.strip().splitlines()
+    assert "run_virtual" in names
+    assert "Scripted" in names
+    assert missing == "no SimulatedProvider"
+    assert HINT in hint
