@@ -94,7 +94,9 @@ class Scripted:
         if not queue:
             scripted = ", ".join(sorted(self.answers)) or "none"
             raise ConfigurationError(
-                "answers", f"no answers for host {host!r} ({request.url}); scripted: {scripted}"
+                "answers",  # the URL without its query, which may carry a key
+                f"no answers for host {host!r} ({request.method} {request.url.host}"
+                f"{request.url.path}); scripted: {scripted}",
             )
         answer = queue.pop(0) if len(queue) > 1 else queue[0]
         if isinstance(answer, httpx2.Response):

@@ -54,3 +54,14 @@ def test_a_request_to_a_host_without_a_script_names_the_host(spans: Spans) -> No
     script = Scripted({"b": [sse_answer()]})
     with pytest.raises(ConfigurationError, match=r"no answers for host 'a'.*scripted: b"):
         call(script, spans, "a")
+
+
+async def test_the_error_for_an_unscripted_host_leaves_out_the_query() -> None:
+    """The request named in the error has no query: a key passed there (``?key=…``) stays
+    out of the message."""
+    script = Scripted({"b": [sse_answer()]})
+    async with script.client() as http:
+        with pytest.raises(ConfigurationError) as caught:
+            await http.post("http://a.test/v1beta/models/m:generateContent?key=sk-secret-42")
+    assert "sk-secret-42" not in str(caught.value)
+    assert "POST a.test/v1beta/models/m:generateContent" in str(caught.value)
