@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime
 import io
 import os
+import re
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -185,8 +186,23 @@ class IngestReport:
 _SEGMENT_PREFIX: Final = "collector-"
 
 
+_UNSAFE: Final = re.compile(r"[^\w.-]")
+"""What a segment name does not take from a spool file's name: readers list segments by name,
+and DuckDB reads ``*?[]{}\\`` in one as a pattern (a backslash: the segment is not found)."""
+
+
+def _name_stem(stem: str) -> str:
+    """A spool file's stem as its segments' names hold it: letters, digits, ``.``, ``-`` and
+    ``_`` as they are, anything else ``_``, then the stem's checksum, so two stems stay two
+    (the collector's names, ``traces-<UTC time>[-<reason>]``, are kept as they are)."""
+    safe = _UNSAFE.sub("_", stem)
+    if safe == stem:
+        return stem
+    return f"{safe}_{zlib.crc32(stem.encode('utf-8', 'surrogateescape')):08x}"
+
+
 def _segment_name(path: Path, checksum: int, offset: int) -> str:
-    stem = path.name.removesuffix("." + _SUFFIX)
+    stem = _name_stem(path.name.removesuffix("." + _SUFFIX))
     return f"{_SEGMENT_PREFIX}{stem}-{checksum:08x}-{offset:012d}.parquet"
 
 
@@ -199,8 +215,11 @@ def _stem_of_segment(name: str) -> str | None:
 
 
 def _source_stem(name: str) -> str:
-    """The stem of a spool file, kept ones (``.incomplete`` / ``.corrupt``) included."""
-    return name.removesuffix(INCOMPLETE).removesuffix(CORRUPT).removesuffix("." + _SUFFIX)
+    """The stem of a spool file as its segments' names hold it, kept ones (``.incomplete`` /
+    ``.corrupt``) included."""
+    return _name_stem(
+        name.removesuffix(INCOMPLETE).removesuffix(CORRUPT).removesuffix("." + _SUFFIX)
+    )
 
 
 @dataclass

@@ -498,3 +498,37 @@ def test_large_values_are_not_kept_after_the_ingest(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert after - before < 1 << 20, f"{after - before} bytes kept after 12.8 MB of prompts"
     assert _count(store.path) == 202
+
+
+@pytest.mark.parametrize(
+    "stem", ["traces-a\\b", "traces-[1]*?{x}", "traces-new\nline", "traces-a é ü"]
+)
+def test_a_file_name_readers_would_take_for_a_pattern_makes_a_plain_segment_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stem: str
+) -> None:
+    """Segment names were made from the spool file's name as it was: a backslash in it made
+    a segment DuckDB's glob does not find (its spans silently unread: 3 of 6 counted), and any
+    of `*?[]{}` made every reader of the store fall back to the glob. Such characters are
+    replaced (the name's checksum keeps two names two), and a crash before the final names
+    is finished as for any file."""
+    from otel_llm._show._store._glob import GLOB_CHARACTERS
+
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(2)
+    (spool.folder / "traces-zz-later.binpb").write_bytes(_framed(messages[:1]))
+    odd = spool.folder / f"{stem}.binpb"  # ingested first: its final names wait for the next
+    odd.write_bytes(_framed(messages[1:]))
+
+    def crash(name: str) -> None:
+        raise OSError("the process died here")
+
+    monkeypatch.setattr(store, "finalize", crash)
+    with pytest.raises(OSError, match="died"):
+        spool.ingest()
+    monkeypatch.undo()
+    assert spool.ingest().spans == 3  # the later file; the odd one's segment gets its name
+    assert store.pending() == []
+    assert not odd.exists()
+    names = [segment.path.name for segment in store.segments()]
+    assert not [name for name in names if GLOB_CHARACTERS.intersection(name) or "\n" in name]
+    assert _count(store.path) == 6
