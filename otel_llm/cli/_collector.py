@@ -360,7 +360,9 @@ def run_until_stopped(
                 merged_at = time.monotonic()
                 try:
                     run.compact()
-                except OSError as exc:  # merging is an optimisation: the collector runs on
+                except (OSError, ValueError) as exc:  # merging is an optimisation: the
+                    # collector runs on (ValueError: a segment pyarrow cannot read, such as
+                    # a footer naming a column in bytes that are not UTF-8)
                     say(f"could not merge the store's segments ({exc})")
             done = run.ingest()
             for problem in done.problems:

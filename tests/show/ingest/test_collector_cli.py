@@ -191,3 +191,61 @@ def test_a_port_in_use_is_exit_code_2(tmp_path: Path) -> None:
         )
     assert code == 2, said
     assert f"error: port health {port} on 127.0.0.1 is in use" in said
+
+
+def test_a_merge_that_fails_on_a_damaged_segment_leaves_the_collector_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command merges the store's small segments while the collector runs, and "merging is
+    an optimisation: the collector runs on" — but only an OSError was let pass: a segment
+    whose footer names a column in bytes that are not UTF-8 made the merge raise
+    UnicodeDecodeError, which stopped the collector and ended the command with a traceback."""
+    import dataclasses
+    import struct
+    import threading
+
+    from opentelemetry.sdk.resources import Resource
+
+    from otel_llm._defaults import DEFAULTS
+    from otel_llm._show._store._access import prepare_for_writing
+    from otel_llm._show._store._rows import span_row
+    from otel_llm.cli import _collector
+    from otel_llm.cli._collector import CollectorRun, collector_dir, run_until_stopped
+    from tests.support.duckdb_store import MemoryCalls
+
+    store = tmp_path / "store"
+    segments = prepare_for_writing(store)
+    calls = MemoryCalls(Resource.create({"service.name": "merged"}))
+    for _ in range(20):  # more than a merge of small segments waits for
+        calls.exporter.clear()
+        calls.call()
+        segments.write([span_row(span) for span in calls.exporter.get_finished_spans()])
+    victim = sorted((store / "segments").glob("0*.parquet"))[5].resolve()
+    data = bytearray(victim.read_bytes())
+    footer = len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]
+    data[data.index(b"SpanName", footer)] = 0xFF  # a column's name in the footer's schema
+    victim.write_bytes(bytes(data))
+    monkeypatch.setattr(_collector, "DEFAULTS", dataclasses.replace(DEFAULTS, compact_every_s=0.0))
+    run = CollectorRun(
+        Path(_stand_in(tmp_path)), collector_dir() / "duckdb.yaml", store=store, ports=Ports.free()
+    )
+    run.start()
+    stop = threading.Event()
+    said: list[str] = []
+
+    def say(message: str) -> None:
+        said.append(message)
+        if "could not merge" in message and len(said) >= 2:
+            stop.set()  # said twice: the loop went on after the first
+
+    bound = threading.Timer(60.0, stop.set)
+    bound.start()
+    try:
+        code = run_until_stopped(run, stop, say, poll_s=0.05)
+    finally:
+        bound.cancel()
+        if run.running:
+            run.stop()
+    assert code == 0
+    assert len(said) >= 2, said
+    assert all(message.startswith("could not merge the store's segments (") for message in said)
