@@ -26,12 +26,10 @@ from dataclasses import dataclass, field
 
 import httpx2
 
-from otel_llm.simulator._chat import completion, scripted_error, stream_plan
-from otel_llm.simulator._frames import Pause, Reply, Send, prompt_tokens
+from otel_llm.simulator._chat import CHAT_COMPLETIONS, completion, scripted_error, stream_plan
+from otel_llm.simulator._frames import Pause, Reply, Send, cut, prompt_tokens
 from otel_llm.simulator._presets import Preset
 from otel_llm.simulator._script import Script
-
-_KEEPALIVE = b": ping\n\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +76,7 @@ class MemoryProvider:
             model=script.model_name or str(body.get("model")),
             prompt_tokens=prompt_tokens(body.get("messages")),
             include_usage=isinstance(options, dict) and options.get("include_usage") is True,
+            empty_keepalive=script.keepalive == "empty_delta",
         )
         await asyncio.sleep(script.hold_s)
         if script.error_status is not None:
@@ -87,9 +86,12 @@ class MemoryProvider:
             await asyncio.sleep(script.nominal_duration_s)
             if script.fault == "reset":
                 raise httpx2.ReadError("connection reset by the simulated provider")
+            if script.fault == "error":  # the fault's status with the format's error body
+                status, error_body, headers = scripted_error(script, script.fault_status)
+                return httpx2.Response(status, headers=headers, json=error_body)
             text = json.dumps(completion(script, reply))
             if script.fault is not None:  # truncate / malformed: a body that is not JSON
-                text = text[: len(text) // 2]
+                text = cut(text)
             return httpx2.Response(200, headers={"content-type": "application/json"}, text=text)
         return httpx2.Response(
             200, headers={"content-type": "text/event-stream"}, content=_events(script, reply)
@@ -98,12 +100,14 @@ class MemoryProvider:
 
 async def _events(script: Script, reply: Reply) -> AsyncIterator[bytes]:
     """The streamed answer's bytes, each event when the script says (the server's timing: a
-    cadence pause keeps to the stream's timeline, a silence runs from the previous write)."""
+    cadence pause keeps to the stream's timeline, a silence runs from the previous write), in
+    the chat completions route's framing (its keepalive, the script's own)."""
+    framing = CHAT_COMPLETIONS.framing(reply)
     loop = asyncio.get_running_loop()
     timeline = loop.time()
     for step in stream_plan(script, reply):
         if isinstance(step, Send):
-            yield f"data: {step.data}\n\n".encode()
+            yield framing.encode(step)
         elif isinstance(step, Pause):
             start = timeline if step.cadence else loop.time()
             timeline = start + step.seconds
@@ -111,7 +115,7 @@ async def _events(script: Script, reply: Reply) -> AsyncIterator[bytes]:
                 every = step.keepalive_every_s
                 for beat in range(1, step.keepalive_count() + 1):
                     await asyncio.sleep(max(0.0, start + beat * every - loop.time()))
-                    yield _KEEPALIVE
+                    yield framing.keepalive
             await asyncio.sleep(max(0.0, timeline - loop.time()))
         else:
             raise httpx2.ReadError("connection reset by the simulated provider")
