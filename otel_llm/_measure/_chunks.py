@@ -1,7 +1,8 @@
 """The metering primitive: which streamed events are incremental chunks, and when they arrived.
 
 An incremental chunk carries generated output — non-empty ``delta.content``,
-``delta.reasoning_content`` (or ``reasoning``), ``delta.refusal``, or tool-call deltas.
+``delta.reasoning_content`` (or ``reasoning``), ``delta.refusal``, tool-call deltas, a legacy
+``delta.function_call`` or an audio answer's ``delta.audio``.
 Role-only or empty deltas, usage-only frames, SSE comments and ``[DONE]`` are not chunks.
 
 The hot path only records a monotonic timestamp and sets a flag.
@@ -20,15 +21,34 @@ from otel_llm._measure._stalls import Timeline
 
 _TEXT_FIELDS = ("content", "reasoning_content", "reasoning", "refusal")
 """Delta fields whose text is output: the answer, its reasoning, a refusal."""
+_NESTED_TEXT_FIELDS = (("function_call", ("name", "arguments")), ("audio", ("transcript", "data")))
+"""Delta fields holding output in text fields of their own: a call of the legacy functions API
+(``functions=``: its name, then its arguments) and an audio answer (``modalities=["audio"]``:
+its transcript and its data)."""
+
+
+def _has_text(value: Any, names: tuple[str, ...]) -> bool:
+    """Whether ``value`` (a dict or an SDK object) has non-empty text in one of ``names``."""
+    if value is None:
+        return False
+    mapping = MAPPING_TYPES.get(value.__class__)
+    if mapping is None:
+        mapping = is_mapping(value)
+    for name in names:
+        text = value.get(name) if mapping else getattr(value, name, None)
+        if text.__class__ is str and text:
+            return True
+    return False
 
 
 def delta_has_output(delta: Any) -> bool:
     """The chunk rule, the one place it is written: True when one choice's
     ``delta`` — a dict or an SDK object — carries text of content, reasoning
-    (``reasoning_content`` or ``reasoning``) or a refusal, or tool-call deltas. Empty text is
-    no output, and neither is a value of another type where text belongs (a number is not
-    generated text); every reader of chunks (the client's assembler, the wrappers' classifier
-    and their fused reader) asks this function."""
+    (``reasoning_content`` or ``reasoning``) or a refusal, tool-call deltas, a legacy function
+    call's name or arguments, or an audio answer's transcript or data. Empty text is no output,
+    and neither is a value of another type where text belongs (a number is not generated
+    text); every reader of chunks (the client's assembler, the wrappers' classifier and their
+    fused reader) asks this function."""
     if delta is None:
         return False
     mapping = MAPPING_TYPES.get(delta.__class__)  # per chunk: a lookup, not a call
@@ -39,12 +59,16 @@ def delta_has_output(delta: Any) -> bool:
             value = delta.get(name)
             if value.__class__ is str and value:
                 return True
-        return bool(delta.get("tool_calls"))
+        if delta.get("tool_calls"):
+            return True
+        return any(_has_text(delta.get(name), texts) for name, texts in _NESTED_TEXT_FIELDS)
     for name in _TEXT_FIELDS:
         value = getattr(delta, name, None)
         if value.__class__ is str and value:
             return True
-    return bool(getattr(delta, "tool_calls", None))
+    if getattr(delta, "tool_calls", None):
+        return True
+    return any(_has_text(getattr(delta, name, None), texts) for name, texts in _NESTED_TEXT_FIELDS)
 
 
 def stream_complete(choices_seen: Set[int], choices_finished: Set[int]) -> bool:

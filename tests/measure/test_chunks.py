@@ -27,6 +27,14 @@ def chunk(**delta: Any) -> dict[str, Any]:
         pytest.param(
             chunk(tool_calls=[{"index": 0, "function": {"arguments": "{"}}]), True, id="tool"
         ),
+        pytest.param(chunk(function_call={"name": "f", "arguments": ""}), True, id="function"),
+        pytest.param(chunk(function_call={"arguments": '{"a"'}), True, id="function-arguments"),
+        pytest.param(
+            chunk(function_call={"name": "", "arguments": ""}), False, id="function-empty"
+        ),
+        pytest.param(chunk(audio={"id": "a", "transcript": "hi"}), True, id="audio-transcript"),
+        pytest.param(chunk(audio={"id": "a", "data": "UklGR"}), True, id="audio-data"),
+        pytest.param(chunk(audio={"id": "a", "expires_at": 1}), False, id="audio-no-output"),
         pytest.param(chunk(role="assistant"), False, id="role-only"),
         pytest.param(chunk(role="assistant", content=""), False, id="empty-content"),
         pytest.param(chunk(), False, id="empty-delta"),
@@ -145,3 +153,74 @@ def test_not_streamed_timeline_has_no_chunks() -> None:
     clock = ChunkClock(start_ns=10)
     timeline = clock.timeline(110, streamed=False)
     assert (timeline.streamed, timeline.wall_ns, timeline.chunk_count) == (False, 100, 0)
+
+
+def _sse_server(body: bytes) -> Any:
+    """A server on loopback that answers every POST with ``body`` as an event stream."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+
+@pytest.mark.parametrize(
+    ("kind", "finish"),
+    [
+        pytest.param(lambda i: {"function_call": {"arguments": f'"{i}'}}, "function_call", id="fn"),
+        pytest.param(lambda i: {"audio": {"id": "a", "transcript": f"w{i} "}}, "stop", id="audio"),
+    ],
+)
+def test_a_function_call_or_audio_stream_has_its_chunks(spans: Any, kind: Any, finish: str) -> None:
+    """A wrapped openai stream of a legacy function call (``functions=``) or of an audio
+    answer, over HTTP on loopback: its deltas are output, so the attempt has its chunks and
+    its time to first chunk (it had none, and said so as exact)."""
+    import json
+    import threading
+
+    import openai
+
+    from otel_llm import _semconv as sc
+    from otel_llm import instrument_openai, uninstrument_openai
+
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    deltas = [{"role": "assistant"}, *(kind(i) for i in range(5)), {}]
+    frames = [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        for delta in deltas
+    ]
+    frames[-1]["choices"][0]["finish_reason"] = finish
+    body = "".join(f"data: {json.dumps(frame)}\n\n" for frame in frames) + "data: [DONE]\n\n"
+    server = _sse_server(body.encode())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    instrument_openai(tracer_provider=spans.provider)
+    try:
+        host, port = server.server_address[:2]
+        with openai.OpenAI(
+            base_url=f"http://{host}:{port}/v1", api_key="sk-x", max_retries=0
+        ) as client:
+            stream = client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "x"}], stream=True
+            )
+            assert len(list(stream)) == 7
+    finally:
+        uninstrument_openai()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    (attempt,) = spans.attempts()
+    attributes = attempt.attributes or {}
+    assert attributes[sc.METERING_STATUS] == sc.METERING_EXACT
+    assert attributes[sc.CHUNK_COUNT] == 5
+    assert attributes[sc.TTFT_MS] is not None
