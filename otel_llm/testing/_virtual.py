@@ -155,7 +155,20 @@ _METERING = _Metering()
 def run_virtual(main: Coroutine[Any, Any, T], *, real_io: bool = False) -> T:
     """Run ``main`` to completion on a fresh virtual-time loop; like the shared fixture, fail if
     it leaves a task of its own running (``asyncio.Runner`` would cancel it silently).
-    ``real_io``: ``main`` talks over real sockets to servers it runs on the same loop."""
+    ``real_io``: ``main`` talks over real sockets to servers it runs on the same loop.
+
+    It runs a loop of its own, so it is called where no event loop runs (a synchronous test);
+    from a running one it closes ``main`` and raises :class:`RuntimeError`."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # none runs here: the virtual loop may
+    else:
+        main.close()
+        raise RuntimeError(
+            "run_virtual runs its own event loop and cannot be called from a running event "
+            "loop (an async test): call it from a synchronous test"
+        )
 
     async def checked() -> T:
         with _METERING.virtual():

@@ -215,3 +215,17 @@ def test_virtual_loops_in_two_threads_each_meter_their_own_time(
     (stats,) = figures
     assert (stats.ttft_ms, stats.wall_ms) == (2000, 2400), "2 s, then 4 chunks 0.1 s apart"
     assert _clock.now_ns is time.monotonic_ns
+
+
+async def test_run_virtual_inside_a_running_loop_says_why_and_closes_the_coroutine() -> None:
+    """Called from an async test, ``run_virtual`` refuses naming itself and closes the
+    coroutine it was given (it left it, and one of its own, never awaited: two warnings at
+    garbage collection, errors under ``filterwarnings=error``)."""
+
+    async def main() -> None:
+        await asyncio.sleep(1)
+
+    coroutine = main()
+    with pytest.raises(RuntimeError, match=r"run_virtual.*running event loop.*synchronous"):
+        run_virtual(coroutine)
+    assert coroutine.cr_frame is None, "closed"
