@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_llm import _semconv as sc
+from otel_llm._errors import ConfigurationError
 from otel_llm._figures import FIGURES
 from otel_llm._measure._processor import DerivingSpanProcessor
 from otel_llm._measure._stalls import StallFigures
@@ -53,9 +54,14 @@ class Spans:
     def __init__(self, *, max_events: int | None = None, threshold_ms: int = 1000) -> None:
         self.exporter = InMemorySpanExporter()
         self.tracker = SpanTracker()
-        self.processor = DerivingSpanProcessor(
-            [SimpleSpanProcessor(self.exporter)], default_threshold_ms=threshold_ms
-        )
+        try:
+            self.processor = DerivingSpanProcessor(
+                [SimpleSpanProcessor(self.exporter)], default_threshold_ms=threshold_ms
+            )
+        except ConfigurationError as exc:  # the processor's rule, under the name given here
+            if exc.key != "default_threshold_ms":
+                raise
+            raise ConfigurationError("threshold_ms", exc.reason) from None
         limits = SpanLimits(max_events=max_events) if max_events is not None else None
         self.provider = TracerProvider(span_limits=limits)
         self.provider.add_span_processor(self.tracker)
