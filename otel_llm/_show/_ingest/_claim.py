@@ -79,9 +79,16 @@ class LiveCollector:
     """The ports it listens on, on 127.0.0.1 (empty until it has said)."""
 
     def receives(self, url: str) -> bool:
-        """Whether an OTLP exporter sending to ``url`` reaches this collector."""
+        """Whether an OTLP exporter sending to ``url`` reaches this collector: at one of its
+        hosts and ports, without TLS, which it does not speak (``https://`` always speaks it;
+        gRPC's ``host:port`` does unless a ``*_INSECURE`` variable says ``true``)."""
+        from otel_llm._otlp_endpoint import _grpc_tls  # here: init() reads it on the way up
+
         parts = urlsplit(url if "://" in url else f"//{url}")  # gRPC may name host:port only
         host = (parts.hostname or "").lower()
+        scheme = parts.scheme.lower()
+        if scheme == "https" or (not scheme and _grpc_tls("spans", scheme)):
+            return False
         with contextlib.suppress(ValueError):
             port = parts.port
             return host in _LOOPBACK and port in self.ports

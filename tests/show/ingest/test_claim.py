@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from otel_llm import _env as env
 from otel_llm._show._ingest._claim import (
     SPOOL_LOCK,
     LiveCollector,
@@ -58,18 +59,47 @@ def test_an_application_looking_does_not_keep_the_collector_from_its_claim(store
     [
         ("http://127.0.0.1:4318/v1/traces", True),
         ("http://localhost:4318", True),
-        ("localhost:4317", True),
+        ("http://localhost:4317", True),
         ("http://[::1]:4317", False),  # it listens on 127.0.0.1 only
         ("http://127.0.0.2:4318", False),
         ("http://LOCALHOST:4318", True),
+        ("https://127.0.0.1:4318/v1/traces", False),  # it speaks no TLS
+        ("https://localhost:4317", False),
+        ("127.0.0.1:4317", False),  # gRPC without a scheme speaks TLS (unless *_INSECURE=true)
         ("http://127.0.0.1:9999/v1/traces", False),
         ("http://collector.internal:4318/v1/traces", False),
         ("http://127.0.0.1/v1/traces", False),
         ("http://127.0.0.1:99999/v1/traces", False),
     ],
 )
-def test_which_endpoints_reach_the_collector(url: str, reached: bool) -> None:
+def test_which_endpoints_reach_the_collector(
+    url: str, reached: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endpoint the collector would refuse (another address, TLS, which it does not speak)
+    is not taken for it: an application sending to https:// or to host:port over gRPC
+    (TLS) was told its spans went to the collector, its embedded store was left off, and
+    every span was lost (0 of 9 stored, with the real collector)."""
+    for variable in (env.OTEL_EXPORTER_OTLP_INSECURE, env.OTEL_EXPORTER_OTLP_TRACES_INSECURE):
+        monkeypatch.delenv(variable, raising=False)
     assert LiveCollector((4317, 4318)).receives(url) is reached
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "reached"),
+    [
+        (env.OTEL_EXPORTER_OTLP_INSECURE, "true", True),
+        (env.OTEL_EXPORTER_OTLP_TRACES_INSECURE, "TRUE", True),
+        (env.OTEL_EXPORTER_OTLP_INSECURE, "false", False),
+    ],
+)
+def test_grpc_without_a_scheme_reaches_it_when_told_to_speak_no_tls(
+    variable: str, value: str, reached: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in (env.OTEL_EXPORTER_OTLP_INSECURE, env.OTEL_EXPORTER_OTLP_TRACES_INSECURE):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, value)
+    assert LiveCollector((4317,)).receives("localhost:4317") is reached
+    assert LiveCollector((4317,)).receives("https://localhost:4317") is False
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "[::1]", "127.0.0.2"])
