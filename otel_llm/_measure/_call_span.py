@@ -64,6 +64,9 @@ _FLOAT_PARAMETERS: tuple[tuple[str, str], ...] = (
 )
 """Request fields (OpenAI's, and the other APIs' names for the same) → the GenAI request
 attributes the convention defines for them."""
+_INT64: Final = -(2**63)
+"""The least integer an attribute can carry: OTLP's are 64-bit, and the exporter logs the
+traceback of every span holding one past them (a ``seed=2**64``), per export."""
 
 
 def start_span(
@@ -138,8 +141,8 @@ def request_attributes(params: Mapping[str, Any] | None) -> dict[str, AttributeV
         return attrs
     for field, key in _INT_PARAMETERS:
         value = params.get(field)
-        if isinstance(value, int) and not isinstance(value, bool):
-            attrs[key] = value
+        if isinstance(value, int) and not isinstance(value, bool) and _INT64 <= value < -_INT64:
+            attrs[key] = int(value)
     for field, key in _FLOAT_PARAMETERS:
         number = params.get(field)
         if isinstance(number, int | float) and not isinstance(number, bool):

@@ -15,6 +15,7 @@ import pydantic
 import pytest
 from google.genai import errors as genai_errors
 
+from otel_llm import _semconv as sc
 from otel_llm._errors import TruncatedStream
 from otel_llm._measure._call_span import error_text_recordable
 
@@ -62,3 +63,19 @@ def test_any_other_error_keeps_its_text_only_with_content_capture(error: BaseExc
     content capture is on."""
     assert not error_text_recordable(error, content=False)
     assert error_text_recordable(error, content=True)
+
+
+def test_request_integers_past_64_bits_are_left_out() -> None:
+    """A request's integer that OTLP cannot carry (a ``seed`` of 2**64) is left out of the
+    call span: the OTLP encoder logged its traceback for every export of such a span."""
+    from otel_llm._measure._call_span import request_attributes
+
+    attributes = request_attributes(
+        {"seed": 2**64, "max_tokens": -(2**63) - 1, "n": 2, "temperature": 0.5}
+    )
+    assert attributes == {
+        sc.GEN_AI_REQUEST_CHOICE_COUNT: 2,
+        sc.GEN_AI_REQUEST_TEMPERATURE: 0.5,
+    }
+    edges = request_attributes({"seed": 2**63 - 1, "max_tokens": -(2**63)})
+    assert edges == {sc.GEN_AI_REQUEST_SEED: 2**63 - 1, sc.GEN_AI_REQUEST_MAX_TOKENS: -(2**63)}
