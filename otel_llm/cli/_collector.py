@@ -264,7 +264,11 @@ class CollectorRun:
                 f"another otel-llm collector is running on {self.store_path} (its files are in "
                 f"{self.spool.folder}); stop it first"
             ) from None
-        announce(handle, (self.ports.grpc, self.ports.http))
+        announce(
+            handle,
+            (self.ports.grpc, self.ports.http),
+            protocols={"grpc": self.ports.grpc, "http/protobuf": self.ports.http},
+        )
         self._spool_lock = handle
 
     def _release_spool(self) -> None:

@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
@@ -63,11 +64,17 @@ def claim(store: Path) -> BinaryIO:
         return handle
 
 
-def announce(handle: BinaryIO, ports: tuple[int, ...]) -> None:
-    """Write the ports the collector holding the claim listens on (127.0.0.1) into it."""
+def announce(
+    handle: BinaryIO, ports: tuple[int, ...], *, protocols: Mapping[str, int] | None = None
+) -> None:
+    """Write the ports the collector holding the claim listens on (127.0.0.1) into it, and
+    which of them speaks which OTLP protocol (``grpc``, ``http/protobuf``)."""
     handle.seek(0)
     handle.truncate()
-    handle.write(json.dumps({"ports": list(ports)}).encode())
+    said: dict[str, object] = {"ports": list(ports)}
+    if protocols:
+        said["protocols"] = dict(protocols)
+    handle.write(json.dumps(said).encode())
     handle.flush()
 
 
@@ -77,21 +84,27 @@ class LiveCollector:
 
     ports: tuple[int, ...]
     """The ports it listens on, on 127.0.0.1 (empty until it has said)."""
+    protocols: tuple[tuple[str, int], ...] = ()
+    """(OTLP protocol, its port) for each protocol it speaks (empty: not said)."""
 
-    def receives(self, url: str) -> bool:
-        """Whether an OTLP exporter sending to ``url`` reaches this collector: at one of its
-        hosts and ports, without TLS, which it does not speak (``https://`` always speaks it;
-        gRPC's ``host:port`` does unless a ``*_INSECURE`` variable says ``true``)."""
+    def receives(self, url: str, protocol: str | None = None) -> bool:
+        """Whether an OTLP exporter sending to ``url`` over ``protocol`` (``grpc``,
+        ``http/protobuf``; ``None``: not known) reaches this collector: at one of its hosts,
+        on the port of that protocol, without TLS, which it does not speak (``https://``
+        always speaks it; gRPC does for a ``host:port`` unless a ``*_INSECURE`` variable says
+        ``true``)."""
         from otel_llm._otlp_endpoint import _grpc_tls  # here: init() reads it on the way up
 
         parts = urlsplit(url if "://" in url else f"//{url}")  # gRPC may name host:port only
         host = (parts.hostname or "").lower()
         scheme = parts.scheme.lower()
-        if scheme == "https" or (not scheme and _grpc_tls("spans", scheme)):
+        grpc = protocol == "grpc" or (protocol is None and not scheme)  # host:port: gRPC's
+        if scheme == "https" or (grpc and _grpc_tls("spans", scheme)):
             return False
+        ports = {port for speaks, port in self.protocols if speaks == protocol} or set(self.ports)
         with contextlib.suppress(ValueError):
             port = parts.port
-            return host in _LOOPBACK and port in self.ports
+            return host in _LOOPBACK and port in ports
         return False
 
 
@@ -113,6 +126,9 @@ def live_collector(store: Path) -> LiveCollector | None:
         try:
             said = json.loads(handle.read(4096) or b"{}")
             ports = tuple(int(port) for port in said.get("ports", ()))
+            protocols = tuple(
+                (str(name), int(port)) for name, port in said.get("protocols", {}).items()
+            )
         except (ValueError, TypeError, AttributeError):
-            ports = ()
-    return LiveCollector(ports)
+            ports, protocols = (), ()
+    return LiveCollector(ports, protocols)

@@ -154,3 +154,28 @@ def test_a_store_named_by_dots_is_claimed_where_applications_look(
         assert live_collector(store / "sub" / "..") == LiveCollector((4317, 4318))
     finally:
         handle.close()
+
+
+def test_an_endpoint_on_the_other_protocols_port_is_not_the_collector(store: Path) -> None:
+    """OTLP/HTTP sent to the collector's gRPC port (4317, the port most guides name) or gRPC to
+    its HTTP port fails every export; with the protocol the exporter speaks, such an endpoint
+    is not taken for the collector (it was: the embedded store was left off and every span
+    lost, 0 of 9 with the real collector). The claim says which port speaks which protocol;
+    without a protocol, or from a claim that does not say, either port counts, as before."""
+    handle = claim(store)
+    try:
+        announce(handle, (4317, 4318), protocols={"grpc": 4317, "http/protobuf": 4318})
+        collector = live_collector(store)
+        assert collector is not None
+        assert collector.receives("http://127.0.0.1:4318/v1/traces", "http/protobuf")
+        assert not collector.receives("http://127.0.0.1:4317/v1/traces", "http/protobuf")
+        assert collector.receives("http://localhost:4317", "grpc")
+        assert not collector.receives("http://localhost:4318", "grpc")
+        assert not collector.receives("https://localhost:4318/v1/traces", "http/protobuf")
+        assert collector.receives("http://127.0.0.1:4317/v1/traces")  # protocol not known
+        announce(handle, (4317, 4318))  # a claim of an earlier version
+        earlier = live_collector(store)
+        assert earlier is not None
+        assert earlier.receives("http://127.0.0.1:4317/v1/traces", "http/protobuf")
+    finally:
+        handle.close()

@@ -249,3 +249,23 @@ def test_a_merge_that_fails_on_a_damaged_segment_leaves_the_collector_running(
     assert code == 0
     assert len(said) >= 2, said
     assert all(message.startswith("could not merge the store's segments (") for message in said)
+
+
+def test_the_claim_says_which_port_speaks_which_protocol(tmp_path: Path) -> None:
+    """While it runs, the claim names its gRPC and OTLP/HTTP ports apart, so an application
+    sending OTLP/HTTP to the gRPC port is not taken for one of its senders."""
+    from otel_llm._show._ingest._claim import live_collector
+    from otel_llm.cli._collector import CollectorRun, collector_dir
+
+    ports = Ports.free()
+    store = tmp_path / "store"
+    run = CollectorRun(
+        Path(_stand_in(tmp_path)), collector_dir() / "duckdb.yaml", store=store, ports=ports
+    )
+    with run:
+        collector = live_collector(store)
+        assert collector is not None
+        assert collector.receives(f"http://127.0.0.1:{ports.http}/v1/traces", "http/protobuf")
+        assert not collector.receives(f"http://127.0.0.1:{ports.grpc}/v1/traces", "http/protobuf")
+        assert collector.receives(f"http://127.0.0.1:{ports.grpc}", "grpc")
+    assert live_collector(store) is None
