@@ -72,7 +72,8 @@ def sent_chunks(script: Script) -> tuple[int, bool]:
     """How many of the scripted chunks a provider sends, and whether the stream runs to its
     end: an error answer (``error_status``) sends none; a ``truncate``, ``error`` or ``reset``
     fault ends the stream right after chunk ``fault_after_chunk`` (none for -1), before any
-    silence after it; a ``malformed`` line cuts nothing."""
+    silence after it; a ``malformed`` line cuts nothing from what is sent (a client that gives
+    the attempt up at it, as otel-llm's ``Client`` does, sees chunks 0…k only)."""
     if script.error_status is not None:
         return 0, False
     if script.fault in ("truncate", "error", "reset"):

@@ -8,8 +8,7 @@ time too).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 import httpx2
 
@@ -64,7 +63,6 @@ def error(
     return httpx2.Response(status, headers=headers, json=body)
 
 
-@dataclass
 class Scripted:
     """Answers each request with the next scripted response for its host's first label (the
     last one repeats): ``Scripted({"a": [error(429), sse_answer()]})`` answers
@@ -74,13 +72,13 @@ class Scripted:
     an empty list, or a request to a host with none, is a
     :class:`~otel_llm.ConfigurationError`."""
 
-    answers: dict[str, list[Handler | httpx2.Response]]
-    seen: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
+    def __init__(self, answers: Mapping[str, Sequence[Handler | httpx2.Response]]) -> None:
         # each host plays its own copy: a list shared by two hosts, two scripts or two tests
         # is played from its start by each
-        self.answers = {host: list(queue) for host, queue in self.answers.items()}
+        self.answers: dict[str, list[Handler | httpx2.Response]] = {
+            host: list(queue) for host, queue in answers.items()
+        }
+        self.seen: list[str] = []
         for host, queue in self.answers.items():
             if not queue:
                 raise ConfigurationError(
@@ -104,6 +102,9 @@ class Scripted:
                 answer.status_code, headers=answer.headers, content=answer.content
             )
         return await answer(request)
+
+    def __repr__(self) -> str:
+        return f"Scripted(hosts={sorted(self.answers)}, seen={self.seen})"
 
     def client(self) -> httpx2.AsyncClient:
         """An ``httpx2.AsyncClient`` whose every request this script answers."""

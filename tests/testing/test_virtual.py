@@ -8,6 +8,7 @@ it: a regression fails in seconds instead of hanging the run."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import math
 import sys
@@ -225,7 +226,7 @@ async def test_run_virtual_inside_a_running_loop_says_why_and_closes_the_corouti
     async def main() -> None:
         await asyncio.sleep(1)
 
-    coroutine = main()
+    coroutine = main()  # a coroutine object, as inspect.getcoroutinestate needs
     with pytest.raises(RuntimeError, match=r"run_virtual.*running event loop.*synchronous"):
         run_virtual(coroutine)
-    assert coroutine.cr_frame is None, "closed"
+    assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
