@@ -32,6 +32,7 @@ Error answers have google.rpc's body ``{"error": {"code", "message", "status", "
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,21 +127,27 @@ def _error(script: Script, status: int) -> dict[str, Any]:
         )
     delay = _seconds(script.retry_after)
     if delay is not None:
-        details.append({"@type": _RETRY_INFO, "retryDelay": f"{delay:g}s"})
+        details.append({"@type": _RETRY_INFO, "retryDelay": _duration(delay)})
     if details:
         error["details"] = details
     return {"error": error}
 
 
 def _seconds(value: str | None) -> float | None:
-    """A ``Retry-After`` value as seconds, when it is a number."""
+    """A ``Retry-After`` value as seconds, when it is a finite number."""
     if value is None:
         return None
     try:
         seconds = float(value)
     except ValueError:
         return None
-    return seconds if seconds >= 0 else None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _duration(seconds: float) -> str:
+    """A protobuf ``Duration`` in JSON: decimal seconds, at most nine fractional digits, no
+    exponent (``0.00001s``, not ``1e-05s``)."""
+    return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
 
 
 @dataclass(frozen=True, slots=True)
