@@ -29,6 +29,7 @@ from otel_llm._show._store._columns import SegmentColumns
 from otel_llm._show._store._rows import (
     KIND_NAMES,
     STATUS_NAMES,
+    TYPED_PLAN,
     as_int,
     attribute_string,
     put_event_columns,
@@ -242,7 +243,16 @@ def _append_span(
     maps.keys.extend(strings)
     maps.values.extend(strings.values())
     maps.offsets.append(len(maps.keys))
-    columns._typed(attributes)
+    if sc.SPAN_ROLE in attributes and None in attributes.values():
+        # an attribute sent with no value on otel-llm's span: its column is NULL, as the rows
+        # (and the Collector's exporter) have it, where the columns' own typing would fill
+        # the column's default; typed here, the defaults taken as applied
+        typed: dict[str, Any] = {}
+        typed_columns(attributes, typed)
+        columns._typed_rows.append(tuple(typed[name] for name, _, _, _ in TYPED_PLAN))
+        columns._ours.append(False)
+    else:
+        columns._typed(attributes)
     links = columns._links
     link_maps = columns._link_maps
     for link in span.links:
