@@ -246,6 +246,7 @@ class CollectorRun:
                 urllib.request.urlopen(url, timeout=1.0) as answer,
             ):
                 if answer.status == 200:
+                    self._announce()
                     return
             if time.monotonic() > deadline:
                 self.stop()
@@ -254,7 +255,10 @@ class CollectorRun:
 
     def _hold_spool(self) -> None:
         """One collector per spool: a second one would write the same files. The claim says
-        where this one listens, so an application sending to it leaves the store to it."""
+        where this one listens once it answers (:meth:`_announce`), so an application sending
+        to it leaves the store to it; until then it names no port (not those of the last run:
+        an application started meanwhile keeps its store rather than lose what its exporter's
+        retries outlast)."""
         assert self.spool is not None
         assert self.store_path is not None
         try:
@@ -264,12 +268,17 @@ class CollectorRun:
                 f"another otel-llm collector is running on {self.store_path} (its files are in "
                 f"{self.spool.folder}); stop it first"
             ) from None
-        announce(
-            handle,
-            (self.ports.grpc, self.ports.http),
-            protocols={"grpc": self.ports.grpc, "http/protobuf": self.ports.http},
-        )
+        announce(handle, ())
         self._spool_lock = handle
+
+    def _announce(self) -> None:
+        """Name the ports in the claim: the collector answers on them."""
+        if self._spool_lock is not None:
+            announce(
+                self._spool_lock,
+                (self.ports.grpc, self.ports.http),
+                protocols={"grpc": self.ports.grpc, "http/protobuf": self.ports.http},
+            )
 
     def _release_spool(self) -> None:
         if self._spool_lock is not None:

@@ -269,3 +269,36 @@ def test_the_claim_says_which_port_speaks_which_protocol(tmp_path: Path) -> None
         assert not collector.receives(f"http://127.0.0.1:{ports.grpc}/v1/traces", "http/protobuf")
         assert collector.receives(f"http://127.0.0.1:{ports.grpc}", "grpc")
     assert live_collector(store) is None
+
+
+def test_the_claim_names_its_ports_only_once_the_collector_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim named the ports before the spool files of earlier versions were ingested and
+    before the collector was started: an application started meanwhile (a backlog takes
+    minutes) left its store to a collector that was not listening, and lost what its exporter's
+    retries outlasted. Until the collector answers, an application keeps its own store."""
+    from otel_llm._show._ingest._claim import live_collector
+    from otel_llm._show._ingest._otlp_files import IngestReport, Spool
+    from otel_llm.cli._collector import CollectorRun, collector_dir
+
+    ports = Ports.free()
+    store = tmp_path / "store"
+    url = f"http://127.0.0.1:{ports.http}/v1/traces"
+    seen: list[bool] = []
+    ingest = Spool.ingest
+
+    def looking(self: Spool) -> IngestReport:
+        collector = live_collector(store)
+        seen.append(collector is not None and collector.receives(url, "http/protobuf"))
+        return ingest(self)
+
+    monkeypatch.setattr(Spool, "ingest", looking)
+    run = CollectorRun(
+        Path(_stand_in(tmp_path)), collector_dir() / "duckdb.yaml", store=store, ports=ports
+    )
+    with run:
+        assert seen == [False]  # the ingest before the start
+        collector = live_collector(store)
+        assert collector is not None
+        assert collector.receives(url, "http/protobuf")
