@@ -268,17 +268,23 @@ class CollectorRun:
                 f"another otel-llm collector is running on {self.store_path} (its files are in "
                 f"{self.spool.folder}); stop it first"
             ) from None
-        announce(handle, ())
+        try:
+            announce(handle, ())
+        except OSError:
+            handle.close()
+            raise
         self._spool_lock = handle
 
     def _announce(self) -> None:
-        """Name the ports in the claim: the collector answers on them."""
+        """Name the ports in the claim: the collector answers on them (a claim that cannot be
+        written names none, and applications keep their store)."""
         if self._spool_lock is not None:
-            announce(
-                self._spool_lock,
-                (self.ports.grpc, self.ports.http),
-                protocols={"grpc": self.ports.grpc, "http/protobuf": self.ports.http},
-            )
+            with contextlib.suppress(OSError):
+                announce(
+                    self._spool_lock,
+                    (self.ports.grpc, self.ports.http),
+                    protocols={"grpc": self.ports.grpc, "http/protobuf": self.ports.http},
+                )
 
     def _release_spool(self) -> None:
         if self._spool_lock is not None:
@@ -314,6 +320,9 @@ class CollectorRun:
         ``timeout_s``), then ingest every file left. Its exit code (None: not started)."""
         process = self._process
         code = None
+        if self._spool_lock is not None:  # no longer answers: applications keep their store
+            with contextlib.suppress(OSError):
+                announce(self._spool_lock, ())
         if process is not None:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)

@@ -277,7 +277,8 @@ def test_the_claim_names_its_ports_only_once_the_collector_answers(
     """The claim named the ports before the spool files of earlier versions were ingested and
     before the collector was started: an application started meanwhile (a backlog takes
     minutes) left its store to a collector that was not listening, and lost what its exporter's
-    retries outlasted. Until the collector answers, an application keeps its own store."""
+    retries outlasted; so did one started while the last files were ingested at stop. Only while
+    the collector answers does an application leave its store to it."""
     from otel_llm._show._ingest._claim import live_collector
     from otel_llm._show._ingest._otlp_files import IngestReport, Spool
     from otel_llm.cli._collector import CollectorRun, collector_dir
@@ -302,3 +303,4 @@ def test_the_claim_names_its_ports_only_once_the_collector_answers(
         collector = live_collector(store)
         assert collector is not None
         assert collector.receives(url, "http/protobuf")
+    assert seen == [False, False]  # the ingest at stop, the collector stopped
