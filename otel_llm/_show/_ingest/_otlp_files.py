@@ -300,6 +300,10 @@ class Spool:
             return None
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H-%M-%S.%f")[:-3]
         target = self.folder / f"{_STEM}-{now}-stop.{_SUFFIX}"
+        again = 1
+        while target.exists():  # one still waiting, sealed as the clock read the same (or was
+            again += 1  # set back since): a rename would replace it
+            target = self.folder / f"{_STEM}-{now}-stop{again}.{_SUFFIX}"
         current.rename(target)
         return target
 

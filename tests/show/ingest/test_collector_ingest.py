@@ -532,3 +532,36 @@ def test_a_file_name_readers_would_take_for_a_pattern_makes_a_plain_segment_name
     names = [segment.path.name for segment in store.segments()]
     assert not [name for name in names if GLOB_CHARACTERS.intersection(name) or "\n" in name]
     assert _count(store.path) == 6
+
+
+def test_sealing_the_current_file_never_replaces_a_file_of_the_same_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The current file is renamed after the time of day, to the millisecond: a file of that
+    name still waiting (its ingest failed, and the clock was set back since) was replaced by
+    the rename, its spans lost. The new one takes a name of its own."""
+    import datetime
+
+    from otel_llm._show._ingest import _otlp_files
+
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(2)
+    at = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+    class Frozen(datetime.datetime):
+        @classmethod
+        def now(cls, tz: datetime.tzinfo | None = None) -> Frozen:
+            return cls.fromtimestamp(at.timestamp(), tz)
+
+    monkeypatch.setattr(_otlp_files.datetime, "datetime", Frozen)
+    (spool.folder / CURRENT).write_bytes(_framed(messages[:1]))
+    first = spool.seal_current()
+    (spool.folder / CURRENT).write_bytes(_framed(messages[1:]))
+    second = spool.seal_current()
+    assert first is not None
+    assert second is not None
+    assert first != second
+    assert first.read_bytes() == _framed(messages[:1])
+    assert spool.finished() == [first, second]
+    assert spool.ingest().spans == 6
+    assert _count(store.path) == 6
