@@ -215,11 +215,8 @@ def _stem_of_segment(name: str) -> str | None:
 
 
 def _source_stem(name: str) -> str:
-    """The stem of a spool file as its segments' names hold it, kept ones (``.incomplete`` /
-    ``.corrupt``) included."""
-    return _name_stem(
-        name.removesuffix(INCOMPLETE).removesuffix(CORRUPT).removesuffix("." + _SUFFIX)
-    )
+    """The stem of a spool file as its segments' names hold it."""
+    return _name_stem(name.removesuffix("." + _SUFFIX))
 
 
 @dataclass
@@ -309,14 +306,16 @@ class Spool:
 
     def ingest(self) -> IngestReport:
         """Ingest every finished file, oldest first (first finishing what a crash left: the
-        pending segments of files already gone get their final names)."""
+        pending segments of files that will not be ingested again — gone, or kept aside as
+        damaged — get their final names)."""
         report = IngestReport()
-        present = {_source_stem(path.name) for path in self.folder.iterdir()}
+        finished = self.finished()
+        again = {_source_stem(path.name) for path in finished}
         for name in self.store.pending():
             stem = _stem_of_segment(name)
-            if stem is not None and stem not in present:
+            if stem is not None and stem not in again:
                 self.store.finalize(name)
-        for path in self.finished():
+        for path in finished:
             if path not in self._unreadable:
                 report.add(self.ingest_file(path))
         return report

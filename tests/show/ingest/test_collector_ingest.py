@@ -565,3 +565,28 @@ def test_sealing_the_current_file_never_replaces_a_file_of_the_same_name(
     assert spool.finished() == [first, second]
     assert spool.ingest().spans == 6
     assert _count(store.path) == 6
+
+
+def test_a_crash_after_a_file_is_kept_is_finished_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash after a damaged file was kept aside but before its segments got their final
+    names: the next pass gives them their names, as for a file deleted (a kept file is never
+    ingested again); they stayed pending for good, which merges never take."""
+    store, spool = _store(tmp_path)
+    messages, _ = _messages(1)
+    rotated = spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb"
+    rotated.write_bytes(_framed(messages) + b"\xff\xff\xff\xff")
+
+    def crash(name: str) -> None:
+        raise OSError("the process died here")
+
+    monkeypatch.setattr(store, "finalize", crash)
+    with pytest.raises(OSError, match="died"):
+        spool.ingest()
+    monkeypatch.undo()
+    assert (spool.folder / (rotated.name + ".corrupt")).exists()
+    assert len(store.pending()) == 1
+    assert spool.ingest().files == 0
+    assert store.pending() == []
+    assert _count(store.path) == 3
