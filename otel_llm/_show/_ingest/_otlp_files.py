@@ -50,6 +50,10 @@ _STEM, _SUFFIX = CURRENT.rsplit(".", 1)
 LENGTH_BYTES: Final = 4
 MAX_MESSAGE_BYTES: Final = 1 << 30
 """A length above this is not a message the collector wrote (its batches are megabytes)."""
+SEGMENT_BYTES: Final = 64 << 20
+"""A segment is sealed once its messages come to this many bytes (or ``segment_spans`` spans):
+a file of large spans is held a segment at a time (the collector's files, rotated at 32 MB,
+never reach it)."""
 INCOMPLETE: Final = ".incomplete"
 CORRUPT: Final = ".corrupt"
 
@@ -323,7 +327,8 @@ class Spool:
     def ingest_file(self, path: Path) -> IngestReport:
         """Write the spans of one finished file into the store, then delete it (or keep it
         under a telling name, when part of it could not be read). The file is read a message
-        at a time: a file of any size costs the memory of a segment's spans."""
+        at a time: a file of any size costs the memory of a segment's spans (at most
+        ``segment_spans`` of them, :data:`SEGMENT_BYTES` of messages)."""
         try:
             handle = path.open("rb")
         except FileNotFoundError:  # gone since it was listed
@@ -341,6 +346,7 @@ class Spool:
             left_out = _LeftOut()
             columns = SegmentColumns()
             batch: list[tuple[int, bytes]] = []
+            held = 0  # bytes of the messages in the batch
             for offset, message in frames:
                 try:
                     append_export_request(columns, message)
@@ -352,9 +358,10 @@ class Spool:
                         append_export_request(columns, earlier)
                     continue
                 batch.append((offset, message))
-                if len(columns) >= self.segment_spans:
+                held += len(message)
+                if len(columns) >= self.segment_spans or held >= SEGMENT_BYTES:
                     left_out.unheld += self._write_batch(columns, batch, path, checksum, report)
-                    columns, batch = SegmentColumns(), []
+                    columns, batch, held = SegmentColumns(), [], 0
             if len(columns):
                 left_out.unheld += self._write_batch(columns, batch, path, checksum, report)
         problems = left_out.lines()

@@ -590,3 +590,54 @@ def test_a_crash_after_a_file_is_kept_is_finished_next_time(
     assert spool.ingest().files == 0
     assert store.pending() == []
     assert _count(store.path) == 3
+
+
+def test_a_segment_holds_a_bounded_size_of_messages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment was sealed only at 5,000 spans: a file of large spans (a collector configured
+    to rotate late, spans with captured content) held all of them at once — 5,000 spans of
+    3 MB, 15 GB. It is also sealed once its messages come to a bound (64 MiB; 256 KiB here):
+    the peak is a few segments' worth and a MiB read at a time, not the whole file twice."""
+    import tracemalloc
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from otel_llm._show._ingest import _otlp_files
+
+    bound = 256 << 10
+    monkeypatch.setattr(_otlp_files, "SEGMENT_BYTES", bound)
+    messages = []
+    for number in range(40):
+        request = ExportTraceServiceRequest()
+        span = (
+            request.resource_spans.add()
+            .scope_spans.add()
+            .spans.add(
+                trace_id=b"\x01" * 16,
+                span_id=(number + 1).to_bytes(8, "big"),
+                name="chat",
+                start_time_unix_nano=1_700_000_000_000_000_000,
+                end_time_unix_nano=1_700_000_000_000_000_001,
+            )
+        )
+        prompt = span.attributes.add(key="gen_ai.prompt").value
+        prompt.string_value = f"{number:04d}" + "p" * 100_000
+        messages.append(request.SerializeToString())
+    store, spool = _store(tmp_path)
+    warm, _ = _messages(1)
+    (spool.folder / "traces-2026-01-01T00-00-00.000-size.binpb").write_bytes(_framed(warm))
+    assert spool.ingest().spans == 3  # the imports and first allocations of an ingest
+    (spool.folder / "traces-2026-01-01T00-00-01.000-size.binpb").write_bytes(_framed(messages))
+    tracemalloc.start()
+    try:
+        report = spool.ingest()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.spans == 40
+    assert len(report.names) == 14  # three messages of 100 KB pass 256 KiB: 13 of 3, then 1
+    assert peak < 4 * bound + (2 << 20), f"{peak} bytes at the peak for 4 MB of messages"
+    assert _count(store.path) == 43
