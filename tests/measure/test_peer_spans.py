@@ -27,12 +27,15 @@ def peers() -> Iterator[Spans]:
     """OpenLLMetry and the contrib instrumentation (not otel-llm's) on a deriving pipeline;
     the openai SDK restored afterwards (neither peer fully unwraps this release)."""
     from openai.resources.chat.completions.completions import AsyncCompletions, Completions
+    from openai.resources.embeddings import AsyncEmbeddings, Embeddings
+    from openai.resources.responses.responses import AsyncResponses, Responses
     from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetry
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor as Contrib
 
+    classes = (Completions, AsyncCompletions, Embeddings, AsyncEmbeddings, Responses)
     pristine = {
         (cls, name): cls.__dict__[name]
-        for cls in (Completions, AsyncCompletions)
+        for cls in (*classes, AsyncResponses)
         for name in ("create", "parse", "stream")
         if name in cls.__dict__
     }
