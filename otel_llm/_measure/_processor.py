@@ -22,7 +22,8 @@ from opentelemetry.util.types import AttributeValue
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
 from otel_llm._figures import FIGURES
-from otel_llm._measure._events import read_chunk_columns
+from otel_llm._measure._events import read_chunk_columns, read_chunk_run
+from otel_llm._measure._span_events import chunk_run
 from otel_llm._measure._stalls import (
     NS_PER_MS,
     StallFigures,
@@ -150,15 +151,19 @@ def _derive_attempt(
     if type(outcome) is str and outcome in sc.OUTCOMES_WITHOUT_FIGURES:  # (a list: no hash)
         return None, wall_only, None
     events = span.events
-    recorded = read_chunk_columns(
-        attributes,
-        list(map(_NAME, events)),
-        list(map(_ATTRIBUTES, events)),
-        list(map(_TIMESTAMP, events)),
-        start_ns=start,
-        end_ns=end,
-        dropped_events=span.dropped_events,
-    )
+    run = None if span.dropped_events else chunk_run(events)
+    if run is not None:  # otel-llm's own chunk events, as added: nothing to read
+        recorded = read_chunk_run(attributes, run, start_ns=start, end_ns=end)
+    else:
+        recorded = read_chunk_columns(
+            attributes,
+            list(map(_NAME, events)),
+            list(map(_ATTRIBUTES, events)),
+            list(map(_TIMESTAMP, events)),
+            start_ns=start,
+            end_ns=end,
+            dropped_events=span.dropped_events,
+        )
     if recorded.timeline is None:
         return None, {**wall_only, sc.METERING_STATUS: recorded.status}, None
     try:

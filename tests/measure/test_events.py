@@ -383,3 +383,58 @@ def test_read_back_equals_the_per_event_rule(
     expected = _reference_read(attributes, events, start_ns=3, end_ns=end)
     recorded = read_chunk_events(attributes, events, start_ns=3, end_ns=end, dropped_events=0)
     assert (recorded.timeline, recorded.status) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    gaps_ms=st.lists(
+        st.one_of(
+            st.integers(min_value=0, max_value=30), st.integers(min_value=90, max_value=3000)
+        ),
+        max_size=200,
+    ),
+    max_events=st.sampled_from([None, 8, 40]),
+    threshold_ms=st.sampled_from([100, 250, 1000]),
+    ttft_ms=st.integers(min_value=0, max_value=2000),
+    tail_ms=st.integers(min_value=0, max_value=50),
+)
+def test_the_run_read_equals_the_column_read(
+    gaps_ms: list[int], max_events: int | None, threshold_ms: int, ttft_ms: int, tail_ms: int
+) -> None:
+    """otel-llm's own attempt spans are read from the run of chunk events they carry, not event
+    by event: the verdict and timeline equal the column-wise read of the same events, thinned
+    or not, with an exact stall sum or not."""
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from otel_llm._measure._events import read_chunk_columns, read_chunk_run
+    from otel_llm._measure._span_events import chunk_run
+    from otel_llm._measure._spans import AttemptSpan
+    from otel_llm.testing import Spans
+
+    spans = Spans(max_events=max_events)
+    attempt = AttemptSpan(
+        spans.tracer, "chat x", attributes={}, threshold_ms=threshold_ms, streamed=True, start_ns=0
+    )
+    offset = ttft_ms
+    for gap in [0, *gaps_ms]:
+        offset += gap
+        attempt.clock.mark_at(offset * MS)
+    attempt.finish(sc.OUTCOME_OK, end_ns=(offset + tail_ms) * MS)
+    span = attempt.span
+    assert isinstance(span, ReadableSpan)
+    run = chunk_run(span.events)
+    assert run is not None
+    attributes = span.attributes or {}
+    start, end = span.start_time or 0, span.end_time or 0
+    by_run = read_chunk_run(attributes, run, start_ns=start, end_ns=end)
+    by_columns = read_chunk_columns(
+        attributes,
+        [event.name for event in span.events],
+        [event.attributes for event in span.events],
+        [event.timestamp for event in span.events],
+        start_ns=start,
+        end_ns=end,
+        dropped_events=span.dropped_events,
+    )
+    assert by_run == by_columns
+    assert by_run.status == sc.METERING_EXACT
