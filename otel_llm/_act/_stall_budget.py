@@ -11,6 +11,14 @@ default instead of being a blind spot.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+RESOLUTION_S: Final = 1e-6
+"""How close waiting time must come to a bound to have reached it. It is a difference of clock
+readings, so waiting that should reach a bound can fall a float step short of it
+(29.999999999999996 s against 30 s), and a wait for the rest is shorter than the clock can move
+at that time: a loop that waits for it and reads the clock again would wait for the same
+instant for ever (on virtual time; on the real clock, spin until the clock moves)."""
 
 
 @dataclass(slots=True)
@@ -34,5 +42,5 @@ class StallBudget:
         return self.window_s - self.waited_s(now)
 
     def exhausted(self, now: float) -> bool:
-        """True once non-productive waiting reached the window."""
-        return self.waited_s(now) >= self.window_s
+        """True once non-productive waiting reached the window (within :data:`RESOLUTION_S`)."""
+        return self.remaining_s(now) <= RESOLUTION_S

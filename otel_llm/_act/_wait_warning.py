@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from otel_llm._act._stall_budget import RESOLUTION_S
 from otel_llm._defaults import DEFAULTS
 from otel_llm._errors import source_label
 
@@ -26,16 +27,18 @@ class WaitWarning:
     every_s: float = DEFAULTS.long_wait_warn_every_s
 
     def due(self, waited_s: float) -> bool:
-        """True when a warning is due after ``waited_s`` of waiting; the next one is then due
+        """True when a warning is due after ``waited_s`` of waiting (within
+        :data:`~otel_llm._act._stall_budget.RESOLUTION_S`); the next one is then due
         ``every_s`` later."""
-        if waited_s < self.due_at_s:
+        if waited_s + RESOLUTION_S < self.due_at_s:
             return False
         self.due_at_s = waited_s + self.every_s
         return True
 
     def until_due_s(self, waited_s: float) -> float:
         """Seconds of further waiting before the next warning is due (0: due now)."""
-        return max(0.0, self.due_at_s - waited_s)
+        left = self.due_at_s - waited_s
+        return left if left > RESOLUTION_S else 0.0
 
 
 def wait_message(

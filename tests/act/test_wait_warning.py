@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from pathlib import Path
 
 import pytest
 
 from otel_llm import AllSourcesExhausted
+from otel_llm._act._stall_budget import StallBudget
 from otel_llm._act._wait_warning import WaitWarning
 from otel_llm._defaults import DEFAULTS
 from otel_llm.testing import Scripted, Spans, error, run_virtual, sse_answer
+from tests.support.processes import run_python
 from tests.support.scripted_clients import MESSAGES, client, source
 
 WAITED = re.compile(r"has waited (\d+\.\d) s")
@@ -156,3 +159,57 @@ def test_a_call_waiting_for_admission_says_so_with_the_estimated_wait(
         "a at http://a.test/v1: out of admission quota for this request, "
         "estimated for another 30.0 s"
     ), message
+
+
+def test_waiting_a_float_step_short_of_a_bound_has_reached_it() -> None:
+    """Waiting time is a difference of clock readings: 30 s of it can come out as
+    29.999999999999996 s, and the 3.6e-15 s left is less than a clock near a minute can move.
+    The warning is due then, and the stall window spent within as little."""
+    warning = WaitWarning(due_at_s=30.0, every_s=60.0)
+    assert warning.until_due_s(29.999999999999996) == 0.0
+    assert warning.due(29.999999999999996)
+    budget = StallBudget(started_at=53.78, window_s=120.0)
+    now = 53.78 + 119.99999999999999
+    assert 0 < budget.remaining_s(now) < 1e-9
+    assert budget.exhausted(now)
+
+
+FLOAT_STEP_SHORT = """
+import asyncio
+from otel_llm import AllSourcesExhausted, Client, Source
+from otel_llm.simulator import Script, SimulatedProvider
+from otel_llm.testing import run_virtual
+
+async def main():
+    scripts = {
+        "a": Script(error_status=400, hold_s=0.43276706790505337),
+        "b": Script(error_status=429, retry_after="300"),
+    }
+    async with SimulatedProvider(scripts=scripts) as sim:
+        sources = [
+            Source(name=name, provider="openai", base_url=sim.base_url, model=name,
+                   api_key="sk-test-0123456789")
+            for name in ("a", "b")
+        ]
+        async with Client(sources, stall_window_s=120, rate_limit_max_wait_s=0) as client:
+            for call in range(2):
+                try:
+                    await client.chat([{"role": "user", "content": "hi"}])
+                except AllSourcesExhausted:
+                    print(call, "exhausted")
+                if call == 0:
+                    await asyncio.sleep(25.07295311759609)
+
+run_virtual(main(), real_io=True)
+"""
+
+
+def test_a_call_whose_waiting_falls_a_float_step_short_of_its_window_ends(tmp_path: Path) -> None:
+    """Found by a fresh-context probe over random runs: a source refusing for good, another
+    answering 429 for 300 s, and a second call 25.07295311759609 s after the first. Its waiting
+    reached the 120 s window a float step short, so the wait for the rest (3.6e-15 s) could not
+    move the clock: on virtual time the call waited for the same instant for ever (on the real
+    clock it spins until the clock moves). A process of its own, so a hang fails the test."""
+    done = run_python(FLOAT_STEP_SHORT, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "exhausted", "1", "exhausted"]
