@@ -54,6 +54,11 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+def _fail(future: asyncio.Future[None], error: Exception) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
 class ProviderStats:
     """Thread-safe counters of one simulated provider."""
 
@@ -143,7 +148,7 @@ class ProviderStats:
         """Return once ``predicate(stats)`` holds; safe from any event loop or thread.
 
         The predicate runs under the stats lock whenever a counter changes: it should only read
-        the counters.
+        the counters. Should it raise, the wait raises that error (the server answers on).
         Bound the wait with ``asyncio.timeout`` if the caller needs a deadline.
         """
         loop = asyncio.get_running_loop()
@@ -234,7 +239,15 @@ class ProviderStats:
         for waiter in list(self._waiters):
             if waiter.future.done():
                 self._waiters.remove(waiter)
-            elif self._holds(waiter.predicate):
+                continue
+            try:
+                holds = self._holds(waiter.predicate)
+            except Exception as exc:  # raised to the waiter, never into the server's handler
+                self._waiters.remove(waiter)
+                with suppress(RuntimeError):  # the waiter's loop is closed
+                    waiter.loop.call_soon_threadsafe(_fail, waiter.future, exc)
+                continue
+            if holds:
                 self._waiters.remove(waiter)
                 with suppress(RuntimeError):  # the waiter's loop is closed
                     waiter.loop.call_soon_threadsafe(_resolve, waiter.future)

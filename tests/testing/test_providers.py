@@ -67,3 +67,23 @@ async def test_a_restarted_provider_counts_a_client_going_away_as_a_disconnect()
         async with asyncio.timeout(10):
             await provider.stats.wait_for_disconnects(1)
     assert provider.stats.outcomes == {"disconnected": 1}
+
+
+async def test_a_wait_whose_predicate_fails_raises_in_the_waiter_not_in_the_server() -> None:
+    """A predicate that raises once a later request comes in (a lookup of a count it did not
+    foresee) raises in ``wait_for``'s caller; the request is answered as scripted (the
+    predicate ran in the server's handler: HTTP 500, and the wait never ended)."""
+    seen = {0: False, 1: False}
+    async with SimulatedProvider() as provider, httpx2.AsyncClient() as http:
+        waiting = asyncio.create_task(provider.stats.wait_for(lambda s: seen[s.requests]))
+        await asyncio.sleep(0)  # the wait is registered
+        body = {"model": "m", "messages": []}
+        statuses = [
+            (await http.post(f"{provider.base_url}/chat/completions", json=body)).status_code
+            for _ in range(2)
+        ]
+        async with asyncio.timeout(10):
+            with pytest.raises(KeyError):
+                await waiting
+    assert statuses == [200, 200]
+    assert provider.stats.outcomes == {"completed": 2}
