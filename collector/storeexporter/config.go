@@ -30,6 +30,7 @@ const (
 	defaultSegmentSpans = 20_000
 	defaultResendWindow = 30 * time.Second
 	defaultResendSpans  = 1_000_000
+	minResendWindow     = time.Second
 )
 
 // Validate checks the configuration when the Collector loads it.
@@ -45,6 +46,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ResendWindow < 0 || c.ResendSpans < 0 {
 		return errors.New("resend_window and resend_spans: 0 or more")
+	}
+	if c.ResendWindow > 0 && c.ResendWindow < minResendWindow {
+		return errors.New("resend_window: 0 (off) or at least 1s (senders send again a second or more later)")
 	}
 	return nil
 }

@@ -95,9 +95,11 @@ func (e *storeExporter) start(context.Context, component.Host) error {
 			e.logger.Warn("could not read some segments stored just before this start; a span "+
 				"of theirs sent again after a crash may be stored twice", zap.Strings("segments", skipped))
 		}
-		e.stored = newStoredSpans(e.cfg.ResendSpans, recent)
+		e.mu.Lock() // the timer's callback reads e.forget
+		e.stored = newStoredSpans(e.cfg.ResendSpans, recent, started)
 		e.waiting = make(map[spanKey]*batch)
 		e.forget = time.AfterFunc(e.cfg.ResendWindow, e.forgetOlder)
+		e.mu.Unlock()
 	}
 	e.store = s
 	e.sealing = make(chan *batch, 2)
@@ -209,17 +211,18 @@ func (e *storeExporter) sealed(b *batch) {
 		}
 	}
 	if b.err == nil {
-		e.stored.add(b.keys)
+		e.stored.add(b.keys, time.Now())
 	}
 }
 
-// forgetOlder drops the older generation of stored span ids, each window.
+// forgetOlder drops the older generation of stored span ids once the newer one is a window
+// old (stored.go), and looks again when the next one will be.
 func (e *storeExporter) forgetOlder() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.stored.rotate()
+	next := e.stored.expire(time.Now(), e.cfg.ResendWindow)
 	if !e.closed {
-		e.forget.Reset(e.cfg.ResendWindow)
+		e.forget.Reset(next)
 	}
 }
 

@@ -549,24 +549,66 @@ func TestSpansOfASegmentThatFailedAreStoredWhenSentAgain(t *testing.T) {
 }
 
 // The ids of the spans stored are kept in two generations of at most half resend_spans each
-// (plus one segment's): the older one goes when the newer one is full, or as a window passes.
+// (plus a segment's): the older one goes when the newer one is full, or once the newer one is
+// a window old.
 func TestTheIdsRememberedAreBoundedInNumberAndTime(t *testing.T) {
 	key := func(n byte) spanKey { return spanKey{1, 15: n, 16: n} }
-	s := newStoredSpans(4, map[spanKey]struct{}{key(9): {}}) // 9 was read at start
-	s.add([]spanKey{key(1), key(2), key(3)})
+	at := time.Unix(1_000_000, 0)
+	s := newStoredSpans(4, map[spanKey]struct{}{key(9): {}}, at) // 9 was read at start
+	s.add([]spanKey{key(1), key(2), key(3)}, at)
 	if !s.has(key(9)) || !s.has(key(1)) || s.len() != 4 {
 		t.Fatalf("%d ids kept, 9 kept: %v, 1 kept: %v", s.len(), s.has(key(9)), s.has(key(1)))
 	}
-	s.add([]spanKey{key(4)}) // the newer generation held 3 of 2: it is the older one now
+	s.add([]spanKey{key(4)}, at) // the newer generation held 3 of 2: it is the older one now
 	if s.has(key(9)) || !s.has(key(1)) || !s.has(key(4)) || s.len() != 4 {
 		t.Fatalf("%d ids kept after the newer generation filled", s.len())
 	}
-	s.rotate()
+	if next := s.expire(at.Add(time.Minute), time.Minute); next != time.Minute {
+		t.Fatalf("asked again in %v", next)
+	}
 	if s.has(key(1)) || !s.has(key(4)) || s.len() != 1 {
 		t.Fatalf("%d ids kept a window on", s.len())
 	}
-	s.rotate() // two windows without a span: nothing left
+	s.expire(at.Add(2*time.Minute), time.Minute) // two windows without a span: nothing left
 	if s.len() != 0 {
 		t.Fatalf("%d ids kept two windows on", s.len())
+	}
+}
+
+// The window's timer comes soon after the newer generation began because the one before it
+// filled: the ids moved into the older one then are kept until the newer one is a window old
+// (they went within milliseconds: a span sent again a moment later was stored twice).
+func TestIdsMovedToTheOlderGenerationByTheLimitAreKeptAWindow(t *testing.T) {
+	key := func(n byte) spanKey { return spanKey{2, 15: n, 16: n} }
+	at := time.Unix(1_000_000, 0)
+	s := newStoredSpans(20, nil, at)
+	ten := make([]spanKey, 10)
+	for i := range ten {
+		ten[i] = key(byte(i))
+	}
+	s.add(ten, at.Add(50*time.Second))
+	s.add([]spanKey{key(99)}, at.Add(59*time.Second))  // the newer generation is full: it moves
+	next := s.expire(at.Add(time.Minute), time.Minute) // the window's timer, 1 s on
+	if !s.has(key(0)) || next != 59*time.Second {
+		t.Fatalf("ids of 1 s ago forgotten (%v) or asked again in %v, want 59s", !s.has(key(0)), next)
+	}
+	s.expire(at.Add(59*time.Second+time.Minute), time.Minute)
+	if s.has(key(0)) || !s.has(key(99)) {
+		t.Fatal("the older generation kept past a window of the newer one")
+	}
+}
+
+// A window shorter than a sender's retry is refused: the exporter's timer would fire without
+// end for nothing.
+func TestAResendWindowUnderASecondIsRefused(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.Store = "somewhere"
+	cfg.ResendWindow = time.Millisecond
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "resend_window") {
+		t.Fatalf("a 1ms resend_window was taken: %v", err)
+	}
+	cfg.ResendWindow = 0
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("resend_window 0 (off) refused: %v", err)
 	}
 }
