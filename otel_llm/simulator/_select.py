@@ -90,8 +90,14 @@ def describe(error: ValidationError) -> str:
 
 
 def draw(source: ScriptSource, rng: random.Random) -> Script:
-    """The script a source gives for one request."""
-    return source if isinstance(source, Script) else source(rng)
+    """The script a source gives for one request; a preset that draws something else is a
+    :class:`TypeError` naming it (the request fails: a bug of the preset, not the request)."""
+    if isinstance(source, Script):
+        return source
+    script: object = source(rng)
+    if not isinstance(script, Script):
+        raise TypeError(f"the preset {source!r} drew {type(script).__name__}, not a Script")
+    return script
 
 
 def _named(

@@ -87,3 +87,25 @@ async def test_a_wait_whose_predicate_fails_raises_in_the_waiter_not_in_the_serv
                 await waiting
     assert statuses == [200, 200]
     assert provider.stats.outcomes == {"completed": 2}
+
+
+async def test_a_preset_that_draws_no_script_is_named_in_the_servers_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A registered preset (any callable) that returns no Script fails its request with an
+    error naming the preset and what it returned (it was an AttributeError deep in the
+    simulator: ``'dict' object has no attribute 'hold_s'``)."""
+
+    def draws_a_dict(rng: object) -> object:
+        return {"chunk_count": 3}
+
+    async with (
+        SimulatedProvider(scripts={"odd": draws_a_dict}) as provider,  # type: ignore[dict-item]
+        httpx2.AsyncClient() as http,
+    ):
+        body = {"model": "odd", "messages": []}
+        response = await http.post(f"{provider.base_url}/chat/completions", json=body)
+    assert response.status_code == 500
+    assert provider.stats.outcomes == {"failed": 1}
+    assert "draws_a_dict" in caplog.text
+    assert "drew dict, not a Script" in caplog.text
