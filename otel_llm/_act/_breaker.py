@@ -107,6 +107,15 @@ class Breaker:
             return False
         return permit is None or permit.probe == self.probes
 
+    def still_lets_through(self, permit: Permit | None) -> bool:
+        """Whether an attempt let through with ``permit``, not started yet, may still start:
+        the probe's while it is the probe in flight (only the probe decides), a closed
+        breaker's while the breaker is closed (another attempt's failure may have opened it
+        since)."""
+        if permit is None or permit.probe is None:
+            return self.state is BreakerState.CLOSED
+        return self._is_probe(permit)
+
     def open_until(self) -> float | None:
         """When an open breaker will allow a probe; ``None`` if it is not open."""
         return self.opened_at + self.cooldown_s if self.state is BreakerState.OPEN else None

@@ -212,7 +212,8 @@ class LegLedger(Generic[T]):
         given back whole (a half-open probe freed for the next attempt), where a request
         admission took stays taken. Asked the other way round, a call admitted while another
         call took the half-open probe (during a shared backend's round trip) lost a request
-        of the source's quota that never reached the provider."""
+        of the source's quota that never reached the provider. A breaker that another call's
+        attempt opened during admission's answer still stops the leg."""
         if not self.pass_breaker(state):
             return False
         try:
@@ -222,7 +223,14 @@ class LegLedger(Generic[T]):
             raise
         if not admitted:
             self.drop_permit(state)
-        return admitted
+            return False
+        if not state.breaker.still_lets_through(self._permits.get(state.name)):
+            # another call's attempt opened the breaker while admission answered: the leg
+            # does not start, its tokens go back (the request stays taken, as any admitted)
+            self.drop_permit(state)
+            await self._settle_logged(state, self.tokens, 0)
+            return False
+        return True
 
     def drop_permit(self, state: SourceState) -> None:
         """Give back the breaker permit taken for a leg at ``state`` that will not start."""
@@ -235,6 +243,8 @@ class LegLedger(Generic[T]):
         not use comes back when they settle)."""
         wait = await self.call.admission.acquire(state.name, state.source.limits, self.tokens)
         if wait <= 0:
+            self.candidates.quota_until.pop(state.name, None)
+            self.candidates.quota_estimate.pop(state.name, None)
             return True
         now = self.loop.time()
         self.candidates.quota_until[state.name] = now + min(wait, DEFAULTS.quota_recheck_s)

@@ -98,11 +98,11 @@ class Candidates:
 
     def why_unavailable(self, state: SourceState, now: float) -> str:
         """Why no attempt of this call starts at ``state`` now."""
-        recheck = self.quota_until.get(state.name)
-        if recheck is not None and recheck >= now and state.rate_limited_until <= now:
-            # due to be asked again at ``recheck`` (which may be now): what admission estimated
-            until = max(recheck, self.quota_estimate.get(state.name, recheck))
-            return f"out of admission quota for this request, estimated {for_another(until - now)}"
+        estimate = self.quota_estimate.get(state.name)
+        if estimate is not None and estimate > now and state.rate_limited_until <= now:
+            # what admission estimated, though it is asked again sooner (maybe now)
+            left = for_another(estimate - now)
+            return f"out of admission quota for this request, estimated {left}"
         return state.why_unavailable(now)
 
     def pick(

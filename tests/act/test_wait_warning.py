@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 
 from otel_llm import AllSourcesExhausted
+from otel_llm._act._source_state import Candidates
 from otel_llm._act._stall_budget import StallBudget
 from otel_llm._act._wait_warning import WaitWarning
 from otel_llm._defaults import DEFAULTS
 from otel_llm.testing import Scripted, Spans, error, run_virtual, sse_answer
 from tests.support.processes import run_python
+from tests.support.round_harness import state
 from tests.support.scripted_clients import MESSAGES, client, source
 
 WAITED = re.compile(r"has waited (\d+\.\d) s")
@@ -213,3 +215,15 @@ def test_a_call_whose_waiting_falls_a_float_step_short_of_its_window_ends(tmp_pa
     done = run_python(FLOAT_STEP_SHORT, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["0", "exhausted", "1", "exhausted"]
+
+
+def test_a_source_out_of_quota_is_named_so_when_the_loop_wakes_late() -> None:
+    """A real loop wakes a little after the one-second recheck it slept for: until admission's
+    estimate has passed, the source is still out of quota for the request (it read as
+    'available' a moment after each recheck). Once admitted, the estimate is forgotten."""
+    a = state("a")
+    candidates = Candidates([a], quota_until={"a": 11.0}, quota_estimate={"a": 40.0})
+    assert candidates.why_unavailable(a, 11.003) == (
+        "out of admission quota for this request, estimated for another 29.0 s"
+    )
+    assert candidates.why_unavailable(a, 40.0) == "not tried"
