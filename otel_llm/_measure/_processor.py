@@ -8,7 +8,6 @@ every span processor it is synchronous, never blocks and never raises.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,7 @@ from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
 from otel_llm._figures import FIGURES
 from otel_llm._measure._events import read_chunk_columns, read_chunk_run
+from otel_llm._measure._faults import FAULTS
 from otel_llm._measure._span_events import chunk_run
 from otel_llm._measure._stalls import (
     NS_PER_MS,
@@ -32,8 +32,6 @@ from otel_llm._measure._stalls import (
     to_ms,
     validate_threshold_ms,
 )
-
-logger = logging.getLogger("otel_llm")
 
 _NAME, _ATTRIBUTES, _TIMESTAMP = (
     attrgetter("name"),
@@ -216,8 +214,8 @@ class DerivingSpanProcessor(SpanProcessor):
         for processor in self._downstream:
             try:
                 processor.on_start(span, parent_context=parent_context)
-            except Exception:
-                logger.exception("otel-llm: downstream on_start failed")
+            except Exception as exc:
+                FAULTS.report("hand a started span to a downstream processor", exc)
 
     def _on_ending(self, span: Span) -> None:
         if self._shut:
@@ -227,22 +225,22 @@ class DerivingSpanProcessor(SpanProcessor):
             if hook is not None:
                 try:
                     hook(span)
-                except Exception:
-                    logger.exception("otel-llm: downstream _on_ending failed")
+                except Exception as exc:
+                    FAULTS.report("hand an ending span to a downstream processor", exc)
 
     def on_end(self, span: ReadableSpan) -> None:
         if self._shut:
             return
         try:
             forwarded = self._enrich(span)
-        except Exception:
-            logger.exception("otel-llm: could not derive figures; forwarding the span unchanged")
+        except Exception as exc:  # forwarded unchanged: the span goes on without figures
+            FAULTS.report("derive a span's figures", exc)
             forwarded = span
         for processor in self._downstream:
             try:
                 processor.on_end(forwarded)
-            except Exception:
-                logger.exception("otel-llm: downstream on_end failed")
+            except Exception as exc:
+                FAULTS.report("hand an ended span to a downstream processor", exc)
 
     def shutdown(self) -> None:
         if self._shut:
@@ -251,8 +249,8 @@ class DerivingSpanProcessor(SpanProcessor):
         for processor in self._downstream:
             try:
                 processor.shutdown()
-            except Exception:
-                logger.exception("otel-llm: downstream shutdown failed")
+            except Exception as exc:
+                FAULTS.report("shut a downstream span processor down", exc)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         if self._shut:
@@ -261,8 +259,8 @@ class DerivingSpanProcessor(SpanProcessor):
         for processor in self._downstream:
             try:
                 ok = processor.force_flush(timeout_millis) and ok
-            except Exception:
-                logger.exception("otel-llm: downstream force_flush failed")
+            except Exception as exc:
+                FAULTS.report("flush a downstream span processor", exc)
                 ok = False
         return ok
 

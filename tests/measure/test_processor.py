@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
@@ -324,6 +326,27 @@ def test_processor_never_raises(spans: Spans) -> None:
     spans.processor._downstream = (_Exploding(), *spans.processor.downstream)
     run_attempt(spans, [1, 2], 3)
     assert len(spans.attempts()) == 1
+
+
+def test_a_downstream_failing_on_every_span_is_one_warning(
+    spans: Spans, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A downstream processor that raises on every span costs one warning with its traceback,
+    then debug lines — as a failing processor of the provider does — not an ERROR traceback
+    per span (200 calls logged 200)."""
+    from otel_llm._measure import _processor
+    from otel_llm._measure._faults import TelemetryFaults
+
+    monkeypatch.setattr(_processor, "FAULTS", TelemetryFaults())  # none reported before
+    spans.processor._downstream = (_Exploding(), *spans.processor.downstream)
+    with caplog.at_level(logging.DEBUG, logger="otel_llm"):
+        for _ in range(200):
+            run_attempt(spans, [1, 2], 3)
+    assert len(spans.attempts()) == 200  # the processors after it still get every span
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(loud) == 1
+    assert loud[0].exc_info is not None
+    assert "downstream is broken" in loud[0].getMessage()
 
 
 def test_span_ends_once_even_if_finish_called_twice(spans: Spans) -> None:
