@@ -198,7 +198,7 @@ def test_arrivals_marked_ahead_of_the_end_keep_the_span_possible() -> None:
 
 class _Records(logging.Handler):
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.DEBUG)
         self.records: list[logging.LogRecord] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -207,13 +207,17 @@ class _Records(logging.Handler):
 
 @contextmanager
 def _logged() -> Iterator[list[logging.LogRecord]]:
-    """What otel-llm logs at WARNING or above inside the block."""
+    """Everything otel-llm logs inside the block, debug lines included: a failure reported
+    once per process (a warning, then debug lines) is seen however often it came before."""
     handler = _Records()
     logger = logging.getLogger("otel_llm")
+    level = logger.level
     logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
     try:
         yield handler.records
     finally:
+        logger.setLevel(level)
         logger.removeHandler(handler)
 
 
