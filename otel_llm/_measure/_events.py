@@ -334,7 +334,10 @@ def _stall_possible(
     limit = threshold_ms * NS_PER_MS
     seen = [gap for gap in gaps if gap > limit]
     return (
-        len(seen) <= count and sum(seen) <= stall_ns <= span_ns and count * (limit + 1) <= stall_ns
+        len(seen) <= count
+        and sum(seen) <= stall_ns <= span_ns
+        and count * (limit + 1) <= stall_ns
+        and (count == 0) == (stall_ns == 0)  # a stall lasts, and only a stall counts
     )
 
 

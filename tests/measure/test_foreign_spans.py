@@ -109,6 +109,11 @@ IMPOSSIBLE = [
         {"floor_ms": 5_000, sc.CHUNK_STALL_NS: 50 * MS, sc.CHUNK_STALL_COUNT: 1},
         id="exact-stall-shorter-than-the-threshold",
     ),
+    pytest.param(
+        [(1_100 * MS, _chunk(0)), (1_200 * MS, _chunk(1, 100 * MS))],
+        {"floor_ms": 5_000, sc.CHUNK_STALL_NS: 50 * MS, sc.CHUNK_STALL_COUNT: 0},
+        id="exact-stall-time-without-a-stall",
+    ),
 ]
 
 
