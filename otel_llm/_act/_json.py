@@ -29,10 +29,12 @@ def loads(text: str | bytes) -> Any:
 
 def require_json(body: Any) -> None:
     """Refuse a request body that cannot be sent as JSON — an object JSON has no form for, a
-    circular list, NaN or an infinity (JSON has no such numbers) — with an
-    :class:`InvalidRequest` naming why (the body itself never appears: it is the caller's)."""
+    circular list, NaN or an infinity (JSON has no such numbers), text with a lone surrogate
+    (UTF-8 has no form for it) — with an :class:`InvalidRequest` naming why (the body itself
+    never appears: it is the caller's)."""
     try:
-        json.dumps(body, ensure_ascii=False, allow_nan=False)  # as the transport sends it
+        # As the transport sends it: JSON text, then its UTF-8 bytes.
+        json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
     except (TypeError, ValueError, RecursionError) as exc:
         problem = InvalidRequest(f"the request body is not JSON: {type(exc).__name__}: {exc}")
     else:

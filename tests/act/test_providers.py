@@ -13,11 +13,13 @@ from typing import Any
 import httpx2
 import pytest
 
-from otel_llm import Client, ClientSettings, ConfigurationError, Source
+from otel_llm import Client, ClientSettings, ConfigurationError, InvalidRequest, Source
 from otel_llm import _semconv as sc
 from otel_llm._act._wire import wire_for
 from otel_llm._defaults import DEFAULTS
+from otel_llm.simulator import Script, SimulatedProvider
 from otel_llm.testing import Scripted, Spans, sse_answer
+from tests.support.sim_sources import PROVIDERS, sim_source
 
 KEY = "sk-0123456789-SECRET-KEY"
 
@@ -468,3 +470,15 @@ def test_which_settings_each_api_takes(
         else:
             taken = True
         assert taken is takes, (api, payload)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("content", ["a\ud800b", "\udfff", [{"type": "text", "text": "x\udc80"}]])
+async def test_a_lone_surrogate_is_refused_before_sending(provider: str, content: object) -> None:
+    """Text with a lone surrogate cannot be encoded as UTF-8: ``InvalidRequest`` on every
+    API (it was a raw ``UnicodeEncodeError`` from the HTTP client), and nothing was sent."""
+    async with SimulatedProvider(default=Script(chunk_count=1)) as sim:
+        async with Client([sim_source(provider, sim)]) as client:
+            with pytest.raises(InvalidRequest, match="UnicodeEncodeError"):
+                await client.chat([{"role": "user", "content": content}])
+        assert sim.stats.requests == 0
