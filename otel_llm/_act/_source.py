@@ -258,6 +258,14 @@ class Source(StrictModel):
                 f"is for azure (the api-version query) and anthropic (the anthropic-version "
                 f"header); {API_LABELS[kind.api]} names its version in base_url"
             )
+        if value is not None and (not value.isascii() or " " in value):
+            # A header carries ASCII only: else every call would fail with the HTTP client's
+            # UnicodeEncodeError (an Azure api-version and a model go escaped into the URL).
+            raise ValueError(
+                "is the anthropic-version header: printable ASCII without spaces (such as "
+                "2023-06-01; a pasted version may carry a non-breaking space); the value is not "
+                "shown"
+            )
         return value
 
     @model_validator(mode="after")
