@@ -11,9 +11,12 @@ start on ``with`` (when the request is sent) and the raw event stream the SDK's
 ``with_streaming_response`` are metered through ``.parse()``, as for openai.
 
 The chunk rule of the Messages API (:class:`AnthropicReader`): a ``content_block_delta``
-carrying output — text, thinking, or a tool's input JSON — is a chunk; ``ping`` (a
-keepalive, dropped by the SDK), ``message_start``, ``content_block_start``/``stop``,
-``message_delta``, ``message_stop`` and a ``signature_delta`` are not. Usage comes from
+carrying output — text, thinking, or a tool's input JSON — is a chunk, and so is a
+``content_block_start`` whose text or thinking is not empty (the API starts blocks empty, a
+gateway may not: the SDK's message holds that text, and the client counts it too); ``ping`` (a
+keepalive, dropped by the SDK), ``message_start``, an empty ``content_block_start``,
+``content_block_stop``, ``message_delta``, ``message_stop`` and a ``signature_delta`` are
+not. Usage comes from
 ``message_start`` and ``message_delta``, the stop reason from ``message_delta``; a stream that
 ends without one was cut short. An ``error`` event mid-stream is raised by the SDK and recorded
 as the provider's error.
@@ -47,6 +50,10 @@ _OUTPUT_OF_DELTA: Final = {
     "input_json_delta": "partial_json",
 }
 """The delta types that carry output, and the field holding it (non-empty: a chunk)."""
+
+_OUTPUT_OF_BLOCK: Final = {"text": "text", "thinking": "thinking"}
+"""The block types whose start may carry output, and the field holding it (non-empty: a
+chunk)."""
 
 
 class AnthropicReader:
@@ -84,6 +91,16 @@ class AnthropicReader:
             if not isinstance(output, str) or not output:
                 return False
             if notes.capture_text and kind == "text_delta":
+                notes.text.append(output)
+            return True
+        if kind == "content_block_start":
+            block = field_of(event, "content_block")
+            kind = field_of(block, "type")
+            name = _OUTPUT_OF_BLOCK.get(kind) if isinstance(kind, str) else None
+            output = field_of(block, name) if name is not None else None
+            if not isinstance(output, str) or not output:
+                return False
+            if notes.capture_text and kind == "text":
                 notes.text.append(output)
             return True
         if kind == "message_start":

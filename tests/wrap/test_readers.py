@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from anthropic.types import (
     RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
     RawMessageDeltaEvent,
     RawMessageStartEvent,
 )
@@ -49,6 +50,10 @@ def _delta(kind: str, **fields: Any) -> dict[str, Any]:
     return {"type": "content_block_delta", "index": 0, "delta": {"type": kind, **fields}}
 
 
+def _start(block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": 0, "content_block": block}
+
+
 @pytest.mark.parametrize(
     ("event", "chunk"),
     [
@@ -61,13 +66,37 @@ def _delta(kind: str, **fields: Any) -> dict[str, Any]:
         (_delta("citations_delta", citation={}), False),
         ({"type": "ping"}, False),
         ({"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}, False),
+        (_start({"type": "text", "text": ""}), False),
+        (_start({"type": "text", "text": "Hi"}), True),
+        (_start({"type": "thinking", "thinking": "hmm"}), True),
+        (_start({"type": "tool_use", "id": "t", "name": "f", "input": {}}), False),
         ({"type": "content_block_stop", "index": 0}, False),
         ({"type": "message_stop"}, False),
     ],
 )
 def test_anthropic_chunk_rule(event: dict[str, Any], chunk: bool) -> None:
-    """Output deltas with something in them are chunks; every other event is not."""
+    """Output deltas with something in them are chunks, and a block's start that carries text
+    or thinking (the API starts blocks empty; a gateway may not, and the client counts such a
+    start too); every other event is not."""
     assert _read(AnthropicReader(), [event])[0] == [chunk]
+
+
+def test_a_block_start_carrying_text_is_a_chunk_as_sdk_objects_and_captured() -> None:
+    """As the SDK's own event objects: a text block's start carrying text is a chunk, its
+    text the answer's start when content is captured; a block started empty is not."""
+    events = [
+        RawContentBlockStartEvent.model_validate(
+            {"type": "content_block_start", "index": 0, "content_block": block}
+        )
+        for block in ({"type": "text", "text": "Hel"}, {"type": "text", "text": ""})
+    ]
+    for capture in (False, True):
+        notes = ResponseNotes(capture_text=capture)
+        reader = AnthropicReader()
+        chunks = [reader.read(event, notes) for event in events]
+        chunks.append(reader.read(_delta("text_delta", text="lo"), notes))
+        assert chunks == [True, False, True]
+        assert notes.text == (["Hel", "lo"] if capture else [])
 
 
 def test_anthropic_facts_from_sdk_objects() -> None:
