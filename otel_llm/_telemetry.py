@@ -692,12 +692,14 @@ def _meter_provider(
 
 
 def _collector_stores(store: Path, spans: OtlpEndpoint) -> bool:
-    """Whether the spans' OTLP endpoint is the ``otel-llm collector`` that writes ``store``
-    (said in a warning: the embedded writer then stays off, each span stored once)."""
+    """Whether the spans' OTLP endpoint is the ``otel-llm collector`` that writes ``store``,
+    on the port of the protocol the exporter speaks and as that port speaks it (said in a
+    warning: the embedded writer then stays off, each span stored once). OTLP/HTTP sent to its
+    gRPC port reaches no collector: the store stays on."""
     from otel_llm._show._ingest._claim import live_collector
 
     collector = live_collector(store)
-    if collector is None or not collector.receives(spans.endpoint):
+    if collector is None or not collector.receives(spans.endpoint, spans.protocol):
         return False
     logger.warning(
         "otel-llm: the spans go over OTLP to %s, the otel-llm collector that writes %s: the "

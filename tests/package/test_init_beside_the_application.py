@@ -397,6 +397,58 @@ def test_an_app_sending_to_its_stores_collector_leaves_the_store_to_it(
     assert written == [(2 if store_written else 0,)]
 
 
+@pytest.mark.parametrize(
+    ("protocol", "at", "insecure", "store_written"),
+    [
+        ("http/protobuf", "http/protobuf", None, False),
+        ("http/protobuf", "grpc", None, True),  # OTLP/HTTP to the gRPC port: every export fails
+        ("grpc", "grpc", "true", False),
+        ("grpc", "grpc", "false", True),  # TLS, which the collector does not speak
+    ],
+)
+def test_an_app_sending_on_another_protocol_than_the_port_s_keeps_its_store(
+    tmp_path: Path, protocol: str, at: str, insecure: str | None, store_written: bool
+) -> None:
+    """The claim says which of the collector's ports speaks gRPC and which OTLP/HTTP. An
+    application whose OTLP/HTTP exporter points at the gRPC port (the port most guides name),
+    or whose gRPC exporter speaks TLS to it, reaches no collector: its embedded store stays on
+    (it was left off, and every span was lost). Only the protocol's own port, spoken as the
+    collector speaks it, leaves the store to the collector."""
+    import socket
+
+    store = tmp_path / "store"
+    spool_path(store).mkdir()
+    handle = claim(store)
+    with socket.socket() as grpc_port, socket.socket() as http_port:  # ports nothing answers on
+        grpc_port.bind(("127.0.0.1", 0))
+        http_port.bind(("127.0.0.1", 0))
+        ports = {"grpc": grpc_port.getsockname()[1], "http/protobuf": http_port.getsockname()[1]}
+        announce(handle, tuple(ports.values()), protocols=ports)
+        path = "/v1/traces" if protocol == "http/protobuf" else ""
+        insecure_env = {} if insecure is None else {"OTEL_EXPORTER_OTLP_INSECURE": insecure}
+        try:
+            _, log = _run(
+                """
+                telemetry = otel_llm.init(db_path="store")
+                print("exporter", telemetry.exporter is not None, file=sys.stderr)
+                otel_llm.instrument_openai()
+                call()
+                telemetry.shutdown()
+                """,
+                tmp_path,
+                OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"http://127.0.0.1:{ports[at]}{path}",
+                OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=protocol,
+                OTEL_METRICS_EXPORTER="none",
+                **insecure_env,
+            )
+        finally:
+            handle.close()
+    assert f"exporter {store_written}" in log
+    assert log.count("the otel-llm collector that writes") == (0 if store_written else 1), log
+    written = _rows(store, "SELECT count(*) FROM otel_traces") if store.exists() else [(0,)]
+    assert written == [(2 if store_written else 0,)]
+
+
 def test_a_multiprocessing_child_s_spans_and_metrics_go_over_otlp(
     tmp_path: Path, receiver: Receiver
 ) -> None:

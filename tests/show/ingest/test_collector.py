@@ -806,3 +806,56 @@ def test_an_app_run_beside_the_collector_stores_each_span_once(
     assert _table(store, "SELECT count(*), count(DISTINCT SpanId) FROM otel_traces") == [
         (CALLS * 3, CALLS * 3)
     ]
+
+
+_TO_THE_GRPC_PORT = _CALLS + textwrap.dedent(
+    """
+    from opentelemetry import trace
+
+    telemetry = otel_llm.init(service_name="beside")  # the default store: ./otel-llm-store
+    assert telemetry.exporter is not None, "the embedded writer should have stayed on"
+    calls = Calls(trace.get_tracer_provider())
+    for _ in range({calls}):
+        calls.call()
+    telemetry.shutdown()
+    """
+)
+
+
+def test_an_app_sending_otlp_http_to_the_grpc_port_keeps_its_store(
+    binary: Path, tmp_path: Path
+) -> None:
+    """An application whose OTLP/HTTP exporter names the collector's gRPC port (the port most
+    guides name) reaches no collector: each export fails. It keeps its embedded store on — it
+    was told the collector stored its spans, and every span was lost — and every span is in
+    the store once."""
+    store = tmp_path / "otel-llm-store"
+    ports = Ports.free()
+    cli = _collector_cli(store, ports, binary)
+    try:
+        with sending_to(ports):
+            environment = dict(os.environ)
+        environment[env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT] = (
+            f"http://127.0.0.1:{ports.grpc}/v1/traces"
+        )
+        app = subprocess.run(
+            [sys.executable, "-c", _TO_THE_GRPC_PORT.format(root=str(ROOT), calls=CALLS)],
+            env=environment,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert app.returncode == 0, app.stderr
+        assert "the otel-llm collector that writes" not in app.stderr
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(timeout=60) == 0
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+        if cli.stderr is not None:
+            cli.stderr.close()
+    assert _table(store, "SELECT count(*), count(DISTINCT SpanId) FROM otel_traces") == [
+        (CALLS * 3, CALLS * 3)
+    ]
