@@ -275,10 +275,11 @@ class CallRun(Generic[T]):
             self.hedge_budget.earn()
         self.round_started = started = self.loop.time()
         try:
-            async with asyncio.timeout_at(self.deadline):
+            async with asyncio.timeout_at(self.deadline) as deadline:
                 result = await self.round.run(state, self.ledger.tokens)
         except TimeoutError:
-            pass
+            if not deadline.expired():
+                raise  # not the deadline: another's own error (an admission backend's), as it is
         else:
             return self._account(result, started)
         raise self._exhausted(f"call deadline of {self.retry.call_deadline_s:g} s reached")
