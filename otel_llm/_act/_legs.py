@@ -295,6 +295,15 @@ class LegLedger(Generic[T]):
         budget.refund(trigger)
         return None
 
+    async def give_back_hedge(self, target: SourceState, tokens: int, trigger: Trigger) -> None:
+        """Give back what a hedge admitted at ``target`` took, when it will not start after all
+        (its primary finished while admission answered): the breaker permit, the budget token
+        (to ``trigger``'s own bucket) and the estimated ``tokens`` — the request stays taken,
+        as any admitted one does."""
+        self.drop_permit(target)
+        self.call.hedge_budget.refund(trigger)
+        await self._settle_logged(target, tokens, 0)
+
     async def _take_for_hedge(
         self, target: SourceState, budget: HedgeBudgets, trigger: Trigger
     ) -> bool:

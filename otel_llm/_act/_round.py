@@ -75,6 +75,10 @@ class LegAccounting(Protocol[T]):
         ``trigger``'s share of the hedge budget, or ``None``."""
         ...
 
+    async def give_back_hedge(self, target: SourceState, tokens: int, trigger: Trigger) -> None:
+        """Give back what :meth:`find_hedge` took for a hedge that will not start."""
+        ...
+
 
 def _owned(leg: Leg[T]) -> Leg[T]:
     """``leg``, its failure marked as seen once it ends: when the round is cancelled before it
@@ -158,11 +162,10 @@ class Round(Generic[T]):
         the round, so the window goes on: the stall trigger may still start the round's one
         hedge."""
         primary = leg.task
-        state = leg.state
         if signal is None:  # not streamed: only the first-token trigger applies
             if self._after_s is None or not await self._first_token_late(leg, None):
                 return None
-            return await self._target(state, FIRST_TOKEN)
+            return await self._target(leg, FIRST_TOKEN)
         # Phase 1, before the first chunk: AFTER_S if set; otherwise wait for the first chunk
         # without a timer (pre-first-chunk silence is never judged by the stall timer).
         if self._after_s is not None:
@@ -172,7 +175,7 @@ class Round(Generic[T]):
         if primary.done():
             return None
         if not signal.is_set():  # no first chunk within AFTER_S
-            target = await self._target(state, FIRST_TOKEN)
+            target = await self._target(leg, FIRST_TOKEN)
             if target is not None or self._stall_after_s is None:
                 return target
             # Refused: wait for the first chunk without a timer, then the stall phase.
@@ -181,7 +184,7 @@ class Round(Generic[T]):
                 return None
         if self._stall_after_s is None or not await self._stalled(leg, signal):
             return None
-        return await self._target(state, STALL)
+        return await self._target(leg, STALL)
 
     async def _first_token_late(self, leg: Leg[T], signal: asyncio.Event | None) -> bool:
         """Wait until the primary is AFTER_S late with its first chunk (non-streamed: its
@@ -205,10 +208,17 @@ class Round(Generic[T]):
             if primary.done() or (signal is not None and signal.is_set()):
                 return False
 
-    async def _target(self, primary: SourceState, trigger: Trigger) -> Hedge | None:
-        """The hedge ``trigger`` asks for, if the ledger finds and admits one."""
-        target = await self._ledger.find_hedge(primary, trigger)
-        return (*target, trigger) if target is not None else None
+    async def _target(self, leg: Leg[T], trigger: Trigger) -> Hedge | None:
+        """The hedge ``trigger`` asks for, if the ledger finds and admits one while the primary
+        ``leg`` runs: a hedge admitted after the primary finished (admission's answer took a
+        round trip) is not started — what it took goes back and the round has not hedged."""
+        target = await self._ledger.find_hedge(leg.state, trigger)
+        if target is None:
+            return None
+        if leg.task.done():
+            await self._ledger.give_back_hedge(*target, trigger)
+            return None
+        return (*target, trigger)
 
     async def _stalled(self, leg: Leg[T], signal: asyncio.Event) -> bool:
         """Phase 2, after the first chunk: wait until a gap lasts STALL_AFTER_S (True) or the

@@ -1,0 +1,63 @@
+"""A hedge admitted after its primary already finished is not started: while the hedge's
+admission answered (a shared backend's round trip), the primary ended, so the round gives back
+what the hedge took — its source's breaker permit (a half-open probe stays free), its budget
+token (to its trigger's bucket) and its estimated tokens — and counts no hedge. On virtual time
+over the scripted transport."""
+
+from __future__ import annotations
+
+import asyncio
+
+from otel_llm import ChatResult, Limits, LocalAdmission
+from otel_llm.testing import Scripted, Spans, run_virtual, sse_answer
+from tests.act.test_breaker_admission import BREAKER, half_open, probe_free
+from tests.act.test_hedge_fallthrough import BOTH, tokens
+from tests.support.scripted_clients import MESSAGES, client, source, timed_stream
+
+B_LIMITS = {"requests_per_minute": 600.0, "tokens_per_minute": 1_000_000.0}
+"""Limits of ``b``, so admission books what its hedge takes."""
+
+
+class SlowForB(LocalAdmission):
+    """The in-process backend, answering for ``b`` after ``answer_s`` (virtual) seconds."""
+
+    def __init__(self, answer_s: float) -> None:
+        super().__init__()
+        self.answer_s = answer_s
+        self.asked_for_b = 0
+
+    async def acquire(self, source: str, limits: Limits, tokens: int) -> float:
+        if source == "b":
+            self.asked_for_b += 1
+            await asyncio.sleep(self.answer_s)
+        return await super().acquire(source, limits, tokens)
+
+    def tokens_left(self, source: str) -> float:
+        return self._buckets[(source, "tpm")].level
+
+
+def test_a_hedge_admitted_after_its_primary_finished_is_not_started(spans: Spans) -> None:
+    """Both triggers; the primary's first chunk is late (1.5 s against ``hedge_after_s=1``),
+    then it streams without a gap; the first-token hedge's
+    admission answers at 6 s, after the primary finished (about 2.1 s): no hedge is counted,
+    the first-token bucket is full again (5.0 at a fresh client), b's tokens are back, its
+    half-open probe is free, and b never saw a request."""
+    script = Scripted({"a": [timed_stream(1.5)], "b": [sse_answer()]})
+    admission = SlowForB(answer_s=5.0)
+
+    async def main() -> tuple[ChatResult, tuple[float, float], bool]:
+        sources = (source("a"), source("b", **B_LIMITS))
+        options = {**BOTH, **BREAKER}
+        async with client(script, spans, *sources, admission=admission, **options) as c:
+            b = half_open(c, "b")
+            result = await c.chat(MESSAGES)
+            return result, tokens(c), probe_free(b)
+
+    result, (stall, first), free = run_virtual(main())
+    assert result.source == "a"
+    assert admission.asked_for_b == 1
+    assert result.stats.hedges == 0
+    assert (stall, first) == (10.0, 5.0), "the first-token token came back to its bucket"
+    assert admission.tokens_left("b") == B_LIMITS["tokens_per_minute"]
+    assert free, "the probe was held by a hedge that never started"
+    assert "b" not in script.seen
