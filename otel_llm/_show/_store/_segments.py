@@ -836,7 +836,8 @@ class SegmentStore:
                     read = pq.read_schema(self._dir(current) / name)
                 except FileNotFoundError:
                     continue
-                except (OSError, pa.ArrowException) as exc:
+                except (OSError, pa.ArrowException, ValueError) as exc:
+                    # ValueError: a footer naming a column in bytes that are not UTF-8
                     damaged[name] = _first_line(exc)
                     continue
                 self._schemas[key] = read.equals(schema, check_metadata=False)
