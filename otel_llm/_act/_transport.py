@@ -73,18 +73,17 @@ def redirected(response: httpx2.Response, source: Source) -> e.PermanentError:
 
 
 async def _raise_for_status(response: httpx2.Response, source: Source) -> None:
+    """The provider's error for an answer that is no success (its body read up to
+    :attr:`~otel_llm._defaults.Defaults.max_error_body_bytes`: :func:`_error_body`)."""
     if response.status_code < 300:
         return
     if response.status_code < 400:
         raise redirected(response, source)
-    try:
-        raw = await response.aread()
-    except TRANSPORT_FAILURES:
-        raw = b""
+    raw = await _error_body(response)
     status = response.status_code
     raise source.wire.error(
         status,
-        raw[: DEFAULTS.max_error_body_bytes].decode("utf-8", "replace"),
+        raw.decode("utf-8", "replace"),
         ErrorContext(
             source=source.name,
             secrets=source.secrets(),
@@ -97,6 +96,27 @@ async def _raise_for_status(response: httpx2.Response, source: Source) -> None:
             ),
         ),
     )
+
+
+async def _error_body(response: httpx2.Response) -> bytes:
+    """The first :attr:`~otel_llm._defaults.Defaults.max_error_body_bytes` of an error answer's
+    body — what its message is read from. The rest is never read: an error body of hundreds of
+    megabytes, or one that never ends, costs the limit, not the body (the caller closes the
+    response, and with it the connection). A read that fails keeps what came before."""
+    limit = DEFAULTS.max_error_body_bytes
+    kept = bytearray()
+    # the body is read through an async generator: closing it stops the read at once
+    body = response.aiter_bytes()
+    try:
+        async for piece in body:
+            kept += piece[: limit - len(kept)]
+            if len(kept) >= limit:
+                break
+    except TRANSPORT_FAILURES:
+        pass  # the status and what came say enough
+    finally:
+        await body.aclose()
+    return bytes(kept)
 
 
 async def chat_completion(
@@ -300,20 +320,27 @@ async def embeddings(pool: Pool, source: Source, payload: Mapping[str, Any]) -> 
     body["encoding_format"] = "float"
     failure: e.ProviderError
     async with pool.lease() as lease:
+        request = lease.http.build_request(
+            "POST",
+            source.embeddings_url,
+            json=body,
+            headers=request_headers(source),
+            timeout=request_timeout(source),
+            extensions=lease.extensions,
+        )
         try:
-            response = await lease.http.post(
-                source.embeddings_url,
-                json=body,
-                headers=request_headers(source),
-                timeout=request_timeout(source),
-                extensions=lease.extensions,
-                follow_redirects=False,
-            )
-            await _raise_for_status(response, source)
+            # streamed, so an error body is read only up to its limit; an answer whole (a
+            # batch of vectors may be large, as the API sends it)
+            response = await lease.http.send(request, stream=True, follow_redirects=False)
+            try:
+                await _raise_for_status(response, source)
+                raw = await response.aread()
+            finally:
+                await response.aclose()
         except TRANSPORT_FAILURES as exc:
             failure = transport_error(exc, source=source.name, chunks=0, secrets=source.secrets())
         else:
-            result = _json_body(response.content, source, "embeddings")
+            result = _json_body(raw, source, "embeddings")
             if "error" in result and "data" not in result:
                 raise stream_error(result, source=source.name, secrets=source.secrets())
             try:
