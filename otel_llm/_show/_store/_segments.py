@@ -50,9 +50,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from otel_llm import _semconv as sc
 from otel_llm._defaults import DEFAULTS
-from otel_llm._errors import NotAStore
+from otel_llm._errors import ConfigurationError, NotAStore
 from otel_llm._show._sql._table import ROLE_COLUMN
 from otel_llm._show._store._columns import SegmentColumns, arrow_schema, statistics_columns
+from otel_llm._show._store._glob import GLOB_CHARACTERS
 from otel_llm._show._store._merge_plan import Candidate, batch_size, choose, tier
 
 if TYPE_CHECKING:
@@ -285,15 +286,26 @@ class SegmentStore:
 
     def write(self, data: bytes | Sequence[Mapping[str, Any]], *, name: str | None = None) -> Path:
         """Seal one segment: ``data`` is a segment's bytes (:func:`encode`) or rows. A given
-        ``name`` makes writing the same data again replace the segment, not add a second one."""
-        if not isinstance(data, bytes):
-            data = encode_rows(data)
+        ``name`` makes writing the same data again replace the segment, not add a second one;
+        one that is no plain ``*.parquet`` file name, or holds a character DuckDB reads as a
+        file pattern (readers list segments by name: one with a backslash would go unread), is
+        a :class:`ConfigurationError` naming it."""
         if name is None:
             with _sequence_lock:
                 sequence = next(_sequence)
             name = f"{time.time_ns():020d}-{os.getpid()}-{_TOKEN}-{sequence:06d}.parquet"
         elif not name.endswith(".parquet") or "/" in name or name.startswith("."):
-            raise ValueError(f"a segment name ends in .parquet and is a plain file name: {name!r}")
+            raise ConfigurationError(
+                "name", f"a segment name ends in .parquet and is a plain file name: {name!r}"
+            )
+        elif pattern := sorted(GLOB_CHARACTERS.intersection(name)):
+            raise ConfigurationError(
+                "name",
+                f"{name!r} has {' '.join(pattern)} in it, which DuckDB reads as a file pattern: "
+                "a segment name has none of *?[]{}\\",
+            )
+        if not isinstance(data, bytes):
+            data = encode_rows(data)
         return self._seal(data, name)
 
     def _seal(self, data: bytes, name: str) -> Path:

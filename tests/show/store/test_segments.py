@@ -9,6 +9,7 @@ import fcntl
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -477,3 +478,22 @@ def test_a_reader_nested_in_a_read_never_waits_behind_an_exclusive_waiter(tmp_pa
         assert not got_it.is_set()
     waiter.join(60)
     assert got_it.is_set()
+
+
+@pytest.mark.parametrize("character", sorted("*?[]{}\\"))
+def test_a_segment_name_duckdb_reads_as_a_pattern_is_refused(
+    tmp_path: Path, character: str
+) -> None:
+    """Readers list a store's segments by name, and DuckDB reads ``*?[]{}\\`` in one as a file
+    pattern: such a name sent every reader to the glob, which does not find a name with a
+    backslash (its spans silently unread). ``write`` refuses it, naming it; nothing is
+    written."""
+    from otel_llm import ConfigurationError
+
+    store = SegmentStore(tmp_path / "store")
+    store.create()
+    name = f"pending-a{character}b.parquet"
+    with pytest.raises(ConfigurationError, match=re.escape(repr(name))):
+        store.write(_rows(1), name=name)
+    assert [segment.path.name for segment in store.segments()] == [SCHEMA_SEGMENT]
+    store.write(_rows(1), name="pending-a_b.parquet")  # the same name made safe is written
