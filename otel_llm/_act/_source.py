@@ -9,7 +9,7 @@ import math
 import typing
 from collections.abc import Iterator
 from typing import Any, Final, Literal, Self
-from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import httpx2
 from pydantic import (
@@ -168,7 +168,7 @@ class Source(StrictModel):
 
     @field_validator("base_url")
     @classmethod
-    def _check_url(cls, value: str) -> str:
+    def _check_url(cls, value: str, info: ValidationInfo) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError(
                 f"base_url must start with http:// or https://, got {redact_url(value)!r}"
@@ -200,6 +200,11 @@ class Source(StrictModel):
                 f"base_url must not carry a credential in its query ({', '.join(secret)}): an "
                 "HTTP library logs request URLs; pass it as api_key (sent as a header)"
             )
+        provider = info.data.get("provider")
+        if isinstance(provider, str):
+            instead = _base_instead_of_endpoint(provider_of(provider), value)
+            if instead is not None:
+                raise ValueError(instead)
         return value if "?" in value else value.rstrip("/")  # a query's own "/" stays
 
     @field_validator("api_key_header")
@@ -442,6 +447,64 @@ def _api_of(info: ValidationInfo) -> str | None:
     """The wire format of the source being validated (``None``: its provider was refused)."""
     provider = info.data.get("provider")
     return provider_of(provider).api if isinstance(provider, str) else None
+
+
+_ENDPOINTS: Final = {
+    "chat": ("chat/completions", "completions", "embeddings"),
+    "anthropic": ("messages",),
+}
+"""By API, the endpoints the client adds below a base URL (Gemini's: ``models/{model}:method``)."""
+
+
+def _base_instead_of_endpoint(provider: Provider, base_url: str) -> str | None:
+    """What to give instead of a base URL that already names an endpoint the client adds below
+    it — the Azure portal's Target URI, ``…/v1/messages``, a Gemini model's method,
+    ``…/v1/chat/completions`` — where every call would be a 404
+    (``…/chat/completions/chat/completions``); ``None`` for a base URL."""
+    parts = urlsplit(base_url)
+    segments = parts.path.rstrip("/").split("/")
+    named = ""
+    if provider.api == "gemini":
+        if "models" in segments:  # …/models/{model}[:method]: the client adds both
+            at = segments.index("models")
+            model = unquote("/".join(segments[at + 1 :]).partition(":")[0])
+            named, segments = "/".join(segments[at:]), segments[:at]
+            base = _public_base(parts, segments)
+            return (
+                f"base_url names the endpoint …/{named}, which the client adds itself (every "
+                f"call would be a 404): give base_url={base!r}"
+                + (f" and the model as model={model!r}" if model else "")
+            )
+        return None
+    for endpoint in _ENDPOINTS.get(provider.api, ()):
+        words = endpoint.split("/")
+        if segments[-len(words) :] == words:
+            named, segments = endpoint, segments[: -len(words)]
+            break
+    if not named:
+        return None
+    if provider.azure and "deployments" in segments[:-1]:  # the portal's Target URI
+        at = segments.index("deployments")
+        deployment = unquote(segments[at + 1])
+        resource = segments[: at - 1] if segments[at - 1] == "openai" else segments[:at]
+        version = httpx2.URL(base_url).params.get("api-version")
+        return (
+            f"base_url names the endpoint …/{named}, which the client adds itself (every call "
+            "would be a 404): give the resource endpoint, "
+            f"base_url={_public_base(parts, resource)!r}, the deployment as model={deployment!r} "
+            "(or deployment=…)" + (f", and api_version={version!r}" if version else "")
+        )
+    base = _public_base(parts, segments)
+    return (
+        f"base_url names the endpoint …/{named}, which the client adds itself (every call would "
+        f"be a 404): give the base up to the API version, base_url={base!r}"
+    )
+
+
+def _public_base(parts: SplitResult, segments: list[str]) -> str:
+    """The base URL of ``parts`` with the path ``segments``, as a message may show it (no user
+    information, no query)."""
+    return public_url(urlunsplit((parts.scheme, parts.netloc, "/".join(segments), "", "")))
 
 
 def _azure_route_is_versioned(base_url: str) -> bool:

@@ -49,3 +49,83 @@ async def test_a_model_deployment_or_azure_version_in_any_script_reaches_the_pro
             result = await client.chat([{"role": "user", "content": "hi"}])
         assert result.text
         assert sim.stats.requests == 1
+
+
+AZURE_TARGET = (
+    "https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"
+)
+"""The Azure portal's "Target URI" of a deployment."""
+
+
+@pytest.mark.parametrize(
+    ("provider", "base_url", "words"),
+    [
+        ("azure", AZURE_TARGET,
+         "base_url='https://x.openai.azure.com', the deployment as model='d'"),
+        ("azure", "https://x.openai.azure.com/openai/deployments/d/embeddings?api-version=1",
+         "base_url='https://x.openai.azure.com', the deployment as model='d'"),
+        ("azure", "https://x.openai.azure.com/openai/v1/chat/completions",
+         "base_url='https://x.openai.azure.com/openai/v1'"),
+        ("anthropic", "https://api.anthropic.com/v1/messages",
+         "base_url='https://api.anthropic.com/v1'"),
+        ("anthropic", "https://api.anthropic.com/v1/messages/", "base_url='https://api.anthropic.com/v1'"),
+        ("gemini",
+         "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.0-flash"
+         ":streamGenerateContent?alt=sse",
+         "base_url='https://generativelanguage.googleapis.com/v1beta' and the model as "
+         "model='gemini-2.0-flash'"),
+        ("gemini",
+         "https://generativelanguage.googleapis.com/v1/models/gemini-2.0-flash:generateContent",
+         "base_url='https://generativelanguage.googleapis.com/v1'"),
+        ("gemini", "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.0-flash",
+         "base_url='https://generativelanguage.googleapis.com/v1beta'"),
+        ("openai", "https://api.openai.com/v1/chat/completions",
+         "base_url='https://api.openai.com/v1'"),
+        ("deepseek", "https://api.deepseek.com/v1/chat/completions/",
+         "base_url='https://api.deepseek.com/v1'"),
+        ("vllm", "http://127.0.0.1:8000/v1/embeddings", "base_url='http://127.0.0.1:8000/v1'"),
+        ("vllm", "http://127.0.0.1:8000/v1/completions", "base_url='http://127.0.0.1:8000/v1'"),
+    ],
+)  # fmt: skip
+def test_a_base_url_that_names_the_endpoint_is_refused_when_made(
+    provider: str, base_url: str, words: str
+) -> None:
+    """A base URL that already names the endpoint the client adds (the Azure portal's Target
+    URI, ``…/v1/messages``, a Gemini model's method, ``…/v1/chat/completions``) would make
+    every call a 404 (``…/chat/completions/chat/completions``): a ``ConfigurationError`` naming
+    ``base_url`` when the source is made, saying which base to give instead."""
+    with pytest.raises(ConfigurationError) as caught:
+        make(provider=provider, base_url=base_url)
+    assert caught.value.key == "Source.base_url"
+    assert words in str(caught.value)
+
+
+def test_the_azure_target_uri_names_its_api_version() -> None:
+    """Refusing the Azure portal's Target URI, the error names its ``api-version`` as the
+    ``api_version`` to give."""
+    with pytest.raises(ConfigurationError, match="api_version='2024-10-21'"):
+        make(provider="azure", base_url=AZURE_TARGET)
+
+
+@pytest.mark.parametrize(
+    ("provider", "base_url"),
+    [
+        ("openai", "https://api.openai.com/v1"),
+        ("azure", "https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21"),
+        ("azure", "https://x.openai.azure.com/openai/v1"),
+        ("azure", "https://apim.example.com/chat/v1"),
+        ("anthropic", "https://api.anthropic.com/v1"),
+        ("anthropic", "https://gw.example.com/messages-proxy/v1"),
+        ("gemini", "https://generativelanguage.googleapis.com/v1beta"),
+        ("gemini", "https://gw.example.com/gemini:proxy/v1beta"),
+        ("vllm", "http://gw.test/completions/v1"),
+        ("vllm", "http://gw.test/v1?route=chat/completions"),
+    ],
+)
+def test_a_base_that_only_resembles_an_endpoint_is_taken(provider: str, base_url: str) -> None:
+    """Bases that end before the endpoint are taken, whatever words earlier segments (or the
+    query) hold."""
+    fields = {"api_version": "2024-10-21"} if provider == "azure" else {}
+    if provider == "azure" and "api-version" in base_url:
+        fields = {}
+    assert make(provider=provider, base_url=base_url, **fields).base_url
