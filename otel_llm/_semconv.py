@@ -125,6 +125,12 @@ METERING_NOT_STREAMED: Final = "not_streamed"
 METERING_INCOMPLETE_DROPPED: Final = "incomplete:events_dropped"
 METERING_INCOMPLETE_MISSING: Final = "incomplete:events_missing"
 METERING_INCOMPLETE_FLOOR: Final = "incomplete:threshold_below_event_floor"
+METERING_INCOMPLETE_TIMING: Final = "incomplete:impossible_timing"
+"""``otel_llm.metering.status`` of an attempt whose times cannot all be true: its end before
+its start, a chunk event before the start or after the end, chunk events whose times run
+backwards in chunk order, a negative gap or one longer than the time since the chunk event
+before it, an exact stall sum or count no gaps could make. Only a span otel-llm did not write
+(or one damaged on its way) looks like that: its figures would be wrong, so it has none."""
 
 
 # --- otel_llm namespace: the call span -------------------------------------------------------

@@ -132,12 +132,6 @@ class RecordedChunks:
     status: str
 
 
-METERING_INCOMPLETE_TIMING = "incomplete:impossible_timing"
-"""``otel_llm.metering.status`` of an attempt whose times cannot all be true: its end before
-its start, a chunk event before the start or after the end, chunk events whose times run
-backwards in chunk order, a negative gap or one longer than the time since the chunk event
-before it, an exact stall sum or count no gaps could make. Only a span otel-llm did not write
-(or one damaged on its way) looks like that: its figures would be wrong, so it has none."""
 
 
 def read_chunk_events(
@@ -198,8 +192,8 @@ def read_chunk_columns(
 
     A span may carry 120 chunk events, and every span is read back once: each check runs over
     a whole column in C (``map``, ``set``, ``compress``) rather than once per event in Python.
-    The times are checked too (:data:`METERING_INCOMPLETE_TIMING`): a span otel-llm did not
-    write may carry any.
+    The times are checked too (:data:`~otel_llm._semconv.METERING_INCOMPLETE_TIMING`): a span
+    otel-llm did not write may carry any.
     """
     counts = _bookkeeping(attributes, start_ns, end_ns)
     if isinstance(counts, RecordedChunks):
@@ -265,7 +259,7 @@ def _bookkeeping(
     chunk events written and event floor."""
     wall_ns = end_ns - start_ns
     if wall_ns < 0:
-        return RecordedChunks(None, METERING_INCOMPLETE_TIMING)
+        return RecordedChunks(None, sc.METERING_INCOMPLETE_TIMING)
     if not attributes.get(sc.GEN_AI_REQUEST_STREAM, False):
         return RecordedChunks(Timeline(wall_ns=wall_ns, streamed=False), sc.METERING_NOT_STREAMED)
     total = _int_of(attributes.get(sc.CHUNK_COUNT_RECORDED))
@@ -289,7 +283,7 @@ def _checked(
     """The timeline of chunk events at ``stamps`` (in chunk order, the first chunk's first)
     with ``gaps`` before all but the first, once their times are found possible."""
     if not _times_possible(stamps, gaps, start_ns, end_ns):
-        return RecordedChunks(None, METERING_INCOMPLETE_TIMING)
+        return RecordedChunks(None, sc.METERING_INCOMPLETE_TIMING)
     known = None
     stall_ns = _int_of(attributes.get(sc.CHUNK_STALL_NS))
     stall_count = _int_of(attributes.get(sc.CHUNK_STALL_COUNT))
@@ -298,7 +292,7 @@ def _checked(
         if stall_count >= total or not _stall_possible(
             stall_ns, stall_count, threshold, gaps, stamps[-1] - stamps[0]
         ):
-            return RecordedChunks(None, METERING_INCOMPLETE_TIMING)
+            return RecordedChunks(None, sc.METERING_INCOMPLETE_TIMING)
         known = (threshold, stall_ns, stall_count)
     timeline = Timeline(
         wall_ns=wall_ns,

@@ -136,7 +136,7 @@ class AttemptSpan:
 
         ``end_ns`` (a ``time.monotonic_ns()`` value) defaults to now, and is never before the
         last chunk's arrival (arrivals marked ahead of the clock end the span with them, so that
-        its times stay possible: :data:`~otel_llm._measure._events.METERING_INCOMPLETE_TIMING`);
+        its times stay possible: :data:`~otel_llm._semconv.METERING_INCOMPLETE_TIMING`);
         ``error_text`` false records ``error`` by its type only (:func:`record_error`).
         """
         if self._figures is not None:

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from otel_llm import _semconv as sc
 from otel_llm._measure._events import (
-    METERING_INCOMPLETE_TIMING,
     ChunkEventPlan,
     RecordedChunks,
     choose_event_indices,
@@ -220,7 +219,7 @@ def _reference_read(
     the types otel-llm writes (an ``int``, never a ``bool``) and the times checked."""
     wall_ns = end_ns - start_ns
     if wall_ns < 0:
-        return None, METERING_INCOMPLETE_TIMING
+        return None, sc.METERING_INCOMPLETE_TIMING
     total = attributes.get(sc.CHUNK_COUNT_RECORDED)
     expected = attributes.get(sc.CHUNK_EVENTS_RECORDED)
     assert isinstance(total, int)
@@ -242,10 +241,10 @@ def _reference_read(
         return None, sc.METERING_INCOMPLETE_MISSING
     ordered = [by_index[index] for index in sorted(by_index)]
     if not start_ns <= ordered[0][0] <= ordered[-1][0] <= end_ns:
-        return None, METERING_INCOMPLETE_TIMING
+        return None, sc.METERING_INCOMPLETE_TIMING
     for (before, _), (ts, gap) in pairwise(ordered):
         if not 0 <= gap <= ts - before:
-            return None, METERING_INCOMPLETE_TIMING
+            return None, sc.METERING_INCOMPLETE_TIMING
     gaps = [gap for _, gap in ordered[1:]]
     timeline = Timeline(
         wall_ns=wall_ns,

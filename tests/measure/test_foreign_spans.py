@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otel_llm import _semconv as sc
-from otel_llm._measure._events import METERING_INCOMPLETE_TIMING
 from otel_llm._measure._spans import AttemptSpan
 from otel_llm._measure._stalls import NS_PER_MS
 from otel_llm.testing import Spans, figures_of
@@ -129,7 +128,7 @@ def test_impossible_times_are_not_exact(
     spans = Spans()
     span = _attempt(spans, events, **extra)
     attributes = span.attributes or {}
-    assert attributes[sc.METERING_STATUS] == METERING_INCOMPLETE_TIMING
+    assert attributes[sc.METERING_STATUS] == sc.METERING_INCOMPLETE_TIMING
     assert attributes[sc.WALL_MS] == 1_000
     for name in (sc.TTFT_MS, sc.STALL_MS, sc.STALL_COUNT, sc.GENERATION_MS, sc.CHUNK_COUNT):
         assert name not in attributes
@@ -140,7 +139,7 @@ def test_an_end_before_the_start_has_no_wall_time() -> None:
     not, whatever its outcome."""
     spans = Spans()
     streamed = _attempt(spans, [], start=END, end=START)
-    assert (streamed.attributes or {})[sc.METERING_STATUS] == METERING_INCOMPLETE_TIMING
+    assert (streamed.attributes or {})[sc.METERING_STATUS] == sc.METERING_INCOMPLETE_TIMING
     assert sc.WALL_MS not in (streamed.attributes or {})
     span = spans.tracer.start_span(
         "chat y",
