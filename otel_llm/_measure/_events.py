@@ -132,8 +132,6 @@ class RecordedChunks:
     status: str
 
 
-
-
 def read_chunk_events(
     attributes: Mapping[str, Any],
     events: Sequence[tuple[str, int, Mapping[str, Any] | None]],
