@@ -210,9 +210,21 @@ class Round(Generic[T]):
 
     async def _target(self, leg: Leg[T], trigger: Trigger) -> Hedge | None:
         """The hedge ``trigger`` asks for, if the ledger finds and admits one while the primary
-        ``leg`` runs: a hedge admitted after the primary finished (admission's answer took a
-        round trip) is not started — what it took goes back and the round has not hedged."""
-        target = await self._ledger.find_hedge(leg.state, trigger)
+        ``leg`` runs. The search races the primary: if the primary finishes while admission
+        answers (a shared backend's round trip, a slow one's timeout), the search is cancelled
+        — what it took goes back — and the round ends with the primary at once; a hedge
+        admitted as the primary finished is not started either. Either way the round has not
+        hedged."""
+        finding = asyncio.ensure_future(self._ledger.find_hedge(leg.state, trigger))
+        try:
+            await asyncio.wait({finding, leg.task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not finding.done():  # the primary finished first, or the round was cancelled
+                finding.cancel()
+                await asyncio.wait({finding})  # never swallows a cancellation of our own task
+        if finding.cancelled():
+            return None
+        target = finding.result()
         if target is None:
             return None
         if leg.task.done():

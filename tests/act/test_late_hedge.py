@@ -1,7 +1,7 @@
-"""A hedge admitted after its primary already finished is not started: while the hedge's
-admission answered (a shared backend's round trip), the primary ended, so the round gives back
-what the hedge took — its source's breaker permit (a half-open probe stays free), its budget
-token (to its trigger's bucket) and its estimated tokens — and counts no hedge. On virtual time
+"""A hedge whose admission is still answering when its primary finishes is not started, and
+the call does not wait for that answer: the search for the hedge is cancelled, which gives back
+what it took — its source's breaker permit (a half-open probe stays free), its budget token (to
+its trigger's bucket) and its estimated tokens — and the round counts no hedge. On virtual time
 over the scripted transport."""
 
 from __future__ import annotations
@@ -32,32 +32,41 @@ class SlowForB(LocalAdmission):
             await asyncio.sleep(self.answer_s)
         return await super().acquire(source, limits, tokens)
 
-    def tokens_left(self, source: str) -> float:
-        return self._buckets[(source, "tpm")].level
+    def tokens_left(self, source: str, limit: float) -> float:
+        """What ``source``'s token bucket holds (a bucket never asked is full)."""
+        bucket = self._buckets.get((source, "tpm"))
+        return limit if bucket is None else bucket.level
 
 
-def test_a_hedge_admitted_after_its_primary_finished_is_not_started(spans: Spans) -> None:
+def test_a_hedge_still_being_admitted_when_its_primary_finishes_is_not_started(
+    spans: Spans,
+) -> None:
     """Both triggers; the primary's first chunk is late (1.5 s against ``hedge_after_s=1``),
-    then it streams without a gap; the first-token hedge's
-    admission answers at 6 s, after the primary finished (about 2.1 s): no hedge is counted,
-    the first-token bucket is full again (5.0 at a fresh client), b's tokens are back, its
-    half-open probe is free, and b never saw a request."""
+    then it streams without a gap; the first-token hedge's admission would answer at 6 s,
+    after the primary finished (2.1 s): the call answers at 2.1 s, no hedge is counted, the
+    first-token bucket is full again (5.0 at a fresh client), b's tokens are untouched, its
+    half-open probe is free, and b never saw a request. (The call waited for admission's
+    answer and returned at 6 s; before that, the hedge started after its primary ended.)"""
     script = Scripted({"a": [timed_stream(1.5)], "b": [sse_answer()]})
     admission = SlowForB(answer_s=5.0)
 
-    async def main() -> tuple[ChatResult, tuple[float, float], bool]:
+    async def main() -> tuple[ChatResult, tuple[float, float], bool, float]:
         sources = (source("a"), source("b", **B_LIMITS))
         options = {**BOTH, **BREAKER}
         async with client(script, spans, *sources, admission=admission, **options) as c:
             b = half_open(c, "b")
+            loop = asyncio.get_running_loop()
+            started = loop.time()
             result = await c.chat(MESSAGES)
-            return result, tokens(c), probe_free(b)
+            return result, tokens(c), probe_free(b), loop.time() - started
 
-    result, (stall, first), free = run_virtual(main())
+    result, (stall, first), free, elapsed = run_virtual(main())
+    assert abs(elapsed - 2.1) < 1e-6, "answered when the primary finished"
     assert result.source == "a"
     assert admission.asked_for_b == 1
     assert result.stats.hedges == 0
     assert (stall, first) == (10.0, 5.0), "the first-token token came back to its bucket"
-    assert admission.tokens_left("b") == B_LIMITS["tokens_per_minute"]
+    limit = B_LIMITS["tokens_per_minute"]
+    assert admission.tokens_left("b", limit) == limit
     assert free, "the probe was held by a hedge that never started"
     assert "b" not in script.seen

@@ -90,6 +90,8 @@ class Legs:
     hedge_started: asyncio.Event = field(default_factory=asyncio.Event)
     asked: list[Trigger] = field(default_factory=list)
     """The triggers the round asked a hedge for, in order."""
+    given_back: list[Trigger] = field(default_factory=list)
+    """Triggers whose hedge was found as the primary finished, and given back."""
     tracer: Tracer = field(default_factory=lambda: NoOpTracerProvider().get_tracer("t"))
 
     def new_leg(
@@ -124,6 +126,10 @@ class Legs:
         assert primary.name == "a"
         self.asked.append(trigger)
         return (state(self.hedge_target), 1) if self.hedge_target else None
+
+    async def give_back_hedge(self, target: SourceState, tokens: int, trigger: Trigger) -> None:
+        """Nothing to give back: this ledger takes nothing for a hedge."""
+        self.given_back.append(trigger)
 
     make_signal: Callable[[], asyncio.Event] = asyncio.Event
     cleanup_s: float = 5.0
