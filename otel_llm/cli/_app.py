@@ -666,7 +666,8 @@ def collector(
         int, typer.Option(min=1, max=65535, help="Health check port on 127.0.0.1.")
     ] = DEFAULTS.collector_health_port,
 ) -> None:
-    """Run the OpenTelemetry Collector until Ctrl-C, ingesting its spans into the store.
+    """Run the OpenTelemetry Collector until Ctrl-C: with the duckdb config its spans go
+    straight into the store; clickhouse, or a config of your own, sends them where it says.
 
     The Collector is built on first use (minutes, once per machine; it needs Go)."""
     from otel_llm._show._store._access import prepare_for_writing
@@ -677,6 +678,7 @@ def collector(
         config_path,
         run_until_stopped,
         stop_on_signals,
+        where_spans_land,
     )
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -684,28 +686,38 @@ def collector(
     def say(message: str) -> None:
         console.print(message, markup=False)
 
-    store = _db(db) if config != "clickhouse" else None
     try:
         ports = Ports(grpc_port, http_port, health_port)  # each refused before a build of
         chosen = config_path(config)  # minutes, as the config and the store are
+        lands = where_spans_land(chosen)
+        store = _db(db) if lands != "elsewhere" else None  # claimed only when it is written
         if store is not None:
             prepare_for_writing(store)
         with stop_on_signals() as stop:
             binary = collector_binary(say)
             run = CollectorRun(binary, chosen, store=store, ports=ports)
             run.start()
+            into = {
+                "store": f"spans into {store}",
+                "spool": f"spans into {store} through spool files",
+                "elsewhere": f"spans where {config} sends them, not into a store of otel-llm's",
+            }[lands]
             say(
                 f"collector up: OTLP gRPC 127.0.0.1:{ports.grpc}, HTTP 127.0.0.1:{ports.http} "
-                f"({ports.traces_url}); "
-                + (f"spans into {store}" if store else f"config {config}")
-                + "; Ctrl-C stops it"
+                f"({ports.traces_url}); {into}; Ctrl-C stops it"
             )
+            for problem in run.report.problems:  # found by the ingest before the start
+                say(f"kept a damaged file: {problem}")
             code = run_until_stopped(run, stop, say)
     except (OtelLLMError, duckdb.Error, OSError) as exc:
         raise _failed(exc) from exc
     report = run.report
-    landed = f"spans went straight into {store}" if store else f"config {config}"
-    if report.files:
+    landed = {
+        "store": f"spans went straight into {store}",
+        "spool": f"{report.spans} spans ingested into {store} from spool files",
+        "elsewhere": f"spans went where {config} sends them",
+    }[lands]
+    if report.files and lands == "store":
         landed += f"; {report.spans} spans ingested from spool files of an earlier version"
     say(f"collector stopped (exit code {code}); {landed}")
     for problem in report.problems:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -28,7 +29,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import BinaryIO, Final, Literal
 
 from otel_llm import _env as env
 from otel_llm._defaults import DEFAULTS
@@ -57,6 +58,31 @@ def config_path(choice: str) -> Path:
     if not path.is_file():
         raise CollectorError(f"no collector config at {path} (or name one of {', '.join(CONFIGS)})")
     return path
+
+
+Landing = Literal["store", "spool", "elsewhere"]
+"""Where a collector config puts its spans (:func:`where_spans_land`)."""
+
+_COMMENT: Final = re.compile(r"(?:^|\s)#.*$", re.MULTILINE)
+"""A YAML comment: from a ``#`` at a line's start or after a space to the line's end."""
+_STORE_EXPORTER: Final = re.compile(r"^\s*otelllm_store(?:/[^:\s]*)?\s*:", re.MULTILINE)
+"""The ``otelllm_store`` exporter defined (as a key, with or without a name after ``/``)."""
+
+
+def where_spans_land(config: Path) -> Landing:
+    """Where a collector run with ``config`` puts its spans, as its text says (otel-llm reads
+    no YAML at run time): ``store`` when it defines the ``otelllm_store`` exporter on the store
+    ``otel-llm collector`` gives it (``${env:OTEL_LLM_COLLECTOR_STORE}``); ``spool`` when it
+    writes ``traces*.binpb`` files into the spool folder (``${env:OTEL_LLM_COLLECTOR_SPOOL}/
+    traces``: a config of an earlier version, whose files the command ingests); else
+    ``elsewhere`` (ClickHouse, a file of its own, another backend): the store is not written,
+    so the command does not claim it."""
+    text = _COMMENT.sub("", config.read_text(encoding="utf-8", errors="replace"))
+    if _STORE_EXPORTER.search(text) and env.OTEL_LLM_COLLECTOR_STORE in text:
+        return "store"
+    if re.search(re.escape(env.OTEL_LLM_COLLECTOR_SPOOL) + r"[^}]*}/traces", text):
+        return "spool"
+    return "elsewhere"
 
 
 def collector_binary(announce: Callable[[str], None] | None = None) -> Path:
