@@ -236,7 +236,6 @@ class CollectorRun:
                 "--health-port)"
             )
         if self.spool is not None:
-            self.spool.folder.mkdir(parents=True, exist_ok=True)
             self._hold_spool()
             try:
                 self.spool.seal_current()
@@ -288,17 +287,20 @@ class CollectorRun:
         assert self.spool is not None
         assert self.store_path is not None
         try:
+            self.spool.folder.mkdir(parents=True, exist_ok=True)
             handle = claim(self.store_path)
         except StoreClaimed:
             raise CollectorError(
                 f"another otel-llm collector is running on {self.store_path} (its files are in "
                 f"{self.spool.folder}); stop it first"
             ) from None
+        except OSError as exc:
+            raise _unwritable_spool(self.spool.folder, exc) from exc
         try:
             announce(handle, ())
-        except OSError:
+        except OSError as exc:
             handle.close()
-            raise
+            raise _unwritable_spool(self.spool.folder, exc) from exc
         self._spool_lock = handle
 
     def _announce(self) -> None:
@@ -375,6 +377,16 @@ class CollectorRun:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _unwritable_spool(folder: Path, exc: OSError) -> CollectorError:
+    """The error for a spool folder this process cannot write (read-only, another user's)."""
+    return CollectorError(
+        f"cannot write the spool folder {folder} ({exc.strerror or exc}): otel-llm collector "
+        "holds its claim on the store there (and the collector writes its metrics there); make "
+        "it writable by this user (its mode, its owner, a mount that is not read-only), or "
+        "choose another store with --db"
+    )
 
 
 @contextlib.contextmanager

@@ -313,3 +313,57 @@ def test_the_claim_names_its_ports_only_once_the_collector_answers(
         assert collector is not None
         assert collector.receives(url, "http/protobuf")
     assert seen == [False, False]  # the ingest at stop, the collector stopped
+
+
+def test_a_read_only_spool_folder_is_said_plainly(tmp_path: Path) -> None:
+    """A spool folder this user cannot write (its mode; for root, whom modes do not stop, a
+    read-only bind mount in a private mount namespace) was a bare ``[Errno 13]``: it is named,
+    with what to do, exit code 2."""
+    import shutil
+
+    from otel_llm._show._ingest._claim import spool_path
+    from otel_llm._show._store._access import prepare_for_writing
+    from tests.conftest import require
+
+    store = tmp_path / "store"
+    prepare_for_writing(store)
+    spool = spool_path(store)
+    spool.mkdir()
+    ports = Ports.free()
+    command = [
+        sys.executable,
+        "-m",
+        "otel_llm.cli",
+        "collector",
+        "--db",
+        str(store),
+        f"--grpc-port={ports.grpc}",
+        f"--http-port={ports.http}",
+        f"--health-port={ports.health}",
+    ]
+    if os.geteuid() == 0:
+        unshare = shutil.which("unshare")
+        probe = subprocess.run([unshare or "unshare", "-m", "true"], capture_output=True)
+        require(unshare is not None and probe.returncode == 0, "unshare -m (mount namespaces)")
+        mount_then_run = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+        command = [unshare or "", "-m", "sh", "-c", mount_then_run, str(spool), *command]
+    else:
+        spool.chmod(0o555)
+    try:
+        done = subprocess.run(
+            command,
+            env={**os.environ, env.OTEL_LLM_COLLECTOR_BIN: _stand_in(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        spool.chmod(0o755)
+    assert done.returncode == 2, done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"error: cannot write the spool folder {spool} (" in said
+    assert "make it writable by this user" in said
+    assert "Errno" not in said
+    assert "Traceback" not in said
+    assert list(spool.iterdir()) == []
