@@ -189,6 +189,11 @@ class StreamAssembler:
             delta.get("reasoning_content"), str, f"{where}.delta.reasoning_content", "a string"
         ) or expect(delta.get("reasoning"), str, f"{where}.delta.reasoning", "a string")
         tool_calls = expect(delta.get("tool_calls"), list, f"{where}.delta.tool_calls", "a list")
+        function_call = delta.get("function_call")  # the legacy functions API: rare
+        if function_call is not None:
+            expect(function_call, dict, f"{where}.delta.function_call", "an object")
+            if index == 0 and function_call:
+                self._add_function_call(function_call, f"{where}.delta.function_call")
         refusal = delta.get("refusal")  # rare: checked only when present
         if refusal is not None:
             expect(refusal, str, f"{where}.delta.refusal", "a string")
@@ -221,6 +226,16 @@ class StreamAssembler:
                 )
                 if arguments:
                     parts.arguments.append(arguments)
+
+    def _add_function_call(self, delta: Mapping[str, Any], where: str) -> None:
+        """A piece of the one call of the legacy functions API (``functions=``): the answer's
+        tool call, as a tool call's piece without an id."""
+        parts = self._tools.setdefault(0, ToolCallParts())
+        name = expect(delta.get("name"), str, f"{where}.name", "a string")
+        parts.name = name or parts.name
+        arguments = expect(delta.get("arguments"), str, f"{where}.arguments", "a string")
+        if arguments:
+            parts.arguments.append(arguments)
 
     @property
     def refusal(self) -> str | None:
@@ -270,6 +285,16 @@ def completion_from_json(payload: Mapping[str, Any]) -> Completion:
             )
         )
     where = "choices[0].message"
+    legacy = expect(message.get("function_call"), dict, f"{where}.function_call", "an object")
+    if legacy and not tool_calls:  # the legacy functions API (``functions=``): its one call
+        at = f"{where}.function_call"
+        tool_calls.append(
+            ToolCall(
+                None,
+                expect(legacy.get("name"), str, f"{at}.name", "a string"),
+                expect(legacy.get("arguments"), str, f"{at}.arguments", "a string") or "",
+            )
+        )
     reasoning = expect(
         message.get("reasoning_content"), str, f"{where}.reasoning_content", "a string"
     ) or expect(message.get("reasoning"), str, f"{where}.reasoning", "a string")
