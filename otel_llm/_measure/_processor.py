@@ -23,7 +23,7 @@ from otel_llm._defaults import DEFAULTS
 from otel_llm._figures import FIGURES
 from otel_llm._measure._events import read_chunk_columns, read_chunk_run
 from otel_llm._measure._faults import FAULTS
-from otel_llm._measure._span_events import chunk_run
+from otel_llm._measure._span_events import leading_chunk_run
 from otel_llm._measure._stalls import (
     NS_PER_MS,
     StallFigures,
@@ -149,8 +149,8 @@ def _derive_attempt(
     if type(outcome) is str and outcome in sc.OUTCOMES_WITHOUT_FIGURES:  # (a list: no hash)
         return None, wall_only, None
     events = span.events
-    run = None if span.dropped_events else chunk_run(events)
-    if run is not None:  # otel-llm's own chunk events, as added: nothing to read
+    run = None if span.dropped_events else leading_chunk_run(events, sc.CHUNK_EVENT)
+    if run is not None:  # otel-llm's own chunk events, as added (an error's event after them)
         recorded = read_chunk_run(attributes, run, start_ns=start, end_ns=end)
     else:
         recorded = read_chunk_columns(

@@ -99,6 +99,24 @@ def chunk_run(events: Sequence[Event]) -> ChunkRun | None:
     return run
 
 
+def leading_chunk_run(events: Sequence[Event], chunk_name: str) -> ChunkRun | None:
+    """The run of chunk events (named ``chunk_name``) that ``events`` starts with, when every
+    event after it is of another kind — a failed attempt's exception event, recorded after its
+    chunks — or ``None``: what a reader of the chunk events alone needs (a reader of every
+    event takes :func:`chunk_run`)."""
+    if not events:
+        return None
+    run: ChunkRun | None = getattr(events[0], "run", None)
+    if run is None:
+        return None
+    size = len(run.stamps)
+    if size == len(events):
+        return run
+    if size > len(events) or any(event.name == chunk_name for event in events[size:]):
+        return None
+    return run
+
+
 def _events_list(span: Any, most_attributes: int) -> BoundedList[Any] | None:
     """The SDK span's bounded event list when adding to it directly equals ``add_event()``."""
     if not _adds_like_the_sdk(type(span)):

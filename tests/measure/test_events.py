@@ -396,17 +396,24 @@ def test_read_back_equals_the_per_event_rule(
     threshold_ms=st.sampled_from([100, 250, 1000]),
     ttft_ms=st.integers(min_value=0, max_value=2000),
     tail_ms=st.integers(min_value=0, max_value=50),
+    failed=st.booleans(),
 )
 def test_the_run_read_equals_the_column_read(
-    gaps_ms: list[int], max_events: int | None, threshold_ms: int, ttft_ms: int, tail_ms: int
+    gaps_ms: list[int],
+    max_events: int | None,
+    threshold_ms: int,
+    ttft_ms: int,
+    tail_ms: int,
+    failed: bool,
 ) -> None:
     """otel-llm's own attempt spans are read from the run of chunk events they carry, not event
     by event: the verdict and timeline equal the column-wise read of the same events, thinned
-    or not, with an exact stall sum or not."""
+    or not, with an exact stall sum or not, and with a failed attempt's exception event after
+    the run (such spans took the column-wise read, at 1.4 times its cost)."""
     from opentelemetry.sdk.trace import ReadableSpan
 
     from otel_llm._measure._events import read_chunk_columns, read_chunk_run
-    from otel_llm._measure._span_events import chunk_run
+    from otel_llm._measure._span_events import leading_chunk_run
     from otel_llm._measure._spans import AttemptSpan
     from otel_llm.testing import Spans
 
@@ -418,10 +425,15 @@ def test_the_run_read_equals_the_column_read(
     for gap in [0, *gaps_ms]:
         offset += gap
         attempt.clock.mark_at(offset * MS)
-    attempt.finish(sc.OUTCOME_OK, end_ns=(offset + tail_ms) * MS)
+    end_ns = (offset + tail_ms) * MS
+    if failed:
+        attempt.finish(sc.OUTCOME_ERROR, error=RuntimeError("cut short"), end_ns=end_ns)
+    else:
+        attempt.finish(sc.OUTCOME_OK, end_ns=end_ns)
     span = attempt.span
     assert isinstance(span, ReadableSpan)
-    run = chunk_run(span.events)
+    assert [event.name for event in span.events].count("exception") == (1 if failed else 0)
+    run = leading_chunk_run(span.events, sc.CHUNK_EVENT)
     assert run is not None
     attributes = span.attributes or {}
     start, end = span.start_time or 0, span.end_time or 0
