@@ -666,10 +666,11 @@ def collector(
         int, typer.Option(min=1, max=65535, help="Health check port on 127.0.0.1.")
     ] = DEFAULTS.collector_health_port,
 ) -> None:
-    """Run the OpenTelemetry Collector until Ctrl-C: with the duckdb config its spans go
-    straight into the store; clickhouse, or a config of your own, sends them where it says.
+    """Run the OpenTelemetry Collector until Ctrl-C, its spans where its config sends them.
 
-    The Collector is built on first use (minutes, once per machine; it needs Go)."""
+    With the duckdb config they go straight into the store; clickhouse, or a config of your
+    own, sends them where it says. The Collector is built on first use (minutes, once per
+    machine; it needs Go)."""
     from otel_llm._show._store._access import prepare_for_writing
     from otel_llm.cli._collector import (
         CollectorRun,
