@@ -78,12 +78,6 @@ _PLAIN_COUNTS: Final = frozenset((int, type(None)))
 once)."""
 
 
-def _in_range(counts: tuple[int | None, ...]) -> bool:
-    """Every count (ints and ``None``) from 0 to :data:`MOST_TOKENS`."""
-    present = [count for count in counts if count is not None]
-    return not present or (min(present) >= 0 and max(present) <= MOST_TOKENS)
-
-
 def _newer(value: int | None, earlier: int | None) -> int | None:
     return earlier if value is None else value
 
@@ -192,8 +186,22 @@ class Usage:
                 total.__class__,
                 cached.__class__,
             }
-            counts = (prompt, candidates, thoughts, total, cached)
-            if not kinds <= _PLAIN_COUNTS or not _in_range(counts):  # the careful rule
+            # ints from 0 to MOST_TOKENS: one OR of them all tells (per chunk), as a negative
+            # count makes it negative and one past MOST_TOKENS sets a higher bit
+            plain = (
+                kinds <= _PLAIN_COUNTS
+                and 0
+                <= (
+                    (prompt or 0)
+                    | (candidates or 0)
+                    | (thoughts or 0)
+                    | (total or 0)
+                    | (cached or 0)
+                )
+                <= MOST_TOKENS
+            )
+            if not plain:  # the careful rule
+                counts = (prompt, candidates, thoughts, total, cached)
                 prompt, candidates, thoughts, total, cached = map(_count, counts)
         output = None
         if candidates is not None or thoughts is not None:

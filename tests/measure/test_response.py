@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai._models import construct_type
 from openai.types.chat import ChatCompletionChunk
 
@@ -112,3 +114,29 @@ def test_a_huge_count_from_a_losing_leg_leaves_the_metrics_export_working() -> N
     assert data is not None
     assert encode_metrics(data).SerializeToString()
     provider.shutdown()
+
+
+GEMINI_FIELDS = (
+    "prompt_token_count",
+    "candidates_token_count",
+    "thoughts_token_count",
+    "total_token_count",
+    "cached_content_token_count",
+)
+COUNTS = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([-1, 0, MOST_TOKENS, MOST_TOKENS + 1, 2**63, -(2**63)]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts=st.tuples(*[COUNTS] * len(GEMINI_FIELDS)))
+def test_gemini_counts_of_an_sdk_object_are_read_as_one_by_one(
+    counts: tuple[int | None, ...],
+) -> None:
+    """The SDK object's counts are checked in one step (per chunk of a wrapped google-genai
+    stream): what it keeps is what reading each count on its own keeps, a mapping of them."""
+    sdk_object = SimpleNamespace(**dict(zip(GEMINI_FIELDS, counts, strict=True)))
+    mapping = dict(zip(GEMINI_FIELDS, counts, strict=True))
+    assert Usage.from_gemini(sdk_object) == Usage.from_gemini(mapping)
