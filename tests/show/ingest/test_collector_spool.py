@@ -138,7 +138,8 @@ def test_spool_files_land_once_through_a_killed_and_restarted_cli(
                 process.wait()
         if cli.stderr is not None:
             cli.stderr.close()
-    assert "spans ingested from spool files" in rest
+    assert f"spans ingested into {store} from spool files" in rest
+    assert "straight into" not in rest  # a config of an earlier version: through its files
     every = "SELECT * FROM otel_traces ORDER BY SpanId"
     landed = _table(store, every)
     assert len(landed) == PROCESSES * CALLS * 3
