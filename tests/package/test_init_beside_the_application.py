@@ -615,3 +615,41 @@ def test_a_credential_provider_named_in_the_environment_gives_the_exporters_thei
         receiver.close()
     assert [path for path, _ in receiver.signed] == ["/v1/traces"]
     assert [signed for _, signed in receiver.signed] == ["yes"]
+
+
+@pytest.mark.parametrize("claimed_through_link", [True, False])
+def test_a_store_reached_through_a_symlink_is_left_to_its_collector(
+    tmp_path: Path, receiver: Receiver, claimed_through_link: bool
+) -> None:
+    """`otel-llm collector --db /link` (a symbolic link to the store) and
+    `init(db_path="/real/store")` (or the other way round) write one store: init() finds the
+    claim under the store's real path and leaves the store to the collector. Named from the
+    path as written, neither saw the other's claim and every span was stored twice."""
+    real = tmp_path / "real" / "store"
+    real.mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    claimed, named = (link, real) if claimed_through_link else (real, link)
+    spool_path(claimed).mkdir()
+    handle = claim(claimed)
+    port = int(receiver.base.rsplit(":", 1)[1])
+    announce(handle, (port,))
+    try:
+        _, log = _run(
+            f"""
+            telemetry = otel_llm.init(db_path={str(named)!r})
+            print("exporter", telemetry.exporter is not None, file=sys.stderr)
+            otel_llm.instrument_openai()
+            call()
+            telemetry.shutdown()
+            """,
+            tmp_path,
+            OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"http://127.0.0.1:{port}/v1/traces",
+            OTEL_METRICS_EXPORTER="none",
+        )
+    finally:
+        handle.close()
+    assert "exporter False" in log
+    assert log.count("the otel-llm collector that writes") == 1, log
+    assert sorted(span["name"] for span in receiver.spans()) == ["chat smooth"] * 2
+    assert list(real.iterdir()) == []  # nothing written into the store

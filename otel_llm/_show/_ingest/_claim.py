@@ -33,9 +33,10 @@ store left off it would lose every span)."""
 
 def spool_path(store: Path) -> Path:
     """The spool folder of the store at ``store``: beside it, however the path names it
-    (``.``, ``..``, ``a/..``: the working directory or a parent is the store), so the claim of
-    a store is found under every name of its path."""
-    absolute = Path(os.path.abspath(store))  # "." and ".." taken away, as a name has neither
+    (``.``, ``..``, ``a/..``: the working directory or a parent is the store; a symbolic link
+    to it or to a folder above it: beside its real path), so the claim of a store is found
+    under every name of its path."""
+    absolute = Path(os.path.realpath(store))  # links followed, "." and ".." taken away
     if not absolute.name:  # the root: nothing is beside it
         return absolute / SPOOL_SUFFIX
     return absolute.with_name(absolute.name + SPOOL_SUFFIX)

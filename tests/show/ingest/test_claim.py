@@ -179,3 +179,29 @@ def test_an_endpoint_on_the_other_protocols_port_is_not_the_collector(store: Pat
         assert earlier.receives("http://127.0.0.1:4317/v1/traces", "http/protobuf")
     finally:
         handle.close()
+
+
+@pytest.mark.parametrize("linked", ["store", "parent"])
+def test_a_store_reached_through_a_symlink_is_claimed_under_its_real_path(
+    tmp_path: Path, linked: str
+) -> None:
+    """`--db /link/store` and `init(db_path="/real/store")` name one store: its spool folder
+    and claim are named from its real path, so each sees the other's claim (named from the path
+    as written, each looked in a folder of its own and every span was stored twice)."""
+    real = tmp_path / "real" / "store"
+    real.mkdir(parents=True)
+    if linked == "store":
+        link = tmp_path / "link"
+        link.symlink_to(real, target_is_directory=True)
+    else:
+        (tmp_path / "linked").symlink_to(real.parent, target_is_directory=True)
+        link = tmp_path / "linked" / "store"
+    assert spool_path(link) == spool_path(real) == real.with_name("store.otlp")
+    for claimed, looked in ((link, real), (real, link)):
+        spool_path(claimed).mkdir(exist_ok=True)
+        handle = claim(claimed)
+        try:
+            announce(handle, (4317, 4318))
+            assert live_collector(looked) == LiveCollector((4317, 4318))
+        finally:
+            handle.close()
