@@ -701,7 +701,7 @@ def collector(
             into = {
                 "store": f"spans into {store}",
                 "spool": f"spans into {store} through spool files",
-                "elsewhere": f"spans where {config} sends them, not into a store of otel-llm's",
+                "elsewhere": f"spans where {config} sends them, not into the store --db names",
             }[lands]
             say(
                 f"collector up: OTLP gRPC 127.0.0.1:{ports.grpc}, HTTP 127.0.0.1:{ports.http} "

@@ -45,7 +45,7 @@ def test_a_config_writing_a_file_of_its_own_is_not_said_to_fill_the_store(tmp_pa
     config.write_text(_FILE_CONFIG)
     code, said = _run(tmp_path, f"--config={config}")
     assert code == 0, said
-    assert f"spans where {config} sends them, not into a store of otel-llm's" in said
+    assert f"spans where {config} sends them, not into the store --db names" in said
     assert f"collector stopped (exit code 0); spans went where {config} sends them" in said
     assert "into store" not in said
     assert not (tmp_path / "store").exists()  # neither made
