@@ -554,7 +554,8 @@ def init(
     - The store's path is resolved now (a relative one is the working directory's); one DuckDB
       would read as a pattern is refused, as is a ``tracer_provider`` that takes no processor.
     - Spans that go over OTLP to the ``otel-llm collector`` writing this same store (it claims
-      the store while it runs) are left to it: the embedded writer stays off, with a warning.
+      the store while it runs, under its real path), on the port of the exporter's protocol and
+      without TLS, are left to it: the embedded writer stays off, with a warning.
     """
     global _active
     if _active is not None and not _active.shut:
