@@ -19,10 +19,11 @@ import asyncio
 import contextvars
 import selectors
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from otel_llm._measure import _clock
 from otel_llm._measure._clock import use_clock
@@ -31,6 +32,16 @@ T = TypeVar("T")
 
 SETTLE_S = 0.005
 """Real seconds a loop with ``real_io`` waits for socket events before it jumps."""
+
+CLOCK_RESOLUTION_S = 1e-6
+"""Timers due within this of now run now (a real loop's is its clock's resolution, about 1 ns).
+Past 2**24 s (194 days) of virtual time a float's step is wider than 1 ns: a loop that looked
+1 ns ahead for due timers found none and jumped nowhere, for ever. A timer run early still
+sees the clock at its due time (:meth:`VirtualTimeLoop.call_at`)."""
+
+_JOB: Final = threading.local()
+"""``loop``: the virtual loop whose job (``run_in_executor``, ``asyncio.to_thread``) this
+thread is running, if any."""
 
 
 class _JumpingSelector(selectors.DefaultSelector):
@@ -69,6 +80,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._in_threads = 0
         self._jumping = _JumpingSelector(SETTLE_S if real_io else 0.0, self._threads_busy)
         super().__init__(self._jumping)
+        self._clock_resolution = CLOCK_RESOLUTION_S
 
     def _threads_busy(self) -> bool:
         return self._in_threads > 0
@@ -97,7 +109,17 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def run_in_executor(  # type: ignore[override]  # same call, the typeshed generics aside
         self, executor: Executor | None, func: Callable[..., T], *args: Any
     ) -> asyncio.Future[T]:
-        future = super().run_in_executor(executor, func, *args)
+        loop = self
+
+        def in_virtual_time(*given: Any) -> T:
+            """``func`` in a worker thread that meters this loop's virtual time."""
+            _JOB.loop = loop
+            try:
+                return func(*given)
+            finally:
+                _JOB.loop = None
+
+        future = super().run_in_executor(executor, in_virtual_time, *args)
         self._in_threads += 1
 
         def done(_: object) -> None:
@@ -109,8 +131,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 class _Metering:
     """The metering clock while virtual loops run, one for all of them (the metering clock is
-    the process's): in a thread running a virtual loop, that loop's time; in any other thread,
-    the clock in place before the first started. It is put back when the last one ends."""
+    the process's): in a thread running a virtual loop, or a job of one (``asyncio.to_thread``),
+    that loop's time; in any other thread, the clock in place before the first started. It is
+    put back when the last one ends."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -119,10 +142,11 @@ class _Metering:
         self._outside: Callable[[], int] = _clock.now_ns
 
     def now_ns(self) -> int:
+        loop: asyncio.AbstractEventLoop | None
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # a thread without a loop
-            return self._outside()
+        except RuntimeError:  # a thread without a loop: a virtual loop's job, or not
+            loop = getattr(_JOB, "loop", None)
         if isinstance(loop, VirtualTimeLoop):
             # to the nearest nanosecond: 0.7 + 0.1 is 0.7999999999999999 as a float, and
             # truncated it would meter 799.999999 ms
@@ -134,7 +158,12 @@ class _Metering:
         """Meter on virtual time in this thread's virtual loop for the ``with`` block."""
         with self._lock:
             if self._running == 0:
-                self._outside = _clock.now_ns
+                outside = _clock.now_ns
+                # never itself: a use_clock() of another thread that began before a virtual
+                # loop and ended after it puts this clock back as the process's, and taken as
+                # the outside clock it would ask itself for ever (RecursionError)
+                mine = getattr(outside, "__self__", None) is self
+                self._outside = time.monotonic_ns if mine else outside
                 self._swap = use_clock(self.now_ns)
                 self._swap.__enter__()
             self._running += 1

@@ -230,3 +230,74 @@ async def test_run_virtual_inside_a_running_loop_says_why_and_closes_the_corouti
     with pytest.raises(RuntimeError, match=r"run_virtual.*running event loop.*synchronous"):
         run_virtual(coroutine)
     assert inspect.getcoroutinestate(coroutine) == inspect.CORO_CLOSED
+
+
+def test_a_job_of_the_virtual_loop_in_a_worker_thread_meters_its_virtual_time() -> None:
+    """A stream consumed in a worker thread (``asyncio.to_thread``) meters the loop's virtual
+    time, as the loop's own thread does: it read the real clock (a first chunk 10 s into a
+    run read some 39,000 s, labelled exact)."""
+
+    async def main() -> tuple[int, int]:
+        await asyncio.sleep(10.0)
+        in_thread = await asyncio.to_thread(_clock.now_ns)
+        return in_thread, _clock.now_ns()
+
+    assert guarded(main()) == (10 * 10**9, 10 * 10**9)
+
+
+def test_timers_past_194_days_of_virtual_time_still_fire() -> None:
+    """Past 2**24 s a float's step is wider than the 1 ns a real loop looks ahead for due
+    timers: a sleep there found no timer due and the loop jumped nowhere, for ever."""
+
+    async def main() -> float:
+        await asyncio.sleep(2**24 + 0.3)
+        await asyncio.sleep(2.5)
+        return asyncio.get_running_loop().time()
+
+    assert guarded(main()) == 2**24 + 0.3 + 2.5
+
+
+def test_a_clock_swap_of_another_thread_straddling_a_virtual_run_leaves_no_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another thread's ``use_clock`` begins while a ``run_virtual`` runs and ends after it:
+    last in, first out, it puts the virtual runs' clock back as the process's. The next run
+    took that clock for the outside one, and a metering read outside a loop asked itself for
+    ever (RecursionError)."""
+    from otel_llm.testing import use_clock
+
+    monkeypatch.setattr(_clock, "now_ns", _clock.now_ns)  # should this fail, later tests do not
+    swapped, run_ended = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        with use_clock(lambda: 42):
+            swapped.set()
+            assert run_ended.wait(GUARD_S)
+
+    other = threading.Thread(target=other_thread)
+
+    async def first_run() -> None:
+        other.start()
+        assert await asyncio.to_thread(swapped.wait, GUARD_S)
+
+    async def idle() -> None:
+        await asyncio.sleep(1.0)
+
+    guarded(first_run())
+    run_ended.set()
+    other.join(GUARD_S)
+    guarded(idle())
+    read: list[int | BaseException] = []
+
+    def outside() -> None:
+        try:
+            read.append(_clock.now_ns())
+        except BaseException as exc:  # the test reads what it was
+            read.append(exc)
+
+    reader = threading.Thread(target=outside)
+    reader.start()
+    reader.join(GUARD_S)
+    (value,) = read
+    assert isinstance(value, int), value
+    assert value > 0
