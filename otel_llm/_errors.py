@@ -174,7 +174,25 @@ class ContextLengthExceeded(PermanentError):
 
 
 class ContentFiltered(PermanentError):
-    """The provider refused the request or the answer on content grounds."""
+    """The provider refused the request or the answer on content grounds.
+
+    ``refusal`` holds the model's own words when it answered with a refusal instead of content
+    (chat completions' ``refusal``). They are the model's output, so the message does not
+    repeat them: spans, logs and the summary of a failed call carry messages, and output stays
+    out of telemetry unless content capture is on."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        refusal: str | None = None,
+        status_code: int | None = None,
+        code: str | None = None,
+        source: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, code=code, source=source, url=url)
+        self.refusal = refusal
 
 
 class MalformedResponse(PermanentError):

@@ -84,12 +84,18 @@ def _source(api: str) -> Source:
     ids=["chat-refusal", "anthropic-refusal", "gemini-safety", "gemini-blocked"],
 )  # fmt: skip
 def test_a_refusals_words_are_kept_on_one_line(api: str, document: dict[str, Any]) -> None:
-    """A refusal's explanation is the provider's text too: on one line, the key redacted."""
+    """A refusal's explanation is the provider's text too: on one line, the key redacted. A
+    chat completions refusal is the model's own words, its output: they are the error's
+    ``refusal`` (the key redacted), and the message does not carry them."""
     with pytest.raises(e.ContentFiltered) as caught:
         wire_for(api).answer(_source(api), document)
     _one_line(str(caught.value))
     _one_line(caught.value.code or "")
-    assert "ERROR forged log line" in str(caught.value)
+    if api == "chat":
+        assert "forged" not in str(caught.value)
+        assert caught.value.refusal == HOSTILE.replace(KEY, "[REDACTED]")
+    else:
+        assert "ERROR forged log line" in str(caught.value)
 
 
 def test_an_azure_404_names_the_deployment_not_a_version() -> None:

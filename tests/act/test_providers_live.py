@@ -251,16 +251,33 @@ def test_a_refusal_instead_of_content_is_content_filtered(
     provider: str, stream: bool, spans: Spans
 ) -> None:
     """A refusal streamed (``delta.refusal``) or answered (``message.refusal``) instead of
-    content is the ContentFiltered error with the model's words, never an empty answer."""
+    content is the ContentFiltered error, never an empty answer. The model's words are the
+    error's ``refusal``; they are its output, so neither the message nor the spans carry them
+    (content capture is off: the message quoted them, and the spans recorded it)."""
 
-    async def main(sim: SimulatedProvider) -> BaseException:
+    async def main(sim: SimulatedProvider) -> e.ContentFiltered:
         async with Client([sim_source(provider, sim)], tracer_provider=spans.provider) as c:
             with pytest.raises(e.ContentFiltered) as caught:
                 await c.chat(MESSAGES, stream=stream)
         return caught.value
 
     error = live(main, default=Script(chunk_count=3, refusal=True))
-    assert "answered with a refusal: word0 word1 word2" in str(error)
+    assert error.refusal is not None
+    assert error.refusal.strip() == "word0 word1 word2"
+    assert "answered with a refusal" in str(error)
+    assert "word0" not in str(error)
+    recorded = [
+        repr(
+            (
+                dict(span.attributes or {}),
+                [(event.name, dict(event.attributes or {})) for event in span.events],
+                span.status.description,
+            )
+        )
+        for span in spans.exporter.get_finished_spans()
+    ]
+    assert recorded
+    assert not [text for text in recorded if "word0" in text]
 
 
 class _Sequence:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from otel_llm import _errors as e
 from otel_llm._act import _json
 from otel_llm._act._completion import Completion, StreamAssembler, completion_from_json
-from otel_llm._act._http_errors import ErrorContext, provider_error, provider_words
+from otel_llm._act._http_errors import ErrorContext, provider_error
 from otel_llm._act._wire._format import (
     EXTRA_BODY,
     WireRequest,
@@ -30,6 +30,7 @@ from otel_llm._act._wire._format import (
     with_extra,
     without_secrets,
 )
+from otel_llm._redact import redact
 
 if TYPE_CHECKING:
     from otel_llm._act._source import Source
@@ -158,10 +159,12 @@ def filtered_error(source: str) -> e.ContentFiltered:
 
 
 def refusal_error(text: str, source: str, secrets: tuple[str, ...]) -> e.ContentFiltered:
-    """The error of an answer the model refused (``refusal`` instead of content), its words
-    kept as the provider's reason (secrets redacted), as Anthropic's ``refusal`` stop is."""
+    """The error of an answer the model refused (``refusal`` instead of content): its words,
+    the model's output, in ``refusal`` (secrets redacted), never in the message."""
     return e.ContentFiltered(
-        f"answered with a refusal: {provider_words(text, secrets)}",
+        f"answered with a refusal of {len(text):,} characters instead of content (its words: "
+        "the error's refusal)",
+        refusal=redact(text, secrets),
         code="refusal",
         source=source,
     )
