@@ -53,7 +53,9 @@ class Admission(Protocol):
 
     async def acquire(self, source: str, limits: Limits, tokens: int) -> float:
         """Admit one request of ``tokens`` (return 0.0, both deducted) or return the seconds
-        until it could be admitted (nothing deducted)."""
+        until it could be admitted (nothing deducted). Cancelled, it deducts nothing, or gives
+        back what it deducted: the client cancels a hedge's admission whenever the primary
+        finishes while it answers."""
         ...
 
     async def settle(self, source: str, limits: Limits, extra_tokens: int) -> None:

@@ -211,26 +211,36 @@ class Round(Generic[T]):
     async def _target(self, leg: Leg[T], trigger: Trigger) -> Hedge | None:
         """The hedge ``trigger`` asks for, if the ledger finds and admits one while the primary
         ``leg`` runs. The search races the primary: if the primary finishes while admission
-        answers (a shared backend's round trip, a slow one's timeout), the search is cancelled
-        — what it took goes back — and the round ends with the primary at once; a hedge
-        admitted as the primary finished is not started either. Either way the round has not
-        hedged."""
+        answers (a shared backend's round trip, a slow one's timeout), or as the search does,
+        the search is abandoned — what it took goes back — and the round ends with the primary
+        at once, unhedged. So is it when the call is cancelled meanwhile."""
         finding = asyncio.ensure_future(self._ledger.find_hedge(leg.state, trigger))
         try:
             await asyncio.wait({finding, leg.task}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not finding.done():  # the primary finished first, or the round was cancelled
-                finding.cancel()
-                await asyncio.wait({finding})  # never swallows a cancellation of our own task
-        if finding.cancelled():
+        except BaseException:  # the call was cancelled (its deadline, its caller)
+            await self._abandon(finding, trigger)
+            raise
+        if leg.task.done():
+            await self._abandon(finding, trigger)
             return None
         target = finding.result()
-        if target is None:
-            return None
-        if leg.task.done():
-            await self._ledger.give_back_hedge(*target, trigger)
-            return None
-        return (*target, trigger)
+        return None if target is None else (*target, trigger)
+
+    async def _abandon(
+        self, finding: asyncio.Future[tuple[SourceState, int] | None], trigger: Trigger
+    ) -> None:
+        """Stop the search for a hedge no longer wanted: cancelled while it runs (which gives
+        back what it took), or, done, what it found given back — also while the call itself is
+        being cancelled (a half-open probe kept by a hedge that never started would keep its
+        source refused for good). Its own failure no longer matters: read, not raised."""
+        if not finding.done():
+            finding.cancel()
+            await asyncio.wait({finding})  # never swallows a cancellation of our own task
+        if finding.cancelled() or finding.exception() is not None:
+            return
+        found = finding.result()
+        if found is not None:
+            await asyncio.shield(self._ledger.give_back_hedge(*found, trigger))
 
     async def _stalled(self, leg: Leg[T], signal: asyncio.Event) -> bool:
         """Phase 2, after the first chunk: wait until a gap lasts STALL_AFTER_S (True) or the

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from otel_llm import ChatResult, Limits, LocalAdmission
 from otel_llm.testing import Scripted, Spans, run_virtual, sse_answer
 from tests.act.test_breaker_admission import BREAKER, half_open, probe_free
@@ -69,4 +71,47 @@ def test_a_hedge_still_being_admitted_when_its_primary_finishes_is_not_started(
     limit = B_LIMITS["tokens_per_minute"]
     assert admission.tokens_left("b", limit) == limit
     assert free, "the probe was held by a hedge that never started"
+    assert "b" not in script.seen
+
+
+class CancelsTheCallAsItAnswers(SlowForB):
+    """The in-process backend; as it admits ``b``'s hedge, the call's caller gives up (its
+    task is cancelled in the same instant the search completes)."""
+
+    def __init__(self) -> None:
+        super().__init__(answer_s=0.5)
+        self.call: asyncio.Future[ChatResult] | None = None
+
+    async def acquire(self, source: str, limits: Limits, tokens: int) -> float:
+        wait = await super().acquire(source, limits, tokens)
+        if source == "b" and self.call is not None:
+            self.call.cancel()
+        return wait
+
+
+def test_a_call_cancelled_as_its_hedge_is_admitted_gives_the_hedge_back(spans: Spans) -> None:
+    """The first-token hedge is admitted at ``b`` (half-open: the hedge is its probe) in the
+    instant the call is cancelled: the search's find is given back — b's probe is free, its
+    tokens and the first-token bucket's token are back. They were kept, and the half-open probe
+    held for good kept ``b`` refused by this client until the process ended."""
+    script = Scripted({"a": [timed_stream(5.0)], "b": [sse_answer()]})
+    admission = CancelsTheCallAsItAnswers()
+
+    async def main() -> tuple[tuple[float, float], bool]:
+        sources = (source("a"), source("b", **B_LIMITS))
+        options = {**BOTH, **BREAKER}
+        async with client(script, spans, *sources, admission=admission, **options) as c:
+            b = half_open(c, "b")
+            call = asyncio.ensure_future(c.chat(MESSAGES))
+            admission.call = call
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            return tokens(c), probe_free(b)
+
+    (stall, first), free = run_virtual(main())
+    assert admission.asked_for_b == 1
+    assert free, "the probe was held by a hedge that never started"
+    assert (stall, first) == (10.0, 5.0), "the first-token token came back to its bucket"
+    limit = B_LIMITS["tokens_per_minute"]
+    assert admission.tokens_left("b", limit) == limit
     assert "b" not in script.seen
