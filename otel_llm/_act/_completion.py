@@ -101,6 +101,7 @@ class StreamAssembler:
     __slots__ = (
         "_finished",
         "_id",
+        "_legacy",
         "_model",
         "_reasoning",
         "_refusal",
@@ -116,6 +117,9 @@ class StreamAssembler:
         self._reasoning: list[str] = []
         self._refusal: list[str] = []
         self._tools: dict[int, ToolCallParts] = {}
+        self._legacy: ToolCallParts | None = None
+        """The call of the legacy functions API (``function_call``), the answer's tool call
+        only when it has no ``tool_calls`` (a server may send both, the same call twice)."""
         self._id: str | None = None
         self._model: str | None = None
         self._seen: set[int] = set()
@@ -228,14 +232,21 @@ class StreamAssembler:
                     parts.arguments.append(arguments)
 
     def _add_function_call(self, delta: Mapping[str, Any], where: str) -> None:
-        """A piece of the one call of the legacy functions API (``functions=``): the answer's
-        tool call, as a tool call's piece without an id."""
-        parts = self._tools.setdefault(0, ToolCallParts())
+        """A piece of the one call of the legacy functions API (``functions=``), a tool call
+        without an id."""
+        if self._legacy is None:
+            self._legacy = ToolCallParts()
+        parts = self._legacy
         name = expect(delta.get("name"), str, f"{where}.name", "a string")
         parts.name = name or parts.name
         arguments = expect(delta.get("arguments"), str, f"{where}.arguments", "a string")
         if arguments:
             parts.arguments.append(arguments)
+
+    def _calls(self) -> list[ToolCallParts]:
+        """The answer's tool calls, in order: its ``tool_calls``, else the legacy call."""
+        calls = [parts for _, parts in sorted(self._tools.items())]
+        return calls or ([self._legacy] if self._legacy is not None else [])
 
     @property
     def refusal(self) -> str | None:
@@ -249,7 +260,7 @@ class StreamAssembler:
             reasoning="".join(self._reasoning) or None,
             tool_calls=tuple(
                 ToolCall(parts.id, parts.name, "".join(parts.arguments), parts.type)
-                for _, parts in sorted(self._tools.items())
+                for parts in self._calls()
             ),
             finish_reason=self.finish_reason,
             usage=self.usage,

@@ -63,3 +63,24 @@ def test_a_function_call_answered_whole_is_the_answers_tool_call(spans: Spans) -
     result = chat(answered_function_call(), spans, stream=False)
     assert result.tool_calls == (ToolCall(None, "weather", '{"city": "Paris"}'),)
     assert (result.text, result.finish_reason) == ("", "function_call")
+
+
+def test_a_call_sent_as_both_tool_calls_and_function_call_is_one_call(spans: Spans) -> None:
+    """A server that fills both fields in each delta (for older clients) sends one call twice:
+    the answer's tool calls are its ``tool_calls`` (the legacy field's arguments were appended
+    to the same call: '{"city": "Paris"}{"city": "Paris"}', no JSON)."""
+    both: list[dict[str, Any]] = []
+    for delta in DELTAS:
+        call = delta["function_call"]
+        tool = {"index": 0, "function": dict(call)}
+        if "name" in call:
+            tool |= {"id": "call_1", "type": "function"}
+        both.append({**delta, "tool_calls": [tool]})
+    chunks = [{"id": "x", "model": "m", "choices": [{"index": 0, "delta": d}]} for d in both]
+    chunks.append(
+        {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    )
+    body = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    answer = httpx2.Response(200, headers={"content-type": "text/event-stream"}, text=body)
+    result = chat(answer, spans, stream=True)
+    assert result.tool_calls == (ToolCall("call_1", "weather", '{"city": "Paris"}'),)
