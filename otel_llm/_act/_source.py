@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import functools
 import math
+import re
 import typing
 from collections.abc import Iterator
 from typing import Any, Final, Literal, Self
@@ -465,8 +466,8 @@ def _base_instead_of_endpoint(provider: Provider, base_url: str) -> str | None:
     segments = parts.path.rstrip("/").split("/")
     named = ""
     if provider.api == "gemini":
-        if "models" in segments:  # …/models/{model}[:method]: the client adds both
-            at = segments.index("models")
+        at = _gemini_models_at(segments)
+        if at is not None:  # …/models/{model}[:method]: the client adds both
             model = unquote("/".join(segments[at + 1 :]).partition(":")[0])
             named, segments = "/".join(segments[at:]), segments[:at]
             base = _public_base(parts, segments)
@@ -499,6 +500,23 @@ def _base_instead_of_endpoint(provider: Provider, base_url: str) -> str | None:
         f"base_url names the endpoint …/{named}, which the client adds itself (every call would "
         f"be a 404): give the base up to the API version, base_url={base!r}"
     )
+
+
+_API_VERSION: Final = re.compile(r"v\d+((alpha|beta)\d*)?")
+"""A path segment that is an API version (``v1``, ``v1beta``, ``v1alpha2``)."""
+
+
+def _gemini_models_at(segments: list[str]) -> int | None:
+    """Where a Gemini path ends in the endpoint the client adds — ``…/models``,
+    ``…/models/{model}`` or ``…/models/{model}:{method}`` — or ``None``: a ``models`` segment
+    elsewhere (a gateway's id, ``…/models/v1beta``) is the caller's base."""
+    if segments[-1:] == ["models"]:
+        return len(segments) - 1
+    if len(segments) >= 2 and segments[-2] == "models":
+        last = segments[-1]
+        if ":" in last or not _API_VERSION.fullmatch(last):
+            return len(segments) - 2
+    return None
 
 
 def _public_base(parts: SplitResult, segments: list[str]) -> str:
